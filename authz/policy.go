@@ -1,0 +1,160 @@
+package authz
+
+// Action is something a caller asks to do; one per tool family.
+type Action string
+
+// The actions the tools map to.
+const (
+	ActionStart    Action = "start"    // start_*
+	ActionGet      Action = "get"      // get_*
+	ActionList     Action = "list"     // list_jobs
+	ActionCancel   Action = "cancel"   // cancel_*
+	ActionResume   Action = "resume"   // resume_*
+	ActionDownload Action = "download" // GET /artifacts/<token>
+)
+
+// AllActions lists every action. Treat it as read-only.
+var AllActions = []Action{ActionStart, ActionGet, ActionList, ActionCancel, ActionResume, ActionDownload}
+
+// Approver says who may answer a job's open input request.
+type Approver string
+
+// Who may answer an input request.
+const (
+	ApproverNone     Approver = ""         // the job has no open input request
+	ApproverOwner    Approver = "owner"    // the owner (jobs:write) or any jobs:approve holder may answer
+	ApproverApprover Approver = "approver" // only a jobs:approve holder may answer
+)
+
+// Job is what the policy needs to know about a job. Its fields come from the
+// job's stored state (Temporal), never from tool arguments or the handle.
+type Job struct {
+	Tenant string // the tenant that owns the job
+	Owner  string // the sub of the principal that started it
+	// OpenInput is who may answer the job's open input request, or
+	// ApproverNone. Any other value is treated as no open request for
+	// visibility, and as "nobody may answer" for resume.
+	OpenInput Approver
+}
+
+// Decision is the policy's answer.
+type Decision int
+
+// Decisions. The zero value is Allow, so always use Decide's result, never a
+// default Decision.
+const (
+	Allow     Decision = iota
+	NotFound           // the caller may not know the job exists: answer exactly like an unknown job
+	Forbidden          // the caller may see the job but not do this to it
+)
+
+// String returns "allow", "not_found" or "forbidden" (for logs and tests).
+func (d Decision) String() string {
+	switch d {
+	case Allow:
+		return "allow"
+	case NotFound:
+		return "not_found"
+	case Forbidden:
+		return "forbidden"
+	}
+	return "Decision(?)"
+}
+
+// Decide says whether p may do a to j. It is pure: no I/O, no clock.
+//
+// Start and list ignore j. For every other action a job of another tenant
+// (or either tenant empty) is NotFound, and Forbidden is only ever returned
+// to a caller who can see the job (its owner with jobs:read or jobs:write,
+// any jobs:admin holder of the tenant, or any jobs:approve holder of the
+// tenant while the job has an open input request). An invalid principal or
+// unknown action is NotFound.
+func Decide(p Principal, a Action, j Job) Decision {
+	if p.Valid() != nil {
+		return NotFound
+	}
+	switch a {
+	case ActionStart:
+		if p.Has(ScopeWrite) {
+			return Allow
+		}
+		return Forbidden
+	case ActionList:
+		if p.Has(ScopeRead) || p.Has(ScopeAdmin) {
+			return Allow
+		}
+		return Forbidden
+	case ActionGet, ActionDownload, ActionCancel, ActionResume:
+	default:
+		return NotFound
+	}
+
+	if j.Tenant == "" || j.Tenant != p.Tenant {
+		return NotFound
+	}
+	owner := j.Owner != "" && j.Owner == p.Subject
+	open := j.OpenInput == ApproverOwner || j.OpenInput == ApproverApprover
+
+	var allow bool
+	switch a {
+	case ActionGet, ActionDownload:
+		allow = owner && p.Has(ScopeRead) || p.Has(ScopeAdmin) || p.Has(ScopeApprove) && open
+		if !allow {
+			return NotFound
+		}
+		return Allow
+	case ActionCancel:
+		allow = owner && p.Has(ScopeWrite) || p.Has(ScopeAdmin)
+	case ActionResume:
+		switch j.OpenInput {
+		case ApproverOwner:
+			allow = owner && p.Has(ScopeWrite) || p.Has(ScopeApprove)
+		case ApproverApprover:
+			allow = p.Has(ScopeApprove)
+		case ApproverNone:
+			// Let the owner through so they learn input_not_expected.
+			allow = owner && p.Has(ScopeWrite)
+		}
+	}
+	switch {
+	case allow:
+		return Allow
+	case canSee(p, owner, open):
+		return Forbidden
+	}
+	return NotFound
+}
+
+// canSee reports whether p may know the job exists. The caller has checked
+// that the tenants match; owner and open describe the job.
+func canSee(p Principal, owner, open bool) bool {
+	return owner && (p.Has(ScopeRead) || p.Has(ScopeWrite)) ||
+		p.Has(ScopeAdmin) ||
+		p.Has(ScopeApprove) && open
+}
+
+// ActionScopes returns the scopes of which any one lets a token call the
+// action at all. The HTTP layer checks it before reading any job; the first
+// scope is the one to name in a 403 insufficient_scope challenge. It returns
+// a fresh slice (nil for an unknown action).
+func ActionScopes(a Action) []Scope {
+	switch a {
+	case ActionStart:
+		return []Scope{ScopeWrite}
+	case ActionGet, ActionDownload:
+		return []Scope{ScopeRead, ScopeAdmin, ScopeApprove}
+	case ActionList:
+		return []Scope{ScopeRead, ScopeAdmin}
+	case ActionCancel:
+		return []Scope{ScopeWrite, ScopeAdmin}
+	case ActionResume:
+		return []Scope{ScopeWrite, ScopeApprove}
+	}
+	return nil
+}
+
+// ListAll reports whether list_jobs shows p the whole tenant (jobs:admin)
+// rather than only p's own jobs. False for an invalid principal.
+func ListAll(p Principal) bool {
+	return p.Valid() == nil && p.Has(ScopeAdmin)
+}
