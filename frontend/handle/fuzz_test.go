@@ -1,0 +1,222 @@
+package handle
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var updateSeeds = flag.Bool("update-seeds", false, "rewrite the committed fuzz seed corpus under testdata/fuzz")
+
+// fuzzNow is the fixed clock of the fuzz targets and their seeds.
+var fuzzNow = testNow
+
+// seedHandles returns the named seeds of FuzzOpenHandle. They are derived
+// deterministically from fixed test keys, so they double as a known-answer
+// test of the wire format (see TestFuzzSeedCorpus).
+func seedHandles(t testing.TB) map[string]string {
+	ring := testRing(t)
+	old, _ := NewKeyring("k0", map[string][]byte{"k0": testKey("k0")})
+	valid := ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/nightly-42", Kind: KindEval, Expiry: fuzzNow.Add(24 * time.Hour)})
+	c := ring.SealCursor(Cursor{Tenant: "acme", Subject: "alice", Tool: "list_jobs", Filter: FilterFingerprint(nil), PageToken: []byte("next"), Expiry: fuzzNow.Add(time.Hour)})
+	return map[string]string{
+		"valid":            valid,
+		"valid_export":     ring.SealHandle(Handle{Tenant: "globex", WorkflowID: "globex/export/q3 <&> \"ü\"", Kind: KindExport, Expiry: fuzzNow.Add(time.Hour)}),
+		"valid_old_kid":    old.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/old", Kind: KindEval, Expiry: fuzzNow.Add(time.Hour)}),
+		"expired":          ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/done", Kind: KindEval, Expiry: fuzzNow.Add(-time.Second)}),
+		"truncated":        valid[:len(valid)-10],
+		"tampered_payload": tamper(valid, len("jgh1.k1.")+5),
+		"tampered_sig":     tamper(valid, len(valid)-1),
+		"wrong_prefix":     "jgh2" + valid[4:],
+		"cursor":           c,
+		"unknown_kid":      strings.Replace(valid, ".k1.", ".k7.", 1),
+		"empty":            "",
+		"dots":             "...",
+		"too_long":         valid + "." + strings.Repeat("A", MaxHandleLen),
+	}
+}
+
+func seedCursors(t testing.TB) map[string]string {
+	ring := testRing(t)
+	old, _ := NewKeyring("k0", map[string][]byte{"k0": testKey("k0")})
+	tok := []byte(`{"sort":[1735689600000,"acme/eval/nightly-41"],"pit":"x"}`)
+	mk := func(r *Keyring, sub string, exp time.Time, tok []byte) string {
+		return r.SealCursor(Cursor{Tenant: "acme", Subject: sub, Tool: "list_jobs",
+			Filter: FilterFingerprint(map[string]string{"kind": "eval"}), PageToken: tok, Expiry: exp})
+	}
+	valid := mk(ring, "alice", fuzzNow.Add(10*time.Minute), tok)
+	return map[string]string{
+		"valid":            valid,
+		"valid_binary":     mk(ring, "svc:exporter", fuzzNow.Add(time.Minute), []byte{0, 0xff, 0xfe, '"', '\\', 0x7f}),
+		"valid_old_kid":    mk(old, "alice", fuzzNow.Add(time.Minute), tok),
+		"expired":          mk(ring, "alice", fuzzNow, tok),
+		"truncated":        valid[:len(valid)/2],
+		"tampered_payload": tamper(valid, len("jgc1.k1.")+40),
+		"tampered_sig":     tamper(valid, len(valid)-1),
+		"wrong_prefix":     "jgh1" + valid[4:],
+		"handle":           ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/x", Kind: KindEval, Expiry: fuzzNow.Add(time.Hour)}),
+		"empty":            "",
+		"dots":             "...",
+		"too_long":         valid + strings.Repeat("A", MaxCursorLen),
+	}
+}
+
+// tamper changes the byte at i to another URL-safe byte.
+func tamper(s string, i int) string {
+	b := []byte(s)
+	if b[i] == 'A' {
+		b[i] = 'B'
+	} else {
+		b[i] = 'A'
+	}
+	return string(b)
+}
+
+// TestFuzzSeedCorpus keeps testdata/fuzz in step with the seeds above and
+// checks each seed does what its name says. Run with -update-seeds to rewrite.
+func TestFuzzSeedCorpus(t *testing.T) {
+	ring := testRing(t)
+	for target, seeds := range map[string]map[string]string{
+		"FuzzOpenHandle": seedHandles(t),
+		"FuzzOpenCursor": seedCursors(t),
+	} {
+		dir := filepath.Join("testdata", "fuzz", target)
+		for name, s := range seeds {
+			want := "go test fuzz v1\nstring(" + strconv.Quote(s) + ")\n"
+			path := filepath.Join(dir, name)
+			if *updateSeeds {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else if got, err := os.ReadFile(path); err != nil || string(got) != want {
+				t.Errorf("%s is missing or stale (err %v); run go test -run TestFuzzSeedCorpus -update-seeds", path, err)
+			}
+
+			var err error
+			if target == "FuzzOpenHandle" {
+				_, err = ring.OpenHandle(s, fuzzNow)
+			} else {
+				_, err = ring.OpenCursor(s, fuzzNow)
+			}
+			switch {
+			case strings.HasPrefix(name, "valid"):
+				if err != nil {
+					t.Errorf("%s/%s: %v, want success", target, name, err)
+				}
+			case name == "expired":
+				if err != ErrExpired {
+					t.Errorf("%s/%s: %v, want ErrExpired", target, name, err)
+				}
+			default:
+				if !errors.Is(err, ErrMalformed) {
+					t.Errorf("%s/%s: %v, want ErrMalformed", target, name, err)
+				}
+			}
+		}
+	}
+}
+
+func FuzzOpenHandle(f *testing.F) {
+	ring := testRing(f)
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := ring.OpenHandle(s, fuzzNow)
+		malformed, expired := errors.Is(err, ErrMalformed), errors.Is(err, ErrExpired)
+		switch {
+		case malformed && expired:
+			t.Fatalf("error is both malformed and expired: %v", err)
+		case err != nil && !malformed && !expired:
+			t.Fatalf("unexpected error class: %v", err)
+		case malformed:
+			if h != (Handle{}) {
+				t.Fatalf("malformed but returned %+v", h)
+			}
+			return
+		}
+		if len(s) > MaxHandleLen {
+			t.Fatalf("opened a %d-byte handle", len(s))
+		}
+		// Opened (possibly expired): must re-seal to an equivalent value.
+		if err := h.Validate(); err != nil {
+			t.Fatalf("opened an invalid handle %+v: %v", h, err)
+		}
+		r := ring.SealHandle(h)
+		h2, err2 := ring.OpenHandle(r, fuzzNow)
+		if !sameHandle(h, h2) || errors.Is(err2, ErrExpired) != expired || (err2 != nil && !expired) {
+			t.Fatalf("re-seal: %+v, %v; want %+v, %v", h2, err2, h, err)
+		}
+		// Nobody but the sealer can produce a valid MAC, so a handle under
+		// the current kid re-seals to the very same string.
+		if strings.HasPrefix(s, HandlePrefix+"."+ring.CurrentKID()+".") && r != s {
+			t.Fatalf("re-seal differs:\n%q\n%q", s, r)
+		}
+		if _, err := ring.OpenCursor(s, fuzzNow); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("a handle opened as a cursor: %v", err)
+		}
+	})
+}
+
+func FuzzOpenCursor(f *testing.F) {
+	ring := testRing(f)
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ring.OpenCursor(s, fuzzNow)
+		malformed, expired := errors.Is(err, ErrMalformed), errors.Is(err, ErrExpired)
+		switch {
+		case malformed && expired:
+			t.Fatalf("error is both malformed and expired: %v", err)
+		case err != nil && !malformed && !expired:
+			t.Fatalf("unexpected error class: %v", err)
+		case malformed:
+			if !sameCursor(c, Cursor{}) || c.PageToken != nil {
+				t.Fatalf("malformed but returned %+v", c)
+			}
+			return
+		}
+		if len(s) > MaxCursorLen {
+			t.Fatalf("opened a %d-byte cursor", len(s))
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("opened an invalid cursor %+v: %v", c, err)
+		}
+		r := ring.SealCursor(c)
+		c2, err2 := ring.OpenCursor(r, fuzzNow)
+		if !sameCursor(c, c2) || errors.Is(err2, ErrExpired) != expired || (err2 != nil && !expired) {
+			t.Fatalf("re-seal: %+v, %v; want %+v, %v", c2, err2, c, err)
+		}
+		if strings.HasPrefix(s, CursorPrefix+"."+ring.CurrentKID()+".") && r != s {
+			t.Fatalf("re-seal differs:\n%q\n%q", s, r)
+		}
+		if _, err := ring.OpenHandle(s, fuzzNow); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("a cursor opened as a handle: %v", err)
+		}
+	})
+}
+
+// Example of the intended call order; see the package documentation.
+func ExampleKeyring_OpenHandle() {
+	ring, _ := ParseKeyring("k1:" + strings.Repeat("ab", 32))
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/nightly", Kind: KindEval, Expiry: now.Add(-time.Minute)})
+
+	callerTenant := "globex"
+	h, err := ring.OpenHandle(s, now)
+	switch {
+	case errors.Is(err, ErrMalformed):
+		fmt.Println("invalid_handle")
+	case h.Tenant != callerTenant:
+		fmt.Println("not_found") // expired or not: never reveal another tenant's handle
+	case errors.Is(err, ErrExpired):
+		fmt.Println("handle_expired")
+	default:
+		fmt.Println("look up", h.WorkflowID)
+	}
+	// Output: not_found
+}

@@ -1,0 +1,389 @@
+package handle
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+const (
+	// MaxHandleLen is the longest string OpenHandle looks at; longer input
+	// is rejected before any other work, and SealHandle never produces one.
+	MaxHandleLen = 1024
+	// MaxCursorLen is the same cap for cursors.
+	MaxCursorLen = 4096
+
+	// HandlePrefix and CursorPrefix start every sealed handle and cursor; the
+	// trailing digit is the format version.
+	HandlePrefix = "jgh1"
+	CursorPrefix = "jgc1"
+
+	// Domain-separation labels: part of the MAC input, never of the string.
+	handleLabel = "jobgate-handle-v1"
+	cursorLabel = "jobgate-cursor-v1"
+
+	payloadVersion = 1
+	sigB64Len      = 43           // base64url, no padding, of 32 bytes
+	maxUnixSeconds = 253402300799 // 9999-12-31T23:59:59Z
+)
+
+// Job kinds a handle may name.
+const (
+	KindEval   = "eval"
+	KindExport = "export"
+)
+
+var (
+	// ErrMalformed: the string is not a well-formed handle/cursor signed by a
+	// key of the ring (→ invalid_handle / cursor_invalid).
+	ErrMalformed = errors.New("malformed or badly signed")
+	// ErrExpired: well-formed and correctly signed, but past its expiry
+	// (→ handle_expired / cursor_expired, after checking the binding).
+	ErrExpired = errors.New("expired")
+)
+
+// Details for operator logs; all match ErrMalformed and none carry input.
+var (
+	errNoKeyring  = fmt.Errorf("%w: no keyring", ErrMalformed)
+	errTooLong    = fmt.Errorf("%w: too long", ErrMalformed)
+	errCharset    = fmt.Errorf("%w: character outside [A-Za-z0-9._-]", ErrMalformed)
+	errShape      = fmt.Errorf("%w: want prefix.kid.payload.sig", ErrMalformed)
+	errPrefix     = fmt.Errorf("%w: wrong prefix or version", ErrMalformed)
+	errUnknownKID = fmt.Errorf("%w: unknown key id", ErrMalformed)
+	errSignature  = fmt.Errorf("%w: signature mismatch", ErrMalformed)
+	errPayload    = fmt.Errorf("%w: payload is not base64url", ErrMalformed)
+	errJSON       = fmt.Errorf("%w: payload is not the expected JSON object", ErrMalformed)
+	errVersion    = fmt.Errorf("%w: unsupported payload version", ErrMalformed)
+	errFields     = fmt.Errorf("%w: invalid field value", ErrMalformed)
+)
+
+var b64 = base64.RawURLEncoding.Strict()
+
+type format struct {
+	prefix, label string
+	max           int
+}
+
+var (
+	handleFormat = format{HandlePrefix, handleLabel, MaxHandleLen}
+	cursorFormat = format{CursorPrefix, cursorLabel, MaxCursorLen}
+)
+
+// sealedLen is the length of a sealed string with the given payload and kid.
+func (f format) sealedLen(jsonLen, kidLen int) int {
+	return len(f.prefix) + 1 + kidLen + 1 + b64.EncodedLen(jsonLen) + 1 + sigB64Len
+}
+
+// seal returns prefix.kid.payload.sig, or "" if that would exceed f.max.
+func (k *Keyring) seal(f format, js []byte) string {
+	kid := k.current
+	n := f.sealedLen(len(js), len(kid))
+	if n > f.max {
+		return ""
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, f.prefix...)
+	buf = append(buf, '.')
+	buf = append(buf, kid...)
+	buf = append(buf, '.')
+	buf = b64.AppendEncode(buf, js)
+	sig := mac(k.keys[kid], f.label, string(buf))
+	buf = append(buf, '.')
+	buf = b64.AppendEncode(buf, sig)
+	return string(buf)
+}
+
+// open checks size, shape, prefix, kid and signature — in that order, and
+// before decoding anything but the signature — and returns the payload JSON.
+func (k *Keyring) open(f format, s string) ([]byte, error) {
+	if k == nil || len(k.keys) == 0 {
+		return nil, errNoKeyring
+	}
+	if len(s) > f.max {
+		return nil, errTooLong
+	}
+	dots := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.':
+			dots++
+		case !isKIDByte(c): // same alphabet as base64url
+			return nil, errCharset
+		}
+	}
+	if dots != 3 {
+		return nil, errShape
+	}
+	prefix, rest, _ := strings.Cut(s, ".")
+	kid, rest, _ := strings.Cut(rest, ".")
+	payload, sig, _ := strings.Cut(rest, ".")
+	if prefix != f.prefix {
+		return nil, errPrefix
+	}
+	key, ok := k.keys[kid]
+	if !ok {
+		return nil, errUnknownKID
+	}
+	if len(sig) != sigB64Len {
+		return nil, errSignature
+	}
+	var sigBuf [sha256.Size]byte
+	if n, err := b64.Decode(sigBuf[:], []byte(sig)); err != nil || n != sha256.Size {
+		return nil, errSignature
+	}
+	if !verifyMAC(key, f.label, s[:len(s)-len(sig)-1], sigBuf[:]) {
+		return nil, errSignature
+	}
+	// Authenticated from here on.
+	if payload == "" {
+		return nil, errPayload
+	}
+	js, err := b64.DecodeString(payload)
+	if err != nil {
+		return nil, errPayload
+	}
+	return js, nil
+}
+
+// decodeCanonical decodes js into v (a pointer to a wire struct) and accepts
+// it only if re-encoding v gives back exactly js. That rejects unknown,
+// missing, null, duplicate or differently-cased fields, wrong types,
+// whitespace, alternative escapes and trailing data in one rule.
+func decodeCanonical(js []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errJSON
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errJSON
+	}
+	re, err := json.Marshal(v)
+	if err != nil || string(re) != string(js) {
+		return errJSON
+	}
+	return nil
+}
+
+func validString(s string) bool { return s != "" && utf8.ValidString(s) }
+
+func validExpiry(t time.Time) bool {
+	u := t.Unix()
+	return u >= 1 && u <= maxUnixSeconds
+}
+
+func expiryFromUnix(u int64) time.Time { return time.Unix(u, 0).UTC() }
+
+// ---------------------------------------------------------------- handles
+
+// Handle names one job (Temporal workflow) of one tenant.
+type Handle struct {
+	Tenant     string
+	WorkflowID string
+	Kind       string    // KindEval or KindExport
+	Expiry     time.Time // second precision: sealing truncates to the second
+}
+
+type handleWire struct {
+	V int    `json:"v"`
+	T string `json:"t"` // tenant
+	W string `json:"w"` // workflow ID
+	K string `json:"k"` // kind
+	E int64  `json:"e"` // expiry, Unix seconds
+}
+
+func (h Handle) wire() handleWire {
+	return handleWire{V: payloadVersion, T: h.Tenant, W: h.WorkflowID, K: h.Kind, E: h.Expiry.Unix()}
+}
+
+func (h Handle) validateFields() error {
+	switch {
+	case !validString(h.Tenant):
+		return errors.New("handle: tenant is empty or not UTF-8")
+	case !validString(h.WorkflowID):
+		return errors.New("handle: workflow ID is empty or not UTF-8")
+	case h.Kind != KindEval && h.Kind != KindExport:
+		return errors.New(`handle: kind must be "eval" or "export"`)
+	case !validExpiry(h.Expiry):
+		return errors.New("handle: expiry is zero or out of range")
+	}
+	return nil
+}
+
+// Validate reports whether SealHandle can seal h with any keyring: fields
+// set and valid, and the sealed string within [MaxHandleLen].
+func (h Handle) Validate() error {
+	if err := h.validateFields(); err != nil {
+		return err
+	}
+	js, _ := json.Marshal(h.wire())
+	if n := handleFormat.sealedLen(len(js), MaxKIDLen); n > MaxHandleLen {
+		return fmt.Errorf("handle: sealed handle would be %d bytes, limit %d (tenant or workflow ID too long)", n, MaxHandleLen)
+	}
+	return nil
+}
+
+// SealHandle returns h signed with the current key. It returns "" — which
+// never opens — if h is invalid or too long; use [Handle.Validate] first when
+// the fields are not known to be good.
+func (k *Keyring) SealHandle(h Handle) string {
+	if k == nil || h.validateFields() != nil {
+		return ""
+	}
+	js, err := json.Marshal(h.wire())
+	if err != nil {
+		return ""
+	}
+	return k.seal(handleFormat, js)
+}
+
+// OpenHandle verifies s (in constant time) with the key its kid names and
+// decodes it. Errors match [ErrMalformed] or [ErrExpired]. With ErrExpired
+// the decoded Handle is returned too, so the caller can check the tenant
+// first; with ErrMalformed the Handle is zero.
+func (k *Keyring) OpenHandle(s string, now time.Time) (Handle, error) {
+	js, err := k.open(handleFormat, s)
+	if err != nil {
+		return Handle{}, err
+	}
+	var w handleWire
+	if err := decodeCanonical(js, &w); err != nil {
+		return Handle{}, err
+	}
+	if w.V != payloadVersion {
+		return Handle{}, errVersion
+	}
+	if w.E < 1 || w.E > maxUnixSeconds {
+		return Handle{}, errFields
+	}
+	h := Handle{Tenant: w.T, WorkflowID: w.W, Kind: w.K, Expiry: expiryFromUnix(w.E)}
+	if h.validateFields() != nil {
+		return Handle{}, errFields
+	}
+	if !now.Before(h.Expiry) {
+		return h, ErrExpired
+	}
+	return h, nil
+}
+
+// ---------------------------------------------------------------- cursors
+
+// Cursor is a position in one list traversal by one principal.
+type Cursor struct {
+	Tenant    string
+	Subject   string // the principal's "sub"
+	Tool      string // e.g. "list_jobs"
+	Filter    string // FilterFingerprint of the normalized filters
+	PageToken []byte // Temporal's next page token; never empty
+	Expiry    time.Time
+}
+
+type cursorWire struct {
+	V int    `json:"v"`
+	T string `json:"t"` // tenant
+	S string `json:"s"` // subject
+	O string `json:"o"` // tool (operation)
+	F string `json:"f"` // filter fingerprint
+	P []byte `json:"p"` // page token (standard base64 inside the JSON)
+	E int64  `json:"e"` // expiry, Unix seconds
+}
+
+func (c Cursor) wire() cursorWire {
+	return cursorWire{V: payloadVersion, T: c.Tenant, S: c.Subject, O: c.Tool, F: c.Filter, P: c.PageToken, E: c.Expiry.Unix()}
+}
+
+func (c Cursor) validateFields() error {
+	switch {
+	case !validString(c.Tenant):
+		return errors.New("handle: cursor tenant is empty or not UTF-8")
+	case !validString(c.Subject):
+		return errors.New("handle: cursor subject is empty or not UTF-8")
+	case !validString(c.Tool):
+		return errors.New("handle: cursor tool is empty or not UTF-8")
+	case !validString(c.Filter):
+		return errors.New("handle: cursor filter fingerprint is empty or not UTF-8")
+	case len(c.PageToken) == 0:
+		// A cursor without a page token would silently restart the listing.
+		return errors.New("handle: cursor page token is empty")
+	case !validExpiry(c.Expiry):
+		return errors.New("handle: cursor expiry is zero or out of range")
+	}
+	return nil
+}
+
+// Validate reports whether SealCursor can seal c with any keyring: fields
+// set and valid, and the sealed string within [MaxCursorLen].
+func (c Cursor) Validate() error {
+	if err := c.validateFields(); err != nil {
+		return err
+	}
+	js, _ := json.Marshal(c.wire())
+	if n := cursorFormat.sealedLen(len(js), MaxKIDLen); n > MaxCursorLen {
+		return fmt.Errorf("handle: sealed cursor would be %d bytes, limit %d (page token is %d bytes)", n, MaxCursorLen, len(c.PageToken))
+	}
+	return nil
+}
+
+// SealCursor returns c signed with the current key, or "" if c is invalid or
+// too long (see [Cursor.Validate]).
+func (k *Keyring) SealCursor(c Cursor) string {
+	if k == nil || c.validateFields() != nil {
+		return ""
+	}
+	js, err := json.Marshal(c.wire())
+	if err != nil {
+		return ""
+	}
+	return k.seal(cursorFormat, js)
+}
+
+// OpenCursor is OpenHandle for cursors: errors match [ErrMalformed] or
+// [ErrExpired], and with ErrExpired the decoded Cursor is returned so the
+// caller can check Tenant, Subject, Tool and Filter first.
+func (k *Keyring) OpenCursor(s string, now time.Time) (Cursor, error) {
+	js, err := k.open(cursorFormat, s)
+	if err != nil {
+		return Cursor{}, err
+	}
+	var w cursorWire
+	if err := decodeCanonical(js, &w); err != nil {
+		return Cursor{}, err
+	}
+	if w.V != payloadVersion {
+		return Cursor{}, errVersion
+	}
+	if w.E < 1 || w.E > maxUnixSeconds {
+		return Cursor{}, errFields
+	}
+	c := Cursor{Tenant: w.T, Subject: w.S, Tool: w.O, Filter: w.F, PageToken: w.P, Expiry: expiryFromUnix(w.E)}
+	if c.validateFields() != nil {
+		return Cursor{}, errFields
+	}
+	if !now.Before(c.Expiry) {
+		return c, ErrExpired
+	}
+	return c, nil
+}
+
+// FilterFingerprint returns a stable 22-character fingerprint (base64url of
+// the first 16 bytes of SHA-256) of the canonical encoding of pairs: "k=v"
+// pairs sorted by key, keys and values query-escaped and joined by "&", so no
+// two different maps share an encoding. Pass normalized values and leave out
+// absent filters: a key with an empty value is not the same as no key. A nil
+// map fingerprints like an empty one.
+func FilterFingerprint(pairs map[string]string) string {
+	v := make(url.Values, len(pairs))
+	for k, val := range pairs {
+		v[k] = []string{val}
+	}
+	sum := sha256.Sum256([]byte("jobgate-filter-v1\n" + v.Encode()))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
