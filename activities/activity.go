@@ -1,0 +1,202 @@
+// Package activities holds every side effect of a jobgate job. Workflows reference these methods
+// through a nil *Activities (var a *Activities); the worker registers a real one.
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+)
+
+// Application error types an episode can end with. Both are final: retrying cannot change them.
+const (
+	ErrTypeEpisodeFailed = "EpisodeFailed"
+	ErrTypeSuiteMissing  = "SuiteMissing"
+)
+
+// Activities holds the dependencies of the episode activities.
+type Activities struct {
+	Suites Catalog
+	Logger *zap.Logger
+	// HeartbeatEvery is how often a running episode heartbeats. Defaults to 1 second.
+	HeartbeatEvery time.Duration
+}
+
+// EpisodeInput names one episode of one job.
+type EpisodeInput struct {
+	JobID string `json:"job_id"`
+	Suite string `json:"suite"`
+	Index int    `json:"index"`
+	// OperationID is stable across retries, worker deaths and continue-as-new: the workflow ID
+	// plus the episode index. Commands receive it so an uncertain attempt can be reconciled.
+	OperationID string         `json:"operation_id"`
+	Params      map[string]any `json:"params,omitempty"`
+}
+
+// EpisodeResult is one episode's score.
+type EpisodeResult struct {
+	Score  float64 `json:"score"`
+	Passed bool    `json:"passed"`
+}
+
+// RunEpisode runs one episode of the named suite.
+func (a *Activities) RunEpisode(ctx context.Context, in EpisodeInput) (EpisodeResult, error) {
+	s, ok := a.Suites[in.Suite]
+	if !ok {
+		return EpisodeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("suite %q is not configured on this worker", in.Suite), ErrTypeSuiteMissing, nil)
+	}
+	var (
+		res EpisodeResult
+		err error
+	)
+	switch s.Kind {
+	case SuiteDemo:
+		res, err = a.runDemo(ctx, in)
+	case SuiteCommand:
+		res, err = a.runCommand(ctx, s, in)
+	default:
+		return res, temporal.NewNonRetryableApplicationError("unknown suite kind", ErrTypeSuiteMissing, nil)
+	}
+	if err != nil {
+		return res, err
+	}
+	res.Passed = res.Score >= s.PassThreshold
+	return res, nil
+}
+
+func (a *Activities) heartbeatEvery() time.Duration {
+	if a.HeartbeatEvery > 0 {
+		return a.HeartbeatEvery
+	}
+	return time.Second
+}
+
+// runDemo simulates work. The outcome is a pure function of the operation ID, so a retry after
+// a worker death reproduces the original outcome instead of rolling the dice again.
+func (a *Activities) runDemo(ctx context.Context, in EpisodeInput) (EpisodeResult, error) {
+	ms, _ := in.Params["episode_ms"].(float64)
+	failRate, _ := in.Params["fail_rate"].(float64)
+	h := fnv.New64a()
+	h.Write([]byte(in.OperationID))
+	rng := rand.New(rand.NewPCG(h.Sum64(), 0x6a6f6267617465))
+	fails := rng.Float64() < failRate
+	score := math.Round(rng.Float64()*1000) / 1000
+
+	deadline := time.Now().Add(time.Duration(ms) * time.Millisecond)
+	tick := time.NewTicker(a.heartbeatEvery())
+	defer tick.Stop()
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		activity.RecordHeartbeat(ctx, in.Index)
+		select {
+		case <-ctx.Done():
+			return EpisodeResult{}, ctx.Err()
+		case <-tick.C:
+		case <-time.After(left):
+		}
+	}
+	if fails {
+		return EpisodeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("episode %d failed (simulated, fail_rate %.2f)", in.Index, failRate), ErrTypeEpisodeFailed, nil)
+	}
+	return EpisodeResult{Score: score}, nil
+}
+
+const outputTailBytes = 2048
+
+// runCommand runs the suite's command for one episode. The whole process group is killed when
+// the activity is cancelled (job cancel) or times out, so no orphan keeps running.
+func (a *Activities) runCommand(ctx context.Context, s Suite, in EpisodeInput) (EpisodeResult, error) {
+	params, _ := json.Marshal(in.Params)
+	info := activity.GetInfo(ctx)
+	cmd := exec.CommandContext(ctx, s.Command[0], s.Command[1:]...)
+	cmd.Dir = s.Dir
+	cmd.Env = append(os.Environ(),
+		"JOBGATE_JOB_ID="+in.JobID,
+		"JOBGATE_EPISODE_INDEX="+strconv.Itoa(in.Index),
+		"JOBGATE_OPERATION_ID="+in.OperationID,
+		"JOBGATE_ATTEMPT="+strconv.Itoa(int(info.Attempt)),
+		"JOBGATE_PARAMS="+string(params),
+	)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr tailBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+
+	if err := cmd.Start(); err != nil {
+		return EpisodeResult{}, fmt.Errorf("start episode command: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(a.heartbeatEvery())
+	defer tick.Stop()
+	for {
+		activity.RecordHeartbeat(ctx, in.Index)
+		select {
+		case err := <-done:
+			// Make sure nothing of the group outlives the episode, even on success.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			if ctx.Err() != nil {
+				return EpisodeResult{}, ctx.Err()
+			}
+			if err != nil {
+				return EpisodeResult{}, fmt.Errorf("episode command: %w; stderr: %s", err, stderr.String())
+			}
+			return parseScore(stdout.String())
+		case <-tick.C:
+		}
+	}
+}
+
+// parseScore reads the last non-empty stdout line as {"score": <finite number>}.
+func parseScore(out string) (EpisodeResult, error) {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	var v struct {
+		Score *float64 `json:"score"`
+	}
+	if err := json.Unmarshal([]byte(last), &v); err != nil || v.Score == nil {
+		return EpisodeResult{}, errors.New(`episode command: last stdout line is not {"score": <number>}`)
+	}
+	if math.IsNaN(*v.Score) || math.IsInf(*v.Score, 0) {
+		return EpisodeResult{}, errors.New("episode command: score is not finite")
+	}
+	return EpisodeResult{Score: *v.Score}, nil
+}
+
+// tailBuffer keeps only the last outputTailBytes written, so a chatty command cannot exhaust memory.
+type tailBuffer struct{ b bytes.Buffer }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) > outputTailBytes {
+		p = p[len(p)-outputTailBytes:]
+	}
+	t.b.Write(p)
+	if over := t.b.Len() - outputTailBytes; over > 0 {
+		t.b.Next(over)
+	}
+	return n, nil
+}
+
+func (t *tailBuffer) String() string { return t.b.String() }

@@ -1,0 +1,239 @@
+package activities
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jobgate/jobgate/authz"
+)
+
+// SuiteKind says how a suite runs an episode.
+type SuiteKind string
+
+const (
+	// SuiteDemo simulates an episode: it sleeps params.episode_ms while heartbeating and fails
+	// with probability params.fail_rate. Outcomes are a pure function of the operation ID, so a
+	// retried episode reports what the first attempt would have.
+	SuiteDemo SuiteKind = "demo"
+	// SuiteCommand runs a configured command per episode and reads a JSON score from its stdout.
+	SuiteCommand SuiteKind = "command"
+)
+
+// Defaults for suite fields left zero in a catalog file.
+const (
+	ApprovalThresholdDemo   = 100
+	PassThresholdDefault    = 0.5
+	EpisodeTimeoutDefault   = 10 * time.Minute
+	HeartbeatTimeoutDefault = 10 * time.Second
+	MaxAttemptsDefault      = 3
+	MaxEpisodesDefault      = 20000
+	MaxConcurrencyDefault   = 64
+	ApprovalTimeoutDefault  = 24 * time.Hour
+
+	// DemoEpisodeMSDefault and DemoFailRateDefault are the demo suite's params defaults (CONTRACT.md).
+	DemoEpisodeMSDefault = 1000
+	DemoFailRateDefault  = 0.05
+	demoEpisodeMSMax     = 600_000
+	paramsMaxBytes       = 4096
+)
+
+// Duration is a time.Duration that reads "90s"-style strings in JSON.
+type Duration time.Duration
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"90s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Suite is one configured eval suite. Callers only name it; everything else is server-side.
+type Suite struct {
+	Name string    `json:"name"`
+	Kind SuiteKind `json:"kind"`
+	// Command is argv for SuiteCommand; the episode gets JOBGATE_* variables in its environment.
+	Command []string `json:"command,omitempty"`
+	// Dir is the command's working directory. Defaults to the worker's.
+	Dir string `json:"dir,omitempty"`
+	// ApprovalThreshold: runs of more episodes than this wait for approval first. 0 never asks.
+	ApprovalThreshold int `json:"approval_threshold"`
+	// Approver says who may answer the approval. Defaults to "owner".
+	Approver authz.Approver `json:"approver,omitempty"`
+	// PassThreshold: an episode passes when score >= it. Defaults to 0.5.
+	PassThreshold float64 `json:"pass_threshold,omitempty"`
+	// EpisodeTimeout bounds one attempt. Defaults to 10 minutes.
+	EpisodeTimeout Duration `json:"episode_timeout,omitempty"`
+	// HeartbeatTimeout: an attempt silent this long is presumed dead and retried. Defaults to 10s.
+	HeartbeatTimeout Duration `json:"heartbeat_timeout,omitempty"`
+	// MaxAttempts per episode, retries included. Defaults to 3.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// MaxEpisodes a caller may ask for. Defaults to 20000.
+	MaxEpisodes int `json:"max_episodes,omitempty"`
+	// MaxConcurrency a caller may ask for. Defaults to 64.
+	MaxConcurrency int `json:"max_concurrency,omitempty"`
+	// ApprovalTimeout: an unanswered approval fails the job after this long. Defaults to 24 hours.
+	ApprovalTimeout Duration `json:"approval_timeout,omitempty"`
+}
+
+// Catalog holds suites by name.
+type Catalog map[string]Suite
+
+var suiteNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// DefaultCatalog has the demo suite the dev stack always offers (CONTRACT.md).
+func DefaultCatalog() Catalog {
+	c := Catalog{}
+	c.add(Suite{Name: "demo", Kind: SuiteDemo, ApprovalThreshold: ApprovalThresholdDemo})
+	return c
+}
+
+func (c Catalog) add(s Suite) {
+	if s.Approver == authz.ApproverNone {
+		s.Approver = authz.ApproverOwner
+	}
+	if s.PassThreshold == 0 {
+		s.PassThreshold = PassThresholdDefault
+	}
+	if s.EpisodeTimeout == 0 {
+		s.EpisodeTimeout = Duration(EpisodeTimeoutDefault)
+	}
+	if s.HeartbeatTimeout == 0 {
+		s.HeartbeatTimeout = Duration(HeartbeatTimeoutDefault)
+	}
+	if s.MaxAttempts == 0 {
+		s.MaxAttempts = MaxAttemptsDefault
+	}
+	if s.MaxEpisodes == 0 {
+		s.MaxEpisodes = MaxEpisodesDefault
+	}
+	if s.MaxConcurrency == 0 {
+		s.MaxConcurrency = MaxConcurrencyDefault
+	}
+	if s.ApprovalTimeout == 0 {
+		s.ApprovalTimeout = Duration(ApprovalTimeoutDefault)
+	}
+	c[s.Name] = s
+}
+
+// Add validates s, fills defaults and adds it (replacing a suite of the same name).
+func (c Catalog) Add(s Suite) error {
+	if !suiteNameRE.MatchString(s.Name) {
+		return fmt.Errorf("suite name %q: want 1-63 of [a-z0-9_.-]", s.Name)
+	}
+	switch s.Kind {
+	case SuiteDemo:
+	case SuiteCommand:
+		if len(s.Command) == 0 || s.Command[0] == "" {
+			return fmt.Errorf("suite %q: kind command needs a command", s.Name)
+		}
+	default:
+		return fmt.Errorf("suite %q: kind %q is not demo or command", s.Name, s.Kind)
+	}
+	switch s.Approver {
+	case authz.ApproverNone, authz.ApproverOwner, authz.ApproverApprover:
+	default:
+		return fmt.Errorf("suite %q: approver %q is not owner or approver", s.Name, s.Approver)
+	}
+	if s.ApprovalThreshold < 0 || s.MaxAttempts < 0 || s.MaxEpisodes < 0 || s.MaxConcurrency < 0 {
+		return fmt.Errorf("suite %q: negative limit", s.Name)
+	}
+	if s.PassThreshold < 0 || s.PassThreshold > 1 {
+		return fmt.Errorf("suite %q: pass_threshold must be within 0..1", s.Name)
+	}
+	c.add(s)
+	return nil
+}
+
+// LoadCatalog reads a JSON file {"suites":[...]} on top of DefaultCatalog.
+// An empty path gives DefaultCatalog.
+func LoadCatalog(path string) (Catalog, error) {
+	c := DefaultCatalog()
+	if path == "" {
+		return c, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("suites file: %w", err)
+	}
+	var f struct {
+		Suites []Suite `json:"suites"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("suites file %s: %w", path, err)
+	}
+	for _, s := range f.Suites {
+		if err := c.Add(s); err != nil {
+			return nil, fmt.Errorf("suites file %s: %w", path, err)
+		}
+	}
+	return c, nil
+}
+
+// Names lists suite names, sorted.
+func (c Catalog) Names() []string {
+	out := make([]string, 0, len(c))
+	for n := range c {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ParamError names the offending params field.
+type ParamError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ParamError) Error() string { return e.Field + ": " + e.Reason }
+
+// NormalizeParams validates a caller's params for this suite and fills defaults, so that equal
+// requests hash equal whether or not defaults were spelled out.
+func (s Suite) NormalizeParams(p map[string]any) (map[string]any, error) {
+	if p == nil {
+		p = map[string]any{}
+	}
+	if b, err := json.Marshal(p); err != nil || len(b) > paramsMaxBytes {
+		return nil, &ParamError{"params", fmt.Sprintf("must be a JSON object of at most %d bytes", paramsMaxBytes)}
+	}
+	if s.Kind != SuiteDemo {
+		return p, nil
+	}
+	out := map[string]any{"episode_ms": float64(DemoEpisodeMSDefault), "fail_rate": DemoFailRateDefault}
+	for k, v := range p {
+		f, ok := v.(float64)
+		switch k {
+		case "episode_ms":
+			if !ok || f != math.Trunc(f) || f < 0 || f > demoEpisodeMSMax {
+				return nil, &ParamError{"params.episode_ms", fmt.Sprintf("must be a whole number of milliseconds within 0..%d", demoEpisodeMSMax)}
+			}
+		case "fail_rate":
+			if !ok || math.IsNaN(f) || f < 0 || f > 1 {
+				return nil, &ParamError{"params.fail_rate", "must be a number within 0..1"}
+			}
+		default:
+			return nil, &ParamError{"params." + k, "unknown parameter for the demo suite (known: episode_ms, fail_rate)"}
+		}
+		out[k] = f
+	}
+	return out, nil
+}

@@ -1,0 +1,140 @@
+// Package workflows holds jobgate's deterministic workflow code and the types the frontend and
+// worker share with it: task queue, update names, search attribute keys, memo keys, I/O structs.
+package workflows
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jobgate/jobgate/authz"
+)
+
+// TaskQueueDefault is the task queue jobgate workers poll unless configured otherwise.
+const TaskQueueDefault = "jobgate"
+
+// Workflow and update names are part of history; never rename them.
+const (
+	EvalWorkflowName = "jobgate.Eval"
+	UpdateResume     = "jobgate.resume"
+)
+
+// Kinds of job.
+const (
+	KindEval   = "eval"
+	KindExport = "export"
+)
+
+// Status is the job status the contract exposes.
+type Status string
+
+const (
+	StatusQueued        Status = "queued"
+	StatusRunning       Status = "running"
+	StatusAwaitingInput Status = "awaiting_input"
+	StatusSucceeded     Status = "succeeded"
+	StatusFailed        Status = "failed"
+	StatusCancelling    Status = "cancelling"
+	StatusCancelled     Status = "cancelled"
+)
+
+// Terminal reports whether no further transition can happen.
+func (s Status) Terminal() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusCancelled
+}
+
+// Keyword search attributes every job carries; they drive list_jobs and the Temporal UI.
+var (
+	SAJobTenant = temporal.NewSearchAttributeKeyKeyword("JobTenant")
+	SAJobOwner  = temporal.NewSearchAttributeKeyKeyword("JobOwner")
+	SAJobKind   = temporal.NewSearchAttributeKeyKeyword("JobKind")
+	SAJobStatus = temporal.NewSearchAttributeKeyKeyword("JobStatus")
+)
+
+// SearchAttributeNames lists the custom search attributes to register in a namespace.
+var SearchAttributeNames = []string{"JobTenant", "JobOwner", "JobKind", "JobStatus"}
+
+// Memo keys. The memo is what get_* reads when no worker is running.
+const (
+	MemoInputHash  = "input_hash"  // string: idempotency fingerprint of the start arguments
+	MemoCreatedAt  = "created_at"  // time: first start of the job (survives continue-as-new)
+	MemoProgress   = "progress"    // Progress
+	MemoNeedsInput = "needs_input" // *NeedsInput, nil once answered
+	MemoError      = "error"       // *JobError on failed/cancelled jobs
+)
+
+// Progress is the job's progress as of its last memo update.
+type Progress struct {
+	Done    int       `json:"done"`
+	Failed  int       `json:"failed"`
+	Total   int       `json:"total"`
+	Message string    `json:"message,omitempty"`
+	AsOf    time.Time `json:"as_of"`
+}
+
+// NeedsInput is an open input request: a durable workflow wait, answered by UpdateResume.
+type NeedsInput struct {
+	InputID      string         `json:"input_id"`
+	Prompt       string         `json:"prompt"`
+	AnswerSchema map[string]any `json:"answer_schema"`
+	ScopeDigest  string         `json:"scope_digest"`
+	Approver     authz.Approver `json:"approver"`
+	ExpiresAt    time.Time      `json:"expires_at"`
+}
+
+// JobError is the machine-readable reason a job failed or was cancelled.
+type JobError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Job error codes set by workflows.
+const (
+	ErrCodeRejected          = "rejected"
+	ErrCodeInputExpired      = "input_expired"
+	ErrCodeAllEpisodesFailed = "all_episodes_failed"
+	ErrCodeCancelled         = "cancelled"
+)
+
+// Update validator rejection types; the frontend maps them to tool error codes.
+const (
+	RejectInputNotExpected = "input_not_expected"
+	RejectForbidden        = "forbidden"
+	RejectNotFound         = "not_found"
+	RejectInvalidArgument  = "invalid_argument"
+)
+
+// Decisions a resume may carry.
+const (
+	DecisionApprove = "approve"
+	DecisionReject  = "reject"
+)
+
+// ResumeRequest answers an open input request. Principal comes from the verified token of the
+// request that carried it, never from tool arguments; the validator re-checks it.
+type ResumeRequest struct {
+	Principal   authz.Principal `json:"principal"`
+	InputID     string          `json:"input_id"`
+	ScopeDigest string          `json:"scope_digest"`
+	Decision    string          `json:"decision"`
+	Comment     string          `json:"comment,omitempty"`
+}
+
+// ResumeResult is what an accepted resume returns.
+type ResumeResult struct {
+	Decision string `json:"decision"`
+	By       string `json:"by"`
+}
+
+// Digest returns "sha256:<hex>" of v's canonical JSON (encoding/json sorts map keys).
+func Digest(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only ever called on our own plain structs
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
