@@ -1,0 +1,284 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/cmd/devtemporal"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// DevIssuer is the issuer of tokens minted for the dev stack.
+const DevIssuer = "jobgate-dev"
+
+// DevConfig configures `jobgate dev`.
+type DevConfig struct {
+	// DataDir keeps the SQLite database and dev secrets. Defaults to ./.jobgate.
+	DataDir string
+	// Ephemeral keeps everything in memory; nothing survives exit.
+	Ephemeral bool
+	// Listen is the MCP frontend address. Defaults to 127.0.0.1:8080.
+	Listen string
+	// TemporalPort is the embedded Temporal's gRPC port. Defaults to 7233.
+	TemporalPort int
+	// UIPort is the Temporal Web UI port. Defaults to 8233; -1 disables it.
+	UIPort int
+	// SuitesFile adds suites to the demo suite.
+	SuitesFile string
+	// TokenTTL is the lifetime of the printed dev tokens. Defaults to 24 hours.
+	TokenTTL time.Duration
+}
+
+// Flags registers dev's flags.
+func (c *DevConfig) Flags(fs *flag.FlagSet) {
+	strFlag(fs, &c.DataDir, "data-dir", ".jobgate", "directory for the SQLite database and dev secrets")
+	boolFlag(fs, &c.Ephemeral, "ephemeral", false, "keep everything in memory; nothing survives exit")
+	strFlag(fs, &c.Listen, "listen", "127.0.0.1:8080", "MCP frontend listen address")
+	intFlag(fs, &c.TemporalPort, "temporal-port", 7233, "embedded Temporal gRPC port (0 picks one)")
+	intFlag(fs, &c.UIPort, "ui-port", 8233, "Temporal Web UI port (0 picks one, -1 disables)")
+	strFlag(fs, &c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
+	durFlag(fs, &c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of the printed dev tokens")
+}
+
+// DevMain runs the whole stack in one process: embedded Temporal + UI, a worker, the frontend.
+type DevMain struct {
+	Config DevConfig
+	Logger *zap.Logger
+	// Out receives the banner with tokens and client config. Defaults to os.Stdout.
+	Out io.Writer
+
+	temporal *devtemporal.Server
+	client   client.Client
+	worker   *WorkerMain
+	serve    *ServeMain
+	secret   []byte
+	keys     *handle.Keyring
+	resource string
+}
+
+// DevToken is one printed dev principal.
+type DevToken struct {
+	Tenant, Subject string
+	Scopes          []authz.Scope
+	Token           string
+}
+
+// DevPrincipals are the principals `jobgate dev` mints tokens for.
+var DevPrincipals = []DevToken{
+	{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}},
+	{Tenant: "acme", Subject: "bo", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}},
+	{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove}},
+	{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}},
+	{Tenant: "globex", Subject: "gus", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}},
+}
+
+// Run starts the stack and prints the banner.
+func (m *DevMain) Run(ctx context.Context) error {
+	started := time.Now()
+	if m.Logger == nil {
+		m.Logger = zap.NewNop()
+	}
+	if m.Out == nil {
+		m.Out = os.Stdout
+	}
+	c := m.Config
+	dataDir := c.DataDir
+	if c.Ephemeral {
+		dataDir = ""
+	}
+	if err := m.loadSecrets(dataDir); err != nil {
+		return err
+	}
+	sas := map[string]enumspb.IndexedValueType{}
+	for _, n := range workflows.SearchAttributeNames {
+		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+	}
+	ts, err := devtemporal.Start(ctx, devtemporal.Options{
+		DataDir: dataDir, FrontendPort: c.TemporalPort, UIPort: c.UIPort, SearchAttributes: sas,
+		Logger: m.Logger.Named("temporal"),
+	})
+	if err != nil {
+		return fmt.Errorf("embedded temporal: %w", err)
+	}
+	m.temporal = ts
+	tc := TemporalConfig{Address: ts.FrontendHostPort(), Namespace: ts.Namespace(), TaskQueue: workflows.TaskQueueDefault}
+	m.client, err = client.DialContext(ctx, tc.options(m.Logger))
+	if err != nil {
+		return fmt.Errorf("temporal client: %w", err)
+	}
+	m.worker = &WorkerMain{Config: WorkerConfig{Temporal: tc, SuitesFile: c.SuitesFile, MaxConcurrentEpisodes: 200},
+		Logger: m.Logger.Named("worker"), Client: m.client}
+	if err := m.worker.Run(ctx); err != nil {
+		return err
+	}
+	// Bind first so the resource URI (tokens' aud) names the real port, even with :0.
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", c.Listen, err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	m.resource = "http://localhost:" + strconv.Itoa(port) + "/mcp"
+	verifier, err := authz.NewHS256Verifier(DevIssuer, m.resource, m.secret, "")
+	if err != nil {
+		return err
+	}
+	m.serve = &ServeMain{
+		Config: ServeConfig{Temporal: tc, Listen: net.JoinHostPort(hostOf(c.Listen), strconv.Itoa(port)), ResourceURI: m.resource,
+			Issuer: DevIssuer, UIBaseURL: ts.UIURL(), SuitesFile: c.SuitesFile},
+		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: verifier, Keys: m.keys,
+	}
+	if err := m.serve.Run(ctx); err != nil {
+		return err
+	}
+	return m.banner(time.Since(started))
+}
+
+func hostOf(addr string) string {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "127.0.0.1"
+	}
+	return h
+}
+
+// loadSecrets keeps the token secret and handle keys in the data dir, so tokens and handles
+// stay valid across restarts; an ephemeral stack makes fresh ones.
+func (m *DevMain) loadSecrets(dir string) error {
+	if dir == "" {
+		m.secret = []byte(handle.GenerateKeyHex())
+		k, err := handle.NewKeyring("dev1", map[string][]byte{"dev1": handle.GenerateKey()})
+		m.keys = k
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	secret, err := readOrCreate(filepath.Join(dir, "dev-token-secret"), handle.GenerateKeyHex)
+	if err != nil {
+		return err
+	}
+	// The file's trimmed text is the secret, exactly as `serve --hs256-secret-file` reads it.
+	m.secret = []byte(secret)
+	spec, err := readOrCreate(filepath.Join(dir, "dev-handle-keys"), func() string { return "dev1:" + handle.GenerateKeyHex() })
+	if err != nil {
+		return err
+	}
+	m.keys, err = handle.ParseKeyring(spec)
+	return err
+}
+
+func readOrCreate(path string, gen func() string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	v := gen()
+	return v, os.WriteFile(path, []byte(v+"\n"), 0o600)
+}
+
+// LoadTokenSecret reads an HS256 secret the way serve does (the file's trimmed text), from
+// secretFile or else from the dev stack's data dir.
+func LoadTokenSecret(secretFile, dataDir string) ([]byte, error) {
+	if secretFile == "" {
+		secretFile = filepath.Join(dataDir, "dev-token-secret")
+	}
+	return readSecretFile(secretFile, "token secret")
+}
+
+// MintDevToken mints a token this dev stack accepts.
+func (m *DevMain) MintDevToken(tenant, sub string, scopes []authz.Scope, ttl time.Duration) (string, error) {
+	return authz.MintHS256(m.secret, authz.MintOptions{Issuer: DevIssuer, Audience: m.resource, Tenant: tenant,
+		Subject: sub, Scopes: scopes, TTL: ttl})
+}
+
+// ResourceURI is the frontend's resource URI (and the dev tokens' audience).
+func (m *DevMain) ResourceURI() string { return m.resource }
+
+// Addr is the frontend's bound address.
+func (m *DevMain) Addr() string { return m.serve.Addr() }
+
+// TemporalHostPort is the embedded Temporal's gRPC address.
+func (m *DevMain) TemporalHostPort() string { return m.temporal.FrontendHostPort() }
+
+func (m *DevMain) banner(took time.Duration) error {
+	ttl := m.Config.TokenTTL
+	if ttl <= 0 {
+		ttl = 24 * time.Hour
+	}
+	w := m.Out
+	fmt.Fprintf(w, "\njobgate dev stack ready in %s\n\n", took.Round(10*time.Millisecond))
+	fmt.Fprintf(w, "  MCP endpoint     %s\n", m.resource)
+	if u := m.temporal.UIURL(); u != "" {
+		fmt.Fprintf(w, "  Temporal Web UI  %s\n", u)
+	}
+	fmt.Fprintf(w, "  Temporal gRPC    %s (namespace %s)\n", m.temporal.FrontendHostPort(), m.temporal.Namespace())
+	if m.Config.Ephemeral {
+		fmt.Fprintf(w, "  Storage          in memory (--ephemeral): nothing survives exit\n")
+	} else {
+		fmt.Fprintf(w, "  Storage          %s (restarts keep every job)\n", m.Config.DataDir)
+	}
+	fmt.Fprintf(w, "\nDev tokens (valid %s):\n", ttl)
+	var first string
+	for _, p := range DevPrincipals {
+		tok, err := m.MintDevToken(p.Tenant, p.Subject, p.Scopes, ttl)
+		if err != nil {
+			return err
+		}
+		if first == "" {
+			first = tok
+		}
+		fmt.Fprintf(w, "  %-7s %-8s %-28s %s\n", p.Tenant, p.Subject, joinScopeList(p.Scopes), tok)
+	}
+	cfg := map[string]any{"mcpServers": map[string]any{"jobgate": map[string]any{
+		"type": "http", "url": m.resource, "headers": map[string]string{"Authorization": "Bearer " + first}}}}
+	b, _ := json.MarshalIndent(cfg, "  ", "  ")
+	fmt.Fprintf(w, "\nMCP client config (as acme/ana):\n  %s\n\nCtrl-C stops.\n", b)
+	return nil
+}
+
+func joinScopeList(s []authz.Scope) string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = string(x)
+	}
+	return strings.Join(out, " ")
+}
+
+// Close stops frontend, worker and Temporal, in that order.
+func (m *DevMain) Close() error {
+	var errs []error
+	if m.serve != nil {
+		errs = append(errs, m.serve.Close())
+	}
+	if m.worker != nil {
+		errs = append(errs, m.worker.Close())
+	}
+	if m.client != nil {
+		m.client.Close()
+	}
+	if m.temporal != nil {
+		errs = append(errs, m.temporal.Stop())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,191 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/handle"
+)
+
+// ServeConfig configures `jobgate serve`.
+type ServeConfig struct {
+	Temporal TemporalConfig
+	// Listen is the HTTP listen address. Defaults to 127.0.0.1:8080.
+	Listen string
+	// ResourceURI is this server's resource identifier; tokens' aud must contain it.
+	// Defaults to http://localhost:8080/mcp.
+	ResourceURI string
+	// Issuer is the exact iss tokens must carry. Required.
+	Issuer string
+	// HS256SecretFile holds the shared HS256 secret (>= 32 bytes). Required until a JWKS verifier exists.
+	HS256SecretFile string
+	// TenantClaim names the tenant claim. Defaults to "tenant".
+	TenantClaim string
+	// HandleKeys is "kid:hexkey,kid2:hexkey" (first signs); HandleKeysFile reads the same from a file.
+	HandleKeys, HandleKeysFile string
+	// UIBaseURL is the public Temporal Web UI base for ui_url. Defaults to none.
+	UIBaseURL string
+	// SuitesFile is the suite catalog callers may name (share it with the workers).
+	SuitesFile string
+	// HandleTTL defaults to 7 days; CursorTTL to 15 minutes.
+	HandleTTL, CursorTTL time.Duration
+}
+
+// Flags registers serve's flags.
+func (c *ServeConfig) Flags(fs *flag.FlagSet) {
+	c.Temporal.Flags(fs)
+	strFlag(fs, &c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
+	strFlag(fs, &c.ResourceURI, "resource-uri", "http://localhost:8080/mcp", "this server's OAuth resource URI (tokens' aud must contain it)")
+	strFlag(fs, &c.Issuer, "issuer", "", "required: exact token issuer (iss)")
+	strFlag(fs, &c.HS256SecretFile, "hs256-secret-file", "", "required: file holding the HS256 token secret (>= 32 bytes)")
+	strFlag(fs, &c.TenantClaim, "tenant-claim", authz.TenantClaimDefault, "token claim naming the tenant")
+	strFlag(fs, &c.HandleKeys, "handle-keys", "", "handle/cursor HMAC keys \"kid:hex,...\"; the first signs, all verify (prefer --handle-keys-file)")
+	strFlag(fs, &c.HandleKeysFile, "handle-keys-file", "", "file holding --handle-keys")
+	strFlag(fs, &c.UIBaseURL, "ui-base-url", "", "public Temporal Web UI base URL for ui_url links, e.g. https://temporal.example.com")
+	strFlag(fs, &c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
+	durFlag(fs, &c.HandleTTL, "handle-ttl", frontend.HandleTTLDefault, "how long an issued handle stays valid")
+	durFlag(fs, &c.CursorTTL, "cursor-ttl", frontend.CursorTTLDefault, "how long a list cursor stays valid")
+}
+
+// ServeMain runs the stateless MCP frontend.
+type ServeMain struct {
+	Config ServeConfig
+	Logger *zap.Logger
+	// Client, Verifier and Keys, if set, replace what Config would build (dev and tests).
+	Client   client.Client
+	Verifier authz.Verifier
+	Keys     *handle.Keyring
+
+	own bool
+	ln  net.Listener
+	srv *http.Server
+}
+
+func readSecretFile(path, what string) ([]byte, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%s: no file given", what)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return []byte(strings.TrimSpace(string(b))), nil
+}
+
+func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
+	c := m.Config
+	if m.Verifier == nil {
+		if c.Issuer == "" {
+			return nil, errors.New("--issuer is required")
+		}
+		secret, err := readSecretFile(c.HS256SecretFile, "--hs256-secret-file")
+		if err != nil {
+			return nil, err
+		}
+		v, err := authz.NewHS256Verifier(c.Issuer, c.ResourceURI, secret, c.TenantClaim)
+		if err != nil {
+			return nil, err
+		}
+		m.Verifier = v
+	}
+	if m.Keys == nil {
+		spec := c.HandleKeys
+		if c.HandleKeysFile != "" {
+			b, err := readSecretFile(c.HandleKeysFile, "--handle-keys-file")
+			if err != nil {
+				return nil, err
+			}
+			spec = string(b)
+		}
+		if spec == "" {
+			return nil, errors.New("--handle-keys or --handle-keys-file is required (all replicas must share them)")
+		}
+		k, err := handle.ParseKeyring(spec)
+		if err != nil {
+			return nil, fmt.Errorf("handle keys: %w", err)
+		}
+		m.Keys = k
+	}
+	suites, err := activities.LoadCatalog(c.SuitesFile)
+	if err != nil {
+		return nil, err
+	}
+	if m.Client == nil {
+		// Lazy: the frontend starts (and answers /readyz 503) while Temporal is down.
+		cl, err := client.NewLazyClient(c.Temporal.options(m.Logger))
+		if err != nil {
+			return nil, fmt.Errorf("temporal client: %w", err)
+		}
+		m.Client, m.own = cl, true
+	}
+	var authServers []string
+	if c.Issuer != "" {
+		authServers = []string{c.Issuer}
+	}
+	return frontend.New(frontend.Options{
+		Temporal: m.Client, Namespace: c.Temporal.Namespace, TaskQueue: c.Temporal.TaskQueue,
+		Verifier: m.Verifier, Keys: m.Keys, ResourceURI: c.ResourceURI, AuthorizationServers: authServers,
+		UIBaseURL: c.UIBaseURL, Suites: suites, HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger,
+	})
+}
+
+// Run listens and serves in the background; it returns once the listener is bound.
+func (m *ServeMain) Run(ctx context.Context) error {
+	if m.Logger == nil {
+		m.Logger = zap.NewNop()
+	}
+	f, err := m.build(ctx)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", m.Config.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", m.Config.Listen, err)
+	}
+	m.ln = ln
+	m.srv = &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() {
+		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.Logger.Error("http server", zap.Error(err))
+		}
+	}()
+	m.Logger.Info("frontend listening", zap.String("addr", ln.Addr().String()), zap.String("resource", m.Config.ResourceURI))
+	return nil
+}
+
+// Addr is the bound listen address (useful with :0).
+func (m *ServeMain) Addr() string {
+	if m.ln == nil {
+		return ""
+	}
+	return m.ln.Addr().String()
+}
+
+// Close stops accepting, finishes in-flight requests (bounded), and releases the client.
+func (m *ServeMain) Close() error {
+	var err error
+	if m.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = m.srv.Shutdown(ctx)
+		cancel()
+		m.srv = nil
+	}
+	if m.own && m.Client != nil {
+		m.Client.Close()
+		m.Client = nil
+	}
+	return err
+}

@@ -1,0 +1,192 @@
+// Command jobgate is an MCP server for durable, multi-tenant jobs on Temporal.
+//
+//	jobgate dev      whole stack in one process (embedded Temporal + Web UI, worker, frontend)
+//	jobgate serve    the stateless MCP frontend, against any Temporal
+//	jobgate worker   the Temporal worker that runs the jobs
+//	jobgate token    mint an HS256 token for development
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/cmd/app"
+)
+
+const usage = `jobgate — durable, multi-tenant jobs for AI agents, on Temporal, over MCP.
+
+Usage:
+  jobgate dev      [flags]   run everything in one process (start here)
+  jobgate serve    [flags]   run the stateless MCP frontend (any number of replicas)
+  jobgate worker   [flags]   run a Temporal worker that executes jobs
+  jobgate token    [flags]   mint a dev HS256 bearer token
+
+Every flag has an environment variable: --temporal-address is JOBGATE_TEMPORAL_ADDRESS.
+Run 'jobgate <command> -h' for a command's flags.
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "jobgate:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "dev":
+		return runDev(args, stdout, stderr)
+	case "serve":
+		return runServe(args, stderr)
+	case "worker":
+		return runWorker(args, stderr)
+	case "token":
+		return runToken(args, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: jobgate %s [flags]\n\n%s\n\nFlags:\n", name, summary)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// untilSignal runs a Main until SIGINT/SIGTERM, then closes it.
+func untilSignal(start func(context.Context) error, closeFn func() error) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := start(ctx); err != nil {
+		_ = closeFn()
+		return err
+	}
+	<-ctx.Done()
+	stop()
+	return closeFn()
+}
+
+func runDev(args []string, stdout, stderr io.Writer) error {
+	var c app.DevConfig
+	var level string
+	fs := newFlagSet("dev", "Runs an embedded Temporal server (SQLite, WAL) with its Web UI, a worker and the MCP\n"+
+		"frontend in one process, and prints ready-to-use tokens. Restarting keeps every job.", stderr)
+	c.Flags(fs)
+	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger("console", level)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	m := &app.DevMain{Config: c, Logger: log, Out: stdout}
+	return untilSignal(m.Run, m.Close)
+}
+
+func runServe(args []string, stderr io.Writer) error {
+	var c app.ServeConfig
+	var format, level string
+	fs := newFlagSet("serve", "Runs the stateless MCP frontend (POST /mcp, RFC 9728 metadata, /healthz, /readyz).\n"+
+		"Replicas share nothing but Temporal, the token secret and the handle keys.", stderr)
+	c.Flags(fs)
+	fs.StringVar(&format, "log-format", "json", "log format: json or console")
+	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(format, level)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	m := &app.ServeMain{Config: c, Logger: log}
+	return untilSignal(m.Run, m.Close)
+}
+
+func runWorker(args []string, stderr io.Writer) error {
+	var c app.WorkerConfig
+	var format, level string
+	fs := newFlagSet("worker", "Runs a Temporal worker executing jobgate workflows and episode activities.", stderr)
+	c.Flags(fs)
+	fs.StringVar(&format, "log-format", "json", "log format: json or console")
+	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(format, level)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	m := &app.WorkerMain{Config: c, Logger: log}
+	return untilSignal(m.Run, m.Close)
+}
+
+func runToken(args []string, stdout, stderr io.Writer) error {
+	var tenant, sub, scope, secretFile, issuer, audience, dataDir string
+	var ttl time.Duration
+	fs := newFlagSet("token", "Mints an HS256 token. By default it signs with the dev stack's secret in --data-dir,\n"+
+		"so the token works against 'jobgate dev'.", stderr)
+	fs.StringVar(&tenant, "tenant", "acme", "tenant claim")
+	fs.StringVar(&sub, "sub", "ana", "subject (the principal)")
+	fs.StringVar(&scope, "scope", "jobs:read jobs:write", "space-separated scopes: jobs:read jobs:write jobs:approve jobs:admin")
+	fs.DurationVar(&ttl, "ttl", time.Hour, "lifetime")
+	fs.StringVar(&dataDir, "data-dir", ".jobgate", "dev stack data dir holding dev-token-secret (used unless --secret-file)")
+	fs.StringVar(&secretFile, "secret-file", "", "HS256 secret file (as given to 'serve --hs256-secret-file'); the secret is the file's hex or raw content")
+	fs.StringVar(&issuer, "issuer", app.DevIssuer, "iss claim")
+	fs.StringVar(&audience, "audience", "http://localhost:8080/mcp", "aud claim: the server's resource URI")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	scopes, err := authz.ParseScopes(scope)
+	if err != nil {
+		return err
+	}
+	secret, err := app.LoadTokenSecret(secretFile, dataDir)
+	if err != nil {
+		return err
+	}
+	tok, err := authz.MintHS256(secret, authz.MintOptions{Issuer: issuer, Audience: audience, Tenant: tenant,
+		Subject: sub, Scopes: scopes, TTL: ttl})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}
+
+func newLogger(format, level string) (*zap.Logger, error) {
+	var l zapcore.Level
+	if err := l.UnmarshalText([]byte(strings.ToLower(level))); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	return app.NewLogger(format, l)
+}

@@ -1,0 +1,101 @@
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/api/serviceerror"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Tool error codes (CONTRACT.md). What a model can act on is a tool error; infrastructure
+// faults other than "Temporal unreachable" are Go errors and become JSON-RPC errors.
+const (
+	CodeInvalidArgument      = "invalid_argument"
+	CodeNotFound             = "not_found"
+	CodeInvalidHandle        = "invalid_handle"
+	CodeHandleExpired        = "handle_expired"
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	CodeInputNotExpected     = "input_not_expected"
+	CodeForbidden            = "forbidden"
+	CodeCursorInvalid        = "cursor_invalid"
+	CodeCursorExpired        = "cursor_expired"
+	CodeUnavailable          = "unavailable"
+)
+
+// ToolError is the structuredContent of every isError tool result.
+type ToolError struct {
+	Code      string `json:"code" jsonschema:"machine-readable error code"`
+	Message   string `json:"message" jsonschema:"what went wrong and what to do about it"`
+	Retryable bool   `json:"retryable" jsonschema:"true when the same call may succeed later unchanged"`
+}
+
+func (e *ToolError) Error() string { return e.Code + ": " + e.Message }
+
+func toolErr(code, format string, args ...any) *ToolError {
+	return &ToolError{Code: code, Message: fmt.Sprintf(format, args...), Retryable: code == CodeUnavailable}
+}
+
+// invalidArg names the field that failed validation.
+func invalidArg(field, format string, args ...any) *ToolError {
+	return &ToolError{Code: CodeInvalidArgument, Message: field + ": " + fmt.Sprintf(format, args...)}
+}
+
+// errNotFound is byte-identical for unknown jobs and jobs the caller may not see.
+func errNotFound() *ToolError {
+	return &ToolError{Code: CodeNotFound, Message: "no such job"}
+}
+
+// isUnavailable reports Temporal being unreachable or overloaded.
+func isUnavailable(err error) bool {
+	var (
+		u  *serviceerror.Unavailable
+		re *serviceerror.ResourceExhausted
+		de *serviceerror.DeadlineExceeded
+	)
+	if errors.As(err, &u) || errors.As(err, &re) || errors.As(err, &de) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// asToolError turns an error into a tool error where the model can act on it.
+func asToolError(err error) (*ToolError, bool) {
+	var te *ToolError
+	if errors.As(err, &te) {
+		return te, true
+	}
+	if isUnavailable(err) {
+		return &ToolError{Code: CodeUnavailable, Message: "the job store (Temporal) is unreachable or overloaded; retry shortly", Retryable: true}, true
+	}
+	return nil, false
+}
+
+// errorResult renders a tool error as an isError result with structuredContent and the same JSON as text.
+func errorResult(te *ToolError) *mcp.CallToolResult {
+	b, _ := json.Marshal(te)
+	return &mcp.CallToolResult{
+		IsError:           true,
+		StructuredContent: json.RawMessage(b),
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+	}
+}
+
+func okResult(v any) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("marshal tool output: %w", err)
+	}
+	return &mcp.CallToolResult{
+		StructuredContent: json.RawMessage(b),
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+	}, nil
+}

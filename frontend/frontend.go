@@ -1,0 +1,139 @@
+// Package frontend is jobgate's stateless MCP edge: HTTP, bearer auth, tools, handles, cursors.
+// It holds no job state: every request re-reads Temporal and re-checks the caller, so any
+// replica answers any request.
+package frontend
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// Defaults for Options fields left zero.
+const (
+	HandleTTLDefault       = 7 * 24 * time.Hour
+	CursorTTLDefault       = 15 * time.Minute
+	TemporalTimeoutDefault = 10 * time.Second
+	ResumeTimeoutDefault   = 15 * time.Second
+	MaxBodyBytesDefault    = 1 << 20
+)
+
+// Version is reported to MCP clients.
+var Version = "0.1.0"
+
+// Options configure a Frontend.
+type Options struct {
+	// Temporal is a connected client for Namespace. Required.
+	Temporal client.Client
+	// Namespace the jobs live in. Defaults to "default".
+	Namespace string
+	// TaskQueue workers poll. Defaults to workflows.TaskQueueDefault.
+	TaskQueue string
+	// Verifier checks bearer tokens. Required.
+	Verifier authz.Verifier
+	// Keys sign handles and cursors. Required; share them across replicas.
+	Keys *handle.Keyring
+	// ResourceURI is this server's OAuth resource identifier (tokens' aud), e.g. "http://localhost:8080/mcp". Required.
+	ResourceURI string
+	// AuthorizationServers are advertised in RFC 9728 metadata. Defaults to none.
+	AuthorizationServers []string
+	// UIBaseURL is the public Temporal Web UI base, e.g. "http://localhost:8233". Empty omits ui_url.
+	UIBaseURL string
+	// Suites are the eval suites callers may name. Defaults to activities.DefaultCatalog().
+	Suites activities.Catalog
+	// HandleTTL is how long a handle stays valid; every job view re-issues one. Defaults to 7 days.
+	HandleTTL time.Duration
+	// CursorTTL is how long a list cursor stays valid. Defaults to 15 minutes.
+	CursorTTL time.Duration
+	// TemporalTimeout bounds each Temporal call of a request. Defaults to 10 seconds.
+	TemporalTimeout time.Duration
+	// Logger receives one line per tool call. Defaults to a no-op logger.
+	Logger *zap.Logger
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Frontend serves the MCP endpoint and its HTTP neighbours.
+type Frontend struct {
+	opts   Options
+	server *mcp.Server
+	log    *zap.Logger
+}
+
+// New validates opts and builds the MCP server once; it is shared by all requests because the
+// stateless handler builds a fresh session per request and the server holds no job state.
+func New(opts Options) (*Frontend, error) {
+	var missing []string
+	if opts.Temporal == nil {
+		missing = append(missing, "Temporal")
+	}
+	if opts.Verifier == nil {
+		missing = append(missing, "Verifier")
+	}
+	if opts.Keys == nil {
+		missing = append(missing, "Keys")
+	}
+	if opts.ResourceURI == "" {
+		missing = append(missing, "ResourceURI")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("frontend: missing %s", strings.Join(missing, ", "))
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if opts.TaskQueue == "" {
+		opts.TaskQueue = workflows.TaskQueueDefault
+	}
+	if opts.Suites == nil {
+		opts.Suites = activities.DefaultCatalog()
+	}
+	if opts.HandleTTL <= 0 {
+		opts.HandleTTL = HandleTTLDefault
+	}
+	if opts.CursorTTL <= 0 {
+		opts.CursorTTL = CursorTTLDefault
+	}
+	if opts.TemporalTimeout <= 0 {
+		opts.TemporalTimeout = TemporalTimeoutDefault
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	opts.UIBaseURL = strings.TrimRight(opts.UIBaseURL, "/")
+	f := &Frontend{opts: opts, log: opts.Logger}
+	f.server = mcp.NewServer(&mcp.Implementation{Name: "jobgate", Title: "jobgate — durable jobs for agents", Version: Version},
+		&mcp.ServerOptions{Instructions: serverInstructions})
+	for _, t := range f.tools() {
+		f.server.AddTool(t.tool, t.handler)
+	}
+	return f, nil
+}
+
+const serverInstructions = `jobgate runs long jobs (eval runs) durably. start_* returns at once with a handle; ` +
+	`keep the handle and poll get_* no sooner than poll_after_ms. Jobs survive dropped connections and ` +
+	`server restarts: after any failure, call start_* again with the SAME idempotency_key and arguments ` +
+	`to get the same job back. When status is awaiting_input, show needs_input.prompt to the person who ` +
+	`may answer and call resume_* with its input_id and scope_digest.`
+
+var errNoPrincipal = errors.New("no verified principal on request")
+
+// MCPServer exposes the underlying server (for tests that snapshot tool schemas).
+func (f *Frontend) MCPServer() *mcp.Server { return f.server }
+
+// Handler returns the whole HTTP surface: /mcp, RFC 9728 metadata, /healthz, /readyz.
+func (f *Frontend) Handler() http.Handler { return f.routes() }

@@ -1,0 +1,202 @@
+package frontend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"go.uber.org/zap"
+
+	"github.com/jobgate/jobgate/authz"
+)
+
+const principalKey = "jobgate.principal"
+
+func (f *Frontend) routes() http.Handler {
+	mux := http.NewServeMux()
+	metaURL := f.resourceMetadataURL()
+
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytesDefault})
+	bearer := auth.RequireBearerToken(f.verifyToken, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metaURL})
+	mux.Handle("/mcp", bearer(f.requireToolScope(metaURL, mcpHandler)))
+
+	scopes := make([]string, len(authz.AllScopes))
+	for i, s := range authz.AllScopes {
+		scopes[i] = string(s)
+	}
+	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+		Resource:               f.opts.ResourceURI,
+		AuthorizationServers:   f.opts.AuthorizationServers,
+		ScopesSupported:        scopes,
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "jobgate",
+	})
+	mux.Handle("/.well-known/oauth-protected-resource", meta)
+	mux.Handle("/.well-known/oauth-protected-resource/mcp", meta)
+
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", f.readyz)
+	return mux
+}
+
+// resourceMetadataURL is the RFC 9728 metadata URL for the resource: the well-known path
+// inserted before the resource's path.
+func (f *Frontend) resourceMetadataURL() string {
+	u, err := url.Parse(f.opts.ResourceURI)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + strings.TrimRight(u.Path, "/")
+}
+
+func (f *Frontend) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	w.Header().Set("Content-Type", "text/plain")
+	if _, err := f.opts.Temporal.CheckHealth(ctx, nil); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "temporal unreachable")
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// verifyToken adapts authz.Verifier to the go-sdk middleware. Every failure wraps
+// auth.ErrInvalidToken so the middleware answers 401 (not 500) with the challenge.
+func (f *Frontend) verifyToken(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	c, err := f.opts.Verifier.Verify(ctx, token)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, strings.TrimPrefix(err.Error(), authz.ErrInvalidToken.Error()+": "))
+	}
+	scopes := make([]string, len(c.Principal.Scopes))
+	for i, s := range c.Principal.Scopes {
+		scopes[i] = string(s)
+	}
+	return &auth.TokenInfo{
+		Scopes:     scopes,
+		Expiration: c.Expiry,
+		UserID:     c.Principal.Tenant + "/" + c.Principal.Subject,
+		Extra:      map[string]any{principalKey: c.Principal},
+	}, nil
+}
+
+func principalFrom(ti *auth.TokenInfo) (authz.Principal, bool) {
+	if ti == nil {
+		return authz.Principal{}, false
+	}
+	p, ok := ti.Extra[principalKey].(authz.Principal)
+	return p, ok
+}
+
+// toolActions maps each tool to the policy action its scopes are checked for.
+var toolActions = map[string]authz.Action{
+	"start_eval":  authz.ActionStart,
+	"get_eval":    authz.ActionGet,
+	"cancel_eval": authz.ActionCancel,
+	"resume_eval": authz.ActionResume,
+	"list_jobs":   authz.ActionList,
+}
+
+type rpcCall struct {
+	Method string `json:"method"`
+	Params struct {
+		Name string `json:"name"`
+	} `json:"params"`
+}
+
+// requireToolScope answers 403 with an insufficient_scope challenge before a tool runs when the
+// token has none of the scopes the tool needs. The body is authoritative for the tool name; the
+// SDK separately rejects a 2026-07-28 Mcp-Name header that disagrees with it.
+func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytesDefault))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "cannot read request body", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		p, ok := principalFrom(auth.TokenInfoFromContext(r.Context()))
+		if !ok {
+			http.Error(w, "no principal", http.StatusUnauthorized)
+			return
+		}
+		for _, name := range toolNames(body) {
+			a, known := toolActions[name]
+			if !known {
+				continue
+			}
+			need := authz.ActionScopes(a)
+			if hasAny(p, need) {
+				continue
+			}
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, resource_metadata=%q, error_description=%q`,
+				string(need[0]), metaURL, name+" needs one of: "+joinScopes(need)))
+			f.log.Info("insufficient scope", zap.String("tool", name), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
+			http.Error(w, "insufficient scope for "+name, http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// toolNames returns the tools a JSON-RPC message (or batch) calls. Unparseable bodies yield
+// nothing here; the MCP handler rejects them properly.
+func toolNames(body []byte) []string {
+	body = bytes.TrimSpace(body)
+	var calls []rpcCall
+	if len(body) > 0 && body[0] == '[' {
+		_ = json.Unmarshal(body, &calls)
+	} else {
+		var c rpcCall
+		if json.Unmarshal(body, &c) == nil {
+			calls = append(calls, c)
+		}
+	}
+	var names []string
+	for _, c := range calls {
+		if c.Method == "tools/call" {
+			names = append(names, c.Params.Name)
+		}
+	}
+	return names
+}
+
+func hasAny(p authz.Principal, scopes []authz.Scope) bool {
+	for _, s := range scopes {
+		if p.Has(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func joinScopes(s []authz.Scope) string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = string(x)
+	}
+	return strings.Join(out, " ")
+}

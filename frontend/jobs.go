@@ -1,0 +1,303 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// JobView is what start_*, get_*, cancel_* and resume_* return (CONTRACT.md "Job view").
+type JobView struct {
+	Handle      string              `json:"handle" jsonschema:"opaque handle naming this job; pass it verbatim to get_*, cancel_*, resume_*. Re-issued on every view; an address, never a permission"`
+	JobID       string              `json:"job_id" jsonschema:"the Temporal workflow ID <tenant>/<kind>/<idempotency_key>"`
+	Kind        string              `json:"kind" jsonschema:"eval or export"`
+	Status      workflows.Status    `json:"status" jsonschema:"queued, running, awaiting_input, succeeded, failed, cancelling or cancelled"`
+	Owner       string              `json:"owner" jsonschema:"subject of the principal that started the job"`
+	CreatedAt   time.Time           `json:"created_at" jsonschema:"when the job was first started"`
+	UpdatedAt   time.Time           `json:"updated_at" jsonschema:"when the job last reported a change"`
+	Progress    workflows.Progress  `json:"progress" jsonschema:"episodes scored (done) and failed out of total, as of progress.as_of"`
+	PollAfterMS int                 `json:"poll_after_ms" jsonschema:"wait at least this long before polling again; 0 once the job is finished"`
+	UIURL       string              `json:"ui_url,omitempty" jsonschema:"link to this job in the Temporal Web UI"`
+	NeedsInput  *NeedsInputView     `json:"needs_input,omitempty" jsonschema:"present while status is awaiting_input: the open input request to answer with resume_*"`
+	Result      any                 `json:"result,omitempty" jsonschema:"kind-specific result once succeeded; for eval: episodes, scored, passed, failed, mean_score, std_err"`
+	Error       *workflows.JobError `json:"error,omitempty" jsonschema:"why the job failed or was cancelled"`
+	Created     *bool               `json:"created,omitempty" jsonschema:"start_* only: true if this call started the job, false if it already existed"`
+}
+
+// NeedsInputView is an open input request.
+type NeedsInputView struct {
+	InputID      string         `json:"input_id" jsonschema:"pass to resume_* unchanged"`
+	Prompt       string         `json:"prompt" jsonschema:"the question to show to whoever may answer"`
+	AnswerSchema map[string]any `json:"answer_schema" jsonschema:"JSON schema of the answer"`
+	ScopeDigest  string         `json:"scope_digest" jsonschema:"digest of exactly what is being approved; pass to resume_* unchanged"`
+	Approver     authz.Approver `json:"approver" jsonschema:"owner: the job's owner (or an approver) may answer; approver: only a principal with jobs:approve"`
+	ExpiresAt    time.Time      `json:"expires_at" jsonschema:"after this the job fails with input_expired"`
+}
+
+// job is what one Describe tells about a job.
+type job struct {
+	id, runID  string
+	tenant     string
+	owner      string
+	kind       string
+	exec       enumspb.WorkflowExecutionStatus
+	saStatus   workflows.Status
+	inputHash  string
+	createdAt  time.Time
+	startedAt  time.Time
+	closedAt   time.Time
+	progress   workflows.Progress
+	needsInput *workflows.NeedsInput
+	jobErr     *workflows.JobError
+}
+
+func (j *job) policyJob() authz.Job {
+	pj := authz.Job{Tenant: j.tenant, Owner: j.owner}
+	if j.needsInput != nil && j.exec == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		pj.OpenInput = j.needsInput.Approver
+	}
+	return pj
+}
+
+// status derives the contract status: the execution status is the truth once closed; while
+// running, the JobStatus search attribute the workflow keeps says which phase it is in.
+func (j *job) status() workflows.Status {
+	switch j.exec {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return workflows.StatusSucceeded
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED,
+		enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return workflows.StatusFailed
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return workflows.StatusCancelled
+	}
+	switch j.saStatus {
+	case workflows.StatusRunning, workflows.StatusAwaitingInput, workflows.StatusCancelling:
+		return j.saStatus
+	}
+	return workflows.StatusQueued
+}
+
+func jobID(tenant, kind, key string) string { return tenant + "/" + kind + "/" + key }
+
+var dc = converter.GetDefaultDataConverter()
+
+func decodeKeyword(sa *commonpb.SearchAttributes, name string) string {
+	p := sa.GetIndexedFields()[name]
+	if p == nil {
+		return ""
+	}
+	var s string
+	if err := dc.FromPayload(p, &s); err != nil {
+		return ""
+	}
+	return s
+}
+
+func decodeMemo[T any](m *commonpb.Memo, key string) (T, bool) {
+	var v T
+	p := m.GetFields()[key]
+	if p == nil {
+		return v, false
+	}
+	if err := dc.FromPayload(p, &v); err != nil {
+		return v, false
+	}
+	return v, true
+}
+
+// describe reads one job. It answers while no worker runs: everything comes from the server's
+// mutable state (status, search attributes, memo), never from a query.
+func (f *Frontend) describe(ctx context.Context, id string) (*job, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
+	defer cancel()
+	resp, err := f.opts.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil, errNotFound()
+		}
+		return nil, fmt.Errorf("describe %s: %w", id, err)
+	}
+	return jobFromInfo(resp.GetWorkflowExecutionInfo()), nil
+}
+
+// jobFromInfo reads a job from an execution info (Describe and ListWorkflow share the type).
+func jobFromInfo(info *workflowpb.WorkflowExecutionInfo) *job {
+	j := &job{
+		id:    info.GetExecution().GetWorkflowId(),
+		runID: info.GetExecution().GetRunId(),
+		exec:  info.GetStatus(),
+	}
+	if t := info.GetStartTime(); t != nil {
+		j.startedAt = t.AsTime()
+	}
+	if t := info.GetCloseTime(); t != nil {
+		j.closedAt = t.AsTime()
+	}
+	sa := info.GetSearchAttributes()
+	j.tenant = decodeKeyword(sa, "JobTenant")
+	j.owner = decodeKeyword(sa, "JobOwner")
+	j.kind = decodeKeyword(sa, "JobKind")
+	j.saStatus = workflows.Status(decodeKeyword(sa, "JobStatus"))
+	m := info.GetMemo()
+	j.inputHash, _ = decodeMemo[string](m, workflows.MemoInputHash)
+	j.createdAt, _ = decodeMemo[time.Time](m, workflows.MemoCreatedAt)
+	j.progress, _ = decodeMemo[workflows.Progress](m, workflows.MemoProgress)
+	if ni, ok := decodeMemo[*workflows.NeedsInput](m, workflows.MemoNeedsInput); ok && ni != nil && ni.InputID != "" {
+		j.needsInput = ni
+	}
+	if je, ok := decodeMemo[*workflows.JobError](m, workflows.MemoError); ok && je != nil && je.Code != "" {
+		j.jobErr = je
+	}
+	return j
+}
+
+// resolve opens a handle for the caller and reads the job, applying the access policy for a.
+// Every "may not know" outcome is the same not_found as an unknown job.
+func (f *Frontend) resolve(ctx context.Context, p authz.Principal, raw, kind string, a authz.Action) (*job, error) {
+	if raw == "" {
+		return nil, invalidArg("handle", "is required")
+	}
+	h, err := f.opts.Keys.OpenHandle(raw, f.opts.Now())
+	switch {
+	case errors.Is(err, handle.ErrExpired):
+		if h.Tenant != p.Tenant {
+			return nil, errNotFound()
+		}
+		return nil, toolErr(CodeHandleExpired, "the handle has expired; call start_%s again with the same idempotency_key and arguments (or list_jobs) to get a fresh one", kindOr(h.Kind, kind))
+	case err != nil:
+		return nil, toolErr(CodeInvalidHandle, "the handle is malformed or not signed by this service; pass the handle string exactly as returned")
+	}
+	if h.Tenant != p.Tenant || !strings.HasPrefix(h.WorkflowID, p.Tenant+"/") {
+		return nil, errNotFound()
+	}
+	if h.Kind != kind {
+		return nil, invalidArg("handle", "names a %s job; use the %s tools for it", h.Kind, h.Kind)
+	}
+	j, err := f.describe(ctx, h.WorkflowID)
+	if err != nil {
+		return nil, err
+	}
+	if j.tenant != p.Tenant || j.kind != kind {
+		return nil, errNotFound()
+	}
+	switch authz.Decide(p, a, j.policyJob()) {
+	case authz.Allow:
+		return j, nil
+	case authz.Forbidden:
+		return nil, toolErr(CodeForbidden, "you may see this job but not %s it", a)
+	default:
+		return nil, errNotFound()
+	}
+}
+
+func kindOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// view renders a job for the caller with a fresh handle. Closed successful jobs read their
+// result from the close event, which also works with no worker running.
+func (f *Frontend) view(ctx context.Context, j *job) (*JobView, error) {
+	v := &JobView{
+		JobID:     j.id,
+		Kind:      j.kind,
+		Status:    j.status(),
+		Owner:     j.owner,
+		CreatedAt: j.createdAt,
+		Progress:  j.progress,
+		Error:     j.jobErr,
+	}
+	v.Handle = f.opts.Keys.SealHandle(handle.Handle{Tenant: j.tenant, WorkflowID: j.id, Kind: j.kind,
+		Expiry: f.opts.Now().Add(f.opts.HandleTTL).Truncate(time.Second)})
+	if v.CreatedAt.IsZero() {
+		v.CreatedAt = j.startedAt
+	}
+	v.UpdatedAt = latest(v.CreatedAt, j.progress.AsOf, j.closedAt)
+	if f.opts.UIBaseURL != "" {
+		v.UIURL = f.uiURL(j.id, j.runID)
+	}
+	switch v.Status {
+	case workflows.StatusQueued, workflows.StatusCancelling:
+		v.PollAfterMS = 1000
+	case workflows.StatusRunning:
+		v.PollAfterMS = 2000
+	case workflows.StatusAwaitingInput:
+		v.PollAfterMS = 5000
+		if ni := j.needsInput; ni != nil {
+			v.NeedsInput = &NeedsInputView{InputID: ni.InputID, Prompt: ni.Prompt, AnswerSchema: ni.AnswerSchema,
+				ScopeDigest: ni.ScopeDigest, Approver: ni.Approver, ExpiresAt: ni.ExpiresAt}
+		}
+	}
+	switch v.Status {
+	case workflows.StatusSucceeded:
+		res, err := f.result(ctx, j)
+		if err != nil {
+			return nil, err
+		}
+		v.Result = res
+	case workflows.StatusFailed:
+		if v.Error == nil {
+			v.Error = &workflows.JobError{Code: strings.ToLower(strings.TrimPrefix(j.exec.String(), "WORKFLOW_EXECUTION_STATUS_")),
+				Message: "the job's workflow ended without reporting a reason; see ui_url"}
+		}
+	case workflows.StatusCancelled:
+		if v.Error == nil {
+			v.Error = &workflows.JobError{Code: workflows.ErrCodeCancelled, Message: "cancelled"}
+		}
+	}
+	return v, nil
+}
+
+func (f *Frontend) result(ctx context.Context, j *job) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
+	defer cancel()
+	switch j.kind {
+	case workflows.KindEval:
+		var r workflows.EvalResult
+		if err := f.opts.Temporal.GetWorkflow(ctx, j.id, j.runID).Get(ctx, &r); err != nil {
+			var appErr *temporal.ApplicationError
+			if errors.As(err, &appErr) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("read result of %s: %w", j.id, err)
+		}
+		return r, nil
+	}
+	return nil, nil
+}
+
+func (f *Frontend) uiURL(id, runID string) string {
+	u := f.opts.UIBaseURL + "/namespaces/" + url.PathEscape(f.opts.Namespace) + "/workflows/" + url.PathEscape(id)
+	if runID != "" {
+		u += "/" + url.PathEscape(runID) + "/history"
+	}
+	return u
+}
+
+func latest(ts ...time.Time) time.Time {
+	var m time.Time
+	for _, t := range ts {
+		if t.After(m) {
+			m = t
+		}
+	}
+	return m
+}

@@ -1,0 +1,139 @@
+package frontend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+
+	"github.com/jobgate/jobgate/authz"
+)
+
+type toolDef struct {
+	tool    *mcp.Tool
+	handler mcp.ToolHandler
+}
+
+// tools lists every tool, reads first then writes (the order tools/list shows).
+func (f *Frontend) tools() []toolDef {
+	return []toolDef{
+		f.getEvalTool(),
+		f.startEvalTool(),
+		f.cancelEvalTool(),
+		f.resumeEvalTool(),
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// newTool builds a tool whose arguments decode strictly into In. Argument errors become
+// invalid_argument naming the field, not the SDK's generic schema message, so the model can fix
+// the call. The SDK does not validate our results, so error results need not fit the output schema.
+func newTool[In, Out any](f *Frontend, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) toolDef {
+	in, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: input schema: %v", t.Name, err))
+	}
+	in.AdditionalProperties = &jsonschema.Schema{Not: &jsonschema.Schema{}}
+	out, err := jsonschema.For[Out](nil)
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, err))
+	}
+	t.InputSchema, t.OutputSchema = in, out
+	name := t.Name
+	h := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		start := time.Now()
+		var ti = req.Extra
+		p, ok := authz.Principal{}, false
+		if ti != nil {
+			p, ok = principalFrom(ti.TokenInfo)
+		}
+		if !ok {
+			return nil, errNoPrincipal
+		}
+		fields := []zap.Field{zap.String("tool", name), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject)}
+		var args In
+		var res Out
+		if err = decodeArgs(req.Params.Arguments, &args); err == nil {
+			res, err = run(ctx, p, args)
+		}
+		fields = append(fields, zap.Duration("latency", time.Since(start)))
+		if id := jobIDOf(res); id != "" {
+			fields = append(fields, zap.String("job_id", id))
+		}
+		if err != nil {
+			if te, ok := asToolError(err); ok {
+				f.log.Info("tool call", append(fields, zap.String("code", te.Code))...)
+				return errorResult(te), nil
+			}
+			f.log.Error("tool call failed", append(fields, zap.Error(err))...)
+			return nil, err
+		}
+		f.log.Info("tool call", append(fields, zap.String("code", "ok"))...)
+		return okResult(res)
+	}
+	return toolDef{tool: t, handler: h}
+}
+
+func jobIDOf(v any) string {
+	if jv, ok := v.(*JobView); ok && jv != nil {
+		return jv.JobID
+	}
+	return ""
+}
+
+// decodeArgs decodes strictly: unknown fields and wrong types are invalid_argument naming the field.
+func decodeArgs(raw json.RawMessage, dst any) error {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(dst)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			return invalidArg("arguments", "must be one JSON object")
+		}
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return invalidArg("arguments", "must be a JSON object")
+		}
+		return invalidArg(field, "must be %s, not %s", jsonKind(te.Type.Kind().String()), te.Value)
+	case errors.As(err, &se):
+		return invalidArg("arguments", "not valid JSON")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return invalidArg(f, "unknown argument")
+	}
+	return invalidArg("arguments", "%v", err)
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "int", "int64", "int32", "float64":
+		return "a number"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	case "map", "struct":
+		return "an object"
+	case "slice":
+		return "an array"
+	}
+	return goKind
+}
