@@ -1,0 +1,312 @@
+// Package tests holds jobgate's integration suites: a real embedded Temporal server, the real
+// frontend and worker wiring (cmd/app) on loopback ports, and the go-sdk MCP client.
+package tests
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/cmd/app"
+	"github.com/jobgate/jobgate/cmd/devtemporal"
+	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+const (
+	testIssuer = "jobgate-test"
+	namespace  = "default"
+)
+
+// temporalAddr is the package's embedded Temporal server, started once in TestMain.
+var temporalAddr string
+
+func TestMain(m *testing.M) {
+	sas := map[string]enumspb.IndexedValueType{}
+	for _, n := range workflows.SearchAttributeNames {
+		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	srv, err := devtemporal.Start(ctx, devtemporal.Options{UIPort: -1, SearchAttributes: sas})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start embedded temporal:", err)
+		os.Exit(1)
+	}
+	temporalAddr = srv.FrontendHostPort()
+	code := m.Run()
+	_ = srv.Stop()
+	os.Exit(code)
+}
+
+// testBundle is one isolated jobgate deployment: its own task queue, two frontend replicas
+// sharing keys and token secret, and (optionally) a worker.
+type testBundle struct {
+	t         *testing.T
+	taskQueue string
+	secret    []byte
+	keys      *handle.Keyring
+	temporal  client.Client
+	frontends []*app.ServeMain
+	worker    *app.WorkerMain
+	suites    string
+	logs      *observer.ObservedLogs
+}
+
+type setupOpts struct {
+	noWorker   bool
+	suitesJSON string
+	handleTTL  time.Duration
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func setup(t *testing.T, o ...setupOpts) *testBundle {
+	t.Helper()
+	var opts setupOpts
+	if len(o) > 0 {
+		opts = o[0]
+	}
+	b := &testBundle{t: t, taskQueue: "tq-" + randHex(6), secret: []byte(randHex(32))}
+	var err error
+	b.keys, err = handle.NewKeyring("t1", map[string][]byte{"t1": handle.GenerateKey()})
+	must(t, err)
+	b.temporal, err = client.Dial(client.Options{HostPort: temporalAddr, Namespace: namespace})
+	must(t, err)
+	t.Cleanup(b.temporal.Close)
+	if opts.suitesJSON != "" {
+		b.suites = t.TempDir() + "/suites.json"
+		must(t, os.WriteFile(b.suites, []byte(opts.suitesJSON), 0o600))
+	}
+	core, logs := observer.New(zap.DebugLevel)
+	b.logs = logs
+	log := zap.New(core)
+	tc := app.TemporalConfig{Address: temporalAddr, Namespace: namespace, TaskQueue: b.taskQueue}
+	for i := 0; i < 2; i++ {
+		v, err := authz.NewHS256Verifier(testIssuer, b.resource(), b.secret, "")
+		must(t, err)
+		s := &app.ServeMain{
+			Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: testIssuer,
+				UIBaseURL: "http://ui.test", SuitesFile: b.suites, HandleTTL: opts.handleTTL},
+			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys,
+		}
+		must(t, s.Run(context.Background()))
+		t.Cleanup(func() { _ = s.Close() })
+		b.frontends = append(b.frontends, s)
+	}
+	if !opts.noWorker {
+		b.startWorker()
+	}
+	return b
+}
+
+// resource is the shared resource URI of both replicas (as behind one load balancer).
+func (b *testBundle) resource() string { return "http://localhost/mcp" }
+
+func (b *testBundle) startWorker() {
+	b.t.Helper()
+	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
+		TaskQueue: b.taskQueue}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50}}
+	must(b.t, w.Run(context.Background()))
+	b.worker = w
+	b.t.Cleanup(func() { _ = w.Close() })
+}
+
+func (b *testBundle) stopWorker() {
+	if b.worker != nil {
+		_ = b.worker.Close()
+		b.worker = nil
+	}
+}
+
+func (b *testBundle) url(i int) string { return "http://" + b.frontends[i].Addr() + "/mcp" }
+
+type principal struct {
+	tenant, sub string
+	scopes      []authz.Scope
+}
+
+var (
+	ana     = principal{"acme", "ana", []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+	bo      = principal{"acme", "bo", []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+	steward = principal{"acme", "steward", []authz.Scope{authz.ScopeApprove}}
+	ops     = principal{"acme", "ops", []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}}
+	gus     = principal{"globex", "gus", []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+	anaRO   = principal{"acme", "ana", []authz.Scope{authz.ScopeRead}}
+)
+
+func (b *testBundle) token(p principal) string {
+	return b.tokenAt(p, time.Now(), time.Hour)
+}
+
+func (b *testBundle) tokenAt(p principal, now time.Time, ttl time.Duration) string {
+	b.t.Helper()
+	tok, err := authz.MintHS256(b.secret, authz.MintOptions{Issuer: testIssuer, Audience: b.resource(), Tenant: p.tenant,
+		Subject: p.sub, Scopes: p.scopes, TTL: ttl, Now: func() time.Time { return now }})
+	must(b.t, err)
+	return tok
+}
+
+type bearerRT struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (r bearerRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	return r.base.RoundTrip(req)
+}
+
+// session connects a real go-sdk MCP client as p to replica i. version "" is the SDK's latest
+// (2026-07-28: server/discover, no initialize); older versions run the initialize handshake.
+func (b *testBundle) session(p principal, i int, version string) *mcp.ClientSession {
+	b.t.Helper()
+	hc := &http.Client{Transport: bearerRT{token: b.token(p), base: http.DefaultTransport}, Timeout: 30 * time.Second}
+	c := mcp.NewClient(&mcp.Implementation{Name: "jobgate-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.url(i), HTTPClient: hc, DisableStandaloneSSE: true},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	must(b.t, err)
+	b.t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// outcome is a tool call's result: a job view, or a tool error.
+type outcome struct {
+	View *frontend.JobView
+	Err  *frontend.ToolError
+	Raw  json.RawMessage
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	must(t, err)
+	raw, err := json.Marshal(res.StructuredContent)
+	must(t, err)
+	// The same JSON must be in the text content.
+	if len(res.Content) != 1 {
+		t.Fatalf("%s: want one text content, got %d", tool, len(res.Content))
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || !jsonEqual(tc.Text, string(raw)) {
+		t.Fatalf("%s: text content differs from structuredContent", tool)
+	}
+	o := outcome{Raw: raw}
+	if res.IsError {
+		o.Err = &frontend.ToolError{}
+		must(t, json.Unmarshal(raw, o.Err))
+	} else {
+		o.View = &frontend.JobView{}
+		must(t, json.Unmarshal(raw, o.View))
+	}
+	return o
+}
+
+func jsonEqual(a, b string) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}
+
+func mustView(t *testing.T, o outcome) *frontend.JobView {
+	t.Helper()
+	if o.Err != nil {
+		t.Fatalf("want a job view, got error %s: %s", o.Err.Code, o.Err.Message)
+	}
+	return o.View
+}
+
+func mustErr(t *testing.T, o outcome, code string) *frontend.ToolError {
+	t.Helper()
+	if o.Err == nil {
+		t.Fatalf("want error %s, got job view status=%s", code, o.View.Status)
+	}
+	if o.Err.Code != code {
+		t.Fatalf("want error %s, got %s: %s", code, o.Err.Code, o.Err.Message)
+	}
+	return o.Err
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventually polls cond until it returns true or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitStatus polls get_eval until the job reaches want.
+func waitStatus(t *testing.T, cs *mcp.ClientSession, h string, want workflows.Status, within time.Duration) *frontend.JobView {
+	t.Helper()
+	var v *frontend.JobView
+	eventually(t, within, "status "+string(want), func() bool {
+		v = mustView(t, call(t, cs, "get_eval", map[string]any{"handle": h}))
+		return v.Status == want
+	})
+	return v
+}
+
+func uniqueKey(t *testing.T) string {
+	return strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" + randHex(3)
+}
+
+func startArgs(key string, episodes int, params map[string]any) map[string]any {
+	a := map[string]any{"idempotency_key": key, "suite": "demo", "episodes": episodes}
+	if params != nil {
+		a["params"] = params
+	}
+	return a
+}
+
+var _ = sync.Mutex{}
+
+func (b *testBundle) tokenForAudience(p principal, aud string) string {
+	b.t.Helper()
+	tok, err := authz.MintHS256(b.secret, authz.MintOptions{Issuer: testIssuer, Audience: aud, Tenant: p.tenant,
+		Subject: p.sub, Scopes: p.scopes, TTL: time.Hour})
+	must(b.t, err)
+	return tok
+}
+
+func handleFor(id string) handle.Handle {
+	return handle.Handle{Tenant: strings.SplitN(id, "/", 2)[0], WorkflowID: id, Kind: "eval", Expiry: time.Now().Add(time.Hour)}
+}
