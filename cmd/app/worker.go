@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -14,6 +15,9 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
+// HeartbeatThrottleDefault is WorkerConfig.HeartbeatThrottle's default.
+const HeartbeatThrottleDefault = time.Second
+
 // WorkerConfig configures `jobgate worker`.
 type WorkerConfig struct {
 	Temporal TemporalConfig
@@ -21,6 +25,9 @@ type WorkerConfig struct {
 	SuitesFile string
 	// MaxConcurrentEpisodes bounds episode activities running in this process. Defaults to 200.
 	MaxConcurrentEpisodes int
+	// HeartbeatThrottle caps how long the SDK may batch an episode's heartbeats. A cancel reaches a
+	// running episode only on a heartbeat reply, so this bounds cancel latency. Defaults to 1 second.
+	HeartbeatThrottle time.Duration
 }
 
 // Flags registers the worker's flags.
@@ -28,6 +35,7 @@ func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 	c.Temporal.Flags(fs)
 	strFlag(fs, &c.SuitesFile, "suites", "", "JSON suite catalog file ({\"suites\":[...]}); the demo suite is always present")
 	intFlag(fs, &c.MaxConcurrentEpisodes, "max-concurrent-episodes", 200, "episode activities this worker runs at once")
+	durFlag(fs, &c.HeartbeatThrottle, "heartbeat-throttle", HeartbeatThrottleDefault, "longest delay before a cancel reaches a running episode")
 }
 
 // WorkerMain runs workflows and activities.
@@ -61,9 +69,16 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	if tq == "" {
 		tq = workflows.TaskQueueDefault
 	}
+	hb := m.Config.HeartbeatThrottle
+	if hb <= 0 {
+		hb = HeartbeatThrottleDefault
+	}
 	m.w = worker.New(m.Client, tq, worker.Options{
 		MaxConcurrentActivityExecutionSize: max(1, m.Config.MaxConcurrentEpisodes),
-		WorkerStopTimeout:                  0,
+		// Without this cap the SDK batches heartbeats for 0.8 × the heartbeat timeout, and a
+		// cancel waits that long to reach an episode.
+		MaxHeartbeatThrottleInterval:     hb,
+		DefaultHeartbeatThrottleInterval: hb,
 	})
 	m.w.RegisterWorkflowWithOptions(workflows.Eval, workflow.RegisterOptions{Name: workflows.EvalWorkflowName})
 	m.w.RegisterActivity(&activities.Activities{Suites: suites, Logger: m.Logger})

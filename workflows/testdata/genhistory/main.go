@@ -1,0 +1,254 @@
+// Command genhistory records the Eval workflow histories in workflows/testdata against an
+// embedded Temporal server, for the replay tests in workflows/eval_test.go. Rerun it after a
+// deliberate, versioned change to the workflow:
+//
+//	go run ./workflows/testdata/genhistory -out workflows/testdata
+//
+// It lives under testdata so `go build ./...`, `go vet ./...` and `go test ./...` skip it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/cmd/devtemporal"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+const tq = "genhistory"
+
+var owner = authz.Principal{Tenant: "acme", Subject: "ann", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+
+func input(episodes, conc int, failRate, episodeMS float64) workflows.EvalInput {
+	return workflows.EvalInput{
+		Tenant: "acme", Owner: "ann",
+		Args: workflows.EvalArgs{Suite: "demo", Episodes: episodes, Concurrency: conc,
+			Params: map[string]any{"episode_ms": episodeMS, "fail_rate": failRate}},
+		Approval: workflows.ApprovalPolicy{Threshold: 5, Approver: authz.ApproverOwner, Timeout: time.Hour},
+		Episode:  workflows.EpisodePolicy{Timeout: time.Minute, HeartbeatTimeout: 10 * time.Second, MaxAttempts: 3},
+	}
+}
+
+func main() {
+	out := flag.String("out", "workflows/testdata", "directory for the history files")
+	flag.Parse()
+	if err := run(*out); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(out string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sas := map[string]enumspb.IndexedValueType{}
+	for _, n := range workflows.SearchAttributeNames {
+		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+	}
+	srv, err := devtemporal.Start(ctx, devtemporal.Options{UIPort: devtemporal.UIDisabled, SearchAttributes: sas})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Stop() }()
+	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Namespace: srv.Namespace()})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	w := worker.New(c, tq, worker.Options{})
+	w.RegisterWorkflowWithOptions(workflows.Eval, workflow.RegisterOptions{Name: workflows.EvalWorkflowName})
+	w.RegisterActivity(&activities.Activities{Suites: activities.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond})
+	if err := w.Start(); err != nil {
+		return err
+	}
+	defer w.Stop()
+
+	start := func(id string, in workflows.EvalInput) (client.WorkflowRun, error) {
+		return c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: id, TaskQueue: tq,
+			TypedSearchAttributes: temporal.NewSearchAttributes(
+				workflows.SAJobTenant.ValueSet(in.Tenant), workflows.SAJobOwner.ValueSet(in.Owner),
+				workflows.SAJobKind.ValueSet(workflows.KindEval), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))),
+		}, workflows.EvalWorkflowName, in)
+	}
+	save := func(name, id, runID string) error {
+		it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		h := &historypb.History{}
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return err
+			}
+			h.Events = append(h.Events, ev)
+		}
+		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s: %d events\n", name, len(h.Events))
+		return os.WriteFile(filepath.Join(out, name), append(b, '\n'), 0o644)
+	}
+	waitOpenInput := func(id string) (*workflows.NeedsInput, error) {
+		for range 100 {
+			d, err := c.DescribeWorkflowExecution(ctx, id, "")
+			if err != nil {
+				return nil, err
+			}
+			if p := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoNeedsInput]; p != nil {
+				var n *workflows.NeedsInput
+				if err := converterGet(p, &n); err != nil {
+					return nil, err
+				}
+				if n != nil {
+					return n, nil
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return nil, errors.New("no open input request")
+	}
+	resume := func(id string, req workflows.ResumeRequest) error {
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+			WorkflowID: id, UpdateName: workflows.UpdateResume, Args: []any{req},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		})
+		if err != nil {
+			return err
+		}
+		return h.Get(ctx, nil)
+	}
+
+	// 1. Small run, real demo activity, some simulated failures.
+	{
+		id := "acme/eval/replay-small"
+		in := input(8, 3, 0.3, 0)
+		in.Approval.Threshold = 0
+		run, err := start(id, in)
+		if err != nil {
+			return err
+		}
+		if err := run.Get(ctx, nil); err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		if err := save("eval_small.json", id, run.GetRunID()); err != nil {
+			return err
+		}
+	}
+	// 2. Approval: a bad resume (rejected by the validator, so absent from history), then the owner's.
+	{
+		id := "acme/eval/replay-approved"
+		run, err := start(id, input(6, 2, 0, 0))
+		if err != nil {
+			return err
+		}
+		n, err := waitOpenInput(id)
+		if err != nil {
+			return err
+		}
+		bad := workflows.ResumeRequest{Principal: owner, InputID: n.InputID, ScopeDigest: "sha256:00", Decision: workflows.DecisionApprove}
+		if err := resume(id, bad); err == nil {
+			return errors.New("a resume with a wrong scope_digest was accepted")
+		}
+		good := workflows.ResumeRequest{Principal: owner, InputID: n.InputID, ScopeDigest: n.ScopeDigest, Decision: workflows.DecisionApprove}
+		if err := resume(id, good); err != nil {
+			return err
+		}
+		if err := run.Get(ctx, nil); err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		if err := save("eval_approved.json", id, run.GetRunID()); err != nil {
+			return err
+		}
+	}
+	// 3. Rejected by the owner.
+	{
+		id := "acme/eval/replay-rejected"
+		run, err := start(id, input(6, 2, 0, 0))
+		if err != nil {
+			return err
+		}
+		n, err := waitOpenInput(id)
+		if err != nil {
+			return err
+		}
+		if err := resume(id, workflows.ResumeRequest{Principal: owner, InputID: n.InputID, ScopeDigest: n.ScopeDigest,
+			Decision: workflows.DecisionReject, Comment: "not today"}); err != nil {
+			return err
+		}
+		var canceled *temporal.CanceledError
+		if err := run.Get(ctx, nil); !errors.As(err, &canceled) {
+			return fmt.Errorf("%s: want cancelled, got %v", id, err)
+		}
+		if err := save("eval_rejected.json", id, run.GetRunID()); err != nil {
+			return err
+		}
+	}
+	// 4. Cancelled while episodes run.
+	{
+		id := "acme/eval/replay-cancelled"
+		in := input(4, 2, 0, 3000)
+		in.Approval.Threshold = 0
+		run, err := start(id, in)
+		if err != nil {
+			return err
+		}
+		time.Sleep(time.Second)
+		if err := c.CancelWorkflow(ctx, id, ""); err != nil {
+			return err
+		}
+		var canceled *temporal.CanceledError
+		if err := run.Get(ctx, nil); !errors.As(err, &canceled) {
+			return fmt.Errorf("%s: want cancelled, got %v", id, err)
+		}
+		if err := save("eval_cancelled.json", id, run.GetRunID()); err != nil {
+			return err
+		}
+	}
+	// 5. Continue-as-new: 5 episodes, 3 per run.
+	{
+		id := "acme/eval/replay-can"
+		in := input(5, 2, 0.3, 0)
+		in.Approval.Threshold = 0
+		in.EpisodesPerRun = 3
+		first, err := start(id, in)
+		if err != nil {
+			return err
+		}
+		last := c.GetWorkflow(ctx, id, "")
+		if err := last.Get(ctx, nil); err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		if err := save("eval_can_run1.json", id, first.GetRunID()); err != nil {
+			return err
+		}
+		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return err
+		}
+		if err := save("eval_can_run2.json", id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func converterGet(p *commonpb.Payload, v any) error {
+	return converter.GetDefaultDataConverter().FromPayload(p, v)
+}
