@@ -62,6 +62,7 @@ type testBundle struct {
 	taskQueue string
 	secret    []byte
 	keys      *handle.Keyring
+	keySpec   string
 	temporal  client.Client
 	frontends []*app.ServeMain
 	worker    *app.WorkerMain
@@ -89,7 +90,9 @@ func setup(t *testing.T, o ...setupOpts) *testBundle {
 	}
 	b := &testBundle{t: t, taskQueue: "tq-" + randHex(6), secret: []byte(randHex(32))}
 	var err error
-	b.keys, err = handle.NewKeyring("t1", map[string][]byte{"t1": handle.GenerateKey()})
+	key := handle.GenerateKey()
+	b.keySpec = "t1:" + hex.EncodeToString(key)
+	b.keys, err = handle.NewKeyring("t1", map[string][]byte{"t1": key})
 	must(t, err)
 	b.temporal, err = client.Dial(client.Options{HostPort: temporalAddr, Namespace: namespace})
 	must(t, err)
@@ -182,11 +185,17 @@ func (r bearerRT) RoundTrip(req *http.Request) (*http.Response, error) {
 // (2026-07-28: server/discover, no initialize); older versions run the initialize handshake.
 func (b *testBundle) session(p principal, i int, version string) *mcp.ClientSession {
 	b.t.Helper()
+	return b.sessionAt(p, b.url(i), version)
+}
+
+// sessionAt connects to any MCP endpoint URL (e.g. a spawned `jobgate serve`).
+func (b *testBundle) sessionAt(p principal, url, version string) *mcp.ClientSession {
+	b.t.Helper()
 	hc := &http.Client{Transport: bearerRT{token: b.token(p), base: http.DefaultTransport}, Timeout: 30 * time.Second}
 	c := mcp.NewClient(&mcp.Implementation{Name: "jobgate-test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: b.url(i), HTTPClient: hc, DisableStandaloneSSE: true},
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true},
 		&mcp.ClientSessionOptions{ProtocolVersion: version})
 	must(b.t, err)
 	b.t.Cleanup(func() { _ = cs.Close() })

@@ -1,0 +1,168 @@
+package tests
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/workflows"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// jobgateBinary builds cmd/jobgate once per test binary: chaos tests kill real processes.
+func jobgateBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "jobgate-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "jobgate")
+		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/jobgate").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	mu   sync.Mutex
+	out  strings.Builder
+}
+
+func (b *testBundle) spawn(t *testing.T, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(jobgateBinary(t), args...)
+	cmd.Env = append(os.Environ(), "JOBGATE_TEMPORAL_ADDRESS="+temporalAddr, "JOBGATE_TASK_QUEUE="+b.taskQueue, "JOBGATE_NAMESPACE="+namespace)
+	stderr, err := cmd.StderrPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.out.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+		}
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() { p.kill(t) })
+	return p
+}
+
+func (p *proc) logs() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// kill sends SIGKILL: no shutdown hook, no drain, exactly like a node dying.
+func (p *proc) kill(t *testing.T) {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		t.Errorf("process %d did not die", p.cmd.Process.Pid)
+	}
+}
+
+// TestChaosWorkerSIGKILL: a worker dies mid-run; a new one finishes the job. Every episode is
+// counted exactly once, and every attempt of an episode carries the same operation ID.
+func TestChaosWorkerSIGKILL(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "episode.sh")
+	must(t, os.WriteFile(script, []byte("#!/bin/sh\necho \"$JOBGATE_OPERATION_ID $JOBGATE_ATTEMPT\" >> "+dir+"/ops\nsleep 1\necho '{\"score\": 0.5}'\n"), 0o755))
+	b := setup(t, setupOpts{noWorker: true, suitesJSON: `{"suites":[{"name":"cmd","kind":"command","command":["` + script +
+		`"],"approval_threshold":0,"heartbeat_timeout":"2s","max_attempts":5}]}`})
+	cs := b.session(ana, 0, "")
+	w1 := b.spawn(t, "worker", "--suites", b.suites)
+	v := mustView(t, call(t, cs, "start_eval", map[string]any{"idempotency_key": uniqueKey(t), "suite": "cmd", "episodes": 24, "concurrency": 4}))
+	eventually(t, 60*time.Second, "some episodes done", func() bool {
+		return mustView(t, call(t, cs, "get_eval", map[string]any{"handle": v.Handle})).Progress.Done >= 4
+	})
+	w1.kill(t)
+	b.spawn(t, "worker", "--suites", b.suites)
+	f := waitStatus(t, b.session(ana, 1, ""), v.Handle, workflows.StatusSucceeded, 2*time.Minute)
+	if f.Progress.Done != 24 || f.Progress.Failed != 0 {
+		t.Fatalf("progress after worker death: %+v", f.Progress)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "ops"))
+	must(t, err)
+	ids := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		id := strings.Fields(line)[0]
+		if !strings.HasPrefix(id, v.JobID+"#") {
+			t.Fatalf("operation id %q is not derived from the job", id)
+		}
+		ids[id]++
+	}
+	if len(ids) != 24 {
+		t.Fatalf("%d distinct operation ids, want 24", len(ids))
+	}
+	t.Logf("%d attempts for 24 episodes across a worker SIGKILL", len(strings.Split(strings.TrimSpace(string(raw)), "\n")))
+}
+
+// TestChaosFrontendSIGKILL: the replica that issued a handle dies; the other resolves it, and
+// a replica restarted from scratch resolves it too.
+func TestChaosFrontendSIGKILL(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dir := t.TempDir()
+	secret, keys := filepath.Join(dir, "hs256"), filepath.Join(dir, "handle-keys")
+	must(t, os.WriteFile(secret, b.secret, 0o600))
+	must(t, os.WriteFile(keys, []byte(b.keySpec), 0o600))
+	serve := func() (*proc, string) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		must(t, err)
+		addr := ln.Addr().String()
+		ln.Close()
+		p := b.spawn(t, "serve", "--listen", addr, "--resource-uri", b.resource(), "--issuer", testIssuer,
+			"--hs256-secret-file", secret, "--handle-keys-file", keys)
+		eventually(t, 30*time.Second, "serve on "+addr, func() bool {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+		return p, addr
+	}
+	pa, addrA := serve()
+	_, addrB := serve()
+	csA := b.sessionAt(ana, "http://"+addrA+"/mcp", "")
+	v := mustView(t, call(t, csA, "start_eval", startArgs(uniqueKey(t), 3, map[string]any{"episode_ms": 200})))
+	pa.kill(t)
+	if strings.Contains(pa.logs(), "eyJ") {
+		t.Fatal("serve logged a token")
+	}
+	csB := b.sessionAt(ana, "http://"+addrB+"/mcp", "2025-06-18")
+	waitStatus(t, csB, v.Handle, workflows.StatusSucceeded, 30*time.Second)
+	_, addrC := serve()
+	g := mustView(t, call(t, b.sessionAt(ana, "http://"+addrC+"/mcp", ""), "get_eval", map[string]any{"handle": v.Handle}))
+	if g.Status != workflows.StatusSucceeded || g.JobID != v.JobID {
+		t.Fatalf("fresh replica: %+v", g)
+	}
+}
