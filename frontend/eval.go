@@ -69,7 +69,18 @@ func (f *Frontend) startEvalTool() toolDef {
 			"Returns at once, after the job is durably recorded, with a handle to poll via get_eval. " +
 			"Same key and arguments: the same job (created=false). Same key, other arguments: idempotency_key_reused.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
-	}, f.startEval)
+	}, f.startEval).bounds("episodes", 1, f.suiteMax(func(s activities.Suite) int { return s.MaxEpisodes })).
+		bounds("concurrency", 1, f.suiteMax(func(s activities.Suite) int { return s.MaxConcurrency }))
+}
+
+// suiteMax is the largest limit any configured suite allows (the schema's bound; each suite
+// is checked exactly at start).
+func (f *Frontend) suiteMax(limit func(activities.Suite) int) float64 {
+	m := 1
+	for _, s := range f.opts.Suites {
+		m = max(m, limit(s))
+	}
+	return float64(m)
 }
 
 func (f *Frontend) getEvalTool() toolDef {
@@ -107,7 +118,7 @@ func (f *Frontend) resumeEvalTool() toolDef {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, p authz.Principal, in ResumeIn) (*JobView, error) {
 		return f.resume(ctx, p, in, workflows.KindEval)
-	})
+	}).enum("decision", workflows.DecisionApprove, workflows.DecisionReject)
 }
 
 // evalArgs validates and normalizes start_eval's arguments against the suite catalog.

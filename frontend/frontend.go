@@ -1,6 +1,3 @@
-// Package frontend is jobgate's stateless MCP edge: HTTP, bearer auth, tools, handles, cursors.
-// It holds no job state: every request re-reads Temporal and re-checks the caller, so any
-// replica answers any request.
 package frontend
 
 import (

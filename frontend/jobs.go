@@ -20,22 +20,12 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// JobView is what start_*, get_*, cancel_* and resume_* return (CONTRACT.md "Job view").
+// JobView is what start_*, get_*, cancel_* and resume_* return (CONTRACT.md "Job view"): a
+// list row plus the kind-specific result.
 type JobView struct {
-	Handle      string              `json:"handle" jsonschema:"opaque handle naming this job; pass it verbatim to get_*, cancel_*, resume_*. Re-issued on every view; an address, never a permission"`
-	JobID       string              `json:"job_id" jsonschema:"the Temporal workflow ID <tenant>/<kind>/<idempotency_key>"`
-	Kind        string              `json:"kind" jsonschema:"eval or export"`
-	Status      workflows.Status    `json:"status" jsonschema:"queued, running, awaiting_input, succeeded, failed, cancelling or cancelled"`
-	Owner       string              `json:"owner" jsonschema:"subject of the principal that started the job"`
-	CreatedAt   time.Time           `json:"created_at" jsonschema:"when the job was first started"`
-	UpdatedAt   time.Time           `json:"updated_at" jsonschema:"when the job last reported a change"`
-	Progress    workflows.Progress  `json:"progress" jsonschema:"episodes scored (done) and failed out of total, as of progress.as_of"`
-	PollAfterMS int                 `json:"poll_after_ms" jsonschema:"wait at least this long before polling again; 0 once the job is finished"`
-	UIURL       string              `json:"ui_url,omitempty" jsonschema:"link to this job in the Temporal Web UI"`
-	NeedsInput  *NeedsInputView     `json:"needs_input,omitempty" jsonschema:"present while status is awaiting_input: the open input request to answer with resume_*"`
-	Result      any                 `json:"result,omitempty" jsonschema:"kind-specific result once succeeded; for eval: episodes, scored, passed, failed, mean_score, std_err"`
-	Error       *workflows.JobError `json:"error,omitempty" jsonschema:"why the job failed or was cancelled"`
-	Created     *bool               `json:"created,omitempty" jsonschema:"start_* only: true if this call started the job, false if it already existed"`
+	JobSummary
+	Result  any   `json:"result,omitempty" jsonschema:"kind-specific result once succeeded; for eval: episodes, scored, passed, failed, mean_score, std_err"`
+	Created *bool `json:"created,omitempty" jsonschema:"start_* only: true if this call started the job, false if it already existed"`
 }
 
 // NeedsInputView is an open input request.
@@ -216,52 +206,13 @@ func kindOr(a, b string) string {
 // view renders a job for the caller with a fresh handle. Closed successful jobs read their
 // result from the close event, which also works with no worker running.
 func (f *Frontend) view(ctx context.Context, j *job) (*JobView, error) {
-	v := &JobView{
-		JobID:     j.id,
-		Kind:      j.kind,
-		Status:    j.status(),
-		Owner:     j.owner,
-		CreatedAt: j.createdAt,
-		Progress:  j.progress,
-		Error:     j.jobErr,
-	}
-	v.Handle = f.opts.Keys.SealHandle(handle.Handle{Tenant: j.tenant, WorkflowID: j.id, Kind: j.kind,
-		Expiry: f.opts.Now().Add(f.opts.HandleTTL).Truncate(time.Second)})
-	if v.CreatedAt.IsZero() {
-		v.CreatedAt = j.startedAt
-	}
-	v.UpdatedAt = latest(v.CreatedAt, j.progress.AsOf, j.closedAt)
-	if f.opts.UIBaseURL != "" {
-		v.UIURL = f.uiURL(j.id, j.runID)
-	}
-	switch v.Status {
-	case workflows.StatusQueued, workflows.StatusCancelling:
-		v.PollAfterMS = 1000
-	case workflows.StatusRunning:
-		v.PollAfterMS = 2000
-	case workflows.StatusAwaitingInput:
-		v.PollAfterMS = 5000
-		if ni := j.needsInput; ni != nil {
-			v.NeedsInput = &NeedsInputView{InputID: ni.InputID, Prompt: ni.Prompt, AnswerSchema: ni.AnswerSchema,
-				ScopeDigest: ni.ScopeDigest, Approver: ni.Approver, ExpiresAt: ni.ExpiresAt}
-		}
-	}
-	switch v.Status {
-	case workflows.StatusSucceeded:
+	v := &JobView{JobSummary: f.summary(j)}
+	if v.Status == workflows.StatusSucceeded {
 		res, err := f.result(ctx, j)
 		if err != nil {
 			return nil, err
 		}
 		v.Result = res
-	case workflows.StatusFailed:
-		if v.Error == nil {
-			v.Error = &workflows.JobError{Code: strings.ToLower(strings.TrimPrefix(j.exec.String(), "WORKFLOW_EXECUTION_STATUS_")),
-				Message: "the job's workflow ended without reporting a reason; see ui_url"}
-		}
-	case workflows.StatusCancelled:
-		if v.Error == nil {
-			v.Error = &workflows.JobError{Code: workflows.ErrCodeCancelled, Message: "cancelled"}
-		}
 	}
 	return v, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ type toolDef struct {
 func (f *Frontend) tools() []toolDef {
 	return []toolDef{
 		f.getEvalTool(),
+		f.listJobsTool(),
 		f.startEvalTool(),
 		f.cancelEvalTool(),
 		f.resumeEvalTool(),
@@ -43,7 +45,11 @@ func newTool[In, Out any](f *Frontend, t *mcp.Tool, run func(context.Context, au
 		panic(fmt.Sprintf("tool %s: input schema: %v", t.Name, err))
 	}
 	in.AdditionalProperties = &jsonschema.Schema{Not: &jsonschema.Schema{}}
-	out, err := jsonschema.For[Out](nil)
+	ot := reflect.TypeFor[Out]()
+	if ot.Kind() == reflect.Pointer {
+		ot = ot.Elem() // results are never null
+	}
+	out, err := jsonschema.ForType(ot, nil)
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, err))
 	}
@@ -81,6 +87,22 @@ func newTool[In, Out any](f *Frontend, t *mcp.Tool, run func(context.Context, au
 		return okResult(res)
 	}
 	return toolDef{tool: t, handler: h}
+}
+
+// enum restricts a string property of a tool's input schema to vals.
+func (td toolDef) enum(prop string, vals ...string) toolDef {
+	s := td.tool.InputSchema.(*jsonschema.Schema).Properties[prop]
+	for _, v := range vals {
+		s.Enum = append(s.Enum, v)
+	}
+	return td
+}
+
+// bounds sets an integer property's inclusive range.
+func (td toolDef) bounds(prop string, lo, hi float64) toolDef {
+	s := td.tool.InputSchema.(*jsonschema.Schema).Properties[prop]
+	s.Minimum, s.Maximum = &lo, &hi
+	return td
 }
 
 func jobIDOf(v any) string {

@@ -4,6 +4,7 @@
 //	jobgate serve    the stateless MCP frontend, against any Temporal
 //	jobgate worker   the Temporal worker that runs the jobs
 //	jobgate token    mint an HS256 token for development
+//	jobgate jobs     list jobs through the MCP endpoint
 package main
 
 import (
@@ -32,6 +33,7 @@ Usage:
   jobgate serve    [flags]   run the stateless MCP frontend (any number of replicas)
   jobgate worker   [flags]   run a Temporal worker that executes jobs
   jobgate token    [flags]   mint a dev HS256 bearer token
+  jobgate jobs list [flags]  list your jobs through the MCP endpoint (pages with the cursor)
 
 Every flag has an environment variable: --temporal-address is JOBGATE_TEMPORAL_ADDRESS.
 Run 'jobgate <command> -h' for a command's flags.
@@ -61,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runWorker(args, stderr)
 	case "token":
 		return runToken(args, stdout, stderr)
+	case "jobs":
+		return runJobs(args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,28 @@
+// Package frontend is jobgate's stateless MCP edge: HTTP, bearer auth, tools, handles, cursors.
+//
+// # The happy path
+//
+// An agent POSTs tools/call start_eval to /mcp with a bearer token. The go-sdk middleware verifies
+// the token (authz.Verifier) and puts the principal on the request; requireToolScope answers 403
+// with an insufficient_scope challenge if the token holds none of the tool's scopes. The tool
+// decodes its arguments strictly, validates them against the server-side suite catalog, and
+// starts the workflow <tenant>/eval/<idempotency_key> with the argument digest in its memo and
+// JobTenant/JobOwner/JobKind/JobStatus search attributes. It returns only once Temporal has
+// durably recorded the start, with a signed handle naming the job.
+//
+// Later, on any replica, get_eval opens the handle (signature, then tenant, then expiry),
+// describes the workflow, re-checks the caller with authz.Decide, and renders the job view from
+// the execution status, search attributes and memo alone, so it answers while no worker runs.
+// resume_eval sends a Temporal Update whose validator re-checks principal, input_id and
+// scope_digest; cancel_eval requests workflow cancellation.
+//
+// # Guarantees
+//
+//   - No job state lives in the process: the Frontend holds configuration only.
+//   - Identity comes only from the verified token; handles are addresses, not permissions.
+//   - Unknown jobs and jobs the caller may not see produce byte-identical not_found results.
+//   - Same key and arguments return the same job; other arguments are idempotency_key_reused,
+//     and nothing starts. Temporal's workflow-ID uniqueness makes this hold across replicas.
+//   - Tool errors carry {code, message, retryable}; Temporal being unreachable is `unavailable`.
+//   - Logs carry tool, tenant, sub, job_id and latency; never a token or a handle.
+package frontend

@@ -1,0 +1,405 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.uber.org/zap"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// list_jobs limits (CONTRACT.md).
+const (
+	ListPageSizeDefault = 20
+	ListPageSizeMax     = 100
+
+	listToolName = "list_jobs"
+)
+
+// ListJobsIn are list_jobs' arguments.
+type ListJobsIn struct {
+	Kind     string `json:"kind,omitempty" jsonschema:"only jobs of this kind: eval or export; omit for all kinds"`
+	Status   string `json:"status,omitempty" jsonschema:"only jobs in this status: queued, running, awaiting_input, succeeded, failed, cancelling or cancelled; omit for all"`
+	PageSize int    `json:"page_size,omitempty" jsonschema:"rows per page, 1-100 (default 20)"`
+	Cursor   string `json:"cursor,omitempty" jsonschema:"next_cursor from the previous page, verbatim, with the same kind, status and page_size; omit for the first page"`
+}
+
+// ListJobsOut is list_jobs' result.
+type ListJobsOut struct {
+	Jobs       []JobSummary `json:"jobs" jsonschema:"the page's jobs, running ones first (newest start first), then finished ones (most recently finished first)"`
+	NextCursor string       `json:"next_cursor,omitempty" jsonschema:"pass as cursor (with the same filters) for the next page; absent on the last page. A page may be empty while more follow"`
+}
+
+// JobSummary is one list_jobs row: the cheap part of a job view, read from the visibility
+// record alone (no result, no per-row Temporal call).
+type JobSummary struct {
+	Handle      string              `json:"handle" jsonschema:"opaque handle naming this job; pass it verbatim to get_*, cancel_*, resume_*"`
+	JobID       string              `json:"job_id" jsonschema:"the Temporal workflow ID <tenant>/<kind>/<idempotency_key>"`
+	Kind        string              `json:"kind" jsonschema:"eval or export"`
+	Status      workflows.Status    `json:"status" jsonschema:"queued, running, awaiting_input, succeeded, failed, cancelling or cancelled"`
+	Owner       string              `json:"owner" jsonschema:"subject of the principal that started the job"`
+	CreatedAt   time.Time           `json:"created_at" jsonschema:"when the job was first started"`
+	UpdatedAt   time.Time           `json:"updated_at" jsonschema:"when the job last reported a change"`
+	Progress    workflows.Progress  `json:"progress" jsonschema:"episodes scored (done) and failed out of total, as of progress.as_of"`
+	PollAfterMS int                 `json:"poll_after_ms" jsonschema:"wait at least this long before polling get_* again; 0 once the job is finished"`
+	UIURL       string              `json:"ui_url,omitempty" jsonschema:"link to this job in the Temporal Web UI"`
+	NeedsInput  *NeedsInputView     `json:"needs_input,omitempty" jsonschema:"present while status is awaiting_input: the open input request to answer with resume_*"`
+	Error       *workflows.JobError `json:"error,omitempty" jsonschema:"why the job failed or was cancelled"`
+}
+
+// Values list_jobs accepts for kind and status.
+var (
+	listKinds    = []string{workflows.KindEval, workflows.KindExport}
+	listStatuses = []workflows.Status{
+		workflows.StatusQueued, workflows.StatusRunning, workflows.StatusAwaitingInput, workflows.StatusSucceeded,
+		workflows.StatusFailed, workflows.StatusCancelling, workflows.StatusCancelled,
+	}
+)
+
+func (f *Frontend) listJobsTool() toolDef {
+	td := newTool(f, &mcp.Tool{
+		Name:  listToolName,
+		Title: "List jobs",
+		Description: "List your jobs (all of your tenant's with jobs:admin), one page at a time: running jobs first, newest " +
+			"start first, then finished jobs, most recently finished first. Each row carries the job's handle for get_*. " +
+			"Filter by kind and status; pass next_cursor back as cursor with the SAME filters for the next page. " +
+			"A cursor expires after a few minutes (cursor_expired): then start again without cursor. A job that finishes " +
+			"while you page can appear again further on with its new status; dedupe by job_id.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
+	}, f.listJobs)
+	// Tell models the enums and bounds; validation stays in listJobs so errors name the field.
+	if s, ok := td.tool.InputSchema.(*jsonschema.Schema); ok && s.Properties != nil {
+		if p := s.Properties["kind"]; p != nil {
+			for _, k := range listKinds {
+				p.Enum = append(p.Enum, k)
+			}
+		}
+		if p := s.Properties["status"]; p != nil {
+			for _, st := range listStatuses {
+				p.Enum = append(p.Enum, string(st))
+			}
+		}
+		if p := s.Properties["page_size"]; p != nil {
+			p.Minimum, p.Maximum, p.Default = ptr(1.0), ptr(float64(ListPageSizeMax)), []byte(strconv.Itoa(ListPageSizeDefault))
+		}
+	}
+	return td
+}
+
+// listFilter is list_jobs' validated, normalized filter set. Every field is either zero or one
+// of our own constants: nothing the caller typed reaches a query.
+type listFilter struct {
+	kind     string           // "" (any) or workflows.KindEval / KindExport
+	status   workflows.Status // "" (any) or one of listStatuses
+	pageSize int              // 1..ListPageSizeMax
+	all      bool             // tenant-wide (jobs:admin) rather than the caller's own jobs
+}
+
+// parseListFilter validates in (except the cursor) into a listFilter.
+func parseListFilter(in ListJobsIn, all bool) (listFilter, error) {
+	lf := listFilter{pageSize: in.PageSize, all: all}
+	if in.Kind != "" {
+		for _, k := range listKinds {
+			if in.Kind == k {
+				lf.kind = k // our constant, not the caller's string
+			}
+		}
+		if lf.kind == "" {
+			return lf, invalidArg("kind", "must be eval or export (or omitted for all kinds)")
+		}
+	}
+	if in.Status != "" {
+		for _, s := range listStatuses {
+			if in.Status == string(s) {
+				lf.status = s
+			}
+		}
+		if lf.status == "" {
+			return lf, invalidArg("status", "must be one of queued, running, awaiting_input, succeeded, failed, cancelling, cancelled (or omitted for all)")
+		}
+	}
+	switch {
+	case lf.pageSize == 0:
+		lf.pageSize = ListPageSizeDefault
+	case lf.pageSize < 1 || lf.pageSize > ListPageSizeMax:
+		return lf, invalidArg("page_size", "must be between 1 and %d", ListPageSizeMax)
+	}
+	return lf, nil
+}
+
+// fingerprint binds a cursor to this exact traversal. Absent filters are left out (an absent
+// filter is not the same as an empty one); the page size is always present, normalized.
+func (lf listFilter) fingerprint() string {
+	pairs := map[string]string{
+		"q":         "list_jobs/v1", // bump when the query shape changes meaning
+		"page_size": strconv.Itoa(lf.pageSize),
+		"scope":     "own",
+	}
+	if lf.all {
+		pairs["scope"] = "tenant"
+	}
+	if lf.kind != "" {
+		pairs["kind"] = lf.kind
+	}
+	if lf.status != "" {
+		pairs["status"] = string(lf.status)
+	}
+	return handle.FilterFingerprint(pairs)
+}
+
+// statusClause is the visibility condition for a contract status. Closed executions are the
+// truth once a job has finished; while running, the JobStatus attribute names the phase
+// (mirrors job.status()).
+func statusClause(s workflows.Status) (string, bool) {
+	switch s {
+	case workflows.StatusSucceeded:
+		return "ExecutionStatus = 'Completed'", true
+	case workflows.StatusFailed:
+		return "ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut')", true
+	case workflows.StatusCancelled:
+		return "ExecutionStatus = 'Canceled'", true
+	case workflows.StatusQueued, workflows.StatusRunning, workflows.StatusAwaitingInput, workflows.StatusCancelling:
+		return "ExecutionStatus = 'Running' AND JobStatus = '" + string(s) + "'", true
+	}
+	return "", false
+}
+
+// errQueryValue is returned when an identity value cannot be embedded in a visibility query.
+var errQueryValue = errors.New("value cannot be used in a visibility query")
+
+// quoteQueryString renders s as a single-quoted string literal of Temporal's visibility query
+// language. Temporal's parser (temporalio/sqlparser) reads backslash escapes and doubled
+// quotes; we emit \\ and \' only. Values that are not printable UTF-8 are refused rather than
+// escaped: no identity we accept contains them.
+func quoteQueryString(s string) (string, error) {
+	if s == "" || !utf8.ValidString(s) {
+		return "", errQueryValue
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('\'')
+	for _, r := range s {
+		switch {
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case !unicode.IsPrint(r):
+			return "", errQueryValue
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String(), nil
+}
+
+// errOwnerUnmatchable: the caller's subject cannot be matched by a visibility query.
+var errOwnerUnmatchable = errors.New("subject cannot be matched by the visibility store")
+
+// ownerMatchable reports whether a JobOwner = '<sub>' condition can match sub. Temporal's
+// visibility query converter (server v1.32.1) loses two kinds of subject:
+//   - it reads a string literal's value with strings.Trim(v, "'") (common/sqlquery.ParseValue),
+//     so single quotes at either end of the value are dropped;
+//   - its SQL stores escape keyword values MySQL-style (\ → \\, " → \") and hand them to
+//     SQLite or PostgreSQL, which read backslashes literally.
+//
+// Such a subject's JobOwner condition never matches, so its own listing is refused rather than
+// answered wrongly. (Filtering rows in the frontend instead would put another principal's row
+// position — run ID, start and close time — into the caller's cursor.)
+func ownerMatchable(sub string) bool {
+	return !strings.ContainsAny(sub, `\"`) && !strings.HasPrefix(sub, "'") && !strings.HasSuffix(sub, "'")
+}
+
+// buildListQuery returns the visibility query for a listing by tenant/sub. tenant and sub come
+// from the verified principal and are still validated and quoted; kind and status are our own
+// constants. Runs closed by continue-as-new are excluded so each job appears once (its
+// current run).
+func buildListQuery(tenant, sub string, lf listFilter) (string, error) {
+	if authz.ValidTenant(tenant) != nil {
+		return "", fmt.Errorf("tenant: %w", errQueryValue)
+	}
+	qt, err := quoteQueryString(tenant)
+	if err != nil {
+		return "", fmt.Errorf("tenant: %w", err)
+	}
+	clauses := []string{"JobTenant = " + qt}
+	if !lf.all {
+		if authz.ValidSubject(sub) != nil {
+			return "", fmt.Errorf("sub: %w", errQueryValue)
+		}
+		if !ownerMatchable(sub) {
+			return "", errOwnerUnmatchable
+		}
+		qs, err := quoteQueryString(sub)
+		if err != nil {
+			return "", fmt.Errorf("sub: %w", err)
+		}
+		clauses = append(clauses, "JobOwner = "+qs)
+	}
+	clauses = append(clauses, "ExecutionStatus != 'ContinuedAsNew'")
+	switch lf.kind {
+	case "":
+	case workflows.KindEval, workflows.KindExport:
+		clauses = append(clauses, "JobKind = '"+lf.kind+"'")
+	default:
+		return "", fmt.Errorf("kind: %w", errQueryValue)
+	}
+	if lf.status != "" {
+		c, ok := statusClause(lf.status)
+		if !ok {
+			return "", fmt.Errorf("status: %w", errQueryValue)
+		}
+		clauses = append(clauses, c)
+	}
+	return strings.Join(clauses, " AND "), nil
+}
+
+// openListCursor checks a list_jobs cursor against this request: signature first, then the
+// binding (tenant, sub, tool, filters), and only then expiry, so another caller's expired
+// cursor is cursor_invalid, not cursor_expired. It returns Temporal's page token.
+func (f *Frontend) openListCursor(p authz.Principal, raw, fingerprint string) ([]byte, error) {
+	c, err := f.opts.Keys.OpenCursor(raw, f.opts.Now())
+	if errors.Is(err, handle.ErrMalformed) || (err != nil && !errors.Is(err, handle.ErrExpired)) {
+		return nil, toolErr(CodeCursorInvalid, "cursor: malformed or not issued by this service; pass next_cursor exactly as returned, or omit cursor to start from the first page")
+	}
+	if c.Tenant != p.Tenant || c.Subject != p.Subject || c.Tool != listToolName || c.Filter != fingerprint {
+		return nil, toolErr(CodeCursorInvalid, "cursor: issued for another listing (other caller, tool or filters); repeat the exact kind, status and page_size of the call that returned it, or omit cursor to start from the first page")
+	}
+	if errors.Is(err, handle.ErrExpired) {
+		return nil, toolErr(CodeCursorExpired, "cursor: expired; restart the listing from the first page by calling list_jobs again without cursor (same filters)")
+	}
+	return c.PageToken, nil
+}
+
+func (f *Frontend) sealListCursor(p authz.Principal, fingerprint string, token []byte) (string, error) {
+	c := handle.Cursor{Tenant: p.Tenant, Subject: p.Subject, Tool: listToolName, Filter: fingerprint, PageToken: token,
+		Expiry: f.opts.Now().Add(f.opts.CursorTTL)}
+	if err := c.Validate(); err != nil {
+		return "", fmt.Errorf("seal list cursor: %w", err)
+	}
+	s := f.opts.Keys.SealCursor(c)
+	if s == "" {
+		return "", errors.New("seal list cursor: keyring refused it")
+	}
+	return s, nil
+}
+
+// listJobs serves list_jobs: one ListWorkflowExecutions call per page, no per-row calls.
+func (f *Frontend) listJobs(ctx context.Context, p authz.Principal, in ListJobsIn) (*ListJobsOut, error) {
+	if authz.Decide(p, authz.ActionList, authz.Job{}) != authz.Allow {
+		return nil, toolErr(CodeForbidden, "listing jobs needs jobs:read or jobs:admin")
+	}
+	all := authz.ListAll(p)
+	lf, err := parseListFilter(in, all)
+	if err != nil {
+		return nil, err
+	}
+	fp := lf.fingerprint()
+	var token []byte
+	if in.Cursor != "" {
+		if token, err = f.openListCursor(p, in.Cursor, fp); err != nil {
+			return nil, err
+		}
+	}
+	q, err := buildListQuery(p.Tenant, p.Subject, lf)
+	if errors.Is(err, errOwnerUnmatchable) {
+		return nil, toolErr(CodeForbidden, "list_jobs cannot select your own jobs: your subject (a backslash or double quote, or a single quote "+
+			"at either end) cannot be matched by this server's job store; use get_* with your handles, or ask a jobs:admin holder to list")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list_jobs query: %w", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
+	defer cancel()
+	resp, err := f.opts.Temporal.ListWorkflow(tctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace:     f.opts.Namespace,
+		PageSize:      int32(lf.pageSize),
+		NextPageToken: token,
+		Query:         q,
+	})
+	if err != nil {
+		var ia *serviceerror.InvalidArgument
+		if errors.As(err, &ia) && token != nil {
+			// Our query is constant in shape, so a rejection with a cursor is the page token
+			// (e.g. the visibility store changed under it).
+			return nil, toolErr(CodeCursorInvalid, "cursor: no longer usable; restart the listing from the first page by calling list_jobs again without cursor")
+		}
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	out := &ListJobsOut{Jobs: make([]JobSummary, 0, len(resp.GetExecutions()))}
+	for _, info := range resp.GetExecutions() {
+		j := jobFromInfo(info)
+		// Defense in depth: the query already says all of this.
+		if j.tenant != p.Tenant || !strings.HasPrefix(j.id, p.Tenant+"/") || (!all && j.owner != p.Subject) ||
+			(j.kind != workflows.KindEval && j.kind != workflows.KindExport) || (lf.kind != "" && j.kind != lf.kind) {
+			f.log.Warn("list_jobs: visibility returned a row outside the query; skipped",
+				zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.id))
+			continue
+		}
+		out.Jobs = append(out.Jobs, f.summary(j))
+	}
+	if next := resp.GetNextPageToken(); len(next) > 0 {
+		if out.NextCursor, err = f.sealListCursor(p, fp, next); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// summary renders a list row: the job view without the result (which would cost a call per
+// row). Same derivations as view.
+func (f *Frontend) summary(j *job) JobSummary {
+	s := JobSummary{
+		JobID:     j.id,
+		Kind:      j.kind,
+		Status:    j.status(),
+		Owner:     j.owner,
+		CreatedAt: j.createdAt,
+		Progress:  j.progress,
+		Error:     j.jobErr,
+	}
+	s.Handle = f.opts.Keys.SealHandle(handle.Handle{Tenant: j.tenant, WorkflowID: j.id, Kind: j.kind,
+		Expiry: f.opts.Now().Add(f.opts.HandleTTL).Truncate(time.Second)})
+	if s.CreatedAt.IsZero() {
+		s.CreatedAt = j.startedAt
+	}
+	s.UpdatedAt = latest(s.CreatedAt, j.progress.AsOf, j.closedAt)
+	if f.opts.UIBaseURL != "" {
+		s.UIURL = f.uiURL(j.id, j.runID)
+	}
+	switch s.Status {
+	case workflows.StatusQueued, workflows.StatusCancelling:
+		s.PollAfterMS = 1000
+	case workflows.StatusRunning:
+		s.PollAfterMS = 2000
+	case workflows.StatusAwaitingInput:
+		s.PollAfterMS = 5000
+		if ni := j.needsInput; ni != nil {
+			s.NeedsInput = &NeedsInputView{InputID: ni.InputID, Prompt: ni.Prompt, AnswerSchema: ni.AnswerSchema,
+				ScopeDigest: ni.ScopeDigest, Approver: ni.Approver, ExpiresAt: ni.ExpiresAt}
+		}
+	case workflows.StatusFailed:
+		if s.Error == nil {
+			s.Error = &workflows.JobError{Code: strings.ToLower(strings.TrimPrefix(j.exec.String(), "WORKFLOW_EXECUTION_STATUS_")),
+				Message: "the job's workflow ended without reporting a reason; see ui_url"}
+		}
+	case workflows.StatusCancelled:
+		if s.Error == nil {
+			s.Error = &workflows.JobError{Code: workflows.ErrCodeCancelled, Message: "cancelled"}
+		}
+	}
+	return s
+}

@@ -1,0 +1,74 @@
+package frontend
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle"
+)
+
+// TestToolSnapshots keeps every tool's public schema in __toolsnaps__/<tool>.snap, so any schema
+// change is a visible diff. Regenerate with: UPDATE_TOOLSNAPS=true go test ./frontend -run TestToolSnapshots
+func TestToolSnapshots(t *testing.T) {
+	f := newTestFrontend(t)
+	update := os.Getenv("UPDATE_TOOLSNAPS") == "true"
+	seen := map[string]bool{}
+	for _, td := range f.tools() {
+		name := td.tool.Name
+		seen[name+".snap"] = true
+		got, err := json.MarshalIndent(td.tool, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, '\n')
+		path := filepath.Join("__toolsnaps__", name+".snap")
+		if update {
+			if err := os.MkdirAll("__toolsnaps__", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, got, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%s: no snapshot (run with UPDATE_TOOLSNAPS=true): %v", name, err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s schema changed; review and regenerate with UPDATE_TOOLSNAPS=true\n--- got\n%s", name, got)
+		}
+	}
+	entries, _ := os.ReadDir("__toolsnaps__")
+	for _, e := range entries {
+		if !seen[e.Name()] {
+			t.Errorf("stale snapshot %s for a tool that no longer exists", e.Name())
+		}
+	}
+}
+
+func newTestFrontend(t *testing.T) *Frontend {
+	t.Helper()
+	c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", []byte("0123456789abcdef0123456789abcdef"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := handle.NewKeyring("k1", map[string][]byte{"k1": handle.GenerateKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Options{Temporal: c, Verifier: v, Keys: k, ResourceURI: "http://localhost/mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
