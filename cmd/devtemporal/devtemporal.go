@@ -124,7 +124,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	if s.ui != nil {
-		s.ui.serve()
+		if err := s.ui.start(s.opts.IP, s.frontendHostPort, s.opts.Namespace); err != nil {
+			return nil, fmt.Errorf("devtemporal: UI: %w", err)
+		}
 	}
 	ok = true
 	return s, nil
@@ -205,7 +207,9 @@ func (o *Options) normalize() error {
 	if o.UIPort > 0 && o.UIPort == o.FrontendPort {
 		return fmt.Errorf("devtemporal: Options.UIPort %d equals Options.FrontendPort", o.UIPort)
 	}
+	attrs := make(map[string]enumspb.IndexedValueType, len(o.SearchAttributes))
 	for name, typ := range o.SearchAttributes {
+		attrs[name] = typ // a copy: the caller may reuse its map
 		if name == "" {
 			return errors.New("devtemporal: Options.SearchAttributes has an empty name")
 		}
@@ -213,6 +217,7 @@ func (o *Options) normalize() error {
 			return fmt.Errorf("devtemporal: Options.SearchAttributes[%q] has invalid type %d", name, typ)
 		}
 	}
+	o.SearchAttributes = attrs
 	if o.DataDir != "" {
 		abs, err := filepath.Abs(o.DataDir)
 		if err != nil {
@@ -278,7 +283,7 @@ func (s *Server) allocatePorts() (servicePorts, error) {
 	s.httpHostPort = net.JoinHostPort(connectIP, strconv.Itoa(p.frontendHTTP))
 
 	if s.opts.UIPort != UIDisabled {
-		ui, err := newUIServer(s.opts.IP, s.opts.UIPort, s.frontendHostPort, s.opts.Namespace)
+		ui, err := listenUI(s.opts.IP, s.opts.UIPort)
 		if err != nil {
 			if s.opts.UIPort != 0 {
 				return p, fmt.Errorf("devtemporal: Options.UIPort: %w", err)

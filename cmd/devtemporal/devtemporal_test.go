@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -50,16 +52,22 @@ func startServer(t *testing.T, opts Options) *Server {
 	}
 	t.Logf("Start(DataDir=%q) took %v", opts.DataDir, time.Since(begin).Round(time.Millisecond))
 	t.Cleanup(func() {
+		begin := time.Now()
 		if err := s.Stop(); err != nil {
 			t.Errorf("Stop: %v", err)
 		}
+		t.Logf("Stop took %v", time.Since(begin).Round(time.Millisecond))
 	})
 	return s
 }
 
 func dial(t *testing.T, s *Server) client.Client {
 	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: s.FrontendHostPort(), Namespace: s.Namespace()})
+	c, err := client.Dial(client.Options{
+		HostPort:  s.FrontendHostPort(),
+		Namespace: s.Namespace(),
+		Logger:    sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	})
 	if err != nil {
 		t.Fatalf("dial %s: %v", s.FrontendHostPort(), err)
 	}
@@ -155,6 +163,21 @@ func TestEphemeralWorkflowVisibilityAndUI(t *testing.T) {
 	if len(list.Executions) == 0 || list.Executions[0].Execution.WorkflowID != "wf-acme" {
 		t.Fatalf("UI workflow list: %.300s", body)
 	}
+	// A workflow page: the SPA shell for its route, and the describe call it makes.
+	body, ctype = httpGet(t, s.UIURL()+"/namespaces/default/workflows/wf-acme")
+	if !strings.Contains(ctype, "text/html") {
+		t.Fatalf("workflow page = %s: %.200s", ctype, body)
+	}
+	body, ctype = httpGet(t, s.UIURL()+"/api/v1/namespaces/default/workflows/wf-acme")
+	if !strings.Contains(ctype, "application/json") || !strings.Contains(body, "WORKFLOW_EXECUTION_STATUS_COMPLETED") {
+		t.Fatalf("UI describe workflow = %s: %.300s", ctype, body)
+	}
+
+	// The frontend's HTTP API answers too.
+	body, _ = httpGet(t, "http://"+s.FrontendHTTPHostPort()+"/api/v1/namespaces/default")
+	if !strings.Contains(body, `"name":"default"`) {
+		t.Fatalf("frontend HTTP API: %.300s", body)
+	}
 
 	// Stop releases the ports and is idempotent.
 	uiAddr := strings.TrimPrefix(s.UIURL(), "http://")
@@ -167,7 +190,7 @@ func TestEphemeralWorkflowVisibilityAndUI(t *testing.T) {
 	if s.releaseErr != nil {
 		t.Fatalf("SQLite connection not released: %v", s.releaseErr)
 	}
-	for _, addr := range []string{s.FrontendHostPort(), uiAddr} {
+	for _, addr := range []string{s.FrontendHostPort(), s.FrontendHTTPHostPort(), uiAddr} {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			t.Fatalf("port %s still bound after Stop: %v", addr, err)
@@ -201,6 +224,10 @@ func TestFileModeSurvivesRestart(t *testing.T) {
 	c1 := dial(t, s1)
 	runEcho(t, c1, "wf-persist", temporal.NewSearchAttributes(jobTenant.ValueSet("acme")))
 	waitListed(t, c1, "jobs", "JobTenant = 'acme'", "wf-persist")
+	walFile := filepath.Join(dir, DBFileName+"-wal")
+	if _, err := os.Stat(walFile); err != nil {
+		t.Fatalf("database not in WAL mode: %v", err)
+	}
 
 	// A second server on the same DataDir is refused while the first runs.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -219,9 +246,9 @@ func TestFileModeSurvivesRestart(t *testing.T) {
 	if s1.releaseErr != nil {
 		t.Fatalf("SQLite connection not released: %v", s1.releaseErr)
 	}
-	// Closing the last connection checkpoints the WAL; it must have been in WAL mode.
-	if _, err := os.Stat(filepath.Join(dir, DBFileName)); err != nil {
-		t.Fatalf("database file: %v", err)
+	// Closing the last connection checkpoints and removes the WAL: the file was released.
+	if _, err := os.Stat(walFile); !os.IsNotExist(err) {
+		t.Fatalf("WAL file still there after Stop (connection not closed?): %v", err)
 	}
 
 	s2 := startServer(t, opts)

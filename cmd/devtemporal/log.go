@@ -1,6 +1,8 @@
 package devtemporal
 
 import (
+	"context"
+	"strings"
 	"sync/atomic"
 
 	"go.temporal.io/server/common/log"
@@ -56,12 +58,16 @@ func (l *serverLogger) Info(msg string, tags ...tag.Tag) {
 }
 
 func (l *serverLogger) Warn(msg string, tags ...tag.Tag) {
-	if l.on(zapcore.WarnLevel) {
+	if l.on(zapcore.WarnLevel) && !isDevNoise(msg, tags) {
 		l.inner.Warn(msg, tags...)
 	}
 }
 
-func (l *serverLogger) Error(msg string, tags ...tag.Tag) { l.inner.Error(msg, tags...) }
+func (l *serverLogger) Error(msg string, tags ...tag.Tag) {
+	if !isDevNoise(msg, tags) {
+		l.inner.Error(msg, tags...)
+	}
+}
 
 func (l *serverLogger) DPanic(msg string, tags ...tag.Tag) { l.inner.Error(msg, tags...) }
 
@@ -71,4 +77,26 @@ func (l *serverLogger) Fatal(msg string, tags ...tag.Tag) { l.inner.Error(msg, t
 
 func (l *serverLogger) With(tags ...tag.Tag) log.Logger {
 	return &serverLogger{inner: log.With(l.inner, tags...), minLevel: l.minLevel}
+}
+
+// isDevNoise drops messages that are routine in dev: the Web UI always asks for history
+// pages of 1000 events (over the server's fixed threshold), and a stopping worker cancels
+// its long polls.
+func isDevNoise(msg string, tags []tag.Tag) bool {
+	switch {
+	case msg == "GetHistory page size is larger than threshold":
+		return true
+	case strings.HasPrefix(msg, "Unable to call matching.Poll"):
+		for _, t := range tags {
+			zt, ok := t.(tag.ZapTag)
+			if !ok {
+				continue
+			}
+			// Canceled arrives as ctx.Err() or as a gRPC Canceled status: match the text.
+			if err, ok := zt.Field().Interface.(error); ok && strings.Contains(err.Error(), context.Canceled.Error()) {
+				return true
+			}
+		}
+	}
+	return false
 }

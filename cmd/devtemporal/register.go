@@ -93,33 +93,52 @@ func (s *Server) registerSearchAttributes(ctx context.Context, c client.Client) 
 		return nil
 	}
 	ns := s.opts.Namespace
-	// The server skips names that already exist (also with another type), so check after.
-	_, err := c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+	// Add only what is missing: the server logs a warning per existing name, and it silently
+	// skips a name that exists with another type, so compare types ourselves.
+	missing, err := s.missingSearchAttributes(ctx, c)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
 		Namespace:        ns,
-		SearchAttributes: s.opts.SearchAttributes,
+		SearchAttributes: missing,
 	})
 	var exists *serviceerror.AlreadyExists
 	if err != nil && !errors.As(err, &exists) {
 		return fmt.Errorf("devtemporal: add Options.SearchAttributes to %q: %w", ns, err)
 	}
+	if missing, err = s.missingSearchAttributes(ctx, c); err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("devtemporal: Options.SearchAttributes %v were not registered", sortedNames(missing))
+	}
+	return nil
+}
+
+// missingSearchAttributes lists the requested attributes the namespace lacks; an attribute
+// present with another type is an error.
+func (s *Server) missingSearchAttributes(ctx context.Context, c client.Client) (map[string]enumspb.IndexedValueType, error) {
+	ns := s.opts.Namespace
 	resp, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
 	if err != nil {
-		return fmt.Errorf("devtemporal: list search attributes of %q: %w", ns, err)
+		return nil, fmt.Errorf("devtemporal: list search attributes of %q: %w", ns, err)
 	}
+	missing := map[string]enumspb.IndexedValueType{}
 	for _, name := range sortedNames(s.opts.SearchAttributes) {
 		want := s.opts.SearchAttributes[name]
 		got, ok := resp.GetCustomAttributes()[name]
 		if !ok {
 			got, ok = resp.GetSystemAttributes()[name]
 		}
-		if !ok {
-			return fmt.Errorf("devtemporal: Options.SearchAttributes[%q] was not registered", name)
-		}
-		if got != want {
-			return fmt.Errorf("devtemporal: Options.SearchAttributes[%q]: already registered as %v, want %v", name, got, want)
+		switch {
+		case !ok:
+			missing[name] = want
+		case got != want:
+			return nil, fmt.Errorf("devtemporal: Options.SearchAttributes[%q]: already registered as %v, want %v", name, got, want)
 		}
 	}
-	return nil
+	return missing, nil
 }
 
 // waitUsable retries a visibility query that names every custom search attribute: it only

@@ -27,20 +27,31 @@ type uiServer struct {
 	done     chan struct{}
 }
 
-func newUIServer(ip string, port int, frontendHostPort, namespace string) (*uiServer, error) {
+// listenUI binds the UI port; the handler is attached by start once the frontend is up.
+func listenUI(ip string, port int) (*uiServer, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
 	if err != nil {
 		return nil, err
 	}
-	url := "http://" + net.JoinHostPort(dialableIP(ip), strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	return &uiServer{
+		url:      "http://" + net.JoinHostPort(dialableIP(ip), strconv.Itoa(l.Addr().(*net.TCPAddr).Port)),
+		listener: l,
+		done:     make(chan struct{}),
+	}, nil
+}
+
+// start builds the UI and serves it. Call it only once the frontend answers: ui-server
+// dials the frontend when built, and a refused first dial puts its gRPC connection into
+// reconnect backoff, failing the UI's API calls for a while.
+func (u *uiServer) start(ip, frontendHostPort, namespace string) error {
 	cfg := &uiconfig.Config{
 		TemporalGRPCAddress: frontendHostPort,
 		Host:                ip,
-		Port:                l.Addr().(*net.TCPAddr).Port,
+		Port:                u.listener.Addr().(*net.TCPAddr).Port,
 		EnableUI:            true,
 		DefaultNamespace:    namespace,
 		// Plain http on loopback: the CSRF cookie must not require https.
-		CORS:     uiconfig.CORS{AllowOrigins: []string{url}, CookieInsecure: true},
+		CORS:     uiconfig.CORS{AllowOrigins: []string{u.url}, CookieInsecure: true},
 		HideLogs: true,
 		// No internet in dev/CI; the UI would otherwise fetch news and release info.
 		DisableNewsFetch:   true,
@@ -48,15 +59,14 @@ func newUIServer(ip string, port int, frontendHostPort, namespace string) (*uiSe
 	}
 	handler, err := uiHandler(cfg)
 	if err != nil {
-		_ = l.Close()
-		return nil, err
+		return err
 	}
-	return &uiServer{
-		url:      url,
-		listener: l,
-		http:     &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second},
-		done:     make(chan struct{}),
-	}, nil
+	u.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(u.done)
+		_ = u.http.Serve(u.listener) // returns http.ErrServerClosed on stop
+	}()
+	return nil
 }
 
 // uiHandler builds ui-server's routes and returns its *echo.Echo as an http.Handler.
@@ -79,26 +89,16 @@ func uiHandler(cfg *uiconfig.Config) (h http.Handler, err error) {
 	return h, nil
 }
 
-func (u *uiServer) serve() {
-	go func() {
-		defer close(u.done)
-		_ = u.http.Serve(u.listener) // returns http.ErrServerClosed on stop
-	}()
-}
-
 func (u *uiServer) stop() error {
-	select {
-	case <-u.done:
-		return nil
-	default:
+	if u.http == nil { // never started
+		return u.listener.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := u.http.Shutdown(ctx)
-	// Never served (Start failed early): Shutdown does not close the listener then.
-	_ = u.listener.Close()
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = u.http.Close()
 	}
+	<-u.done
 	return err
 }
