@@ -166,3 +166,44 @@ func TestChaosFrontendSIGKILL(t *testing.T) {
 		t.Fatalf("fresh replica: %+v", g)
 	}
 }
+
+// TestDevStopsOnSIGINT: `jobgate dev` stops cleanly on SIGINT even when started with SIGINT
+// ignored, as background jobs of non-interactive shells are.
+func TestDevStopsOnSIGINT(t *testing.T) {
+	t.Parallel()
+	bin := jobgateBinary(t)
+	cmd := exec.Command("sh", "-c", `trap "" INT; exec "$0" dev --ephemeral --listen 127.0.0.1:0 --temporal-port 0 --ui-port -1`, bin)
+	var out strings.Builder
+	cmd.Stdout = &lockedWriter{w: &out}
+	must(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	eventually(t, 60*time.Second, "dev banner", func() bool { return strings.Contains(cmd.Stdout.(*lockedWriter).String(), "Ctrl-C stops") })
+	must(t, cmd.Process.Signal(syscall.SIGINT))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("dev exited with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("dev did not stop within 20s of SIGINT")
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}

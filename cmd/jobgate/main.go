@@ -91,67 +91,74 @@ func untilSignal(start func(context.Context) error, closeFn func() error) error 
 		_ = closeFn()
 		return err
 	}
-	<-ctx.Done()
+	// Register again once started: when the process began with SIGINT ignored (background jobs
+	// of a non-interactive shell do), the embedded server's start-up left it ignored again
+	// (/proc SigIgn showed it) and kill -INT did nothing. A fresh Notify re-enables delivery.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	select {
+	case <-ctx.Done():
+	case <-sig:
+	}
 	stop()
 	return closeFn()
 }
 
-func runDev(args []string, stdout, stderr io.Writer) error {
-	var c app.DevConfig
-	var level string
-	fs := newFlagSet("dev", "Runs an embedded Temporal server (SQLite, WAL) with its Web UI, a worker and the MCP\n"+
-		"frontend in one process, and prints ready-to-use tokens. Restarting keeps every job.", stderr)
-	c.Flags(fs)
-	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+// process is a long-running command: its Main's Run and Close, built once flags and logger exist.
+type process struct {
+	run   func(context.Context) error
+	close func() error
+}
+
+// runProcess parses flags (plus --log-format and --log-level), builds the logger, and runs the
+// Main until SIGINT/SIGTERM.
+func runProcess(args []string, stderr io.Writer, name, summary, format string, register func(*flag.FlagSet),
+	build func(*zap.Logger) process) error {
+	fs := newFlagSet(name, summary, stderr)
+	register(fs)
+	level := "info"
+	fs.StringVar(&format, "log-format", format, "log format: json or console")
+	fs.StringVar(&level, "log-level", level, "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	log, err := newLogger("console", level)
+	log, err := newLogger(format, level)
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
-	m := &app.DevMain{Config: c, Logger: log, Out: stdout}
-	return untilSignal(m.Run, m.Close)
+	p := build(log)
+	return untilSignal(p.run, p.close)
+}
+
+func runDev(args []string, stdout, stderr io.Writer) error {
+	var c app.DevConfig
+	return runProcess(args, stderr, "dev", "Runs an embedded Temporal server (SQLite, WAL) with its Web UI, a worker and the MCP\n"+
+		"frontend in one process, and prints ready-to-use tokens. Restarting keeps every job.", "console", c.Flags,
+		func(log *zap.Logger) process {
+			m := &app.DevMain{Config: c, Logger: log, Out: stdout}
+			return process{m.Run, m.Close}
+		})
 }
 
 func runServe(args []string, stderr io.Writer) error {
 	var c app.ServeConfig
-	var format, level string
-	fs := newFlagSet("serve", "Runs the stateless MCP frontend (POST /mcp, RFC 9728 metadata, /healthz, /readyz).\n"+
-		"Replicas share nothing but Temporal, the token secret and the handle keys.", stderr)
-	c.Flags(fs)
-	fs.StringVar(&format, "log-format", "json", "log format: json or console")
-	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log, err := newLogger(format, level)
-	if err != nil {
-		return err
-	}
-	defer log.Sync()
-	m := &app.ServeMain{Config: c, Logger: log}
-	return untilSignal(m.Run, m.Close)
+	return runProcess(args, stderr, "serve", "Runs the stateless MCP frontend (POST /mcp, RFC 9728 metadata, /healthz, /readyz).\n"+
+		"Replicas share nothing but Temporal, the token secret and the handle keys.", "json", c.Flags,
+		func(log *zap.Logger) process {
+			m := &app.ServeMain{Config: c, Logger: log}
+			return process{m.Run, m.Close}
+		})
 }
 
 func runWorker(args []string, stderr io.Writer) error {
 	var c app.WorkerConfig
-	var format, level string
-	fs := newFlagSet("worker", "Runs a Temporal worker executing jobgate workflows and episode activities.", stderr)
-	c.Flags(fs)
-	fs.StringVar(&format, "log-format", "json", "log format: json or console")
-	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log, err := newLogger(format, level)
-	if err != nil {
-		return err
-	}
-	defer log.Sync()
-	m := &app.WorkerMain{Config: c, Logger: log}
-	return untilSignal(m.Run, m.Close)
+	return runProcess(args, stderr, "worker", "Runs a Temporal worker executing jobgate workflows and episode activities.", "json", c.Flags,
+		func(log *zap.Logger) process {
+			m := &app.WorkerMain{Config: c, Logger: log}
+			return process{m.Run, m.Close}
+		})
 }
 
 func runToken(args []string, stdout, stderr io.Writer) error {
