@@ -167,12 +167,15 @@ func TestChaosFrontendSIGKILL(t *testing.T) {
 	}
 }
 
-// TestDevStopsOnSIGINT: `jobgate dev` stops cleanly on SIGINT even when started with SIGINT
-// ignored, as background jobs of non-interactive shells are.
+// TestDevStopsOnSIGINT: `jobgate dev` with a file-backed store and the Web UI stops cleanly and
+// promptly on SIGINT, also when started with SIGINT ignored (Go's Notify re-enables it), as
+// background jobs of non-interactive shells are.
 func TestDevStopsOnSIGINT(t *testing.T) {
 	t.Parallel()
 	bin := jobgateBinary(t)
-	cmd := exec.Command("sh", "-c", `trap "" INT; exec "$0" dev --ephemeral --listen 127.0.0.1:0 --temporal-port 0 --ui-port -1`, bin)
+	// Exactly what a background job of a non-interactive shell inherits: INT and QUIT ignored.
+	cmd := exec.Command("sh", "-c", `trap "" INT QUIT; exec "$0" dev --data-dir "$1" --listen 127.0.0.1:0 --temporal-port 0 --ui-port 0`,
+		bin, t.TempDir())
 	var out strings.Builder
 	cmd.Stdout = &lockedWriter{w: &out}
 	must(t, cmd.Start())

@@ -91,16 +91,7 @@ func untilSignal(start func(context.Context) error, closeFn func() error) error 
 		_ = closeFn()
 		return err
 	}
-	// Register again once started: when the process began with SIGINT ignored (background jobs
-	// of a non-interactive shell do), the embedded server's start-up left it ignored again
-	// (/proc SigIgn showed it) and kill -INT did nothing. A fresh Notify re-enables delivery.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	select {
-	case <-ctx.Done():
-	case <-sig:
-	}
+	<-ctx.Done()
 	stop()
 	return closeFn()
 }
