@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 // testBundle is one isolated jobgate deployment: its own task queue, two frontend replicas
 // sharing keys and token secret, and (optionally) a worker.
 type testBundle struct {
-	t         *testing.T
+	t         testing.TB
 	taskQueue string
 	secret    []byte
 	keys      *handle.Keyring
@@ -82,7 +82,7 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func setup(t *testing.T, o ...setupOpts) *testBundle {
+func setup(t testing.TB, o ...setupOpts) *testBundle {
 	t.Helper()
 	var opts setupOpts
 	if len(o) > 0 {
@@ -209,7 +209,7 @@ type outcome struct {
 	Raw  json.RawMessage
 }
 
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) outcome {
+func call(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -245,7 +245,7 @@ func jsonEqual(a, b string) bool {
 	return string(xa) == string(ya)
 }
 
-func mustView(t *testing.T, o outcome) *frontend.JobView {
+func mustView(t testing.TB, o outcome) *frontend.JobView {
 	t.Helper()
 	if o.Err != nil {
 		t.Fatalf("want a job view, got error %s: %s", o.Err.Code, o.Err.Message)
@@ -253,7 +253,7 @@ func mustView(t *testing.T, o outcome) *frontend.JobView {
 	return o.View
 }
 
-func mustErr(t *testing.T, o outcome, code string) *frontend.ToolError {
+func mustErr(t testing.TB, o outcome, code string) *frontend.ToolError {
 	t.Helper()
 	if o.Err == nil {
 		t.Fatalf("want error %s, got job view status=%s", code, o.View.Status)
@@ -272,7 +272,7 @@ func must(t testing.TB, err error) {
 }
 
 // eventually polls cond until it returns true or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
@@ -284,7 +284,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 }
 
 // waitStatus polls get_eval until the job reaches want.
-func waitStatus(t *testing.T, cs *mcp.ClientSession, h string, want workflows.Status, within time.Duration) *frontend.JobView {
+func waitStatus(t testing.TB, cs *mcp.ClientSession, h string, want workflows.Status, within time.Duration) *frontend.JobView {
 	t.Helper()
 	var v *frontend.JobView
 	eventually(t, within, "status "+string(want), func() bool {
@@ -294,7 +294,7 @@ func waitStatus(t *testing.T, cs *mcp.ClientSession, h string, want workflows.St
 	return v
 }
 
-func uniqueKey(t *testing.T) string {
+func uniqueKey(t testing.TB) string {
 	return strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" + randHex(3)
 }
 
