@@ -259,9 +259,6 @@ func (f *Frontend) cancel(ctx context.Context, p authz.Principal, in CancelIn, k
 	if err != nil {
 		return nil, err
 	}
-	if !j2.status().Terminal() {
-		j2.saStatus = workflows.StatusCancelling
-	}
 	return f.view(ctx, j2)
 }
 

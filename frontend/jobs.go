@@ -53,6 +53,8 @@ type job struct {
 	progress   workflows.Progress
 	needsInput *workflows.NeedsInput
 	jobErr     *workflows.JobError
+	// cancelRequested: a cancel is recorded but the workflow may not have run since (no worker).
+	cancelRequested bool
 }
 
 func (j *job) policyJob() authz.Job {
@@ -74,6 +76,9 @@ func (j *job) status() workflows.Status {
 		return workflows.StatusFailed
 	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
 		return workflows.StatusCancelled
+	}
+	if j.cancelRequested {
+		return workflows.StatusCancelling
 	}
 	switch j.saStatus {
 	case workflows.StatusRunning, workflows.StatusAwaitingInput, workflows.StatusCancelling:
@@ -123,7 +128,9 @@ func (f *Frontend) describe(ctx context.Context, id string) (*job, error) {
 		}
 		return nil, fmt.Errorf("describe %s: %w", id, err)
 	}
-	return jobFromInfo(resp.GetWorkflowExecutionInfo()), nil
+	j := jobFromInfo(resp.GetWorkflowExecutionInfo())
+	j.cancelRequested = resp.GetWorkflowExtendedInfo().GetCancelRequested()
+	return j, nil
 }
 
 // jobFromInfo reads a job from an execution info (Describe and ListWorkflow share the type).

@@ -145,6 +145,10 @@ func TestGetWithoutWorker(t *testing.T) {
 	if c.Status != workflows.StatusCancelling {
 		t.Fatalf("cancel without worker: %s", c.Status)
 	}
+	// Any replica, later, still says so: the recorded request is read from the server.
+	if g := mustView(t, call(t, b.session(ana, 1, ""), "get_eval", map[string]any{"handle": v.Handle})); g.Status != workflows.StatusCancelling {
+		t.Fatalf("get after cancel without worker: %s", g.Status)
+	}
 	b.startWorker()
 	waitStatus(t, cs, v.Handle, workflows.StatusCancelled, 30*time.Second)
 
