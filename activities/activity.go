@@ -130,7 +130,7 @@ func (a *Activities) runCommand(ctx context.Context, s Suite, in EpisodeInput) (
 	info := activity.GetInfo(ctx)
 	cmd := exec.CommandContext(ctx, s.Command[0], s.Command[1:]...)
 	cmd.Dir = s.Dir
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(workerEnv(),
 		"JOBGATE_JOB_ID="+in.JobID,
 		"JOBGATE_EPISODE_INDEX="+strconv.Itoa(in.Index),
 		"JOBGATE_OPERATION_ID="+in.OperationID,
@@ -168,6 +168,21 @@ func (a *Activities) runCommand(ctx context.Context, s Suite, in EpisodeInput) (
 	}
 }
 
+// workerEnv is the worker's environment minus its own JOBGATE_* settings, which may point at
+// secrets; the episode gets only the JOBGATE_* variables set for it.
+func workerEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "JOBGATE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// scoreLimit bounds a score so that 20,000 of them cannot overflow the running sums.
+const scoreLimit = 1e9
+
 // parseScore reads the last non-empty stdout line as {"score": <finite number>}.
 func parseScore(out string) (EpisodeResult, error) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -178,8 +193,8 @@ func parseScore(out string) (EpisodeResult, error) {
 	if err := json.Unmarshal([]byte(last), &v); err != nil || v.Score == nil {
 		return EpisodeResult{}, errors.New(`episode command: last stdout line is not {"score": <number>}`)
 	}
-	if math.IsNaN(*v.Score) || math.IsInf(*v.Score, 0) {
-		return EpisodeResult{}, errors.New("episode command: score is not finite")
+	if math.IsNaN(*v.Score) || math.Abs(*v.Score) > scoreLimit {
+		return EpisodeResult{}, fmt.Errorf("episode command: score must be a finite number within ±%g", scoreLimit)
 	}
 	return EpisodeResult{Score: *v.Score}, nil
 }

@@ -164,6 +164,7 @@ func (f *Frontend) startEval(ctx context.Context, p authz.Principal, in StartEva
 		return nil, err
 	}
 	id := jobID(p.Tenant, workflows.KindEval, in.IdempotencyKey)
+	noteJob(ctx, id)
 	hash := workflows.Digest(args)
 	now := f.opts.Now().UTC()
 	wfIn := workflows.EvalInput{
@@ -215,7 +216,7 @@ func (f *Frontend) startEval(ctx context.Context, p authz.Principal, in StartEva
 		return nil, err
 	}
 	if j.tenant != p.Tenant || j.kind != workflows.KindEval || j.owner != p.Subject || j.inputHash != hash {
-		return nil, toolErr(CodeIdempotencyKeyReused, "idempotency_key %q is already used in your tenant for a job with other arguments; use a new key for a new job", in.IdempotencyKey)
+		return nil, toolErr(CodeIdempotencyKeyReused, "idempotency_key %q already names another job in your tenant (other arguments or another owner); use a new key for a new job", in.IdempotencyKey)
 	}
 	v, err := f.view(ctx, j)
 	if v != nil {
@@ -272,8 +273,10 @@ func (f *Frontend) resume(ctx context.Context, p authz.Principal, in ResumeIn, k
 		return nil, invalidArg("decision", "must be approve or reject")
 	case utf8.RuneCountInString(in.Comment) > commentMax:
 		return nil, invalidArg("comment", "at most %d characters", commentMax)
-	case len(in.InputID) > 128 || len(in.ScopeDigest) > 128:
-		return nil, toolErr(CodeInputNotExpected, "input_id or scope_digest does not match the open input request")
+	case len(in.InputID) > 128:
+		return nil, invalidArg("input_id", "at most 128 characters")
+	case len(in.ScopeDigest) > 128:
+		return nil, invalidArg("scope_digest", "at most 128 characters")
 	}
 	j, err := f.resolve(ctx, p, in.Handle, kind, authz.ActionResume)
 	if err != nil {
@@ -313,7 +316,7 @@ func (f *Frontend) resume(ctx context.Context, p authz.Principal, in ResumeIn, k
 			}
 		}
 		if errors.Is(err, context.DeadlineExceeded) || isUnavailable(err) {
-			return nil, toolErr(CodeUnavailable, "no worker accepted the answer in time; it was not recorded — retry the same call")
+			return nil, toolErr(CodeUnavailable, "no worker processed the answer in time; it may still be applied when one does — retry the same call (retries are deduplicated)")
 		}
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {

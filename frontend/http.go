@@ -111,13 +111,6 @@ var toolActions = map[string]authz.Action{
 	"list_jobs":   authz.ActionList,
 }
 
-type rpcCall struct {
-	Method string `json:"method"`
-	Params struct {
-		Name string `json:"name"`
-	} `json:"params"`
-}
-
 // requireToolScope answers 403 with an insufficient_scope challenge before a tool runs when the
 // token has none of the scopes the tool needs. The body is authoritative for the tool name; the
 // SDK separately rejects a 2026-07-28 Mcp-Name header that disagrees with it.
@@ -162,24 +155,32 @@ func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Hand
 	})
 }
 
-// toolNames returns the tools a JSON-RPC message (or batch) calls. Unparseable bodies yield
-// nothing here; the MCP handler rejects them properly.
+// toolNames returns the tools a JSON-RPC message (or batch) calls. Keys are matched exactly,
+// as the SDK's decoder does: encoding/json's case-insensitive struct matching would let
+// {"name":"start_eval","Name":"get_eval"} pass this check as get_eval while the SDK runs
+// start_eval. Unparseable bodies yield nothing here; the MCP handler rejects them.
 func toolNames(body []byte) []string {
 	body = bytes.TrimSpace(body)
-	var calls []rpcCall
+	var msgs []map[string]json.RawMessage
 	if len(body) > 0 && body[0] == '[' {
-		_ = json.Unmarshal(body, &calls)
+		_ = json.Unmarshal(body, &msgs)
 	} else {
-		var c rpcCall
-		if json.Unmarshal(body, &c) == nil {
-			calls = append(calls, c)
+		var m map[string]json.RawMessage
+		if json.Unmarshal(body, &m) == nil {
+			msgs = append(msgs, m)
 		}
 	}
 	var names []string
-	for _, c := range calls {
-		if c.Method == "tools/call" {
-			names = append(names, c.Params.Name)
+	for _, m := range msgs {
+		var method string
+		if json.Unmarshal(m["method"], &method) != nil || method != "tools/call" {
+			continue
 		}
+		var params map[string]json.RawMessage
+		_ = json.Unmarshal(m["params"], &params)
+		var name string
+		_ = json.Unmarshal(params["name"], &name)
+		names = append(names, name)
 	}
 	return names
 }

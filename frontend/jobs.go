@@ -171,6 +171,9 @@ func (f *Frontend) resolve(ctx context.Context, p authz.Principal, raw, kind str
 		return nil, invalidArg("handle", "is required")
 	}
 	h, err := f.opts.Keys.OpenHandle(raw, f.opts.Now())
+	if err == nil || errors.Is(err, handle.ErrExpired) {
+		noteJob(ctx, h.WorkflowID) // signature verified: safe to log, also when refused below
+	}
 	switch {
 	case errors.Is(err, handle.ErrExpired):
 		if h.Tenant != p.Tenant {

@@ -40,18 +40,18 @@ func ptr[T any](v T) *T { return &v }
 // invalid_argument naming the field, not the SDK's generic schema message, so the model can fix
 // the call. The SDK does not validate our results, so error results need not fit the output schema.
 func newTool[In, Out any](f *Frontend, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) toolDef {
-	in, err := jsonschema.For[In](nil)
-	if err != nil {
-		panic(fmt.Sprintf("tool %s: input schema: %v", t.Name, err))
+	in, schemaErr := jsonschema.For[In](nil)
+	if schemaErr != nil {
+		panic(fmt.Sprintf("tool %s: input schema: %v", t.Name, schemaErr))
 	}
 	in.AdditionalProperties = &jsonschema.Schema{Not: &jsonschema.Schema{}}
 	ot := reflect.TypeFor[Out]()
 	if ot.Kind() == reflect.Pointer {
 		ot = ot.Elem() // results are never null
 	}
-	out, err := jsonschema.ForType(ot, nil)
-	if err != nil {
-		panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, err))
+	out, schemaErr := jsonschema.ForType(ot, nil)
+	if schemaErr != nil {
+		panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, schemaErr))
 	}
 	t.InputSchema, t.OutputSchema = in, out
 	name := t.Name
@@ -66,14 +66,19 @@ func newTool[In, Out any](f *Frontend, t *mcp.Tool, run func(context.Context, au
 			return nil, errNoPrincipal
 		}
 		fields := []zap.Field{zap.String("tool", name), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject)}
-		var args In
-		var res Out
+		// Everything below is per call: handlers run concurrently for many tenants.
+		var (
+			args In
+			res  Out
+			err  error
+			rec  = &callRecord{}
+		)
 		if err = decodeArgs(req.Params.Arguments, &args); err == nil {
-			res, err = run(ctx, p, args)
+			res, err = run(context.WithValue(ctx, callRecordKey{}, rec), p, args)
 		}
 		fields = append(fields, zap.Duration("latency", time.Since(start)))
-		if id := jobIDOf(res); id != "" {
-			fields = append(fields, zap.String("job_id", id))
+		if rec.jobID != "" {
+			fields = append(fields, zap.String("job_id", rec.jobID))
 		}
 		if err != nil {
 			if te, ok := asToolError(err); ok {
@@ -105,11 +110,17 @@ func (td toolDef) bounds(prop string, lo, hi float64) toolDef {
 	return td
 }
 
-func jobIDOf(v any) string {
-	if jv, ok := v.(*JobView); ok && jv != nil {
-		return jv.JobID
+// callRecord collects what a call's log line needs from deep inside it: the job it touched,
+// also when it was refused (those are the calls an audit looks for).
+type callRecord struct{ jobID string }
+
+type callRecordKey struct{}
+
+// noteJob records the job a call is about, from a verified handle or a validated key.
+func noteJob(ctx context.Context, id string) {
+	if rec, ok := ctx.Value(callRecordKey{}).(*callRecord); ok {
+		rec.jobID = id
 	}
-	return ""
 }
 
 // decodeArgs decodes strictly: unknown fields and wrong types are invalid_argument naming the field.

@@ -119,6 +119,11 @@ func TestAccess(t *testing.T) {
 				t.Fatalf("challenge %q lacks %s", ch, want)
 			}
 		}
+		// A case-folded duplicate key must not disguise the tool the SDK will run.
+		sneaky := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"start_eval","Name":"get_eval","arguments":{"idempotency_key":"x","suite":"demo","episodes":1}}}`
+		if resp, _ := postMCP(t, http.DefaultClient, b.url(1), "Bearer "+b.token(anaRO), sneaky); resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("case-folded body: status %d", resp.StatusCode)
+		}
 		// The read-only token still reads.
 		v := mustView(t, call(t, b.session(anaRO, 1, ""), "get_eval", map[string]any{"handle": h}))
 		if v.JobID != started.JobID {

@@ -156,7 +156,8 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		return fmt.Errorf("listen %s: %w", m.Config.Listen, err)
 	}
 	m.ln = ln
-	m.srv = &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	m.srv = &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute}
 	go func() {
 		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.Logger.Error("http server", zap.Error(err))
