@@ -55,4 +55,10 @@
 //     scopes to a principal never turns an answer from Allow into a denial.
 //   - ActionScopes and Decide agree: a principal holding none of
 //     ActionScopes(a) is never allowed a.
+//   - jobs:approve reaches only jobs of the caller's tenant whose open input
+//     request needs an approver ([ApproverApprover]): while it is open, any
+//     jobs:approve holder may get, download and resume the job. A request
+//     for the owner ([ApproverOwner]) is answered only by the owner with
+//     jobs:write; to an approve holder who is neither owner nor admin, such
+//     a job (like one with no open request) is NotFound.
 package authz

@@ -22,8 +22,8 @@ type Approver string
 // Who may answer an input request.
 const (
 	ApproverNone     Approver = ""         // the job has no open input request
-	ApproverOwner    Approver = "owner"    // the owner (jobs:write) or any jobs:approve holder may answer
-	ApproverApprover Approver = "approver" // only a jobs:approve holder may answer
+	ApproverOwner    Approver = "owner"    // only the owner (jobs:write) may answer
+	ApproverApprover Approver = "approver" // only a jobs:approve holder of the tenant may answer
 )
 
 // Job is what the policy needs to know about a job. Its fields come from the
@@ -67,8 +67,13 @@ func (d Decision) String() string {
 // (or either tenant empty) is NotFound, and Forbidden is only ever returned
 // to a caller who can see the job (its owner with jobs:read or jobs:write,
 // any jobs:admin holder of the tenant, or any jobs:approve holder of the
-// tenant while the job has an open input request). An invalid principal or
-// unknown action is NotFound.
+// tenant while the job's open input request needs an approver, i.e.
+// OpenInput is ApproverApprover). An invalid principal or unknown action is
+// NotFound.
+//
+// jobs:approve grants nothing on a job whose open input request is for its
+// owner (ApproverOwner) or that has none: such a job is invisible to an
+// approve holder who is neither its owner nor an admin.
 func Decide(p Principal, a Action, j Job) Decision {
 	if p.Valid() != nil {
 		return NotFound
@@ -93,12 +98,13 @@ func Decide(p Principal, a Action, j Job) Decision {
 		return NotFound
 	}
 	owner := j.Owner != "" && j.Owner == p.Subject
-	open := j.OpenInput == ApproverOwner || j.OpenInput == ApproverApprover
+	// needsApprover: jobs:approve holders of the tenant may see and answer.
+	needsApprover := j.OpenInput == ApproverApprover
 
 	var allow bool
 	switch a {
 	case ActionGet, ActionDownload:
-		allow = owner && p.Has(ScopeRead) || p.Has(ScopeAdmin) || p.Has(ScopeApprove) && open
+		allow = owner && p.Has(ScopeRead) || p.Has(ScopeAdmin) || p.Has(ScopeApprove) && needsApprover
 		if !allow {
 			return NotFound
 		}
@@ -108,7 +114,7 @@ func Decide(p Principal, a Action, j Job) Decision {
 	case ActionResume:
 		switch j.OpenInput {
 		case ApproverOwner:
-			allow = owner && p.Has(ScopeWrite) || p.Has(ScopeApprove)
+			allow = owner && p.Has(ScopeWrite)
 		case ApproverApprover:
 			allow = p.Has(ScopeApprove)
 		case ApproverNone:
@@ -119,18 +125,19 @@ func Decide(p Principal, a Action, j Job) Decision {
 	switch {
 	case allow:
 		return Allow
-	case canSee(p, owner, open):
+	case canSee(p, owner, needsApprover):
 		return Forbidden
 	}
 	return NotFound
 }
 
 // canSee reports whether p may know the job exists. The caller has checked
-// that the tenants match; owner and open describe the job.
-func canSee(p Principal, owner, open bool) bool {
+// that the tenants match; owner says p owns the job and needsApprover that
+// its open input request has approver ApproverApprover.
+func canSee(p Principal, owner, needsApprover bool) bool {
 	return owner && (p.Has(ScopeRead) || p.Has(ScopeWrite)) ||
 		p.Has(ScopeAdmin) ||
-		p.Has(ScopeApprove) && open
+		p.Has(ScopeApprove) && needsApprover
 }
 
 // ActionScopes returns the scopes of which any one lets a token call the

@@ -52,7 +52,8 @@ func TestDecide(t *testing.T) {
 		{"get/other user write", pr("bob", R, W), ActionGet, none, NotFound},
 		{"get/admin", pr("carol", Ad), ActionGet, none, Allow},
 		{"get/approver no open input", pr("dave", Ap), ActionGet, none, NotFound},
-		{"get/approver open owner input", pr("dave", Ap), ActionGet, own, Allow},
+		{"get/approver open owner input", pr("dave", Ap), ActionGet, own, NotFound},
+		{"get/approver read open owner input", pr("dave", R, Ap), ActionGet, own, NotFound},
 		{"get/approver open approver input", pr("dave", Ap), ActionGet, appr, Allow},
 		{"get/approver unknown input kind", pr("dave", Ap), ActionGet, job("bogus"), NotFound},
 		{"get/other tenant all scopes", otherTenant, ActionGet, own, NotFound},
@@ -63,6 +64,7 @@ func TestDecide(t *testing.T) {
 		{"download/other user read", pr("bob", R), ActionDownload, none, NotFound},
 		{"download/admin", pr("carol", Ad), ActionDownload, none, Allow},
 		{"download/approver open input", pr("dave", Ap), ActionDownload, appr, Allow},
+		{"download/approver open owner input", pr("dave", Ap), ActionDownload, own, NotFound},
 		{"download/approver no input", pr("dave", Ap), ActionDownload, none, NotFound},
 		{"download/other tenant", otherTenant, ActionDownload, none, NotFound},
 
@@ -74,19 +76,25 @@ func TestDecide(t *testing.T) {
 		{"cancel/other user write", pr("bob", W), ActionCancel, none, NotFound},
 		{"cancel/other user read write", pr("bob", R, W), ActionCancel, none, NotFound},
 		{"cancel/approver open input", pr("dave", Ap), ActionCancel, appr, Forbidden},
+		{"cancel/approver open owner input", pr("dave", Ap), ActionCancel, own, NotFound},
 		{"cancel/approver no input", pr("dave", Ap), ActionCancel, none, NotFound},
 		{"cancel/other tenant", otherTenant, ActionCancel, none, NotFound},
 
 		// resume, input for owner
 		{"resume owner-input/owner write", pr("alice", W), ActionResume, own, Allow},
 		{"resume owner-input/owner read", pr("alice", R), ActionResume, own, Forbidden},
-		{"resume owner-input/approver", pr("dave", Ap), ActionResume, own, Allow},
+		{"resume owner-input/owner write approve", pr("alice", W, Ap), ActionResume, own, Allow},
+		{"resume owner-input/owner approve only", pr("alice", Ap), ActionResume, own, NotFound},
+		{"resume owner-input/approver", pr("dave", Ap), ActionResume, own, NotFound},
+		{"resume owner-input/approver write", pr("dave", W, Ap), ActionResume, own, NotFound},
+		{"resume owner-input/approver admin", pr("dave", Ap, Ad), ActionResume, own, Forbidden},
 		{"resume owner-input/admin", pr("carol", Ad), ActionResume, own, Forbidden},
 		{"resume owner-input/other user write", pr("bob", W), ActionResume, own, NotFound},
 		{"resume owner-input/other tenant", otherTenant, ActionResume, own, NotFound},
 		// resume, input for an approver
 		{"resume approver-input/owner write", pr("alice", W), ActionResume, appr, Forbidden},
 		{"resume approver-input/owner write approve", pr("alice", W, Ap), ActionResume, appr, Allow},
+		{"resume approver-input/owner approve only", pr("alice", Ap), ActionResume, appr, Allow},
 		{"resume approver-input/approver", pr("dave", Ap), ActionResume, appr, Allow},
 		{"resume approver-input/admin", pr("carol", Ad), ActionResume, appr, Forbidden},
 		{"resume approver-input/other user write", pr("bob", R, W), ActionResume, appr, NotFound},
@@ -175,9 +183,17 @@ func TestDecideProperties(t *testing.T) {
 		}
 		// Forbidden only for callers who may see the job.
 		if jobAction && d == Forbidden {
-			open := j.OpenInput == ApproverOwner || j.OpenInput == ApproverApprover
-			if !canSee(p, rel == "owner", open) || rel == "other-tenant" {
+			if !canSee(p, rel == "owner", j.OpenInput == ApproverApprover) || rel == "other-tenant" {
 				t.Errorf("Forbidden leaks existence: %s", where)
+			}
+		}
+		// jobs:approve counts only while the open input request needs an
+		// approver: for any other job, dropping it changes nothing.
+		if j.OpenInput != ApproverApprover {
+			q := p
+			q.Scopes = slices.DeleteFunc(slices.Clone(p.Scopes), func(s Scope) bool { return s == ScopeApprove })
+			if d2 := Decide(q, a, j); d2 != d {
+				t.Errorf("jobs:approve mattered without an approver request: %s, without it %v", where, d2)
 			}
 		}
 		// Non-job actions never say NotFound to a valid principal.

@@ -34,7 +34,7 @@ type NeedsInputView struct {
 	Prompt       string         `json:"prompt" jsonschema:"the question to show to whoever may answer"`
 	AnswerSchema map[string]any `json:"answer_schema" jsonschema:"JSON schema of the answer"`
 	ScopeDigest  string         `json:"scope_digest" jsonschema:"digest of exactly what is being approved; pass to resume_* unchanged"`
-	Approver     authz.Approver `json:"approver" jsonschema:"owner: the job's owner (or an approver) may answer; approver: only a principal with jobs:approve"`
+	Approver     authz.Approver `json:"approver" jsonschema:"owner: only the job's owner (with jobs:write) may answer; approver: only a principal with jobs:approve"`
 	ExpiresAt    time.Time      `json:"expires_at" jsonschema:"after this the job fails with input_expired"`
 }
 

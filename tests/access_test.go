@@ -59,7 +59,7 @@ func TestAccess(t *testing.T) {
 		if v.JobID != started.JobID {
 			t.Fatalf("admin got %s", v.JobID)
 		}
-		// An approver sees a job only while it awaits input; this one never does.
+		// An approver sees a job only while it awaits an approver's input; this one never does.
 		raw := mustErrRaw(t, call(t, b.session(steward, 0, ""), "get_eval", map[string]any{"handle": h}), "not_found")
 		if raw != unknownRaw {
 			t.Fatalf("approver: %s != %s", raw, unknownRaw)

@@ -130,13 +130,14 @@ func acNear(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 func TestApproval(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	// demo (always there) asks its owner; gated asks an approver.
+	b := setup(t, setupOpts{suitesJSON: `{"suites":[{"name":"gated","kind":"demo","approval_threshold":1,"approver":"approver"}]}`})
 	ana0 := b.session(ana, 0, "")
 	ana1 := b.session(ana, 1, "2025-11-25")
 
 	v := mustView(t, call(t, ana0, "start_eval", acStartArgs(uniqueKey(t), "demo", acOverThreshold, 20, acFast)))
-	// A second job for the steward to approve, waiting alongside the first.
-	v2 := mustView(t, call(t, ana0, "start_eval", acStartArgs(uniqueKey(t)+"-steward", "demo", acOverThreshold, 20, acFast)))
+	// A second job, on a suite whose input request needs an approver: the steward's to answer.
+	v2 := mustView(t, call(t, ana0, "start_eval", acStartArgs(uniqueKey(t)+"-steward", "gated", 2, 0, acFast)))
 
 	w := acAwaitInput(t, ana0, v.Handle, authz.ApproverOwner)
 	if !strings.Contains(w.NeedsInput.Prompt, fmt.Sprint(acOverThreshold)) {
@@ -150,10 +151,24 @@ func TestApproval(t *testing.T) {
 	unknownView := *w
 	unknownView.Handle = unknown
 
-	t.Run("StewardSeesOpenRequest", func(t *testing.T) {
-		st := mustView(t, call(t, b.session(steward, 1, ""), "get_eval", map[string]any{"handle": v.Handle}))
-		if st.Status != workflows.StatusAwaitingInput || st.NeedsInput == nil || st.NeedsInput.InputID != w.NeedsInput.InputID {
-			t.Fatalf("steward's view: status %s, needs_input %+v", st.Status, st.NeedsInput)
+	t.Run("StewardCannotSeeOwnerRequest", func(t *testing.T) {
+		// jobs:approve covers only input requests that need an approver; an owner
+		// request keeps the job hidden, exactly like an unknown one.
+		st := b.session(steward, 1, "")
+		for _, c := range []struct {
+			tool string
+			args func(*frontend.JobView) map[string]any
+		}{
+			{"get_eval", func(x *frontend.JobView) map[string]any { return map[string]any{"handle": x.Handle} }},
+			{"resume_eval", func(x *frontend.JobView) map[string]any { return acResumeArgs(x, "approve", nil) }},
+		} {
+			got := call(t, st, c.tool, c.args(w))
+			mustErr(t, got, frontend.CodeNotFound)
+			want := call(t, st, c.tool, c.args(&unknownView))
+			mustErr(t, want, frontend.CodeNotFound)
+			if string(got.Raw) != string(want.Raw) {
+				t.Fatalf("%s: not_found differs from an unknown job's:\n got %s\nwant %s", c.tool, got.Raw, want.Raw)
+			}
 		}
 	})
 
@@ -284,8 +299,8 @@ func TestApproval(t *testing.T) {
 		}
 	})
 
-	t.Run("StewardApproves", func(t *testing.T) {
-		w2 := acAwaitInput(t, ana0, v2.Handle, authz.ApproverOwner)
+	t.Run("StewardApprovesApproverRequest", func(t *testing.T) {
+		w2 := acAwaitInput(t, ana0, v2.Handle, authz.ApproverApprover)
 		st := b.session(steward, 1, "")
 		sv := mustView(t, call(t, st, "get_eval", map[string]any{"handle": v2.Handle}))
 		if sv.Status != workflows.StatusAwaitingInput {

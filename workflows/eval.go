@@ -236,7 +236,10 @@ func (r *evalRun) validateResume(ctx workflow.Context, req ResumeRequest) error 
 	case authz.NotFound:
 		return reject(RejectNotFound, "job not found")
 	case authz.Forbidden:
-		return reject(RejectForbidden, "this input request needs an approver (jobs:approve)")
+		if job.OpenInput == authz.ApproverApprover {
+			return reject(RejectForbidden, "this input request needs an approver (jobs:approve)")
+		}
+		return reject(RejectForbidden, "only the job's owner (with jobs:write) may answer this input request")
 	}
 	if r.needs == nil {
 		return reject(RejectInputNotExpected, "the job is not waiting for input")

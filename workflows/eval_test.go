@@ -516,7 +516,12 @@ func TestEval_ResumeValidation(t *testing.T) {
 		{name: "OwnerOnApproverOnlyRequest", approver: authz.ApproverApprover, req: mod(owner, same), wantType: RejectForbidden},
 		{name: "OtherUserOnApproverOnlyRequest", approver: authz.ApproverApprover, req: mod(bo, same), wantType: RejectNotFound},
 		{name: "StewardOnApproverOnlyRequest", approver: authz.ApproverApprover, req: mod(steward, same), wantBy: "steward"},
-		{name: "StewardOnOwnerRequest", approver: authz.ApproverOwner, req: mod(steward, same), wantBy: "steward"},
+		// jobs:approve reaches only approver requests: an owner request is not the steward's to see.
+		{name: "StewardOnOwnerRequest", approver: authz.ApproverOwner, req: mod(steward, same), wantType: RejectNotFound},
+		{name: "StewardWithWriteOnOwnerRequest", approver: authz.ApproverOwner,
+			req: mod(authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeWrite, authz.ScopeApprove}}, same), wantType: RejectNotFound},
+		{name: "AdminStewardOnOwnerRequest", approver: authz.ApproverOwner,
+			req: mod(authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove, authz.ScopeAdmin}}, same), wantType: RejectForbidden},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
