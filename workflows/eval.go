@@ -200,7 +200,10 @@ func (r *evalRun) awaitApproval(ctx workflow.Context) error {
 	r.setStatus(ctx, StatusAwaitingInput)
 	r.upsertMemo(ctx, map[string]any{MemoNeedsInput: r.needs, MemoProgress: r.progress(ctx, "waiting for approval")})
 
-	answered, err := workflow.AwaitWithTimeout(ctx, r.in.Approval.Timeout, func() bool { return r.decision != "" })
+	// A named timer, so the UI's timeline says what the job is waiting for.
+	answered, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: r.in.Approval.Timeout,
+		TimerOptions: workflow.TimerOptions{Summary: "waiting for approval (" + string(r.in.Approval.Approver) + ")"}},
+		func() bool { return r.decision != "" })
 	if err != nil { // cancelled while waiting
 		r.finish(ctx, StatusCancelled, &JobError{ErrCodeCancelled, "cancelled while waiting for approval"}, "cancelled")
 		return err
