@@ -20,7 +20,6 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
-	"go.uber.org/zap"
 )
 
 // Application error types an episode can end with. Both are final: retrying cannot change them.
@@ -32,7 +31,6 @@ const (
 // Activities holds the dependencies of the episode activities.
 type Activities struct {
 	Suites Catalog
-	Logger *zap.Logger
 	// HeartbeatEvery is how often a running episode heartbeats. Defaults to 1 second.
 	HeartbeatEvery time.Duration
 }

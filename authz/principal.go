@@ -175,10 +175,13 @@ func collect(seen [4]bool) []Scope {
 	return out
 }
 
-func joinScopes(scopes []Scope) string {
+// ScopeStrings converts scopes to plain strings (token claims, HTTP metadata, logs).
+func ScopeStrings(scopes []Scope) []string {
 	parts := make([]string, len(scopes))
 	for i, s := range scopes {
 		parts[i] = string(s)
 	}
-	return strings.Join(parts, " ")
+	return parts
 }
+
+func joinScopes(scopes []Scope) string { return strings.Join(ScopeStrings(scopes), " ") }

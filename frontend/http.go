@@ -31,14 +31,10 @@ func (f *Frontend) routes() http.Handler {
 	bearer := auth.RequireBearerToken(f.verifyToken, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metaURL})
 	mux.Handle("/mcp", bearer(f.requireToolScope(metaURL, mcpHandler)))
 
-	scopes := make([]string, len(authz.AllScopes))
-	for i, s := range authz.AllScopes {
-		scopes[i] = string(s)
-	}
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               f.opts.ResourceURI,
 		AuthorizationServers:   f.opts.AuthorizationServers,
-		ScopesSupported:        scopes,
+		ScopesSupported:        authz.ScopeStrings(authz.AllScopes),
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "jobgate",
 	})
@@ -82,12 +78,8 @@ func (f *Frontend) verifyToken(ctx context.Context, token string, _ *http.Reques
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, strings.TrimPrefix(err.Error(), authz.ErrInvalidToken.Error()+": "))
 	}
-	scopes := make([]string, len(c.Principal.Scopes))
-	for i, s := range c.Principal.Scopes {
-		scopes[i] = string(s)
-	}
 	return &auth.TokenInfo{
-		Scopes:     scopes,
+		Scopes:     authz.ScopeStrings(c.Principal.Scopes),
 		Expiration: c.Expiry,
 		UserID:     c.Principal.Tenant + "/" + c.Principal.Subject,
 		Extra:      map[string]any{principalKey: c.Principal},
@@ -146,7 +138,7 @@ func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Hand
 				continue
 			}
 			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, resource_metadata=%q, error_description=%q`,
-				string(need[0]), metaURL, name+" needs one of: "+joinScopes(need)))
+				string(need[0]), metaURL, name+" needs one of: "+strings.Join(authz.ScopeStrings(need), " ")))
 			f.log.Info("insufficient scope", zap.String("tool", name), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
 			http.Error(w, "insufficient scope for "+name, http.StatusForbidden)
 			return
@@ -192,12 +184,4 @@ func hasAny(p authz.Principal, scopes []authz.Scope) bool {
 		}
 	}
 	return false
-}
-
-func joinScopes(s []authz.Scope) string {
-	out := make([]string, len(s))
-	for i, x := range s {
-		out[i] = string(x)
-	}
-	return strings.Join(out, " ")
 }

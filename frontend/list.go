@@ -81,21 +81,12 @@ func (f *Frontend) listJobsTool() toolDef {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, f.listJobs)
 	// Tell models the enums and bounds; validation stays in listJobs so errors name the field.
-	if s, ok := td.tool.InputSchema.(*jsonschema.Schema); ok && s.Properties != nil {
-		if p := s.Properties["kind"]; p != nil {
-			for _, k := range listKinds {
-				p.Enum = append(p.Enum, k)
-			}
-		}
-		if p := s.Properties["status"]; p != nil {
-			for _, st := range listStatuses {
-				p.Enum = append(p.Enum, string(st))
-			}
-		}
-		if p := s.Properties["page_size"]; p != nil {
-			p.Minimum, p.Maximum, p.Default = ptr(1.0), ptr(float64(ListPageSizeMax)), []byte(strconv.Itoa(ListPageSizeDefault))
-		}
+	statuses := make([]string, len(listStatuses))
+	for i, st := range listStatuses {
+		statuses[i] = string(st)
 	}
+	td = td.enum("kind", listKinds...).enum("status", statuses...).bounds("page_size", 1, ListPageSizeMax)
+	td.tool.InputSchema.(*jsonschema.Schema).Properties["page_size"].Default = []byte(strconv.Itoa(ListPageSizeDefault))
 	return td
 }
 

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -305,8 +304,6 @@ func startArgs(key string, episodes int, params map[string]any) map[string]any {
 	}
 	return a
 }
-
-var _ = sync.Mutex{}
 
 func (b *testBundle) tokenForAudience(p principal, aud string) string {
 	b.t.Helper()

@@ -72,7 +72,7 @@ func TestIdempotency(t *testing.T) {
 	})
 	t.Run("ConcurrentDuplicatesOnTwoReplicas", func(t *testing.T) {
 		key := uniqueKey(t)
-		sessions := []*mcpSession{{b.session(ana, 0, "")}, {b.session(ana, 1, "2025-11-25")}}
+		sessions := []*mcp.ClientSession{b.session(ana, 0, ""), b.session(ana, 1, "2025-11-25")}
 		const n = 12
 		var wg sync.WaitGroup
 		views := make([]outcome, n)
@@ -80,7 +80,7 @@ func TestIdempotency(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				views[i] = call(t, sessions[i%2].cs, "start_eval", startArgs(key, 4, map[string]any{"episode_ms": 10}))
+				views[i] = call(t, sessions[i%2], "start_eval", startArgs(key, 4, map[string]any{"episode_ms": 10}))
 			}()
 		}
 		wg.Wait()
@@ -168,8 +168,6 @@ func TestGetWithoutWorker(t *testing.T) {
 	b.startWorker()
 	waitStatus(t, cs, v2.Handle, workflows.StatusSucceeded, 60*time.Second)
 }
-
-type mcpSession struct{ cs *mcp.ClientSession }
 
 // runsOf counts the workflow runs ever started under one workflow ID, from visibility (which
 // lists every run, closed or open), waiting until at least the first is indexed.

@@ -4,10 +4,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -31,9 +31,9 @@ type TemporalConfig struct {
 
 // Flags registers the Temporal flags with env-var equivalents.
 func (c *TemporalConfig) Flags(fs *flag.FlagSet) {
-	strFlag(fs, &c.Address, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
-	strFlag(fs, &c.Namespace, "namespace", "default", "Temporal namespace holding the jobs")
-	strFlag(fs, &c.TaskQueue, "task-queue", workflows.TaskQueueDefault, "task queue the workers poll")
+	fs.StringVar(&c.Address, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
+	fs.StringVar(&c.Namespace, "namespace", "default", "Temporal namespace holding the jobs")
+	fs.StringVar(&c.TaskQueue, "task-queue", workflows.TaskQueueDefault, "task queue the workers poll")
 }
 
 func (c TemporalConfig) options(log *zap.Logger) client.Options {
@@ -45,38 +45,22 @@ func envName(flagName string) string {
 	return "JOBGATE_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-func strFlag(fs *flag.FlagSet, p *string, name, def, usage string) {
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		def = v
-	}
-	fs.StringVar(p, name, def, usage+" (env "+envName(name)+")")
-}
-
-func durFlag(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		if d, err := time.ParseDuration(v); err == nil {
-			def = d
+// BindEnv makes every flag of fs settable from its environment variable (JOBGATE_<FLAG>) and
+// names the variable in the flag's usage. Call it after registering flags and before Parse, so a
+// command-line flag still wins. A value that does not parse is an error naming the variable,
+// never a silent fall-back to the default.
+func BindEnv(fs *flag.FlagSet) error {
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := envName(f.Name)
+		f.Usage += " (env " + name + ")"
+		if v, ok := os.LookupEnv(name); ok {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+			}
 		}
-	}
-	fs.DurationVar(p, name, def, usage+" (env "+envName(name)+")")
-}
-
-func intFlag(fs *flag.FlagSet, p *int, name string, def int, usage string) {
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			def = n
-		}
-	}
-	fs.IntVar(p, name, def, usage+" (env "+envName(name)+")")
-}
-
-func boolFlag(fs *flag.FlagSet, p *bool, name string, def bool, usage string) {
-	if v, ok := os.LookupEnv(envName(name)); ok {
-		if b, err := strconv.ParseBool(v); err == nil {
-			def = b
-		}
-	}
-	fs.BoolVar(p, name, def, usage+" (env "+envName(name)+")")
+	})
+	return errors.Join(errs...)
 }
 
 // NewLogger builds the process logger: JSON for serve/worker, console for dev.

@@ -48,13 +48,13 @@ type DevConfig struct {
 
 // Flags registers dev's flags.
 func (c *DevConfig) Flags(fs *flag.FlagSet) {
-	strFlag(fs, &c.DataDir, "data-dir", ".jobgate", "directory for the SQLite database and dev secrets")
-	boolFlag(fs, &c.Ephemeral, "ephemeral", false, "keep everything in memory; nothing survives exit")
-	strFlag(fs, &c.Listen, "listen", "127.0.0.1:8080", "MCP frontend listen address")
-	intFlag(fs, &c.TemporalPort, "temporal-port", 7233, "embedded Temporal gRPC port (0 picks one)")
-	intFlag(fs, &c.UIPort, "ui-port", 8233, "Temporal Web UI port (0 picks one, -1 disables)")
-	strFlag(fs, &c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
-	durFlag(fs, &c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of the printed dev tokens")
+	fs.StringVar(&c.DataDir, "data-dir", ".jobgate", "directory for the SQLite database and dev secrets")
+	fs.BoolVar(&c.Ephemeral, "ephemeral", false, "keep everything in memory; nothing survives exit")
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "MCP frontend listen address")
+	fs.IntVar(&c.TemporalPort, "temporal-port", 7233, "embedded Temporal gRPC port (0 picks one)")
+	fs.IntVar(&c.UIPort, "ui-port", 8233, "Temporal Web UI port (0 picks one, -1 disables)")
+	fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
+	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of the printed dev tokens")
 }
 
 // DevMain runs the whole stack in one process: embedded Temporal + UI, a worker, the frontend.
@@ -128,35 +128,27 @@ func (m *DevMain) Run(ctx context.Context) error {
 	if err := m.worker.Run(ctx); err != nil {
 		return err
 	}
-	// Bind first so the resource URI (tokens' aud) names the real port, even with :0.
+	// Bind first so the resource URI (tokens' aud) names the real port, even with :0; the
+	// frontend serves this very listener, so no other process can take the port in between.
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", c.Listen, err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	m.resource = "http://localhost:" + strconv.Itoa(port) + "/mcp"
+	m.resource = "http://localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port) + "/mcp"
 	verifier, err := authz.NewHS256Verifier(DevIssuer, m.resource, m.secret, "")
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	m.serve = &ServeMain{
-		Config: ServeConfig{Temporal: tc, Listen: net.JoinHostPort(hostOf(c.Listen), strconv.Itoa(port)), ResourceURI: m.resource,
+		Config: ServeConfig{Temporal: tc, Listen: ln.Addr().String(), ResourceURI: m.resource,
 			Issuer: DevIssuer, UIBaseURL: ts.UIURL(), SuitesFile: c.SuitesFile},
-		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: verifier, Keys: m.keys,
+		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: verifier, Keys: m.keys, Listener: ln,
 	}
 	if err := m.serve.Run(ctx); err != nil {
 		return err
 	}
 	return m.banner(time.Since(started))
-}
-
-func hostOf(addr string) string {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "127.0.0.1"
-	}
-	return h
 }
 
 // loadSecrets keeps the token secret and handle keys in the data dir, so tokens and handles
@@ -248,21 +240,13 @@ func (m *DevMain) banner(took time.Duration) error {
 		if first == "" {
 			first = tok
 		}
-		fmt.Fprintf(w, "  %-7s %-8s %-28s %s\n", p.Tenant, p.Subject, joinScopeList(p.Scopes), tok)
+		fmt.Fprintf(w, "  %-7s %-8s %-28s %s\n", p.Tenant, p.Subject, strings.Join(authz.ScopeStrings(p.Scopes), " "), tok)
 	}
 	cfg := map[string]any{"mcpServers": map[string]any{"jobgate": map[string]any{
 		"type": "http", "url": m.resource, "headers": map[string]string{"Authorization": "Bearer " + first}}}}
 	b, _ := json.MarshalIndent(cfg, "  ", "  ")
 	fmt.Fprintf(w, "\nMCP client config (as acme/ana):\n  %s\n\nCtrl-C stops.\n", b)
 	return nil
-}
-
-func joinScopeList(s []authz.Scope) string {
-	out := make([]string, len(s))
-	for i, x := range s {
-		out[i] = string(x)
-	}
-	return strings.Join(out, " ")
 }
 
 // Close stops frontend, worker and Temporal, in that order.

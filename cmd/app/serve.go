@@ -47,17 +47,17 @@ type ServeConfig struct {
 // Flags registers serve's flags.
 func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	c.Temporal.Flags(fs)
-	strFlag(fs, &c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
-	strFlag(fs, &c.ResourceURI, "resource-uri", "http://localhost:8080/mcp", "this server's OAuth resource URI (tokens' aud must contain it)")
-	strFlag(fs, &c.Issuer, "issuer", "", "required: exact token issuer (iss)")
-	strFlag(fs, &c.HS256SecretFile, "hs256-secret-file", "", "required: file holding the HS256 token secret (>= 32 bytes)")
-	strFlag(fs, &c.TenantClaim, "tenant-claim", authz.TenantClaimDefault, "token claim naming the tenant")
-	strFlag(fs, &c.HandleKeys, "handle-keys", "", "handle/cursor HMAC keys \"kid:hex,...\"; the first signs, all verify (prefer --handle-keys-file)")
-	strFlag(fs, &c.HandleKeysFile, "handle-keys-file", "", "file holding --handle-keys")
-	strFlag(fs, &c.UIBaseURL, "ui-base-url", "", "public Temporal Web UI base URL for ui_url links, e.g. https://temporal.example.com")
-	strFlag(fs, &c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
-	durFlag(fs, &c.HandleTTL, "handle-ttl", frontend.HandleTTLDefault, "how long an issued handle stays valid")
-	durFlag(fs, &c.CursorTTL, "cursor-ttl", frontend.CursorTTLDefault, "how long a list cursor stays valid")
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
+	fs.StringVar(&c.ResourceURI, "resource-uri", "http://localhost:8080/mcp", "this server's OAuth resource URI (tokens' aud must contain it)")
+	fs.StringVar(&c.Issuer, "issuer", "", "required: exact token issuer (iss)")
+	fs.StringVar(&c.HS256SecretFile, "hs256-secret-file", "", "required: file holding the HS256 token secret (>= 32 bytes)")
+	fs.StringVar(&c.TenantClaim, "tenant-claim", authz.TenantClaimDefault, "token claim naming the tenant")
+	fs.StringVar(&c.HandleKeys, "handle-keys", "", "handle/cursor HMAC keys \"kid:hex,...\"; the first signs, all verify (prefer --handle-keys-file)")
+	fs.StringVar(&c.HandleKeysFile, "handle-keys-file", "", "file holding --handle-keys")
+	fs.StringVar(&c.UIBaseURL, "ui-base-url", "", "public Temporal Web UI base URL for ui_url links, e.g. https://temporal.example.com")
+	fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
+	fs.DurationVar(&c.HandleTTL, "handle-ttl", frontend.HandleTTLDefault, "how long an issued handle stays valid")
+	fs.DurationVar(&c.CursorTTL, "cursor-ttl", frontend.CursorTTLDefault, "how long a list cursor stays valid")
 }
 
 // ServeMain runs the stateless MCP frontend.
@@ -68,6 +68,8 @@ type ServeMain struct {
 	Client   client.Client
 	Verifier authz.Verifier
 	Keys     *handle.Keyring
+	// Listener, if set, is served instead of binding Config.Listen (dev binds first to learn its port).
+	Listener net.Listener
 
 	own bool
 	ln  net.Listener
@@ -85,7 +87,7 @@ func readSecretFile(path, what string) ([]byte, error) {
 	return []byte(strings.TrimSpace(string(b))), nil
 }
 
-func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
+func (m *ServeMain) build() (*frontend.Frontend, error) {
 	c := m.Config
 	if m.Verifier == nil {
 		if c.Issuer == "" {
@@ -147,13 +149,15 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = zap.NewNop()
 	}
-	f, err := m.build(ctx)
+	f, err := m.build()
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", m.Config.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", m.Config.Listen, err)
+	ln := m.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", m.Config.Listen); err != nil {
+			return fmt.Errorf("listen %s: %w", m.Config.Listen, err)
+		}
 	}
 	m.ln = ln
 	m.srv = &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,

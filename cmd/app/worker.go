@@ -33,9 +33,9 @@ type WorkerConfig struct {
 // Flags registers the worker's flags.
 func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 	c.Temporal.Flags(fs)
-	strFlag(fs, &c.SuitesFile, "suites", "", "JSON suite catalog file ({\"suites\":[...]}); the demo suite is always present")
-	intFlag(fs, &c.MaxConcurrentEpisodes, "max-concurrent-episodes", 200, "episode activities this worker runs at once")
-	durFlag(fs, &c.HeartbeatThrottle, "heartbeat-throttle", HeartbeatThrottleDefault, "longest delay before a cancel reaches a running episode")
+	fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file ({\"suites\":[...]}); the demo suite is always present")
+	fs.IntVar(&c.MaxConcurrentEpisodes, "max-concurrent-episodes", 200, "episode activities this worker runs at once")
+	fs.DurationVar(&c.HeartbeatThrottle, "heartbeat-throttle", HeartbeatThrottleDefault, "longest delay before a cancel reaches a running episode")
 }
 
 // WorkerMain runs workflows and activities.
@@ -81,7 +81,7 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		DefaultHeartbeatThrottleInterval: hb,
 	})
 	m.w.RegisterWorkflowWithOptions(workflows.Eval, workflow.RegisterOptions{Name: workflows.EvalWorkflowName})
-	m.w.RegisterActivity(&activities.Activities{Suites: suites, Logger: m.Logger})
+	m.w.RegisterActivity(&activities.Activities{Suites: suites})
 	if err := m.w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}

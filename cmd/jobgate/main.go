@@ -111,6 +111,9 @@ func runProcess(args []string, stderr io.Writer, name, summary, format string, r
 	level := "info"
 	fs.StringVar(&format, "log-format", format, "log format: json or console")
 	fs.StringVar(&level, "log-level", level, "log level: debug, info, warn, error")
+	if err := app.BindEnv(fs); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
