@@ -1,19 +1,28 @@
-// Package handle seals and opens jobgate's two kinds of opaque strings:
+// Package handle seals and opens jobgate's three kinds of opaque strings:
 //
 //   - a job handle ("jgh1.<kid>.<payload>.<sig>") names one job (Temporal
-//     workflow) of one tenant. It is an address, never a permission: a caller
-//     that opens a handle must still check the authenticated caller against
-//     the job on every use.
+//     workflow) of one tenant, and carries its kind (any ^[a-z][a-z0-9_]{0,31}$;
+//     which kinds exist is the caller's business). It is an address, never a
+//     permission: a caller that opens a handle must still check the
+//     authenticated caller against the job on every use.
 //   - a list cursor ("jgc1.<kid>.<payload>.<sig>") carries Temporal's opaque
 //     next-page token and is bound to tenant, principal (sub), tool and a
 //     fingerprint of the normalized filters (see [FilterFingerprint]).
+//   - a download token ("jgd1.<kid>.<payload>.<sig>", the <signed-token> of
+//     GET /artifacts/<signed-token>) is short-lived and bound to tenant, job
+//     (workflow ID), the principal (sub) it was issued to and the lowercase
+//     hex SHA-256 of the artifact's bytes. Like a handle it is not a
+//     permission: the request must also carry that principal's (or a tenant
+//     admin's) bearer token, so a leaked link alone is worthless.
 //
-// Both are HMAC-SHA256 signed with the current key of a [Keyring]; every key of
+// All are HMAC-SHA256 signed with the current key of a [Keyring]; every key of
 // the ring verifies, so keys can be rotated by key ID (kid). The payload is
 // base64url (no padding) of a compact JSON object with a version field; the
-// signature covers a domain-separation label that differs between handles and
-// cursors, so one can never be accepted as the other. The whole string uses
-// only [A-Za-z0-9._-] and can travel verbatim in JSON and URLs.
+// signature covers a domain-separation label that differs between handles,
+// cursors and download tokens, so one can never be accepted as another. The
+// whole string uses only [A-Za-z0-9._-] and can travel verbatim in JSON, URL
+// queries and URL path segments. Lengths are capped ([MaxHandleLen],
+// [MaxCursorLen], [MaxDownloadLen]) before anything else is looked at.
 //
 // # Opening, and mapping errors to tool errors
 //
@@ -22,7 +31,7 @@
 //
 //   - [ErrMalformed]: anything wrong with the string — size, shape, prefix or
 //     version, unknown kid, encoding, signature, JSON, field values. Maps to
-//     invalid_handle / cursor_invalid. The wrapped detail ("unknown key id",
+//     invalid_handle / cursor_invalid / 404. The wrapped detail ("unknown key id",
 //     "signature mismatch", ...) is for operator logs only and never contains
 //     the input.
 //   - [ErrExpired]: well-formed and correctly signed, but now >= Expiry. The
@@ -47,6 +56,24 @@
 // Subject, Tool or Filter differing from the current request → cursor_invalid;
 // then ErrExpired → cursor_expired.
 //
-// Never log a sealed string (it contains the signature); log the decoded
-// tenant and workflow ID instead.
+// Download tokens too, except that every failure is the same bare 404:
+//
+//	d, err := ring.OpenDownload(token, now)
+//	switch {
+//	case errors.Is(err, handle.ErrMalformed),
+//		d.Tenant != caller.Tenant,
+//		d.Subject != caller.Subject && !caller.IsTenantAdmin(),
+//		errors.Is(err, handle.ErrExpired):
+//		return 404
+//	}
+//	// load job d.WorkflowID, re-check caller against it, and serve its
+//	// artifact only if its SHA-256 is exactly d.Digest (else 404);
+//	// an artifact past retention → 410
+//
+// Mint a download token with an Expiry of minutes, not hours: it is meant to
+// be used right away by the principal it was issued to.
+//
+// Never log a sealed string (it contains the signature; for a download token,
+// also keep it out of access logs of GET /artifacts/…); log the decoded tenant
+// and workflow ID instead.
 package handle

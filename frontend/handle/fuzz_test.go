@@ -23,13 +23,13 @@ var fuzzNow = testNow
 func seedHandles(t testing.TB) map[string]string {
 	ring := testRing(t)
 	old, _ := NewKeyring("k0", map[string][]byte{"k0": testKey("k0")})
-	valid := ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/nightly-42", Kind: KindEval, Expiry: fuzzNow.Add(24 * time.Hour)})
+	valid := ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/nightly-42", Kind: "eval", Expiry: fuzzNow.Add(24 * time.Hour)})
 	c := ring.SealCursor(Cursor{Tenant: "acme", Subject: "alice", Tool: "list_jobs", Filter: FilterFingerprint(nil), PageToken: []byte("next"), Expiry: fuzzNow.Add(time.Hour)})
 	return map[string]string{
 		"valid":            valid,
-		"valid_export":     ring.SealHandle(Handle{Tenant: "globex", WorkflowID: "globex/export/q3 <&> \"ü\"", Kind: KindExport, Expiry: fuzzNow.Add(time.Hour)}),
-		"valid_old_kid":    old.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/old", Kind: KindEval, Expiry: fuzzNow.Add(time.Hour)}),
-		"expired":          ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/done", Kind: KindEval, Expiry: fuzzNow.Add(-time.Second)}),
+		"valid_export":     ring.SealHandle(Handle{Tenant: "globex", WorkflowID: "globex/export/q3 <&> \"ü\"", Kind: "export", Expiry: fuzzNow.Add(time.Hour)}),
+		"valid_old_kid":    old.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/old", Kind: "eval", Expiry: fuzzNow.Add(time.Hour)}),
+		"expired":          ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/done", Kind: "eval", Expiry: fuzzNow.Add(-time.Second)}),
 		"truncated":        valid[:len(valid)-10],
 		"tampered_payload": tamper(valid, len("jgh1.k1.")+5),
 		"tampered_sig":     tamper(valid, len(valid)-1),
@@ -60,10 +60,43 @@ func seedCursors(t testing.TB) map[string]string {
 		"tampered_payload": tamper(valid, len("jgc1.k1.")+40),
 		"tampered_sig":     tamper(valid, len(valid)-1),
 		"wrong_prefix":     "jgh1" + valid[4:],
-		"handle":           ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/x", Kind: KindEval, Expiry: fuzzNow.Add(time.Hour)}),
+		"handle":           ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/x", Kind: "eval", Expiry: fuzzNow.Add(time.Hour)}),
 		"empty":            "",
 		"dots":             "...",
 		"too_long":         valid + strings.Repeat("A", MaxCursorLen),
+	}
+}
+
+func seedDownloads(t testing.TB) map[string]string {
+	ring := testRing(t)
+	old, _ := NewKeyring("k0", map[string][]byte{"k0": testKey("k0")})
+	dig := testDigest("q3-report.csv")
+	mk := func(r *Keyring, sub string, exp time.Time) string {
+		return r.SealDownload(Download{Tenant: "acme", WorkflowID: "acme/export/q3-report", Subject: sub, Digest: dig, Expiry: exp})
+	}
+	valid := mk(ring, "user:alice@example.com", fuzzNow.Add(5*time.Minute))
+	live := strconv.FormatInt(fuzzNow.Add(time.Hour).Unix(), 10)
+	return map[string]string{
+		"valid":            valid,
+		"valid_unicode":    ring.SealDownload(Download{Tenant: "globex", WorkflowID: "globex/export/q3 <&> \"ü\"", Subject: "svc:exporter", Digest: testDigest("ü"), Expiry: fuzzNow.Add(time.Minute)}),
+		"valid_old_kid":    mk(old, "alice", fuzzNow.Add(time.Minute)),
+		"expired":          mk(ring, "alice", fuzzNow),
+		"truncated":        valid[:len(valid)-10],
+		"tampered_payload": tamper(valid, len("jgd1.k1.")+30),
+		"tampered_sig":     tamper(valid, len(valid)-1),
+		"wrong_prefix":     "jgd2" + valid[4:],
+		"handle_prefix":    "jgh1" + valid[4:],
+		"handle":           ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/export/q3-report", Kind: "export", Expiry: fuzzNow.Add(time.Hour)}),
+		"cursor":           ring.SealCursor(Cursor{Tenant: "acme", Subject: "alice", Tool: "list_jobs", Filter: FilterFingerprint(nil), PageToken: []byte("next"), Expiry: fuzzNow.Add(time.Hour)}),
+		"unknown_kid":      strings.Replace(valid, ".k1.", ".k7.", 1),
+		// Correctly signed, but a field is out of its syntax: the opener
+		// itself must refuse them.
+		"upper_digest": signJSON(ring, downloadFormat, `{"v":1,"t":"acme","w":"acme/export/x","s":"alice","d":"`+strings.ToUpper(dig)+`","e":`+live+`}`),
+		"short_digest": signJSON(ring, downloadFormat, `{"v":1,"t":"acme","w":"acme/export/x","s":"alice","d":"`+dig[:63]+`","e":`+live+`}`),
+		"no_subject":   signJSON(ring, downloadFormat, `{"v":1,"t":"acme","w":"acme/export/x","s":"","d":"`+dig+`","e":`+live+`}`),
+		"empty":        "",
+		"dots":         "...",
+		"too_long":     valid + "." + strings.Repeat("A", MaxDownloadLen),
 	}
 }
 
@@ -82,9 +115,15 @@ func tamper(s string, i int) string {
 // checks each seed does what its name says. Run with -update-seeds to rewrite.
 func TestFuzzSeedCorpus(t *testing.T) {
 	ring := testRing(t)
+	openers := map[string]func(string) error{
+		"FuzzOpenHandle":   func(s string) error { _, err := ring.OpenHandle(s, fuzzNow); return err },
+		"FuzzOpenCursor":   func(s string) error { _, err := ring.OpenCursor(s, fuzzNow); return err },
+		"FuzzOpenDownload": func(s string) error { _, err := ring.OpenDownload(s, fuzzNow); return err },
+	}
 	for target, seeds := range map[string]map[string]string{
-		"FuzzOpenHandle": seedHandles(t),
-		"FuzzOpenCursor": seedCursors(t),
+		"FuzzOpenHandle":   seedHandles(t),
+		"FuzzOpenCursor":   seedCursors(t),
+		"FuzzOpenDownload": seedDownloads(t),
 	} {
 		dir := filepath.Join("testdata", "fuzz", target)
 		for name, s := range seeds {
@@ -101,12 +140,7 @@ func TestFuzzSeedCorpus(t *testing.T) {
 				t.Errorf("%s is missing or stale (err %v); run go test -run TestFuzzSeedCorpus -update-seeds", path, err)
 			}
 
-			var err error
-			if target == "FuzzOpenHandle" {
-				_, err = ring.OpenHandle(s, fuzzNow)
-			} else {
-				_, err = ring.OpenCursor(s, fuzzNow)
-			}
+			err := openers[target](s)
 			switch {
 			case strings.HasPrefix(name, "valid"):
 				if err != nil {
@@ -161,6 +195,9 @@ func FuzzOpenHandle(f *testing.F) {
 		if _, err := ring.OpenCursor(s, fuzzNow); !errors.Is(err, ErrMalformed) {
 			t.Fatalf("a handle opened as a cursor: %v", err)
 		}
+		if _, err := ring.OpenDownload(s, fuzzNow); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("a handle opened as a download token: %v", err)
+		}
 	})
 }
 
@@ -197,6 +234,50 @@ func FuzzOpenCursor(f *testing.F) {
 		if _, err := ring.OpenHandle(s, fuzzNow); !errors.Is(err, ErrMalformed) {
 			t.Fatalf("a cursor opened as a handle: %v", err)
 		}
+		if _, err := ring.OpenDownload(s, fuzzNow); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("a cursor opened as a download token: %v", err)
+		}
+	})
+}
+
+func FuzzOpenDownload(f *testing.F) {
+	ring := testRing(f)
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ring.OpenDownload(s, fuzzNow)
+		malformed, expired := errors.Is(err, ErrMalformed), errors.Is(err, ErrExpired)
+		switch {
+		case malformed && expired:
+			t.Fatalf("error is both malformed and expired: %v", err)
+		case err != nil && !malformed && !expired:
+			t.Fatalf("unexpected error class: %v", err)
+		case malformed:
+			if d != (Download{}) {
+				t.Fatalf("malformed but returned %+v", d)
+			}
+			return
+		}
+		if len(s) > MaxDownloadLen {
+			t.Fatalf("opened a %d-byte download token", len(s))
+		}
+		if err := d.Validate(); err != nil {
+			t.Fatalf("opened an invalid download token %+v: %v", d, err)
+		}
+		r := ring.SealDownload(d)
+		d2, err2 := ring.OpenDownload(r, fuzzNow)
+		if !sameDownload(d, d2) || errors.Is(err2, ErrExpired) != expired || (err2 != nil && !expired) {
+			t.Fatalf("re-seal: %+v, %v; want %+v, %v", d2, err2, d, err)
+		}
+		// Only the sealer can produce a valid MAC, so a token under the
+		// current kid re-seals to the very same string.
+		if strings.HasPrefix(s, DownloadPrefix+"."+ring.CurrentKID()+".") && r != s {
+			t.Fatalf("re-seal differs:\n%q\n%q", s, r)
+		}
+		if _, err := ring.OpenHandle(s, fuzzNow); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("a download token opened as a handle: %v", err)
+		}
+		if _, err := ring.OpenCursor(s, fuzzNow); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("a download token opened as a cursor: %v", err)
+		}
 	})
 }
 
@@ -204,7 +285,7 @@ func FuzzOpenCursor(f *testing.F) {
 func ExampleKeyring_OpenHandle() {
 	ring, _ := ParseKeyring("k1:" + strings.Repeat("ab", 32))
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/nightly", Kind: KindEval, Expiry: now.Add(-time.Minute)})
+	s := ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/nightly", Kind: "eval", Expiry: now.Add(-time.Minute)})
 
 	callerTenant := "globex"
 	h, err := ring.OpenHandle(s, now)

@@ -35,18 +35,16 @@ const (
 	maxUnixSeconds = 253402300799 // 9999-12-31T23:59:59Z
 )
 
-// Job kinds a handle may name.
-const (
-	KindEval   = "eval"
-	KindExport = "export"
-)
+// maxKindLen is the longest job kind a handle may carry.
+const maxKindLen = 32
 
 var (
-	// ErrMalformed: the string is not a well-formed handle/cursor signed by a
-	// key of the ring (→ invalid_handle / cursor_invalid).
+	// ErrMalformed: the string is not a well-formed handle/cursor/download
+	// token signed by a key of the ring (→ invalid_handle / cursor_invalid /
+	// 404).
 	ErrMalformed = errors.New("malformed or badly signed")
 	// ErrExpired: well-formed and correctly signed, but past its expiry
-	// (→ handle_expired / cursor_expired, after checking the binding).
+	// (→ handle_expired / cursor_expired / 404, after checking the binding).
 	ErrExpired = errors.New("expired")
 )
 
@@ -175,6 +173,20 @@ func decodeCanonical(js []byte, v any) error {
 
 func validString(s string) bool { return s != "" && utf8.ValidString(s) }
 
+// validKind reports whether k matches ^[a-z][a-z0-9_]{0,31}$. Which kinds
+// exist is up to the callers; this is only a syntactic check.
+func validKind(k string) bool {
+	if len(k) == 0 || len(k) > maxKindLen || k[0] < 'a' || k[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(k); i++ {
+		if c := k[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 func validExpiry(t time.Time) bool {
 	u := t.Unix()
 	return u >= 1 && u <= maxUnixSeconds
@@ -188,7 +200,7 @@ func expiryFromUnix(u int64) time.Time { return time.Unix(u, 0).UTC() }
 type Handle struct {
 	Tenant     string
 	WorkflowID string
-	Kind       string    // KindEval or KindExport
+	Kind       string    // job kind, ^[a-z][a-z0-9_]{0,31}$ (which kinds exist is not this package's business)
 	Expiry     time.Time // second precision: sealing truncates to the second
 }
 
@@ -210,8 +222,8 @@ func (h Handle) validateFields() error {
 		return errors.New("handle: tenant is empty or not UTF-8")
 	case !validString(h.WorkflowID):
 		return errors.New("handle: workflow ID is empty or not UTF-8")
-	case h.Kind != KindEval && h.Kind != KindExport:
-		return errors.New(`handle: kind must be "eval" or "export"`)
+	case !validKind(h.Kind):
+		return fmt.Errorf("handle: kind must match ^[a-z][a-z0-9_]{0,%d}$", maxKindLen-1)
 	case !validExpiry(h.Expiry):
 		return errors.New("handle: expiry is zero or out of range")
 	}

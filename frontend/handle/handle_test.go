@@ -33,7 +33,7 @@ func testRing(t testing.TB) *Keyring {
 }
 
 func testHandle() Handle {
-	return Handle{Tenant: "acme", WorkflowID: "acme/eval/nightly-42", Kind: KindEval, Expiry: testNow.Add(24 * time.Hour)}
+	return Handle{Tenant: "acme", WorkflowID: "acme/eval/nightly-42", Kind: "eval", Expiry: testNow.Add(24 * time.Hour)}
 }
 
 func testCursor() Cursor {
@@ -76,10 +76,10 @@ func TestHandleRoundTrip(t *testing.T) {
 	ring := testRing(t)
 	for _, h := range []Handle{
 		testHandle(),
-		{Tenant: "acme", WorkflowID: "acme/export/q3-report", Kind: KindExport, Expiry: testNow.Add(time.Second)},
-		{Tenant: "t", WorkflowID: "w", Kind: KindEval, Expiry: time.Unix(1, 0)},
-		{Tenant: "ünïcødé 租户", WorkflowID: "ünïcødé 租户/eval/<&>\"'\\\n\t\x00", Kind: KindEval, Expiry: time.Unix(maxUnixSeconds, 0)},
-		{Tenant: "acme", WorkflowID: "acme/eval/" + strings.Repeat("x", 600), Kind: KindEval, Expiry: testNow.Add(time.Hour)},
+		{Tenant: "acme", WorkflowID: "acme/export/q3-report", Kind: "export", Expiry: testNow.Add(time.Second)},
+		{Tenant: "t", WorkflowID: "w", Kind: "eval", Expiry: time.Unix(1, 0)},
+		{Tenant: "ünïcødé 租户", WorkflowID: "ünïcødé 租户/eval/<&>\"'\\\n\t\x00", Kind: "eval", Expiry: time.Unix(maxUnixSeconds, 0)},
+		{Tenant: "acme", WorkflowID: "acme/eval/" + strings.Repeat("x", 600), Kind: "eval", Expiry: testNow.Add(time.Hour)},
 	} {
 		if err := h.Validate(); err != nil {
 			t.Fatalf("Validate(%+v): %v", h, err)
@@ -345,7 +345,7 @@ func TestExpired(t *testing.T) {
 
 	// The point of returning the value: another tenant's expired handle can
 	// be told apart from the caller's own before saying "expired".
-	other := Handle{Tenant: "globex", WorkflowID: "globex/eval/x", Kind: KindEval, Expiry: testNow.Add(-time.Minute)}
+	other := Handle{Tenant: "globex", WorkflowID: "globex/eval/x", Kind: "eval", Expiry: testNow.Add(-time.Minute)}
 	got, err := ring.OpenHandle(ring.SealHandle(other), testNow)
 	if !errors.Is(err, ErrExpired) || got.Tenant != "globex" || got.WorkflowID != "globex/eval/x" {
 		t.Errorf("expired foreign handle: %+v, %v", got, err)
@@ -379,7 +379,7 @@ func TestOversizedInputRejectedFirst(t *testing.T) {
 	}
 	// Correctly signed but over the cap: still rejected (the cap is checked
 	// before the MAC, so no one can make us hash megabytes).
-	big := Handle{Tenant: "acme", WorkflowID: "acme/eval/" + strings.Repeat("x", 2000), Kind: KindEval, Expiry: testNow.Add(time.Hour)}
+	big := Handle{Tenant: "acme", WorkflowID: "acme/eval/" + strings.Repeat("x", 2000), Kind: "eval", Expiry: testNow.Add(time.Hour)}
 	js, _ := json.Marshal(big.wire())
 	s := (&Keyring{current: "k1", keys: ring.keys}).seal(format{HandlePrefix, handleLabel, 1 << 20}, js)
 	if _, err := ring.OpenHandle(s, testNow); !errors.Is(err, errTooLong) {
@@ -405,7 +405,7 @@ func TestSizeLimits(t *testing.T) {
 	for _, ring := range rings {
 		longest, lastLen := 0, 0
 		for n := 500; n <= 900; n++ {
-			h := Handle{Tenant: "acme", WorkflowID: strings.Repeat("w", n), Kind: KindExport, Expiry: testNow.Add(time.Hour)}
+			h := Handle{Tenant: "acme", WorkflowID: strings.Repeat("w", n), Kind: "export", Expiry: testNow.Add(time.Hour)}
 			s := ring.SealHandle(h)
 			verr := h.Validate()
 			if verr == nil && s == "" {
@@ -469,8 +469,10 @@ func TestSealRejectsInvalidValues(t *testing.T) {
 		"empty workflow ID": func(h *Handle) { h.WorkflowID = "" },
 		"non-UTF-8 wid":     func(h *Handle) { h.WorkflowID = "\xc3" },
 		"empty kind":        func(h *Handle) { h.Kind = "" },
-		"unknown kind":      func(h *Handle) { h.Kind = "report" },
+		"malformed kind":    func(h *Handle) { h.Kind = "re-port" },
 		"kind case":         func(h *Handle) { h.Kind = "Eval" },
+		"kind digit first":  func(h *Handle) { h.Kind = "1eval" },
+		"kind 33 chars":     func(h *Handle) { h.Kind = "k" + strings.Repeat("x", 32) },
 		"zero expiry":       func(h *Handle) { h.Expiry = time.Time{} },
 		"pre-1970 expiry":   func(h *Handle) { h.Expiry = time.Unix(-5, 0) },
 		"epoch expiry":      func(h *Handle) { h.Expiry = time.Unix(0, 0) },
@@ -520,6 +522,46 @@ func TestSealRejectsInvalidValues(t *testing.T) {
 	}
 	if _, err := (&Keyring{}).OpenCursor(ring.SealCursor(goodC), testNow); !errors.Is(err, ErrMalformed) {
 		t.Errorf("zero ring OpenCursor: %v", err)
+	}
+}
+
+// TestKindSyntax: the handle package knows no list of job kinds, only their
+// syntax ^[a-z][a-z0-9_]{0,31}$.
+func TestKindSyntax(t *testing.T) {
+	ring := testRing(t)
+	for _, k := range []string{
+		"eval", "export", "report", "a", "z", "a0", "x_", "bulk_export_v2",
+		"k" + strings.Repeat("x", 31), "a" + strings.Repeat("_", 31), "q" + strings.Repeat("9", 31),
+	} {
+		h := testHandle()
+		h.Kind = k
+		if err := h.Validate(); err != nil {
+			t.Errorf("kind %q: Validate: %v", k, err)
+		}
+		got, err := ring.OpenHandle(ring.SealHandle(h), testNow)
+		if err != nil || got.Kind != k {
+			t.Errorf("kind %q: round trip %+v, %v", k, got, err)
+		}
+		// Also when the payload is built by hand (the opener checks too).
+		js := `{"v":1,"t":"acme","w":"acme/x/y","k":"` + k + `","e":1924992000}`
+		if got, err := ring.OpenHandle(signJSON(ring, handleFormat, js), testNow); err != nil || got.Kind != k {
+			t.Errorf("kind %q: hand-built payload %+v, %v", k, got, err)
+		}
+	}
+	for _, k := range []string{
+		"", "_", "_a", "0", "9a", "A", "Eval", "evaL", "ev-al", "ev.al", "ev al", " eval", "eval ", "eval\n",
+		"eval\u0000", "évaluation", "eval/x", "k" + strings.Repeat("x", 32), strings.Repeat("a", 100),
+	} {
+		h := testHandle()
+		h.Kind = k
+		if err := h.Validate(); err == nil {
+			t.Errorf("kind %q: Validate accepted", k)
+		}
+		if s := ring.SealHandle(h); s != "" {
+			t.Errorf("kind %q: sealed %q", k, s)
+		}
+		js, _ := json.Marshal(handleWire{V: 1, T: "acme", W: "acme/x/y", K: k, E: 1924992000})
+		assertMalformedHandle(t, ring, signJSON(ring, handleFormat, string(js)), "kind "+k)
 	}
 }
 
@@ -619,8 +661,10 @@ func TestRejectsBadPayloadAfterMAC(t *testing.T) {
 		`{"v":1,"t":"","w":"acme/eval/x","k":"eval","e":` + live + `}`, // empty values
 		`{"v":1,"t":"acme","w":"","k":"eval","e":` + live + `}`,
 		`{"v":1,"t":"acme","w":"acme/eval/x","k":"","e":` + live + `}`,
-		`{"v":1,"t":"acme","w":"acme/eval/x","k":"report","e":` + live + `}`, // bad kind
+		`{"v":1,"t":"acme","w":"acme/eval/x","k":"re-port","e":` + live + `}`, // malformed kind
 		`{"v":1,"t":"acme","w":"acme/eval/x","k":"EVAL","e":` + live + `}`,
+		`{"v":1,"t":"acme","w":"acme/eval/x","k":"_eval","e":` + live + `}`,
+		`{"v":1,"t":"acme","w":"acme/eval/x","k":"k` + strings.Repeat("x", 32) + `","e":` + live + `}`,
 		`{"v":1,"t":"acme","w":"acme/eval/x","k":"eval","e":0}`, // bad expiry
 		`{"v":1,"t":"acme","w":"acme/eval/x","k":"eval","e":-1}`,
 		`{"v":1,"t":"acme","w":"acme/eval/x","k":"eval","e":253402300800}`,

@@ -31,7 +31,7 @@ func TestNewKeyring(t *testing.T) {
 	}
 
 	// Keys are copied: mutating the caller's slices changes nothing.
-	h := Handle{Tenant: "acme", WorkflowID: "acme/eval/x", Kind: KindEval, Expiry: testNow.Add(time.Hour)}
+	h := Handle{Tenant: "acme", WorkflowID: "acme/eval/x", Kind: "eval", Expiry: testNow.Add(time.Hour)}
 	s := ring.SealHandle(h)
 	for i := range k1 {
 		k1[i] ^= 0xff
@@ -202,7 +202,7 @@ func TestGenerateKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := ring.SealHandle(Handle{Tenant: "t", WorkflowID: "t/eval/k", Kind: KindEval, Expiry: testNow.Add(time.Minute)})
+	s := ring.SealHandle(Handle{Tenant: "t", WorkflowID: "t/eval/k", Kind: "eval", Expiry: testNow.Add(time.Minute)})
 	if _, err := ring.OpenHandle(s, testNow); err != nil {
 		t.Fatal(err)
 	}

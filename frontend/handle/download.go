@@ -1,0 +1,138 @@
+package handle
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+const (
+	// MaxDownloadLen is the longest string OpenDownload looks at; longer
+	// input is rejected before any other work, and SealDownload never
+	// produces one. It leaves room for any tenant and workflow ID a handle
+	// can carry plus a subject of a few hundred bytes, and keeps
+	// "https://<host>/artifacts/<token>" well under the 2 KiB that every
+	// browser, proxy and log pipeline handles.
+	MaxDownloadLen = 1536
+
+	// DownloadPrefix starts every sealed download token; the trailing digit
+	// is the format version.
+	DownloadPrefix = "jgd1"
+
+	downloadLabel = "jobgate-download-v1"
+
+	digestHexLen = 64 // hex of a SHA-256
+)
+
+var downloadFormat = format{DownloadPrefix, downloadLabel, MaxDownloadLen}
+
+// Download is a short-lived link to one artifact of one job, for
+// GET /artifacts/<token>. It is bound to the principal it was issued to and
+// to the exact bytes of the artifact, and — like a handle — it is not a
+// permission on its own: the request must also carry that principal's (or a
+// tenant admin's) bearer token.
+type Download struct {
+	Tenant     string
+	WorkflowID string
+	Subject    string    // the principal's "sub" it was issued to
+	Digest     string    // lowercase hex SHA-256 (64 characters) of the artifact it names
+	Expiry     time.Time // second precision: sealing truncates to the second
+}
+
+type downloadWire struct {
+	V int    `json:"v"`
+	T string `json:"t"` // tenant
+	W string `json:"w"` // workflow ID
+	S string `json:"s"` // subject
+	D string `json:"d"` // artifact digest, lowercase hex SHA-256
+	E int64  `json:"e"` // expiry, Unix seconds
+}
+
+func (d Download) wire() downloadWire {
+	return downloadWire{V: payloadVersion, T: d.Tenant, W: d.WorkflowID, S: d.Subject, D: d.Digest, E: d.Expiry.Unix()}
+}
+
+// validDigest reports whether s is 64 lowercase hex digits. Only one
+// spelling is accepted, so the digest compares with ==.
+func validDigest(s string) bool {
+	if len(s) != digestHexLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func (d Download) validateFields() error {
+	switch {
+	case !validString(d.Tenant):
+		return errors.New("handle: download tenant is empty or not UTF-8")
+	case !validString(d.WorkflowID):
+		return errors.New("handle: download workflow ID is empty or not UTF-8")
+	case !validString(d.Subject):
+		return errors.New("handle: download subject is empty or not UTF-8")
+	case !validDigest(d.Digest):
+		return errors.New("handle: download digest is not 64 lowercase hex digits (SHA-256)")
+	case !validExpiry(d.Expiry):
+		return errors.New("handle: download expiry is zero or out of range")
+	}
+	return nil
+}
+
+// Validate reports whether SealDownload can seal d with any keyring: fields
+// set and valid, and the sealed string within [MaxDownloadLen].
+func (d Download) Validate() error {
+	if err := d.validateFields(); err != nil {
+		return err
+	}
+	js, _ := json.Marshal(d.wire())
+	if n := downloadFormat.sealedLen(len(js), MaxKIDLen); n > MaxDownloadLen {
+		return fmt.Errorf("handle: sealed download token would be %d bytes, limit %d (tenant, workflow ID or subject too long)", n, MaxDownloadLen)
+	}
+	return nil
+}
+
+// SealDownload returns d signed with the current key, or "" — which never
+// opens — if d is invalid or too long (see [Download.Validate]).
+func (k *Keyring) SealDownload(d Download) string {
+	if k == nil || d.validateFields() != nil {
+		return ""
+	}
+	js, err := json.Marshal(d.wire())
+	if err != nil {
+		return ""
+	}
+	return k.seal(downloadFormat, js)
+}
+
+// OpenDownload is OpenHandle for download tokens: errors match
+// [ErrMalformed] or [ErrExpired], and with ErrExpired the decoded Download is
+// returned too; with ErrMalformed it is zero.
+func (k *Keyring) OpenDownload(s string, now time.Time) (Download, error) {
+	js, err := k.open(downloadFormat, s)
+	if err != nil {
+		return Download{}, err
+	}
+	var w downloadWire
+	if err := decodeCanonical(js, &w); err != nil {
+		return Download{}, err
+	}
+	if w.V != payloadVersion {
+		return Download{}, errVersion
+	}
+	if w.E < 1 || w.E > maxUnixSeconds {
+		return Download{}, errFields
+	}
+	d := Download{Tenant: w.T, WorkflowID: w.W, Subject: w.S, Digest: w.D, Expiry: expiryFromUnix(w.E)}
+	if d.validateFields() != nil {
+		return Download{}, errFields
+	}
+	if !now.Before(d.Expiry) {
+		return d, ErrExpired
+	}
+	return d, nil
+}
