@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/api/serviceerror"
@@ -27,7 +28,7 @@ const (
 	CodeUnavailable          = "unavailable"
 )
 
-// ToolError is the structuredContent of every isError tool result.
+// ToolError is the JSON text of every isError tool result.
 type ToolError struct {
 	Code      string `json:"code" jsonschema:"machine-readable error code"`
 	Message   string `json:"message" jsonschema:"what went wrong and what to do about it"`
@@ -79,14 +80,52 @@ func asToolError(err error) (*ToolError, bool) {
 	return nil, false
 }
 
-// errorResult renders a tool error as an isError result with structuredContent and the same JSON as text.
+// errorResult renders a tool error as an isError result whose only content is the error's JSON
+// as text. It carries no structuredContent: clients (the official TypeScript SDK among them)
+// validate structuredContent against the tool's output schema even on errors, and the error
+// shape is not the tool's output shape.
 func errorResult(te *ToolError) *mcp.CallToolResult {
 	b, _ := json.Marshal(te)
 	return &mcp.CallToolResult{
-		IsError:           true,
-		StructuredContent: json.RawMessage(b),
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: string(b)}},
 	}
+}
+
+// ParseResult reads a tool result as clients must: an isError result's tool error from its
+// text content (returned as *ToolError), otherwise structuredContent decoded into out. The
+// error is for results that fit neither shape.
+func ParseResult(res *mcp.CallToolResult, out any) (*ToolError, error) {
+	if res == nil {
+		return nil, errors.New("no result")
+	}
+	if res.IsError {
+		var te ToolError
+		if len(res.Content) == 1 {
+			if tc, ok := res.Content[0].(*mcp.TextContent); ok && json.Unmarshal([]byte(tc.Text), &te) == nil && te.Code != "" {
+				return &te, nil
+			}
+		}
+		return nil, fmt.Errorf("tool error without a jobgate error body: %s", contentText(res))
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return nil, fmt.Errorf("unexpected result %s: %w", raw, err)
+	}
+	return nil, nil
+}
+
+func contentText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 func okResult(v any) (*mcp.CallToolResult, error) {

@@ -41,9 +41,13 @@ func TestConcurrentCallsDoNotShareState(t *testing.T) {
 				errs <- fmt.Sprintf("%s: err=%v isError=%v", tenant, err, res != nil && res.IsError)
 				return
 			}
-			body, _ := json.Marshal(res.StructuredContent)
+			if res.StructuredContent != nil {
+				errs <- tenant + ": error result carries structuredContent"
+				return
+			}
+			body := res.Content[0].(*mcp.TextContent).Text
 			if !strings.Contains(string(body), `secret-of-`+tenant+`\"`) || strings.Count(string(body), "secret-of-") != 1 {
-				errs <- tenant + " got " + string(body)
+				errs <- tenant + " got " + body
 			}
 		})
 	}

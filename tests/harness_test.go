@@ -214,23 +214,36 @@ func call(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	must(t, err)
-	raw, err := json.Marshal(res.StructuredContent)
-	must(t, err)
-	// The same JSON must be in the text content.
+	return parseOutcome(t, tool, res)
+}
+
+// parseOutcome checks a result's shape the way strict clients do: one text content; on success
+// structuredContent equal to it; on error no structuredContent (it would not validate against
+// the tool's output schema) and the error JSON as text.
+func parseOutcome(t testing.TB, tool string, res *mcp.CallToolResult) outcome {
+	t.Helper()
 	if len(res.Content) != 1 {
 		t.Fatalf("%s: want one text content, got %d", tool, len(res.Content))
 	}
-	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || !jsonEqual(tc.Text, string(raw)) {
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("%s: content is not text", tool)
+	}
+	if res.IsError {
+		if res.StructuredContent != nil {
+			t.Fatalf("%s: error result carries structuredContent %v", tool, res.StructuredContent)
+		}
+		o := outcome{Raw: json.RawMessage(tc.Text), Err: &frontend.ToolError{}}
+		must(t, json.Unmarshal([]byte(tc.Text), o.Err))
+		return o
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	must(t, err)
+	if !jsonEqual(tc.Text, string(raw)) {
 		t.Fatalf("%s: text content differs from structuredContent", tool)
 	}
-	o := outcome{Raw: raw}
-	if res.IsError {
-		o.Err = &frontend.ToolError{}
-		must(t, json.Unmarshal(raw, o.Err))
-	} else {
-		o.View = &frontend.JobView{}
-		must(t, json.Unmarshal(raw, o.View))
-	}
+	o := outcome{Raw: raw, View: &frontend.JobView{}}
+	must(t, json.Unmarshal(raw, o.View))
 	return o
 }
 

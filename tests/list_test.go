@@ -34,21 +34,22 @@ func listCall(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*fronte
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_jobs", Arguments: args})
 	must(t, err)
-	raw, err := json.Marshal(res.StructuredContent)
-	must(t, err)
 	if len(res.Content) != 1 {
 		t.Fatalf("list_jobs: want one text content, got %d", len(res.Content))
 	}
+	if res.IsError && res.StructuredContent != nil {
+		t.Fatalf("list_jobs: error result carries structuredContent")
+	}
+	var out frontend.ListJobsOut
+	te, err := frontend.ParseResult(res, &out)
+	must(t, err)
+	if te != nil {
+		return nil, te
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
 	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || !jsonEqual(tc.Text, string(raw)) {
 		t.Fatalf("list_jobs: text content differs from structuredContent")
 	}
-	if res.IsError {
-		var te frontend.ToolError
-		must(t, json.Unmarshal(raw, &te))
-		return nil, &te
-	}
-	var out frontend.ListJobsOut
-	must(t, json.Unmarshal(raw, &out))
 	if out.Jobs == nil {
 		t.Fatalf("list_jobs: jobs must be an array, got %s", raw)
 	}
@@ -130,13 +131,13 @@ func listStartAsync(cs *mcp.ClientSession, key string, episodes int, params map[
 	if err != nil {
 		return "", err
 	}
-	raw, _ := json.Marshal(res.StructuredContent)
-	if res.IsError {
-		return "", fmt.Errorf("start_eval: %s", raw)
-	}
 	var v frontend.JobView
-	if err := json.Unmarshal(raw, &v); err != nil {
+	te, err := frontend.ParseResult(res, &v)
+	if err != nil {
 		return "", err
+	}
+	if te != nil {
+		return "", fmt.Errorf("start_eval: %s", te)
 	}
 	return v.JobID, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -180,20 +179,13 @@ func listJobsPage(cs *mcp.ClientSession, c jobsListFlags, cursor string) (*front
 	if err != nil {
 		return nil, fmt.Errorf("list_jobs: %w%s", err, authHint(err))
 	}
-	raw, err := json.Marshal(res.StructuredContent)
+	var out frontend.ListJobsOut
+	te, err := frontend.ParseResult(res, &out)
 	if err != nil {
 		return nil, fmt.Errorf("list_jobs: %w", err)
 	}
-	if res.IsError {
-		var te frontend.ToolError
-		if json.Unmarshal(raw, &te) != nil || te.Code == "" {
-			return nil, fmt.Errorf("list_jobs failed: %s", raw)
-		}
+	if te != nil {
 		return nil, fmt.Errorf("list_jobs: %s: %s", te.Code, te.Message)
-	}
-	var out frontend.ListJobsOut
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, fmt.Errorf("list_jobs: unexpected result: %w", err)
 	}
 	return &out, nil
 }
