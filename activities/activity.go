@@ -28,11 +28,23 @@ const (
 	ErrTypeSuiteMissing  = "SuiteMissing"
 )
 
-// Activities holds the dependencies of the episode activities.
+// Activities holds the dependencies of the episode and export activities.
 type Activities struct {
 	Suites Catalog
 	// HeartbeatEvery is how often a running episode heartbeats. Defaults to 1 second.
 	HeartbeatEvery time.Duration
+
+	// Datasets is the export catalog; callers only name datasets.
+	Datasets Datasets
+	// Artifacts stores export chunks, artifacts and manifests.
+	Artifacts *ArtifactStore
+	// DB caches the dataset connections. Nil: a pool created on first use.
+	DB *DBPool
+	// QueryHook, when set, is called with every statement an export activity sends to a
+	// dataset, just before it is sent: tests use it to prove nothing is read before approval.
+	QueryHook func(dataset, query string)
+
+	lazyDB *DBPool // guarded by lazyDBMu; used while DB is nil
 }
 
 // EpisodeInput names one episode of one job.

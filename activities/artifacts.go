@@ -1,0 +1,104 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/fileblob" // file:// artifact stores
+	_ "gocloud.dev/blob/memblob"  // mem:// artifact stores (tests, ephemeral dev)
+	"gocloud.dev/gcerrors"
+)
+
+// ErrArtifactGone: the artifact or its manifest is not in the store (deleted after retention,
+// or never finished).
+var ErrArtifactGone = errors.New("export artifact is gone")
+
+// ArtifactStore keeps export artifacts: chunk objects while a job runs, then one gzip file
+// and its manifest per job, all under ExportPrefix(jobID).
+type ArtifactStore struct {
+	b *blob.Bucket
+}
+
+// OpenArtifactStore opens a gocloud.dev/blob bucket URL: file:///dir (the directory is
+// created when missing), mem://, and with blobdrivers.go s3://, gs:// and azblob://.
+func OpenArtifactStore(ctx context.Context, urlstr string) (*ArtifactStore, error) {
+	u, err := url.Parse(urlstr)
+	if err != nil {
+		return nil, fmt.Errorf("artifact store URL: %w", err)
+	}
+	if u.Scheme == "file" {
+		q := u.Query()
+		// A fresh data directory should just work.
+		if !q.Has("create_dir") {
+			q.Set("create_dir", "true")
+		}
+		// Temporary files next to the final ones: os.TempDir is often another filesystem
+		// (a container's overlay vs. a mounted volume), where the final rename would fail.
+		// A temp file stranded by a crash lies under the job's prefix, so DeleteExport
+		// removes it with the rest.
+		if !q.Has("no_tmp_dir") {
+			q.Set("no_tmp_dir", "true")
+		}
+		u.RawQuery = q.Encode()
+	}
+	b, err := blob.OpenBucket(ctx, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("open artifact store: %w", err)
+	}
+	return &ArtifactStore{b: b}, nil
+}
+
+// Close closes the bucket.
+func (s *ArtifactStore) Close() error { return s.b.Close() }
+
+// Bucket is the underlying bucket.
+func (s *ArtifactStore) Bucket() *blob.Bucket { return s.b }
+
+// ExportPrefix is the key prefix of every object of one export job. The job ID is escaped
+// into a single path segment, so no job's prefix is a prefix of another's.
+func ExportPrefix(jobID string) string {
+	return "exports/" + url.PathEscape(jobID) + "/"
+}
+
+func manifestKey(jobID string) string { return ExportPrefix(jobID) + "manifest.json" }
+
+// gone wraps a NotFound from the store as ErrArtifactGone and leaves other errors alone.
+func gone(err error) error {
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return fmt.Errorf("%w: %w", ErrArtifactGone, err)
+	}
+	return err
+}
+
+// ReadManifest reads a finished export's manifest. ErrArtifactGone when there is none.
+func (s *ArtifactStore) ReadManifest(ctx context.Context, jobID string) (Manifest, error) {
+	b, err := s.b.ReadAll(ctx, manifestKey(jobID))
+	if err != nil {
+		return Manifest{}, gone(err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Manifest{}, fmt.Errorf("manifest of %s: %w", jobID, err)
+	}
+	return m, nil
+}
+
+// OpenArtifact opens the artifact a manifest names. The reader seeks, so it can feed
+// http.ServeContent (ranges, If-Modified-Since). ErrArtifactGone when missing.
+func (s *ArtifactStore) OpenArtifact(ctx context.Context, m Manifest) (*blob.Reader, error) {
+	// A manifest only ever names an object under exports/; refuse anything else rather than
+	// serve an arbitrary key from the bucket.
+	if !strings.HasPrefix(m.Object, "exports/") {
+		return nil, fmt.Errorf("%w: manifest names no export object", ErrArtifactGone)
+	}
+	r, err := s.b.NewReader(ctx, m.Object, nil)
+	if err != nil {
+		return nil, gone(err)
+	}
+	return r, nil
+}
