@@ -11,10 +11,12 @@ const (
 	ActionCancel   Action = "cancel"   // cancel_*
 	ActionResume   Action = "resume"   // resume_*
 	ActionDownload Action = "download" // GET /artifacts/<token>
+	// ActionListApprovals lists the tenant's jobs whose open input request needs an approver.
+	ActionListApprovals Action = "list_approvals"
 )
 
 // AllActions lists every action. Treat it as read-only.
-var AllActions = []Action{ActionStart, ActionGet, ActionList, ActionCancel, ActionResume, ActionDownload}
+var AllActions = []Action{ActionStart, ActionGet, ActionList, ActionCancel, ActionResume, ActionDownload, ActionListApprovals}
 
 // Approver says who may answer a job's open input request.
 type Approver string
@@ -35,6 +37,9 @@ type Job struct {
 	// ApproverNone. Any other value is treated as no open request for
 	// visibility, and as "nobody may answer" for resume.
 	OpenInput Approver
+	// SelfApproval lets the owner answer an ApproverApprover request. False (the default) is
+	// four eyes: the approver must be someone other than the job's owner.
+	SelfApproval bool
 }
 
 // Decision is the policy's answer.
@@ -89,6 +94,11 @@ func Decide(p Principal, a Action, j Job) Decision {
 			return Allow
 		}
 		return Forbidden
+	case ActionListApprovals:
+		if p.Has(ScopeApprove) {
+			return Allow
+		}
+		return Forbidden
 	case ActionGet, ActionDownload, ActionCancel, ActionResume:
 	default:
 		return NotFound
@@ -116,7 +126,8 @@ func Decide(p Principal, a Action, j Job) Decision {
 		case ApproverOwner:
 			allow = owner && p.Has(ScopeWrite)
 		case ApproverApprover:
-			allow = p.Has(ScopeApprove)
+			// Four eyes: the owner may not approve their own job unless the request allows it.
+			allow = p.Has(ScopeApprove) && (!owner || j.SelfApproval)
 		case ApproverNone:
 			// Let the owner through so they learn input_not_expected.
 			allow = owner && p.Has(ScopeWrite)
@@ -129,6 +140,17 @@ func Decide(p Principal, a Action, j Job) Decision {
 		return Forbidden
 	}
 	return NotFound
+}
+
+// ResumeRefusal explains a Forbidden resume to the caller, for the tool error's message.
+func ResumeRefusal(p Principal, j Job) string {
+	switch {
+	case j.OpenInput == ApproverApprover && j.Owner == p.Subject && p.Has(ScopeApprove) && !j.SelfApproval:
+		return "four eyes: this input request needs an approver other than the job's owner"
+	case j.OpenInput == ApproverApprover:
+		return "this input request needs an approver (jobs:approve) other than the job's owner"
+	}
+	return "only the job's owner (with jobs:write) may answer this input request"
 }
 
 // canSee reports whether p may know the job exists. The caller has checked
@@ -156,6 +178,8 @@ func ActionScopes(a Action) []Scope {
 		return []Scope{ScopeWrite, ScopeAdmin}
 	case ActionResume:
 		return []Scope{ScopeWrite, ScopeApprove}
+	case ActionListApprovals:
+		return []Scope{ScopeApprove}
 	}
 	return nil
 }

@@ -44,6 +44,11 @@ func TestDecide(t *testing.T) {
 		{"list/approve", pr("alice", Ap), ActionList, Job{}, Forbidden},
 		{"list/no scopes", pr("alice"), ActionList, Job{}, Forbidden},
 
+		// list_approvals: jobs:approve
+		{"list approvals/approve", pr("dave", Ap), ActionListApprovals, Job{}, Allow},
+		{"list approvals/admin", pr("carol", R, Ad), ActionListApprovals, Job{}, Forbidden},
+		{"list approvals/write", pr("alice", W), ActionListApprovals, Job{}, Forbidden},
+
 		// get
 		{"get/owner read", pr("alice", R), ActionGet, none, Allow},
 		{"get/owner write only", pr("alice", W), ActionGet, none, NotFound},
@@ -93,8 +98,13 @@ func TestDecide(t *testing.T) {
 		{"resume owner-input/other tenant", otherTenant, ActionResume, own, NotFound},
 		// resume, input for an approver
 		{"resume approver-input/owner write", pr("alice", W), ActionResume, appr, Forbidden},
-		{"resume approver-input/owner write approve", pr("alice", W, Ap), ActionResume, appr, Allow},
-		{"resume approver-input/owner approve only", pr("alice", Ap), ActionResume, appr, Allow},
+		// four eyes: the owner never approves their own job...
+		{"resume approver-input/owner write approve", pr("alice", W, Ap), ActionResume, appr, Forbidden},
+		{"resume approver-input/owner approve only", pr("alice", Ap), ActionResume, appr, Forbidden},
+		// ...unless the request allows self-approval
+		{"resume self-approvable/owner approve", pr("alice", Ap), ActionResume, Job{Tenant: "acme", Owner: "alice", OpenInput: ApproverApprover, SelfApproval: true}, Allow},
+		{"resume self-approvable/owner write only", pr("alice", W), ActionResume, Job{Tenant: "acme", Owner: "alice", OpenInput: ApproverApprover, SelfApproval: true}, Forbidden},
+		{"resume self-approvable/approver", pr("dave", Ap), ActionResume, Job{Tenant: "acme", Owner: "alice", OpenInput: ApproverApprover, SelfApproval: true}, Allow},
 		{"resume approver-input/approver", pr("dave", Ap), ActionResume, appr, Allow},
 		{"resume approver-input/admin", pr("carol", Ad), ActionResume, appr, Forbidden},
 		{"resume approver-input/other user write", pr("bob", R, W), ActionResume, appr, NotFound},
@@ -175,7 +185,7 @@ func TestDecideProperties(t *testing.T) {
 		n++
 		d := Decide(p, a, j)
 		where := fmt.Sprintf("%s %v %s %+v -> %v", a, p.Scopes, rel, j, d)
-		jobAction := a != ActionStart && a != ActionList
+		jobAction := a != ActionStart && a != ActionList && a != ActionListApprovals
 
 		// Another tenant never learns anything about a job.
 		if jobAction && rel == "other-tenant" && d != NotFound {
@@ -189,7 +199,7 @@ func TestDecideProperties(t *testing.T) {
 		}
 		// jobs:approve counts only while the open input request needs an
 		// approver: for any other job, dropping it changes nothing.
-		if j.OpenInput != ApproverApprover {
+		if j.OpenInput != ApproverApprover && a != ActionListApprovals {
 			q := p
 			q.Scopes = slices.DeleteFunc(slices.Clone(p.Scopes), func(s Scope) bool { return s == ScopeApprove })
 			if d2 := Decide(q, a, j); d2 != d {
@@ -232,6 +242,8 @@ func TestActionScopes(t *testing.T) {
 		ActionList:     {R, Ad},
 		ActionCancel:   {W, Ad},
 		ActionResume:   {W, Ap},
+		// listing the approvals queue is the approver's own action
+		ActionListApprovals: {Ap},
 	}
 	for _, a := range AllActions {
 		if got := ActionScopes(a); !slices.Equal(got, want[a]) {
