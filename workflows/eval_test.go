@@ -52,8 +52,8 @@ func evalInput(episodes, concurrency int) EvalInput {
 			Concurrency: concurrency,
 			Params:      map[string]any{"episode_ms": float64(0), "fail_rate": float64(0)},
 		},
-		Approval: ApprovalPolicy{Threshold: 5, Approver: authz.ApproverOwner, Timeout: time.Hour},
-		Episode:  EpisodePolicy{Timeout: time.Minute, MaxAttempts: 3},
+		Approval: ApprovalPolicy{Threshold: 5, Approver: authz.ApproverOwner, Timeout: Duration(time.Hour)},
+		Episode:  EpisodePolicy{Timeout: Duration(time.Minute), MaxAttempts: 3},
 	}
 }
 
@@ -464,7 +464,7 @@ func TestEval_Approval(t *testing.T) {
 			h := newHarness(t)
 			h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: wid})
 			in := evalInput(6, 1)
-			in.Approval.Timeout = time.Minute
+			in.Approval.Timeout = Duration(time.Minute)
 			h.execute(in)
 			requireAppErrType(t, h.env.GetWorkflowError(), ErrCodeInputExpired)
 			id := h.openInput().InputID
@@ -625,7 +625,7 @@ func TestEval_ApprovalTimeout(t *testing.T) {
 		Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil).Maybe()
 	start := h.env.Now()
 	in := evalInput(6, 2)
-	in.Approval.Timeout = 3 * time.Hour
+	in.Approval.Timeout = Duration(3 * time.Hour)
 	var late *resumeOutcome
 	late = h.resumeAt(3*time.Hour+time.Minute, "late", h.approval(owner, DecisionApprove))
 	h.execute(in)

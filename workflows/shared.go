@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -18,15 +19,51 @@ const TaskQueueDefault = "jobgate"
 
 // Workflow and update names are part of history; never rename them.
 const (
-	EvalWorkflowName = "jobgate.Eval"
-	UpdateResume     = "jobgate.resume"
+	EvalWorkflowName      = "jobgate.Eval"
+	ExportWorkflowName    = "jobgate.Export"
+	RetentionWorkflowName = "jobgate.ExportRetention"
+	UpdateResume          = "jobgate.resume"
 )
 
-// Kinds of job.
+// Kinds of job. Kinds lists them; nothing else enumerates kinds.
 const (
 	KindEval   = "eval"
 	KindExport = "export"
 )
+
+// Kind is one kind of job as the worker runs it.
+type Kind struct {
+	Name         string // KindEval, …: the middle of the job ID and the JobKind search attribute
+	WorkflowName string // registered workflow type
+	Workflow     any    // the workflow function
+	Unit         string // what progress counts: "episodes", "rows"
+}
+
+// Kinds is the registry of job kinds; the worker registers each workflow and the frontend
+// serves a tool family per kind.
+var Kinds = []Kind{
+	{Name: KindEval, WorkflowName: EvalWorkflowName, Workflow: Eval, Unit: "episodes"},
+	{Name: KindExport, WorkflowName: ExportWorkflowName, Workflow: Export, Unit: "rows"},
+}
+
+// KindNames lists the kinds' names in registry order.
+func KindNames() []string {
+	out := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		out[i] = k.Name
+	}
+	return out
+}
+
+// LookupKind finds a kind by name.
+func LookupKind(name string) (Kind, bool) {
+	for _, k := range Kinds {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
 
 // Status is the job status the contract exposes.
 type Status string
@@ -68,11 +105,12 @@ const (
 
 // Progress is the job's progress as of its last memo update.
 type Progress struct {
-	Done    int       `json:"done"`
-	Failed  int       `json:"failed"`
-	Total   int       `json:"total"`
-	Message string    `json:"message,omitempty"`
-	AsOf    time.Time `json:"as_of"`
+	Done    int       `json:"done" jsonschema:"units done (episodes scored, rows exported)"`
+	Failed  int       `json:"failed" jsonschema:"units that failed (episodes; 0 for exports)"`
+	Total   int       `json:"total" jsonschema:"units in the job; 0 while not yet known"`
+	Unit    string    `json:"unit,omitempty" jsonschema:"what done, failed and total count: episodes or rows"`
+	Message string    `json:"message,omitempty" jsonschema:"what the job is doing"`
+	AsOf    time.Time `json:"as_of" jsonschema:"when the job last reported progress"`
 }
 
 // NeedsInput is an open input request: a durable workflow wait, answered by UpdateResume.
@@ -81,8 +119,12 @@ type NeedsInput struct {
 	Prompt       string         `json:"prompt"`
 	AnswerSchema map[string]any `json:"answer_schema"`
 	ScopeDigest  string         `json:"scope_digest"`
-	Approver     authz.Approver `json:"approver"`
-	ExpiresAt    time.Time      `json:"expires_at"`
+	// Scope is what is being approved (kind-specific), shown to whoever answers.
+	Scope       map[string]any `json:"scope,omitempty"`
+	Approver    authz.Approver `json:"approver"`
+	AllowSelf   bool           `json:"allow_self,omitempty"`
+	RequestedBy string         `json:"requested_by,omitempty"`
+	ExpiresAt   time.Time      `json:"expires_at"`
 }
 
 // JobError is the machine-readable reason a job failed or was cancelled.
@@ -97,6 +139,9 @@ const (
 	ErrCodeInputExpired      = "input_expired"
 	ErrCodeAllEpisodesFailed = "all_episodes_failed"
 	ErrCodeCancelled         = "cancelled"
+	ErrCodeDatasetChanged    = "dataset_changed"
+	ErrCodeDatasetTooLarge   = "dataset_too_large"
+	ErrCodeDatasetMissing    = "dataset_missing"
 )
 
 // Update validator rejection types; the frontend maps them to tool error codes.
@@ -137,4 +182,31 @@ func Digest(v any) string {
 	}
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Duration is a time.Duration that appears in workflow inputs as "24h0m0s", so the Web UI shows
+// it readably. It also reads the plain nanosecond numbers of histories recorded before it.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var ns int64
+	if json.Unmarshal(b, &ns) == nil {
+		*d = Duration(ns)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string like \"90s\" or nanoseconds: %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
 }

@@ -42,8 +42,8 @@ func input(episodes, conc int, failRate, episodeMS float64) workflows.EvalInput 
 		Tenant: "acme", Owner: "ann",
 		Args: workflows.EvalArgs{Suite: "demo", Episodes: episodes, Concurrency: conc,
 			Params: map[string]any{"episode_ms": episodeMS, "fail_rate": failRate}},
-		Approval: workflows.ApprovalPolicy{Threshold: 5, Approver: authz.ApproverOwner, Timeout: time.Hour},
-		Episode:  workflows.EpisodePolicy{Timeout: time.Minute, HeartbeatTimeout: 10 * time.Second, MaxAttempts: 3},
+		Approval: workflows.ApprovalPolicy{Threshold: 5, Approver: authz.ApproverOwner, Timeout: workflows.Duration(time.Hour)},
+		Episode:  workflows.EpisodePolicy{Timeout: workflows.Duration(time.Minute), HeartbeatTimeout: workflows.Duration(10 * time.Second), MaxAttempts: 3},
 	}
 }
 

@@ -1,0 +1,359 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/authz"
+)
+
+// Defaults for ExportInput fields left zero.
+const (
+	ExportConcurrencyDefault      = 4
+	PartHeartbeatTimeoutDefault   = 20 * time.Second
+	ExportRetentionDefault        = 7 * 24 * time.Hour
+	ExportApprovalTimeoutDefault  = 24 * time.Hour
+	exportScopeChangesMax         = 5
+	exportActivityMaxAttempts     = 10
+	exportPartStartToCloseDefault = 30 * time.Minute
+)
+
+// ExportArgs are the caller's normalized start arguments: the idempotency fingerprint.
+type ExportArgs struct {
+	Dataset string   `json:"dataset"`
+	Format  string   `json:"format"`
+	Columns []string `json:"columns"`
+	Purpose string   `json:"purpose"`
+}
+
+// ExportScope is exactly what an approval authorizes; its Digest is the scope_digest.
+type ExportScope struct {
+	Tenant       string   `json:"tenant"`
+	Dataset      string   `json:"dataset"`
+	ConfigDigest string   `json:"config_digest"`
+	Columns      []string `json:"columns"`
+	Format       string   `json:"format"`
+	Purpose      string   `json:"purpose"`
+}
+
+// ExportApproval is resolved from the dataset catalog when the job starts.
+type ExportApproval struct {
+	// Required: a requested column is sensitive, so an approver must confirm the scope.
+	Required bool `json:"required"`
+	// AllowSelf lets the owner approve (the dataset switched four eyes off).
+	AllowSelf bool     `json:"allow_self,omitempty"`
+	Timeout   Duration `json:"timeout"`
+	// Sensitive names the requested sensitive columns, for the prompt.
+	Sensitive []string `json:"sensitive,omitempty"`
+}
+
+// ExportInput starts an export job.
+type ExportInput struct {
+	Tenant string     `json:"tenant"`
+	Owner  string     `json:"owner"`
+	Args   ExportArgs `json:"args"`
+	// ConfigDigest is the dataset's config digest when the job was started.
+	ConfigDigest string         `json:"config_digest"`
+	MaxRows      int            `json:"max_rows"`
+	Approval     ExportApproval `json:"approval"`
+	// Retention is how long the artifact is kept. Defaults to 7 days.
+	Retention Duration `json:"retention,omitempty"`
+	// PartRows and PageRows size parts and pages; 0 takes the activities' defaults.
+	PartRows int `json:"part_rows,omitempty"`
+	PageRows int `json:"page_rows,omitempty"`
+	// Concurrency bounds parts in flight. Defaults to 4.
+	Concurrency int `json:"concurrency,omitempty"`
+	// PartHeartbeatTimeout is how soon a dead worker's part is retried elsewhere. Defaults to 20s.
+	PartHeartbeatTimeout Duration `json:"part_heartbeat_timeout,omitempty"`
+}
+
+// Scope is the approval scope of the job for a dataset config digest.
+func (in ExportInput) Scope(configDigest string) ExportScope {
+	return ExportScope{Tenant: in.Tenant, Dataset: in.Args.Dataset, ConfigDigest: configDigest,
+		Columns: in.Args.Columns, Format: in.Args.Format, Purpose: in.Args.Purpose}
+}
+
+// ExportResult is a finished export: the artifact's manifest (references and digests only).
+type ExportResult struct {
+	Manifest   activities.Manifest `json:"manifest"`
+	ApprovedBy string              `json:"approved_by,omitempty"`
+}
+
+// RetentionInput asks for an export's artifacts to be deleted at ExpiresAt.
+type RetentionInput struct {
+	JobID     string    `json:"job_id"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+type exportRun struct {
+	*jobRun
+	in    ExportInput
+	rows  int // rows exported so far
+	total int // rows planned; 0 until planned
+}
+
+func (r *exportRun) progress(ctx workflow.Context, msg string) Progress {
+	p := Progress{Done: r.rows, Total: r.total, Unit: "rows", Message: msg, AsOf: workflow.Now(ctx)}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s**\n\n%d of %d rows exported.", msg, p.Done, p.Total))
+	return p
+}
+
+// fail records a failed job and returns the workflow's error.
+func (r *exportRun) fail(ctx workflow.Context, code, msg string) error {
+	r.finish(ctx, StatusFailed, &JobError{Code: code, Message: msg}, r.progress(ctx, msg))
+	return temporal.NewNonRetryableApplicationError(msg, code, nil)
+}
+
+// Export reads the caller tenant's rows of a dataset into one artifact. When a requested column
+// is sensitive, nothing is read before an approver other than the owner confirms the exact scope;
+// if the dataset's config changes after that, the job asks again instead of exporting.
+func Export(ctx workflow.Context, in ExportInput) (ExportResult, error) {
+	if in.Concurrency <= 0 {
+		in.Concurrency = ExportConcurrencyDefault
+	}
+	if in.Retention <= 0 {
+		in.Retention = Duration(ExportRetentionDefault)
+	}
+	if in.Approval.Timeout <= 0 {
+		in.Approval.Timeout = Duration(ExportApprovalTimeoutDefault)
+	}
+	if in.PartHeartbeatTimeout <= 0 {
+		in.PartHeartbeatTimeout = Duration(PartHeartbeatTimeoutDefault)
+	}
+	jr, err := newJobRun(ctx, in.Tenant, in.Owner)
+	if err != nil {
+		return ExportResult{}, err
+	}
+	r := &exportRun{jobRun: jr, in: in}
+	jobID := workflow.GetInfo(ctx).WorkflowExecution.ID
+
+	digest := in.ConfigDigest
+	required, approved := in.Approval.Required, false
+	for changes := 0; ; changes++ {
+		if changes > exportScopeChangesMax {
+			return ExportResult{}, r.fail(ctx, ErrCodeDatasetChanged, "the dataset's configuration kept changing; start a new export")
+		}
+		if required && !approved {
+			if err := r.askApproval(ctx, digest, changes); err != nil {
+				return ExportResult{}, err
+			}
+			approved = true
+		}
+		r.setStatus(ctx, StatusRunning)
+		r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "planning")})
+
+		plan, err := r.plan(ctx, jobID, digest)
+		if err != nil {
+			return ExportResult{}, r.activityFailure(ctx, jobID, err)
+		}
+		if plan.ScopeChanged {
+			if len(plan.Missing) > 0 {
+				return ExportResult{}, r.fail(ctx, ErrCodeDatasetChanged,
+					"the dataset no longer has column(s) "+strings.Join(plan.Missing, ", ")+"; start a new export")
+			}
+			// An old confirmation never authorizes a changed dataset: ask again whenever an
+			// approval was (or now is) needed.
+			digest = plan.ConfigDigest
+			required = required || plan.Sensitive
+			approved = false
+			continue
+		}
+		r.total = plan.Rows
+		parts, changed, err := r.exportParts(ctx, jobID, digest, plan.Ranges)
+		if err != nil {
+			return ExportResult{}, r.activityFailure(ctx, jobID, err)
+		}
+		if changed {
+			r.rows = 0
+			continue // re-plan with the old digest: the plan reports the change without reading
+		}
+		return r.finalize(ctx, jobID, parts)
+	}
+}
+
+func (r *exportRun) askApproval(ctx workflow.Context, digest string, changes int) error {
+	in := r.in
+	scope := in.Scope(digest)
+	name := "approve"
+	prompt := fmt.Sprintf("%s asks to export dataset %q (columns %s; sensitive: %s) as %s, purpose: %q. "+
+		"Approve only if this purpose justifies these columns. No row is read until this is answered.",
+		in.Owner, in.Args.Dataset, strings.Join(in.Args.Columns, ", "), strings.Join(in.Approval.Sensitive, ", "),
+		in.Args.Format, in.Args.Purpose)
+	if changes > 0 {
+		name = fmt.Sprintf("approve-%d", changes+1)
+		prompt = "The dataset's configuration changed since the last approval, so it is asked again. " + prompt
+	}
+	return r.askInput(ctx, InputRequest{
+		Name:   name,
+		Prompt: prompt,
+		Scope: map[string]any{"dataset": in.Args.Dataset, "columns": in.Args.Columns, "format": in.Args.Format,
+			"purpose": in.Args.Purpose, "sensitive_columns": in.Approval.Sensitive, "max_rows": in.MaxRows,
+			"config_digest": digest},
+		ScopeDigest: Digest(scope),
+		Approver:    authz.ApproverApprover,
+		AllowSelf:   in.Approval.AllowSelf,
+		Timeout:     in.Approval.Timeout.D(),
+	}, r.progress)
+}
+
+func (r *exportRun) activityOptions(ctx workflow.Context, summary string, startToClose, heartbeat time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: startToClose,
+		HeartbeatTimeout:    heartbeat,
+		WaitForCancellation: true,
+		Summary:             summary,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    30 * time.Second,
+			MaximumAttempts:    exportActivityMaxAttempts,
+			NonRetryableErrorTypes: []string{activities.ErrTypeScopeChanged, activities.ErrTypeDatasetMissing,
+				activities.ErrTypeDatasetTooLarge},
+		},
+	})
+}
+
+func (r *exportRun) plan(ctx workflow.Context, jobID, digest string) (activities.PlanExportResult, error) {
+	var a *activities.Activities
+	in := r.in
+	var plan activities.PlanExportResult
+	err := workflow.ExecuteActivity(r.activityOptions(ctx, "plan: count rows and cut parts", 10*time.Minute, 0), a.PlanExport,
+		activities.PlanExportInput{JobID: jobID, Tenant: in.Tenant, Dataset: in.Args.Dataset, Columns: in.Args.Columns,
+			ConfigDigest: digest, PartRows: in.PartRows}).Get(ctx, &plan)
+	return plan, err
+}
+
+// exportParts runs one activity per key range with bounded concurrency. changed reports that a
+// part found the dataset's config changed (nothing was read under the stale approval).
+func (r *exportRun) exportParts(ctx workflow.Context, jobID, digest string, ranges []activities.KeyRange) ([]activities.PartResult, bool, error) {
+	var a *activities.Activities
+	in := r.in
+	results := make([]activities.PartResult, len(ranges))
+	sel := workflow.NewSelector(ctx)
+	next, inflight := 0, 0
+	changed := false
+	var firstErr error
+	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "exporting")})
+	lastProgress := workflow.Now(ctx)
+	for {
+		for inflight < in.Concurrency && next < len(ranges) && ctx.Err() == nil && !changed && firstErr == nil {
+			i := next
+			next++
+			actx := r.activityOptions(ctx, fmt.Sprintf("part %d of %d", i+1, len(ranges)), exportPartStartToCloseDefault,
+				in.PartHeartbeatTimeout.D())
+			f := workflow.ExecuteActivity(actx, a.ExportPart, activities.ExportPartInput{JobID: jobID, Tenant: in.Tenant,
+				Dataset: in.Args.Dataset, Columns: in.Args.Columns, Format: in.Args.Format, ConfigDigest: digest,
+				Part: i + 1, Range: ranges[i], PageRows: in.PageRows})
+			inflight++
+			sel.AddFuture(f, func(f workflow.Future) {
+				inflight--
+				var res activities.PartResult
+				err := f.Get(ctx, &res)
+				var appErr *temporal.ApplicationError
+				switch {
+				case err == nil:
+					results[i] = res
+					r.rows += res.Rows
+				case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeScopeChanged:
+					changed = true
+				case firstErr == nil:
+					firstErr = err
+				}
+			})
+		}
+		if inflight == 0 {
+			break
+		}
+		sel.Select(ctx)
+		if now := workflow.Now(ctx); now.Sub(lastProgress) >= ProgressEveryDefault {
+			lastProgress = now
+			r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "exporting")})
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, false, ctx.Err()
+	}
+	if firstErr != nil {
+		return nil, false, firstErr
+	}
+	return results, changed, nil
+}
+
+func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []activities.PartResult) (ExportResult, error) {
+	var a *activities.Activities
+	in := r.in
+	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "finalizing")})
+	expires := workflow.Now(ctx).Add(in.Retention.D()).UTC().Truncate(time.Second)
+	var m activities.Manifest
+	err := workflow.ExecuteActivity(r.activityOptions(ctx, "finalize: assemble artifact and manifest", time.Hour, time.Minute),
+		a.FinalizeExport, activities.FinalizeExportInput{JobID: jobID, Format: in.Args.Format, Columns: in.Args.Columns,
+			Parts: parts, ExpiresAt: expires}).Get(ctx, &m)
+	if err != nil {
+		return ExportResult{}, r.activityFailure(ctx, jobID, err)
+	}
+	// Retention outlives the job: an abandoned child sleeps until expiry, then deletes.
+	child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            jobID + "/retention",
+		ParentClosePolicy:     enums.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:         "deletes the artifacts of " + jobID + " at " + m.ExpiresAt.Format(time.RFC3339),
+	}), RetentionWorkflowName, RetentionInput{JobID: jobID, ExpiresAt: m.ExpiresAt})
+	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("retention workflow not started; artifacts stay until deleted by hand", "error", err)
+	}
+	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	r.rows = m.Rows
+	r.finish(ctx, StatusSucceeded, nil, r.progress(ctx, "finished"))
+	return ExportResult{Manifest: m, ApprovedBy: r.approvedBy()}, nil
+}
+
+// activityFailure ends the job for an activity error (or a cancel), deleting partial output.
+func (r *exportRun) activityFailure(ctx workflow.Context, jobID string, err error) error {
+	r.cleanup(ctx, jobID)
+	if ctx.Err() != nil || temporal.IsCanceledError(err) {
+		r.finish(ctx, StatusCancelled, &JobError{ErrCodeCancelled, "cancelled on request"}, r.progress(ctx, "cancelled"))
+		return temporal.NewCanceledError("cancelled on request")
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		switch appErr.Type() {
+		case activities.ErrTypeDatasetMissing:
+			return r.fail(ctx, ErrCodeDatasetMissing, appErr.Message())
+		case activities.ErrTypeDatasetTooLarge:
+			return r.fail(ctx, ErrCodeDatasetTooLarge, appErr.Message())
+		}
+	}
+	return r.fail(ctx, "export_failed", "the export failed: "+err.Error())
+}
+
+// cleanup deletes partial output; it runs on a disconnected context so a cancelled job cleans too.
+func (r *exportRun) cleanup(ctx workflow.Context, jobID string) {
+	var a *activities.Activities
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	err := workflow.ExecuteActivity(r.activityOptions(dctx, "delete partial output", 5*time.Minute, 0), a.DeleteExport,
+		activities.DeleteExportInput{JobID: jobID}).Get(dctx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("partial export output not deleted", "error", err)
+	}
+}
+
+// ExportRetention deletes an export's artifacts once they expire.
+func ExportRetention(ctx workflow.Context, in RetentionInput) error {
+	var a *activities.Activities
+	if d := in.ExpiresAt.Sub(workflow.Now(ctx)); d > 0 {
+		if err := workflow.NewTimer(ctx, d).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Minute},
+	}), a.DeleteExport, activities.DeleteExportInput{JobID: in.JobID}).Get(ctx, nil)
+}

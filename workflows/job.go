@@ -1,0 +1,205 @@
+package workflows
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jobgate/jobgate/authz"
+)
+
+// jobRun is the kind-independent part of one workflow run: the JobStatus search attribute, the
+// memo get_* reads, the cancel watcher and the one input-request mechanism (request, validator,
+// expiry, reject, the jobgate.resume update). Every kind's workflow embeds one.
+type jobRun struct {
+	tenant, owner string
+	// needs is the open input request; nil when none is open.
+	needs *NeedsInput
+	// answer is the accepted resume of the current request; nil until one arrives.
+	answer   *ResumeRequest
+	terminal bool
+}
+
+// newJobRun registers the resume update (validator next to the handler) and the cancel watcher.
+func newJobRun(ctx workflow.Context, tenant, owner string) (*jobRun, error) {
+	r := &jobRun{tenant: tenant, owner: owner}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResume, r.resume,
+		workflow.UpdateHandlerOptions{Validator: r.validateResume}); err != nil {
+		return nil, err
+	}
+	// Report "cancelling" as soon as a cancel request lands, while the work winds down.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	workflow.Go(dctx, func(g workflow.Context) {
+		ctx.Done().Receive(g, nil)
+		if !r.terminal {
+			r.setStatus(g, StatusCancelling)
+		}
+	})
+	return r, nil
+}
+
+func (r *jobRun) setStatus(ctx workflow.Context, s Status) {
+	// Upserting search attributes only fails on a misregistered namespace; the job itself must
+	// go on, and get_* falls back to the execution status.
+	if err := workflow.UpsertTypedSearchAttributes(ctx, SAJobStatus.ValueSet(string(s))); err != nil {
+		workflow.GetLogger(ctx).Warn("upsert JobStatus failed", "error", err)
+	}
+}
+
+func (r *jobRun) upsertMemo(ctx workflow.Context, m map[string]any) {
+	if err := workflow.UpsertMemo(ctx, m); err != nil {
+		workflow.GetLogger(ctx).Warn("upsert memo failed", "error", err)
+	}
+}
+
+// finish records a terminal status, final progress and error before the run closes.
+func (r *jobRun) finish(ctx workflow.Context, s Status, jerr *JobError, p Progress) {
+	r.terminal = true
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	r.setStatus(dctx, s)
+	m := map[string]any{MemoProgress: p, MemoNeedsInput: nil}
+	if jerr != nil {
+		m[MemoError] = jerr
+	}
+	r.upsertMemo(dctx, m)
+}
+
+// InputRequest is what a workflow asks a person before it goes on.
+type InputRequest struct {
+	// Name makes the input ID unique within the job ("approve", "approve-2" after a re-ask).
+	Name        string
+	Prompt      string
+	Scope       map[string]any // what is being approved, shown to whoever answers
+	ScopeDigest string
+	Approver    authz.Approver
+	// AllowSelf lets the job's owner answer an approver request (four eyes off).
+	AllowSelf bool
+	Timeout   time.Duration
+}
+
+// askInput opens req, waits for an accepted answer, expiry or cancel, and returns nil only on
+// approval. On anything else the job's terminal state is recorded and the error to return
+// from the workflow is given; progress renders the job's progress with a message.
+func (r *jobRun) askInput(ctx workflow.Context, req InputRequest, progress func(workflow.Context, string) Progress) error {
+	info := workflow.GetInfo(ctx)
+	sum := sha256.Sum256([]byte(info.WorkflowExecution.ID + "|" + info.OriginalRunID))
+	id := req.Name + "-" + hex.EncodeToString(sum[:6])
+	if req.Name == "approve" {
+		id = "approve-" + hex.EncodeToString(sum[:6]) // the ID every recorded eval history carries
+	}
+	r.answer = nil
+	r.needs = &NeedsInput{
+		InputID:      id,
+		Prompt:       req.Prompt,
+		AnswerSchema: approvalAnswerSchema(),
+		ScopeDigest:  req.ScopeDigest,
+		Scope:        req.Scope,
+		Approver:     req.Approver,
+		AllowSelf:    req.AllowSelf,
+		RequestedBy:  r.owner,
+		ExpiresAt:    workflow.Now(ctx).Add(req.Timeout),
+	}
+	r.setStatus(ctx, StatusAwaitingInput)
+	r.upsertMemo(ctx, map[string]any{MemoNeedsInput: r.needs, MemoProgress: progress(ctx, "waiting for approval")})
+
+	// A named timer, so the UI's timeline says what the job is waiting for.
+	answered, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: req.Timeout,
+		TimerOptions: workflow.TimerOptions{Summary: "waiting for approval (" + string(req.Approver) + ")"}},
+		func() bool { return r.answer != nil })
+	if err != nil { // cancelled while waiting
+		r.finish(ctx, StatusCancelled, &JobError{ErrCodeCancelled, "cancelled while waiting for approval"}, progress(ctx, "cancelled"))
+		return err
+	}
+	if !answered {
+		r.needs = nil
+		msg := "approval was not answered in time"
+		r.finish(ctx, StatusFailed, &JobError{ErrCodeInputExpired, msg}, progress(ctx, msg))
+		return temporal.NewNonRetryableApplicationError(msg, ErrCodeInputExpired, nil)
+	}
+	if r.answer.Decision == DecisionReject {
+		msg := "rejected by " + r.answer.Principal.Subject
+		if r.answer.Comment != "" {
+			msg += ": " + r.answer.Comment
+		}
+		r.finish(ctx, StatusCancelled, &JobError{ErrCodeRejected, msg}, progress(ctx, "rejected"))
+		return temporal.NewCanceledError(msg)
+	}
+	r.upsertMemo(ctx, map[string]any{MemoNeedsInput: nil})
+	return nil
+}
+
+// approvedBy is the subject whose answer was accepted last ("" when none).
+func (r *jobRun) approvedBy() string {
+	if r.answer == nil {
+		return ""
+	}
+	return r.answer.Principal.Subject
+}
+
+func approvalAnswerSchema() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"decision": map[string]any{"type": "string", "enum": []string{DecisionApprove, DecisionReject}},
+			"comment":  map[string]any{"type": "string", "maxLength": 1000},
+		},
+		"required": []string{"decision"},
+	}
+}
+
+func reject(kind, msg string) error { return temporal.NewApplicationError(msg, kind) }
+
+// PolicyJob is what authz needs to know about a job with open request needs (nil: none).
+func PolicyJob(tenant, owner string, needs *NeedsInput) authz.Job {
+	j := authz.Job{Tenant: tenant, Owner: owner}
+	if needs != nil {
+		j.OpenInput, j.SelfApproval = needs.Approver, needs.AllowSelf
+	}
+	return j
+}
+
+// validateResume runs before an update is admitted to history: nothing it rejects leaves a trace.
+func (r *jobRun) validateResume(ctx workflow.Context, req ResumeRequest) error {
+	job := PolicyJob(r.tenant, r.owner, r.needs)
+	switch authz.Decide(req.Principal, authz.ActionResume, job) {
+	case authz.NotFound:
+		return reject(RejectNotFound, "job not found")
+	case authz.Forbidden:
+		return reject(RejectForbidden, authz.ResumeRefusal(req.Principal, job))
+	}
+	if r.needs == nil {
+		return reject(RejectInputNotExpected, "the job is not waiting for input")
+	}
+	if req.InputID != r.needs.InputID {
+		return reject(RejectInputNotExpected, "input_id does not name the open input request")
+	}
+	if req.ScopeDigest != r.needs.ScopeDigest {
+		return reject(RejectInputNotExpected, "scope_digest does not match the scope awaiting approval")
+	}
+	if req.Decision != DecisionApprove && req.Decision != DecisionReject {
+		return reject(RejectInvalidArgument, "decision must be approve or reject")
+	}
+	return nil
+}
+
+func (r *jobRun) resume(ctx workflow.Context, req ResumeRequest) (ResumeResult, error) {
+	r.answer = &req
+	r.needs = nil // a second resume, even a concurrent one, is now input_not_expected
+	return ResumeResult{Decision: req.Decision, By: req.Principal.Subject}, nil
+}
+
+// describeScope renders a scope map for prompts ("k: v" pairs in a stable order).
+func describeScope(keys []string, scope map[string]any) string {
+	s := ""
+	for i, k := range keys {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s: %v", k, scope[k])
+	}
+	return s
+}
