@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/activities"
@@ -21,6 +22,7 @@ import (
 const (
 	HandleTTLDefault       = 7 * 24 * time.Hour
 	CursorTTLDefault       = 15 * time.Minute
+	DownloadTTLDefault     = 5 * time.Minute
 	TemporalTimeoutDefault = 10 * time.Second
 	ResumeTimeoutDefault   = 15 * time.Second
 	MaxBodyBytesDefault    = 1 << 20
@@ -49,6 +51,18 @@ type Options struct {
 	UIBaseURL string
 	// Suites are the eval suites callers may name. Defaults to activities.DefaultCatalog().
 	Suites activities.Catalog
+	// Datasets are the export datasets callers may name. Defaults to none.
+	Datasets activities.Datasets
+	// Artifacts is the export artifact store downloads read from. Required for downloads;
+	// without it a succeeded export has no download_url.
+	Artifacts *activities.ArtifactStore
+	// DownloadTTL is how long a download link stays valid. Defaults to 5 minutes.
+	DownloadTTL time.Duration
+	// Export tunes export jobs started by this frontend. Zero fields take the workflow defaults.
+	Export ExportTuning
+	// DataConverter decodes memos and results; use the one the Temporal client uses.
+	// Defaults to converter.GetDefaultDataConverter().
+	DataConverter converter.DataConverter
 	// HandleTTL is how long a handle stays valid; every job view re-issues one. Defaults to 7 days.
 	HandleTTL time.Duration
 	// CursorTTL is how long a list cursor stays valid. Defaults to 15 minutes.
@@ -61,11 +75,24 @@ type Options struct {
 	Now func() time.Time
 }
 
+// ExportTuning sizes export jobs; it is recorded in each job's input when it starts.
+type ExportTuning struct {
+	// PartRows is rows per part (one activity each). Defaults to activities.PartRowsDefault.
+	PartRows int
+	// PageRows is rows per query page and chunk object. Defaults to activities.PageRowsDefault.
+	PageRows int
+	// Concurrency bounds parts in flight. Defaults to workflows.ExportConcurrencyDefault.
+	Concurrency int
+	// PartHeartbeatTimeout is how soon a part of a dead worker is retried. Defaults to 20 seconds.
+	PartHeartbeatTimeout time.Duration
+}
+
 // Frontend serves the MCP endpoint and its HTTP neighbours.
 type Frontend struct {
-	opts   Options
-	server *mcp.Server
-	log    *zap.Logger
+	opts    Options
+	server  *mcp.Server
+	log     *zap.Logger
+	actions map[string]authz.Action // tool name → the action its 403 check is for
 }
 
 // New validates opts and builds the MCP server once; it is shared by all requests because the
@@ -96,6 +123,15 @@ func New(opts Options) (*Frontend, error) {
 	if opts.Suites == nil {
 		opts.Suites = activities.DefaultCatalog()
 	}
+	if opts.Datasets == nil {
+		opts.Datasets = activities.Datasets{}
+	}
+	if opts.DownloadTTL <= 0 {
+		opts.DownloadTTL = DownloadTTLDefault
+	}
+	if opts.DataConverter == nil {
+		opts.DataConverter = converter.GetDefaultDataConverter()
+	}
 	if opts.HandleTTL <= 0 {
 		opts.HandleTTL = HandleTTLDefault
 	}
@@ -115,13 +151,18 @@ func New(opts Options) (*Frontend, error) {
 	f := &Frontend{opts: opts, log: opts.Logger}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "jobgate", Title: "jobgate — durable jobs for agents", Version: Version},
 		&mcp.ServerOptions{Instructions: serverInstructions})
+	f.actions = map[string]authz.Action{}
 	for _, t := range f.tools() {
+		if authz.ActionScopes(t.action) == nil {
+			return nil, fmt.Errorf("frontend: tool %s has no policy action", t.tool.Name) // never fail open
+		}
+		f.actions[t.tool.Name] = t.action
 		f.server.AddTool(t.tool, t.handler)
 	}
 	return f, nil
 }
 
-const serverInstructions = `jobgate runs long jobs (eval runs) durably. start_* returns at once with a handle; ` +
+const serverInstructions = `jobgate runs long jobs (eval runs, data exports) durably. start_* returns at once with a handle; ` +
 	`keep the handle and poll get_* no sooner than poll_after_ms. Jobs survive dropped connections and ` +
 	`server restarts: after any failure, call start_* again with the SAME idempotency_key and arguments ` +
 	`to get the same job back. When status is awaiting_input, show needs_input.prompt to the person who ` +

@@ -30,6 +30,7 @@ func (f *Frontend) routes() http.Handler {
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytesDefault})
 	bearer := auth.RequireBearerToken(f.verifyToken, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metaURL})
 	mux.Handle("/mcp", bearer(f.requireToolScope(metaURL, mcpHandler)))
+	mux.Handle("GET /artifacts/{token}", bearer(http.HandlerFunc(f.download)))
 
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               f.opts.ResourceURI,
@@ -94,15 +95,6 @@ func principalFrom(ti *auth.TokenInfo) (authz.Principal, bool) {
 	return p, ok
 }
 
-// toolActions maps each tool to the policy action its scopes are checked for.
-var toolActions = map[string]authz.Action{
-	"start_eval":  authz.ActionStart,
-	"get_eval":    authz.ActionGet,
-	"cancel_eval": authz.ActionCancel,
-	"resume_eval": authz.ActionResume,
-	"list_jobs":   authz.ActionList,
-}
-
 // requireToolScope answers 403 with an insufficient_scope challenge before a tool runs when the
 // token has none of the scopes the tool needs. The body is authoritative for the tool name; the
 // SDK separately rejects a 2026-07-28 Mcp-Name header that disagrees with it.
@@ -129,9 +121,9 @@ func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Hand
 			return
 		}
 		for _, name := range toolNames(body) {
-			a, known := toolActions[name]
+			a, known := f.actions[name]
 			if !known {
-				continue
+				continue // not a tool of ours: the SDK answers "unknown tool"
 			}
 			need := authz.ActionScopes(a)
 			if hasAny(p, need) {

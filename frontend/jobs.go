@@ -13,19 +13,25 @@ import (
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// JobView is what start_*, get_*, cancel_* and resume_* return (CONTRACT.md "Job view"): a
-// list row plus the kind-specific result.
+// KindView is what start_*, get_*, cancel_* and resume_* of one kind return (CONTRACT.md "Job
+// view"): a list row plus the kind's typed result, so each tool's output schema names it.
+type KindView[R any] struct {
+	JobSummary
+	Result  *R    `json:"result,omitempty" jsonschema:"the job's result, once it succeeded"`
+	Created *bool `json:"created,omitempty" jsonschema:"start_* only: true if this call started the job, false if it already existed"`
+}
+
+// JobView decodes any kind's job view (for clients and tests); Result is left as decoded JSON.
 type JobView struct {
 	JobSummary
-	Result  any   `json:"result,omitempty" jsonschema:"kind-specific result once succeeded; for eval: episodes, scored, passed, failed, mean_score, std_err"`
-	Created *bool `json:"created,omitempty" jsonschema:"start_* only: true if this call started the job, false if it already existed"`
+	Result  any   `json:"result,omitempty"`
+	Created *bool `json:"created,omitempty"`
 }
 
 // NeedsInputView is an open input request.
@@ -34,7 +40,10 @@ type NeedsInputView struct {
 	Prompt       string         `json:"prompt" jsonschema:"the question to show to whoever may answer"`
 	AnswerSchema map[string]any `json:"answer_schema" jsonschema:"JSON schema of the answer"`
 	ScopeDigest  string         `json:"scope_digest" jsonschema:"digest of exactly what is being approved; pass to resume_* unchanged"`
-	Approver     authz.Approver `json:"approver" jsonschema:"owner: only the job's owner (with jobs:write) may answer; approver: only a principal with jobs:approve"`
+	Scope        map[string]any `json:"scope,omitempty" jsonschema:"what is being approved, kind-specific (an export's dataset, columns, format, purpose; an eval's suite and size)"`
+	Approver     authz.Approver `json:"approver" jsonschema:"owner: only the job's owner (with jobs:write) may answer; approver: only a principal with jobs:approve who is not the job's owner (unless self_approval)"`
+	SelfApproval bool           `json:"self_approval,omitempty" jsonschema:"true when the job's owner may answer an approver request too (four eyes switched off for this dataset)"`
+	RequestedBy  string         `json:"requested_by,omitempty" jsonschema:"subject of the job's owner, who asked"`
 	ExpiresAt    time.Time      `json:"expires_at" jsonschema:"after this the job fails with input_expired"`
 }
 
@@ -58,11 +67,10 @@ type job struct {
 }
 
 func (j *job) policyJob() authz.Job {
-	pj := authz.Job{Tenant: j.tenant, Owner: j.owner}
-	if j.needsInput != nil && j.exec == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		pj.OpenInput = j.needsInput.Approver
+	if j.exec != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return workflows.PolicyJob(j.tenant, j.owner, nil)
 	}
-	return pj
+	return workflows.PolicyJob(j.tenant, j.owner, j.needsInput)
 }
 
 // status derives the contract status: the execution status is the truth once closed; while
@@ -89,9 +97,7 @@ func (j *job) status() workflows.Status {
 
 func jobID(tenant, kind, key string) string { return tenant + "/" + kind + "/" + key }
 
-var dc = converter.GetDefaultDataConverter()
-
-func decodeKeyword(sa *commonpb.SearchAttributes, name string) string {
+func decodeKeyword(dc converter.DataConverter, sa *commonpb.SearchAttributes, name string) string {
 	p := sa.GetIndexedFields()[name]
 	if p == nil {
 		return ""
@@ -103,7 +109,7 @@ func decodeKeyword(sa *commonpb.SearchAttributes, name string) string {
 	return s
 }
 
-func decodeMemo[T any](m *commonpb.Memo, key string) (T, bool) {
+func decodeMemo[T any](dc converter.DataConverter, m *commonpb.Memo, key string) (T, bool) {
 	var v T
 	p := m.GetFields()[key]
 	if p == nil {
@@ -128,13 +134,14 @@ func (f *Frontend) describe(ctx context.Context, id string) (*job, error) {
 		}
 		return nil, fmt.Errorf("describe %s: %w", id, err)
 	}
-	j := jobFromInfo(resp.GetWorkflowExecutionInfo())
+	j := f.jobFromInfo(resp.GetWorkflowExecutionInfo())
 	j.cancelRequested = resp.GetWorkflowExtendedInfo().GetCancelRequested()
 	return j, nil
 }
 
 // jobFromInfo reads a job from an execution info (Describe and ListWorkflow share the type).
-func jobFromInfo(info *workflowpb.WorkflowExecutionInfo) *job {
+func (f *Frontend) jobFromInfo(info *workflowpb.WorkflowExecutionInfo) *job {
+	dc := f.opts.DataConverter
 	j := &job{
 		id:    info.GetExecution().GetWorkflowId(),
 		runID: info.GetExecution().GetRunId(),
@@ -147,18 +154,18 @@ func jobFromInfo(info *workflowpb.WorkflowExecutionInfo) *job {
 		j.closedAt = t.AsTime()
 	}
 	sa := info.GetSearchAttributes()
-	j.tenant = decodeKeyword(sa, "JobTenant")
-	j.owner = decodeKeyword(sa, "JobOwner")
-	j.kind = decodeKeyword(sa, "JobKind")
-	j.saStatus = workflows.Status(decodeKeyword(sa, "JobStatus"))
+	j.tenant = decodeKeyword(dc, sa, workflows.SAJobTenant.GetName())
+	j.owner = decodeKeyword(dc, sa, workflows.SAJobOwner.GetName())
+	j.kind = decodeKeyword(dc, sa, workflows.SAJobKind.GetName())
+	j.saStatus = workflows.Status(decodeKeyword(dc, sa, workflows.SAJobStatus.GetName()))
 	m := info.GetMemo()
-	j.inputHash, _ = decodeMemo[string](m, workflows.MemoInputHash)
-	j.createdAt, _ = decodeMemo[time.Time](m, workflows.MemoCreatedAt)
-	j.progress, _ = decodeMemo[workflows.Progress](m, workflows.MemoProgress)
-	if ni, ok := decodeMemo[*workflows.NeedsInput](m, workflows.MemoNeedsInput); ok && ni != nil && ni.InputID != "" {
+	j.inputHash, _ = decodeMemo[string](dc, m, workflows.MemoInputHash)
+	j.createdAt, _ = decodeMemo[time.Time](dc, m, workflows.MemoCreatedAt)
+	j.progress, _ = decodeMemo[workflows.Progress](dc, m, workflows.MemoProgress)
+	if ni, ok := decodeMemo[*workflows.NeedsInput](dc, m, workflows.MemoNeedsInput); ok && ni != nil && ni.InputID != "" {
 		j.needsInput = ni
 	}
-	if je, ok := decodeMemo[*workflows.JobError](m, workflows.MemoError); ok && je != nil && je.Code != "" {
+	if je, ok := decodeMemo[*workflows.JobError](dc, m, workflows.MemoError); ok && je != nil && je.Code != "" {
 		j.jobErr = je
 	}
 	return j
@@ -213,36 +220,15 @@ func kindOr(a, b string) string {
 	return b
 }
 
-// view renders a job for the caller with a fresh handle. Closed successful jobs read their
-// result from the close event, which also works with no worker running.
-func (f *Frontend) view(ctx context.Context, j *job) (*JobView, error) {
-	v := &JobView{JobSummary: f.summary(j)}
-	if v.Status == workflows.StatusSucceeded {
-		res, err := f.result(ctx, j)
-		if err != nil {
-			return nil, err
-		}
-		v.Result = res
-	}
-	return v, nil
-}
-
-func (f *Frontend) result(ctx context.Context, j *job) (any, error) {
+// readResult decodes a closed successful job's workflow result into ptr. It reads the close
+// event, which works with no worker running.
+func (f *Frontend) readResult(ctx context.Context, j *job, ptr any) error {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
-	switch j.kind {
-	case workflows.KindEval:
-		var r workflows.EvalResult
-		if err := f.opts.Temporal.GetWorkflow(ctx, j.id, j.runID).Get(ctx, &r); err != nil {
-			var appErr *temporal.ApplicationError
-			if errors.As(err, &appErr) {
-				return nil, nil
-			}
-			return nil, fmt.Errorf("read result of %s: %w", j.id, err)
-		}
-		return r, nil
+	if err := f.opts.Temporal.GetWorkflow(ctx, j.id, j.runID).Get(ctx, ptr); err != nil {
+		return fmt.Errorf("read result of %s: %w", j.id, err)
 	}
-	return nil, nil
+	return nil
 }
 
 func (f *Frontend) uiURL(id, runID string) string {

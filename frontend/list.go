@@ -31,7 +31,7 @@ const (
 
 // ListJobsIn are list_jobs' arguments.
 type ListJobsIn struct {
-	Kind     string `json:"kind,omitempty" jsonschema:"only jobs of this kind: eval or export; omit for all kinds"`
+	Kind     string `json:"kind,omitempty" jsonschema:"only jobs of this kind (eval, export); omit for all kinds"`
 	Status   string `json:"status,omitempty" jsonschema:"only jobs in this status: queued, running, awaiting_input, succeeded, failed, cancelling or cancelled; omit for all"`
 	PageSize int    `json:"page_size,omitempty" jsonschema:"rows per page, 1-100 (default 20)"`
 	Cursor   string `json:"cursor,omitempty" jsonschema:"next_cursor from the previous page, verbatim, with the same kind, status and page_size; omit for the first page"`
@@ -53,7 +53,7 @@ type JobSummary struct {
 	Owner       string              `json:"owner" jsonschema:"subject of the principal that started the job"`
 	CreatedAt   time.Time           `json:"created_at" jsonschema:"when the job was first started"`
 	UpdatedAt   time.Time           `json:"updated_at" jsonschema:"when the job last reported a change"`
-	Progress    workflows.Progress  `json:"progress" jsonschema:"episodes scored (done) and failed out of total, as of progress.as_of"`
+	Progress    workflows.Progress  `json:"progress" jsonschema:"units done and failed out of total (progress.unit: episodes or rows), as of progress.as_of"`
 	PollAfterMS int                 `json:"poll_after_ms" jsonschema:"wait at least this long before polling get_* again; 0 once the job is finished"`
 	UIURL       string              `json:"ui_url,omitempty" jsonschema:"link to this job in the Temporal Web UI"`
 	NeedsInput  *NeedsInputView     `json:"needs_input,omitempty" jsonschema:"present while status is awaiting_input: the open input request to answer with resume_*"`
@@ -62,7 +62,6 @@ type JobSummary struct {
 
 // Values list_jobs accepts for kind and status.
 var (
-	listKinds    = []string{workflows.KindEval, workflows.KindExport}
 	listStatuses = []workflows.Status{
 		workflows.StatusQueued, workflows.StatusRunning, workflows.StatusAwaitingInput, workflows.StatusSucceeded,
 		workflows.StatusFailed, workflows.StatusCancelling, workflows.StatusCancelled,
@@ -70,7 +69,7 @@ var (
 )
 
 func (f *Frontend) listJobsTool() toolDef {
-	td := newTool(f, &mcp.Tool{
+	td := newTool(f, authz.ActionList, &mcp.Tool{
 		Name:  listToolName,
 		Title: "List jobs",
 		Description: "List your jobs (all of your tenant's with jobs:admin), one page at a time: running jobs first, newest " +
@@ -85,7 +84,7 @@ func (f *Frontend) listJobsTool() toolDef {
 	for i, st := range listStatuses {
 		statuses[i] = string(st)
 	}
-	td = td.enum("kind", listKinds...).enum("status", statuses...).bounds("page_size", 1, ListPageSizeMax)
+	td = td.enum("kind", workflows.KindNames()...).enum("status", statuses...).bounds("page_size", 1, ListPageSizeMax)
 	td.tool.InputSchema.(*jsonschema.Schema).Properties["page_size"].Default = []byte(strconv.Itoa(ListPageSizeDefault))
 	return td
 }
@@ -103,14 +102,11 @@ type listFilter struct {
 func parseListFilter(in ListJobsIn, all bool) (listFilter, error) {
 	lf := listFilter{pageSize: in.PageSize, all: all}
 	if in.Kind != "" {
-		for _, k := range listKinds {
-			if in.Kind == k {
-				lf.kind = k // our constant, not the caller's string
-			}
+		k, ok := workflows.LookupKind(in.Kind)
+		if !ok {
+			return lf, invalidArg("kind", "must be one of %s (or omitted for all kinds)", strings.Join(workflows.KindNames(), ", "))
 		}
-		if lf.kind == "" {
-			return lf, invalidArg("kind", "must be eval or export (or omitted for all kinds)")
-		}
+		lf.kind = k.Name // our constant, not the caller's string
 	}
 	if in.Status != "" {
 		for _, s := range listStatuses {
@@ -241,12 +237,11 @@ func buildListQuery(tenant, sub string, lf listFilter) (string, error) {
 		clauses = append(clauses, "JobOwner = "+qs)
 	}
 	clauses = append(clauses, "ExecutionStatus != 'ContinuedAsNew'")
-	switch lf.kind {
-	case "":
-	case workflows.KindEval, workflows.KindExport:
+	if lf.kind != "" {
+		if _, ok := workflows.LookupKind(lf.kind); !ok {
+			return "", fmt.Errorf("kind: %w", errQueryValue)
+		}
 		clauses = append(clauses, "JobKind = '"+lf.kind+"'")
-	default:
-		return "", fmt.Errorf("kind: %w", errQueryValue)
 	}
 	if lf.status != "" {
 		c, ok := statusClause(lf.status)
@@ -261,13 +256,13 @@ func buildListQuery(tenant, sub string, lf listFilter) (string, error) {
 // openListCursor checks a list_jobs cursor against this request: signature first, then the
 // binding (tenant, sub, tool, filters), and only then expiry, so another caller's expired
 // cursor is cursor_invalid, not cursor_expired. It returns Temporal's page token.
-func (f *Frontend) openListCursor(p authz.Principal, raw, fingerprint string) ([]byte, error) {
+func (f *Frontend) openListCursor(p authz.Principal, tool, raw, fingerprint string) ([]byte, error) {
 	c, err := f.opts.Keys.OpenCursor(raw, f.opts.Now())
 	if errors.Is(err, handle.ErrMalformed) || (err != nil && !errors.Is(err, handle.ErrExpired)) {
 		return nil, toolErr(CodeCursorInvalid, "cursor: malformed or not issued by this service; pass next_cursor exactly as returned, or omit cursor to start from the first page")
 	}
-	if c.Tenant != p.Tenant || c.Subject != p.Subject || c.Tool != listToolName || c.Filter != fingerprint {
-		return nil, toolErr(CodeCursorInvalid, "cursor: issued for another listing (other caller, tool or filters); repeat the exact kind, status and page_size of the call that returned it, or omit cursor to start from the first page")
+	if c.Tenant != p.Tenant || c.Subject != p.Subject || c.Tool != tool || c.Filter != fingerprint {
+		return nil, toolErr(CodeCursorInvalid, "cursor: issued for another listing (other caller, tool or filters); repeat the exact filters and page_size of the call that returned it, or omit cursor to start from the first page")
 	}
 	if errors.Is(err, handle.ErrExpired) {
 		return nil, toolErr(CodeCursorExpired, "cursor: expired; restart the listing from the first page by calling list_jobs again without cursor (same filters)")
@@ -275,8 +270,8 @@ func (f *Frontend) openListCursor(p authz.Principal, raw, fingerprint string) ([
 	return c.PageToken, nil
 }
 
-func (f *Frontend) sealListCursor(p authz.Principal, fingerprint string, token []byte) (string, error) {
-	c := handle.Cursor{Tenant: p.Tenant, Subject: p.Subject, Tool: listToolName, Filter: fingerprint, PageToken: token,
+func (f *Frontend) sealListCursor(p authz.Principal, tool, fingerprint string, token []byte) (string, error) {
+	c := handle.Cursor{Tenant: p.Tenant, Subject: p.Subject, Tool: tool, Filter: fingerprint, PageToken: token,
 		Expiry: f.opts.Now().Add(f.opts.CursorTTL)}
 	if err := c.Validate(); err != nil {
 		return "", fmt.Errorf("seal list cursor: %w", err)
@@ -301,7 +296,7 @@ func (f *Frontend) listJobs(ctx context.Context, p authz.Principal, in ListJobsI
 	fp := lf.fingerprint()
 	var token []byte
 	if in.Cursor != "" {
-		if token, err = f.openListCursor(p, in.Cursor, fp); err != nil {
+		if token, err = f.openListCursor(p, listToolName, in.Cursor, fp); err != nil {
 			return nil, err
 		}
 	}
@@ -313,11 +308,20 @@ func (f *Frontend) listJobs(ctx context.Context, p authz.Principal, in ListJobsI
 	if err != nil {
 		return nil, fmt.Errorf("list_jobs query: %w", err)
 	}
+	return f.listPage(ctx, p, listToolName, q, lf.pageSize, token, fp, func(j *job) bool {
+		return (all || j.owner == p.Subject) && (lf.kind == "" || j.kind == lf.kind)
+	})
+}
+
+// listPage runs one visibility query page and renders the rows that keep accepts (the query
+// already selects them; keep is defense in depth). One Temporal call, no per-row calls.
+func (f *Frontend) listPage(ctx context.Context, p authz.Principal, tool, q string, pageSize int, token []byte, fp string,
+	keep func(*job) bool) (*ListJobsOut, error) {
 	tctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
 	resp, err := f.opts.Temporal.ListWorkflow(tctx, &workflowservice.ListWorkflowExecutionsRequest{
 		Namespace:     f.opts.Namespace,
-		PageSize:      int32(lf.pageSize),
+		PageSize:      int32(pageSize),
 		NextPageToken: token,
 		Query:         q,
 	})
@@ -326,24 +330,23 @@ func (f *Frontend) listJobs(ctx context.Context, p authz.Principal, in ListJobsI
 		if errors.As(err, &ia) && token != nil {
 			// Our query is constant in shape, so a rejection with a cursor is the page token
 			// (e.g. the visibility store changed under it).
-			return nil, toolErr(CodeCursorInvalid, "cursor: no longer usable; restart the listing from the first page by calling list_jobs again without cursor")
+			return nil, toolErr(CodeCursorInvalid, "cursor: no longer usable; restart the listing from the first page by calling %s again without cursor", tool)
 		}
-		return nil, fmt.Errorf("list jobs: %w", err)
+		return nil, fmt.Errorf("%s: %w", tool, err)
 	}
 	out := &ListJobsOut{Jobs: make([]JobSummary, 0, len(resp.GetExecutions()))}
 	for _, info := range resp.GetExecutions() {
-		j := jobFromInfo(info)
-		// Defense in depth: the query already says all of this.
-		if j.tenant != p.Tenant || !strings.HasPrefix(j.id, p.Tenant+"/") || (!all && j.owner != p.Subject) ||
-			(j.kind != workflows.KindEval && j.kind != workflows.KindExport) || (lf.kind != "" && j.kind != lf.kind) {
-			f.log.Warn("list_jobs: visibility returned a row outside the query; skipped",
+		j := f.jobFromInfo(info)
+		_, known := workflows.LookupKind(j.kind)
+		if j.tenant != p.Tenant || !strings.HasPrefix(j.id, p.Tenant+"/") || !known || !keep(j) {
+			f.log.Warn(tool+": visibility returned a row outside the query; skipped",
 				zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.id))
 			continue
 		}
 		out.Jobs = append(out.Jobs, f.summary(j))
 	}
 	if next := resp.GetNextPageToken(); len(next) > 0 {
-		if out.NextCursor, err = f.sealListCursor(p, fp, next); err != nil {
+		if out.NextCursor, err = f.sealListCursor(p, tool, fp, next); err != nil {
 			return nil, err
 		}
 	}
@@ -380,7 +383,8 @@ func (f *Frontend) summary(j *job) JobSummary {
 		s.PollAfterMS = 5000
 		if ni := j.needsInput; ni != nil {
 			s.NeedsInput = &NeedsInputView{InputID: ni.InputID, Prompt: ni.Prompt, AnswerSchema: ni.AnswerSchema,
-				ScopeDigest: ni.ScopeDigest, Approver: ni.Approver, ExpiresAt: ni.ExpiresAt}
+				ScopeDigest: ni.ScopeDigest, Scope: ni.Scope, Approver: ni.Approver, SelfApproval: ni.AllowSelf,
+				RequestedBy: ni.RequestedBy, ExpiresAt: ni.ExpiresAt}
 		}
 	case workflows.StatusFailed:
 		if s.Error == nil {

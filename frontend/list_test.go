@@ -20,6 +20,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jobgate/jobgate/authz"
@@ -354,12 +355,12 @@ func TestOpenListCursor(t *testing.T) {
 	fp := lf.fingerprint()
 	valid := sealTestCursor(k, listAna, listToolName, lf, listNow.Add(time.Minute))
 
-	tok, err := f.openListCursor(listAna, valid, fp)
+	tok, err := f.openListCursor(listAna, listToolName, valid, fp)
 	if err != nil || len(tok) == 0 {
 		t.Fatalf("valid cursor: %q, %v", tok, err)
 	}
 	// Scopes are not part of the binding (the tenant-wide flag is, through the filters).
-	if _, err := f.openListCursor(authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}, valid, fp); err != nil {
+	if _, err := f.openListCursor(authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}, listToolName, valid, fp); err != nil {
 		t.Errorf("same principal, fewer scopes: %v", err)
 	}
 
@@ -394,12 +395,12 @@ func TestOpenListCursor(t *testing.T) {
 		"spaces":  {listAna, " " + valid, fp},
 		"too big": {listAna, valid + strings.Repeat("A", handle.MaxCursorLen), fp},
 	} {
-		_, err := f.openListCursor(tc.p, tc.raw, tc.fp)
+		_, err := f.openListCursor(tc.p, listToolName, tc.raw, tc.fp)
 		if te := wantCode(t, name, err, CodeCursorInvalid); te != nil && te.Retryable {
 			t.Errorf("%s: cursor_invalid must not be retryable", name)
 		}
 	}
-	_, err = f.openListCursor(listAna, expired, fp)
+	_, err = f.openListCursor(listAna, listToolName, expired, fp)
 	if te := wantCode(t, "expired", err, CodeCursorExpired); te != nil &&
 		(!strings.Contains(te.Message, "first page") || !strings.Contains(te.Message, "without cursor")) {
 		t.Errorf("cursor_expired message %q does not say to restart without cursor", te.Message)
@@ -427,7 +428,7 @@ func otherRing(t testing.TB) *handle.Keyring {
 // ---------------------------------------------------------------- the tool, against a fake
 
 func payload(t testing.TB, v any) *commonpb.Payload {
-	p, err := dc.ToPayload(v)
+	p, err := converter.GetDefaultDataConverter().ToPayload(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,8 +624,8 @@ func TestListJobsTool_Schema(t *testing.T) {
 		strings.Join(schema.Output.Required, ",") != "jobs" {
 		t.Errorf("schema: %s", raw)
 	}
-	if _, ok := toolActions["list_jobs"]; !ok {
-		t.Error("list_jobs has no toolActions entry")
+	if a, ok := f.actions["list_jobs"]; !ok || a != authz.ActionList {
+		t.Errorf("list_jobs action = %q, %v", a, ok)
 	}
 	found := false
 	for _, d := range f.tools() {
@@ -680,7 +681,7 @@ func TestListCursorSeedCorpus(t *testing.T) {
 		} else if got, err := os.ReadFile(path); err != nil || string(got) != want {
 			t.Errorf("%s is missing or stale (err %v); run go test ./frontend -run TestListCursorSeedCorpus -update-list-seeds", path, err)
 		}
-		_, err := f.openListCursor(listAna, s, listSeedFilter.fingerprint())
+		_, err := f.openListCursor(listAna, listToolName, s, listSeedFilter.fingerprint())
 		switch {
 		case strings.HasPrefix(name, "ok_"):
 			if err != nil {
@@ -701,7 +702,7 @@ func FuzzListCursor(f *testing.F) {
 	fe := newListFrontend(f, &fakeTemporal{})
 	fp := listSeedFilter.fingerprint()
 	f.Fuzz(func(t *testing.T, s string) {
-		tok, err := fe.openListCursor(listAna, s, fp)
+		tok, err := fe.openListCursor(listAna, listToolName, s, fp)
 		c, oerr := fe.opts.Keys.OpenCursor(s, listNow)
 		bound := oerr == nil || errors.Is(oerr, handle.ErrExpired)
 		bound = bound && c.Tenant == listAna.Tenant && c.Subject == listAna.Subject && c.Tool == listToolName && c.Filter == fp

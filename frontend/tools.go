@@ -18,19 +18,26 @@ import (
 	"github.com/jobgate/jobgate/authz"
 )
 
+// toolDef is one tool: its schema, its handler and the policy action whose scopes the HTTP
+// layer checks (403 insufficient_scope) before the tool runs.
 type toolDef struct {
 	tool    *mcp.Tool
 	handler mcp.ToolHandler
+	action  authz.Action
 }
 
-// tools lists every tool, reads first then writes (the order tools/list shows).
+// tools lists every tool, reads first then writes (the order tools/list shows): per kind a
+// start tool plus the shared get, cancel and resume tools.
 func (f *Frontend) tools() []toolDef {
+	eg, ec, er := evalKind.jobTools(f)
+	xg, xc, xr := exportKind.jobTools(f)
 	return []toolDef{
-		f.getEvalTool(),
+		eg, xg,
 		f.listJobsTool(),
-		f.startEvalTool(),
-		f.cancelEvalTool(),
-		f.resumeEvalTool(),
+		f.listApprovalsTool(),
+		f.startEvalTool(), f.startExportTool(),
+		ec, xc,
+		er, xr,
 	}
 }
 
@@ -38,8 +45,9 @@ func ptr[T any](v T) *T { return &v }
 
 // newTool builds a tool whose arguments decode strictly into In. Argument errors become
 // invalid_argument naming the field, not the SDK's generic schema message, so the model can fix
-// the call. The SDK does not validate our results, so error results need not fit the output schema.
-func newTool[In, Out any](f *Frontend, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) toolDef {
+// the call. Error results carry no structuredContent (see errorResult), so every result a client
+// can receive validates against the output schema.
+func newTool[In, Out any](f *Frontend, action authz.Action, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) toolDef {
 	in, schemaErr := jsonschema.For[In](nil)
 	if schemaErr != nil {
 		panic(fmt.Sprintf("tool %s: input schema: %v", t.Name, schemaErr))
@@ -91,7 +99,7 @@ func newTool[In, Out any](f *Frontend, t *mcp.Tool, run func(context.Context, au
 		f.log.Info("tool call", append(fields, zap.String("code", "ok"))...)
 		return okResult(res)
 	}
-	return toolDef{tool: t, handler: h}
+	return toolDef{tool: t, handler: h, action: action}
 }
 
 // enum restricts a string property of a tool's input schema to vals.

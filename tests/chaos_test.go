@@ -53,7 +53,8 @@ type proc struct {
 func (b *testBundle) spawn(t *testing.T, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(jobgateBinary(t), args...)
-	cmd.Env = append(os.Environ(), "JOBGATE_TEMPORAL_ADDRESS="+temporalAddr, "JOBGATE_TASK_QUEUE="+b.taskQueue, "JOBGATE_NAMESPACE="+namespace)
+	cmd.Env = append(os.Environ(), "JOBGATE_TEMPORAL_ADDRESS="+temporalAddr, "JOBGATE_TASK_QUEUE="+b.taskQueue, "JOBGATE_NAMESPACE="+namespace,
+		"JOBGATE_DATASETS="+b.datasets, "JOBGATE_ARTIFACTS="+b.artifacts)
 	stderr, err := cmd.StderrPipe()
 	must(t, err)
 	must(t, cmd.Start())

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,12 +68,46 @@ type testBundle struct {
 	worker    *app.WorkerMain
 	suites    string
 	logs      *observer.ObservedLogs
+	// datasets is the export catalog file shared by frontends and workers ("" with none);
+	// artifacts the artifact store URL (a fresh file:// directory per bundle).
+	datasets  string
+	artifacts string
+	queries   *queryLog
 }
 
 type setupOpts struct {
 	noWorker   bool
 	suitesJSON string
 	handleTTL  time.Duration
+	// datasetsJSON is the export catalog ({"datasets":[...]}); empty means none.
+	datasetsJSON string
+	downloadTTL  time.Duration
+	export       frontend.ExportTuning
+}
+
+// queryLog records every statement in-process workers send to a dataset.
+type queryLog struct {
+	mu sync.Mutex
+	qs []string
+}
+
+func (l *queryLog) hook(dataset, q string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.qs = append(l.qs, dataset+": "+q)
+}
+
+// count is how many statements went to dataset so far.
+func (l *queryLog) count(dataset string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, q := range l.qs {
+		if strings.HasPrefix(q, dataset+": ") {
+			n++
+		}
+	}
+	return n
 }
 
 func randHex(n int) string {
@@ -87,7 +122,7 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 	if len(o) > 0 {
 		opts = o[0]
 	}
-	b := &testBundle{t: t, taskQueue: "tq-" + randHex(6), secret: []byte(randHex(32))}
+	b := &testBundle{t: t, taskQueue: "tq-" + randHex(6), secret: []byte(randHex(32)), queries: &queryLog{}}
 	var err error
 	key := handle.GenerateKey()
 	b.keySpec = "t1:" + hex.EncodeToString(key)
@@ -100,6 +135,11 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 		b.suites = t.TempDir() + "/suites.json"
 		must(t, os.WriteFile(b.suites, []byte(opts.suitesJSON), 0o600))
 	}
+	if opts.datasetsJSON != "" {
+		b.datasets = t.TempDir() + "/datasets.json"
+		must(t, os.WriteFile(b.datasets, []byte(opts.datasetsJSON), 0o600))
+	}
+	b.artifacts = "file://" + t.TempDir() + "/artifacts"
 	core, logs := observer.New(zap.DebugLevel)
 	b.logs = logs
 	log := zap.New(core)
@@ -109,7 +149,8 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 		must(t, err)
 		s := &app.ServeMain{
 			Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: testIssuer,
-				UIBaseURL: "http://ui.test", SuitesFile: b.suites, HandleTTL: opts.handleTTL},
+				UIBaseURL: "http://ui.test", SuitesFile: b.suites, HandleTTL: opts.handleTTL, DatasetsFile: b.datasets,
+				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export},
 			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys,
 		}
 		must(t, s.Run(context.Background()))
@@ -128,7 +169,8 @@ func (b *testBundle) resource() string { return "http://localhost/mcp" }
 func (b *testBundle) startWorker() {
 	b.t.Helper()
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
-		TaskQueue: b.taskQueue}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50}}
+		TaskQueue: b.taskQueue}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
+		ArtifactsURL: b.artifacts}, QueryHook: b.queries.hook}
 	must(b.t, w.Run(context.Background()))
 	b.worker = w
 	b.t.Cleanup(func() { _ = w.Close() })

@@ -25,7 +25,9 @@ var tsSummary = regexp.MustCompile(`^(\d+) passed, (\d+) failed$`)
 
 // TestTypeScriptClient runs tests/tsclient/contract.mjs, the contract as seen through
 // @modelcontextprotocol/sdk's Client (whose callTool validates structuredContent against the
-// tool's outputSchema, error results included), against a real bundle with a worker.
+// tool's outputSchema, error results included), against a real bundle with a worker and the
+// customers export dataset. Artifact downloads go to replica 0: download_url names the bundle's
+// resource URI (a load-balancer name), so the script keeps only its path.
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
 	node := tsNeed(t, "node")
@@ -56,7 +58,8 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatalf("contract.mjs plans only %d checks: %q", len(planned), planned)
 	}
 
-	b := setup(t)
+	// The export checks need the dev stack's customers dataset (5,000 acme rows).
+	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
 	unknown := b.keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/eval/no-such-job", Kind: "eval", Expiry: time.Now().Add(time.Hour)})
 	env := append(os.Environ(),
 		"JOBGATE_URL="+b.url(0),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -36,8 +37,15 @@ func (c *TemporalConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TaskQueue, "task-queue", workflows.TaskQueueDefault, "task queue the workers poll")
 }
 
+// DataConverter is the converter every jobgate client uses; the frontend decodes memos and
+// results with the same one (a codec configured here applies to both).
+func (c TemporalConfig) DataConverter() converter.DataConverter {
+	return converter.GetDefaultDataConverter()
+}
+
 func (c TemporalConfig) options(log *zap.Logger) client.Options {
-	return client.Options{HostPort: c.Address, Namespace: c.Namespace, Logger: sdkLogger{log.Sugar()}}
+	return client.Options{HostPort: c.Address, Namespace: c.Namespace, Logger: sdkLogger{log.Sugar()},
+		DataConverter: c.DataConverter()}
 }
 
 // envName maps a flag to its environment variable: temporal-address → JOBGATE_TEMPORAL_ADDRESS.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
 	"github.com/jobgate/jobgate/frontend/handle"
@@ -44,6 +46,11 @@ type DevConfig struct {
 	SuitesFile string
 	// TokenTTL is the lifetime of the printed dev tokens. Defaults to 24 hours.
 	TokenTTL time.Duration
+	// DatasetsFile replaces the built-in demo dataset catalog. Defaults to the demo "customers"
+	// dataset over a seeded SQLite database in the data dir.
+	DatasetsFile string
+	// ArtifactsURL is the export artifact store. Defaults to file://<data dir>/artifacts.
+	ArtifactsURL string
 }
 
 // Flags registers dev's flags.
@@ -55,6 +62,8 @@ func (c *DevConfig) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.UIPort, "ui-port", 8233, "Temporal Web UI port (0 picks one, -1 disables)")
 	fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of the printed dev tokens")
+	fs.StringVar(&c.DatasetsFile, "datasets", "", "export dataset catalog file (default: the demo customers dataset, seeded in the data dir)")
+	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL (default: file://<data dir>/artifacts)")
 }
 
 // DevMain runs the whole stack in one process: embedded Temporal + UI, a worker, the frontend.
@@ -71,6 +80,7 @@ type DevMain struct {
 	secret   []byte
 	keys     *handle.Keyring
 	resource string
+	tmpDir   string // ephemeral stacks keep demo data and artifacts here, removed on Close
 }
 
 // DevToken is one printed dev principal.
@@ -118,12 +128,17 @@ func (m *DevMain) Run(ctx context.Context) error {
 		return fmt.Errorf("embedded temporal: %w", err)
 	}
 	m.temporal = ts
+	datasets, artifacts, err := m.exportSetup(dataDir)
+	if err != nil {
+		return err
+	}
 	tc := TemporalConfig{Address: ts.FrontendHostPort(), Namespace: ts.Namespace(), TaskQueue: workflows.TaskQueueDefault}
 	m.client, err = client.DialContext(ctx, tc.options(m.Logger))
 	if err != nil {
 		return fmt.Errorf("temporal client: %w", err)
 	}
-	m.worker = &WorkerMain{Config: WorkerConfig{Temporal: tc, SuitesFile: c.SuitesFile, MaxConcurrentEpisodes: 200},
+	m.worker = &WorkerMain{Config: WorkerConfig{Temporal: tc, SuitesFile: c.SuitesFile, MaxConcurrentEpisodes: 200,
+		Datasets: datasets, ArtifactsURL: artifacts},
 		Logger: m.Logger.Named("worker"), Client: m.client}
 	if err := m.worker.Run(ctx); err != nil {
 		return err
@@ -142,13 +157,44 @@ func (m *DevMain) Run(ctx context.Context) error {
 	}
 	m.serve = &ServeMain{
 		Config: ServeConfig{Temporal: tc, Listen: ln.Addr().String(), ResourceURI: m.resource,
-			Issuer: DevIssuer, UIBaseURL: ts.UIURL(), SuitesFile: c.SuitesFile},
+			Issuer: DevIssuer, UIBaseURL: ts.UIURL(), SuitesFile: c.SuitesFile, Datasets: datasets, ArtifactsURL: artifacts},
 		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: verifier, Keys: m.keys, Listener: ln,
 	}
 	if err := m.serve.Run(ctx); err != nil {
 		return err
 	}
 	return m.banner(time.Since(started))
+}
+
+// exportSetup returns the dataset catalog and artifact store URL: by default the demo
+// "customers" dataset over a SQLite database seeded in the data dir (a temp dir when
+// ephemeral), and artifacts under it.
+func (m *DevMain) exportSetup(dataDir string) (activities.Datasets, string, error) {
+	dir := dataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "jobgate-dev-")
+		if err != nil {
+			return nil, "", err
+		}
+		m.tmpDir, dir = tmp, tmp
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	artifacts := m.Config.ArtifactsURL
+	if artifacts == "" {
+		artifacts = (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(abs, "artifacts"))}).String()
+	}
+	if m.Config.DatasetsFile != "" {
+		ds, err := activities.LoadDatasets(m.Config.DatasetsFile)
+		return ds, artifacts, err
+	}
+	db := filepath.Join(abs, "demo.db")
+	if err := activities.SeedDemoDB(db); err != nil {
+		return nil, "", fmt.Errorf("seed demo dataset: %w", err)
+	}
+	return activities.DemoDatasets(db), artifacts, nil
 }
 
 // loadSecrets keeps the token secret and handle keys in the data dir, so tokens and handles
@@ -263,6 +309,9 @@ func (m *DevMain) Close() error {
 	}
 	if m.temporal != nil {
 		errs = append(errs, m.temporal.Stop())
+	}
+	if m.tmpDir != "" {
+		errs = append(errs, os.RemoveAll(m.tmpDir))
 	}
 	return errors.Join(errs...)
 }

@@ -40,8 +40,16 @@ type ServeConfig struct {
 	UIBaseURL string
 	// SuitesFile is the suite catalog callers may name (share it with the workers).
 	SuitesFile string
-	// HandleTTL defaults to 7 days; CursorTTL to 15 minutes.
-	HandleTTL, CursorTTL time.Duration
+	// DatasetsFile is the export dataset catalog callers may name (share it with the workers).
+	DatasetsFile string
+	// Datasets, if set, is used instead of DatasetsFile (dev).
+	Datasets activities.Datasets
+	// ArtifactsURL is the export artifact store downloads read from (share it with the workers).
+	ArtifactsURL string
+	// HandleTTL defaults to 7 days; CursorTTL to 15 minutes; DownloadTTL to 5 minutes.
+	HandleTTL, CursorTTL, DownloadTTL time.Duration
+	// Export tunes export jobs (tests); zero fields take the defaults.
+	Export frontend.ExportTuning
 }
 
 // Flags registers serve's flags.
@@ -56,6 +64,9 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HandleKeysFile, "handle-keys-file", "", "file holding --handle-keys")
 	fs.StringVar(&c.UIBaseURL, "ui-base-url", "", "public Temporal Web UI base URL for ui_url links, e.g. https://temporal.example.com")
 	fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
+	fs.StringVar(&c.DatasetsFile, "datasets", "", "JSON export dataset catalog file; share it with the workers")
+	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL (as given to the workers), for downloads")
+	fs.DurationVar(&c.DownloadTTL, "download-ttl", frontend.DownloadTTLDefault, "how long an export's download link stays valid")
 	fs.DurationVar(&c.HandleTTL, "handle-ttl", frontend.HandleTTLDefault, "how long an issued handle stays valid")
 	fs.DurationVar(&c.CursorTTL, "cursor-ttl", frontend.CursorTTLDefault, "how long a list cursor stays valid")
 }
@@ -71,9 +82,10 @@ type ServeMain struct {
 	// Listener, if set, is served instead of binding Config.Listen (dev binds first to learn its port).
 	Listener net.Listener
 
-	own bool
-	ln  net.Listener
-	srv *http.Server
+	own       bool
+	ln        net.Listener
+	srv       *http.Server
+	artifacts *activities.ArtifactStore
 }
 
 func readSecretFile(path, what string) ([]byte, error) {
@@ -87,7 +99,7 @@ func readSecretFile(path, what string) ([]byte, error) {
 	return []byte(strings.TrimSpace(string(b))), nil
 }
 
-func (m *ServeMain) build() (*frontend.Frontend, error) {
+func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 	c := m.Config
 	if m.Verifier == nil {
 		if c.Issuer == "" {
@@ -125,6 +137,17 @@ func (m *ServeMain) build() (*frontend.Frontend, error) {
 	if err != nil {
 		return nil, err
 	}
+	datasets := c.Datasets
+	if datasets == nil {
+		if datasets, err = activities.LoadDatasets(c.DatasetsFile); err != nil {
+			return nil, err
+		}
+	}
+	if c.ArtifactsURL != "" {
+		if m.artifacts, err = activities.OpenArtifactStore(ctx, c.ArtifactsURL); err != nil {
+			return nil, err
+		}
+	}
 	if m.Client == nil {
 		// Lazy: the frontend starts (and answers /readyz 503) while Temporal is down.
 		cl, err := client.NewLazyClient(c.Temporal.options(m.Logger))
@@ -140,7 +163,9 @@ func (m *ServeMain) build() (*frontend.Frontend, error) {
 	return frontend.New(frontend.Options{
 		Temporal: m.Client, Namespace: c.Temporal.Namespace, TaskQueue: c.Temporal.TaskQueue,
 		Verifier: m.Verifier, Keys: m.Keys, ResourceURI: c.ResourceURI, AuthorizationServers: authServers,
-		UIBaseURL: c.UIBaseURL, Suites: suites, HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger,
+		UIBaseURL: c.UIBaseURL, Suites: suites, Datasets: datasets, Artifacts: m.artifacts, DownloadTTL: c.DownloadTTL,
+		Export: c.Export, HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger,
+		DataConverter: c.Temporal.DataConverter(),
 	})
 }
 
@@ -149,7 +174,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = zap.NewNop()
 	}
-	f, err := m.build()
+	f, err := m.build(ctx)
 	if err != nil {
 		return err
 	}
@@ -191,6 +216,10 @@ func (m *ServeMain) Close() error {
 	if m.own && m.Client != nil {
 		m.Client.Close()
 		m.Client = nil
+	}
+	if m.artifacts != nil {
+		err = errors.Join(err, m.artifacts.Close())
+		m.artifacts = nil
 	}
 	return err
 }

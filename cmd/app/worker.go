@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -25,6 +26,13 @@ type WorkerConfig struct {
 	SuitesFile string
 	// MaxConcurrentEpisodes bounds episode activities running in this process. Defaults to 200.
 	MaxConcurrentEpisodes int
+	// DatasetsFile is the JSON export dataset catalog ({"datasets":[...]}). Defaults to none.
+	DatasetsFile string
+	// Datasets, if set, is used instead of DatasetsFile (dev).
+	Datasets activities.Datasets
+	// ArtifactsURL is the export artifact store (gocloud.dev/blob URL: file:///dir, s3://…, gs://…,
+	// azblob://…). Required for exports; share it with the frontends.
+	ArtifactsURL string
 	// HeartbeatThrottle caps how long the SDK may batch an episode's heartbeats. A cancel reaches a
 	// running episode only on a heartbeat reply, so this bounds cancel latency. Defaults to 1 second.
 	HeartbeatThrottle time.Duration
@@ -35,6 +43,8 @@ func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 	c.Temporal.Flags(fs)
 	fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file ({\"suites\":[...]}); the demo suite is always present")
 	fs.IntVar(&c.MaxConcurrentEpisodes, "max-concurrent-episodes", 200, "episode activities this worker runs at once")
+	fs.StringVar(&c.DatasetsFile, "datasets", "", "JSON export dataset catalog file ({\"datasets\":[...]}); share it with serve")
+	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL: file:///dir, s3://bucket, gs://bucket, azblob://container (share it with serve)")
 	fs.DurationVar(&c.HeartbeatThrottle, "heartbeat-throttle", HeartbeatThrottleDefault, "longest delay before a cancel reaches a running episode")
 }
 
@@ -44,9 +54,13 @@ type WorkerMain struct {
 	Logger *zap.Logger
 	// Client, if set, is used instead of dialing (dev shares one).
 	Client client.Client
+	// QueryHook, if set, sees every statement an export sends to a dataset (tests).
+	QueryHook func(dataset, query string)
 
-	own bool
-	w   worker.Worker
+	own       bool
+	w         worker.Worker
+	artifacts *activities.ArtifactStore
+	db        *activities.DBPool
 }
 
 // Run starts polling and returns; Close stops.
@@ -57,6 +71,19 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	suites, err := activities.LoadCatalog(m.Config.SuitesFile)
 	if err != nil {
 		return err
+	}
+	datasets := m.Config.Datasets
+	if datasets == nil {
+		if datasets, err = activities.LoadDatasets(m.Config.DatasetsFile); err != nil {
+			return err
+		}
+	}
+	if m.Config.ArtifactsURL != "" {
+		if m.artifacts, err = activities.OpenArtifactStore(ctx, m.Config.ArtifactsURL); err != nil {
+			return err
+		}
+	} else if len(datasets) > 0 {
+		return errors.New("--artifacts is required when datasets are configured (exports write there)")
 	}
 	if m.Client == nil {
 		c, err := waitTemporal(ctx, m.Config.Temporal.options(m.Logger))
@@ -80,12 +107,18 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		MaxHeartbeatThrottleInterval:     hb,
 		DefaultHeartbeatThrottleInterval: hb,
 	})
-	m.w.RegisterWorkflowWithOptions(workflows.Eval, workflow.RegisterOptions{Name: workflows.EvalWorkflowName})
-	m.w.RegisterActivity(&activities.Activities{Suites: suites})
+	for _, k := range workflows.Kinds {
+		m.w.RegisterWorkflowWithOptions(k.Workflow, workflow.RegisterOptions{Name: k.WorkflowName})
+	}
+	m.w.RegisterWorkflowWithOptions(workflows.ExportRetention, workflow.RegisterOptions{Name: workflows.RetentionWorkflowName})
+	m.db = &activities.DBPool{}
+	m.w.RegisterActivity(&activities.Activities{Suites: suites, Datasets: datasets, Artifacts: m.artifacts, DB: m.db,
+		QueryHook: m.QueryHook})
 	if err := m.w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
-	m.Logger.Info("worker polling", zap.String("task_queue", tq), zap.Strings("suites", suites.Names()))
+	m.Logger.Info("worker polling", zap.String("task_queue", tq), zap.Strings("suites", suites.Names()),
+		zap.Strings("datasets", datasets.Names()))
 	return nil
 }
 
@@ -99,5 +132,14 @@ func (m *WorkerMain) Close() error {
 		m.Client.Close()
 		m.Client = nil
 	}
-	return nil
+	var errs []error
+	if m.db != nil {
+		errs = append(errs, m.db.Close())
+		m.db = nil
+	}
+	if m.artifacts != nil {
+		errs = append(errs, m.artifacts.Close())
+		m.artifacts = nil
+	}
+	return errors.Join(errs...)
 }

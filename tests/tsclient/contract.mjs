@@ -19,12 +19,20 @@
 //                             not_found answers are then also compared byte for byte with its answer)
 //   JOBGATE_KINDS             comma-separated job kinds to check (default: every kind in CHECKS)
 //
+// The export checks need the dev stack's `customers` dataset (5,000 acme rows; columns id, name,
+// email (sensitive), country, plan, signup_date). Artifact downloads go to JOBGATE_URL's origin: the
+// download_url names the resource URI's origin (checked against the protected-resource metadata),
+// which in tests is a load-balancer name no replica listens on, so only its path is kept.
+//
 // Output: one line per check, `ok <name>` or `FAIL <name>: <why>`, then exactly `N passed, M failed`.
 // The exit status is non-zero on any failure. `node contract.mjs --list` prints the check names.
 //
 // Every tool call goes through client.callTool (after listTools, so the client holds each tool's
 // output-schema validator); an exception it throws (e.g. -32602 "Structured content does not match
 // the tool's output schema") fails the check that made the call.
+
+import { createHash } from 'node:crypto';
+import { gunzipSync } from 'node:zlib';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -158,6 +166,36 @@ async function poll(who, tool, handle, pred, what, deadlineMs = POLL_DEADLINE_MS
   }
 }
 
+// awaitInput polls until the job leaves queued/running and asserts it awaits input.
+async function awaitInput(who, tool, handle, what) {
+  const v = await poll(who, tool, handle, (x) => x.status !== 'queued' && x.status !== 'running', what);
+  eq(v.status, 'awaiting_input', `${what}: status`);
+  const ni = v.needs_input;
+  assert(ni && typeof ni === 'object', `${what}: awaiting_input without needs_input`);
+  assert(ni.input_id && ni.prompt && ni.answer_schema && ni.expires_at, `${what}: incomplete needs_input ${JSON.stringify(ni)}`);
+  assert(typeof ni.scope_digest === 'string' && ni.scope_digest.startsWith('sha256:'), `${what}: scope_digest ${ni.scope_digest}`);
+  assert(v.poll_after_ms > 0, `${what}: poll_after_ms is 0 while awaiting input`);
+  return v;
+}
+
+// get fetches an artifact URL with Node's fetch, as a browser or curl would: the download_url's
+// path (and query) against JOBGATE_URL's origin, with the given bearer token (none if '').
+async function get(ctx, downloadURL, token, headers = {}) {
+  const u = new URL(downloadURL);
+  const target = new URL(u.pathname + u.search, ctx.url);
+  const h = { ...headers };
+  if (token) h.Authorization = `Bearer ${token}`;
+  const r = await fetch(target, { headers: h, redirect: 'manual', signal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
+  const body = Buffer.from(await r.arrayBuffer());
+  return { status: r.status, headers: r.headers, body };
+}
+
+function sameSet(got, want, what) {
+  const g = [...got].sort();
+  const w = [...want].sort();
+  assert(canonical(g) === canonical(w), `${what}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)} (any order)`);
+}
+
 function need(ctx, key, check) {
   assert(ctx[key] !== undefined, `needs ${check}, which failed`);
   return ctx[key];
@@ -175,9 +213,17 @@ function newKey(tag) {
 const TOOLS = {
   common: ['list_jobs'],
   eval: ['start_eval', 'get_eval', 'cancel_eval', 'resume_eval'],
+  export: ['start_export', 'get_export', 'cancel_export', 'resume_export', 'list_approvals'],
 };
 
 const fast = { episode_ms: 10, fail_rate: 0 };
+
+// The dev stack's customers dataset: acme's rows, and the columns exported when none are named
+// (all but the sensitive email).
+const EXPORT_DATASET = 'customers';
+const EXPORT_ACME_ROWS = 5000;
+const EXPORT_DEFAULT_COLUMNS = ['id', 'name', 'country', 'plan', 'signup_date'];
+const SHA256_HEX = /^[0-9a-f]{64}$/;
 
 const CHECKS = {
   eval: [
@@ -354,6 +400,281 @@ const CHECKS = {
       },
     },
   ],
+  export: [
+    {
+      name: 'export/start default columns creates a job without approval',
+      run: async (ctx) => {
+        const args = { idempotency_key: newKey('exp'), dataset: EXPORT_DATASET, format: 'jsonl', purpose: 'ts contract' };
+        const v = view(await call(ctx.ana, 'start_export', args), 'start_export');
+        eq(v.created, true, 'created');
+        eq(v.kind, 'export', 'kind');
+        eq(v.owner, 'ana', 'owner');
+        eq(v.job_id, `acme/export/${args.idempotency_key}`, 'job_id');
+        oneOf(v.status, ['queued', 'running'], 'status (no sensitive column: no approval)');
+        assert(v.needs_input == null, `needs_input on a start without sensitive columns: ${JSON.stringify(v.needs_input)}`);
+        ctx.expArgs = args;
+        ctx.exp = v;
+      },
+    },
+    {
+      name: 'export/start same key and arguments finds the job',
+      run: async (ctx) => {
+        const first = need(ctx, 'exp', 'export/start default columns creates a job without approval');
+        const v = view(await call(ctx.ana, 'start_export', ctx.expArgs), 'start_export again');
+        eq(v.created, false, 'created');
+        eq(v.job_id, first.job_id, 'job_id');
+      },
+    },
+    {
+      name: 'export/start same key other format is idempotency_key_reused',
+      run: async (ctx) => {
+        const args = { ...need(ctx, 'expArgs', 'export/start default columns creates a job without approval'), format: 'csv' };
+        toolError(await call(ctx.ana, 'start_export', args), 'idempotency_key_reused', 'start_export other format');
+      },
+    },
+    {
+      name: 'export/start unknown dataset is invalid_argument naming dataset and the known ones',
+      run: async (ctx) => {
+        const args = { idempotency_key: newKey('nods'), dataset: 'no_such_dataset', format: 'jsonl', purpose: 'ts contract' };
+        const { err } = toolError(await call(ctx.ana, 'start_export', args), 'invalid_argument', 'start_export unknown dataset');
+        assert(err.message.includes('dataset'), `message does not name dataset: ${err.message}`);
+        assert(err.message.includes(EXPORT_DATASET), `message does not list ${EXPORT_DATASET}: ${err.message}`);
+      },
+    },
+    {
+      name: 'export/start unknown column is invalid_argument naming columns',
+      run: async (ctx) => {
+        const args = { idempotency_key: newKey('nocol'), dataset: EXPORT_DATASET, format: 'jsonl', columns: ['id', 'shoe_size'], purpose: 'ts contract' };
+        const { err } = toolError(await call(ctx.ana, 'start_export', args), 'invalid_argument', 'start_export unknown column');
+        assert(err.message.includes('columns'), `message does not name columns: ${err.message}`);
+      },
+    },
+    {
+      name: 'export/start without purpose is invalid_argument naming purpose',
+      run: async (ctx) => {
+        const args = { idempotency_key: newKey('nopurpose'), dataset: EXPORT_DATASET, format: 'jsonl' };
+        const { err } = toolError(await call(ctx.ana, 'start_export', args), 'invalid_argument', 'start_export without purpose');
+        assert(err.message.includes('purpose'), `message does not name purpose: ${err.message}`);
+      },
+    },
+    {
+      name: 'export/get polls to succeeded with a result and a download_url',
+      run: async (ctx) => {
+        const h = need(ctx, 'exp', 'export/start default columns creates a job without approval').handle;
+        const v = await poll(ctx.ana, 'get_export', h, (x) => FINAL.includes(x.status), 'wait for the end');
+        eq(v.status, 'succeeded', `final status (error ${JSON.stringify(v.error)})`);
+        const r = v.result;
+        assert(r && typeof r === 'object', 'no result');
+        eq(r.rows, EXPORT_ACME_ROWS, 'result.rows');
+        assert(typeof r.sha256 === 'string' && SHA256_HEX.test(r.sha256), `result.sha256 ${JSON.stringify(r.sha256)} is not 64 hex digits`);
+        eq(r.format, 'jsonl', 'result.format');
+        eq(canonical(r.columns), canonical(EXPORT_DEFAULT_COLUMNS), 'result.columns');
+        assert(typeof r.download_url === 'string' && r.download_url !== '', `no download_url (note ${JSON.stringify(r.note)})`);
+        eq(v.poll_after_ms, 0, 'poll_after_ms of a finished job');
+        // download_url is served where the resource is: its origin is the resource URI's.
+        const res = await fetch(new URL('/.well-known/oauth-protected-resource', ctx.url), { signal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
+        eq(res.status, 200, 'protected-resource metadata status');
+        const meta = await res.json();
+        const u = new URL(r.download_url);
+        eq(u.origin, new URL(meta.resource).origin, 'download_url origin vs the resource URI');
+        assert(u.pathname.startsWith('/artifacts/') && u.pathname.length > '/artifacts/'.length, `download_url path ${u.pathname}`);
+        ctx.expDone = v;
+      },
+    },
+    {
+      name: "export/download with the owner's bearer is the file the result describes",
+      run: async (ctx) => {
+        const r = need(ctx, 'expDone', 'export/get polls to succeeded with a result and a download_url').result;
+        const d = await get(ctx, r.download_url, ctx.tokens.ana);
+        eq(d.status, 200, `GET download_url status (body ${d.body.subarray(0, 200).toString()})`);
+        const sum = createHash('sha256').update(d.body).digest('hex');
+        eq(sum, r.sha256, 'sha256 of the downloaded bytes vs result.sha256');
+        eq(d.body.length, r.bytes, 'downloaded bytes vs result.bytes');
+        let text;
+        try {
+          text = gunzipSync(d.body).toString('utf8');
+        } catch (e) {
+          throw new CheckError(`the download is not gzip: ${e.message}`);
+        }
+        const lines = text.split('\n');
+        if (lines[lines.length - 1] === '') lines.pop();
+        eq(lines.length, EXPORT_ACME_ROWS, 'JSON lines in the file');
+        const ids = new Set();
+        for (const [i, line] of lines.entries()) {
+          let row;
+          try {
+            row = JSON.parse(line);
+          } catch (e) {
+            throw new CheckError(`line ${i + 1} is not JSON: ${line.slice(0, 200)}`);
+          }
+          assert(row && typeof row === 'object' && !Array.isArray(row), `line ${i + 1} is not an object: ${line.slice(0, 200)}`);
+          assert(!('email' in row), `line ${i + 1} has the sensitive email column: ${line.slice(0, 200)}`);
+          sameSet(Object.keys(row), EXPORT_DEFAULT_COLUMNS, `line ${i + 1} columns`);
+          ids.add(row.id);
+        }
+        eq(ids.size, EXPORT_ACME_ROWS, 'distinct ids in the file');
+        ctx.expBytes = d.body;
+      },
+    },
+    {
+      name: 'export/download without a bearer is 401',
+      run: async (ctx) => {
+        const r = need(ctx, 'expDone', 'export/get polls to succeeded with a result and a download_url').result;
+        const d = await get(ctx, r.download_url, '');
+        eq(d.status, 401, 'GET download_url without Authorization');
+        const challenge = d.headers.get('www-authenticate');
+        assert(challenge && challenge.includes('resource_metadata='), `WWW-Authenticate ${JSON.stringify(challenge)} lacks resource_metadata`);
+      },
+    },
+    {
+      name: "export/download with another principal's bearer is 404",
+      run: async (ctx) => {
+        const r = need(ctx, 'expDone', 'export/get polls to succeeded with a result and a download_url').result;
+        const d = await get(ctx, r.download_url, ctx.tokens.bo);
+        eq(d.status, 404, "GET download_url with bo's bearer");
+      },
+    },
+    {
+      name: "export/download with another tenant's bearer is 404",
+      run: async (ctx) => {
+        const r = need(ctx, 'expDone', 'export/get polls to succeeded with a result and a download_url').result;
+        const d = await get(ctx, r.download_url, ctx.tokens.gus);
+        eq(d.status, 404, "GET download_url with gus's bearer");
+      },
+    },
+    {
+      name: 'export/download Range bytes=0-9 is 206 with 10 bytes',
+      run: async (ctx) => {
+        const r = need(ctx, 'expDone', 'export/get polls to succeeded with a result and a download_url').result;
+        const d = await get(ctx, r.download_url, ctx.tokens.ana, { Range: 'bytes=0-9' });
+        eq(d.status, 206, 'GET download_url with Range bytes=0-9');
+        eq(d.body.length, 10, 'bytes in the 206 body');
+        eq(d.headers.get('content-range'), `bytes 0-9/${r.bytes}`, 'Content-Range');
+        if (ctx.expBytes) eq(d.body.toString('hex'), ctx.expBytes.subarray(0, 10).toString('hex'), 'the range vs the first 10 bytes of the file');
+      },
+    },
+    {
+      name: 'export/start a sensitive column awaits an approver other than the owner',
+      run: async (ctx) => {
+        const purpose = `ts contract four eyes ${Date.now().toString(36)}`;
+        const args = { idempotency_key: newKey('pii'), dataset: EXPORT_DATASET, format: 'jsonl', columns: ['id', 'email'], purpose };
+        const started = view(await call(ctx.ana, 'start_export', args), 'start_export with email');
+        eq(started.created, true, 'created');
+        ctx.piiID = started.job_id;
+        const v = await awaitInput(ctx.ana, 'get_export', started.handle, 'wait for approval');
+        const ni = v.needs_input;
+        eq(ni.approver, 'approver', 'needs_input.approver');
+        assert(ni.scope && typeof ni.scope === 'object', `needs_input.scope missing: ${JSON.stringify(ni)}`);
+        eq(ni.scope.purpose, purpose, 'needs_input.scope.purpose');
+        eq(v.progress.done, 0, 'progress.done before approval');
+        ctx.pii = v;
+      },
+    },
+    {
+      name: 'export/resume by the owner is forbidden (four eyes)',
+      run: async (ctx) => {
+        const v = need(ctx, 'pii', 'export/start a sensitive column awaits an approver other than the owner');
+        const args = { handle: v.handle, input_id: v.needs_input.input_id, scope_digest: v.needs_input.scope_digest, decision: 'approve' };
+        toolError(await call(ctx.ana, 'resume_export', args), 'forbidden', 'ana resume_export of her own export');
+      },
+    },
+    {
+      name: 'export/list_approvals shows the job to an approver',
+      run: async (ctx) => {
+        const v = need(ctx, 'pii', 'export/start a sensitive column awaits an approver other than the owner');
+        // Visibility is eventually consistent: list again (from the first page) until the job shows.
+        const deadline = Date.now() + 30_000;
+        for (;;) {
+          let found;
+          let cursor;
+          for (let page = 0; page < 50 && !found; page++) {
+            const args = { page_size: 100 };
+            if (cursor) args.cursor = cursor;
+            const l = ok(await call(ctx.steward, 'list_approvals', args), 'steward list_approvals');
+            for (const row of l.jobs ?? []) {
+              assert(row.job_id.startsWith('acme/'), `steward's approvals show another tenant's job ${row.job_id}`);
+              eq(row.status, 'awaiting_input', `status of listed ${row.job_id}`);
+              if (row.job_id === v.job_id) found = row;
+            }
+            cursor = l.next_cursor;
+            if (!cursor) break;
+          }
+          if (found) {
+            assert(found.needs_input, `listed ${v.job_id} without needs_input`);
+            eq(found.needs_input.input_id, v.needs_input.input_id, 'listed needs_input.input_id');
+            eq(found.needs_input.scope_digest, v.needs_input.scope_digest, 'listed needs_input.scope_digest');
+            return;
+          }
+          if (Date.now() > deadline) throw new CheckError(`steward's list_approvals lacks ${v.job_id}`);
+          await sleep(200);
+        }
+      },
+    },
+    {
+      name: 'export/resume with a wrong scope_digest is input_not_expected',
+      run: async (ctx) => {
+        const v = need(ctx, 'pii', 'export/start a sensitive column awaits an approver other than the owner');
+        const args = { handle: v.handle, input_id: v.needs_input.input_id, scope_digest: `sha256:${'0'.repeat(64)}`, decision: 'approve' };
+        toolError(await call(ctx.steward, 'resume_export', args), 'input_not_expected', 'steward resume_export wrong digest');
+      },
+    },
+    {
+      name: 'export/resume by the approver approves and runs',
+      run: async (ctx) => {
+        const v = need(ctx, 'pii', 'export/start a sensitive column awaits an approver other than the owner');
+        const args = { handle: v.handle, input_id: v.needs_input.input_id, scope_digest: v.needs_input.scope_digest, decision: 'approve', comment: 'ts client' };
+        const r = view(await call(ctx.steward, 'resume_export', args), 'steward resume_export');
+        eq(r.job_id, v.job_id, 'job_id');
+        oneOf(r.status, ['queued', 'running', 'succeeded'], 'status after approval');
+        assert(r.needs_input == null, `needs_input still set after approval: ${JSON.stringify(r.needs_input)}`);
+        ctx.piiApproved = true;
+      },
+    },
+    {
+      name: 'export/get polls the approved job to succeeded',
+      run: async (ctx) => {
+        need(ctx, 'piiApproved', 'export/resume by the approver approves and runs');
+        const v = await poll(ctx.ana, 'get_export', ctx.pii.handle, (x) => FINAL.includes(x.status), 'wait for the end');
+        eq(v.status, 'succeeded', `final status (error ${JSON.stringify(v.error)})`);
+        assert(v.result && typeof v.result === 'object', 'no result');
+        eq(v.result.rows, EXPORT_ACME_ROWS, 'result.rows');
+        eq(canonical(v.result.columns), canonical(['id', 'email']), 'result.columns');
+        eq(v.result.approved_by, 'steward', 'result.approved_by');
+      },
+    },
+    {
+      name: "export/get of another tenant's job is not_found",
+      run: async (ctx) => {
+        const v = need(ctx, 'pii', 'export/start a sensitive column awaits an approver other than the owner');
+        const { text } = toolError(await call(ctx.gus, 'get_export', { handle: v.handle }), 'not_found', 'gus get_export');
+        if (ctx.boNotFound) eq(text, ctx.boNotFound, "gus's not_found of an export vs bo's of an eval (bytes)");
+      },
+    },
+    {
+      name: 'export/cancel of a job awaiting approval reports cancelling or cancelled',
+      run: async (ctx) => {
+        const args = { idempotency_key: newKey('pii-cancel'), dataset: EXPORT_DATASET, format: 'csv', columns: ['id', 'email'], purpose: 'ts contract cancel' };
+        const started = view(await call(ctx.ana, 'start_export', args), 'start_export with email');
+        eq(started.created, true, 'created');
+        const v = await awaitInput(ctx.ana, 'get_export', started.handle, 'wait for approval');
+        const r = view(await call(ctx.ana, 'cancel_export', { handle: v.handle, reason: 'ts client contract' }), 'cancel_export');
+        eq(r.job_id, v.job_id, 'job_id');
+        oneOf(r.status, ['cancelling', 'cancelled'], 'status after cancel');
+        const f = await poll(ctx.ana, 'get_export', v.handle, (x) => FINAL.includes(x.status), 'wait for cancelled');
+        eq(f.status, 'cancelled', 'final status');
+        assert(f.result == null, `a cancelled export has a result: ${JSON.stringify(f.result)}`);
+        ctx.expCancelled = f;
+      },
+    },
+    {
+      name: 'export/cancel again reports the final state',
+      run: async (ctx) => {
+        const v = need(ctx, 'expCancelled', 'export/cancel of a job awaiting approval reports cancelling or cancelled');
+        const r = view(await call(ctx.ana, 'cancel_export', { handle: v.handle }), 'cancel_export again');
+        eq(r.status, 'cancelled', 'status');
+      },
+    },
+  ],
 };
 
 const COMMON = [
@@ -362,6 +683,8 @@ const COMMON = [
     run: async (ctx) => {
       const mine = [need(ctx, 'basic', 'eval/start creates a job').job_id];
       if (ctx.gatedID) mine.push(ctx.gatedID);
+      for (const k of ['exp', 'expCancelled']) if (ctx[k]) mine.push(ctx[k].job_id);
+      if (ctx.piiID) mine.push(ctx.piiID);
       const bos = view(await call(ctx.bo, 'start_eval', { idempotency_key: newKey('bo'), suite: 'demo', episodes: 1, params: fast }), 'bo start_eval');
       // Visibility is eventually consistent: list again (from the first page) until ana's jobs show.
       const deadline = Date.now() + 30_000;
@@ -461,6 +784,7 @@ async function main() {
   const ctx = { url, unknownHandle: env('JOBGATE_UNKNOWN_HANDLE', { required: false }) || undefined };
   const who = { ana: [url, 'JOBGATE_TOKEN_ANA'], bo: [alt, 'JOBGATE_TOKEN_BO'], steward: [alt, 'JOBGATE_TOKEN_STEWARD'],
     ops: [alt, 'JOBGATE_TOKEN_OPS'], gus: [alt, 'JOBGATE_TOKEN_GUS'] };
+  ctx.tokens = Object.fromEntries(Object.entries(who).map(([name, [, tokenVar]]) => [name, env(tokenVar, { required: false })]));
   const clients = [];
   let passed = 0;
   let failed = 0;

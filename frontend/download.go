@@ -1,0 +1,121 @@
+package frontend
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"go.uber.org/zap"
+
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// download serves GET /artifacts/<token> behind the bearer middleware (a missing or invalid
+// bearer token is a 401 challenge, which says nothing about any artifact). Everything else
+// that is wrong — tampered or expired link, another tenant, another principal, a job the
+// caller may not read, a link to other bytes — is the same bare 404; an artifact past its
+// retention is 410.
+func (f *Frontend) download(w http.ResponseWriter, r *http.Request) {
+	p, ok := principalFromRequest(r)
+	notFound := func(why string) {
+		f.log.Info("download refused", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("why", why))
+		http.NotFound(w, r)
+	}
+	if !ok {
+		notFound("no principal")
+		return
+	}
+	d, err := f.opts.Keys.OpenDownload(r.PathValue("token"), f.opts.Now())
+	switch {
+	case err != nil && !errors.Is(err, handle.ErrExpired):
+		notFound("malformed link")
+		return
+	case d.Tenant != p.Tenant:
+		notFound("other tenant")
+		return
+	case d.Subject != p.Subject && !authz.ListAll(p):
+		notFound("other principal")
+		return
+	case err != nil:
+		notFound("link expired")
+		return
+	}
+	j, err := f.describe(r.Context(), d.WorkflowID)
+	if err != nil {
+		var te *ToolError
+		if errors.As(err, &te) && te.Code == CodeNotFound {
+			notFound("no such job")
+			return
+		}
+		f.log.Error("download: describe", zap.String("job_id", d.WorkflowID), zap.Error(err))
+		http.Error(w, "the job store is unreachable; retry shortly", http.StatusServiceUnavailable)
+		return
+	}
+	if j.tenant != p.Tenant || j.kind != workflows.KindExport || j.status() != workflows.StatusSucceeded ||
+		authz.Decide(p, authz.ActionDownload, j.policyJob()) != authz.Allow {
+		notFound("job not downloadable by caller")
+		return
+	}
+	var res workflows.ExportResult
+	if err := f.readResult(r.Context(), j, &res); err != nil {
+		f.log.Error("download: read result", zap.String("job_id", j.id), zap.Error(err))
+		http.Error(w, "the job store is unreachable; retry shortly", http.StatusServiceUnavailable)
+		return
+	}
+	m := res.Manifest
+	if m.SHA256 != d.Digest {
+		notFound("link names other bytes")
+		return
+	}
+	gone := func() {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusGone)
+		_, _ = w.Write([]byte("the artifact was deleted after its retention period\n"))
+	}
+	if !f.opts.Now().Before(m.ExpiresAt) {
+		gone()
+		return
+	}
+	if f.opts.Artifacts == nil {
+		notFound("no artifact store")
+		return
+	}
+	rd, err := f.opts.Artifacts.OpenArtifact(r.Context(), m)
+	if errors.Is(err, activities.ErrArtifactGone) {
+		gone()
+		return
+	}
+	if err != nil {
+		f.log.Error("download: open artifact", zap.String("job_id", j.id), zap.Error(err))
+		http.Error(w, "the artifact store is unreachable; retry shortly", http.StatusServiceUnavailable)
+		return
+	}
+	defer rd.Close()
+	sum, err := hex.DecodeString(m.SHA256)
+	if err != nil {
+		f.log.Error("download: manifest digest", zap.String("job_id", j.id), zap.Error(err))
+		http.Error(w, "bad manifest", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/gzip")
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": m.FileName}))
+	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":") // RFC 9530
+	h.Set("ETag", strconv.Quote(m.SHA256))
+	h.Set("Cache-Control", "private, no-store")
+	f.log.Info("download", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.id),
+		zap.String("range", r.Header.Get("Range")))
+	// ServeContent answers Range (206 with Content-Range) and sets Content-Length.
+	http.ServeContent(w, r, m.FileName, m.CreatedAt, rd)
+}
+
+func principalFromRequest(r *http.Request) (authz.Principal, bool) {
+	return principalFrom(auth.TokenInfoFromContext(r.Context()))
+}

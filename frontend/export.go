@@ -1,0 +1,207 @@
+package frontend
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// Export formats and limits.
+const (
+	FormatJSONL = "jsonl"
+	FormatCSV   = "csv"
+	purposeMax  = 500
+	columnsMax  = 200
+)
+
+// StartExportIn are start_export's arguments.
+type StartExportIn struct {
+	IdempotencyKey string   `json:"idempotency_key" jsonschema:"your name for this logical export, 1-128 chars of [A-Za-z0-9._:@=+-]; retrying with the same key and arguments returns the same job"`
+	Dataset        string   `json:"dataset" jsonschema:"name of a server-configured dataset, e.g. customers"`
+	Format         string   `json:"format" jsonschema:"jsonl (one JSON object per line) or csv (RFC 4180 with a header line); the file is gzip-compressed"`
+	Columns        []string `json:"columns,omitempty" jsonschema:"columns to export, in this order; defaults to the dataset's non-sensitive columns. Any sensitive column makes the export wait for an approver other than you"`
+	Purpose        string   `json:"purpose" jsonschema:"why you need this data (1-500 chars); recorded with the job and shown to the approver"`
+}
+
+// ExportResultView is a succeeded export's result: the artifact's manifest summary and a
+// short-lived download link for the caller.
+type ExportResultView struct {
+	Rows                 int        `json:"rows" jsonschema:"rows exported"`
+	Bytes                int64      `json:"bytes" jsonschema:"size of the gzip file in bytes"`
+	SHA256               string     `json:"sha256" jsonschema:"hex SHA-256 of the gzip file; verify the download against it"`
+	Format               string     `json:"format" jsonschema:"jsonl or csv"`
+	Columns              []string   `json:"columns" jsonschema:"the exported columns, in file order"`
+	FileName             string     `json:"file_name" jsonschema:"suggested file name"`
+	Parts                int        `json:"parts" jsonschema:"how many parallel parts the file was assembled from"`
+	ApprovedBy           string     `json:"approved_by,omitempty" jsonschema:"who approved the scope, when a sensitive column needed approval"`
+	ExpiresAt            time.Time  `json:"expires_at" jsonschema:"when the artifact is deleted (retention)"`
+	Expired              bool       `json:"expired,omitempty" jsonschema:"true once the artifact is past retention: it can no longer be downloaded"`
+	DownloadURL          string     `json:"download_url,omitempty" jsonschema:"GET it with your own bearer token (Authorization header) before download_url_expires_at; call get_export again for a fresh link"`
+	DownloadURLExpiresAt *time.Time `json:"download_url_expires_at,omitempty" jsonschema:"when download_url stops working"`
+	DownloadInstructions string     `json:"download_instructions,omitempty" jsonschema:"how to fetch the file"`
+	Note                 string     `json:"note,omitempty" jsonschema:"why there is no download_url"`
+}
+
+// exportKind is the export job kind; its result view adds a download link for the caller.
+var exportKind = jobKind[ExportResultView]{
+	name:   workflows.KindExport,
+	noun:   "export",
+	result: exportResult,
+}
+
+// exportResult renders a succeeded export for p, with a download link bound to p.
+func exportResult(_ context.Context, f *Frontend, p authz.Principal, j *job, decode func(any) error) (*ExportResultView, error) {
+	var r workflows.ExportResult
+	if err := decode(&r); err != nil {
+		return nil, err
+	}
+	m := r.Manifest
+	v := &ExportResultView{Rows: m.Rows, Bytes: m.Bytes, SHA256: m.SHA256, Format: m.Format, Columns: m.Columns,
+		FileName: m.FileName, Parts: len(m.Parts), ApprovedBy: r.ApprovedBy, ExpiresAt: m.ExpiresAt}
+	now := f.opts.Now()
+	switch {
+	case !now.Before(m.ExpiresAt):
+		v.Expired = true
+		v.Note = "the artifact was deleted after its retention period; start a new export (with a new idempotency_key) to get the data again"
+	case f.opts.Artifacts == nil:
+		v.Note = "this server has no artifact store configured for downloads"
+	case authz.Decide(p, authz.ActionDownload, j.policyJob()) == authz.Allow:
+		// Not capped at the artifact's expiry: a link used after retention answers 410, which
+		// says more than a link-expired 404.
+		exp := now.Add(f.opts.DownloadTTL).Truncate(time.Second)
+		tok := f.opts.Keys.SealDownload(handle.Download{Tenant: j.tenant, WorkflowID: j.id, Subject: p.Subject,
+			Digest: m.SHA256, Expiry: exp})
+		if tok != "" {
+			v.DownloadURL = f.publicBase() + "/artifacts/" + url.PathEscape(tok)
+			v.DownloadURLExpiresAt = &exp
+			v.DownloadInstructions = "GET download_url with the header 'Authorization: Bearer <your token>' (the link alone is refused); " +
+				"Range requests work; check the file's SHA-256 against sha256"
+		}
+	}
+	return v, nil
+}
+
+// publicBase is scheme://host of the resource URI: where /artifacts is served.
+func (f *Frontend) publicBase() string {
+	u, err := url.Parse(f.opts.ResourceURI)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+func (f *Frontend) startExportTool() toolDef {
+	return newTool(f, authz.ActionStart, &mcp.Tool{
+		Name:  "start_export",
+		Title: "Start a data export",
+		Description: "Export your tenant's rows of a server-configured dataset to a gzip file (jsonl or csv), or find the export " +
+			"already started with this idempotency_key. Returns at once with a handle to poll via get_export. Exports that " +
+			"include a sensitive column wait (awaiting_input) until an approver other than you confirms the exact scope; " +
+			"no row is read before that. When succeeded, get_export gives a short-lived download_url.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
+	}, f.startExport).enum("format", FormatJSONL, FormatCSV)
+}
+
+// exportArgs validates and normalizes start_export's arguments against the dataset catalog.
+func (f *Frontend) exportArgs(in StartExportIn) (workflows.ExportArgs, activities.Dataset, error) {
+	var zero workflows.ExportArgs
+	if err := checkKey(in.IdempotencyKey); err != nil {
+		return zero, activities.Dataset{}, err
+	}
+	names := strings.Join(f.opts.Datasets.Names(), ", ")
+	if names == "" {
+		names = "none configured"
+	}
+	if in.Dataset == "" {
+		return zero, activities.Dataset{}, invalidArg("dataset", "is required (available: %s)", names)
+	}
+	d, ok := f.opts.Datasets[in.Dataset]
+	if !ok {
+		return zero, d, invalidArg("dataset", "unknown dataset %q (available: %s)", truncate(in.Dataset, 64), names)
+	}
+	if in.Format != FormatJSONL && in.Format != FormatCSV {
+		return zero, d, invalidArg("format", "must be jsonl or csv")
+	}
+	all := make([]string, len(d.Columns))
+	for i, c := range d.Columns {
+		all[i] = c.Name
+	}
+	cols := in.Columns
+	if cols == nil {
+		cols = d.DefaultColumns()
+		if len(cols) == 0 {
+			return zero, d, invalidArg("columns", "dataset %s has no non-sensitive columns; name the columns you need (available: %s)", d.Name, strings.Join(all, ", "))
+		}
+	}
+	if len(cols) == 0 || len(cols) > columnsMax {
+		return zero, d, invalidArg("columns", "must name 1 to %d columns (available: %s), or be omitted for the non-sensitive ones", columnsMax, strings.Join(all, ", "))
+	}
+	for i, c := range cols {
+		if _, ok := d.Column(c); !ok {
+			return zero, d, invalidArg("columns", "unknown column %q in dataset %s (available: %s)", truncate(c, 64), d.Name, strings.Join(all, ", "))
+		}
+		if slices.Contains(cols[:i], c) {
+			return zero, d, invalidArg("columns", "column %q is named twice", c)
+		}
+	}
+	purpose := strings.TrimSpace(in.Purpose)
+	switch n := utf8.RuneCountInString(purpose); {
+	case n == 0:
+		return zero, d, invalidArg("purpose", "is required: say why you need this data (shown to the approver)")
+	case n > purposeMax:
+		return zero, d, invalidArg("purpose", "at most %d characters", purposeMax)
+	case strings.IndexFunc(purpose, func(r rune) bool { return unicode.IsControl(r) && r != '\n' }) >= 0:
+		return zero, d, invalidArg("purpose", "must be plain text (no control characters)")
+	}
+	return workflows.ExportArgs{Dataset: d.Name, Format: in.Format, Columns: slices.Clone(cols), Purpose: purpose}, d, nil
+}
+
+func (f *Frontend) startExport(ctx context.Context, p authz.Principal, in StartExportIn) (*KindView[ExportResultView], error) {
+	if authz.Decide(p, authz.ActionStart, authz.Job{}) != authz.Allow {
+		return nil, toolErr(CodeForbidden, "starting jobs needs jobs:write")
+	}
+	args, d, err := f.exportArgs(in)
+	if err != nil {
+		return nil, err
+	}
+	var sensitive []string
+	for _, c := range args.Columns {
+		if col, _ := d.Column(c); col.Sensitive {
+			sensitive = append(sensitive, c)
+		}
+	}
+	hash := workflows.Digest(args)
+	wfIn := workflows.ExportInput{
+		Tenant: p.Tenant, Owner: p.Subject, Args: args, ConfigDigest: d.ConfigDigest(), MaxRows: d.MaxRows,
+		Approval: workflows.ExportApproval{Required: len(sensitive) > 0, AllowSelf: d.AllowSelfApproval,
+			Timeout: workflows.Duration(d.ApprovalTimeout.D()), Sensitive: sensitive},
+		Retention: workflows.Duration(d.Retention.D()),
+		PartRows:  f.opts.Export.PartRows, PageRows: f.opts.Export.PageRows, Concurrency: f.opts.Export.Concurrency,
+		PartHeartbeatTimeout: workflows.Duration(f.opts.Export.PartHeartbeatTimeout),
+	}
+	approval := "no approval needed"
+	if len(sensitive) > 0 {
+		approval = "needs an approver (sensitive: " + strings.Join(sensitive, ", ") + ")"
+	}
+	return exportKind.start(ctx, f, p, startSpec{
+		key:     in.IdempotencyKey,
+		hash:    hash,
+		input:   wfIn,
+		summary: fmt.Sprintf("export %s · %s · %d columns · owner %s", args.Dataset, args.Format, len(args.Columns), p.Subject),
+		details: fmt.Sprintf("**export** of dataset `%s` as %s\n\n- owner: `%s` (tenant `%s`)\n- columns: %s\n- %s\n- purpose: %s\n- idempotency key: `%s`\n- dataset config: `%s`",
+			args.Dataset, args.Format, p.Subject, p.Tenant, strings.Join(args.Columns, ", "), approval, args.Purpose,
+			in.IdempotencyKey, wfIn.ConfigDigest),
+	})
+}

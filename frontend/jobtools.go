@@ -1,0 +1,147 @@
+package frontend
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// HandleIn names a job.
+type HandleIn struct {
+	Handle string `json:"handle" jsonschema:"the handle from start_*, get_* or list_jobs, verbatim"`
+}
+
+// CancelIn are cancel_*'s arguments.
+type CancelIn struct {
+	Handle string `json:"handle" jsonschema:"the job's handle, verbatim"`
+	Reason string `json:"reason,omitempty" jsonschema:"why, for the audit trail (at most 500 chars)"`
+}
+
+// ResumeIn are resume_*'s arguments.
+type ResumeIn struct {
+	Handle      string `json:"handle" jsonschema:"the job's handle, verbatim"`
+	InputID     string `json:"input_id" jsonschema:"needs_input.input_id of the open request"`
+	ScopeDigest string `json:"scope_digest" jsonschema:"needs_input.scope_digest of the open request; binds the answer to exactly what was asked"`
+	Decision    string `json:"decision" jsonschema:"approve or reject"`
+	Comment     string `json:"comment,omitempty" jsonschema:"optional note recorded with the decision (at most 1000 chars)"`
+}
+
+const (
+	reasonMax  = 500
+	commentMax = 1000
+)
+
+// cancel requests cancellation of the caller's job and returns the job as it is afterwards.
+func (f *Frontend) cancel(ctx context.Context, p authz.Principal, in CancelIn, kind string) (*job, error) {
+	if utf8.RuneCountInString(in.Reason) > reasonMax {
+		return nil, invalidArg("reason", "at most %d characters", reasonMax)
+	}
+	j, err := f.resolve(ctx, p, in.Handle, kind, authz.ActionCancel)
+	if err != nil {
+		return nil, err
+	}
+	if j.status().Terminal() {
+		return j, nil
+	}
+	tctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
+	defer cancel()
+	reason := "cancelled by " + p.Subject
+	if in.Reason != "" {
+		reason += ": " + in.Reason
+	}
+	_, err = f.opts.Temporal.WorkflowService().RequestCancelWorkflowExecution(tctx, &workflowservice.RequestCancelWorkflowExecutionRequest{
+		Namespace:         f.opts.Namespace,
+		WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: j.id},
+		Identity:          "jobgate:" + p.Tenant + "/" + p.Subject,
+		RequestId:         uuid.NewString(),
+		Reason:            reason,
+	})
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if !errors.As(err, &nf) {
+			return nil, fmt.Errorf("cancel %s: %w", j.id, err)
+		}
+		// Closed meanwhile: report the final state.
+	}
+	return f.describe(ctx, j.id)
+}
+
+// resume answers the job's open input request through the workflow's validated update and
+// returns the job as it is afterwards.
+func (f *Frontend) resume(ctx context.Context, p authz.Principal, in ResumeIn, kind string) (*job, error) {
+	switch {
+	case in.InputID == "":
+		return nil, invalidArg("input_id", "is required (needs_input.input_id)")
+	case in.ScopeDigest == "":
+		return nil, invalidArg("scope_digest", "is required (needs_input.scope_digest)")
+	case in.Decision != workflows.DecisionApprove && in.Decision != workflows.DecisionReject:
+		return nil, invalidArg("decision", "must be approve or reject")
+	case utf8.RuneCountInString(in.Comment) > commentMax:
+		return nil, invalidArg("comment", "at most %d characters", commentMax)
+	case len(in.InputID) > 128:
+		return nil, invalidArg("input_id", "at most 128 characters")
+	case len(in.ScopeDigest) > 128:
+		return nil, invalidArg("scope_digest", "at most 128 characters")
+	}
+	j, err := f.resolve(ctx, p, in.Handle, kind, authz.ActionResume)
+	if err != nil {
+		return nil, err
+	}
+	if j.needsInput == nil || j.status() != workflows.StatusAwaitingInput {
+		return nil, toolErr(CodeInputNotExpected, "the job is not waiting for input (status %s)", j.status())
+	}
+	// Same principal + same answer → same update ID, so a retried resume (lost response) is
+	// deduplicated by Temporal instead of being rejected as input_not_expected.
+	sum := sha256.Sum256([]byte(strings.Join([]string{p.Tenant, p.Subject, in.InputID, in.ScopeDigest, in.Decision}, "\x00")))
+	tctx, cancel := context.WithTimeout(ctx, ResumeTimeoutDefault)
+	defer cancel()
+	h, err := f.opts.Temporal.UpdateWorkflow(tctx, client.UpdateWorkflowOptions{
+		WorkflowID:   j.id,
+		UpdateID:     "resume-" + hex.EncodeToString(sum[:12]),
+		UpdateName:   workflows.UpdateResume,
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,
+			Decision: in.Decision, Comment: in.Comment}},
+	})
+	if err == nil {
+		err = h.Get(tctx, nil)
+	}
+	if err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) {
+			switch appErr.Type() {
+			case workflows.RejectNotFound:
+				return nil, errNotFound()
+			case workflows.RejectForbidden:
+				return nil, toolErr(CodeForbidden, "%s", appErr.Message())
+			case workflows.RejectInvalidArgument:
+				return nil, invalidArg("decision", "%s", appErr.Message())
+			default:
+				return nil, toolErr(CodeInputNotExpected, "%s", appErr.Message())
+			}
+		}
+		if errors.Is(err, context.DeadlineExceeded) || isUnavailable(err) {
+			return nil, toolErr(CodeUnavailable, "no worker processed the answer in time; it may still be applied when one does — retry the same call (retries are deduplicated)")
+		}
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil, toolErr(CodeInputNotExpected, "the job is no longer waiting for input")
+		}
+		return nil, fmt.Errorf("resume %s: %w", j.id, err)
+	}
+	return f.describe(ctx, j.id)
+}

@@ -1,0 +1,171 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// jobKind is what one kind supplies to the job core: its name, how tools call its jobs, and how
+// a succeeded job's result is rendered (R is the result type, with its own output schema).
+// Idempotent start, describe, view, handle, cancel, resume and the 403 scope table are shared.
+type jobKind[R any] struct {
+	name string // workflows.KindEval, …
+	noun string // "eval run", "export": in tool titles and descriptions
+	// result renders a succeeded job's result for the caller; decode reads the workflow result.
+	result func(ctx context.Context, f *Frontend, p authz.Principal, j *job, decode func(ptr any) error) (*R, error)
+}
+
+// view renders a job for the caller with a fresh handle and, once succeeded, its result.
+func (k jobKind[R]) view(ctx context.Context, f *Frontend, p authz.Principal, j *job) (*KindView[R], error) {
+	v := &KindView[R]{JobSummary: f.summary(j)}
+	if v.Status == workflows.StatusSucceeded {
+		res, err := k.result(ctx, f, p, j, func(ptr any) error { return f.readResult(ctx, j, ptr) })
+		if err != nil {
+			return nil, err
+		}
+		v.Result = res
+	}
+	return v, nil
+}
+
+var idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@=+-]{0,127}$`)
+
+// checkKey validates an idempotency key: it becomes the last segment of the job's workflow ID.
+func checkKey(key string) error {
+	if !idemKeyRE.MatchString(key) {
+		return invalidArg("idempotency_key", "must be 1-128 chars of [A-Za-z0-9._:@=+-], starting with a letter or digit")
+	}
+	return nil
+}
+
+// startSpec is a validated start request of some kind.
+type startSpec struct {
+	key   string // the caller's idempotency key
+	hash  string // idempotency fingerprint of the normalized arguments
+	input any    // the workflow input
+	total int    // progress total known at start (0 when not yet known)
+	// summary and details label the job in the Temporal Web UI.
+	summary, details string
+}
+
+// start starts the job for spec, or finds it: same key and fingerprint → the same job
+// (created=false); anything else → idempotency_key_reused, nothing started.
+func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, spec startSpec) (*KindView[R], error) {
+	if err := checkKey(spec.key); err != nil {
+		return nil, err
+	}
+	kind, ok := workflows.LookupKind(k.name)
+	if !ok {
+		return nil, fmt.Errorf("kind %q is not registered in workflows.Kinds", k.name)
+	}
+	id := jobID(p.Tenant, k.name, spec.key)
+	noteJob(ctx, id)
+	now := f.opts.Now().UTC()
+	progress := workflows.Progress{Total: spec.total, Unit: kind.Unit, Message: "queued", AsOf: now}
+	tctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
+	defer cancel()
+	run, err := f.opts.Temporal.ExecuteWorkflow(tctx, client.StartWorkflowOptions{
+		ID:                                       id,
+		TaskQueue:                                f.opts.TaskQueue,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.SAJobTenant.ValueSet(p.Tenant), workflows.SAJobOwner.ValueSet(p.Subject),
+			workflows.SAJobKind.ValueSet(k.name), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))),
+		Memo: map[string]any{
+			workflows.MemoInputHash: spec.hash,
+			workflows.MemoCreatedAt: now,
+			workflows.MemoProgress:  progress,
+		},
+		StaticSummary: spec.summary,
+		StaticDetails: spec.details,
+	}, kind.WorkflowName, spec.input)
+	if err == nil {
+		j := &job{id: id, runID: run.GetRunID(), tenant: p.Tenant, owner: p.Subject, kind: k.name,
+			exec: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, saStatus: workflows.StatusQueued, inputHash: spec.hash,
+			createdAt: now, progress: progress}
+		v, err := k.view(ctx, f, p, j)
+		if v != nil {
+			v.Created = ptr(true)
+		}
+		return v, err
+	}
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if !errors.As(err, &started) {
+		return nil, fmt.Errorf("start %s: %w", id, err)
+	}
+	// The key is taken: the same request gets the same job; anything else is a reuse.
+	j, err := f.describe(ctx, id)
+	if err != nil {
+		var te *ToolError
+		if errors.As(err, &te) && te.Code == CodeNotFound {
+			return nil, toolErr(CodeUnavailable, "the job for this key is being replaced; retry")
+		}
+		return nil, err
+	}
+	if j.tenant != p.Tenant || j.kind != k.name || j.owner != p.Subject || j.inputHash != spec.hash {
+		return nil, toolErr(CodeIdempotencyKeyReused, "idempotency_key %q already names another job in your tenant (other arguments or another owner); use a new key for a new job", spec.key)
+	}
+	v, err := k.view(ctx, f, p, j)
+	if v != nil {
+		v.Created = ptr(false)
+	}
+	return v, err
+}
+
+// jobTools are the get, cancel and resume tools of kind k, the same for every kind.
+func (k jobKind[R]) jobTools(f *Frontend) (get, cancel, resume toolDef) {
+	get = newTool(f, authz.ActionGet, &mcp.Tool{
+		Name:  "get_" + k.name,
+		Title: "Get an " + k.noun,
+		Description: "The " + k.noun + "'s current view: status, progress, open input request, result or error. " +
+			"Answers even while no worker runs (progress as of progress.as_of).",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, p authz.Principal, in HandleIn) (*KindView[R], error) {
+		j, err := f.resolve(ctx, p, in.Handle, k.name, authz.ActionGet)
+		if err != nil {
+			return nil, err
+		}
+		return k.view(ctx, f, p, j)
+	})
+	cancel = newTool(f, authz.ActionCancel, &mcp.Tool{
+		Name:  "cancel_" + k.name,
+		Title: "Cancel an " + k.noun,
+		Description: "Request cancellation: running work is stopped and the job ends cancelled. " +
+			"Idempotent; a finished job reports its final state.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, p authz.Principal, in CancelIn) (*KindView[R], error) {
+		j, err := f.cancel(ctx, p, in, k.name)
+		if err != nil {
+			return nil, err
+		}
+		return k.view(ctx, f, p, j)
+	})
+	resume = newTool(f, authz.ActionResume, &mcp.Tool{
+		Name:  "resume_" + k.name,
+		Title: "Answer an " + k.noun + "'s input request",
+		Description: "Approve or reject the open input request of an " + k.noun + " job (status awaiting_input). " +
+			"input_id and scope_digest must be the ones in needs_input. needs_input.approver says who may answer: " +
+			"owner (the job's owner, jobs:write) or approver (jobs:approve, and not the job's owner unless self_approval).",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
+	}, func(ctx context.Context, p authz.Principal, in ResumeIn) (*KindView[R], error) {
+		j, err := f.resume(ctx, p, in, k.name)
+		if err != nil {
+			return nil, err
+		}
+		return k.view(ctx, f, p, j)
+	}).enum("decision", workflows.DecisionApprove, workflows.DecisionReject)
+	return get, cancel, resume
+}
