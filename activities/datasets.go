@@ -70,6 +70,10 @@ type Dataset struct {
 	ApprovalTimeout Duration `json:"approval_timeout,omitempty"`
 	// Retention is how long a finished artifact stays downloadable. Defaults to 7 days.
 	Retention Duration `json:"retention,omitempty"`
+	// MaxRowsPerSecond throttles each export part's reads, so an export never hammers the
+	// source database. 0 (the default) does not throttle. Not part of the config digest: it
+	// changes how fast, not what is read.
+	MaxRowsPerSecond int `json:"max_rows_per_second,omitempty"`
 }
 
 // withDefaults fills the zero fields that have defaults, so a dataset built in code and the
@@ -247,6 +251,9 @@ func durationField(raw json.RawMessage, err error) error {
 }
 
 func (d Dataset) validate() error {
+	if d.MaxRowsPerSecond < 0 {
+		return fmt.Errorf("max_rows_per_second %d: must be 0 (no limit) or more", d.MaxRowsPerSecond)
+	}
 	if !datasetNameRE.MatchString(d.Name) {
 		return fmt.Errorf("name %q: want 1-63 of [a-z0-9_-], starting with a letter or digit", d.Name)
 	}

@@ -273,6 +273,25 @@ func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanEx
 	return res, nil
 }
 
+// throttle waits until reading rows rows since start keeps within perSecond (0: no limit).
+func throttle(ctx context.Context, perSecond int, start time.Time, rows int) error {
+	if perSecond <= 0 {
+		return nil
+	}
+	wait := time.Until(start.Add(time.Duration(float64(rows) / float64(perSecond) * float64(time.Second))))
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // chunkKey names chunk c (0-based) of part p (1-based).
 func chunkKey(jobID string, part, chunk int) string {
 	return ExportPrefix(jobID) + fmt.Sprintf("part-%05d.%05d.gz", part, chunk)
@@ -347,6 +366,7 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 	head := fmt.Sprintf(`SELECT %s FROM %s WHERE %s = $1 AND `, strings.Join(sel, ", "), qi(d.Table), qi(d.TenantColumn))
 	tail := fmt.Sprintf(` ORDER BY %s LIMIT `, qi(d.KeyColumn))
 	enc := newRowEncoder(in.Format, in.Columns)
+	started, readHere := time.Now(), 0
 
 	for {
 		if err := ctx.Err(); err != nil {
@@ -385,6 +405,10 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 		activity.RecordHeartbeat(ctx, prog)
 		if n < pageRows {
 			break
+		}
+		readHere += n
+		if err := throttle(ctx, d.MaxRowsPerSecond, started, readHere); err != nil {
+			return PartResult{}, err
 		}
 	}
 	return PartResult{Part: in.Part, Chunks: prog.NextChunk, Rows: prog.Rows, Bytes: prog.Bytes}, nil
