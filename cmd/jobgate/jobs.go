@@ -6,26 +6,23 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/jobgate/jobgate/frontend"
 )
 
-const jobsUsage = `Usage: jobgate jobs list [flags]
+const jobsUsage = `Usage:
+  jobgate jobs list [flags]                  your jobs (all of your tenant's with jobs:admin)
+  jobgate jobs get <handle> [--json]         one job: status, progress, open input request, result
+  jobgate jobs watch <handle> [--interval d] follow a job until it finishes (exit 0 only if it succeeded)
+  jobgate jobs download <handle> [-o file]   fetch a succeeded export's file and verify its SHA-256
 
-Lists jobs through the MCP endpoint, as an MCP client calling list_jobs: your own jobs, or all of
-your tenant's with a jobs:admin token. Running jobs come first (newest start first), then
-finished jobs (most recently finished first).
+All are MCP clients of --url (env JOBGATE_URL) with your own --token (env JOBGATE_TOKEN).
+Handles come from 'jobgate jobs list', start_* or 'jobgate approvals list'.
+Run 'jobgate jobs <command> -h' for a command's flags.
 `
-
-// jobsCallTimeout bounds each list_jobs call (and the connect).
-const jobsCallTimeout = 30 * time.Second
 
 // runJobs implements "jobgate jobs ...".
 func runJobs(args []string, stdout, stderr io.Writer) error {
@@ -36,24 +33,28 @@ func runJobs(args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "list", "ls":
 		return runJobsList(args[1:], stdout, stderr)
+	case "get", "show":
+		return runJobsGet(args[1:], stdout, stderr)
+	case "watch":
+		return runJobsWatch(args[1:], stdout, stderr)
+	case "download":
+		return runJobsDownload(args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, jobsUsage)
-	return fmt.Errorf("unknown jobs command %q (want: list)", args[0])
+	return fmt.Errorf("unknown jobs command %q (want: list, get, watch, download)", args[0])
 }
 
 type jobsListFlags struct {
-	url, token, tokenFile string
-	kind, status, cursor  string
-	pageSize              int
-	allPages              bool
+	conn                 connFlags
+	kind, status, cursor string
+	pageSize             int
+	allPages             bool
 }
 
 func runJobsList(args []string, stdout, stderr io.Writer) error {
 	var c jobsListFlags
 	fs := newFlagSet("jobs list", "Lists jobs via list_jobs on the MCP endpoint and prints a table and the next cursor.", stderr)
-	fs.StringVar(&c.url, "url", envOr("JOBGATE_URL", "http://localhost:8080/mcp"), "MCP endpoint (env JOBGATE_URL)")
-	fs.StringVar(&c.token, "token", "", "bearer token (default: env JOBGATE_TOKEN); mint one with 'jobgate token'")
-	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the bearer token")
+	c.conn.register(fs, "jobs list")
 	fs.StringVar(&c.kind, "kind", "", "only this kind: eval or export")
 	fs.StringVar(&c.status, "status", "", "only this status: queued, running, awaiting_input, succeeded, failed, cancelling, cancelled")
 	fs.IntVar(&c.pageSize, "page-size", 0, "rows per page, 1-100 (server default 20)")
@@ -65,20 +66,16 @@ func runJobsList(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("jobs list: unexpected argument %q", fs.Arg(0))
 	}
-	token, err := c.bearer()
+	cl, err := c.conn.connect()
 	if err != nil {
 		return err
 	}
-	cs, err := connectMCP(c.url, token)
-	if err != nil {
-		return err
-	}
-	defer cs.Close()
+	defer cl.Close()
 
 	var rows []frontend.JobSummary
 	cursor := c.cursor
 	for pages := 0; ; pages++ {
-		page, err := listJobsPage(cs, c, cursor)
+		page, err := listJobsPage(cl, c, cursor)
 		if err != nil {
 			return err
 		}
@@ -98,68 +95,7 @@ func runJobsList(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// bearer picks the token: --token, then --token-file, then JOBGATE_TOKEN.
-func (c jobsListFlags) bearer() (string, error) {
-	tok := c.token
-	switch {
-	case tok != "" && c.tokenFile != "":
-		return "", errors.New("jobs list: give --token or --token-file, not both")
-	case tok == "" && c.tokenFile != "":
-		b, err := os.ReadFile(c.tokenFile)
-		if err != nil {
-			return "", fmt.Errorf("--token-file: %w", err)
-		}
-		tok = string(b)
-	case tok == "":
-		tok = os.Getenv("JOBGATE_TOKEN")
-	}
-	tok = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(tok), "Bearer "))
-	if tok == "" {
-		return "", errors.New("jobs list: no token; pass --token or --token-file, or set JOBGATE_TOKEN (mint one with 'jobgate token')")
-	}
-	if strings.ContainsAny(tok, " \t\r\n") {
-		return "", errors.New("jobs list: the token contains whitespace")
-	}
-	return tok, nil
-}
-
-// bearerTransport adds the Authorization header to every request of the MCP client.
-type bearerTransport struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+t.token)
-	return t.base.RoundTrip(r)
-}
-
-// connectMCP connects a go-sdk MCP client over Streamable HTTP, without the standalone SSE
-// stream (the server is stateless and has none).
-func connectMCP(endpoint, token string) (*mcp.ClientSession, error) {
-	hc := &http.Client{Transport: bearerTransport{token: token, base: http.DefaultTransport}, Timeout: jobsCallTimeout}
-	c := mcp.NewClient(&mcp.Implementation{Name: "jobgate-cli", Version: frontend.Version}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), jobsCallTimeout)
-	defer cancel()
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w%s", endpoint, err, authHint(err))
-	}
-	return cs, nil
-}
-
-func authHint(err error) string {
-	switch s := err.Error(); {
-	case strings.Contains(s, "401") || strings.Contains(s, "Unauthorized"):
-		return " (the token was refused: expired, wrong issuer/audience or secret?)"
-	case strings.Contains(s, "403") || strings.Contains(s, "Forbidden"):
-		return " (the token lacks jobs:read or jobs:admin)"
-	}
-	return ""
-}
-
-func listJobsPage(cs *mcp.ClientSession, c jobsListFlags, cursor string) (*frontend.ListJobsOut, error) {
+func listJobsPage(cl *client, c jobsListFlags, cursor string) (*frontend.ListJobsOut, error) {
 	args := map[string]any{}
 	if c.kind != "" {
 		args["kind"] = c.kind
@@ -173,19 +109,9 @@ func listJobsPage(cs *mcp.ClientSession, c jobsListFlags, cursor string) (*front
 	if cursor != "" {
 		args["cursor"] = cursor
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), jobsCallTimeout)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_jobs", Arguments: args})
-	if err != nil {
-		return nil, fmt.Errorf("list_jobs: %w%s", err, authHint(err))
-	}
 	var out frontend.ListJobsOut
-	te, err := frontend.ParseResult(res, &out)
-	if err != nil {
-		return nil, fmt.Errorf("list_jobs: %w", err)
-	}
-	if te != nil {
-		return nil, fmt.Errorf("list_jobs: %s: %s", te.Code, te.Message)
+	if _, err := cl.call(context.Background(), "list_jobs", args, &out); err != nil {
+		return nil, err
 	}
 	return &out, nil
 }
@@ -212,11 +138,4 @@ func oneLine(s string) string {
 		}
 		return r
 	}, s)
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

@@ -4,7 +4,8 @@
 //	jobgate serve    the stateless MCP frontend, against any Temporal
 //	jobgate worker   the Temporal worker that runs the jobs
 //	jobgate token    mint an HS256 token for development
-//	jobgate jobs     list jobs through the MCP endpoint
+//	jobgate jobs       list, show, watch and download jobs through the MCP endpoint
+//	jobgate approvals  list and answer the input requests waiting for you (approvers)
 package main
 
 import (
@@ -33,10 +34,19 @@ Usage:
   jobgate serve    [flags]   run the stateless MCP frontend (any number of replicas)
   jobgate worker   [flags]   run a Temporal worker that executes jobs
   jobgate token    [flags]   mint a dev HS256 bearer token
-  jobgate jobs list [flags]  list your jobs through the MCP endpoint (pages with the cursor)
 
-Every flag has an environment variable: --temporal-address is JOBGATE_TEMPORAL_ADDRESS.
-Run 'jobgate <command> -h' for a command's flags.
+Clients (MCP clients of --url, env JOBGATE_URL, with your own --token, env JOBGATE_TOKEN):
+  jobgate jobs list [flags]                 list your jobs (pages with the cursor)
+  jobgate jobs get <handle> [--json]        show one job: status, progress, input request, result
+  jobgate jobs watch <handle>               follow a job to the end (exit 0 only if it succeeded)
+  jobgate jobs download <handle> [-o file]  fetch a succeeded export's file, SHA-256 verified
+  jobgate approvals list [--kind k]         jobs waiting for your approval (jobs:approve)
+  jobgate approvals approve <handle>        approve the job's open request [--comment text]
+  jobgate approvals reject <handle>         reject it [--comment text]
+
+Every server flag has an environment variable: --temporal-address is JOBGATE_TEMPORAL_ADDRESS.
+Run 'jobgate <command> -h' for a command's flags. Exit status: 0 ok, 1 refused by the server
+(a tool error such as forbidden or not_found) or the job failed, 2 usage or connection error.
 `
 
 func main() {
@@ -44,7 +54,7 @@ func main() {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "jobgate:", err)
 		}
-		os.Exit(2)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -65,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runToken(args, stdout, stderr)
 	case "jobs":
 		return runJobs(args, stdout, stderr)
+	case "approvals":
+		return runApprovals(args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jobgate/jobgate/frontend"
+)
+
+const approvalsUsage = `Usage:
+  jobgate approvals list [--kind export|eval] [--json]   jobs waiting for your approval
+  jobgate approvals approve <handle> [--comment text]    approve the job's open request
+  jobgate approvals reject <handle> [--comment text]     reject it
+
+For approvers (a token with jobs:approve): MCP clients of --url (env JOBGATE_URL) with your own
+--token (env JOBGATE_TOKEN). approve and reject first read the job and print exactly what is
+being answered; the answer is bound to that scope (its scope_digest), so a request that changed
+in between is refused, never approved unseen. The job's owner cannot approve their own request
+(four eyes) unless the dataset allows self-approval.
+Run 'jobgate approvals <command> -h' for a command's flags.
+`
+
+// runApprovals implements "jobgate approvals ...".
+func runApprovals(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, approvalsUsage)
+		return flag.ErrHelp
+	}
+	switch args[0] {
+	case "list", "ls":
+		return runApprovalsList(args[1:], stdout, stderr)
+	case "approve":
+		return runApprovalsAnswer(args[1:], "approve", stdout, stderr)
+	case "reject":
+		return runApprovalsAnswer(args[1:], "reject", stdout, stderr)
+	}
+	fmt.Fprint(stderr, approvalsUsage)
+	return fmt.Errorf("unknown approvals command %q (want: list, approve, reject)", args[0])
+}
+
+// maxPages bounds any "all pages" loop against a server that never stops paging.
+const maxPages = 10000
+
+func runApprovalsList(args []string, stdout, stderr io.Writer) error {
+	var conn connFlags
+	var kind string
+	var asJSON bool
+	fs := newFlagSet("approvals list", "Lists the jobs of your tenant whose open input request you may answer (list_approvals, all pages):\n"+
+		"who asked, what exactly (dataset, columns, purpose, …), the prompt and when it expires.", stderr)
+	conn.register(fs, "approvals list")
+	fs.StringVar(&kind, "kind", "", "only this kind: export or eval")
+	fs.BoolVar(&asJSON, "json", false, "print the rows as JSON (the list_approvals rows, unchanged)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("approvals list: unexpected argument %q", fs.Arg(0))
+	}
+	cl, err := conn.connect()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	// Rows are decoded twice: as summaries for the text view, and raw for --json so that
+	// fields this CLI does not know are kept.
+	type page struct {
+		Jobs       []json.RawMessage `json:"jobs"`
+		NextCursor string            `json:"next_cursor"`
+	}
+	var rows []frontend.JobSummary
+	var raws []json.RawMessage
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages == maxPages {
+			return errors.New("approvals list: the server kept paging; stopping")
+		}
+		args := map[string]any{"page_size": frontend.ListPageSizeMax}
+		if kind != "" {
+			args["kind"] = kind
+		}
+		if cursor != "" {
+			args["cursor"] = cursor
+		}
+		var out frontend.ListJobsOut
+		raw, err := cl.call(context.Background(), "list_approvals", args, &out)
+		if err != nil {
+			return err
+		}
+		var p page
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return fmt.Errorf("list_approvals: %w", err)
+		}
+		rows = append(rows, out.Jobs...)
+		raws = append(raws, p.Jobs...)
+		if out.NextCursor != "" && out.NextCursor == cursor {
+			return errors.New("approvals list: the server returned the same cursor again; stopping")
+		}
+		if cursor = out.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if asJSON {
+		if raws == nil {
+			raws = []json.RawMessage{}
+		}
+		return printJSONValue(stdout, raws)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(stdout, "no jobs await your approval")
+		return nil
+	}
+	now := time.Now()
+	if len(rows) == 1 {
+		fmt.Fprintln(stdout, "1 job awaits your approval:")
+	} else {
+		fmt.Fprintf(stdout, "%d jobs await your approval:\n", len(rows))
+	}
+	for i := range rows {
+		r := &rows[i]
+		fmt.Fprintln(stdout)
+		var f fields
+		f.add("handle", r.Handle)
+		f.add("job", clean(r.JobID)+" ("+clean(r.Kind)+")")
+		if r.NeedsInput != nil {
+			addNeedsInput(&f, r.NeedsInput, now)
+		} else {
+			f.add("status", string(r.Status)+" (no open input request any more)")
+		}
+		f.add("answer", "jobgate approvals approve|reject "+r.Handle+" [--comment text]")
+		f.write(stdout, "  ")
+	}
+	return nil
+}
+
+func runApprovalsAnswer(args []string, decision string, stdout, stderr io.Writer) error {
+	var conn connFlags
+	var comment string
+	name := "approvals " + decision
+	fs := newFlagSet(name+" <handle>", "Reads the job (get_*), prints the open input request being answered, then answers it\n"+
+		"(resume_*) with decision "+decision+" for exactly that input_id and scope_digest.", stderr)
+	conn.register(fs, name)
+	fs.StringVar(&comment, "comment", "", "note recorded with your decision (at most 1000 characters)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return fmt.Errorf("%s: want exactly one handle, got %d arguments", name, len(pos))
+	}
+	h := pos[0]
+	cl, err := conn.connect()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx := context.Background()
+
+	j, err := cl.getJob(ctx, h)
+	if err != nil {
+		return err
+	}
+	v := &j.view
+	ni := v.NeedsInput
+	if v.Status != "awaiting_input" || ni == nil {
+		return &exitError{code: 1, err: fmt.Errorf("%s: %s job %s is not waiting for input (status %s)", name, j.kind, clean(v.JobID), v.Status)}
+	}
+	verb := map[string]string{"approve": "approving", "reject": "rejecting"}[decision]
+	fmt.Fprintf(stdout, "%s the open input request of %s job %s (owner %s):\n", verb, j.kind, clean(v.JobID), clean(v.Owner))
+	var f fields
+	addNeedsInput(&f, ni, time.Now())
+	f.add("scope digest", clean(ni.ScopeDigest))
+	f.write(stdout, "  ")
+
+	args2 := map[string]any{"handle": v.Handle, "input_id": ni.InputID, "scope_digest": ni.ScopeDigest, "decision": decision}
+	if comment != "" {
+		args2["comment"] = comment
+	}
+	var after frontend.JobView
+	if _, err := cl.call(ctx, "resume_"+j.kind, args2, &after); err != nil {
+		return err
+	}
+	past := map[string]string{"approve": "approved", "reject": "rejected"}[decision]
+	fmt.Fprintf(stdout, "%s: %s job %s is now %s\n", past, j.kind, clean(after.JobID), after.Status)
+	if after.Error != nil {
+		fmt.Fprintf(stdout, "  %s: %s\n", clean(after.Error.Code), clean(after.Error.Message))
+	}
+	return nil
+}
+
+// parseInterspersed parses flags before and after positional arguments ("approve <handle>
+// --comment x"), which flag.Parse alone stops at; everything after "--" is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}

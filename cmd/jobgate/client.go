@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/jobgate/jobgate/frontend"
+)
+
+// Everything the client commands (jobs …, approvals …) share: the endpoint and token flags, the
+// connection, one tool call decoded the way every client must (frontend.ParseResult), finding
+// a job's kind from its handle, and exit codes.
+
+// callTimeout bounds the connect and each tool call.
+const callTimeout = 30 * time.Second
+
+// defaultURL is the dev stack's MCP endpoint.
+const defaultURL = "http://localhost:8080/mcp"
+
+// connFlags are the endpoint and credentials of a client command.
+type connFlags struct {
+	url, token, tokenFile string
+	cmd                   string // "jobs list", … for messages
+}
+
+// register adds --url, --token and --token-file to fs.
+func (c *connFlags) register(fs *flag.FlagSet, cmd string) {
+	c.cmd = cmd
+	fs.StringVar(&c.url, "url", envOr("JOBGATE_URL", defaultURL), "MCP endpoint (env JOBGATE_URL)")
+	fs.StringVar(&c.token, "token", "", "bearer token (default: env JOBGATE_TOKEN); mint one with 'jobgate token'")
+	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the bearer token")
+}
+
+// bearer picks the token: --token, then --token-file, then JOBGATE_TOKEN.
+func (c connFlags) bearer() (string, error) {
+	tok := c.token
+	switch {
+	case tok != "" && c.tokenFile != "":
+		return "", fmt.Errorf("%s: give --token or --token-file, not both", c.cmd)
+	case tok == "" && c.tokenFile != "":
+		b, err := os.ReadFile(c.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		tok = string(b)
+	case tok == "":
+		tok = os.Getenv("JOBGATE_TOKEN")
+	}
+	tok = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(tok), "Bearer "))
+	if tok == "" {
+		return "", fmt.Errorf("%s: no token; pass --token or --token-file, or set JOBGATE_TOKEN (mint one with 'jobgate token')", c.cmd)
+	}
+	if strings.ContainsAny(tok, " \t\r\n") {
+		return "", fmt.Errorf("%s: the token contains whitespace", c.cmd)
+	}
+	return tok, nil
+}
+
+// client is a connected MCP client session plus what commands need besides it (the token for
+// artifact downloads, the endpoint URL).
+type client struct {
+	cs       *mcp.ClientSession
+	endpoint string
+	token    string
+}
+
+// connect resolves the token and connects to the endpoint.
+func (c connFlags) connect() (*client, error) {
+	token, err := c.bearer()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := connectMCP(c.url, token)
+	if err != nil {
+		return nil, err
+	}
+	return &client{cs: cs, endpoint: c.url, token: token}, nil
+}
+
+func (cl *client) Close() error { return cl.cs.Close() }
+
+// bearerTransport adds the Authorization header to every request of the MCP client.
+type bearerTransport struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return t.base.RoundTrip(r)
+}
+
+// connectMCP connects a go-sdk MCP client over Streamable HTTP, without the standalone SSE
+// stream (the server is stateless and has none).
+func connectMCP(endpoint, token string) (*mcp.ClientSession, error) {
+	hc := &http.Client{Transport: bearerTransport{token: token, base: http.DefaultTransport}, Timeout: callTimeout}
+	c := mcp.NewClient(&mcp.Implementation{Name: "jobgate-cli", Version: frontend.Version}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
+	if err != nil {
+		return nil, refusal(fmt.Errorf("connect %s: %w%s", endpoint, err, authHint(err)), err)
+	}
+	return cs, nil
+}
+
+func authHint(err error) string {
+	switch s := err.Error(); {
+	case strings.Contains(s, "401") || strings.Contains(s, "Unauthorized"):
+		return " (the token was refused: expired, wrong issuer/audience or secret?)"
+	case strings.Contains(s, "403") || strings.Contains(s, "Forbidden"):
+		return " (the token lacks the scope this needs: see 'jobgate token -h')"
+	}
+	return ""
+}
+
+// refusal gives wrapped exit code 1 when cause is the server refusing the token (HTTP 401 or
+// 403), like a tool error; other transport errors keep exit code 2.
+func refusal(wrapped, cause error) error {
+	if authHint(cause) != "" {
+		return &exitError{code: 1, err: wrapped}
+	}
+	return wrapped
+}
+
+// call calls tool and decodes its result into out (nil: don't decode). It returns the
+// structuredContent as JSON (for --json). A tool error comes back as the *frontend.ToolError
+// itself, so it prints as "code: message" and exits 1.
+func (cl *client) call(ctx context.Context, tool string, args map[string]any, out any) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	res, err := cl.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return nil, refusal(fmt.Errorf("%s: %w%s", tool, err, authHint(err)), err)
+	}
+	var sink json.RawMessage
+	if out == nil {
+		out = &sink
+	}
+	te, err := frontend.ParseResult(res, out)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tool, err)
+	}
+	if te != nil {
+		return nil, te
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tool, err)
+	}
+	return raw, nil
+}
+
+// jobKinds are the kinds whose get_* getJob tries, in this order, when the server does not say.
+var jobKinds = []string{"export", "eval"}
+
+// namesKindRE reads the kind out of resolve's answer for a handle of another kind:
+// "handle: names a <kind> job; use the <kind> tools for it".
+var namesKindRE = regexp.MustCompile(`^handle: names an? ([a-z][a-z0-9_]*) job`)
+
+// job is one get_* answer: the view, its raw JSON, and the kind (which tools to use).
+type job struct {
+	kind string
+	view frontend.JobView
+	raw  json.RawMessage
+}
+
+// getJob reads the job a handle names. A handle is opaque, so the CLI does not decode the kind
+// from it. Instead it asks get_export, and the server tells it when the handle names a job of
+// another kind: resolve answers invalid_argument "handle: names a <kind> job; …" — only after
+// it has verified the handle's signature and tenant, so that answer leaks nothing — and getJob
+// then asks get_<kind>. Should the message ever change shape, the next kind in jobKinds not yet
+// tried is asked instead. Every other answer (not_found, invalid_handle, handle_expired,
+// forbidden, …) is final. One extra call for a non-export handle, no list scan, and no
+// dependency on the handle's format.
+func (cl *client) getJob(ctx context.Context, h string) (*job, error) {
+	tried := map[string]bool{}
+	kind := jobKinds[0]
+	for {
+		tried[kind] = true
+		j := &job{kind: kind}
+		raw, err := cl.call(ctx, "get_"+kind, map[string]any{"handle": h}, &j.view)
+		if err == nil {
+			j.raw = raw
+			if j.view.Kind != "" && j.view.Kind != kind {
+				return nil, fmt.Errorf("get_%s answered a %s job", kind, j.view.Kind)
+			}
+			return j, nil
+		}
+		var te *frontend.ToolError
+		if !errors.As(err, &te) || te.Code != frontend.CodeInvalidArgument || !strings.HasPrefix(te.Message, "handle:") {
+			return nil, err
+		}
+		next := ""
+		if m := namesKindRE.FindStringSubmatch(te.Message); m != nil && !tried[m[1]] {
+			next = m[1]
+		} else {
+			for _, k := range jobKinds {
+				if !tried[k] {
+					next = k
+					break
+				}
+			}
+		}
+		if next == "" {
+			return nil, err
+		}
+		kind = next
+	}
+}
+
+// exitError carries a process exit code other than the default for its error.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitCode is the process exit code for an error run returned: 1 when the server refused
+// (a tool error) or the job failed, 2 for usage and transport errors.
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	var te *frontend.ToolError
+	if errors.As(err, &te) {
+		return 1
+	}
+	return 2
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
