@@ -207,6 +207,9 @@ func (f *Frontend) resolve(ctx context.Context, p authz.Principal, raw, kind str
 	case authz.Allow:
 		return j, nil
 	case authz.Forbidden:
+		if a == authz.ActionResume {
+			return nil, toolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.policyJob()))
+		}
 		return nil, toolErr(CodeForbidden, "you may see this job but not %s it", a)
 	default:
 		return nil, errNotFound()

@@ -2,9 +2,14 @@ package tests
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/tests/pgtest"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -45,4 +50,51 @@ func BenchmarkGetEval(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkExport100k measures an export of 100,000 rows end to end through the real stack
+// (MCP start, Temporal workflow, plan, parts on the worker, finalize, download) on SQLite and
+// on PostgreSQL, with default part and page sizes, and reports rows/s:
+//
+//	go test ./tests -run '^$' -bench Export100k -benchtime 1x -count 3
+func BenchmarkExport100k(b *testing.B) {
+	const rows = 100_000
+	sqlitePath := filepath.Join(b.TempDir(), "big.db")
+	db, err := sql.Open("sqlite", sqlitePath)
+	must(b, err)
+	for _, q := range []string{
+		`CREATE TABLE customers (id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, name TEXT NOT NULL, email TEXT NOT NULL,
+			country TEXT, plan TEXT NOT NULL, signup_date TEXT NOT NULL)`,
+		fmt.Sprintf(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < %d)
+			INSERT INTO customers SELECT i, 'acme', 'customer ' || i, 'c' || i || '@acme.example', 'DE', 'pro', '2024-01-01' FROM n`, rows),
+	} {
+		_, err := db.Exec(q)
+		must(b, err)
+	}
+	must(b, db.Close())
+	pg := pgtest.Start(b)
+	pg.Exec(b, `CREATE TABLE customers (id bigint PRIMARY KEY, tenant text NOT NULL, name text NOT NULL, email text NOT NULL,
+		country text, plan text NOT NULL, signup_date date NOT NULL)`)
+	pg.Exec(b, fmt.Sprintf(`INSERT INTO customers SELECT i, 'acme', 'customer ' || i, 'c' || i || '@acme.example', 'DE', 'pro', '2024-01-01'
+		FROM generate_series(1, %d) i`, rows))
+	for _, tc := range []struct {
+		name string
+		d    activities.Dataset
+	}{
+		{"SQLite", demoDataset(sqlitePath, nil)},
+		{"PostgreSQL", demoDataset("", func(d *activities.Dataset) { d.Driver, d.DSN = activities.DriverPostgres, pg.DSN })},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			bundle := setup(b, setupOpts{datasetsJSON: catalogJSON(b, tc.d)})
+			cs := bundle.session(ana, 0, "")
+			for b.Loop() {
+				v := mustView(b, exStart(b, cs, "bench-"+randHex(4), "csv", nil))
+				r := exResult(b, exWait(b, cs, v.Handle, workflows.StatusSucceeded, 5*time.Minute))
+				if r.Rows != rows {
+					b.Fatalf("rows %d", r.Rows)
+				}
+			}
+			b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
 }
