@@ -171,6 +171,10 @@ func Export(ctx workflow.Context, in ExportInput) (ExportResult, error) {
 			return ExportResult{}, r.activityFailure(ctx, jobID, err)
 		}
 		if changed {
+			// Parts that finished before the change left chunks (rows) in the store. Delete them
+			// now: the job may end while asking again (reject, expiry, cancel, a removed column),
+			// and none of those paths deletes anything; a re-run rewrites every part anyway.
+			r.cleanup(ctx, jobID)
 			r.rows = 0
 			continue // re-plan with the old digest: the plan reports the change without reading
 		}
