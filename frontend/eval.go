@@ -112,7 +112,9 @@ func (f *Frontend) startEval(ctx context.Context, p authz.Principal, in StartEva
 			Episode: workflows.EpisodePolicy{Timeout: workflows.Duration(suite.EpisodeTimeout.D()),
 				HeartbeatTimeout: workflows.Duration(suite.HeartbeatTimeout.D()), MaxAttempts: suite.MaxAttempts},
 		},
-		total:   args.Episodes,
+		total: args.Episodes,
+		ownerInput: suite.ApprovalThreshold > 0 && args.Episodes > suite.ApprovalThreshold &&
+			suite.Approver != authz.ApproverApprover,
 		summary: fmt.Sprintf("eval %s · %d episodes · owner %s", args.Suite, args.Episodes, p.Subject),
 		details: fmt.Sprintf("**eval** of suite `%s`\n\n- owner: `%s` (tenant `%s`)\n- episodes: %d, concurrency: %d\n- idempotency key: `%s`\n- args digest: `%s`",
 			args.Suite, p.Subject, p.Tenant, args.Episodes, args.Concurrency, in.IdempotencyKey, hash),

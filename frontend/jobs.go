@@ -23,15 +23,17 @@ import (
 // view"): a list row plus the kind's typed result, so each tool's output schema names it.
 type KindView[R any] struct {
 	JobSummary
-	Result  *R    `json:"result,omitempty" jsonschema:"the job's result, once it succeeded"`
-	Created *bool `json:"created,omitempty" jsonschema:"start_* only: true if this call started the job, false if it already existed"`
+	Result  *R     `json:"result,omitempty" jsonschema:"the job's result, once it succeeded"`
+	Created *bool  `json:"created,omitempty" jsonschema:"start_* only: true if this call started the job, false if it already existed"`
+	Note    string `json:"note,omitempty" jsonschema:"what this call did beyond reading the job, e.g. that an answered or declined elicitation was recorded or changed nothing"`
 }
 
 // JobView decodes any kind's job view (for clients and tests); Result is left as decoded JSON.
 type JobView struct {
 	JobSummary
-	Result  any   `json:"result,omitempty"`
-	Created *bool `json:"created,omitempty"`
+	Result  any    `json:"result,omitempty"`
+	Created *bool  `json:"created,omitempty"`
+	Note    string `json:"note,omitempty"`
 }
 
 // NeedsInputView is an open input request.

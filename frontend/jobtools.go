@@ -101,6 +101,16 @@ func (f *Frontend) resume(ctx context.Context, p authz.Principal, in ResumeIn, k
 	if err != nil {
 		return nil, err
 	}
+	return f.resumeJob(ctx, p, j, in)
+}
+
+// resumeJob delivers an answer to job j, which the caller has resolved: the jobgate.resume
+// update, whose validator re-checks principal, input_id and scope_digest before history.
+// resume_*, MRTR retries and Tasks updates all end here.
+func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in ResumeIn) (*job, error) {
+	if authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Forbidden {
+		return nil, toolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.policyJob()))
+	}
 	if j.needsInput == nil || j.status() != workflows.StatusAwaitingInput {
 		return nil, toolErr(CodeInputNotExpected, "the job is not waiting for input (status %s)", j.status())
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -57,6 +58,8 @@ type startSpec struct {
 	total int    // progress total known at start (0 when not yet known)
 	// summary and details label the job in the Temporal Web UI.
 	summary, details string
+	// ownerInput: the job will at once ask its owner for input (an MRTR client is asked then).
+	ownerInput bool
 }
 
 // start starts the job for spec, or finds it: same key and fingerprint → the same job
@@ -96,11 +99,7 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 		j := &job{id: id, runID: run.GetRunID(), tenant: p.Tenant, owner: p.Subject, kind: k.name,
 			exec: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, saStatus: workflows.StatusQueued, inputHash: spec.hash,
 			createdAt: now, progress: progress}
-		v, err := k.view(ctx, f, p, j)
-		if v != nil {
-			v.Created = ptr(true)
-		}
-		return v, err
+		return k.started(ctx, f, p, j, spec, true)
 	}
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if !errors.As(err, &started) {
@@ -118,9 +117,31 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 	if j.tenant != p.Tenant || j.kind != k.name || j.owner != p.Subject || j.inputHash != spec.hash {
 		return nil, toolErr(CodeIdempotencyKeyReused, "idempotency_key %q already names another job in your tenant (other arguments or another owner); use a new key for a new job", spec.key)
 	}
+	return k.started(ctx, f, p, j, spec, false)
+}
+
+// ownerInputWait bounds how long start_* waits for a new job's owner approval request to open
+// before it answers an MRTR client with the job view instead of the elicitation.
+const ownerInputWait = 3 * time.Second
+
+// started renders a started (or found) job. With a 2026 client that can take an elicitation, a
+// job that at once waits for its owner is answered with that elicitation (MRTR), and the
+// retry — the same idempotent start plus inputResponses — delivers the answer.
+func (k jobKind[R]) started(ctx context.Context, f *Frontend, p authz.Principal, j *job, spec startSpec, created bool) (*KindView[R], error) {
+	req := callRequest(ctx)
+	note := ""
+	if carriesAnswer(req) || (spec.ownerInput && wantsElicitation(req)) {
+		if !carriesAnswer(req) {
+			j = f.awaitOpenInput(ctx, j, ownerInputWait)
+		}
+		var err error
+		if j, note, err = f.inputRound(ctx, p, j); err != nil {
+			return nil, err
+		}
+	}
 	v, err := k.view(ctx, f, p, j)
 	if v != nil {
-		v.Created = ptr(false)
+		v.Created, v.Note = ptr(created), note
 	}
 	return v, err
 }
@@ -138,7 +159,15 @@ func (k jobKind[R]) jobTools(f *Frontend) (get, cancel, resume toolDef) {
 		if err != nil {
 			return nil, err
 		}
-		return k.view(ctx, f, p, j)
+		j, note, err := f.inputRound(ctx, p, j)
+		if err != nil {
+			return nil, err
+		}
+		v, err := k.view(ctx, f, p, j)
+		if v != nil {
+			v.Note = note
+		}
+		return v, err
 	})
 	cancel = newTool(f, authz.ActionCancel, &mcp.Tool{
 		Name:  "cancel_" + k.name,

@@ -82,11 +82,17 @@ func newTool[In, Out any](f *Frontend, action authz.Action, t *mcp.Tool, run fun
 			rec  = &callRecord{}
 		)
 		if err = decodeArgs(req.Params.Arguments, &args); err == nil {
-			res, err = run(context.WithValue(ctx, callRecordKey{}, rec), p, args)
+			ctx = context.WithValue(context.WithValue(ctx, callRecordKey{}, rec), callRequestKey{}, req)
+			res, err = run(ctx, p, args)
 		}
 		fields = append(fields, zap.Duration("latency", time.Since(start)))
 		if rec.jobID != "" {
 			fields = append(fields, zap.String("job_id", rec.jobID))
+		}
+		var ir *inputRequired
+		if errors.As(err, &ir) {
+			f.log.Info("tool call", append(fields, zap.String("code", "input_required"))...)
+			return ir.res, nil
 		}
 		if err != nil {
 			if te, ok := asToolError(err); ok {

@@ -100,6 +100,30 @@ func seedDownloads(t testing.TB) map[string]string {
 	}
 }
 
+func seedStates(t testing.TB) map[string]string {
+	ring := testRing(t)
+	old, _ := NewKeyring("k0", map[string][]byte{"k0": testKey("k0")})
+	mk := func(r *Keyring, sub string, exp time.Time) string {
+		return r.SealState(State{Tenant: "acme", Subject: sub, WorkflowID: "acme/export/q3", InputID: "approve-0a1b2c3d4e5f",
+			ScopeDigest: "sha256:" + testDigest("scope"), Tool: "get_export", ArgsDigest: "00112233445566778899aabbccddeeff", Expiry: exp})
+	}
+	valid := mk(ring, "steward", fuzzNow.Add(5*time.Minute))
+	live := strconv.FormatInt(fuzzNow.Add(time.Hour).Unix(), 10)
+	return map[string]string{
+		"valid":            valid,
+		"valid_old_kid":    mk(old, "steward", fuzzNow.Add(time.Minute)),
+		"expired":          mk(ring, "steward", fuzzNow),
+		"truncated":        valid[:len(valid)-10],
+		"tampered_payload": tamper(valid, len("jgs1.k1.")+30),
+		"tampered_sig":     tamper(valid, len(valid)-1),
+		"download_prefix":  "jgd1" + valid[4:],
+		"handle":           ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/export/q3", Kind: "export", Expiry: fuzzNow.Add(time.Hour)}),
+		"no_tool":          signJSON(ring, stateFormat, `{"v":1,"t":"acme","s":"steward","w":"acme/export/x","i":"approve-1","d":"sha256:x","o":"","a":"ab","e":`+live+`}`),
+		"empty":            "",
+		"too_long":         valid + "." + strings.Repeat("A", MaxStateLen),
+	}
+}
+
 // tamper changes the byte at i to another URL-safe byte.
 func tamper(s string, i int) string {
 	b := []byte(s)
@@ -119,11 +143,13 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		"FuzzOpenHandle":   func(s string) error { _, err := ring.OpenHandle(s, fuzzNow); return err },
 		"FuzzOpenCursor":   func(s string) error { _, err := ring.OpenCursor(s, fuzzNow); return err },
 		"FuzzOpenDownload": func(s string) error { _, err := ring.OpenDownload(s, fuzzNow); return err },
+		"FuzzOpenState":    func(s string) error { _, err := ring.OpenState(s, fuzzNow); return err },
 	}
 	for target, seeds := range map[string]map[string]string{
 		"FuzzOpenHandle":   seedHandles(t),
 		"FuzzOpenCursor":   seedCursors(t),
 		"FuzzOpenDownload": seedDownloads(t),
+		"FuzzOpenState":    seedStates(t),
 	} {
 		dir := filepath.Join("testdata", "fuzz", target)
 		for name, s := range seeds {
@@ -277,6 +303,45 @@ func FuzzOpenDownload(f *testing.F) {
 		}
 		if _, err := ring.OpenCursor(s, fuzzNow); !errors.Is(err, ErrMalformed) {
 			t.Fatalf("a download token opened as a cursor: %v", err)
+		}
+	})
+}
+
+func FuzzOpenState(f *testing.F) {
+	ring := testRing(f)
+	f.Fuzz(func(t *testing.T, s string) {
+		st, err := ring.OpenState(s, fuzzNow)
+		malformed, expired := errors.Is(err, ErrMalformed), errors.Is(err, ErrExpired)
+		switch {
+		case malformed && expired:
+			t.Fatalf("error is both malformed and expired: %v", err)
+		case err != nil && !malformed && !expired:
+			t.Fatalf("unexpected error class: %v", err)
+		case malformed:
+			if st != (State{}) {
+				t.Fatalf("malformed but returned %+v", st)
+			}
+			return
+		}
+		if len(s) > MaxStateLen {
+			t.Fatalf("opened a %d-byte request state", len(s))
+		}
+		if err := st.Validate(); err != nil {
+			t.Fatalf("opened an invalid request state %+v: %v", st, err)
+		}
+		r := ring.SealState(st)
+		st2, err2 := ring.OpenState(r, fuzzNow)
+		if st2 != st || errors.Is(err2, ErrExpired) != expired || (err2 != nil && !expired) {
+			t.Fatalf("re-seal: %+v, %v; want %+v, %v", st2, err2, st, err)
+		}
+		if strings.HasPrefix(s, StatePrefix+"."+ring.CurrentKID()+".") && r != s {
+			t.Fatalf("re-seal differs:\n%q\n%q", s, r)
+		}
+		if _, err := ring.OpenHandle(s, fuzzNow); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("a request state opened as a handle: %v", err)
+		}
+		if _, err := ring.OpenDownload(s, fuzzNow); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("a request state opened as a download token: %v", err)
 		}
 	})
 }

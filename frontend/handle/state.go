@@ -1,0 +1,117 @@
+package handle
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+const (
+	// MaxStateLen is the longest string OpenState looks at; SealState never produces one.
+	MaxStateLen = 2048
+
+	// StatePrefix starts every sealed MRTR request state; the digit is the format version.
+	StatePrefix = "jgs1"
+
+	stateLabel = "jobgate-request-state-v1"
+)
+
+var stateFormat = format{StatePrefix, stateLabel, MaxStateLen}
+
+// State is the sealed requestState of a multi-round-trip (MRTR) tool result: which open input
+// request of which job was put to which principal, through which tool call. The client echoes
+// it with its answer, on any replica; it is attacker-controlled input, so everything that
+// decides what the answer may do is bound here and re-checked against the job.
+type State struct {
+	Tenant      string
+	Subject     string // the principal the elicitation was put to
+	WorkflowID  string
+	InputID     string
+	ScopeDigest string
+	Tool        string // the tool whose call carried the elicitation
+	ArgsDigest  string // digest of that call's arguments (without inputResponses/requestState)
+	Expiry      time.Time
+}
+
+type stateWire struct {
+	V int    `json:"v"`
+	T string `json:"t"` // tenant
+	S string `json:"s"` // subject
+	W string `json:"w"` // workflow ID
+	I string `json:"i"` // input ID
+	D string `json:"d"` // scope digest
+	O string `json:"o"` // tool
+	A string `json:"a"` // arguments digest
+	E int64  `json:"e"` // expiry, Unix seconds
+}
+
+func (s State) wire() stateWire {
+	return stateWire{V: payloadVersion, T: s.Tenant, S: s.Subject, W: s.WorkflowID, I: s.InputID, D: s.ScopeDigest,
+		O: s.Tool, A: s.ArgsDigest, E: s.Expiry.Unix()}
+}
+
+func (s State) validateFields() error {
+	for name, v := range map[string]string{"tenant": s.Tenant, "subject": s.Subject, "workflow ID": s.WorkflowID,
+		"input ID": s.InputID, "scope digest": s.ScopeDigest, "tool": s.Tool, "arguments digest": s.ArgsDigest} {
+		if !validString(v) {
+			return fmt.Errorf("handle: request state %s is empty or not UTF-8", name)
+		}
+	}
+	if !validExpiry(s.Expiry) {
+		return errors.New("handle: request state expiry is zero or out of range")
+	}
+	return nil
+}
+
+// Validate reports whether SealState can seal s: fields set and valid, within MaxStateLen.
+func (s State) Validate() error {
+	if err := s.validateFields(); err != nil {
+		return err
+	}
+	js, _ := json.Marshal(s.wire())
+	if n := stateFormat.sealedLen(len(js), MaxKIDLen); n > MaxStateLen {
+		return fmt.Errorf("handle: sealed request state would be %d bytes, limit %d", n, MaxStateLen)
+	}
+	return nil
+}
+
+// SealState returns s signed with the current key, or "" (which never opens) if s is invalid.
+func (k *Keyring) SealState(s State) string {
+	if k == nil || s.validateFields() != nil {
+		return ""
+	}
+	js, err := json.Marshal(s.wire())
+	if err != nil {
+		return ""
+	}
+	return k.seal(stateFormat, js)
+}
+
+// OpenState is OpenHandle for request states: errors match [ErrMalformed] or [ErrExpired]; with
+// ErrExpired the decoded State is returned too.
+func (k *Keyring) OpenState(str string, now time.Time) (State, error) {
+	js, err := k.open(stateFormat, str)
+	if err != nil {
+		return State{}, err
+	}
+	var w stateWire
+	if err := decodeCanonical(js, &w); err != nil {
+		return State{}, err
+	}
+	if w.V != payloadVersion {
+		return State{}, errVersion
+	}
+	if w.E < 1 || w.E > maxUnixSeconds {
+		return State{}, errFields
+	}
+	s := State{Tenant: w.T, Subject: w.S, WorkflowID: w.W, InputID: w.I, ScopeDigest: w.D, Tool: w.O, ArgsDigest: w.A,
+		Expiry: expiryFromUnix(w.E)}
+	if s.validateFields() != nil {
+		return State{}, errFields
+	}
+	if !now.Before(s.Expiry) {
+		return s, ErrExpired
+	}
+	return s, nil
+}

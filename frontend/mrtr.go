@@ -1,0 +1,256 @@
+package frontend
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// MRTR (multi-round-trip requests, protocol 2026-07-28): an open input request the caller may
+// answer comes back from get_* (and from start_* when the job at once waits for its owner) as
+// resultType "input_required" with one form elicitation and a sealed requestState; the retry
+// carrying inputResponses and that state is the same resume as resume_*, under the same rules.
+
+const (
+	// InputKeyApproval names the one elicitation in inputRequests / inputResponses.
+	InputKeyApproval = "approval"
+	// StateTTLDefault bounds how long an elicitation's requestState can be answered.
+	StateTTLDefault = 10 * time.Minute
+
+	protocolMRTR = "2026-07-28"
+)
+
+// inputRequired is returned by a tool's run function to answer with an MRTR input request
+// instead of its output (newTool sends res as it is).
+type inputRequired struct{ res *mcp.CallToolResult }
+
+func (*inputRequired) Error() string { return "input required" }
+
+type callRequestKey struct{}
+
+// callRequest is the tool call being served (newTool puts it in the context).
+func callRequest(ctx context.Context) *mcp.CallToolRequest {
+	req, _ := ctx.Value(callRequestKey{}).(*mcp.CallToolRequest)
+	return req
+}
+
+// wantsElicitation: the request follows the 2026-07-28 protocol and declares form elicitation in
+// its own per-request client capabilities. Older clients cannot be sent an elicitation by a
+// stateless server and keep resume_*.
+func wantsElicitation(req *mcp.CallToolRequest) bool {
+	if req == nil || req.Params == nil {
+		return false
+	}
+	if s := req.Session; s != nil {
+		if ip := s.InitializeParams(); ip != nil && ip.ProtocolVersion < protocolMRTR {
+			return false
+		}
+	}
+	raw, ok := req.Params.Meta[mcp.MetaKeyClientCapabilities]
+	if !ok {
+		return false
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return false
+	}
+	var caps struct {
+		Elicitation *struct {
+			Form *json.RawMessage `json:"form"`
+			URL  *json.RawMessage `json:"url"`
+		} `json:"elicitation"`
+	}
+	if json.Unmarshal(b, &caps) != nil || caps.Elicitation == nil {
+		return false
+	}
+	// An empty elicitation object means form mode (the spec's default).
+	return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
+}
+
+// carriesAnswer: the call is an MRTR retry.
+func carriesAnswer(req *mcp.CallToolRequest) bool {
+	return req != nil && req.Params != nil && (req.Params.RequestState != "" || len(req.Params.InputResponses) > 0)
+}
+
+// argsDigest fingerprints a call's arguments (canonical JSON), binding a requestState to them.
+func argsDigest(raw json.RawMessage) string {
+	var v any
+	if len(raw) > 0 && json.Unmarshal(raw, &v) == nil {
+		raw, _ = json.Marshal(v) // sorted keys, no insignificant space
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:16])
+}
+
+// approvalElicitation renders an open input request as one form-mode elicitation: the prompt,
+// what is being approved, and the answer schema (decision + optional comment).
+func approvalElicitation(ni *workflows.NeedsInput) *mcp.ElicitParams {
+	var b strings.Builder
+	b.WriteString(ni.Prompt)
+	if len(ni.Scope) > 0 {
+		keys := make([]string, 0, len(ni.Scope))
+		for k := range ni.Scope {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b.WriteString("\n\nWhat is being approved:")
+		for _, k := range keys {
+			v := ni.Scope[k]
+			if l, ok := v.([]any); ok {
+				parts := make([]string, len(l))
+				for i, x := range l {
+					parts[i] = fmt.Sprint(x)
+				}
+				v = strings.Join(parts, ", ")
+			}
+			fmt.Fprintf(&b, "\n- %s: %v", k, v)
+		}
+	}
+	if ni.RequestedBy != "" {
+		fmt.Fprintf(&b, "\n\nRequested by %s; expires %s.", ni.RequestedBy, ni.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return &mcp.ElicitParams{
+		Mode:    "form",
+		Message: b.String(),
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"decision": map[string]any{"type": "string", "title": "Decision", "enum": []string{workflows.DecisionApprove, workflows.DecisionReject},
+					"description": "approve lets the job go on; reject cancels it"},
+				"comment": map[string]any{"type": "string", "title": "Comment", "maxLength": commentMax,
+					"description": "optional note recorded with the decision"},
+			},
+			"required": []string{"decision"},
+		},
+	}
+}
+
+// elicitAnswer reads the approval elicitation's response: answered is false when the person
+// declined or dismissed it (the job then keeps waiting).
+func elicitAnswer(resp mcp.InputResponse) (decision, comment string, answered bool, err error) {
+	r, ok := resp.(*mcp.ElicitResult)
+	if !ok || r == nil {
+		return "", "", false, invalidArg("inputResponses", "%s must be an elicitation result", InputKeyApproval)
+	}
+	switch r.Action {
+	case "decline", "cancel":
+		return "", "", false, nil
+	case "accept":
+	default:
+		return "", "", false, invalidArg("inputResponses", "%s.action must be accept, decline or cancel", InputKeyApproval)
+	}
+	decision, _ = r.Content["decision"].(string)
+	if decision != workflows.DecisionApprove && decision != workflows.DecisionReject {
+		return "", "", false, invalidArg("inputResponses", "%s.content.decision must be approve or reject", InputKeyApproval)
+	}
+	if c, ok := r.Content["comment"]; ok {
+		if comment, ok = c.(string); !ok {
+			return "", "", false, invalidArg("inputResponses", "%s.content.comment must be a string", InputKeyApproval)
+		}
+	}
+	return decision, comment, true, nil
+}
+
+// askFor returns the MRTR input request for job j to caller p, or nil when the caller may not
+// answer, the client cannot take one, or the job waits for nothing.
+func (f *Frontend) askFor(ctx context.Context, p authz.Principal, j *job) error {
+	req := callRequest(ctx)
+	if !wantsElicitation(req) || j.needsInput == nil || j.status() != workflows.StatusAwaitingInput ||
+		authz.Decide(p, authz.ActionResume, j.policyJob()) != authz.Allow {
+		return nil
+	}
+	ni := j.needsInput
+	exp := f.opts.Now().Add(StateTTLDefault)
+	if ni.ExpiresAt.Before(exp) {
+		exp = ni.ExpiresAt
+	}
+	state := f.opts.Keys.SealState(handle.State{Tenant: p.Tenant, Subject: p.Subject, WorkflowID: j.id, InputID: ni.InputID,
+		ScopeDigest: ni.ScopeDigest, Tool: req.Params.Name, ArgsDigest: argsDigest(req.Params.Arguments),
+		Expiry: exp.Truncate(time.Second)})
+	if state == "" {
+		return nil // cannot be sealed (e.g. an already expired request): the plain view says it all
+	}
+	return &inputRequired{res: &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{InputKeyApproval: approvalElicitation(ni)},
+		RequestState:  state,
+	}}
+}
+
+// answerFrom applies an MRTR retry's answer to job j (already resolved for p) as the same
+// resume resume_* makes, and returns the job afterwards and a note for the caller. Tampered
+// state, state of another call, principal or job, or a stale request: the contract's errors,
+// and nothing reaches the job.
+func (f *Frontend) answerFrom(ctx context.Context, p authz.Principal, j *job) (*job, string, error) {
+	req := callRequest(ctx)
+	st, err := f.opts.Keys.OpenState(req.Params.RequestState, f.opts.Now())
+	switch {
+	case err != nil && !errors.Is(err, handle.ErrExpired):
+		return nil, "", invalidArg("requestState", "malformed or not issued by this service; call again without inputResponses to be asked anew")
+	case st.Tenant != p.Tenant || st.Subject != p.Subject || st.WorkflowID != j.id:
+		return nil, "", errNotFound()
+	case err != nil:
+		return nil, "", toolErr(CodeInputNotExpected, "the elicitation expired; call again without inputResponses to be asked anew")
+	case st.Tool != req.Params.Name || st.ArgsDigest != argsDigest(req.Params.Arguments):
+		return nil, "", invalidArg("requestState", "belongs to another call; retry the exact call that asked, with its arguments")
+	}
+	resp, ok := req.Params.InputResponses[InputKeyApproval]
+	if !ok {
+		return nil, "", invalidArg("inputResponses", "must answer %q", InputKeyApproval)
+	}
+	decision, comment, answered, err := elicitAnswer(resp)
+	if err != nil {
+		return nil, "", err
+	}
+	if !answered {
+		return j, "the elicitation was declined or dismissed: nothing changed, the job keeps waiting for input", nil
+	}
+	j2, err := f.resumeJob(ctx, p, j, ResumeIn{InputID: st.InputID, ScopeDigest: st.ScopeDigest, Decision: decision, Comment: comment})
+	if err != nil {
+		return nil, "", err
+	}
+	return j2, "your answer (" + decision + ") was recorded", nil
+}
+
+// inputRound runs the MRTR part of a get_* or start_* call on job j: an answer the call carries
+// is applied; otherwise the caller may be asked. It returns the job to render and a note.
+func (f *Frontend) inputRound(ctx context.Context, p authz.Principal, j *job) (*job, string, error) {
+	if carriesAnswer(callRequest(ctx)) {
+		return f.answerFrom(ctx, p, j)
+	}
+	return j, "", f.askFor(ctx, p, j)
+}
+
+// awaitOpenInput re-reads a just-started job until its input request is open, it ends, or max
+// passes; it returns the last job read (or j when reading fails: the caller then shows j).
+func (f *Frontend) awaitOpenInput(ctx context.Context, j *job, max time.Duration) *job {
+	deadline := time.Now().Add(max)
+	for {
+		if j.status() == workflows.StatusAwaitingInput || j.status().Terminal() || time.Now().After(deadline) {
+			return j
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return j
+		case <-t.C:
+		}
+		j2, err := f.describe(ctx, j.id)
+		if err != nil {
+			return j
+		}
+		j = j2
+	}
+}
