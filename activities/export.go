@@ -199,9 +199,10 @@ func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanEx
 		return PlanExportResult{}, err
 	}
 	res := PlanExportResult{
-		ConfigDigest: d.ConfigDigest(),
-		Sensitive:    d.AnySensitive(in.Columns),
-		Missing:      missingColumns(d, in.Columns),
+		ConfigDigest:     d.ConfigDigest(),
+		Sensitive:        d.AnySensitive(in.Columns),
+		SensitiveColumns: sensitiveOf(d, in.Columns),
+		Missing:          missingColumns(d, in.Columns),
 	}
 	if res.ConfigDigest != in.ConfigDigest {
 		res.ScopeChanged = true
@@ -907,4 +908,15 @@ func (a *Activities) DeleteExport(ctx context.Context, in DeleteExportInput) err
 		return err
 	}
 	return store.deletePrefix(ctx, ExportPrefix(in.JobID))
+}
+
+// sensitiveOf lists the columns of cols that d marks sensitive, in cols' order.
+func sensitiveOf(d Dataset, cols []string) []string {
+	var out []string
+	for _, c := range cols {
+		if col, ok := d.Column(c); ok && col.Sensitive {
+			out = append(out, c)
+		}
+	}
+	return out
 }

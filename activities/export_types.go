@@ -38,12 +38,14 @@ type PlanExportInput struct {
 type PlanExportResult struct {
 	// ScopeChanged: the dataset's current config digest differs from the input's; the fields
 	// below it describe the current config and no query touched the dataset.
-	ScopeChanged bool       `json:"scope_changed,omitempty"`
-	ConfigDigest string     `json:"config_digest"`
-	Sensitive    bool       `json:"sensitive,omitempty"`       // requested columns include a sensitive one now
-	Missing      []string   `json:"missing_columns,omitempty"` // requested columns the dataset no longer has
-	Rows         int        `json:"rows"`
-	Ranges       []KeyRange `json:"ranges,omitempty"`
+	ScopeChanged bool   `json:"scope_changed,omitempty"`
+	ConfigDigest string `json:"config_digest"`
+	Sensitive    bool   `json:"sensitive,omitempty"` // requested columns include a sensitive one now
+	// SensitiveColumns names the requested columns that are sensitive now, for a new prompt.
+	SensitiveColumns []string   `json:"sensitive_columns,omitempty"`
+	Missing          []string   `json:"missing_columns,omitempty"` // requested columns the dataset no longer has
+	Rows             int        `json:"rows"`
+	Ranges           []KeyRange `json:"ranges,omitempty"`
 }
 
 // ExportPartInput exports one key range of the caller tenant's rows.

@@ -322,7 +322,7 @@ func TestExportConfigChangedAfterApproval(t *testing.T) {
 		return again.NeedsInput != nil && again.NeedsInput.InputID != w.NeedsInput.InputID
 	})
 	if again.Status != workflows.StatusAwaitingInput || again.NeedsInput.ScopeDigest == w.NeedsInput.ScopeDigest ||
-		!strings.Contains(again.NeedsInput.Prompt, "changed") {
+		!strings.Contains(again.NeedsInput.Prompt, "changed") || fmt.Sprint(again.NeedsInput.Scope["sensitive_columns"]) != "[name email]" {
 		t.Fatalf("second request: %+v", again.NeedsInput)
 	}
 	if n := b.queries.count("customers"); n != 0 {

@@ -162,6 +162,7 @@ func Export(ctx workflow.Context, in ExportInput) (ExportResult, error) {
 			// approval was (or now is) needed.
 			digest = plan.ConfigDigest
 			required = required || plan.Sensitive
+			r.in.Approval.Sensitive = plan.SensitiveColumns // the prompt names what is sensitive now
 			approved = false
 			continue
 		}
