@@ -33,6 +33,7 @@ Usage:
   jobgate dev      [flags]   run everything in one process (start here)
   jobgate serve    [flags]   run the stateless MCP frontend (any number of replicas)
   jobgate worker   [flags]   run a Temporal worker that executes jobs
+  jobgate temporal [flags]   run the embedded Temporal server (SQLite) and Web UI alone
   jobgate token    [flags]   mint a dev HS256 bearer token
 
 Clients (MCP clients of --url, env JOBGATE_URL, with your own --token, env JOBGATE_TOKEN):
@@ -71,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runServe(args, stderr)
 	case "worker":
 		return runWorker(args, stderr)
+	case "temporal":
+		return runTemporal(args, stdout, stderr)
 	case "token":
 		return runToken(args, stdout, stderr)
 	case "jobs":
@@ -163,6 +166,16 @@ func runWorker(args []string, stderr io.Writer) error {
 	return runProcess(args, stderr, "worker", "Runs a Temporal worker executing jobgate workflows and episode activities.", "json", c.Flags,
 		func(log *zap.Logger) process {
 			m := &app.WorkerMain{Config: c, Logger: log}
+			return process{m.Run, m.Close}
+		})
+}
+
+func runTemporal(args []string, stdout, stderr io.Writer) error {
+	var c app.TemporalConfigDev
+	return runProcess(args, stderr, "temporal", "Runs the embedded Temporal server (SQLite file, WAL) and its Web UI as a process of its own,\n"+
+		"with jobgate's search attributes registered; point serve and worker at it. Restarting keeps every job.", "console", c.Flags,
+		func(log *zap.Logger) process {
+			m := &app.TemporalMain{Config: c, Logger: log.Named("temporal"), Out: stdout}
 			return process{m.Run, m.Close}
 		})
 }

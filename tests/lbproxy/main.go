@@ -1,0 +1,159 @@
+// Command lbproxy is the chaos suite's load balancer: a round-robin reverse proxy over jobgate
+// frontends, run as a process of its own. Consecutive requests go to different backends; a
+// backend that refuses connections (killed) is skipped for that request, which is safe because
+// the request never reached it. POST /__lb/drop closes every client connection at once (a
+// connection storm); GET /__lb/stats reports requests per backend.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+type proxy struct {
+	backends []*url.URL
+	next     atomic.Uint64
+	client   *http.Client
+	perBack  []atomic.Int64
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:0", "listen address")
+	backends := flag.String("backends", "", "comma-separated backend base URLs, e.g. http://127.0.0.1:8081,http://127.0.0.1:8082")
+	flag.Parse()
+	p := &proxy{conns: map[net.Conn]struct{}{}}
+	for _, b := range strings.Split(*backends, ",") {
+		u, err := url.Parse(strings.TrimSpace(b))
+		if err != nil || u.Host == "" {
+			log.Fatalf("bad backend %q", b)
+		}
+		p.backends = append(p.backends, u)
+	}
+	if len(p.backends) == 0 {
+		log.Fatal("--backends is required")
+	}
+	p.perBack = make([]atomic.Int64, len(p.backends))
+	p.client = &http.Client{Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64,
+	}}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := &http.Server{Handler: p, ConnState: p.track, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Printf("lbproxy %s\n", ln.Addr()) // the test reads the bound address from here
+	os.Stdout.Sync()
+	go func() { _ = srv.Serve(ln) }()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	_ = srv.Close()
+}
+
+func (p *proxy) track(c net.Conn, s http.ConnState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch s {
+	case http.StateNew:
+		p.conns[c] = struct{}{}
+	case http.StateClosed, http.StateHijacked:
+		delete(p.conns, c)
+	}
+}
+
+// drop closes every client connection, in flight or idle, without answering.
+func (p *proxy) drop() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for c := range p.conns {
+		_ = c.Close()
+		n++
+	}
+	return n
+}
+
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/__lb/drop":
+		// Answer first on a connection of its own, then drop everyone (this one included).
+		n := len(p.conns)
+		w.Header().Set("Connection", "close")
+		fmt.Fprintf(w, "dropping %d connections\n", n)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		go func() { time.Sleep(10 * time.Millisecond); p.drop() }()
+		return
+	case "/__lb/stats":
+		counts := make([]int64, len(p.backends))
+		for i := range p.perBack {
+			counts[i] = p.perBack[i].Load()
+		}
+		_ = json.NewEncoder(w).Encode(counts)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+	if err != nil {
+		http.Error(w, "read body", http.StatusBadGateway)
+		return
+	}
+	start := p.next.Add(1)
+	var last error
+	for i := range p.backends {
+		idx := int((start + uint64(i)) % uint64(len(p.backends)))
+		resp, err := p.forward(r, body, p.backends[idx])
+		if err != nil {
+			last = err
+			var op *net.OpError
+			if errors.As(err, &op) && op.Op == "dial" {
+				continue // never reached the backend: safe to try the next
+			}
+			break // reached it and failed midway: the client must decide (like a real LB)
+		}
+		p.perBack[idx].Add(1)
+		defer resp.Body.Close()
+		for k, vs := range resp.Header {
+			for _, v := range vs {
+				w.Header().Add(k, v)
+			}
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+		return
+	}
+	http.Error(w, fmt.Sprintf("no backend answered: %v", last), http.StatusBadGateway)
+}
+
+func (p *proxy) forward(r *http.Request, body []byte, to *url.URL) (*http.Response, error) {
+	u := *to
+	u.Path = strings.TrimRight(to.Path, "/") + r.URL.Path
+	u.RawQuery = r.URL.RawQuery
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = r.Header.Clone()
+	req.Header.Del("Connection")
+	return p.client.Do(req)
+}
