@@ -220,6 +220,29 @@ func TestClusterReplicasBehindProxy(t *testing.T) {
 	waitStatus(t, cs, v.Handle, workflows.StatusSucceeded, 60*time.Second)
 	c.startServe(0)
 	mustErr(t, call(t, c.via(gus), "get_eval", map[string]any{"handle": v.Handle}), frontend.CodeNotFound)
+
+	// The identical tools/call replayed byte for byte (one lands on each replica): one job.
+	key := uniqueKey(t) + "-replay"
+	body := modernCall("start_eval", `{"idempotency_key":"`+key+`","suite":"demo","episodes":1,"params":{"episode_ms":0}}`, "2026-07-28")
+	var answers []string
+	for range 2 {
+		resp, b := postMCPCtx(context.Background(), t, http.DefaultClient, "http://"+c.proxyAddr+"/mcp", "Bearer "+c.token(ana), body,
+			"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "start_eval")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("replay: %d %s", resp.StatusCode, b)
+		}
+		answers = append(answers, b)
+	}
+	if !strings.Contains(answers[0], `"created":true`) || !strings.Contains(answers[1], `"created":false`) {
+		t.Fatalf("replayed start: %s / %s", answers[0], answers[1])
+	}
+	mustErr(t, call(t, cs, "start_eval", startArgs(key, 2, nil)), frontend.CodeIdempotencyKeyReused)
+	list, err := c.tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace,
+		Query: "WorkflowId = 'acme/eval/" + key + "'"})
+	must(t, err)
+	if n := len(list.GetExecutions()); n != 1 {
+		t.Fatalf("%d workflows for a replayed start", n)
+	}
 }
 
 // TestClusterTemporalRestart: Temporal itself is SIGKILLed mid-job and mid-approval and restarted
