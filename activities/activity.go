@@ -11,6 +11,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -33,6 +34,9 @@ type Activities struct {
 	Suites Catalog
 	// HeartbeatEvery is how often a running episode heartbeats. Defaults to 1 second.
 	HeartbeatEvery time.Duration
+	// HTTPClient sends the episodes of http suites; shared by all of them. Nil: a default client
+	// with bounded dial and TLS timeouts that follows no redirects.
+	HTTPClient *http.Client
 
 	// Datasets is the export catalog; callers only name datasets.
 	Datasets Datasets
@@ -80,6 +84,8 @@ func (a *Activities) RunEpisode(ctx context.Context, in EpisodeInput) (EpisodeRe
 		res, err = a.runDemo(ctx, in)
 	case SuiteCommand:
 		res, err = a.runCommand(ctx, s, in)
+	case SuiteHTTP:
+		res, err = a.runHTTP(ctx, s, in)
 	default:
 		return res, temporal.NewNonRetryableApplicationError("unknown suite kind", ErrTypeSuiteMissing, nil)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"regexp"
 	"sort"
@@ -23,6 +24,9 @@ const (
 	SuiteDemo SuiteKind = "demo"
 	// SuiteCommand runs a configured command per episode and reads a JSON score from its stdout.
 	SuiteCommand SuiteKind = "command"
+	// SuiteHTTP POSTs each episode to a receiver with an Idempotency-Key (the operation ID) and
+	// reconciles an uncertain attempt with a GET before sending again (README "HTTP suites").
+	SuiteHTTP SuiteKind = "http"
 )
 
 // Defaults for suite fields left zero in a catalog file.
@@ -35,6 +39,7 @@ const (
 	MaxEpisodesDefault      = 20000
 	MaxConcurrencyDefault   = 64
 	ApprovalTimeoutDefault  = 24 * time.Hour
+	RequestTimeoutDefault   = 30 * time.Second
 
 	// DemoEpisodeMSDefault and DemoFailRateDefault are the demo suite's params defaults (CONTRACT.md).
 	DemoEpisodeMSDefault = 1000
@@ -72,6 +77,11 @@ type Suite struct {
 	Command []string `json:"command,omitempty"`
 	// Dir is the command's working directory. Defaults to the worker's.
 	Dir string `json:"dir,omitempty"`
+	// URL is the receiver's episodes endpoint for SuiteHTTP: absolute http(s), no credentials,
+	// query or fragment. Episodes are POSTed to it; GET URL/<escaped key> reconciles.
+	URL string `json:"url,omitempty"`
+	// RequestTimeout bounds one HTTP request of SuiteHTTP. Defaults to 30 seconds.
+	RequestTimeout Duration `json:"request_timeout,omitempty"`
 	// ApprovalThreshold: runs of more episodes than this wait for approval first. 0 never asks.
 	ApprovalThreshold int `json:"approval_threshold"`
 	// Approver says who may answer the approval. Defaults to "owner".
@@ -129,6 +139,9 @@ func (c Catalog) add(s Suite) {
 	if s.ApprovalTimeout == 0 {
 		s.ApprovalTimeout = Duration(ApprovalTimeoutDefault)
 	}
+	if s.Kind == SuiteHTTP && s.RequestTimeout == 0 {
+		s.RequestTimeout = Duration(RequestTimeoutDefault)
+	}
 	c[s.Name] = s
 }
 
@@ -143,8 +156,25 @@ func (c Catalog) Add(s Suite) error {
 		if len(s.Command) == 0 || s.Command[0] == "" {
 			return fmt.Errorf("suite %q: kind command needs a command", s.Name)
 		}
+	case SuiteHTTP:
+		if err := validateEpisodeURL(s.URL); err != nil {
+			return fmt.Errorf("suite %q: %w", s.Name, err)
+		}
+		if s.RequestTimeout < 0 {
+			return fmt.Errorf("suite %q: request_timeout must not be negative", s.Name)
+		}
+		episode := s.EpisodeTimeout.D()
+		if episode == 0 {
+			episode = EpisodeTimeoutDefault
+		}
+		if s.RequestTimeout.D() > episode {
+			return fmt.Errorf("suite %q: request_timeout %s exceeds episode_timeout %s", s.Name, s.RequestTimeout.D(), episode)
+		}
 	default:
-		return fmt.Errorf("suite %q: kind %q is not demo or command", s.Name, s.Kind)
+		return fmt.Errorf("suite %q: kind %q is not demo, command or http", s.Name, s.Kind)
+	}
+	if s.Kind != SuiteHTTP && (s.URL != "" || s.RequestTimeout != 0) {
+		return fmt.Errorf("suite %q: url and request_timeout apply only to kind http", s.Name)
 	}
 	switch s.Approver {
 	case authz.ApproverNone, authz.ApproverOwner, authz.ApproverApprover:
@@ -158,6 +188,29 @@ func (c Catalog) Add(s Suite) error {
 		return fmt.Errorf("suite %q: pass_threshold must be within 0..1", s.Name)
 	}
 	c.add(s)
+	return nil
+}
+
+// validateEpisodeURL accepts an absolute http or https URL with a host and no credentials,
+// query or fragment: the reconcile URL is this one plus one escaped path segment.
+func validateEpisodeURL(raw string) error {
+	if raw == "" {
+		return fmt.Errorf("kind http needs a url")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("url: %w", err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("url %q: scheme must be http or https", raw)
+	case u.Host == "" || u.Opaque != "":
+		return fmt.Errorf("url %q: must be absolute, like http://host/episodes", raw)
+	case u.User != nil:
+		return fmt.Errorf("url: must not carry credentials")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#"):
+		return fmt.Errorf("url %q: must not have a query or fragment", raw)
+	}
 	return nil
 }
 

@@ -161,7 +161,7 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 			BackoffCoefficient:     2,
 			MaximumInterval:        30 * time.Second,
 			MaximumAttempts:        int32(max(1, in.Episode.MaxAttempts)),
-			NonRetryableErrorTypes: []string{activities.ErrTypeEpisodeFailed, activities.ErrTypeSuiteMissing},
+			NonRetryableErrorTypes: []string{activities.ErrTypeEpisodeFailed, activities.ErrTypeSuiteMissing, activities.ErrTypeEpisodeRejected},
 		},
 	}
 	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "running")})

@@ -1,0 +1,641 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jobgate/jobgate/tests/receiver"
+)
+
+const httpJobID = "acme/eval/run-1"
+
+// httpHarness runs http episodes against a real receiver over loopback, one
+// TestActivityEnvironment per attempt, the way a worker would.
+type httpHarness struct {
+	t     *testing.T
+	rcv   *receiver.Receiver
+	srv   *receiver.Server
+	a     *Activities
+	suite Suite
+
+	mu         sync.Mutex
+	heartbeats []httpAttempt // details of the heartbeats the test environment saw
+}
+
+func newHTTPHarness(t *testing.T, url string, mod func(*Suite)) *httpHarness {
+	t.Helper()
+	h := &httpHarness{t: t}
+	if url == "" {
+		rcv, err := receiver.New(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := rcv.Start("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.Close() })
+		h.rcv, h.srv, url = rcv, srv, srv.URL
+	}
+	s := Suite{Name: "rx", Kind: SuiteHTTP, URL: url, RequestTimeout: Duration(5 * time.Second), PassThreshold: 0.25}
+	if mod != nil {
+		mod(&s)
+	}
+	c := Catalog{}
+	if err := c.Add(s); err != nil {
+		t.Fatal(err)
+	}
+	h.suite = c[s.Name]
+	h.a = &Activities{Suites: c, HeartbeatEvery: 20 * time.Millisecond}
+	return h
+}
+
+func httpIn(i int) EpisodeInput {
+	return EpisodeInput{JobID: httpJobID, Suite: "rx", Index: i, OperationID: fmt.Sprintf("%s#%d", httpJobID, i),
+		Params: map[string]any{"level": "hard"}}
+}
+
+// env is one attempt's environment; prior, when set, is the heartbeat an earlier attempt left.
+func (h *httpHarness) env(ctx context.Context, prior *httpAttempt) *testsuite.TestActivityEnvironment {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(quietLogger)
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(h.a)
+	// runAt plays any attempt number, as after a worker death that lost every heartbeat.
+	env.RegisterActivityWithOptions(func(ctx context.Context, in EpisodeInput, attempt int32) (EpisodeResult, error) {
+		res, err := h.a.runHTTPAttempt(ctx, h.suite, in, attempt, nil)
+		res.Passed = err == nil && res.Score >= h.suite.PassThreshold // as RunEpisode does
+		return res, err
+	}, activity.RegisterOptions{Name: "runAt"})
+	if ctx != nil {
+		env.SetWorkerOptions(worker.Options{BackgroundActivityContext: ctx})
+	}
+	if prior != nil {
+		env.SetHeartbeatDetails(*prior)
+	}
+	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, d converter.EncodedValues) {
+		var hb httpAttempt
+		if d.HasValues() && d.Get(&hb) == nil {
+			h.mu.Lock()
+			h.heartbeats = append(h.heartbeats, hb)
+			h.mu.Unlock()
+		}
+	})
+	return env
+}
+
+func result(v converter.EncodedValue, err error) (EpisodeResult, error) {
+	var res EpisodeResult
+	if err == nil {
+		err = v.Get(&res)
+	}
+	return res, err
+}
+
+func (h *httpHarness) run(in EpisodeInput, prior *httpAttempt) (EpisodeResult, error) {
+	return result(h.env(nil, prior).ExecuteActivity(h.a.RunEpisode, in))
+}
+
+func (h *httpHarness) runAt(in EpisodeInput, attempt int32) (EpisodeResult, error) {
+	return result(h.env(nil, nil).ExecuteActivity("runAt", in, attempt))
+}
+
+func (h *httpHarness) lastHeartbeat() (httpAttempt, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.heartbeats) == 0 {
+		return httpAttempt{}, false
+	}
+	return h.heartbeats[len(h.heartbeats)-1], true
+}
+
+func (h *httpHarness) outcomes(key string) string {
+	var out []string
+	for _, a := range h.rcv.AttemptsFor(key) {
+		s := fmt.Sprintf("%s#%d %s", a.Method, a.Attempt, a.Outcome)
+		if a.Dropped {
+			s += " dropped"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
+}
+
+func (h *httpHarness) wantOutcomes(key, want string) {
+	h.t.Helper()
+	if got := h.outcomes(key); got != want {
+		h.t.Fatalf("receiver saw %q, want %q", got, want)
+	}
+}
+
+func (h *httpHarness) wantEffects(key string, n int) {
+	h.t.Helper()
+	if got := h.rcv.Effects()[key]; got != n {
+		h.t.Fatalf("%s applied %d times, want %d", key, got, n)
+	}
+}
+
+func (h *httpHarness) wantScore(res EpisodeResult, err error, key string) {
+	h.t.Helper()
+	if err != nil {
+		h.t.Fatalf("episode: %v", err)
+	}
+	want := receiver.Score(key)
+	if res.Score != want || res.Passed != (want >= h.suite.PassThreshold) {
+		h.t.Fatalf("got %+v, want score %v", res, want)
+	}
+}
+
+// appErr asserts err is an application error of type typ with the given retryability.
+func appErr(t *testing.T, err error, typ string, retryable bool) *temporal.ApplicationError {
+	t.Helper()
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) {
+		t.Fatalf("want %s, got %T %v", typ, err, err)
+	}
+	if ae.Type() != typ || ae.NonRetryable() == retryable {
+		t.Fatalf("want %s (retryable %v), got %s (non-retryable %v): %v", typ, retryable, ae.Type(), ae.NonRetryable(), err)
+	}
+	return ae
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestHTTPEpisode_HappyPath(t *testing.T) {
+	h := newHTTPHarness(t, "", nil)
+	in := httpIn(3)
+	res, err := h.run(in, nil)
+	h.wantScore(res, err, in.OperationID)
+	h.wantEffects(in.OperationID, 1)
+	h.wantOutcomes(in.OperationID, "POST#1 applied")
+	if a := h.rcv.AttemptsFor(in.OperationID)[0]; a.BodyAttempt != 1 {
+		t.Fatalf("body attempt: %+v", a)
+	}
+	// The attempt was marked uncertain before it was sent.
+	h.mu.Lock()
+	first := h.heartbeats[0]
+	h.mu.Unlock()
+	if first != (httpAttempt{Phase: httpPhaseSending, Key: in.OperationID, Attempt: 1}) {
+		t.Fatalf("first heartbeat: %+v", first)
+	}
+}
+
+func TestHTTPEpisode_SameOperationIDTwiceOneEffect(t *testing.T) {
+	h := newHTTPHarness(t, "", nil)
+	in := httpIn(0)
+	r1, err1 := h.run(in, nil)
+	r2, err2 := h.run(in, nil)
+	h.wantScore(r1, err1, in.OperationID)
+	h.wantScore(r2, err2, in.OperationID)
+	h.wantEffects(in.OperationID, 1)
+	h.wantOutcomes(in.OperationID, "POST#1 applied, POST#1 replayed")
+}
+
+func TestHTTPEpisode_DroppedAnswerIsReconciledNotResent(t *testing.T) {
+	h := newHTTPHarness(t, "", nil)
+	h.rcv.AllowDuplicates(true) // a second POST would be a second effect: only reconciling prevents it
+	// A first episode leaves a kept-alive connection, which Go's transport would silently re-send
+	// an Idempotency-Key request on if it could.
+	warm := httpIn(100)
+	res, err := h.run(warm, nil)
+	h.wantScore(res, err, warm.OperationID)
+	h.rcv.DropNext(1)
+	in := httpIn(1)
+	_, err = h.run(in, nil)
+	appErr(t, err, errTypeEpisodeRequestFailed, true)
+	hb, ok := h.lastHeartbeat()
+	if !ok || hb.Phase != httpPhaseSending || hb.Key != in.OperationID {
+		t.Fatalf("last heartbeat %+v: the retry would not know the send is uncertain", hb)
+	}
+	// The retry gets that heartbeat (here as attempt 1 again: the details alone must suffice).
+	res, err = h.run(in, &hb)
+	h.wantScore(res, err, in.OperationID)
+	h.wantEffects(in.OperationID, 1)
+	h.wantOutcomes(in.OperationID, "POST#1 applied dropped, GET#1 found")
+}
+
+func TestHTTPEpisode_RetryWithoutHeartbeatStillReconciles(t *testing.T) {
+	h := newHTTPHarness(t, "", nil)
+	h.rcv.AllowDuplicates(true)
+	warm := httpIn(100) // a kept-alive connection, as in TestHTTPEpisode_DroppedAnswerIsReconciledNotResent
+	res, err := h.runAt(warm, 1)
+	h.wantScore(res, err, warm.OperationID)
+	// Attempt 1 was applied, its answer lost, and the worker died before any heartbeat reached
+	// the server: attempt 2 starts with no details at all.
+	h.rcv.DropNext(1)
+	in := httpIn(2)
+	_, err = h.runAt(in, 1)
+	appErr(t, err, errTypeEpisodeRequestFailed, true)
+	res, err = h.runAt(in, 2)
+	h.wantScore(res, err, in.OperationID)
+	h.wantEffects(in.OperationID, 1)
+	h.wantOutcomes(in.OperationID, "POST#1 applied dropped, GET#2 found")
+
+	// Never applied: the retry finds 404 and sends.
+	in = httpIn(4)
+	res, err = h.runAt(in, 3)
+	h.wantScore(res, err, in.OperationID)
+	h.wantOutcomes(in.OperationID, "GET#3 not_found, POST#3 applied")
+	if a := h.rcv.AttemptsFor(in.OperationID)[1]; a.BodyAttempt != 3 {
+		t.Fatalf("body attempt: %+v", a)
+	}
+}
+
+// episodeWorkflow runs one episode with a real retry policy, so attempts count up and heartbeat
+// details carry over as they do on a server.
+func episodeWorkflow(ctx workflow.Context, in EpisodeInput) (EpisodeResult, error) {
+	var a *Activities
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 4,
+			NonRetryableErrorTypes: []string{ErrTypeEpisodeFailed, ErrTypeSuiteMissing, ErrTypeEpisodeRejected}},
+	})
+	var res EpisodeResult
+	err := workflow.ExecuteActivity(ctx, a.RunEpisode, in).Get(ctx, &res)
+	return res, err
+}
+
+func (h *httpHarness) runWorkflow(in EpisodeInput) (EpisodeResult, error) {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(quietLogger)
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(episodeWorkflow)
+	env.RegisterActivity(h.a)
+	env.ExecuteWorkflow(episodeWorkflow, in)
+	if !env.IsWorkflowCompleted() {
+		h.t.Fatal("workflow did not complete")
+	}
+	var res EpisodeResult
+	err := env.GetWorkflowError()
+	if err == nil {
+		err = env.GetWorkflowResult(&res)
+	}
+	return res, err
+}
+
+func TestHTTPEpisode_RetriesUnderARetryPolicy(t *testing.T) {
+	t.Run("DroppedAnswer", func(t *testing.T) {
+		h := newHTTPHarness(t, "", nil)
+		h.rcv.AllowDuplicates(true)
+		h.rcv.DropNext(1)
+		in := httpIn(5)
+		res, err := h.runWorkflow(in)
+		h.wantScore(res, err, in.OperationID)
+		h.wantEffects(in.OperationID, 1)
+		h.wantOutcomes(in.OperationID, "POST#1 applied dropped, GET#2 found")
+	})
+	t.Run("5xxThenSuccess", func(t *testing.T) {
+		h := newHTTPHarness(t, "", nil)
+		h.rcv.FailNext(1, http.StatusServiceUnavailable)
+		in := httpIn(6)
+		res, err := h.runWorkflow(in)
+		h.wantScore(res, err, in.OperationID)
+		h.wantEffects(in.OperationID, 1)
+		h.wantOutcomes(in.OperationID, "POST#1 injected_status, GET#2 not_found, POST#2 applied")
+	})
+	t.Run("4xxIsFinal", func(t *testing.T) {
+		h := newHTTPHarness(t, "", nil)
+		h.rcv.FailNext(5, http.StatusUnprocessableEntity)
+		in := httpIn(7)
+		_, err := h.runWorkflow(in)
+		appErr(t, err, ErrTypeEpisodeRejected, false)
+		h.wantOutcomes(in.OperationID, "POST#1 injected_status")
+	})
+}
+
+func TestHTTPEpisode_5xxIsRetryable(t *testing.T) {
+	h := newHTTPHarness(t, "", nil)
+	in := httpIn(8)
+	for _, code := range []int{500, 502, 503, http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests} {
+		h.rcv.FailNext(1, code)
+		_, err := h.run(in, nil)
+		ae := appErr(t, err, errTypeEpisodeUnavailable, true)
+		if !strings.Contains(ae.Error(), fmt.Sprint(code)) {
+			t.Fatalf("%d: %v", code, err)
+		}
+	}
+	h.wantEffects(in.OperationID, 0)
+	res, err := h.run(in, nil)
+	h.wantScore(res, err, in.OperationID)
+	h.wantEffects(in.OperationID, 1)
+}
+
+func TestHTTPEpisode_4xxIsRejected(t *testing.T) {
+	h := newHTTPHarness(t, "", nil)
+	in := httpIn(9)
+	for _, code := range []int{400, 401, 403, 404, 413, 422} {
+		h.rcv.FailNext(1, code)
+		_, err := h.run(in, nil)
+		ae := appErr(t, err, ErrTypeEpisodeRejected, false)
+		if msg := ae.Error(); !strings.Contains(msg, fmt.Sprint(code)) || !strings.Contains(msg, "injected failure") {
+			t.Fatalf("%d: message lacks status or body: %v", code, msg)
+		}
+	}
+	h.wantEffects(in.OperationID, 0)
+}
+
+func TestHTTPEpisode_StallBeyondRequestTimeout(t *testing.T) {
+	h := newHTTPHarness(t, "", func(s *Suite) { s.RequestTimeout = Duration(200 * time.Millisecond) })
+	h.rcv.StallNext(1, time.Hour)
+	in := httpIn(10)
+	began := time.Now()
+	_, err := h.run(in, nil)
+	ae := appErr(t, err, errTypeEpisodeRequestTimeout, true)
+	if took := time.Since(began); took > 2*time.Second || !strings.Contains(ae.Error(), "request_timeout") {
+		t.Fatalf("after %s: %v", took, err)
+	}
+	eventually(t, "the receiver to see the client go", func() bool { return h.outcomes(in.OperationID) == "POST#1 abandoned" })
+	// The retry reconciles first: nothing was applied, so it sends.
+	res, err := h.runAt(in, 2)
+	h.wantScore(res, err, in.OperationID)
+	h.wantEffects(in.OperationID, 1)
+	h.wantOutcomes(in.OperationID, "POST#1 abandoned, GET#2 not_found, POST#2 applied")
+}
+
+func TestHTTPEpisode_CancelDuringStallReturnsPromptly(t *testing.T) {
+	h := newHTTPHarness(t, "", func(s *Suite) { s.RequestTimeout = Duration(time.Minute) })
+	h.rcv.StallNext(1, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env := h.env(ctx, nil)
+	done := make(chan error, 1)
+	in := httpIn(11)
+	go func() {
+		_, err := result(env.ExecuteActivity(h.a.RunEpisode, in))
+		done <- err
+	}()
+	eventually(t, "the request to stall", func() bool { return h.rcv.Stalling() == 1 })
+	began := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		// The test environment reports the activity's ctx.Err() as an activity error.
+		if err == nil || !(errors.Is(err, context.Canceled) || temporal.IsCanceledError(err) ||
+			strings.Contains(err.Error(), context.Canceled.Error())) {
+			t.Fatalf("want a cancellation, got %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("cancel was not honoured within 2s")
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Fatalf("took %s", took)
+	}
+	eventually(t, "the receiver to see the client go", func() bool { return h.outcomes(in.OperationID) == "POST#1 abandoned" })
+	h.wantEffects(in.OperationID, 0)
+}
+
+func TestHTTPEpisode_UnreachableIsRetryable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	h := newHTTPHarness(t, "http://"+addr+"/episodes", nil)
+	_, err = h.run(httpIn(0), nil)
+	appErr(t, err, errTypeEpisodeRequestFailed, true)
+	_, err = h.runAt(httpIn(0), 2) // the reconcile GET fails the same way
+	appErr(t, err, errTypeEpisodeRequestFailed, true)
+}
+
+// fakeReceiver answers every request with the given status, headers and body, and remembers
+// the requests.
+type fakeReceiver struct {
+	status int
+	header map[string]string
+	body   string
+
+	mu   sync.Mutex
+	reqs []recorded
+}
+
+type recorded struct {
+	method, path, key, attempt, contentType string
+	body                                    map[string]any
+}
+
+func newFake(t *testing.T, status int, body string) (*fakeReceiver, string) {
+	f := &fakeReceiver{status: status, body: body}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return f, srv.URL + "/v1/episodes"
+}
+
+func (f *fakeReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := recorded{method: r.Method, path: r.URL.EscapedPath(), key: r.Header.Get(IdempotencyKeyHeader),
+		attempt: r.Header.Get(AttemptHeader), contentType: r.Header.Get("Content-Type")}
+	b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	_ = json.Unmarshal(b, &rec.body)
+	f.mu.Lock()
+	f.reqs = append(f.reqs, rec)
+	f.mu.Unlock()
+	for k, v := range f.header {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(f.status)
+	_, _ = io.WriteString(w, f.body)
+}
+
+func TestHTTPEpisode_RequestShape(t *testing.T) {
+	f, url := newFake(t, 200, `{"score": 0.75, "extra": "ignored"}`)
+	h := newHTTPHarness(t, url, nil)
+	in := httpIn(12)
+	res, err := h.run(in, nil)
+	if err != nil || res.Score != 0.75 || !res.Passed {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if _, err := h.runAt(in, 2); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.reqs) != 2 {
+		t.Fatalf("%+v", f.reqs)
+	}
+	p, g := f.reqs[0], f.reqs[1]
+	wantBody := map[string]any{"job_id": httpJobID, "episode": float64(12), "attempt": float64(1), "params": map[string]any{"level": "hard"}}
+	if p.method != "POST" || p.path != "/v1/episodes" || p.key != in.OperationID || p.attempt != "1" ||
+		p.contentType != "application/json" || fmt.Sprint(p.body) != fmt.Sprint(wantBody) {
+		t.Fatalf("POST: %+v", p)
+	}
+	// GET <url>/<url.PathEscape(key)>: the key is one segment, "/" and "#" escaped.
+	if g.method != "GET" || g.path != "/v1/episodes/acme%2Feval%2Frun-1%2312" || g.key != in.OperationID || g.attempt != "2" {
+		t.Fatalf("GET: %+v", g)
+	}
+}
+
+func TestHTTPEpisode_ScoreValidation(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want float64
+		ok   bool
+	}{
+		{`{"score": 0.5}`, 0.5, true},
+		{`{"score": -3}`, -3, true},
+		{`{"score": 1e9}`, 1e9, true},
+		{`{"score": 1e10}`, 0, false},
+		{`{"score": -1e200}`, 0, false},
+		{`{"score": "0.5"}`, 0, false},
+		{`{"score": null}`, 0, false},
+		{`{"points": 1}`, 0, false},
+		{`{"score": NaN}`, 0, false},
+		{`<html>oops</html>`, 0, false},
+		{``, 0, false},
+		{`{"score": 0.5} trailing`, 0, false},
+		{`{"score": 0.5, "pad": "` + strings.Repeat("x", httpAnswerMaxBytes) + `"}`, 0, false},
+	} {
+		for _, attempt := range []int32{1, 2} { // POST's answer, and the reconcile GET's
+			_, url := newFake(t, 200, c.body)
+			h := newHTTPHarness(t, url, nil)
+			res, err := h.runAt(httpIn(0), attempt)
+			if c.ok {
+				if err != nil || res.Score != c.want {
+					t.Errorf("%.40q attempt %d: %+v %v", c.body, attempt, res, err)
+				}
+				continue
+			}
+			ae := appErr(t, err, errTypeEpisodeBadAnswer, true)
+			if len(ae.Error()) > 1024 {
+				t.Errorf("%.40q: unbounded message of %d bytes", c.body, len(ae.Error()))
+			}
+		}
+	}
+}
+
+func TestHTTPEpisode_AnswersRetryCannotChange(t *testing.T) {
+	t.Run("HugeRejectionIsQuotedBounded", func(t *testing.T) {
+		_, url := newFake(t, 400, strings.Repeat("secret-row-data\n", 100_000))
+		h := newHTTPHarness(t, url, nil)
+		_, err := h.run(httpIn(0), nil)
+		ae := appErr(t, err, ErrTypeEpisodeRejected, false)
+		if msg := ae.Error(); len(msg) > 1024 || !strings.Contains(msg, "400 Bad Request") || strings.Contains(msg, "\n") {
+			t.Fatalf("%d bytes: %q", len(msg), msg)
+		}
+	})
+	t.Run("RedirectIsNotFollowed", func(t *testing.T) {
+		f, url := newFake(t, http.StatusTemporaryRedirect, "")
+		f.header = map[string]string{"Location": "http://elsewhere.invalid/episodes"}
+		h := newHTTPHarness(t, url, nil)
+		_, err := h.run(httpIn(0), nil)
+		ae := appErr(t, err, ErrTypeEpisodeRejected, false)
+		if !strings.Contains(ae.Error(), "redirects are not followed") {
+			t.Fatal(ae)
+		}
+	})
+	t.Run("ReceiverWithoutReconcile", func(t *testing.T) {
+		_, url := newFake(t, http.StatusMethodNotAllowed, "POST only")
+		h := newHTTPHarness(t, url, nil)
+		_, err := h.runAt(httpIn(0), 2)
+		ae := appErr(t, err, ErrTypeEpisodeRejected, false)
+		if !strings.Contains(ae.Error(), "reconcile GET") || !strings.Contains(ae.Error(), "405") {
+			t.Fatal(ae)
+		}
+	})
+	t.Run("RetryAfterIsHonoured", func(t *testing.T) {
+		f, url := newFake(t, http.StatusTooManyRequests, "slow down")
+		f.header = map[string]string{"Retry-After": "7"}
+		h := newHTTPHarness(t, url, nil)
+		_, err := h.run(httpIn(0), nil)
+		if ae := appErr(t, err, errTypeEpisodeUnavailable, true); ae.NextRetryDelay() != 7*time.Second {
+			t.Fatalf("next retry delay %s", ae.NextRetryDelay())
+		}
+		f.header = map[string]string{"Retry-After": "86400"}
+		_, err = h.run(httpIn(0), nil)
+		if ae := appErr(t, err, errTypeEpisodeUnavailable, true); ae.NextRetryDelay() != retryAfterMax {
+			t.Fatalf("next retry delay %s", ae.NextRetryDelay())
+		}
+	})
+	t.Run("UnsendableOperationID", func(t *testing.T) {
+		f, url := newFake(t, 200, `{"score": 1}`)
+		h := newHTTPHarness(t, url, nil)
+		in := httpIn(0)
+		in.OperationID = "bad\nkey"
+		_, err := h.run(in, nil)
+		appErr(t, err, ErrTypeEpisodeFailed, false)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if len(f.reqs) != 0 {
+			t.Fatal("sent anyway")
+		}
+	})
+}
+
+func TestHTTPSuiteValidation(t *testing.T) {
+	for _, c := range []struct {
+		s  Suite
+		ok bool
+	}{
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx.internal:8080/episodes"}, true},
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "https://rx.internal/v1/episodes/"}, true},
+		{Suite{Name: "h", Kind: SuiteHTTP}, false},
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "ftp://rx/episodes"}, false},
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "/episodes"}, false},
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http:///episodes"}, false},
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http:rx"}, false},
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://user:pw@rx/episodes"}, false},
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/episodes?v=1"}, false},
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/episodes?"}, false},
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/episodes#x"}, false},
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/%zz"}, false},
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/e", RequestTimeout: Duration(-time.Second)}, false},
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/e", RequestTimeout: Duration(time.Hour)}, false},
+		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/e", RequestTimeout: Duration(time.Minute), EpisodeTimeout: Duration(30 * time.Second)}, false},
+		{Suite{Name: "h", Kind: SuiteCommand, Command: []string{"x"}, URL: "http://rx/e"}, false},
+		{Suite{Name: "h", Kind: SuiteDemo, RequestTimeout: Duration(time.Second)}, false},
+	} {
+		cat := Catalog{}
+		err := cat.Add(c.s)
+		if (err == nil) != c.ok {
+			t.Errorf("%+v: %v", c.s, err)
+		}
+		if err == nil && cat["h"].RequestTimeout.D() != RequestTimeoutDefault {
+			t.Errorf("%+v: request_timeout default %s", c.s, cat["h"].RequestTimeout.D())
+		}
+	}
+}
+
+func TestHTTPSuiteFromCatalogFile(t *testing.T) {
+	path := t.TempDir() + "/suites.json"
+	body := `{"suites": [{"name": "remote", "kind": "http", "url": "http://127.0.0.1:8089/episodes", "request_timeout": "5s"}]}`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadCatalog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c["remote"]
+	if s.Kind != SuiteHTTP || s.URL != "http://127.0.0.1:8089/episodes" || s.RequestTimeout.D() != 5*time.Second {
+		t.Fatalf("%+v", s)
+	}
+	if p, err := s.NormalizeParams(map[string]any{"anything": 1.0}); err != nil || p["anything"] != 1.0 {
+		t.Fatalf("params pass through: %v %v", p, err)
+	}
+}
