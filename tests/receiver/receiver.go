@@ -117,6 +117,8 @@ type Receiver struct {
 	dropKeys   map[string]int
 	stallNext  int
 	stallFor   time.Duration
+	holdNext   int
+	holdFor    time.Duration
 	failNext   int
 	failStatus int
 	stalling   int
@@ -216,6 +218,14 @@ func (r *Receiver) DropKey(key string, n int) {
 	r.mu.Unlock()
 }
 
+// HoldAfterApplyNext makes the next n POSTs apply their effect, then wait d (or until the
+// caller goes away) before answering: the window in which a worker can die after the effect.
+func (r *Receiver) HoldAfterApplyNext(n int, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.holdNext, r.holdFor = n, d
+}
+
 // StallNext makes the next n requests to /episodes wait d (at most an hour) before they are
 // handled; a client that goes away meanwhile gets nothing applied.
 func (r *Receiver) StallNext(n int, d time.Duration) {
@@ -309,6 +319,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 type fault struct {
 	status int
 	stall  time.Duration
+	hold   time.Duration // after applying, before answering
 	drop   bool
 }
 
@@ -325,6 +336,10 @@ func (r *Receiver) takeFault(key string) fault {
 	if r.stallNext > 0 {
 		r.stallNext--
 		f.stall = r.stallFor
+	}
+	if r.holdNext > 0 {
+		r.holdNext--
+		f.hold = r.holdFor
 	}
 	if r.dropNext > 0 {
 		r.dropNext--
@@ -426,6 +441,13 @@ func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Unlock()
 	at.Score = score
+	if !r.stall(req.Context(), f.hold) {
+		// Applied, but the caller went away before the answer: exactly the uncertain case.
+		at.Outcome = OutcomeApplied
+		r.record(at)
+		hangUp(w)
+		return
+	}
 	r.answer(w, at, f.drop, score)
 }
 
