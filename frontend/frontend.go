@@ -1,12 +1,14 @@
 package frontend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -151,6 +153,7 @@ func New(opts Options) (*Frontend, error) {
 	f := &Frontend{opts: opts, log: opts.Logger}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "jobgate", Title: "jobgate — durable jobs for agents", Version: Version},
 		&mcp.ServerOptions{Instructions: serverInstructions})
+	f.server.AddReceivingMiddleware(refuseUndeclared)
 	f.actions = map[string]authz.Action{}
 	for _, t := range f.tools() {
 		if authz.ActionScopes(t.action) == nil {
@@ -169,6 +172,23 @@ const serverInstructions = `jobgate runs long jobs (eval runs, data exports) dur
 	`may answer and call resume_* with its input_id and scope_digest.`
 
 var errNoPrincipal = errors.New("no verified principal on request")
+
+// undeclared are methods of capabilities jobgate does not declare (prompts, resources,
+// completions). The SDK answers them on every server with empty lists; a client may then take
+// them for supported, which the protocol forbids without the capability, so they are refused.
+var undeclared = map[string]bool{
+	"prompts/list": true, "prompts/get": true, "resources/list": true, "resources/templates/list": true,
+	"resources/read": true, "resources/subscribe": true, "resources/unsubscribe": true, "completion/complete": true,
+}
+
+func refuseUndeclared(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if undeclared[method] {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: jobgate does not offer " + method}
+		}
+		return next(ctx, method, req)
+	}
+}
 
 // MCPServer exposes the underlying server (for tests that snapshot tool schemas).
 func (f *Frontend) MCPServer() *mcp.Server { return f.server }
