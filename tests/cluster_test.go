@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -373,13 +374,16 @@ func TestClusterConnectionStorm(t *testing.T) {
 			results <- r
 		})
 	}
+	var dropped []string
 	go func() {
 		defer close(storm)
 		for range 2 {
 			time.Sleep(1500 * time.Millisecond) // let polls be in flight
 			resp, err := http.Post("http://"+c.proxyAddr+"/__lb/drop", "text/plain", nil)
 			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
+				dropped = append(dropped, strings.TrimSpace(string(b)))
 			}
 		}
 	}()
@@ -405,7 +409,11 @@ func TestClusterConnectionStorm(t *testing.T) {
 	if n := len(resp.GetExecutions()); n != agents {
 		t.Fatalf("visibility shows %d workflows for %d agents", n, agents)
 	}
-	t.Logf("64 agents, 2 storms: %d reconnects, all jobs done %s after the first storm began", recovers, time.Since(stormStart).Round(time.Millisecond))
+	if len(dropped) != 2 {
+		t.Fatalf("the proxy did not confirm two storms: %q", dropped)
+	}
+	t.Logf("64 agents, storms %q: %d failed calls recovered, all jobs done %s after the first storm began", dropped, recovers,
+		time.Since(stormStart).Round(time.Millisecond))
 }
 
 // agentSession connects through the proxy, reporting errors instead of failing the test.

@@ -97,7 +97,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/__lb/drop":
 		// Answer first on a connection of its own, then drop everyone (this one included).
+		p.mu.Lock()
 		n := len(p.conns)
+		p.mu.Unlock()
 		w.Header().Set("Connection", "close")
 		fmt.Fprintf(w, "dropping %d connections\n", n)
 		if f, ok := w.(http.Flusher); ok {
