@@ -29,7 +29,7 @@ func (f *Frontend) routes() http.Handler {
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytesDefault})
 	bearer := auth.RequireBearerToken(f.verifyToken, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metaURL})
-	mux.Handle("/mcp", bearer(f.requireToolScope(metaURL, mcpHandler)))
+	mux.Handle("/mcp", bearer(f.requireToolScope(metaURL, f.tasksLayer(metaURL, mcpHandler))))
 	mux.Handle("GET /artifacts/{token}", bearer(http.HandlerFunc(f.download)))
 
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
@@ -129,14 +129,19 @@ func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Hand
 			if hasAny(p, need) {
 				continue
 			}
-			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, resource_metadata=%q, error_description=%q`,
-				string(need[0]), metaURL, name+" needs one of: "+strings.Join(authz.ScopeStrings(need), " ")))
-			f.log.Info("insufficient scope", zap.String("tool", name), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
-			http.Error(w, "insufficient scope for "+name, http.StatusForbidden)
+			f.denyScope(w, metaURL, name, need, p)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// denyScope answers 403 with the insufficient_scope challenge naming the first scope that would do.
+func (f *Frontend) denyScope(w http.ResponseWriter, metaURL, what string, need []authz.Scope, p authz.Principal) {
+	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, resource_metadata=%q, error_description=%q`,
+		string(need[0]), metaURL, what+" needs one of: "+strings.Join(authz.ScopeStrings(need), " ")))
+	f.log.Info("insufficient scope", zap.String("tool", what), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
+	http.Error(w, "insufficient scope for "+what, http.StatusForbidden)
 }
 
 // toolNames returns the tools a JSON-RPC message (or batch) calls. Keys are matched exactly,

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -158,6 +159,9 @@ func elicitAnswer(resp mcp.InputResponse) (decision, comment string, answered bo
 	if c, ok := r.Content["comment"]; ok {
 		if comment, ok = c.(string); !ok {
 			return "", "", false, invalidArg("inputResponses", "%s.content.comment must be a string", InputKeyApproval)
+		}
+		if utf8.RuneCountInString(comment) > commentMax {
+			return "", "", false, invalidArg("inputResponses", "%s.content.comment: at most %d characters", InputKeyApproval, commentMax)
 		}
 	}
 	return decision, comment, true, nil

@@ -133,8 +133,8 @@ var conformanceExpectedFailures = map[string]string{}
 // server-stateless's sep-2575-server-declares-prompts-in-discover requires — so they are
 // tolerated only while they fail with exactly that error.
 var conformanceUndeclared = map[string]string{
-	"caching/sep-2549-prompts-list-caching-hints":            "prompts/list: jobgate declares no prompts",
-	"caching/sep-2549-resources-list-caching-hints":          "resources/list: jobgate declares no resources",
+	"caching/sep-2549-prompts-list-caching-hints":             "prompts/list: jobgate declares no prompts",
+	"caching/sep-2549-resources-list-caching-hints":           "resources/list: jobgate declares no resources",
 	"caching/sep-2549-resources-templates-list-caching-hints": "resources/templates/list: jobgate declares no resources",
 }
 

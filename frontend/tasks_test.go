@@ -1,0 +1,623 @@
+package frontend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	namespacepb "go.temporal.io/api/namespace/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+var updateTaskSeeds = flag.Bool("update-task-seeds", false, "rewrite testdata/fuzz/FuzzTaskID")
+
+// ---------------------------------------------------------------- pure parts
+
+func taskMeta(t testing.TB, js string) map[string]json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(js), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestTaskDeclaresTasks(t *testing.T) {
+	for js, want := range map[string]bool{
+		`{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`:                            true,
+		`{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{"future":1}},"elicitation":{}}}`: true,
+		`{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":null}}}`:                          false,
+		`{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":true}}}`:                          false,
+		`{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/Tasks":{}}}}`:                            false,
+		`{"io.modelcontextprotocol/clientCapabilities":{"extensions":["io.modelcontextprotocol/tasks"]}}`:                               false,
+		`{"io.modelcontextprotocol/clientCapabilities":{"tasks":{}}}`:                                                                   false,
+		`{"io.modelcontextprotocol/clientCapabilities":{}}`:                                                                             false,
+		`{"extensions":{"io.modelcontextprotocol/tasks":{}}}`:                                                                           false,
+		`{}`: false,
+	} {
+		if got := declaresTasks(taskMeta(t, js)); got != want {
+			t.Errorf("%s: declaresTasks = %v, want %v", js, got, want)
+		}
+	}
+	if declaresTasks(nil) {
+		t.Error("nil meta declares tasks")
+	}
+}
+
+func TestTaskParseRPCRequest(t *testing.T) {
+	for body, ok := range map[string]bool{
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x"}}`:   true,
+		`{"jsonrpc":"2.0","id":"a","method":"tasks/get","params":{"taskId":"x"}}`: true,
+		`{"jsonrpc":"2.0","id":-3,"method":"tasks/get"}`:                          true,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":[1]}`:              true, // params unusable, request still ours
+		`{"jsonrpc":"2.0","method":"tasks/get","params":{"taskId":"x"}}`:          false,
+		`{"jsonrpc":"2.0","id":null,"method":"tasks/get"}`:                        false,
+		`{"jsonrpc":"2.0","id":{},"method":"tasks/get"}`:                          false,
+		`{"jsonrpc":"1.0","id":1,"method":"tasks/get"}`:                           false,
+		`{"jsonrpc":"2.0","id":1,"Method":"tasks/get"}`:                           false,
+		`[{"jsonrpc":"2.0","id":1,"method":"tasks/get"}]`:                         false,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get"`:                            false,
+		``: false,
+	} {
+		req, got := parseRPCRequest([]byte(body))
+		if got != ok {
+			t.Errorf("%s: ok = %v, want %v", body, got, ok)
+		}
+		if got && req.method != "tasks/get" {
+			t.Errorf("%s: method %q", body, req.method)
+		}
+	}
+	req, _ := parseRPCRequest([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x","TaskId":"y"}}`))
+	if id, ok := req.taskID(); !ok || id != "x" {
+		t.Errorf("taskId keys must match exactly: %q %v", id, ok)
+	}
+	req, _ = parseRPCRequest([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":7}}`))
+	if _, ok := req.taskID(); ok {
+		t.Error("a numeric taskId was read as a string")
+	}
+}
+
+func TestTaskCheckHeaders(t *testing.T) {
+	const body = `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"tid","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+	good := http.Header{}
+	good.Set("MCP-Protocol-Version", "2026-07-28")
+	good.Set("Mcp-Method", "tasks/get")
+	good.Set("Mcp-Name", "tid")
+	req, _ := parseRPCRequest([]byte(body))
+	if err := checkTaskHeaders(good, req); err != nil {
+		t.Fatalf("matching headers refused: %+v", err)
+	}
+	for name, c := range map[string]struct {
+		key, val, body string
+		code           int
+	}{
+		"other name":         {"Mcp-Name", "other", "", -32020},
+		"name case":          {"Mcp-Name", "TID", "", -32020},
+		"no name":            {"Mcp-Name", "", "", -32020},
+		"other method":       {"Mcp-Method", "tasks/cancel", "", -32020},
+		"no method":          {"Mcp-Method", "", "", -32020},
+		"other version":      {"MCP-Protocol-Version", "2025-11-25", "", -32020},
+		"no taskId":          {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, -32020},
+		"numeric taskId":     {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":1,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, -32020},
+		"no _meta version":   {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"tid"}}`, -32602},
+		"_meta not object":   {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"tid","_meta":"2026-07-28"}}`, -32602},
+		"body names another": {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"tid2","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, -32020},
+	} {
+		h := good.Clone()
+		if c.key != "" {
+			if c.val == "" {
+				h.Del(c.key)
+			} else {
+				h.Set(c.key, c.val)
+			}
+		}
+		b := body
+		if c.body != "" {
+			b = c.body
+		}
+		r, ok := parseRPCRequest([]byte(b))
+		if !ok {
+			t.Fatalf("%s: unparsable test body", name)
+		}
+		if err := checkTaskHeaders(h, r); err == nil || err.Code != c.code {
+			t.Errorf("%s: got %+v, want code %d", name, err, c.code)
+		}
+	}
+}
+
+func TestTaskStatusMapping(t *testing.T) {
+	owner := &NeedsInputView{Prompt: "approve?", Approver: authz.ApproverOwner}
+	approver := &NeedsInputView{Prompt: "approve?", Approver: authz.ApproverApprover}
+	for _, c := range []struct {
+		v         JobView
+		mayAnswer bool
+		want, msg string
+	}{
+		{JobView{JobSummary: JobSummary{Status: workflows.StatusQueued}}, false, taskWorking, "queued"},
+		{JobView{JobSummary: JobSummary{Status: workflows.StatusRunning, Progress: workflows.Progress{Done: 3, Failed: 1, Total: 9, Unit: "episodes", Message: "scoring"}}}, false, taskWorking, "scoring (3/9 episodes done, 1 failed)"},
+		{JobView{JobSummary: JobSummary{Status: workflows.StatusCancelling}}, true, taskWorking, "cancellation requested"},
+		{JobView{JobSummary: JobSummary{Status: workflows.StatusAwaitingInput, NeedsInput: owner}}, true, taskInputRequired, "approve?"},
+		{JobView{JobSummary: JobSummary{Status: workflows.StatusAwaitingInput, NeedsInput: owner}}, false, taskWorking, "owner"},
+		{JobView{JobSummary: JobSummary{Status: workflows.StatusAwaitingInput, NeedsInput: approver}}, false, taskWorking, "approver"},
+		{JobView{JobSummary: JobSummary{Status: workflows.StatusAwaitingInput}}, true, taskWorking, "owner"},
+		{JobView{JobSummary: JobSummary{Status: workflows.StatusSucceeded}}, false, taskCompleted, "succeeded"},
+		{JobView{JobSummary: JobSummary{Status: workflows.StatusFailed, Error: &workflows.JobError{Code: "input_expired", Message: "nobody answered"}}}, false, taskCompleted, "input_expired"},
+		{JobView{JobSummary: JobSummary{Status: workflows.StatusCancelled, Error: &workflows.JobError{Code: "cancelled", Message: "cancelled by ana"}}}, false, taskCancelled, "cancelled by ana"},
+		{JobView{JobSummary: JobSummary{Status: "bogus"}}, false, taskWorking, "bogus"},
+	} {
+		got, msg := taskStatus(&c.v, c.mayAnswer)
+		if got != c.want || !strings.Contains(msg, c.msg) {
+			t.Errorf("%s (may answer %v): %s %q, want %s containing %q", c.v.Status, c.mayAnswer, got, msg, c.want, c.msg)
+		}
+		if got == taskFailed {
+			t.Errorf("%s: the task status failed is reserved for JSON-RPC errors", c.v.Status)
+		}
+	}
+	res := failedJobResult(&JobView{JobSummary: JobSummary{Status: workflows.StatusFailed, Error: &workflows.JobError{Code: "all_episodes_failed", Message: "all 2 episodes failed"}}})
+	if string(res) != `{"content":[{"type":"text","text":"{\"code\":\"all_episodes_failed\",\"message\":\"all 2 episodes failed\",\"retryable\":false}"}],"isError":true,"resultType":"complete"}` {
+		t.Errorf("failed job result: %s", res)
+	}
+}
+
+func TestTaskInputKey(t *testing.T) {
+	a := &workflows.NeedsInput{InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("a", 64)}
+	b := &workflows.NeedsInput{InputID: a.InputID, ScopeDigest: "sha256:" + strings.Repeat("b", 64)}
+	c := &workflows.NeedsInput{InputID: "approve-ba9876543210", ScopeDigest: a.ScopeDigest}
+	ka, kb, kc := taskInputKey(a), taskInputKey(b), taskInputKey(c)
+	if ka != taskInputKey(&workflows.NeedsInput{InputID: a.InputID, ScopeDigest: a.ScopeDigest}) {
+		t.Error("key not stable across polls")
+	}
+	if ka == kb || ka == kc || kb == kc {
+		t.Errorf("keys collide: %s %s %s", ka, kb, kc)
+	}
+	if !strings.HasPrefix(ka, InputKeyApproval+"."+a.InputID+".") {
+		t.Errorf("key %s", ka)
+	}
+}
+
+func TestTaskAddCapability(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"tools":{}},"supportedVersions":["2026-07-28"]}}`: `{"id":1,"jsonrpc":"2.0","result":{"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}},"tools":{}},"supportedVersions":["2026-07-28"]}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"extensions":{"io.example/x":{"a":1}}}}}`:         `{"id":1,"jsonrpc":"2.0","result":{"capabilities":{"extensions":{"io.example/x":{"a":1},"io.modelcontextprotocol/tasks":{}}}}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}}`:                            `{"id":1,"jsonrpc":"2.0","result":{"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"no"}}`: "",
+		`{"jsonrpc":"2.0","id":1,"result":{"capabilities":[]}}`:           "",
+		`not json`: "",
+	} {
+		got, ok := addTasksCapability([]byte(in))
+		if (want == "") == ok || (ok && string(got) != want) {
+			t.Errorf("%s:\n got %s (%v)\nwant %s", in, got, ok, want)
+		}
+	}
+}
+
+// ---------------------------------------------------------------- taskIds
+
+var (
+	taskNow = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	taskAna = authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+)
+
+func taskKeys(t testing.TB) *handle.Keyring {
+	t.Helper()
+	k, err := handle.NewKeyring("k1", map[string][]byte{
+		"k0": bytes.Repeat([]byte{0x3d}, handle.MinKeyLen),
+		"k1": bytes.Repeat([]byte{0x4e}, handle.MinKeyLen),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// taskSeeds are FuzzTaskID's named seeds (fixed keys and clock); the name's prefix says what
+// openTaskID answers taskAna: ok, expired or notfound.
+func taskSeeds(t testing.TB) map[string]string {
+	k := taskKeys(t)
+	old, _ := handle.NewKeyring("k0", map[string][]byte{"k0": bytes.Repeat([]byte{0x3d}, handle.MinKeyLen)})
+	h := func(tenant, id, kind string, exp time.Time) handle.Handle {
+		return handle.Handle{Tenant: tenant, WorkflowID: id, Kind: kind, Expiry: exp}
+	}
+	later := taskNow.Add(time.Hour)
+	valid := k.SealHandle(h("acme", "acme/eval/k1", "eval", later))
+	return map[string]string{
+		"ok_eval":                     valid,
+		"ok_export_old_kid":           old.SealHandle(h("acme", "acme/export/k2", "export", later)),
+		"expired_eval":                k.SealHandle(h("acme", "acme/eval/k1", "eval", taskNow)),
+		"notfound_other_tenant":       k.SealHandle(h("globex", "globex/eval/k1", "eval", later)),
+		"notfound_expired_other":      k.SealHandle(h("globex", "globex/eval/k1", "eval", taskNow.Add(-time.Hour))),
+		"notfound_foreign_workflow":   k.SealHandle(h("acme", "globex/eval/k1", "eval", later)),
+		"notfound_unknown_kind":       k.SealHandle(h("acme", "acme/report/k1", "report", later)),
+		"notfound_other_service_keys": otherRing(t).SealHandle(h("acme", "acme/eval/k1", "eval", later)),
+		"notfound_tampered":           flipByte(valid, len("jgh1.k1.")+10),
+		"notfound_truncated":          valid[:len(valid)-3],
+		"notfound_cursor": k.SealCursor(handle.Cursor{Tenant: "acme", Subject: "ana", Tool: "list_jobs", Filter: "f",
+			PageToken: []byte("p"), Expiry: later}),
+		"notfound_garbage": "jgh1.k1.!!.x",
+		"notfound_empty":   "",
+	}
+}
+
+func newTaskFrontend(t testing.TB, tc client.Client) *Frontend {
+	t.Helper()
+	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", bytes.Repeat([]byte{1}, 32), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Options{Temporal: tc, Verifier: v, Keys: taskKeys(t), ResourceURI: "http://localhost/mcp",
+		Now: func() time.Time { return taskNow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestTaskOpenTaskID(t *testing.T) {
+	f := newTaskFrontend(t, &taskTemporal{})
+	for name, s := range taskSeeds(t) {
+		h, rerr := f.openTaskID(taskAna, s)
+		switch {
+		case strings.HasPrefix(name, "ok_"):
+			if rerr != nil || h.Tenant != "acme" || !strings.HasPrefix(h.WorkflowID, "acme/") {
+				t.Errorf("%s: %+v %+v", name, h, rerr)
+			}
+		case strings.HasPrefix(name, "expired_"):
+			if rerr == nil || rerr.Message != "Failed to retrieve task: Task has expired" || rerr.Data.(*ToolError).Code != CodeHandleExpired {
+				t.Errorf("%s: %+v", name, rerr)
+			}
+		default:
+			if rerr != errTaskNotFound || h != (handle.Handle{}) {
+				t.Errorf("%s: want the unknown task, got %+v %+v", name, h, rerr)
+			}
+		}
+	}
+}
+
+// TestTaskIDSeedCorpus keeps testdata/fuzz/FuzzTaskID in step with taskSeeds.
+// Rewrite with: go test ./frontend -run TestTaskIDSeedCorpus -update-task-seeds
+func TestTaskIDSeedCorpus(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzTaskID")
+	for name, s := range taskSeeds(t) {
+		want := "go test fuzz v1\nstring(" + strconv.Quote(s) + ")\n"
+		path := filepath.Join(dir, name)
+		if *updateTaskSeeds {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		} else if got, err := os.ReadFile(path); err != nil || string(got) != want {
+			t.Errorf("%s is missing or stale (err %v); run go test ./frontend -run TestTaskIDSeedCorpus -update-task-seeds", path, err)
+		}
+	}
+}
+
+// FuzzTaskID: whatever the string, openTaskID opens only a handle this service sealed for the
+// caller's tenant and a kind it serves, and otherwise answers exactly the unknown task (the
+// same value for every cause) or, for the caller's own tenant, the expired task; never panics.
+func FuzzTaskID(f *testing.F) {
+	fe := newTaskFrontend(f, &taskTemporal{})
+	f.Fuzz(func(t *testing.T, s string) {
+		h, rerr := fe.openTaskID(taskAna, s)
+		oh, oerr := fe.opts.Keys.OpenHandle(s, taskNow)
+		mine := (oerr == nil || isExpired(oerr)) && oh.Tenant == "acme" && strings.HasPrefix(oh.WorkflowID, "acme/") &&
+			(oh.Kind == "eval" || oh.Kind == "export")
+		switch {
+		case rerr == nil:
+			if !mine || oerr != nil || h != oh {
+				t.Fatalf("opened %q as %+v (handle %+v, %v)", s, h, oh, oerr)
+			}
+		case rerr == errTaskNotFound:
+			if mine || h != (handle.Handle{}) {
+				t.Fatalf("%q: unknown task for a handle of ours (%+v, %v)", s, oh, oerr)
+			}
+		case rerr.Message == "Failed to retrieve task: Task has expired":
+			if !mine || !isExpired(oerr) {
+				t.Fatalf("%q: expired for %+v, %v", s, oh, oerr)
+			}
+		default:
+			t.Fatalf("%q: %+v", s, rerr)
+		}
+	})
+}
+
+func isExpired(err error) bool {
+	return err != nil && strings.Contains(err.Error(), handle.ErrExpired.Error())
+}
+
+// FuzzTaskRequest: parsing a request, its headers and capabilities never panics, and a request
+// passes the header check only when Mcp-Name is its taskId.
+func FuzzTaskRequest(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`), "x")
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"7","method":"tasks/update","params":{"taskId":"x\u0000","inputResponses":{"a":{"action":"accept"}},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`), "x")
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1e400,"method":"tasks/cancel","params":{"taskId":{"a":1}}}`), "")
+	f.Add([]byte(`[{"jsonrpc":"2.0"}]`), "y")
+	f.Fuzz(func(t *testing.T, body []byte, name string) {
+		req, ok := parseRPCRequest(body)
+		if !ok {
+			return
+		}
+		_ = declaresTasks(req.meta())
+		_ = req.toolName()
+		h := http.Header{}
+		h.Set("MCP-Protocol-Version", "2026-07-28")
+		h.Set("Mcp-Method", req.method)
+		h.Set("Mcp-Name", name)
+		if checkTaskHeaders(h, req) == nil {
+			if id, ok := req.taskID(); !ok || id != h.Get("Mcp-Name") {
+				t.Fatalf("headers accepted for taskId %q, Mcp-Name %q", id, h.Get("Mcp-Name"))
+			}
+		}
+	})
+}
+
+// ---------------------------------------------------------------- the layer, against a fake
+
+// taskTemporal answers Describe from a map of jobs, DescribeNamespace with a retention, and
+// records cancel requests; every other method panics (a test that needs it is wrong).
+type taskTemporal struct {
+	client.Client
+	jobs      map[string]*workflowpb.WorkflowExecutionInfo
+	retention time.Duration
+	cancels   []string
+}
+
+func (c *taskTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	info, ok := c.jobs[id]
+	if !ok {
+		return nil, serviceerror.NewNotFound("workflow not found")
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: info}, nil
+}
+
+func (c *taskTemporal) WorkflowService() workflowservice.WorkflowServiceClient {
+	return &taskService{c: c}
+}
+
+type taskService struct {
+	workflowservice.WorkflowServiceClient
+	c *taskTemporal
+}
+
+func (s *taskService) DescribeNamespace(context.Context, *workflowservice.DescribeNamespaceRequest, ...grpc.CallOption) (*workflowservice.DescribeNamespaceResponse, error) {
+	return &workflowservice.DescribeNamespaceResponse{Config: &namespacepb.NamespaceConfig{WorkflowExecutionRetentionTtl: durationpb.New(s.c.retention)}}, nil
+}
+
+func (s *taskService) RequestCancelWorkflowExecution(_ context.Context, r *workflowservice.RequestCancelWorkflowExecutionRequest, _ ...grpc.CallOption) (*workflowservice.RequestCancelWorkflowExecutionResponse, error) {
+	s.c.cancels = append(s.c.cancels, r.GetWorkflowExecution().GetWorkflowId())
+	return &workflowservice.RequestCancelWorkflowExecutionResponse{}, nil
+}
+
+// taskFixture is a frontend over a fake Temporal holding one job per state.
+type taskFixture struct {
+	f     *Frontend
+	tc    *taskTemporal
+	h     http.Handler
+	id    map[string]string // state → taskId
+	nextN int
+}
+
+func newTaskFixture(t *testing.T) *taskFixture {
+	t.Helper()
+	tc := &taskTemporal{jobs: map[string]*workflowpb.WorkflowExecutionInfo{}, retention: time.Hour}
+	fx := &taskFixture{tc: tc, id: map[string]string{}}
+	fx.f = newTaskFrontend(t, tc)
+	fx.h = fx.f.Handler()
+	add := func(state string, st enumspb.WorkflowExecutionStatus, sa workflows.Status, memo map[string]any) {
+		id := "acme/eval/" + state
+		info := execInfo(t, id, "acme", "ana", "eval", st, sa)
+		for k, v := range memo {
+			info.Memo.Fields[k] = payload(t, v)
+		}
+		tc.jobs[id] = info
+		fx.id[state] = fx.f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(7 * 24 * time.Hour)})
+	}
+	running := enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	add("running", running, workflows.StatusRunning, nil)
+	ni := &workflows.NeedsInput{InputID: "approve-0123456789ab", Prompt: "Approve 150 episodes?", ScopeDigest: "sha256:" + strings.Repeat("c", 64),
+		Approver: authz.ApproverOwner, RequestedBy: "ana", ExpiresAt: taskNow.Add(time.Hour)}
+	add("awaiting", running, workflows.StatusAwaitingInput, map[string]any{workflows.MemoNeedsInput: ni})
+	add("failed", enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, workflows.StatusRunning,
+		map[string]any{workflows.MemoError: &workflows.JobError{Code: "all_episodes_failed", Message: "all 10 episodes failed"}})
+	add("cancelled", enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, workflows.StatusRunning,
+		map[string]any{workflows.MemoError: &workflows.JobError{Code: "cancelled", Message: "cancelled by ana"}})
+	return fx
+}
+
+func (fx *taskFixture) token(t *testing.T, p authz.Principal) string {
+	t.Helper()
+	tok, err := authz.MintHS256(bytes.Repeat([]byte{1}, 32), authz.MintOptions{Issuer: "iss", Audience: "http://localhost/mcp",
+		Tenant: p.Tenant, Subject: p.Subject, Scopes: p.Scopes, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// post sends a tasks/* (or any) request; caps nil declares the extension.
+func (fx *taskFixture) post(t *testing.T, p authz.Principal, method, name string, params map[string]any, hdr map[string]string) *httptest.ResponseRecorder {
+	t.Helper()
+	if params == nil {
+		params = map[string]any{}
+	}
+	if _, ok := params["_meta"]; !ok {
+		params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}}
+	}
+	fx.nextN++
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": fx.nextN, "method": method, "params": params})
+	req := httptest.NewRequest(http.MethodPost, "http://localhost/mcp", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+fx.token(t, p))
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	req.Header.Set("Mcp-Name", name)
+	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	rec := httptest.NewRecorder()
+	fx.h.ServeHTTP(rec, req)
+	return rec
+}
+
+func (fx *taskFixture) get(t *testing.T, p authz.Principal, state string) (*task, *rpcError, *httptest.ResponseRecorder) {
+	t.Helper()
+	id := fx.id[state]
+	if id == "" {
+		id = state
+	}
+	rec := fx.post(t, p, methodTasksGet, id, map[string]any{"taskId": id}, nil)
+	var msg struct {
+		Result *task
+		Error  *rpcError
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &msg); err != nil {
+		t.Fatalf("tasks/get %s: %d %s", state, rec.Code, rec.Body)
+	}
+	return msg.Result, msg.Error, rec
+}
+
+func TestTasksLayerFake(t *testing.T) {
+	fx := newTaskFixture(t)
+	anaRO := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}
+	bo := authz.Principal{Tenant: "acme", Subject: "bo", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+
+	t.Run("Working", func(t *testing.T) {
+		tk, rerr, _ := fx.get(t, taskAna, "running")
+		if rerr != nil || tk.ResultType != "complete" || tk.Status != taskWorking || tk.TaskID != fx.id["running"] ||
+			tk.CreatedAt != "2030-01-01T11:00:00.000Z" || tk.LastUpdatedAt != "2030-01-01T11:01:00.000Z" ||
+			tk.TTLMs != (7*24*time.Hour+time.Hour).Milliseconds() || tk.PollIntervalMs != 2000 || tk.Result != nil {
+			t.Fatalf("%+v %+v", tk, rerr)
+		}
+	})
+	t.Run("InputRequiredOnlyForWhoMayAnswer", func(t *testing.T) {
+		tk, rerr, _ := fx.get(t, taskAna, "awaiting")
+		if rerr != nil || tk.Status != taskInputRequired || len(tk.InputRequests) != 1 || tk.StatusMessage != "Approve 150 episodes?" {
+			t.Fatalf("owner: %+v %+v", tk, rerr)
+		}
+		ni := &workflows.NeedsInput{InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("c", 64)}
+		if _, ok := tk.InputRequests[taskInputKey(ni)]; !ok {
+			t.Fatalf("input requests keyed %v", tk.InputRequests)
+		}
+		ro, rerr, _ := fx.get(t, anaRO, "awaiting")
+		if rerr != nil || ro.Status != taskWorking || len(ro.InputRequests) != 0 || !strings.Contains(ro.StatusMessage, "owner") {
+			t.Fatalf("reader: %+v %+v", ro, rerr)
+		}
+	})
+	t.Run("FailedJobIsACompletedToolError", func(t *testing.T) {
+		tk, rerr, _ := fx.get(t, taskAna, "failed")
+		if rerr != nil || tk.Status != taskCompleted || tk.PollIntervalMs != 0 ||
+			!strings.Contains(string(tk.Result), `"isError":true`) || !strings.Contains(string(tk.Result), `all_episodes_failed`) {
+			t.Fatalf("%+v %+v %s", tk, rerr, tk.Result)
+		}
+		// Closed at 11:02 with one hour of retention: the task lives until 12:02, not 7 days.
+		if tk.TTLMs != (62 * time.Minute).Milliseconds() {
+			t.Fatalf("ttlMs %d, want retention-bound %d", tk.TTLMs, (62 * time.Minute).Milliseconds())
+		}
+	})
+	t.Run("Cancelled", func(t *testing.T) {
+		tk, rerr, _ := fx.get(t, taskAna, "cancelled")
+		if rerr != nil || tk.Status != taskCancelled || tk.StatusMessage != "cancelled by ana" || tk.Result != nil {
+			t.Fatalf("%+v %+v", tk, rerr)
+		}
+	})
+	t.Run("UnknownIsOneAnswer", func(t *testing.T) {
+		_, _, want := fx.get(t, taskAna, "no-such-task")
+		gone := fx.f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/eval/purged", Kind: "eval", Expiry: taskNow.Add(time.Hour)})
+		for name, p := range map[string]authz.Principal{"other owner": bo, "other tenant": {Tenant: "globex", Subject: "ana", Scopes: taskAna.Scopes}} {
+			fx.nextN = 0
+			_, _, want = fx.get(t, taskAna, "no-such-task")
+			fx.nextN = 0
+			_, _, got := fx.get(t, p, "running")
+			if got.Code != want.Code || got.Body.String() != want.Body.String() {
+				t.Errorf("%s: %s, want %s", name, got.Body, want.Body)
+			}
+		}
+		fx.nextN = 0
+		_, _, got := fx.get(t, taskAna, gone)
+		if got.Body.String() != want.Body.String() {
+			t.Errorf("purged job: %s, want %s", got.Body, want.Body)
+		}
+	})
+	t.Run("UpdateIgnoresKeysNotOutstanding", func(t *testing.T) {
+		for _, resps := range []map[string]any{
+			{"unknown-key": map[string]any{"ignored": true}},
+			{"approval.approve-0123456789ab.0000000000000000": map[string]any{"action": "accept", "content": map[string]any{"decision": "approve"}}},
+		} {
+			rec := fx.post(t, taskAna, methodTasksUpdate, fx.id["awaiting"], map[string]any{"taskId": fx.id["awaiting"], "inputResponses": resps}, nil)
+			if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"result":{"resultType":"complete"}`) {
+				t.Fatalf("%v: %d %s", resps, rec.Code, rec.Body)
+			}
+		}
+		key := taskInputKey(&workflows.NeedsInput{InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("c", 64)})
+		long := map[string]any{"action": "accept", "content": map[string]any{"decision": "approve", "comment": strings.Repeat("x", commentMax+1)}}
+		for _, bad := range []any{"approve", map[string]any{"action": "accept"}, map[string]any{"action": "maybe"}, nil, long} {
+			rec := fx.post(t, taskAna, methodTasksUpdate, fx.id["awaiting"], map[string]any{"taskId": fx.id["awaiting"], "inputResponses": map[string]any{key: bad}}, nil)
+			if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"code":-32602`) {
+				t.Fatalf("%v: %d %s", bad, rec.Code, rec.Body)
+			}
+		}
+		for _, bad := range []any{nil, "x", []any{}} {
+			rec := fx.post(t, taskAna, methodTasksUpdate, fx.id["awaiting"], map[string]any{"taskId": fx.id["awaiting"], "inputResponses": bad}, nil)
+			if !strings.Contains(rec.Body.String(), `"code":-32602`) {
+				t.Fatalf("inputResponses %v: %d %s", bad, rec.Code, rec.Body)
+			}
+		}
+	})
+	t.Run("UpdateAndCancelNeedTheirScopes", func(t *testing.T) {
+		rec := fx.post(t, anaRO, methodTasksCancel, fx.id["running"], map[string]any{"taskId": fx.id["running"]}, nil)
+		if rec.Code != http.StatusForbidden || !strings.Contains(rec.Header().Get("WWW-Authenticate"), `scope="jobs:write"`) ||
+			!strings.Contains(rec.Header().Get("WWW-Authenticate"), "tasks/cancel needs one of: jobs:write jobs:admin") {
+			t.Fatalf("%d %q", rec.Code, rec.Header().Get("WWW-Authenticate"))
+		}
+		if len(fx.tc.cancels) != 0 {
+			t.Fatal("a refused cancel reached Temporal")
+		}
+	})
+	t.Run("Cancel", func(t *testing.T) {
+		rec := fx.post(t, taskAna, methodTasksCancel, fx.id["running"], map[string]any{"taskId": fx.id["running"]}, nil)
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"result":{"resultType":"complete"}`) ||
+			len(fx.tc.cancels) != 1 || fx.tc.cancels[0] != "acme/eval/running" {
+			t.Fatalf("%d %s %v", rec.Code, rec.Body, fx.tc.cancels)
+		}
+	})
+	t.Run("MismatchRunsNothing", func(t *testing.T) {
+		before := len(fx.tc.cancels)
+		rec := fx.post(t, taskAna, methodTasksCancel, fx.id["awaiting"], map[string]any{"taskId": fx.id["running"]}, nil)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "-32020") || len(fx.tc.cancels) != before {
+			t.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	})
+	t.Run("OlderProtocolIsNotOurs", func(t *testing.T) {
+		rec := fx.post(t, taskAna, methodTasksGet, fx.id["running"], map[string]any{"taskId": fx.id["running"], "_meta": map[string]any{}},
+			map[string]string{"MCP-Protocol-Version": "2025-11-25"})
+		if rec.Code == http.StatusOK && strings.Contains(rec.Body.String(), `"taskId"`) {
+			t.Fatalf("a 2025-11-25 tasks/get was answered as a 2026 task: %s", rec.Body)
+		}
+	})
+}
