@@ -1,8 +1,8 @@
 // Package authz proves who is calling jobgate and decides what they may do.
 //
-// It is a leaf: the standard library and github.com/golang-jwt/jwt/v5 only,
-// no MCP and no Temporal. Everything here is either a pure function or a
-// verifier that does no I/O of its own.
+// It is a leaf: no MCP and no Temporal. Everything here is a pure function or
+// a verifier; the only I/O is the JWKS verifier fetching its identity
+// provider's key set (github.com/MicahParks/keyfunc/v3).
 //
 // # Happy path
 //

@@ -65,8 +65,12 @@ type JWTOptions struct {
 	// Keyfunc resolves the verification key for a token whose alg is allowed
 	// (an HS256 secret now; a JWKS-backed keyfunc later). Its error text is
 	// never shown in Verify's message but is wrapped for errors.Is.
-	// Required; no default.
+	// Required unless KeyfuncContext is given; no default.
 	Keyfunc jwt.Keyfunc
+	// KeyfuncContext is Keyfunc with Verify's context, for a keyfunc that
+	// may do I/O (a JWKS refresh; see [NewJWKSVerifier]). Give exactly one
+	// of Keyfunc and KeyfuncContext.
+	KeyfuncContext func(ctx context.Context, t *jwt.Token) (any, error)
 	// Leeway is the clock skew tolerated on exp, nbf and iat; 0 means the
 	// default, negative or above MaxLeeway (5m) is refused.
 	// Defaults to 30s (LeewayDefault).
@@ -79,7 +83,7 @@ type JWTOptions struct {
 // safe for concurrent use. Build it with [NewJWTVerifier] or [NewHS256Verifier].
 type JWTVerifier struct {
 	tenantClaim string
-	keyfunc     jwt.Keyfunc
+	keyfunc     func(context.Context, *jwt.Token) (any, error)
 	parser      *jwt.Parser
 	now         func() time.Time
 }
@@ -104,7 +108,14 @@ func NewJWTVerifier(opts JWTOptions) (*JWTVerifier, error) {
 	if err := checkMethods(opts.Methods); err != nil {
 		return nil, fmt.Errorf("authz: JWTOptions.Methods: %w", err)
 	}
-	if opts.Keyfunc == nil {
+	keyfunc := opts.KeyfuncContext
+	switch {
+	case opts.Keyfunc != nil && keyfunc != nil:
+		return nil, errors.New("authz: JWTOptions.Keyfunc and KeyfuncContext are exclusive")
+	case opts.Keyfunc != nil:
+		kf := opts.Keyfunc
+		keyfunc = func(_ context.Context, t *jwt.Token) (any, error) { return kf(t) }
+	case keyfunc == nil:
 		return nil, errors.New("authz: JWTOptions.Keyfunc is required")
 	}
 	switch {
@@ -119,7 +130,7 @@ func NewJWTVerifier(opts JWTOptions) (*JWTVerifier, error) {
 	methods := append([]string(nil), opts.Methods...)
 	return &JWTVerifier{
 		tenantClaim: opts.TenantClaim,
-		keyfunc:     opts.Keyfunc,
+		keyfunc:     keyfunc,
 		now:         opts.Now,
 		parser: jwt.NewParser(
 			jwt.WithValidMethods(methods),
@@ -220,8 +231,8 @@ func invalid(cause error, reasons ...string) error {
 	return e
 }
 
-// Verify checks token and returns the principal it proves. ctx is accepted
-// for interface compatibility; this verifier does no I/O of its own (a
+// Verify checks token and returns the principal it proves. ctx is only
+// handed to a KeyfuncContext; this verifier does no I/O of its own (a
 // keyfunc may).
 //
 // It checks, in order: length (at most MaxTokenBytes), structure, the alg
@@ -231,7 +242,6 @@ func invalid(cause error, reasons ...string) error {
 // ValidTenant), then scope (space-separated string) and scp (array of
 // strings), both optional and merged. Unknown scopes are dropped.
 func (v *JWTVerifier) Verify(ctx context.Context, token string) (Claims, error) {
-	_ = ctx
 	if v == nil || v.parser == nil {
 		return Claims{}, invalid(nil, reasonNilVerifier)
 	}
@@ -246,7 +256,10 @@ func (v *JWTVerifier) Verify(ctx context.Context, token string) (Claims, error) 
 	mc := jwt.MapClaims{}
 	_, err := v.parser.ParseWithClaims(token, mc, func(t *jwt.Token) (any, error) {
 		keyfuncCalled = true
-		return v.keyfunc(t)
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		return v.keyfunc(ctx, t)
 	})
 	if err != nil {
 		return Claims{}, classify(err, mc, keyfuncCalled)
