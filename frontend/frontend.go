@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
@@ -73,6 +74,8 @@ type Options struct {
 	TemporalTimeout time.Duration
 	// Logger receives one line per tool call. Defaults to a no-op logger.
 	Logger *zap.Logger
+	// Metrics, if set, receives the jobgate_* collectors (see metrics.go). Defaults to none.
+	Metrics prometheus.Registerer
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -95,6 +98,7 @@ type Frontend struct {
 	server  *mcp.Server
 	log     *zap.Logger
 	actions map[string]authz.Action // tool name → the action its 403 check is for
+	metrics *metrics
 }
 
 // New validates opts and builds the MCP server once; it is shared by all requests because the
@@ -151,6 +155,10 @@ func New(opts Options) (*Frontend, error) {
 	}
 	opts.UIBaseURL = strings.TrimRight(opts.UIBaseURL, "/")
 	f := &Frontend{opts: opts, log: opts.Logger}
+	var err error
+	if f.metrics, err = newMetrics(opts.Metrics); err != nil {
+		return nil, fmt.Errorf("frontend: metrics: %w", err)
+	}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "jobgate", Title: "jobgate — durable jobs for agents", Version: Version},
 		&mcp.ServerOptions{Instructions: serverInstructions})
 	f.server.AddReceivingMiddleware(refuseUndeclared)
@@ -160,6 +168,7 @@ func New(opts Options) (*Frontend, error) {
 			return nil, fmt.Errorf("frontend: tool %s has no policy action", t.tool.Name) // never fail open
 		}
 		f.actions[t.tool.Name] = t.action
+		f.metrics.knownScopeFor[t.tool.Name] = true
 		f.server.AddTool(t.tool, t.handler)
 	}
 	return f, nil

@@ -28,9 +28,9 @@ func (f *Frontend) routes() http.Handler {
 
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytesDefault})
-	bearer := auth.RequireBearerToken(f.verifyToken, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metaURL})
-	mux.Handle("/mcp", bearer(f.requireToolScope(metaURL, f.tasksLayer(metaURL, mcpHandler))))
-	mux.Handle("GET /artifacts/{token}", bearer(http.HandlerFunc(f.download)))
+	bearer := invalidTokenChallenge(auth.RequireBearerToken(f.verifyToken, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metaURL}))
+	mux.Handle("/mcp", f.metrics.countMissingBearer(bearer(f.requireToolScope(metaURL, f.tasksLayer(metaURL, mcpHandler)))))
+	mux.Handle("GET /artifacts/{token}", f.metrics.countMissingBearer(bearer(f.metrics.countDownloads(http.HandlerFunc(f.download)))))
 
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               f.opts.ResourceURI,
@@ -77,6 +77,7 @@ func (f *Frontend) readyz(w http.ResponseWriter, r *http.Request) {
 func (f *Frontend) verifyToken(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 	c, err := f.opts.Verifier.Verify(ctx, token)
 	if err != nil {
+		f.metrics.unauthorized.WithLabelValues(unauthInvalid).Inc()
 		return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, strings.TrimPrefix(err.Error(), authz.ErrInvalidToken.Error()+": "))
 	}
 	return &auth.TokenInfo{
@@ -104,17 +105,10 @@ func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Hand
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytesDefault))
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-				return
-			}
-			http.Error(w, "cannot read request body", http.StatusBadRequest)
+		body, ok := bufferBody(w, r)
+		if !ok {
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		p, ok := principalFrom(auth.TokenInfoFromContext(r.Context()))
 		if !ok {
 			http.Error(w, "no principal", http.StatusUnauthorized)
@@ -136,10 +130,28 @@ func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Hand
 	})
 }
 
+// bufferBody reads the request body (bounded) and puts it back for the next handler, so the
+// layers in front of the SDK can look at the JSON-RPC message. On failure it has answered.
+func bufferBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytesDefault))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return nil, false
+		}
+		http.Error(w, "cannot read request body", http.StatusBadRequest)
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, true
+}
+
 // denyScope answers 403 with the insufficient_scope challenge naming the first scope that would do.
 func (f *Frontend) denyScope(w http.ResponseWriter, metaURL, what string, need []authz.Scope, p authz.Principal) {
 	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, resource_metadata=%q, error_description=%q`,
 		string(need[0]), metaURL, what+" needs one of: "+strings.Join(authz.ScopeStrings(need), " ")))
+	f.metrics.insufficientScope(what)
 	f.log.Info("insufficient scope", zap.String("tool", what), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
 	http.Error(w, "insufficient scope for "+what, http.StatusForbidden)
 }
@@ -182,3 +194,68 @@ func hasAny(p authz.Principal, scopes []authz.Scope) bool {
 	}
 	return false
 }
+
+// invalidTokenChallenge adds error="invalid_token" (RFC 6750 §3.1) to the 401 challenge that
+// auth.RequireBearerToken writes when a presented bearer token fails: the SDK's challenge carries
+// only resource_metadata and has no option for an error code. A request without a bearer token
+// keeps the bare challenge, as RFC 6750 §3.1 asks. Handlers behind the middleware get the
+// original ResponseWriter.
+func invalidTokenChallenge(mw func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		inner := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if cw, ok := w.(*challengeWriter); ok {
+				w = cw.ResponseWriter
+			}
+			next.ServeHTTP(w, r)
+		}))
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fields := strings.Fields(r.Header.Get("Authorization"))
+			if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+				inner.ServeHTTP(w, r)
+				return
+			}
+			inner.ServeHTTP(&challengeWriter{ResponseWriter: w}, r)
+		})
+	}
+}
+
+// challengeWriter rewrites the Bearer challenge of a 401 to name error="invalid_token".
+type challengeWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (c *challengeWriter) WriteHeader(code int) {
+	if !c.wrote && code == http.StatusUnauthorized {
+		h := c.Header()
+		vals := h.Values("WWW-Authenticate")
+		h.Del("WWW-Authenticate")
+		found := false
+		for _, v := range vals {
+			if rest, ok := strings.CutPrefix(v, "Bearer"); ok {
+				found = true
+				if strings.Contains(rest, "error=") {
+					h.Add("WWW-Authenticate", v)
+					continue
+				}
+				v = `Bearer error="invalid_token"`
+				if rest = strings.TrimSpace(rest); rest != "" {
+					v += ", " + rest
+				}
+			}
+			h.Add("WWW-Authenticate", v)
+		}
+		if !found {
+			h.Add("WWW-Authenticate", `Bearer error="invalid_token"`)
+		}
+	}
+	c.wrote = true
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *challengeWriter) Write(b []byte) (int, error) {
+	c.wrote = true
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *challengeWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }

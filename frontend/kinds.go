@@ -99,6 +99,7 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 		j := &job{id: id, runID: run.GetRunID(), tenant: p.Tenant, owner: p.Subject, kind: k.name,
 			exec: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, saStatus: workflows.StatusQueued, inputHash: spec.hash,
 			createdAt: now, progress: progress}
+		f.metrics.jobStarted(k.name, true)
 		return k.started(ctx, f, p, j, spec, true)
 	}
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -117,6 +118,7 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 	if j.tenant != p.Tenant || j.kind != k.name || j.owner != p.Subject || j.inputHash != spec.hash {
 		return nil, toolErr(CodeIdempotencyKeyReused, "idempotency_key %q already names another job in your tenant (other arguments or another owner); use a new key for a new job", spec.key)
 	}
+	f.metrics.jobStarted(k.name, false)
 	return k.started(ctx, f, p, j, spec, false)
 }
 

@@ -137,17 +137,10 @@ func (f *Frontend) tasksLayer(metaURL string, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytesDefault))
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-				return
-			}
-			http.Error(w, "cannot read request body", http.StatusBadRequest)
+		body, ok := bufferBody(w, r)
+		if !ok {
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		req, ok := parseRPCRequest(body)
 		// Whatever the SDK's transport would refuse (Host, Content-Type, Accept), it refuses.
 		if !ok || !sdkTransportOK(r) {

@@ -91,17 +91,21 @@ func newTool[In, Out any](f *Frontend, action authz.Action, t *mcp.Tool, run fun
 		}
 		var ir *inputRequired
 		if errors.As(err, &ir) {
+			f.metrics.toolCall(name, outcomeInputRequired, time.Since(start))
 			f.log.Info("tool call", append(fields, zap.String("code", "input_required"))...)
 			return ir.res, nil
 		}
 		if err != nil {
 			if te, ok := asToolError(err); ok {
+				f.metrics.toolCall(name, te.Code, time.Since(start))
 				f.log.Info("tool call", append(fields, zap.String("code", te.Code))...)
 				return errorResult(te), nil
 			}
+			f.metrics.toolCall(name, outcomeError, time.Since(start))
 			f.log.Error("tool call failed", append(fields, zap.Error(err))...)
 			return nil, err
 		}
+		f.metrics.toolCall(name, outcomeOK, time.Since(start))
 		f.log.Info("tool call", append(fields, zap.String("code", "ok"))...)
 		return okResult(res)
 	}

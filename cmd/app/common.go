@@ -28,6 +28,9 @@ type TemporalConfig struct {
 	Namespace string
 	// TaskQueue workers poll. Defaults to "jobgate".
 	TaskQueue string
+
+	// metrics, set by serve and worker when --metrics-listen is on, receives the SDK's metrics.
+	metrics client.MetricsHandler
 }
 
 // Flags registers the Temporal flags with env-var equivalents.
@@ -45,7 +48,7 @@ func (c TemporalConfig) DataConverter() converter.DataConverter {
 
 func (c TemporalConfig) options(log *zap.Logger) client.Options {
 	return client.Options{HostPort: c.Address, Namespace: c.Namespace, Logger: sdkLogger{log.Sugar()},
-		DataConverter: c.DataConverter()}
+		DataConverter: c.DataConverter(), MetricsHandler: c.metrics}
 }
 
 // envName maps a flag to its environment variable: temporal-address → JOBGATE_TEMPORAL_ADDRESS.

@@ -30,8 +30,15 @@ type ServeConfig struct {
 	ResourceURI string
 	// Issuer is the exact iss tokens must carry. Required.
 	Issuer string
-	// HS256SecretFile holds the shared HS256 secret (>= 32 bytes). Required until a JWKS verifier exists.
+	// HS256SecretFile holds the shared HS256 secret (>= 32 bytes), for dev.
+	// Exactly one of HS256SecretFile and JWKSURL is required.
 	HS256SecretFile string
+	// JWKSURL is the identity provider's JWK Set URL: tokens are RS256, ES256 or EdDSA
+	// signed by its keys. It must answer at start-up.
+	JWKSURL string
+	// JWKSRefresh is how often the JWK Set is re-fetched (default 1h); JWKSUnknownKIDInterval is
+	// the least time between re-fetches caused by an unknown kid (default 5m).
+	JWKSRefresh, JWKSUnknownKIDInterval time.Duration
 	// TenantClaim names the tenant claim. Defaults to "tenant".
 	TenantClaim string
 	// HandleKeys is "kid:hexkey,kid2:hexkey" (first signs); HandleKeysFile reads the same from a file.
@@ -50,6 +57,8 @@ type ServeConfig struct {
 	HandleTTL, CursorTTL, DownloadTTL time.Duration
 	// Export tunes export jobs (tests); zero fields take the defaults.
 	Export frontend.ExportTuning
+	// MetricsListen is where Prometheus /metrics is served. Defaults to empty: no metrics.
+	MetricsListen string
 }
 
 // Flags registers serve's flags.
@@ -58,7 +67,10 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&c.ResourceURI, "resource-uri", "http://localhost:8080/mcp", "this server's OAuth resource URI (tokens' aud must contain it)")
 	fs.StringVar(&c.Issuer, "issuer", "", "required: exact token issuer (iss)")
-	fs.StringVar(&c.HS256SecretFile, "hs256-secret-file", "", "required: file holding the HS256 token secret (>= 32 bytes)")
+	fs.StringVar(&c.HS256SecretFile, "hs256-secret-file", "", "file holding the HS256 token secret (>= 32 bytes), for dev; exactly one of this and --jwks-url")
+	fs.StringVar(&c.JWKSURL, "jwks-url", "", "identity provider's JWK Set URL (RS256/ES256/EdDSA tokens); exactly one of this and --hs256-secret-file")
+	fs.DurationVar(&c.JWKSRefresh, "jwks-refresh", authz.JWKSRefreshIntervalDefault, "how often the JWK Set is re-fetched (outages keep the keys held)")
+	fs.DurationVar(&c.JWKSUnknownKIDInterval, "jwks-unknown-kid-interval", authz.JWKSUnknownKIDIntervalDefault, "least time between JWK Set re-fetches caused by tokens with an unknown kid")
 	fs.StringVar(&c.TenantClaim, "tenant-claim", authz.TenantClaimDefault, "token claim naming the tenant")
 	fs.StringVar(&c.HandleKeys, "handle-keys", "", "handle/cursor HMAC keys \"kid:hex,...\"; the first signs, all verify (prefer --handle-keys-file)")
 	fs.StringVar(&c.HandleKeysFile, "handle-keys-file", "", "file holding --handle-keys")
@@ -69,6 +81,7 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DownloadTTL, "download-ttl", frontend.DownloadTTLDefault, "how long an export's download link stays valid")
 	fs.DurationVar(&c.HandleTTL, "handle-ttl", frontend.HandleTTLDefault, "how long an issued handle stays valid")
 	fs.DurationVar(&c.CursorTTL, "cursor-ttl", frontend.CursorTTLDefault, "how long a list cursor stays valid")
+	metricsFlag(fs, &c.MetricsListen)
 }
 
 // ServeMain runs the stateless MCP frontend.
@@ -86,6 +99,8 @@ type ServeMain struct {
 	ln        net.Listener
 	srv       *http.Server
 	artifacts *activities.ArtifactStore
+	metrics   *metricsServer
+	stop      context.CancelFunc // ends what Run started in the background
 }
 
 func readSecretFile(path, what string) ([]byte, error) {
@@ -105,15 +120,35 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		if c.Issuer == "" {
 			return nil, errors.New("--issuer is required")
 		}
-		secret, err := readSecretFile(c.HS256SecretFile, "--hs256-secret-file")
-		if err != nil {
-			return nil, err
+		if (c.JWKSURL == "") == (c.HS256SecretFile == "") {
+			return nil, errors.New("exactly one of --jwks-url and --hs256-secret-file is required")
 		}
-		v, err := authz.NewHS256Verifier(c.Issuer, c.ResourceURI, secret, c.TenantClaim)
-		if err != nil {
-			return nil, err
+		if c.JWKSURL != "" {
+			log := m.Logger
+			if log == nil {
+				log = zap.NewNop()
+			}
+			// The background refresh ends with ctx (serve's lifetime).
+			v, err := authz.NewJWKSVerifier(ctx, authz.JWKSOptions{URL: c.JWKSURL, Issuer: c.Issuer, Audience: c.ResourceURI,
+				TenantClaim: c.TenantClaim, RefreshInterval: c.JWKSRefresh, UnknownKIDInterval: c.JWKSUnknownKIDInterval,
+				RefreshError: func(u string, err error) {
+					log.Warn("JWK Set refresh failed; keeping the keys held", zap.String("url", u), zap.Error(err))
+				}})
+			if err != nil {
+				return nil, err
+			}
+			m.Verifier = v
+		} else {
+			secret, err := readSecretFile(c.HS256SecretFile, "--hs256-secret-file")
+			if err != nil {
+				return nil, err
+			}
+			v, err := authz.NewHS256Verifier(c.Issuer, c.ResourceURI, secret, c.TenantClaim)
+			if err != nil {
+				return nil, err
+			}
+			m.Verifier = v
 		}
-		m.Verifier = v
 	}
 	if m.Keys == nil {
 		spec := c.HandleKeys
@@ -164,7 +199,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		Temporal: m.Client, Namespace: c.Temporal.Namespace, TaskQueue: c.Temporal.TaskQueue,
 		Verifier: m.Verifier, Keys: m.Keys, ResourceURI: c.ResourceURI, AuthorizationServers: authServers,
 		UIBaseURL: c.UIBaseURL, Suites: suites, Datasets: datasets, Artifacts: m.artifacts, DownloadTTL: c.DownloadTTL,
-		Export: c.Export, HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger,
+		Export: c.Export, HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger, Metrics: m.metrics.registerer(),
 		DataConverter: c.Temporal.DataConverter(),
 	})
 }
@@ -174,8 +209,15 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = zap.NewNop()
 	}
+	var err error
+	if m.metrics, err = startMetricsFor(m.Config.MetricsListen, &m.Config.Temporal, m.Logger); err != nil {
+		return err
+	}
+	// Background work of the server's own (the JWKS refresh) ends with Close, or with ctx.
+	ctx, m.stop = context.WithCancel(ctx)
 	f, err := m.build(ctx)
 	if err != nil {
+		_ = m.metrics.close()
 		return err
 	}
 	ln := m.Listener
@@ -206,6 +248,10 @@ func (m *ServeMain) Addr() string {
 
 // Close stops accepting, finishes in-flight requests (bounded), and releases the client.
 func (m *ServeMain) Close() error {
+	if m.stop != nil {
+		m.stop()
+		m.stop = nil
+	}
 	var err error
 	if m.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -221,5 +267,7 @@ func (m *ServeMain) Close() error {
 		err = errors.Join(err, m.artifacts.Close())
 		m.artifacts = nil
 	}
+	err = errors.Join(err, m.metrics.close())
+	m.metrics = nil
 	return err
 }

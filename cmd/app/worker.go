@@ -36,6 +36,8 @@ type WorkerConfig struct {
 	// HeartbeatThrottle caps how long the SDK may batch an episode's heartbeats. A cancel reaches a
 	// running episode only on a heartbeat reply, so this bounds cancel latency. Defaults to 1 second.
 	HeartbeatThrottle time.Duration
+	// MetricsListen is where Prometheus /metrics is served. Defaults to empty: no metrics.
+	MetricsListen string
 }
 
 // Flags registers the worker's flags.
@@ -46,6 +48,7 @@ func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DatasetsFile, "datasets", "", "JSON export dataset catalog file ({\"datasets\":[...]}); share it with serve")
 	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL: file:///dir, s3://bucket, gs://bucket, azblob://container (share it with serve)")
 	fs.DurationVar(&c.HeartbeatThrottle, "heartbeat-throttle", HeartbeatThrottleDefault, "longest delay before a cancel reaches a running episode")
+	metricsFlag(fs, &c.MetricsListen)
 }
 
 // WorkerMain runs workflows and activities.
@@ -61,6 +64,7 @@ type WorkerMain struct {
 	w         worker.Worker
 	artifacts *activities.ArtifactStore
 	db        *activities.DBPool
+	metrics   *metricsServer
 }
 
 // Run starts polling and returns; Close stops.
@@ -85,9 +89,14 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	} else if len(datasets) > 0 {
 		return errors.New("--artifacts is required when datasets are configured (exports write there)")
 	}
+	if m.metrics, err = startMetricsFor(m.Config.MetricsListen, &m.Config.Temporal, m.Logger); err != nil {
+		return err
+	}
 	if m.Client == nil {
 		c, err := waitTemporal(ctx, m.Config.Temporal.options(m.Logger))
 		if err != nil {
+			_ = m.metrics.close()
+			m.metrics = nil
 			return err
 		}
 		m.Client, m.own = c, true
@@ -141,5 +150,7 @@ func (m *WorkerMain) Close() error {
 		errs = append(errs, m.artifacts.Close())
 		m.artifacts = nil
 	}
+	errs = append(errs, m.metrics.close())
+	m.metrics = nil
 	return errors.Join(errs...)
 }

@@ -1,0 +1,202 @@
+package frontend
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// Metric label values come only from bounded, server-defined sets: tool names, tool error codes,
+// kinds, refusal reasons and HTTP status codes. Never a token, handle, tenant, subject or any
+// other caller-controlled string: such a label would leak it to whoever scrapes /metrics and
+// grow the series without bound.
+
+// 401 reasons (jobgate_http_unauthorized_total{reason}).
+const (
+	unauthMissing = "missing" // no "Authorization: Bearer <token>" header
+	unauthInvalid = "invalid" // a bearer token the verifier refused (bad signature, expired, wrong aud, ...)
+)
+
+// Outcome codes of jobgate_tool_calls_total besides the tool error codes.
+const (
+	outcomeOK            = "ok"
+	outcomeInputRequired = "input_required"
+	outcomeError         = "error" // a Go error: the client sees a JSON-RPC error
+	outcomeOther         = "other" // a code not in knownCodes (never expected)
+)
+
+var knownCodes = map[string]bool{
+	outcomeOK: true, outcomeInputRequired: true, outcomeError: true,
+	CodeInvalidArgument: true, CodeNotFound: true, CodeInvalidHandle: true, CodeHandleExpired: true,
+	CodeIdempotencyKeyReused: true, CodeInputNotExpected: true, CodeForbidden: true, CodeCursorInvalid: true,
+	CodeCursorExpired: true, CodeUnavailable: true,
+}
+
+// metrics are the frontend's collectors. They always exist (so call sites need no nil checks);
+// they are registered only when Options.Metrics is set.
+type metrics struct {
+	toolCalls     *prometheus.CounterVec
+	toolLatency   *prometheus.HistogramVec
+	unauthorized  *prometheus.CounterVec
+	insufficient  *prometheus.CounterVec
+	jobsStarted   *prometheus.CounterVec
+	downloads     *prometheus.CounterVec
+	knownScopeFor map[string]bool // tool names and tasks/* methods a 403 may name
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	const ns = "jobgate"
+	m := &metrics{
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tool_calls_total",
+			Help: "MCP tool calls by tool and outcome code (ok, input_required, a tool error code, or error)."},
+			[]string{"tool", "code"}),
+		toolLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "tool_call_duration_seconds",
+			Help: "MCP tool call latency by tool, from argument decoding to result.", Buckets: prometheus.DefBuckets},
+			[]string{"tool"}),
+		unauthorized: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_unauthorized_total",
+			Help: "HTTP 401 answers by reason: missing (no bearer token) or invalid (token refused)."},
+			[]string{"reason"}),
+		insufficient: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_insufficient_scope_total",
+			Help: "HTTP 403 insufficient_scope answers by the tool (or tasks/* method) that needed the scope."},
+			[]string{"tool"}),
+		jobsStarted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "jobs_started_total",
+			Help: "start_* calls that returned a job, by kind and result: created (new workflow) or existing (same idempotency key and arguments)."},
+			[]string{"kind", "result"}),
+		downloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "downloads_total",
+			Help: "Authenticated artifact downloads by HTTP status code (200, 206, 404, 410, ...)."},
+			[]string{"code"}),
+		knownScopeFor: map[string]bool{},
+	}
+	for _, r := range []string{unauthMissing, unauthInvalid} {
+		m.unauthorized.WithLabelValues(r)
+	}
+	for _, k := range workflows.KindNames() {
+		m.jobsStarted.WithLabelValues(k, "created")
+		m.jobsStarted.WithLabelValues(k, "existing")
+	}
+	for _, c := range []int{http.StatusOK, http.StatusPartialContent, http.StatusNotFound, http.StatusGone} {
+		m.downloads.WithLabelValues(strconv.Itoa(c))
+	}
+	for method := range taskActions {
+		m.knownScopeFor[method] = true
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	if m.toolCalls, err = register(reg, m.toolCalls); err != nil {
+		return nil, err
+	}
+	if m.toolLatency, err = register(reg, m.toolLatency); err != nil {
+		return nil, err
+	}
+	if m.unauthorized, err = register(reg, m.unauthorized); err != nil {
+		return nil, err
+	}
+	if m.insufficient, err = register(reg, m.insufficient); err != nil {
+		return nil, err
+	}
+	if m.jobsStarted, err = register(reg, m.jobsStarted); err != nil {
+		return nil, err
+	}
+	if m.downloads, err = register(reg, m.downloads); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c, or returns the collector of the same shape already registered (a second
+// Frontend on one registry shares the first one's series).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if old, ok := are.ExistingCollector.(C); ok {
+			return old, nil
+		}
+	}
+	return c, err
+}
+
+// toolCall records one tool call's outcome code and latency.
+func (m *metrics) toolCall(tool, code string, d time.Duration) {
+	if !knownCodes[code] {
+		code = outcomeOther
+	}
+	m.toolCalls.WithLabelValues(tool, code).Inc()
+	m.toolLatency.WithLabelValues(tool).Observe(d.Seconds())
+}
+
+// insufficientScope records a 403 for a tool or tasks/* method; anything else is "other".
+func (m *metrics) insufficientScope(what string) {
+	if !m.knownScopeFor[what] {
+		what = outcomeOther
+	}
+	m.insufficient.WithLabelValues(what).Inc()
+}
+
+// jobStarted records a start_* call that returned a job.
+func (m *metrics) jobStarted(kind string, created bool) {
+	result := "existing"
+	if created {
+		result = "created"
+	}
+	m.jobsStarted.WithLabelValues(kind, result).Inc()
+}
+
+// countMissingBearer counts the 401s the bearer middleware answers without calling the verifier
+// (no "Bearer <token>" header; the same test the go-sdk middleware makes). Refused tokens are
+// counted in verifyToken.
+func (m *metrics) countMissingBearer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fields := strings.Fields(r.Header.Get("Authorization"))
+		if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+			m.unauthorized.WithLabelValues(unauthMissing).Inc()
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// countDownloads counts downloads by the status code the handler answered.
+func (m *metrics) countDownloads(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		m.downloads.WithLabelValues(strconv.Itoa(sw.status)).Inc()
+	})
+}
+
+// statusWriter remembers the status code written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
