@@ -3,6 +3,7 @@
 //	jobgate dev      whole stack in one process (embedded Temporal + Web UI, worker, frontend)
 //	jobgate serve    the stateless MCP frontend, against any Temporal
 //	jobgate worker   the Temporal worker that runs the jobs
+//	jobgate setup    register jobgate's search attributes in your own Temporal (once)
 //	jobgate token    mint an HS256 token for development
 //	jobgate jobs       list, show, watch and download jobs through the MCP endpoint
 //	jobgate approvals  list and answer the input requests waiting for you (approvers)
@@ -34,6 +35,7 @@ Usage:
   jobgate serve    [flags]   run the stateless MCP frontend (any number of replicas)
   jobgate worker   [flags]   run a Temporal worker that executes jobs
   jobgate temporal [flags]   run the embedded Temporal server (SQLite) and Web UI alone
+  jobgate setup    [flags]   one-time: make your own Temporal's namespace ready (search attributes)
   jobgate token    [flags]   mint a dev HS256 bearer token
 
 Clients (MCP clients of --url, env JOBGATE_URL, with your own --token, env JOBGATE_TOKEN):
@@ -74,6 +76,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runWorker(args, stderr)
 	case "temporal":
 		return runTemporal(args, stdout, stderr)
+	case "setup":
+		return app.RunSetup(args, stdout, stderr)
 	case "token":
 		return runToken(args, stdout, stderr)
 	case "jobs":

@@ -1,0 +1,317 @@
+package tests
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	mathrand "math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/client"
+	pgschema "go.temporal.io/server/schema/postgresql/v12"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/tests/pgtest"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// buildGo builds a main package (a path in this module, or one of a dependency such as the
+// Temporal server module's own temporal-sql-tool) once per test binary.
+var (
+	builtMu sync.Mutex
+	built   = map[string]string{}
+)
+
+func buildGo(t *testing.T, pkg, name string) string {
+	t.Helper()
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
+	}
+	dir, err := os.MkdirTemp("", "jobgate-"+name+"-")
+	must(t, err)
+	p := filepath.Join(dir, name)
+	if out, err := exec.Command("go", "build", "-o", p, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	built[pkg] = p
+	return p
+}
+
+// runTool runs a command to completion and fails the test on a non-zero exit.
+func runTool(t *testing.T, env []string, bin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestPostgresTemporal runs jobgate on a production-shaped Temporal: the pinned server
+// (go.temporal.io/server, go.mod's version) as a process of its own on PostgreSQL 15, its
+// schemas created by the server module's own temporal-sql-tool, jobgate's search attributes
+// registered by `jobgate setup`, then two `serve` replicas behind a proxy and spawned workers
+// (nothing from the dev stack): the eval tour, list_jobs filters, the four-eyes export tour with
+// a verified download, and a worker SIGKILLed mid-run while another one finishes the job.
+func TestPostgresTemporal(t *testing.T) {
+	t.Parallel()
+	const ns = "jobgate-prod"
+	begin := time.Now()
+	pg := pgtest.Start(t)
+	pgReady := time.Since(begin)
+
+	// Build the binaries (not counted as start-up below).
+	buildStart := time.Now()
+	var wg sync.WaitGroup
+	var sqlTool, temporalpg string
+	wg.Go(func() { sqlTool = buildGo(t, "go.temporal.io/server/cmd/tools/sql", "temporal-sql-tool") })
+	wg.Go(func() { temporalpg = buildGo(t, "./temporalpg", "temporalpg") })
+	wg.Go(func() { jobgateBinary(t); lbproxyBinary(t) })
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("built temporal-sql-tool, temporalpg, jobgate, lbproxy in %s", time.Since(buildStart).Round(time.Millisecond))
+
+	// 1. Schemas, exactly as an operator runs temporal-sql-tool with its embedded schema files.
+	u, err := url.Parse(pg.DSN)
+	must(t, err)
+	pgHost, pgPort, pgUser := u.Hostname(), u.Port(), u.User.Username()
+	schemaStart := time.Now()
+	for _, s := range []struct{ db, schema, want string }{
+		{"temporal", "postgresql/v12/temporal", pgschema.Version},
+		{"temporal_visibility", "postgresql/v12/visibility", pgschema.VisibilityVersion},
+	} {
+		conn := []string{"--plugin", "postgres12", "--ep", pgHost, "-p", pgPort, "-u", pgUser, "--db", s.db}
+		runTool(t, nil, sqlTool, append(conn, "create-database")...)
+		runTool(t, nil, sqlTool, append(conn, "setup-schema", "-v", "0.0")...)
+		runTool(t, nil, sqlTool, append(conn, "update-schema", "--schema-name", s.schema)...)
+		db, err := sql.Open("pgx", fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", pgUser, net.JoinHostPort(pgHost, pgPort), s.db))
+		must(t, err)
+		var got string
+		err = db.QueryRow(`SELECT curr_version FROM schema_version WHERE version_partition = 0 AND db_name = $1`, s.db).Scan(&got)
+		_ = db.Close()
+		must(t, err)
+		if got != s.want {
+			t.Fatalf("%s schema version %s, want %s (schema/postgresql/v12 of the pinned server)", s.db, got, s.want)
+		}
+		t.Logf("database %s: schema %s at version %s", s.db, s.schema, got)
+	}
+	schemaTime := time.Since(schemaStart)
+
+	// 2. The Temporal server, its own process, on those two databases.
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	portOf := func() string { _, p, _ := net.SplitHostPort(freeAddr(t)); return p }
+	// Temporal's PostgreSQL schema keeps a ringpop member's port as SMALLINT
+	// (cluster_membership.rpc_port): membership ports must be below 32768, unlike the kernel's
+	// ephemeral ports that :0 hands out.
+	lowPort := func() string {
+		for {
+			p := 10000 + mathrand.IntN(22000)
+			if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+				ln.Close()
+				return fmt.Sprint(p)
+			}
+		}
+	}
+	b := &testBundle{t: t, taskQueue: "tq-" + randHex(6), secret: []byte(randHex(32)), queries: &queryLog{}}
+	key := handle.GenerateKey()
+	b.keySpec = "t1:" + hex.EncodeToString(key)
+	c := &cluster{testBundle: b, t: t, temporalAddr: addr}
+	temporalStart := time.Now()
+	c.temporal = c.run(temporalpg, "--pg-addr", net.JoinHostPort(pgHost, pgPort), "--pg-user", pgUser,
+		"--db", "temporal", "--visibility-db", "temporal_visibility", "--port", port, "--http-port", portOf(),
+		"--history-port", portOf(), "--matching-port", portOf(), "--worker-port", portOf(),
+		"--membership-ports", strings.Join([]string{lowPort(), lowPort(), lowPort(), lowPort()}, ","))
+	eventually(t, 2*time.Minute, "the Temporal frontend to answer", func() bool {
+		select {
+		case <-c.temporal.done:
+			t.Fatalf("temporalpg exited:\n%s", c.temporal.logs())
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		tc, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: "temporal-system"})
+		if err == nil {
+			tc.Close()
+		}
+		return err == nil
+	})
+	temporalTime := time.Since(temporalStart)
+
+	// 3. The one-time operator step: namespace and search attributes. Idempotent.
+	setupStart := time.Now()
+	out := runTool(t, nil, jobgateBinary(t), "setup", "--temporal-address", addr, "--namespace", ns, "--retention", "24h")
+	setupTime := time.Since(setupStart)
+	t.Logf("$ jobgate setup --temporal-address %s --namespace %s --retention 24h\n%s", addr, ns, out)
+	if !strings.Contains(out, "namespace "+ns+": registered") || !strings.Contains(out, "added (Keyword)") {
+		t.Fatalf("first setup did not register the namespace and the search attributes:\n%s", out)
+	}
+	out = runTool(t, []string{"JOBGATE_TEMPORAL_ADDRESS=" + addr, "JOBGATE_NAMESPACE=" + ns}, jobgateBinary(t), "setup")
+	if !strings.Contains(out, "namespace "+ns+": exists") || !strings.Contains(out, "already registered") {
+		t.Fatalf("second setup is not a no-op:\n%s", out)
+	}
+	c.tc, err = client.Dial(client.Options{HostPort: addr, Namespace: ns})
+	must(t, err)
+	t.Cleanup(c.tc.Close)
+
+	// 4. jobgate itself: two serve replicas behind the proxy, workers; catalogs shared by files.
+	clusterStart := time.Now()
+	dir := t.TempDir()
+	c.secretFile, c.keysFile = filepath.Join(dir, "hs256"), filepath.Join(dir, "handle-keys")
+	must(t, os.WriteFile(c.secretFile, b.secret, 0o600))
+	must(t, os.WriteFile(c.keysFile, []byte(b.keySpec), 0o600))
+	c.suitesFile = filepath.Join(dir, "suites.json")
+	must(t, os.WriteFile(c.suitesFile, []byte(`{"suites":[{"name":"quick","kind":"demo","approval_threshold":0,`+
+		`"heartbeat_timeout":"2s","max_attempts":5}]}`), 0o600))
+	b.datasets = filepath.Join(dir, "datasets.json")
+	must(t, os.WriteFile(b.datasets, []byte(catalogJSON(t, demoDataset(demoDB(t), nil))), 0o600))
+	b.artifacts = "file://" + filepath.Join(dir, "artifacts")
+	common := []string{"--namespace", ns, "--suites", c.suitesFile, "--datasets", b.datasets, "--artifacts", b.artifacts}
+	for range 2 {
+		a := freeAddr(t)
+		c.serveAddrs = append(c.serveAddrs, a)
+		c.serves = append(c.serves, c.run(jobgateBinary(t), append([]string{"serve", "--listen", a, "--resource-uri", b.resource(),
+			"--issuer", testIssuer, "--hs256-secret-file", c.secretFile, "--handle-keys-file", c.keysFile}, common...)...))
+	}
+	startWorker := func() *proc {
+		w := c.run(jobgateBinary(t), append([]string{"worker", "--heartbeat-throttle", "500ms"}, common...)...)
+		c.workers = append(c.workers, w)
+		return w
+	}
+	startWorker()
+	c.proxyAddr = freeAddr(t)
+	c.proxy = c.run(lbproxyBinary(t), "-listen", c.proxyAddr, "-backends", "http://"+c.serveAddrs[0]+",http://"+c.serveAddrs[1])
+	for _, a := range append([]string{c.proxyAddr}, c.serveAddrs...) {
+		waitTCP(t, a, 30*time.Second)
+	}
+	eventually(t, 30*time.Second, "both replicas ready", func() bool { return c.readyz(0) == 200 && c.readyz(1) == 200 })
+	clusterTime := time.Since(clusterStart)
+	t.Logf("ready: PostgreSQL %s, schemas %s, Temporal %s, jobgate setup %s, serve×2+worker+proxy %s (total with builds %s)",
+		pgReady.Round(time.Millisecond), schemaTime.Round(time.Millisecond), temporalTime.Round(time.Millisecond),
+		setupTime.Round(time.Millisecond), clusterTime.Round(time.Millisecond), time.Since(begin).Round(time.Millisecond))
+
+	tourStart := time.Now()
+	csAna := c.via(ana)
+	prefix := uniqueKey(t)
+
+	// Eval tour: > 100 episodes of demo ask the owner first; approved, it runs to the end.
+	ev := mustView(t, call(t, csAna, "start_eval", startArgs(prefix+"-eval", 120, map[string]any{"episode_ms": 20, "fail_rate": 0})))
+	w := waitStatus(t, csAna, ev.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+	if w.NeedsInput == nil || w.NeedsInput.Approver != authz.ApproverOwner {
+		t.Fatalf("eval needs_input: %+v", w.NeedsInput)
+	}
+	mustErr(t, call(t, c.via(bo), "resume_eval", map[string]any{"handle": ev.Handle, "input_id": w.NeedsInput.InputID,
+		"scope_digest": w.NeedsInput.ScopeDigest, "decision": "approve"}), frontend.CodeNotFound)
+	mustView(t, call(t, csAna, "resume_eval", map[string]any{"handle": ev.Handle, "input_id": w.NeedsInput.InputID,
+		"scope_digest": w.NeedsInput.ScopeDigest, "decision": "approve"}))
+	done := waitStatus(t, csAna, ev.Handle, workflows.StatusSucceeded, 2*time.Minute)
+	if done.Progress.Done != 120 || done.Progress.Failed != 0 {
+		t.Fatalf("eval totals: %+v", done.Progress)
+	}
+	evalTime := time.Since(tourStart)
+
+	// A worker SIGKILLed mid-run: another worker picks the episodes up after the heartbeat timeout.
+	killStart := time.Now()
+	kv := mustView(t, call(t, csAna, "start_eval", map[string]any{"idempotency_key": prefix + "-kill", "suite": "quick",
+		"episodes": 40, "concurrency": 4, "params": map[string]any{"episode_ms": 300, "fail_rate": 0}}))
+	eventually(t, time.Minute, "episodes running before the kill", func() bool {
+		return mustView(t, call(t, csAna, "get_eval", map[string]any{"handle": kv.Handle})).Progress.Done >= 4
+	})
+	c.workers[0].kill(t)
+	startWorker()
+	kd := waitStatus(t, csAna, kv.Handle, workflows.StatusSucceeded, 2*time.Minute)
+	if kd.Progress.Done != 40 || kd.Progress.Failed != 0 {
+		t.Fatalf("totals after the kill: %+v", kd.Progress)
+	}
+	retried := c.retriedAttempts(t, kv.JobID)
+	if retried == 0 {
+		t.Fatal("no episode was retried: the kill proved nothing")
+	}
+	killTime := time.Since(killStart)
+
+	// Export tour: a sensitive column waits for an approver other than the owner; the steward
+	// approves with the CLI; the owner downloads with the CLI, which verifies the SHA-256.
+	exportStart := time.Now()
+	xv := cliStartExport(t, csAna, prefix+"-export", "renewal mailing for Q3")
+	mustErr(t, exResume(t, csAna, xv, "approve"), frontend.CodeForbidden)
+	cli := func(p principal, args ...string) string {
+		return runTool(t, []string{"JOBGATE_URL=http://" + c.proxyAddr + "/mcp", "JOBGATE_TOKEN=" + b.token(p)}, jobgateBinary(t), args...)
+	}
+	if out := cli(steward, "approvals", "list"); !strings.Contains(out, xv.JobID) {
+		t.Fatalf("approvals list does not show %s:\n%s", xv.JobID, out)
+	}
+	cli(steward, "approvals", "approve", xv.Handle, "--comment", "ok for Q3")
+	xd := exWait(t, csAna, xv.Handle, workflows.StatusSucceeded, 2*time.Minute)
+	xr := exResult(t, xd)
+	if xr.ApprovedBy != "steward" || xr.Rows != 5000 || strings.Join(xr.Columns, ",") != "id,name,email" {
+		t.Fatalf("export result: %+v", xr)
+	}
+	file := filepath.Join(t.TempDir(), xr.FileName)
+	cli(ana, "jobs", "download", xv.Handle, "-o", file)
+	body, err := os.ReadFile(file)
+	must(t, err)
+	if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != xr.SHA256 || int64(len(body)) != xr.Bytes {
+		t.Fatalf("downloaded %d bytes sha256 %x; result says %d bytes sha256 %s", len(body), sum, xr.Bytes, xr.SHA256)
+	}
+	exportTime := time.Since(exportStart)
+
+	// list_jobs filters, on PostgreSQL visibility with jobgate's search attributes.
+	waiting := mustView(t, call(t, csAna, "start_eval", startArgs(prefix+"-waiting", 101, map[string]any{"episode_ms": 0})))
+	waitStatus(t, csAna, waiting.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+	ids := func(args map[string]any) map[string]string {
+		got := map[string]string{}
+		for _, r := range listEverything(t, []*mcp.ClientSession{csAna, c.via(ana)}, args) {
+			got[r.JobID] = r.Kind + "/" + string(r.Status)
+		}
+		return got
+	}
+	want := func(args map[string]any, in, out []string) {
+		t.Helper()
+		eventually(t, 30*time.Second, fmt.Sprintf("list_jobs %v", args), func() bool {
+			got := ids(args)
+			for _, id := range in {
+				if _, ok := got[id]; !ok {
+					return false
+				}
+			}
+			for _, id := range out {
+				if _, ok := got[id]; ok {
+					t.Fatalf("list_jobs %v lists %s (%s)", args, id, got[id])
+				}
+			}
+			return true
+		})
+	}
+	want(map[string]any{"kind": "eval", "status": "succeeded"}, []string{ev.JobID, kv.JobID}, []string{xv.JobID, waiting.JobID})
+	want(map[string]any{"kind": "export"}, []string{xv.JobID}, []string{ev.JobID, kv.JobID, waiting.JobID})
+	want(map[string]any{"status": "awaiting_input"}, []string{waiting.JobID}, []string{ev.JobID, kv.JobID, xv.JobID})
+	want(map[string]any{"kind": "eval"}, []string{ev.JobID, kv.JobID, waiting.JobID}, []string{xv.JobID})
+	if got := ids(map[string]any{}); len(got) != 4 {
+		t.Fatalf("list_jobs without filters: %v, want the 4 jobs of this test", got)
+	}
+
+	t.Logf("tour on PostgreSQL Temporal: eval %s, worker SIGKILL (%d retried attempts) %s, export %s, lists; total %s",
+		evalTime.Round(time.Millisecond), retried, killTime.Round(time.Millisecond), exportTime.Round(time.Millisecond),
+		time.Since(tourStart).Round(time.Millisecond))
+}
