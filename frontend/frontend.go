@@ -99,6 +99,7 @@ type Frontend struct {
 	log     *zap.Logger
 	actions map[string]authz.Action // tool name → the action its 403 check is for
 	metrics *metrics
+	tokens  *tokenCache // verified bearer tokens by sha256
 }
 
 // New validates opts and builds the MCP server once; it is shared by all requests because the
@@ -154,7 +155,7 @@ func New(opts Options) (*Frontend, error) {
 		opts.Now = time.Now
 	}
 	opts.UIBaseURL = strings.TrimRight(opts.UIBaseURL, "/")
-	f := &Frontend{opts: opts, log: opts.Logger}
+	f := &Frontend{opts: opts, log: opts.Logger, tokens: newTokenCache(opts.Now)}
 	var err error
 	if f.metrics, err = newMetrics(opts.Metrics); err != nil {
 		return nil, fmt.Errorf("frontend: metrics: %w", err)

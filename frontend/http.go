@@ -72,13 +72,18 @@ func (f *Frontend) readyz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// verifyToken adapts authz.Verifier to the go-sdk middleware. Every failure wraps
+// verifyToken adapts authz.Verifier to the go-sdk middleware. A token verified in the last
+// tokenCacheTTL (and not past its exp) is served from the cache (see tokenCache). Every failure wraps
 // auth.ErrInvalidToken so the middleware answers 401 (not 500) with the challenge.
 func (f *Frontend) verifyToken(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-	c, err := f.opts.Verifier.Verify(ctx, token)
-	if err != nil {
-		f.metrics.unauthorized.WithLabelValues(unauthInvalid).Inc()
-		return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, strings.TrimPrefix(err.Error(), authz.ErrInvalidToken.Error()+": "))
+	c, ok := f.tokens.get(token)
+	if !ok {
+		var err error
+		if c, err = f.opts.Verifier.Verify(ctx, token); err != nil {
+			f.metrics.unauthorized.WithLabelValues(unauthInvalid).Inc()
+			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, strings.TrimPrefix(err.Error(), authz.ErrInvalidToken.Error()+": "))
+		}
+		f.tokens.put(token, c)
 	}
 	return &auth.TokenInfo{
 		Scopes:     authz.ScopeStrings(c.Principal.Scopes),
@@ -114,7 +119,8 @@ func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Hand
 			http.Error(w, "no principal", http.StatusUnauthorized)
 			return
 		}
-		for _, name := range toolNames(body) {
+		pb := parseBody(body)
+		for _, name := range pb.toolNames() {
 			a, known := f.actions[name]
 			if !known {
 				continue // not a tool of ours: the SDK answers "unknown tool"
@@ -126,7 +132,8 @@ func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Hand
 			f.denyScope(w, metaURL, name, need, p)
 			return
 		}
-		next.ServeHTTP(w, r)
+		// The layers behind (tasksLayer) read the same parse; the body itself is left unread.
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), parsedBodyKey{}, pb)))
 	})
 }
 
@@ -156,23 +163,39 @@ func (f *Frontend) denyScope(w http.ResponseWriter, metaURL, what string, need [
 	http.Error(w, "insufficient scope for "+what, http.StatusForbidden)
 }
 
-// toolNames returns the tools a JSON-RPC message (or batch) calls. Keys are matched exactly,
-// as the SDK's decoder does: encoding/json's case-insensitive struct matching would let
-// {"name":"start_eval","Name":"get_eval"} pass this check as get_eval while the SDK runs
-// start_eval. Unparseable bodies yield nothing here; the MCP handler rejects them.
-func toolNames(body []byte) []string {
+// parsedBody is a request body as the layers in front of the SDK read it, parsed once (by
+// requireToolScope, which puts it in the request context for tasksLayer). Keys are matched
+// exactly, as the SDK's decoder does: encoding/json's case-insensitive struct matching would let
+// {"name":"start_eval","Name":"get_eval"} pass a check as get_eval while the SDK runs
+// start_eval. Unparseable bodies yield no messages; the MCP handler rejects them.
+type parsedBody struct {
+	batch bool                         // the body is a JSON array
+	msgs  []map[string]json.RawMessage // the top-level messages, one unless batch
+}
+
+type parsedBodyKey struct{}
+
+func parseBody(body []byte) *parsedBody {
 	body = bytes.TrimSpace(body)
-	var msgs []map[string]json.RawMessage
+	pb := &parsedBody{}
 	if len(body) > 0 && body[0] == '[' {
-		_ = json.Unmarshal(body, &msgs)
-	} else {
+		pb.batch = true
+		_ = json.Unmarshal(body, &pb.msgs)
+	} else if len(body) > 0 && body[0] == '{' {
 		var m map[string]json.RawMessage
 		if json.Unmarshal(body, &m) == nil {
-			msgs = append(msgs, m)
+			pb.msgs = append(pb.msgs, m)
 		}
 	}
+	return pb
+}
+
+// toolNames returns the tools a JSON-RPC message (or batch) calls.
+func toolNames(body []byte) []string { return parseBody(body).toolNames() }
+
+func (pb *parsedBody) toolNames() []string {
 	var names []string
-	for _, m := range msgs {
+	for _, m := range pb.msgs {
 		var method string
 		if json.Unmarshal(m["method"], &method) != nil || method != "tools/call" {
 			continue

@@ -137,11 +137,15 @@ func (f *Frontend) tasksLayer(metaURL string, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, ok := bufferBody(w, r)
-		if !ok {
-			return
+		pb, _ := r.Context().Value(parsedBodyKey{}).(*parsedBody)
+		if pb == nil { // not behind requireToolScope
+			body, ok := bufferBody(w, r)
+			if !ok {
+				return
+			}
+			pb = parseBody(body)
 		}
-		req, ok := parseRPCRequest(body)
+		req, ok := pb.request()
 		// Whatever the SDK's transport would refuse (Host, Content-Type, Accept), it refuses.
 		if !ok || !sdkTransportOK(r) {
 			next.ServeHTTP(w, r)
@@ -549,14 +553,15 @@ type rpcRequest struct {
 
 // parseRPCRequest reads a single JSON-RPC request (not a notification, not a batch).
 func parseRPCRequest(body []byte) (*rpcRequest, bool) {
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 || body[0] != '{' {
+	return parseBody(body).request()
+}
+
+// request is the body's single JSON-RPC request (not a notification, not a batch).
+func (pb *parsedBody) request() (*rpcRequest, bool) {
+	if pb.batch || len(pb.msgs) != 1 {
 		return nil, false
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(body, &m) != nil {
-		return nil, false
-	}
+	m := pb.msgs[0]
 	var version, method string
 	if json.Unmarshal(m["jsonrpc"], &version) != nil || version != "2.0" || json.Unmarshal(m["method"], &method) != nil {
 		return nil, false

@@ -1,0 +1,338 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// pairsConcurrency is the number of concurrent callers of the parallel pairs.
+const pairsConcurrency = 32
+
+// BenchmarkPairs measures the MCP layer side by side with what it wraps, in one process against
+// the embedded Temporal server (README "Performance"):
+//
+//	go test ./tests -run '^$' -bench Pairs -benchmem -count 3
+//
+// Start32: start_eval via MCP vs a raw SDK ExecuteWorkflow with the same options, 32 concurrent
+// callers, starts/s and the ratio (no worker polls the queue: only the start is measured).
+// GetSeq: get_eval via MCP vs a bare DescribeWorkflowExecution, interleaved one at a time, p50
+// latency of each and the difference; also p50 of get_eval on a succeeded job (its result is
+// read from the close event). Get32: the same pair at 32 concurrent callers, calls/s and the
+// ratio. Allocs: bytes and allocations per get_eval by layer, measured in-process (the HTTP
+// handler served directly, no client, no socket): the whole server-side call; the bare go-sdk
+// Streamable HTTP handler (stateless, JSON responses, no auth) on a no-op tool; the Temporal
+// Describe (client and the embedded server, which shares the process); and ours, the difference.
+//
+// The frontend under test is built here (frontend.New) with the production-style JSON logger
+// writing to io.Discard, not the harness's in-memory observer.
+func BenchmarkPairs(b *testing.B) {
+	bundle := setup(b)
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
+	newFrontend := func(taskQueue string) (*frontend.Frontend, string) {
+		v, err := authz.NewHS256Verifier(testIssuer, bundle.resource(), bundle.secret, "")
+		must(b, err)
+		f, err := frontend.New(frontend.Options{Temporal: bundle.temporal, Namespace: namespace, TaskQueue: taskQueue,
+			Verifier: v, Keys: bundle.keys, ResourceURI: bundle.resource(), UIBaseURL: "http://ui.test", Logger: log,
+			Metrics: prometheus.NewRegistry()})
+		must(b, err)
+		srv := httptest.NewServer(f.Handler())
+		b.Cleanup(srv.Close)
+		return f, srv.URL + "/mcp"
+	}
+	fe, feURL := newFrontend(bundle.taskQueue)
+	rec := &recordingRT{base: &http.Transport{MaxIdleConnsPerHost: 2 * pairsConcurrency}}
+	cs := sessionVia(b, bundle, ana, feURL, rec)
+
+	done := mustView(b, call(b, cs, "start_eval", startArgs("bench-"+randHex(4), 1, map[string]any{"episode_ms": 0})))
+	waitStatus(b, cs, done.Handle, workflows.StatusSucceeded, 30*time.Second)
+	waiting := mustView(b, call(b, cs, "start_eval", startArgs("bench-"+randHex(4), 101, nil)))
+	waitStatus(b, cs, waiting.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+	getArgs := map[string]any{"handle": waiting.Handle}
+	ctx := context.Background()
+	describe := func() {
+		if _, err := bundle.temporal.DescribeWorkflowExecution(ctx, waiting.JobID, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+	getEval := func(args map[string]any) func() {
+		return func() {
+			if o := call(b, cs, "get_eval", args); o.Err != nil {
+				b.Fatal(o.Err.Message)
+			}
+		}
+	}
+
+	b.Run("Start32", func(b *testing.B) {
+		// A queue no worker polls: both sides only start workflows.
+		tq := "tq-idle-" + randHex(6)
+		_, url := newFrontend(tq)
+		scs := sessionVia(b, bundle, ana, url, &recordingRT{base: &http.Transport{MaxIdleConnsPerHost: 2 * pairsConcurrency}})
+		run := "s" + randHex(4)
+		var round atomic.Int64
+		mcpRate, rawRate := pair(max(b.N, 512), pairsConcurrency, func(i int) {
+			mustView(b, call(b, scs, "start_eval", startArgs(fmt.Sprintf("%s-m%d-%d", run, round.Add(1), i), 1, nil)))
+		}, func(i int) { rawStart(b, bundle.temporal, tq, fmt.Sprintf("%s-r%d-%d", run, round.Add(1), i)) })
+		reportPair(b, "start32", "starts/s", mcpRate, rawRate)
+	})
+
+	b.Run("GetSeq", func(b *testing.B) {
+		n := max(b.N, 50)
+		mcpLat, rawLat, succLat := make([]time.Duration, 0, n), make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+		get, getDone := getEval(getArgs), getEval(map[string]any{"handle": done.Handle})
+		for range n {
+			mcpLat = append(mcpLat, timed(get))
+			rawLat = append(rawLat, timed(describe))
+			succLat = append(succLat, timed(getDone))
+		}
+		m, r, s := p50(mcpLat), p50(rawLat), p50(succLat)
+		b.ReportMetric(ms(m), "mcp_p50_ms")
+		b.ReportMetric(ms(r), "describe_p50_ms")
+		b.ReportMetric(ms(m-r), "delta_p50_ms")
+		b.ReportMetric(ms(s), "succeeded_p50_ms")
+		b.Logf("get_eval p50 %.3f ms vs Describe %.3f ms: +%.3f ms (succeeded job: %.3f ms)", ms(m), ms(r), ms(m-r), ms(s))
+	})
+
+	b.Run("Get32", func(b *testing.B) {
+		get := getEval(getArgs)
+		mcpRate, rawRate := pair(max(b.N, 2000), pairsConcurrency, func(int) { get() }, func(int) { describe() })
+		reportPair(b, "get32", "calls/s", mcpRate, rawRate)
+	})
+
+	b.Run("Allocs", func(b *testing.B) {
+		// Replay the exact request the go-sdk client sent for get_eval, straight into the handler.
+		call(b, cs, "get_eval", getArgs)
+		ours := rec.last()
+		h := fe.Handler()
+		bare, bareReq := bareSDKHandler(b)
+		n := max(b.N, 200)
+		whole := allocsPer(n, func() { serve(b, h, ours) })
+		sdk := allocsPer(n, func() { serve(b, bare, bareReq) })
+		desc := allocsPer(n, describe)
+		own := layer{bytes: whole.bytes - sdk.bytes - desc.bytes, allocs: whole.allocs - sdk.allocs - desc.allocs}
+		for _, l := range []struct {
+			name string
+			l    layer
+		}{{"whole", whole}, {"sdk", sdk}, {"describe", desc}, {"ours", own}} {
+			b.ReportMetric(l.l.bytes, l.name+"_B/op")
+			b.ReportMetric(l.l.allocs, l.name+"_allocs/op")
+		}
+		b.Logf("get_eval server side per call: whole %.0f B %.0f allocs = go-sdk (bare no-op tool) %.0f B %.0f allocs"+
+			" + Temporal Describe %.0f B %.0f allocs + ours %.0f B %.0f allocs",
+			whole.bytes, whole.allocs, sdk.bytes, sdk.allocs, desc.bytes, desc.allocs, own.bytes, own.allocs)
+	})
+}
+
+// sessionVia connects the go-sdk client as p to url through rt (which adds the bearer token).
+func sessionVia(b *testing.B, bundle *testBundle, p principal, url string, rt *recordingRT) *mcp.ClientSession {
+	b.Helper()
+	rt.token = bundle.token(p)
+	c := mcp.NewClient(&mcp.Implementation{Name: "jobgate-bench", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: rt, Timeout: 30 * time.Second},
+		DisableStandaloneSSE: true}, nil)
+	must(b, err)
+	b.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// rawStart starts an eval workflow the way start_eval does (same options, same input shape).
+func rawStart(b *testing.B, c client.Client, tq, key string) {
+	id := jobID("acme", workflows.KindEval, key)
+	now := time.Now().UTC()
+	args := workflows.EvalArgs{Suite: "demo", Episodes: 1, Concurrency: 8, Params: map[string]any{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: id, TaskQueue: tq,
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.SAJobTenant.ValueSet("acme"), workflows.SAJobOwner.ValueSet("ana"),
+			workflows.SAJobKind.ValueSet(workflows.KindEval), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))),
+		Memo: map[string]any{
+			workflows.MemoInputHash: workflows.Digest(args),
+			workflows.MemoCreatedAt: now,
+			workflows.MemoProgress:  workflows.Progress{Total: 1, Unit: "episodes", Message: "queued", AsOf: now},
+		},
+		StaticSummary: "eval demo · 1 episodes · owner ana",
+		StaticDetails: "**eval** of suite `demo`\n\n- owner: `ana` (tenant `acme`)\n- episodes: 1, concurrency: 8\n- idempotency key: `" + key + "`",
+	}, workflows.EvalWorkflowName, workflows.EvalInput{Tenant: "acme", Owner: "ana", Args: args})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+func jobID(tenant, kind, key string) string { return tenant + "/" + kind + "/" + key }
+
+// pair runs n calls of each side on c goroutines, in four alternating rounds (so drift of the
+// shared server hits both sides alike), and returns each side's calls per second.
+func pair(n, c int, a, b func(i int)) (float64, float64) {
+	var ta, tb time.Duration
+	per := max(n/4, 2*c)
+	for r := range 4 {
+		first, second, t1, t2 := a, b, &ta, &tb
+		if r%2 == 1 {
+			first, second, t1, t2 = b, a, &tb, &ta
+		}
+		*t1 += time.Duration(float64(time.Second) * float64(per) / parallel(per, c, first))
+		*t2 += time.Duration(float64(time.Second) * float64(per) / parallel(per, c, second))
+	}
+	return float64(4*per) / ta.Seconds(), float64(4*per) / tb.Seconds()
+}
+
+// parallel runs n calls of fn on c goroutines and returns calls per second.
+func parallel(n, c int, fn func(i int)) float64 {
+	n = max(n, 2*c)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range c {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds()
+}
+
+func reportPair(b *testing.B, name, unit string, mcpRate, rawRate float64) {
+	b.ReportMetric(mcpRate, "mcp_"+unit)
+	b.ReportMetric(rawRate, "raw_"+unit)
+	b.ReportMetric(mcpRate/rawRate, "ratio")
+	b.Logf("%s: MCP %.0f %s vs raw SDK %.0f %s: %.2fx", name, mcpRate, unit, rawRate, unit, mcpRate/rawRate)
+}
+
+func timed(fn func()) time.Duration {
+	t := time.Now()
+	fn()
+	return time.Since(t)
+}
+
+func p50(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+type layer struct{ bytes, allocs float64 }
+
+// allocsPer is the mean heap bytes and allocations per call of fn over n calls (process-wide:
+// the embedded Temporal server's share of a Temporal call is included).
+func allocsPer(n int, fn func()) layer {
+	fn() // warm
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		fn()
+	}
+	runtime.ReadMemStats(&after)
+	return layer{bytes: float64(after.TotalAlloc-before.TotalAlloc) / float64(n), allocs: float64(after.Mallocs-before.Mallocs) / float64(n)}
+}
+
+// recordedReq is a request as the client sent it.
+type recordedReq struct {
+	header http.Header
+	body   []byte
+}
+
+// recordingRT adds a bearer token (if set) and keeps the last POST it sent.
+type recordingRT struct {
+	token string
+	base  http.RoundTripper
+	mu    sync.Mutex
+	req   recordedReq
+}
+
+func (r *recordingRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	if r.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	if req.Method == http.MethodPost && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		r.mu.Lock()
+		r.req = recordedReq{header: req.Header.Clone(), body: body}
+		r.mu.Unlock()
+	}
+	return r.base.RoundTrip(req)
+}
+
+func (r *recordingRT) last() recordedReq {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.req
+}
+
+// serve replays rr into h in-process and checks the answer is a 200 without a JSON-RPC error.
+func serve(b *testing.B, h http.Handler, rr recordedReq) {
+	req := httptest.NewRequest(http.MethodPost, "http://localhost/mcp", bytes.NewReader(rr.body))
+	req.Header = rr.header.Clone()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusOK || bytes.Contains(w.Body.Bytes(), []byte(`"error":`)) || bytes.Contains(w.Body.Bytes(), []byte(`"isError":true`)) {
+		b.Fatalf("replay: %d %s", w.Code, w.Body.String())
+	}
+}
+
+// bareSDKHandler is the go-sdk floor: one no-op tool on the same stateless Streamable HTTP
+// handler with JSON responses, no auth, and the recorded request of one call to it. The tool is
+// added as jobgate adds its tools (Server.AddTool with a raw handler: jobgate decodes and checks
+// arguments itself), so the SDK does the same work per call for both.
+func bareSDKHandler(b *testing.B) (http.Handler, recordedReq) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "noop", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"status":"ok"}`}}, StructuredContent: map[string]any{"status": "ok"}}, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	srv := httptest.NewServer(h)
+	b.Cleanup(srv.Close)
+	rt := &recordingRT{base: http.DefaultTransport}
+	c := mcp.NewClient(&mcp.Implementation{Name: "bare-client", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: rt}, DisableStandaloneSSE: true}, nil)
+	must(b, err)
+	b.Cleanup(func() { _ = cs.Close() })
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "noop", Arguments: map[string]any{"handle": "h"}}); err != nil {
+		b.Fatal(err)
+	}
+	return h, rt.last()
+}
