@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bufio"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -16,32 +15,33 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
+// buildGo builds a main package (a path in this module, or one of a dependency such as the
+// Temporal server module's own temporal-sql-tool) once per test binary: chaos and cluster tests
+// run real processes.
 var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
+	builtMu sync.Mutex
+	built   = map[string]string{}
 )
 
-// jobgateBinary builds cmd/jobgate once per test binary: chaos tests kill real processes.
-func jobgateBinary(t *testing.T) string {
+func buildGo(t *testing.T, pkg, name string) string {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "jobgate-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "jobgate")
-		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/jobgate").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
 	}
-	return binPath
+	dir, err := os.MkdirTemp("", "jobgate-"+name+"-")
+	must(t, err)
+	p := filepath.Join(dir, name)
+	if out, err := exec.Command("go", "build", "-o", p, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	built[pkg] = p
+	return p
 }
+
+// jobgateBinary is the real jobgate binary.
+func jobgateBinary(t *testing.T) string { return buildGo(t, "../cmd/jobgate", "jobgate") }
 
 type proc struct {
 	cmd  *exec.Cmd

@@ -46,30 +46,8 @@ type cluster struct {
 	tc           client.Client
 }
 
-var (
-	lbOnce sync.Once
-	lbPath string
-	lbErr  error
-)
-
-func lbproxyBinary(t *testing.T) string {
-	t.Helper()
-	lbOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "jobgate-lb-")
-		if err != nil {
-			lbErr = err
-			return
-		}
-		lbPath = filepath.Join(dir, "lbproxy")
-		if out, err := exec.Command("go", "build", "-o", lbPath, "./lbproxy").CombinedOutput(); err != nil {
-			lbErr = fmt.Errorf("go build lbproxy: %v\n%s", err, out)
-		}
-	})
-	if lbErr != nil {
-		t.Fatal(lbErr)
-	}
-	return lbPath
-}
+// lbproxyBinary is the round-robin proxy process of the cluster tests.
+func lbproxyBinary(t *testing.T) string { return buildGo(t, "./lbproxy", "lbproxy") }
 
 func freeAddr(t testing.TB) string {
 	t.Helper()

@@ -28,30 +28,6 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// buildGo builds a main package (a path in this module, or one of a dependency such as the
-// Temporal server module's own temporal-sql-tool) once per test binary.
-var (
-	builtMu sync.Mutex
-	built   = map[string]string{}
-)
-
-func buildGo(t *testing.T, pkg, name string) string {
-	t.Helper()
-	builtMu.Lock()
-	defer builtMu.Unlock()
-	if p, ok := built[pkg]; ok {
-		return p
-	}
-	dir, err := os.MkdirTemp("", "jobgate-"+name+"-")
-	must(t, err)
-	p := filepath.Join(dir, name)
-	if out, err := exec.Command("go", "build", "-o", p, pkg).CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
-	built[pkg] = p
-	return p
-}
-
 // runTool runs a command to completion and fails the test on a non-zero exit.
 func runTool(t *testing.T, env []string, bin string, args ...string) string {
 	t.Helper()
