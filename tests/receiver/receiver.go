@@ -323,8 +323,9 @@ type fault struct {
 	drop   bool
 }
 
-// takeFault consumes the faults that apply to the next request for key.
-func (r *Receiver) takeFault(key string) fault {
+// takeFault consumes the faults that apply to the next request for key. Holds after applying
+// concern only POSTs (which apply); a reconciling GET never consumes one.
+func (r *Receiver) takeFault(key string, post bool) fault {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var f fault
@@ -337,7 +338,7 @@ func (r *Receiver) takeFault(key string) fault {
 		r.stallNext--
 		f.stall = r.stallFor
 	}
-	if r.holdNext > 0 {
+	if post && r.holdNext > 0 {
 		r.holdNext--
 		f.hold = r.holdFor
 	}
@@ -378,6 +379,25 @@ func (r *Receiver) stall(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// preface applies the faults that come before handling (an injected status, a stall) to a
+// request for at.Key, recording and answering when one ends it; ok says to go on.
+func (r *Receiver) preface(w http.ResponseWriter, req *http.Request, at *Attempt) (fault, bool) {
+	f := r.takeFault(at.Key, req.Method == http.MethodPost)
+	if f.status != 0 {
+		at.Outcome, at.Status = OutcomeInjected, f.status
+		r.record(*at)
+		writeJSON(w, f.status, map[string]string{"error": "injected failure"})
+		return f, false
+	}
+	if !r.stall(req.Context(), f.stall) {
+		at.Outcome = OutcomeAbandoned
+		r.record(*at)
+		hangUp(w) // never an empty answer: the stall was cut short, nothing was handled
+		return f, false
+	}
+	return f, true
+}
+
 func headerAttempt(req *http.Request) int {
 	n, _ := strconv.Atoi(req.Header.Get(AttemptHeader))
 	return n
@@ -405,17 +425,8 @@ func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
 	}
 	at.BodyAttempt = *body.Attempt
 
-	f := r.takeFault(at.Key)
-	if f.status != 0 {
-		at.Outcome, at.Status = OutcomeInjected, f.status
-		r.record(at)
-		writeJSON(w, f.status, map[string]string{"error": "injected failure"})
-		return
-	}
-	if !r.stall(req.Context(), f.stall) {
-		at.Outcome = OutcomeAbandoned
-		r.record(at)
-		hangUp(w) // never an empty answer: the stall was cut short, nothing was handled
+	f, ok := r.preface(w, req, &at)
+	if !ok {
 		return
 	}
 
@@ -460,17 +471,8 @@ func (r *Receiver) get(w http.ResponseWriter, req *http.Request, escaped string)
 		return
 	}
 	at.Key = key
-	f := r.takeFault(key)
-	if f.status != 0 {
-		at.Outcome, at.Status = OutcomeInjected, f.status
-		r.record(at)
-		writeJSON(w, f.status, map[string]string{"error": "injected failure"})
-		return
-	}
-	if !r.stall(req.Context(), f.stall) {
-		at.Outcome = OutcomeAbandoned
-		r.record(at)
-		hangUp(w) // never an empty answer: the stall was cut short, nothing was handled
+	f, ok := r.preface(w, req, &at)
+	if !ok {
 		return
 	}
 	r.mu.Lock()
