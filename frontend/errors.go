@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/api/serviceerror"
@@ -26,6 +27,7 @@ const (
 	CodeCursorInvalid        = "cursor_invalid"
 	CodeCursorExpired        = "cursor_expired"
 	CodeUnavailable          = "unavailable"
+	CodeQuotaExceeded        = "quota_exceeded"
 )
 
 // ToolError is the JSON text of every isError tool result.
@@ -33,9 +35,16 @@ type ToolError struct {
 	Code      string `json:"code" jsonschema:"machine-readable error code"`
 	Message   string `json:"message" jsonschema:"what went wrong and what to do about it"`
 	Retryable bool   `json:"retryable" jsonschema:"true when the same call may succeed later unchanged"`
+	// RetryAfterMS is set on quota_exceeded when it is known when the same call can pass.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty" jsonschema:"milliseconds until the same call can pass, when known"`
 }
 
-func (e *ToolError) Error() string { return e.Code + ": " + e.Message }
+func (e *ToolError) Error() string {
+	if e.RetryAfterMS > 0 {
+		return fmt.Sprintf("%s: %s (retry after %s)", e.Code, e.Message, time.Duration(e.RetryAfterMS)*time.Millisecond)
+	}
+	return e.Code + ": " + e.Message
+}
 
 func toolErr(code, format string, args ...any) *ToolError {
 	return &ToolError{Code: code, Message: fmt.Sprintf(format, args...), Retryable: code == CodeUnavailable}

@@ -76,6 +76,9 @@ type Options struct {
 	Logger *zap.Logger
 	// Metrics, if set, receives the jobgate_* collectors (see metrics.go). Defaults to none.
 	Metrics prometheus.Registerer
+	// Tenants holds per-tenant fairness weights and quotas. The zero value has no quotas and
+	// equal weights; servers load a tenants file or authz.DefaultTenants.
+	Tenants authz.Tenants
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -100,6 +103,7 @@ type Frontend struct {
 	actions map[string]authz.Action // tool name → the action its 403 check is for
 	metrics *metrics
 	tokens  *tokenCache // verified bearer tokens by sha256
+	quotas  quotas      // this replica's admitted starts visibility may not show yet
 }
 
 // New validates opts and builds the MCP server once; it is shared by all requests because the

@@ -60,6 +60,10 @@ type startSpec struct {
 	summary, details string
 	// ownerInput: the job will at once ask its owner for input (an MRTR client is asked then).
 	ownerInput bool
+	// slots is the episode concurrency the job holds while unfinished (quota); 0 for non-evals.
+	slots int
+	// fairness dispatches the job's tasks by tenant; also recorded in input by the kind.
+	fairness workflows.Fairness
 }
 
 // start starts the job for spec, or finds it: same key and fingerprint → the same job
@@ -74,8 +78,28 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 	}
 	id := jobID(p.Tenant, k.name, spec.key)
 	noteJob(ctx, id)
+	adm, err := f.admit(ctx, p, id, spec.slots)
+	if err != nil {
+		var te *ToolError
+		if errors.As(err, &te) && te.Code == CodeQuotaExceeded {
+			// A retry of a start that already happened gets its job, quota or not; a key
+			// taken by another job is a reuse, as it would be under the quota.
+			if v, err, found := k.existing(ctx, f, p, id, spec); found {
+				return v, err
+			}
+		}
+		return nil, err
+	}
 	now := f.opts.Now().UTC()
 	progress := workflows.Progress{Total: spec.total, Unit: kind.Unit, Message: "queued", AsOf: now}
+	memo := map[string]any{
+		workflows.MemoInputHash: spec.hash,
+		workflows.MemoCreatedAt: now,
+		workflows.MemoProgress:  progress,
+	}
+	if spec.slots > 0 {
+		memo[workflows.MemoSlots] = spec.slots
+	}
 	tctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
 	run, err := f.opts.Temporal.ExecuteWorkflow(tctx, client.StartWorkflowOptions{
@@ -87,21 +111,21 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.SAJobTenant.ValueSet(p.Tenant), workflows.SAJobOwner.ValueSet(p.Subject),
 			workflows.SAJobKind.ValueSet(k.name), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))),
-		Memo: map[string]any{
-			workflows.MemoInputHash: spec.hash,
-			workflows.MemoCreatedAt: now,
-			workflows.MemoProgress:  progress,
-		},
+		Memo:          memo,
 		StaticSummary: spec.summary,
 		StaticDetails: spec.details,
+		// Workflow tasks are dispatched fairly too; activities carry their own (the input's).
+		Priority: spec.fairness.Priority(),
 	}, kind.WorkflowName, spec.input)
 	if err == nil {
+		adm.started(id)
 		j := &job{id: id, runID: run.GetRunID(), tenant: p.Tenant, owner: p.Subject, kind: k.name,
 			exec: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, saStatus: workflows.StatusQueued, inputHash: spec.hash,
 			createdAt: now, progress: progress}
 		f.metrics.jobStarted(k.name, true)
 		return k.started(ctx, f, p, j, spec, true)
 	}
+	adm.abandoned()
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if !errors.As(err, &started) {
 		return nil, fmt.Errorf("start %s: %w", id, err)
@@ -116,10 +140,26 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 		return nil, err
 	}
 	if j.tenant != p.Tenant || j.kind != k.name || j.owner != p.Subject || j.inputHash != spec.hash {
-		return nil, toolErr(CodeIdempotencyKeyReused, "idempotency_key %q already names another job in your tenant (other arguments or another owner); use a new key for a new job", spec.key)
+		return nil, errKeyReused(spec.key)
 	}
 	f.metrics.jobStarted(k.name, false)
 	return k.started(ctx, f, p, j, spec, false)
+}
+
+// existing answers a start refused by a quota when its key already names a job: the same job
+// for an idempotent retry, idempotency_key_reused for another. found is false when the key
+// names no job (or it cannot be read), and the refusal stands.
+func (k jobKind[R]) existing(ctx context.Context, f *Frontend, p authz.Principal, id string, spec startSpec) (*KindView[R], error, bool) {
+	j, err := f.describe(ctx, id)
+	if err != nil {
+		return nil, nil, false
+	}
+	if j.tenant != p.Tenant || j.kind != k.name || j.owner != p.Subject || j.inputHash != spec.hash {
+		return nil, errKeyReused(spec.key), true
+	}
+	f.metrics.jobStarted(k.name, false)
+	v, err := k.started(ctx, f, p, j, spec, false)
+	return v, err, true
 }
 
 // ownerInputWait bounds how long start_* waits for a new job's owner approval request to open
@@ -199,4 +239,8 @@ func (k jobKind[R]) jobTools(f *Frontend) (get, cancel, resume toolDef) {
 		return k.view(ctx, f, p, j)
 	}).enum("decision", workflows.DecisionApprove, workflows.DecisionReject)
 	return get, cancel, resume
+}
+
+func errKeyReused(key string) *ToolError {
+	return toolErr(CodeIdempotencyKeyReused, "idempotency_key %q already names another job in your tenant (other arguments or another owner); use a new key for a new job", key)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -35,7 +36,7 @@ var knownCodes = map[string]bool{
 	outcomeOK: true, outcomeInputRequired: true, outcomeError: true,
 	CodeInvalidArgument: true, CodeNotFound: true, CodeInvalidHandle: true, CodeHandleExpired: true,
 	CodeIdempotencyKeyReused: true, CodeInputNotExpected: true, CodeForbidden: true, CodeCursorInvalid: true,
-	CodeCursorExpired: true, CodeUnavailable: true,
+	CodeCursorExpired: true, CodeUnavailable: true, CodeQuotaExceeded: true,
 }
 
 // metrics are the frontend's collectors. They always exist (so call sites need no nil checks);
@@ -47,6 +48,7 @@ type metrics struct {
 	insufficient  *prometheus.CounterVec
 	jobsStarted   *prometheus.CounterVec
 	downloads     *prometheus.CounterVec
+	quotaRejects  *prometheus.CounterVec
 	knownScopeFor map[string]bool // tool names and tasks/* methods a 403 may name
 }
 
@@ -71,6 +73,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		downloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "downloads_total",
 			Help: "Authenticated artifact downloads by HTTP status code (200, 206, 404, 410, ...)."},
 			[]string{"code"}),
+		quotaRejects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_rejections_total",
+			Help: "start_* calls refused with quota_exceeded, by tenant (a tenant named in the tenants file, else \"other\") and limit."},
+			[]string{"tenant", "limit"}),
 		knownScopeFor: map[string]bool{},
 	}
 	for _, r := range []string{unauthMissing, unauthInvalid} {
@@ -106,6 +111,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.downloads, err = register(reg, m.downloads); err != nil {
+		return nil, err
+	}
+	if m.quotaRejects, err = register(reg, m.quotaRejects); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -200,3 +208,12 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// quotaRejected records a quota_exceeded answer. The tenant label is bounded by configuration:
+// only tenants named in the tenants file appear by name; every other tenant is "other".
+func (m *metrics) quotaRejected(t authz.Tenants, tenant, limit string) {
+	if _, named := t.Tenants[tenant]; !named {
+		tenant = "other"
+	}
+	m.quotaRejects.WithLabelValues(tenant, limit).Inc()
+}

@@ -241,3 +241,19 @@ func TestMetricsSharedRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaRejectionLabels: the tenant label is bounded by the tenants file; a caller's tenant
+// that the file does not name is "other", never its own series.
+func TestQuotaRejectionLabels(t *testing.T) {
+	f, reg := newMetricsFrontend(t)
+	cfg := authz.Tenants{Tenants: map[string]authz.TenantPolicy{"acme": {}}}
+	f.metrics.quotaRejected(cfg, "acme", "running_jobs_per_owner")
+	f.metrics.quotaRejected(cfg, "made-up-by-a-token", "running_jobs_per_owner")
+	f.metrics.quotaRejected(cfg, "another-one", "running_jobs_per_owner")
+	for tenant, want := range map[string]float64{"acme": 1, "other": 2, "made-up-by-a-token": 0} {
+		got := metricValue(t, reg, "jobgate_quota_rejections_total", map[string]string{"tenant": tenant, "limit": "running_jobs_per_owner"})
+		if got != want {
+			t.Errorf("tenant %s: %v rejections, want %v", tenant, got, want)
+		}
+	}
+}

@@ -644,6 +644,20 @@ func TestComposeSharedStateAndCatalog(t *testing.T) {
 	if len(datasets) != 1 {
 		t.Errorf("frontends and workers do not share one dataset catalog: %v", datasets)
 	}
+	// Every frontend enforces the same quotas and weights, from a tenants file that parses.
+	tenants := map[string]bool{}
+	for _, s := range composeServicesByCommand(p, "serve") {
+		file := composeConfigAt(t, p, s, composeSetting(s, "tenants"))
+		tenants[file] = true
+		if file == "" {
+			t.Errorf("%s: no tenants file (fairness weights and quotas)", s.Name)
+		} else if _, err := authz.LoadTenants(file); err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+		}
+	}
+	if len(tenants) != 1 {
+		t.Errorf("frontends do not share one tenants file: %v", tenants)
+	}
 }
 
 func composeReadDockerfile(t *testing.T) string {

@@ -37,13 +37,18 @@ const (
 // temporalAddr is the package's embedded Temporal server, started once in TestMain.
 var temporalAddr string
 
+// unfairTaskQueue is the one task queue of the server without task queue fairness (FIFO), for
+// tests comparing the two (setupOpts.taskQueue).
+const unfairTaskQueue = "tq-unfair"
+
 func TestMain(m *testing.M) {
 	sas := map[string]enumspb.IndexedValueType{}
 	for _, n := range workflows.SearchAttributeNames {
 		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	srv, err := devtemporal.Start(ctx, devtemporal.Options{UIPort: -1, SearchAttributes: sas})
+	srv, err := devtemporal.Start(ctx, devtemporal.Options{UIPort: -1, SearchAttributes: sas,
+		UnfairTaskQueues: []string{unfairTaskQueue}})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start embedded temporal:", err)
@@ -83,6 +88,11 @@ type setupOpts struct {
 	datasetsJSON string
 	downloadTTL  time.Duration
 	export       frontend.ExportTuning
+	// tenants is the frontends' fairness and quota config; nil means authz.Unlimited (tests
+	// share tenants, so quotas are opted into with tenants of their own).
+	tenants *authz.Tenants
+	// taskQueue replaces the bundle's fresh random task queue (e.g. unfairTaskQueue).
+	taskQueue string
 }
 
 // queryLog records every statement in-process workers send to a dataset.
@@ -123,6 +133,9 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 		opts = o[0]
 	}
 	b := &testBundle{t: t, taskQueue: "tq-" + randHex(6), secret: []byte(randHex(32)), queries: &queryLog{}}
+	if opts.taskQueue != "" {
+		b.taskQueue = opts.taskQueue
+	}
 	var err error
 	key := handle.GenerateKey()
 	b.keySpec = "t1:" + hex.EncodeToString(key)
@@ -144,13 +157,18 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 	b.logs = logs
 	log := zap.New(core)
 	tc := app.TemporalConfig{Address: temporalAddr, Namespace: namespace, TaskQueue: b.taskQueue}
+	tenants := opts.tenants
+	if tenants == nil {
+		u := authz.Unlimited()
+		tenants = &u
+	}
 	for i := 0; i < 2; i++ {
 		v, err := authz.NewHS256Verifier(testIssuer, b.resource(), b.secret, "")
 		must(t, err)
 		s := &app.ServeMain{
 			Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: testIssuer,
 				UIBaseURL: "http://ui.test", SuitesFile: b.suites, HandleTTL: opts.handleTTL, DatasetsFile: b.datasets,
-				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export},
+				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export, Tenants: tenants},
 			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys,
 		}
 		must(t, s.Run(context.Background()))

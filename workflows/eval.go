@@ -57,6 +57,9 @@ type EvalInput struct {
 	ProgressEvery Duration `json:"progress_every,omitempty"`
 	// State carries progress across continue-as-new; nil on the first run.
 	State *EvalState `json:"state,omitempty"`
+	// Fairness keys the job's episodes by tenant; zero (histories from before it) dispatches
+	// without a key.
+	Fairness Fairness `json:"fairness,omitzero"`
 }
 
 // EvalState is the running tally carried across runs.
@@ -156,6 +159,7 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 		StartToCloseTimeout: in.Episode.Timeout.D(),
 		HeartbeatTimeout:    in.Episode.HeartbeatTimeout.D(),
 		WaitForCancellation: true, // "cancelled" means the episodes really stopped
+		Priority:            in.Fairness.Priority(),
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,

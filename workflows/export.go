@@ -72,6 +72,8 @@ type ExportInput struct {
 	Concurrency int `json:"concurrency,omitempty"`
 	// PartHeartbeatTimeout is how soon a dead worker's part is retried elsewhere. Defaults to 20s.
 	PartHeartbeatTimeout Duration `json:"part_heartbeat_timeout,omitempty"`
+	// Fairness keys the job's part activities by tenant; zero dispatches without a key.
+	Fairness Fairness `json:"fairness,omitzero"`
 }
 
 // Scope is the approval scope of the job for a dataset config digest.
@@ -208,12 +210,16 @@ func (r *exportRun) askApproval(ctx workflow.Context, digest string, changes int
 	}, r.progress)
 }
 
+// activityOptions are the options of every activity of the job. All of them (plan, parts,
+// finalize, cleanup) carry the job's fairness key and weight, so a tenant's exports share worker
+// slots with other tenants' tasks by weight (Temporal task queue fairness).
 func (r *exportRun) activityOptions(ctx workflow.Context, summary string, startToClose, heartbeat time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: startToClose,
 		HeartbeatTimeout:    heartbeat,
 		WaitForCancellation: true,
 		Summary:             summary,
+		Priority:            r.in.Fairness.Priority(),
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,
@@ -309,6 +315,8 @@ func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []activit
 		ParentClosePolicy:     enums.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		StaticSummary:         "deletes the artifacts of " + jobID + " at " + m.ExpiresAt.Format(time.RFC3339),
+		// The child's tasks (and its delete activity, which inherits it) are the tenant's too.
+		Priority: in.Fairness.Priority(),
 	}), RetentionWorkflowName, RetentionInput{JobID: jobID, ExpiresAt: m.ExpiresAt})
 	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("retention workflow not started; artifacts stay until deleted by hand", "error", err)

@@ -101,6 +101,7 @@ const (
 	MemoProgress   = "progress"    // Progress
 	MemoNeedsInput = "needs_input" // *NeedsInput, nil once answered
 	MemoError      = "error"       // *JobError on failed/cancelled jobs
+	MemoSlots      = "slots"       // int: episode concurrency an eval holds while unfinished (quotas)
 )
 
 // Progress is the job's progress as of its last memo update.
@@ -209,4 +210,17 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// Fairness is how a job's tasks share worker slots with other tenants' (Temporal task queue
+// fairness): the tenant is the key, its configured weight the weight. Resolved when the job
+// starts and recorded in its input. On a server without fairness it is carried and ignored.
+type Fairness struct {
+	Key    string  `json:"key,omitempty"`
+	Weight float32 `json:"weight,omitempty"`
+}
+
+// Priority is the Temporal priority carrying f (zero: the server's defaults).
+func (f Fairness) Priority() temporal.Priority {
+	return temporal.Priority{FairnessKey: f.Key, FairnessWeight: f.Weight}
 }

@@ -44,6 +44,8 @@ type DevConfig struct {
 	UIPort int
 	// SuitesFile adds suites to the demo suite.
 	SuitesFile string
+	// TenantsFile holds per-tenant fairness weights and quotas. Defaults to the built-in ones.
+	TenantsFile string
 	// TokenTTL is the lifetime of the printed dev tokens. Defaults to 24 hours.
 	TokenTTL time.Duration
 	// DatasetsFile replaces the built-in demo dataset catalog. Defaults to the demo "customers"
@@ -61,6 +63,7 @@ func (c *DevConfig) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.TemporalPort, "temporal-port", 7233, "embedded Temporal gRPC port (0 picks one)")
 	fs.IntVar(&c.UIPort, "ui-port", 8233, "Temporal Web UI port (0 picks one, -1 disables)")
 	fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
+	tenantsFlag(fs, &c.TenantsFile)
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of the printed dev tokens")
 	fs.StringVar(&c.DatasetsFile, "datasets", "", "export dataset catalog file (default: the demo customers dataset, seeded in the data dir)")
 	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL (default: file://<data dir>/artifacts)")
@@ -157,7 +160,8 @@ func (m *DevMain) Run(ctx context.Context) error {
 	}
 	m.serve = &ServeMain{
 		Config: ServeConfig{Temporal: tc, Listen: ln.Addr().String(), ResourceURI: m.resource,
-			Issuer: DevIssuer, UIBaseURL: ts.UIURL(), SuitesFile: c.SuitesFile, Datasets: datasets, ArtifactsURL: artifacts},
+			Issuer: DevIssuer, UIBaseURL: ts.UIURL(), SuitesFile: c.SuitesFile, Datasets: datasets, ArtifactsURL: artifacts,
+			TenantsFile: c.TenantsFile},
 		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: verifier, Keys: m.keys, Listener: ln,
 	}
 	if err := m.serve.Run(ctx); err != nil {

@@ -59,6 +59,11 @@ type ServeConfig struct {
 	Export frontend.ExportTuning
 	// MetricsListen is where Prometheus /metrics is served. Defaults to empty: no metrics.
 	MetricsListen string
+	// TenantsFile holds per-tenant fairness weights and quotas (JSON, authz.Tenants).
+	// Defaults to empty: authz.DefaultTenants.
+	TenantsFile string
+	// Tenants, if set, is used instead of TenantsFile (tests).
+	Tenants *authz.Tenants
 }
 
 // Flags registers serve's flags.
@@ -82,6 +87,11 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.HandleTTL, "handle-ttl", frontend.HandleTTLDefault, "how long an issued handle stays valid")
 	fs.DurationVar(&c.CursorTTL, "cursor-ttl", frontend.CursorTTLDefault, "how long a list cursor stays valid")
 	metricsFlag(fs, &c.MetricsListen)
+	tenantsFlag(fs, &c.TenantsFile)
+}
+
+func tenantsFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "tenants", "", "JSON file of per-tenant fairness weights and quotas (defaults and overrides); without it the built-in defaults apply")
 }
 
 // ServeMain runs the stateless MCP frontend.
@@ -178,6 +188,12 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 			return nil, err
 		}
 	}
+	tenants := authz.Unlimited()
+	if c.Tenants != nil {
+		tenants = *c.Tenants
+	} else if tenants, err = authz.LoadTenants(c.TenantsFile); err != nil {
+		return nil, err
+	}
 	if c.ArtifactsURL != "" {
 		if m.artifacts, err = activities.OpenArtifactStore(ctx, c.ArtifactsURL); err != nil {
 			return nil, err
@@ -200,7 +216,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		Verifier: m.Verifier, Keys: m.Keys, ResourceURI: c.ResourceURI, AuthorizationServers: authServers,
 		UIBaseURL: c.UIBaseURL, Suites: suites, Datasets: datasets, Artifacts: m.artifacts, DownloadTTL: c.DownloadTTL,
 		Export: c.Export, HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger, Metrics: m.metrics.registerer(),
-		DataConverter: c.Temporal.DataConverter(),
+		DataConverter: c.Temporal.DataConverter(), Tenants: tenants,
 	})
 }
 

@@ -20,9 +20,17 @@ const (
 	storeName   = "sqlite-default"
 )
 
-// dynamicConfig is the dev-oriented dynamic config; each entry says why.
-func dynamicConfig() dynamicconfig.StaticClient {
+// dynamicConfig is the dev-oriented dynamic config; each entry says why. unfairTaskQueues
+// are task queues on which fairness stays off (Options.UnfairTaskQueues).
+func dynamicConfig(unfairTaskQueues []string) dynamicconfig.StaticClient {
 	return dynamicconfig.StaticClient{
+		// Task queue fairness: jobgate keys every job's tasks by tenant with the tenant's
+		// weight, so one tenant's 20,000-episode eval cannot starve another tenant's small
+		// job. Off by default in Temporal 1.32 (FIFO dispatch, keys carried and ignored); on,
+		// matching dispatches backlogged tasks by weighted round robin over the keys (stride
+		// scheduling; it implies the new matcher, which keeps its own task tables, present in
+		// the SQLite schema). A production cluster needs the same setting.
+		dynamicconfig.MatchingEnableFairness.Key(): fairness(unfairTaskQueues),
 		// Newly registered search attributes must be usable at once (we register them on
 		// every Start); rarely written, so bypassing the cache is cheap.
 		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
@@ -30,8 +38,9 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// The bypassed caches above cost persistence QPS; keep the defaults' ratio (as the CLI).
 		dynamicconfig.FrontendPersistenceMaxQPS.Key(): 10000,
 		dynamicconfig.HistoryPersistenceMaxQPS.Key():  45000,
-		// The UI and tests poll visibility; the default of 10 RPS throttles them.
-		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 100,
+		// The UI and tests poll visibility, and jobgate's quota check reads it once per start;
+		// the default of 10 RPS throttles them.
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): 1000,
 		// jobgate uses workflow updates, including the async "accepted" stage.
 		dynamicconfig.FrontendEnableUpdateWorkflowExecution.Key():              true,
 		dynamicconfig.FrontendEnableUpdateWorkflowExecutionAsyncAccepted.Key(): true,
@@ -49,6 +58,16 @@ func dynamicConfig() dynamicconfig.StaticClient {
 		// Bound memory of the mutable state cache (as the CLI).
 		dynamicconfig.HistoryCacheHostLevelMaxSize.Key(): 8192,
 	}
+}
+
+// fairness is the matching.enableFairness value: on, except on the named task queues (a
+// constraint by task queue name takes precedence over the unconstrained value).
+func fairness(unfairTaskQueues []string) []dynamicconfig.ConstrainedValue {
+	cvs := make([]dynamicconfig.ConstrainedValue, 0, len(unfairTaskQueues)+1)
+	for _, tq := range unfairTaskQueues {
+		cvs = append(cvs, dynamicconfig.ConstrainedValue{Constraints: dynamicconfig.Constraints{TaskQueueName: tq}, Value: false})
+	}
+	return append(cvs, dynamicconfig.ConstrainedValue{Value: true})
 }
 
 func (s *Server) serverConfig(p servicePorts) *config.Config {
@@ -112,7 +131,7 @@ func (s *Server) serverOptions(p servicePorts) []temporal.ServerOption {
 			primitives.WorkerService:   hostPort(internalIP, p.worker),
 		}),
 		temporal.WithLogger(s.logger),
-		temporal.WithDynamicConfigClient(dynamicConfig()),
+		temporal.WithDynamicConfigClient(dynamicConfig(s.opts.UnfairTaskQueues)),
 	}
 }
 

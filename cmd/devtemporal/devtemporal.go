@@ -62,6 +62,10 @@ type Options struct {
 	// Logger receives server logs at WARN and above (Temporal is very noisy at INFO);
 	// nil means quiet.
 	Logger *zap.Logger
+	// UnfairTaskQueues are task queues (exact names) dispatched without task queue fairness,
+	// first in first out, as on a server without it; every other task queue is fair. For
+	// tests that compare the two on one server.
+	UnfairTaskQueues []string
 }
 
 // Server is a running embedded Temporal server. Create it with Start.
@@ -218,6 +222,12 @@ func (o *Options) normalize() error {
 		}
 	}
 	o.SearchAttributes = attrs
+	for _, tq := range o.UnfairTaskQueues {
+		if tq == "" {
+			return errors.New("devtemporal: Options.UnfairTaskQueues has an empty name")
+		}
+	}
+	o.UnfairTaskQueues = append([]string(nil), o.UnfairTaskQueues...) // a copy, as above
 	if o.DataDir != "" {
 		abs, err := filepath.Abs(o.DataDir)
 		if err != nil {

@@ -1,0 +1,200 @@
+package authz
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Limits bound what one tenant and its owners may have running. A zero field inherits the
+// defaults' value; a negative one means no limit.
+type Limits struct {
+	// RunningJobsPerOwner bounds one owner's jobs that are not finished (queued, awaiting
+	// input, running, cancelling) across all kinds.
+	RunningJobsPerOwner int `json:"running_jobs_per_owner,omitempty"`
+	// RunningJobsPerTenant is the same bound for all of a tenant's owners together.
+	RunningJobsPerTenant int `json:"running_jobs_per_tenant,omitempty"`
+	// EpisodesInFlightPerTenant bounds the episode concurrency the tenant's unfinished evals
+	// hold together (each eval holds its concurrency from start to finish, approval included).
+	EpisodesInFlightPerTenant int `json:"episodes_in_flight_per_tenant,omitempty"`
+	// StartsPerMinutePerOwner bounds jobs one owner creates in any sliding minute.
+	StartsPerMinutePerOwner int `json:"starts_per_minute_per_owner,omitempty"`
+}
+
+// TenantPolicy is one tenant's share of the cluster.
+type TenantPolicy struct {
+	// FairnessWeight is the tenant's weight in task dispatch (Temporal task queue fairness):
+	// under contention a tenant gets worker slots in proportion to it. 0 inherits the
+	// defaults' weight; the built-in default is 1. Clamped to [0.001, 1000].
+	FairnessWeight float64 `json:"fairness_weight,omitempty"`
+	Limits
+}
+
+// Tenants is the server-side fairness and quota configuration: defaults and per-tenant
+// overrides, field by field.
+type Tenants struct {
+	Defaults TenantPolicy            `json:"defaults"`
+	Tenants  map[string]TenantPolicy `json:"tenants,omitempty"`
+}
+
+// Built-in defaults of [DefaultTenants]: generous enough that only a runaway caller meets them.
+const (
+	RunningJobsPerOwnerDefault       = 200
+	RunningJobsPerTenantDefault      = 1000
+	EpisodesInFlightPerTenantDefault = 4096
+	StartsPerMinutePerOwnerDefault   = 600
+	FairnessWeightDefault            = 1.0
+)
+
+// DefaultTenants is what a server runs with when no tenants file is given.
+func DefaultTenants() Tenants {
+	return Tenants{Defaults: TenantPolicy{FairnessWeight: FairnessWeightDefault, Limits: Limits{
+		RunningJobsPerOwner:       RunningJobsPerOwnerDefault,
+		RunningJobsPerTenant:      RunningJobsPerTenantDefault,
+		EpisodesInFlightPerTenant: EpisodesInFlightPerTenantDefault,
+		StartsPerMinutePerOwner:   StartsPerMinutePerOwnerDefault,
+	}}}
+}
+
+// Unlimited is a configuration with no quotas and equal weights (tests and benchmarks).
+func Unlimited() Tenants {
+	return Tenants{Defaults: TenantPolicy{FairnessWeight: FairnessWeightDefault, Limits: Limits{-1, -1, -1, -1}}}
+}
+
+// For is tenant's effective policy: its overrides over the defaults, field by field.
+// Limits come out as 0 for "no limit".
+func (t Tenants) For(tenant string) TenantPolicy {
+	p := t.Defaults
+	if o, ok := t.Tenants[tenant]; ok {
+		if o.FairnessWeight != 0 {
+			p.FairnessWeight = o.FairnessWeight
+		}
+		over := func(d *int, v int) {
+			if v != 0 {
+				*d = v
+			}
+		}
+		over(&p.RunningJobsPerOwner, o.RunningJobsPerOwner)
+		over(&p.RunningJobsPerTenant, o.RunningJobsPerTenant)
+		over(&p.EpisodesInFlightPerTenant, o.EpisodesInFlightPerTenant)
+		over(&p.StartsPerMinutePerOwner, o.StartsPerMinutePerOwner)
+	}
+	if p.FairnessWeight <= 0 {
+		p.FairnessWeight = FairnessWeightDefault
+	}
+	p.FairnessWeight = min(max(p.FairnessWeight, 0.001), 1000)
+	for _, v := range []*int{&p.RunningJobsPerOwner, &p.RunningJobsPerTenant, &p.EpisodesInFlightPerTenant, &p.StartsPerMinutePerOwner} {
+		*v = max(*v, 0)
+	}
+	return p
+}
+
+// LoadTenants reads a tenants file (JSON, the shape of [Tenants]). An empty path gives
+// [DefaultTenants]. Fields left out of the file's defaults take the built-in defaults.
+func LoadTenants(path string) (Tenants, error) {
+	if path == "" {
+		return DefaultTenants(), nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Tenants{}, fmt.Errorf("tenants file: %w", err)
+	}
+	return ParseTenants(raw)
+}
+
+// ParseTenants parses a tenants file's contents; see [LoadTenants].
+func ParseTenants(raw []byte) (Tenants, error) {
+	var t Tenants
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&t); err != nil {
+		return Tenants{}, fmt.Errorf("tenants file: %w", err)
+	}
+	base := DefaultTenants().Defaults
+	d := &t.Defaults
+	if d.FairnessWeight == 0 {
+		d.FairnessWeight = base.FairnessWeight
+	}
+	fill := func(v *int, b int) {
+		if *v == 0 {
+			*v = b
+		}
+	}
+	fill(&d.RunningJobsPerOwner, base.RunningJobsPerOwner)
+	fill(&d.RunningJobsPerTenant, base.RunningJobsPerTenant)
+	fill(&d.EpisodesInFlightPerTenant, base.EpisodesInFlightPerTenant)
+	fill(&d.StartsPerMinutePerOwner, base.StartsPerMinutePerOwner)
+	names := make([]string, 0, len(t.Tenants))
+	for n := range t.Tenants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range append([]string{""}, names...) {
+		p := t.Defaults
+		if n != "" {
+			p = t.Tenants[n]
+		}
+		if p.FairnessWeight < 0 || p.FairnessWeight > 1000 {
+			return Tenants{}, fmt.Errorf("tenants file: %s: fairness_weight must be in (0, 1000]", tenantLabel(n))
+		}
+	}
+	return t, nil
+}
+
+func tenantLabel(n string) string {
+	if n == "" {
+		return "defaults"
+	}
+	return "tenant " + n
+}
+
+// Usage is what a tenant and an owner hold now, as counted by the job store.
+type Usage struct {
+	OwnerRunning, TenantRunning int
+	// TenantEpisodes is the episode concurrency held by the tenant's unfinished evals.
+	TenantEpisodes int
+	// OwnerStartsLastMinute counts the owner's jobs started in the last minute; OldestStart
+	// is the start time of the oldest of the most recent StartsPerMinutePerOwner of them.
+	OwnerStartsLastMinute int
+	OldestStart           time.Time
+}
+
+// QuotaRefusal says which limit a start would break, and when it may pass again.
+type QuotaRefusal struct {
+	Limit   string // running_jobs_per_owner, …
+	Message string
+	// RetryAfter is how long until the same start can pass; 0 when it cannot be known
+	// (a running job must finish first).
+	RetryAfter time.Duration
+}
+
+// CheckQuota decides whether a new job holding episodes of episode concurrency may start
+// given u (which does not yet include it). nil means it may. Pure; now is the clock.
+func CheckQuota(p TenantPolicy, u Usage, episodes int, now time.Time) *QuotaRefusal {
+	l := p.Limits
+	if l.StartsPerMinutePerOwner > 0 && u.OwnerStartsLastMinute >= l.StartsPerMinutePerOwner {
+		var wait time.Duration // unknown while the counted starts are not all visible yet
+		if !u.OldestStart.IsZero() {
+			wait = max(u.OldestStart.Add(time.Minute).Sub(now), time.Millisecond)
+		}
+		return &QuotaRefusal{Limit: "starts_per_minute_per_owner", RetryAfter: wait,
+			Message: fmt.Sprintf("you started %d jobs in the last minute; the limit is %d per minute", u.OwnerStartsLastMinute, l.StartsPerMinutePerOwner)}
+	}
+	if l.RunningJobsPerOwner > 0 && u.OwnerRunning >= l.RunningJobsPerOwner {
+		return &QuotaRefusal{Limit: "running_jobs_per_owner",
+			Message: fmt.Sprintf("you have %d unfinished jobs (awaiting input included); the limit is %d: wait for one to finish or cancel one", u.OwnerRunning, l.RunningJobsPerOwner)}
+	}
+	if l.RunningJobsPerTenant > 0 && u.TenantRunning >= l.RunningJobsPerTenant {
+		return &QuotaRefusal{Limit: "running_jobs_per_tenant",
+			Message: fmt.Sprintf("your tenant has %d unfinished jobs (awaiting input included); the limit is %d", u.TenantRunning, l.RunningJobsPerTenant)}
+	}
+	if l.EpisodesInFlightPerTenant > 0 && episodes > 0 && u.TenantEpisodes+episodes > l.EpisodesInFlightPerTenant {
+		free := max(l.EpisodesInFlightPerTenant-u.TenantEpisodes, 0)
+		return &QuotaRefusal{Limit: "episodes_in_flight_per_tenant",
+			Message: fmt.Sprintf("your tenant's unfinished evals hold %d episode slots of %d; this one asks for %d (concurrency): ask for at most %d or wait", u.TenantEpisodes, l.EpisodesInFlightPerTenant, episodes, free)}
+	}
+	return nil
+}

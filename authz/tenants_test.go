@@ -1,0 +1,89 @@
+package authz
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTenantsFor(t *testing.T) {
+	cfg, err := ParseTenants([]byte(`{
+		"defaults": {"running_jobs_per_owner": 5},
+		"tenants": {
+			"acme":   {"fairness_weight": 2, "running_jobs_per_tenant": 50},
+			"globex": {"running_jobs_per_owner": -1, "fairness_weight": 5000}
+		}}`))
+	if err == nil {
+		t.Fatal("weight 5000 accepted")
+	}
+	cfg, err = ParseTenants([]byte(`{
+		"defaults": {"running_jobs_per_owner": 5},
+		"tenants": {
+			"acme":   {"fairness_weight": 2, "running_jobs_per_tenant": 50},
+			"globex": {"running_jobs_per_owner": -1}
+		}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tenant string
+		want   TenantPolicy
+	}{
+		{"acme", TenantPolicy{2, Limits{5, 50, EpisodesInFlightPerTenantDefault, StartsPerMinutePerOwnerDefault}}},
+		{"globex", TenantPolicy{1, Limits{0, RunningJobsPerTenantDefault, EpisodesInFlightPerTenantDefault, StartsPerMinutePerOwnerDefault}}},
+		{"initech", TenantPolicy{1, Limits{5, RunningJobsPerTenantDefault, EpisodesInFlightPerTenantDefault, StartsPerMinutePerOwnerDefault}}},
+	} {
+		if got := cfg.For(tc.tenant); got != tc.want {
+			t.Errorf("For(%s) = %+v, want %+v", tc.tenant, got, tc.want)
+		}
+	}
+	if got := (Tenants{}).For("x"); got != (TenantPolicy{FairnessWeight: 1}) {
+		t.Errorf("zero Tenants: %+v, want no limits and weight 1", got)
+	}
+	if got := Unlimited().For("x"); got.Limits != (Limits{}) {
+		t.Errorf("Unlimited: %+v", got)
+	}
+	if _, err := ParseTenants([]byte(`{"defaults": {"running_jobs": 1}}`)); err == nil {
+		t.Error("unknown field accepted")
+	}
+}
+
+func TestCheckQuota(t *testing.T) {
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	pol := TenantPolicy{Limits: Limits{RunningJobsPerOwner: 2, RunningJobsPerTenant: 3, EpisodesInFlightPerTenant: 10, StartsPerMinutePerOwner: 4}}
+	for _, tc := range []struct {
+		name     string
+		u        Usage
+		episodes int
+		limit    string
+		retry    time.Duration
+	}{
+		{"within", Usage{OwnerRunning: 1, TenantRunning: 2, TenantEpisodes: 4, OwnerStartsLastMinute: 3}, 6, "", 0},
+		{"owner running", Usage{OwnerRunning: 2, TenantRunning: 2}, 0, "running_jobs_per_owner", 0},
+		{"tenant running", Usage{OwnerRunning: 0, TenantRunning: 3}, 0, "running_jobs_per_tenant", 0},
+		{"episodes", Usage{TenantEpisodes: 5}, 6, "episodes_in_flight_per_tenant", 0},
+		{"episodes exact fit", Usage{TenantEpisodes: 4}, 6, "", 0},
+		{"non-eval ignores episodes", Usage{TenantEpisodes: 10}, 0, "", 0},
+		{"start rate", Usage{OwnerStartsLastMinute: 4, OldestStart: now.Add(-45 * time.Second)}, 0, "starts_per_minute_per_owner", 15 * time.Second},
+		{"start rate unknown oldest", Usage{OwnerStartsLastMinute: 4}, 0, "starts_per_minute_per_owner", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := CheckQuota(pol, tc.u, tc.episodes, now)
+			if tc.limit == "" {
+				if r != nil {
+					t.Fatalf("refused: %+v", r)
+				}
+				return
+			}
+			if r == nil || r.Limit != tc.limit || r.RetryAfter != tc.retry {
+				t.Fatalf("got %+v, want %s retry %v", r, tc.limit, tc.retry)
+			}
+			if strings.TrimSpace(r.Message) == "" {
+				t.Fatal("no message")
+			}
+		})
+	}
+	if r := CheckQuota(TenantPolicy{}, Usage{OwnerRunning: 1e6, TenantRunning: 1e6, TenantEpisodes: 1e6, OwnerStartsLastMinute: 1e6}, 1e6, now); r != nil {
+		t.Fatalf("no limits configured, refused: %+v", r)
+	}
+}

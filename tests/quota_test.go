@@ -1,0 +1,216 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// quotaBundle is a deployment (two replicas, no worker: jobs stay unfinished) whose tenant
+// "q-<hex>" is its own, with limits l and everything else unlimited.
+func quotaBundle(t *testing.T, l authz.Limits) (*testBundle, string) {
+	t.Helper()
+	tenant := "q-" + randHex(4)
+	un := authz.Unlimited()
+	for _, v := range []*int{&l.RunningJobsPerOwner, &l.RunningJobsPerTenant, &l.EpisodesInFlightPerTenant, &l.StartsPerMinutePerOwner} {
+		if *v == 0 {
+			*v = -1
+		}
+	}
+	un.Tenants = map[string]authz.TenantPolicy{tenant: {Limits: l}}
+	return setup(t, setupOpts{noWorker: true, tenants: &un}), tenant
+}
+
+func quotaWriter(tenant, sub string) principal {
+	return principal{tenant, sub, []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+}
+
+// wantQuota checks o is quota_exceeded for limit, retryable, and that no job exists for key.
+func wantQuota(t *testing.T, b *testBundle, o outcome, tenant, key, limit string) *frontend.ToolError {
+	t.Helper()
+	if o.Err == nil || o.Err.Code != frontend.CodeQuotaExceeded {
+		t.Fatalf("start %s: want quota_exceeded (%s), got %+v %s", key, limit, o.Err, o.Raw)
+	}
+	if !o.Err.Retryable || !strings.HasPrefix(o.Err.Message, limit+":") {
+		t.Fatalf("quota_exceeded: want retryable and naming %s, got %+v", limit, o.Err)
+	}
+	_, err := b.temporal.DescribeWorkflowExecution(context.Background(), jobID(tenant, workflows.KindEval, key), "")
+	var nf *serviceerror.NotFound
+	if !errors.As(err, &nf) {
+		t.Fatalf("a workflow exists for refused key %s (describe: %v)", key, err)
+	}
+	return o.Err
+}
+
+// terminate ends a job's workflow as an operator would, freeing its quota.
+func terminate(t *testing.T, b *testBundle, id string) {
+	t.Helper()
+	must(t, b.temporal.TerminateWorkflow(context.Background(), id, "", "test frees quota"))
+}
+
+func TestQuotas(t *testing.T) {
+	t.Parallel()
+
+	t.Run("RunningJobsPerOwner", func(t *testing.T) {
+		t.Parallel()
+		b, tenant := quotaBundle(t, authz.Limits{RunningJobsPerOwner: 2})
+		cs := b.session(quotaWriter(tenant, "ann"), 0, "")
+		v1 := mustView(t, call(t, cs, "start_eval", startArgs("k1", 1, nil)))
+		mustView(t, call(t, cs, "start_eval", startArgs("k2", 1, nil)))
+		wantQuota(t, b, call(t, cs, "start_eval", startArgs("k3", 1, nil)), tenant, "k3", "running_jobs_per_owner")
+
+		// An idempotent retry of a job that exists is answered with it, quota or not.
+		again := mustView(t, call(t, cs, "start_eval", startArgs("k1", 1, nil)))
+		if again.JobID != v1.JobID || again.Created == nil || *again.Created {
+			t.Fatalf("retry of k1 over quota: want the same job, created false; got %+v", again)
+		}
+		// The limit is the owner's: another owner of the tenant still starts.
+		other := b.session(quotaWriter(tenant, "ben"), 1, "")
+		mustView(t, call(t, other, "start_eval", startArgs("k4", 1, nil)))
+
+		// Once a job finishes, the same call passes (no per-process counter to reset).
+		terminate(t, b, v1.JobID)
+		eventually(t, 10*time.Second, "k3 admitted after a job finished", func() bool {
+			return call(t, cs, "start_eval", startArgs("k3", 1, nil)).Err == nil
+		})
+	})
+
+	t.Run("RunningJobsPerTenant", func(t *testing.T) {
+		t.Parallel()
+		b, tenant := quotaBundle(t, authz.Limits{RunningJobsPerTenant: 2})
+		ann := b.session(quotaWriter(tenant, "ann"), 0, "")
+		ben := b.session(quotaWriter(tenant, "ben"), 1, "")
+		mustView(t, call(t, ann, "start_eval", startArgs("a1", 1, nil)))
+		mustView(t, call(t, ben, "start_eval", startArgs("b1", 1, nil)))
+		te := wantQuota(t, b, call(t, ben, "start_eval", startArgs("b2", 1, nil)), tenant, "b2", "running_jobs_per_tenant")
+		if te.RetryAfterMS != 0 {
+			t.Fatalf("running jobs: when one finishes is unknown, want no retry_after_ms; got %d", te.RetryAfterMS)
+		}
+		// Awaiting approval counts as running: another tenant is not affected.
+		otherTenant := b.session(quotaWriter("q-"+randHex(4), "cy"), 0, "")
+		mustView(t, call(t, otherTenant, "start_eval", startArgs("c1", 1, nil)))
+	})
+
+	t.Run("AwaitingInputCounts", func(t *testing.T) {
+		t.Parallel()
+		b, tenant := quotaBundle(t, authz.Limits{RunningJobsPerOwner: 1})
+		b.startWorker()
+		cs := b.session(quotaWriter(tenant, "ann"), 0, "")
+		v := mustView(t, call(t, cs, "start_eval", startArgs("big", 101, nil)))
+		waitStatus(t, cs, v.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+		wantQuota(t, b, call(t, cs, "start_eval", startArgs("next", 1, nil)), tenant, "next", "running_jobs_per_owner")
+	})
+
+	t.Run("EpisodesInFlightPerTenant", func(t *testing.T) {
+		t.Parallel()
+		b, tenant := quotaBundle(t, authz.Limits{EpisodesInFlightPerTenant: 10})
+		cs := b.session(quotaWriter(tenant, "ann"), 0, "")
+		args := func(key string, conc int) map[string]any {
+			a := startArgs(key, 50, nil)
+			a["concurrency"] = conc
+			return a
+		}
+		mustView(t, call(t, cs, "start_eval", args("e6", 6)))
+		te := wantQuota(t, b, call(t, cs, "start_eval", args("e6b", 6)), tenant, "e6b", "episodes_in_flight_per_tenant")
+		if !strings.Contains(te.Message, "at most 4") {
+			t.Fatalf("want the message to say how much is left (4), got %q", te.Message)
+		}
+		mustView(t, call(t, cs, "start_eval", args("e4", 4)))
+		wantQuota(t, b, call(t, cs, "start_eval", args("e1", 1)), tenant, "e1", "episodes_in_flight_per_tenant")
+	})
+
+	t.Run("StartsPerMinutePerOwner", func(t *testing.T) {
+		t.Parallel()
+		b, tenant := quotaBundle(t, authz.Limits{StartsPerMinutePerOwner: 2})
+		cs := b.session(quotaWriter(tenant, "ann"), 0, "")
+		for _, k := range []string{"s1", "s2"} {
+			v := mustView(t, call(t, cs, "start_eval", startArgs(k, 1, nil)))
+			terminate(t, b, v.JobID) // finished jobs still count as starts
+		}
+		var te *frontend.ToolError
+		eventually(t, 10*time.Second, "both starts visible", func() bool {
+			o := call(t, cs, "start_eval", startArgs("s3", 1, nil))
+			if o.Err == nil {
+				t.Fatalf("third start in a minute admitted")
+			}
+			te = wantQuota(t, b, o, tenant, "s3", "starts_per_minute_per_owner")
+			return te.RetryAfterMS > 0 // known once visibility shows both starts
+		})
+		if te.RetryAfterMS > 60_000 {
+			t.Fatalf("retry_after_ms %d exceeds the one-minute window", te.RetryAfterMS)
+		}
+		// Another owner has a window of its own.
+		mustView(t, call(t, b.session(quotaWriter(tenant, "ben"), 1, ""), "start_eval", startArgs("s4", 1, nil)))
+	})
+
+	t.Run("TwoReplicasSequential", func(t *testing.T) {
+		t.Parallel()
+		// Starts alternate between the replicas: a per-process counter would admit 2 per
+		// replica; the shared count admits exactly the limit.
+		const limit = 3
+		b, tenant := quotaBundle(t, authz.Limits{RunningJobsPerTenant: limit})
+		cs := []*mcp.ClientSession{b.session(quotaWriter(tenant, "ann"), 0, ""), b.session(quotaWriter(tenant, "ann"), 1, "")}
+		admitted := 0
+		for i := range 8 {
+			o := call(t, cs[i%2], "start_eval", startArgs(fmt.Sprintf("r%d", i), 1, nil))
+			if o.Err == nil {
+				admitted++
+			} else if o.Err.Code != frontend.CodeQuotaExceeded {
+				t.Fatalf("start r%d: %+v", i, o.Err)
+			}
+		}
+		if admitted != limit {
+			t.Fatalf("alternating replicas admitted %d jobs, want exactly %d", admitted, limit)
+		}
+	})
+
+	t.Run("TwoReplicasConcurrent", func(t *testing.T) {
+		t.Parallel()
+		// Both replicas take a burst at once. Within a replica, reservations keep the count
+		// exact; across replicas, a start the other replica admitted in the same instant may
+		// not be visible yet. The bound (README): at most the limit per replica, i.e. the
+		// overshoot is at most the starts in flight on the other replica.
+		const limit, perReplica = 3, 6
+		b, tenant := quotaBundle(t, authz.Limits{RunningJobsPerTenant: limit})
+		var mu sync.Mutex
+		admitted := map[int]int{}
+		var wg sync.WaitGroup
+		for r := range 2 {
+			cs := b.session(quotaWriter(tenant, "ann"), r, "")
+			for i := range perReplica {
+				wg.Go(func() {
+					o := call(t, cs, "start_eval", startArgs(fmt.Sprintf("c%d-%d", r, i), 1, nil))
+					if o.Err != nil && o.Err.Code != frontend.CodeQuotaExceeded {
+						t.Errorf("start: %+v", o.Err)
+					}
+					if o.Err == nil {
+						mu.Lock()
+						admitted[r]++
+						mu.Unlock()
+					}
+				})
+			}
+		}
+		wg.Wait()
+		total := admitted[0] + admitted[1]
+		t.Logf("limit %d, %d concurrent starts on each of 2 replicas: admitted %d (%d + %d), overshoot %d",
+			limit, perReplica, total, admitted[0], admitted[1], max(total-limit, 0))
+		if admitted[0] > limit || admitted[1] > limit {
+			t.Fatalf("one replica admitted more than the limit: %v", admitted)
+		}
+		if total < limit {
+			t.Fatalf("admitted %d < limit %d: quotas refused starts that fit", total, limit)
+		}
+	})
+}
