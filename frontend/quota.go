@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -133,24 +134,12 @@ func (f *Frontend) admit(ctx context.Context, p authz.Principal, id string, epis
 	}
 	r, ahead := f.quotas.reserve(p.Tenant, id, p.Subject, episodes)
 	a := admission{f: f, tenant: p.Tenant, r: &r}
-	now := f.opts.Now()
-	u, seen, err := f.usage(ctx, p, l, now)
+	ref, err := f.checkQuota(ctx, p, pol, ahead, episodes)
 	if err != nil {
 		a.abandoned()
 		return admission{}, err
 	}
-	for _, o := range ahead {
-		if seen[o.id] {
-			continue // visibility counted it already
-		}
-		u.TenantRunning++
-		u.TenantEpisodes += o.episodes
-		if o.owner == p.Subject {
-			u.OwnerRunning++
-			u.OwnerStartsLastMinute++
-		}
-	}
-	if ref := authz.CheckQuota(pol, u, episodes, now); ref != nil {
+	if ref != nil {
 		a.abandoned()
 		f.metrics.quotaRejected(f.opts.Tenants, p.Tenant, ref.Limit)
 		te := &ToolError{Code: CodeQuotaExceeded, Message: ref.Limit + ": " + ref.Message + "; nothing was started", Retryable: true}
@@ -162,57 +151,172 @@ func (f *Frontend) admit(ctx context.Context, p authz.Principal, id string, epis
 	return a, nil
 }
 
-// usage counts what p and p's tenant hold now with one visibility read: the tenant's
-// unfinished jobs and its jobs started in the last minute (runs closed by continue-as-new left
-// out: each job is counted once, by its current run).
-// seen holds the workflow IDs counted.
-func (f *Frontend) usage(ctx context.Context, p authz.Principal, l authz.Limits, now time.Time) (authz.Usage, map[string]bool, error) {
+// checkQuota counts what p and p's tenant hold and decides. Counts are visibility COUNT queries
+// (a few milliseconds whatever the tenant holds); the two figures a count cannot give exactly —
+// the episode concurrency of running evals and job creations in the last minute (a
+// continue-as-new run is counted by COUNT as started when it continued) — are first bounded
+// from above by counts, and listed row by row only when that bound does not fit the limit.
+func (f *Frontend) checkQuota(ctx context.Context, p authz.Principal, pol authz.TenantPolicy, ahead []reservation, episodes int) (*authz.QuotaRefusal, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
+	l := pol.Limits
+	now := f.opts.Now()
+	since := now.Add(-time.Minute)
 	qt, err := quoteQueryString(p.Tenant)
 	if err != nil {
-		return authz.Usage{}, nil, fmt.Errorf("quota: tenant: %w", err)
+		return nil, fmt.Errorf("quota: tenant: %w", err)
 	}
-	since := now.Add(-time.Minute)
-	q := "JobTenant = " + qt + " AND ExecutionStatus != 'ContinuedAsNew' AND (ExecutionStatus = 'Running'"
-	if l.StartsPerMinutePerOwner > 0 {
-		q += " OR StartTime >= '" + since.UTC().Format(time.RFC3339Nano) + "'"
+	tenant := "JobTenant = " + qt
+	// A subject the visibility store cannot match (see ownerMatchable) has no owner counts:
+	// its tenant's limits still hold.
+	owner := ""
+	if qs, err := quoteQueryString(p.Subject); err == nil && ownerMatchable(p.Subject) {
+		owner = tenant + " AND JobOwner = " + qs
 	}
-	q += ")"
-	var (
-		u      authz.Usage
-		starts []time.Time
-		seen   = map[string]bool{}
-	)
-	err = f.eachExecution(ctx, q, func(info *workflowpb.WorkflowExecutionInfo) {
+	const running = " AND ExecutionStatus = 'Running'"
+	evals := tenant + " AND JobKind = '" + workflows.KindEval + "'" + running
+	recent := owner + " AND StartTime >= '" + since.UTC().Format(time.RFC3339Nano) + "' AND ExecutionStatus != 'ContinuedAsNew'"
+
+	// Reservations ahead of this start that visibility shows already are in the counts below;
+	// asked first, so one that appears meanwhile is counted twice (a refusal to retry), never
+	// not at all.
+	pending, err := f.notVisible(ctx, ahead)
+	if err != nil {
+		return nil, err
+	}
+	var u authz.Usage
+	var pendingEpisodes, pendingMine, evalsRunning, recentRuns int
+	for _, o := range pending {
+		pendingEpisodes += o.episodes
+		if o.owner == p.Subject {
+			pendingMine++
+		}
+	}
+	counts := map[*int]string{&u.TenantRunning: tenant + running}
+	if owner != "" && l.StartsPerMinutePerOwner > 0 {
+		counts[&recentRuns] = recent
+	}
+	if err := f.countAll(ctx, counts); err != nil {
+		return nil, err
+	}
+	// The tenant's count bounds the owner's and the evals': count those only when the bound
+	// does not fit their limit.
+	u.OwnerRunning, evalsRunning = u.TenantRunning, u.TenantRunning
+	counts = map[*int]string{}
+	if owner != "" && l.RunningJobsPerOwner > 0 && u.TenantRunning+len(pending) >= l.RunningJobsPerOwner {
+		counts[&u.OwnerRunning] = owner + running
+	}
+	if l.EpisodesInFlightPerTenant > 0 && episodes > 0 && u.TenantRunning*f.maxEvalSlots()+pendingEpisodes+episodes > l.EpisodesInFlightPerTenant {
+		counts[&evalsRunning] = evals
+	}
+	if err := f.countAll(ctx, counts); err != nil {
+		return nil, err
+	}
+	if owner == "" {
+		u.OwnerRunning = 0
+	}
+	u.TenantRunning += len(pending)
+	u.OwnerRunning += pendingMine
+	u.OwnerStartsLastMinute = recentRuns + pendingMine
+	if l.StartsPerMinutePerOwner > 0 && u.OwnerStartsLastMinute >= l.StartsPerMinutePerOwner && owner != "" {
+		// The bound does not fit: count job creations exactly (created_at survives
+		// continue-as-new) and find when the window frees one.
+		var starts []time.Time
+		err := f.eachExecution(ctx, recent, func(info *workflowpb.WorkflowExecutionInfo) {
+			var c time.Time
+			if f.memoField(info, workflows.MemoCreatedAt, &c) && !c.Before(since) {
+				starts = append(starts, c)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		u.OwnerStartsLastMinute = len(starts) + pendingMine
+		if n := l.StartsPerMinutePerOwner - pendingMine; n > 0 && len(starts) >= n {
+			// The window frees a start when the n-th most recent one turns a minute old.
+			slices.SortFunc(starts, func(a, b time.Time) int { return b.Compare(a) })
+			u.OldestStart = starts[n-1]
+		}
+	}
+	if l.EpisodesInFlightPerTenant > 0 && episodes > 0 {
+		u.TenantEpisodes = evalsRunning*f.maxEvalSlots() + pendingEpisodes
+		if u.TenantEpisodes+episodes > l.EpisodesInFlightPerTenant {
+			// The bound does not fit: sum what the running evals hold.
+			held := 0
+			err := f.eachExecution(ctx, evals, func(info *workflowpb.WorkflowExecutionInfo) {
+				var slots int
+				if f.memoField(info, workflows.MemoSlots, &slots) {
+					held += slots
+				}
+			})
+			if err != nil {
+				return nil, err
+			}
+			u.TenantEpisodes = held + pendingEpisodes
+		}
+	}
+	return authz.CheckQuota(pol, u, episodes, now), nil
+}
+
+// maxEvalSlots bounds the episode concurrency one eval holds: the largest concurrency any suite allows.
+func (f *Frontend) maxEvalSlots() int {
+	return int(f.suiteMax(func(s activities.Suite) int { return s.MaxConcurrency }))
+}
+
+// countAll runs the visibility counts in parallel, each into its int.
+func (f *Frontend) countAll(ctx context.Context, counts map[*int]string) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(counts))
+	for into, q := range counts {
+		wg.Go(func() {
+			resp, err := f.opts.Temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: f.opts.Namespace, Query: q})
+			if err != nil {
+				errs <- fmt.Errorf("quota count: %w", err)
+				return
+			}
+			*into = int(resp.GetCount())
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// notVisible returns the reservations visibility does not show yet.
+func (f *Frontend) notVisible(ctx context.Context, rs []reservation) ([]reservation, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, 0, len(rs))
+	for _, r := range rs {
+		q, err := quoteQueryString(r.id)
+		if err != nil {
+			return nil, fmt.Errorf("quota: job id: %w", err)
+		}
+		ids = append(ids, q)
+	}
+	q := "WorkflowId IN (" + strings.Join(ids, ",") + ") AND ExecutionStatus != 'ContinuedAsNew'"
+	var visible int
+	if err := f.countAll(ctx, map[*int]string{&visible: q}); err != nil {
+		return nil, err
+	}
+	if visible >= len(rs) {
+		return nil, nil // the common case: all there (a count is cheaper than a listing)
+	}
+	seen := map[string]bool{}
+	err := f.eachExecution(ctx, q, func(info *workflowpb.WorkflowExecutionInfo) {
 		seen[info.GetExecution().GetWorkflowId()] = true
-		mine := decodeKeyword(f.opts.DataConverter, info.GetSearchAttributes(), workflows.SAJobOwner.GetName()) == p.Subject
-		if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			u.TenantRunning++
-			if mine {
-				u.OwnerRunning++
-			}
-			var slots int
-			if f.memoField(info, workflows.MemoSlots, &slots) {
-				u.TenantEpisodes += slots
-			}
-		}
-		// A continued-as-new run starts later than its job: created_at is the job's start.
-		var c time.Time
-		if mine && f.memoField(info, workflows.MemoCreatedAt, &c) && !c.Before(since) {
-			starts = append(starts, c)
-		}
 	})
 	if err != nil {
-		return authz.Usage{}, nil, err
+		return nil, err
 	}
-	u.OwnerStartsLastMinute = len(starts)
-	if n := l.StartsPerMinutePerOwner; n > 0 && len(starts) >= n {
-		// The window frees a start when the n-th most recent one turns a minute old.
-		slices.SortFunc(starts, func(a, b time.Time) int { return b.Compare(a) })
-		u.OldestStart = starts[n-1]
+	var out []reservation
+	for _, r := range rs {
+		if !seen[r.id] {
+			out = append(out, r)
+		}
 	}
-	return u, seen, nil
+	return out, nil
 }
 
 // eachExecution pages through visibility for q, calling fn per execution.
