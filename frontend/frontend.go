@@ -102,8 +102,12 @@ type Frontend struct {
 	log     *zap.Logger
 	actions map[string]authz.Action // tool name → the action its 403 check is for
 	metrics *metrics
-	tokens  *tokenCache // verified bearer tokens by sha256
-	quotas  quotas      // this replica's admitted starts visibility may not show yet
+	// results are the results of succeeded runs by workflow and run ID (resultcache.go).
+	results *resultCache
+	// needsInputs are decoded open input requests by memo payload bytes (memocache.go).
+	needsInputs *needsInputCache
+	tokens      *tokenCache // verified bearer tokens by sha256
+	quotas      quotas      // this replica's admitted starts visibility may not show yet
 }
 
 // New validates opts and builds the MCP server once; it is shared by all requests because the
@@ -159,7 +163,8 @@ func New(opts Options) (*Frontend, error) {
 		opts.Now = time.Now
 	}
 	opts.UIBaseURL = strings.TrimRight(opts.UIBaseURL, "/")
-	f := &Frontend{opts: opts, log: opts.Logger, tokens: newTokenCache(opts.Now)}
+	f := &Frontend{opts: opts, log: opts.Logger, tokens: newTokenCache(opts.Now), results: newResultCache(),
+		needsInputs: newNeedsInputCache()}
 	var err error
 	if f.metrics, err = newMetrics(opts.Metrics); err != nil {
 		return nil, fmt.Errorf("frontend: metrics: %w", err)

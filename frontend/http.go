@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -76,21 +77,16 @@ func (f *Frontend) readyz(w http.ResponseWriter, r *http.Request) {
 // tokenCacheTTL (and not past its exp) is served from the cache (see tokenCache). Every failure wraps
 // auth.ErrInvalidToken so the middleware answers 401 (not 500) with the challenge.
 func (f *Frontend) verifyToken(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-	c, ok := f.tokens.get(token)
-	if !ok {
-		var err error
-		if c, err = f.opts.Verifier.Verify(ctx, token); err != nil {
-			f.metrics.unauthorized.WithLabelValues(unauthInvalid).Inc()
-			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, strings.TrimPrefix(err.Error(), authz.ErrInvalidToken.Error()+": "))
-		}
-		f.tokens.put(token, c)
+	if ti, ok := f.tokens.info(token); ok {
+		return ti, nil
 	}
-	return &auth.TokenInfo{
-		Scopes:     authz.ScopeStrings(c.Principal.Scopes),
-		Expiration: c.Expiry,
-		UserID:     c.Principal.Tenant + "/" + c.Principal.Subject,
-		Extra:      map[string]any{principalKey: c.Principal},
-	}, nil
+	c, err := f.opts.Verifier.Verify(ctx, token)
+	if err != nil {
+		f.metrics.unauthorized.WithLabelValues(unauthInvalid).Inc()
+		return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, strings.TrimPrefix(err.Error(), authz.ErrInvalidToken.Error()+": "))
+	}
+	f.tokens.put(token, c)
+	return tokenInfo(c), nil
 }
 
 func principalFrom(ti *auth.TokenInfo) (authz.Principal, bool) {
@@ -169,8 +165,20 @@ func (f *Frontend) denyScope(w http.ResponseWriter, metaURL, what string, need [
 // {"name":"start_eval","Name":"get_eval"} pass a check as get_eval while the SDK runs
 // start_eval. Unparseable bodies yield no messages; the MCP handler rejects them.
 type parsedBody struct {
-	batch bool                         // the body is a JSON array
-	msgs  []map[string]json.RawMessage // the top-level messages, one unless batch
+	batch bool        // the body is a JSON array
+	msgs  []parsedMsg // the top-level messages, one unless batch
+}
+
+// parsedMsg is one top-level message: its members, and its method, params and params.name,
+// each decoded at most once for all the layers that look at them.
+type parsedMsg struct {
+	m map[string]json.RawMessage
+
+	decoded  bool
+	method   string                     // "" unless methodOK
+	methodOK bool                       // "method" is present and a JSON string
+	params   map[string]json.RawMessage // nil when absent or not an object
+	name     string                     // params.name when a JSON string, else ""
 }
 
 type parsedBodyKey struct{}
@@ -180,14 +188,60 @@ func parseBody(body []byte) *parsedBody {
 	pb := &parsedBody{}
 	if len(body) > 0 && body[0] == '[' {
 		pb.batch = true
-		_ = json.Unmarshal(body, &pb.msgs)
+		var ms []map[string]json.RawMessage
+		_ = json.Unmarshal(body, &ms)
+		pb.msgs = make([]parsedMsg, len(ms))
+		for i, m := range ms {
+			pb.msgs[i].m = m
+		}
 	} else if len(body) > 0 && body[0] == '{' {
 		var m map[string]json.RawMessage
 		if json.Unmarshal(body, &m) == nil {
-			pb.msgs = append(pb.msgs, m)
+			pb.msgs = []parsedMsg{{m: m}}
 		}
 	}
 	return pb
+}
+
+// decode decodes the message's method, params and params.name, once.
+func (pm *parsedMsg) decode() {
+	if pm.decoded {
+		return
+	}
+	pm.decoded = true
+	pm.method, pm.methodOK = jsonString(pm.m["method"])
+	if json.Unmarshal(pm.m["params"], &pm.params) != nil {
+		pm.params = nil
+	}
+	pm.name, _ = jsonString(pm.params["name"])
+}
+
+// jsonString decodes raw as a JSON string: ok is false when raw is absent or not a string. raw
+// is one JSON value as a parsed map holds it (valid, no surrounding space); a plain string —
+// no escapes, no control characters, valid UTF-8 — is its bytes, anything else goes through
+// encoding/json.
+func jsonString(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 {
+		return "", false
+	}
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
+		inner := raw[1 : n-1]
+		plain := utf8.Valid(inner)
+		for _, c := range inner {
+			if c == '\\' || c == '"' || c < 0x20 {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			return string(inner), true
+		}
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
 }
 
 // toolNames returns the tools a JSON-RPC message (or batch) calls.
@@ -195,16 +249,13 @@ func toolNames(body []byte) []string { return parseBody(body).toolNames() }
 
 func (pb *parsedBody) toolNames() []string {
 	var names []string
-	for _, m := range pb.msgs {
-		var method string
-		if json.Unmarshal(m["method"], &method) != nil || method != "tools/call" {
+	for i := range pb.msgs {
+		pm := &pb.msgs[i]
+		pm.decode()
+		if !pm.methodOK || pm.method != "tools/call" {
 			continue
 		}
-		var params map[string]json.RawMessage
-		_ = json.Unmarshal(m["params"], &params)
-		var name string
-		_ = json.Unmarshal(params["name"], &name)
-		names = append(names, name)
+		names = append(names, pm.name)
 	}
 	return names
 }

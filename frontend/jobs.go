@@ -2,9 +2,11 @@ package frontend
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 
@@ -47,6 +49,27 @@ type NeedsInputView struct {
 	SelfApproval bool           `json:"self_approval,omitempty" jsonschema:"true when the job's owner may answer an approver request too (four eyes switched off for this dataset)"`
 	RequestedBy  string         `json:"requested_by,omitempty" jsonschema:"subject of the job's owner, who asked"`
 	ExpiresAt    time.Time      `json:"expires_at" jsonschema:"after this the job fails with input_expired"`
+
+	// encoded, when set, is this view as JSON: the bytes the fields above encode to, kept
+	// with a cached open request (see needsInputCache) so its maps are not encoded per call.
+	encoded []byte
+}
+
+// MarshalJSON encodes the view's fields as encoding/json does for a struct; a view rendered
+// from a cached open request returns the encoding kept with it, the same bytes.
+func (v NeedsInputView) MarshalJSON() ([]byte, error) {
+	if v.encoded != nil {
+		return v.encoded, nil
+	}
+	type fields NeedsInputView // the same fields, without this method
+	return json.Marshal(fields(v))
+}
+
+// needsInputViewOf renders an open input request.
+func needsInputViewOf(ni *workflows.NeedsInput) NeedsInputView {
+	return NeedsInputView{InputID: ni.InputID, Prompt: ni.Prompt, AnswerSchema: ni.AnswerSchema,
+		ScopeDigest: ni.ScopeDigest, Scope: ni.Scope, Approver: ni.Approver, SelfApproval: ni.AllowSelf,
+		RequestedBy: ni.RequestedBy, ExpiresAt: ni.ExpiresAt}
 }
 
 // job is what one Describe tells about a job.
@@ -62,10 +85,12 @@ type job struct {
 	startedAt  time.Time
 	closedAt   time.Time
 	progress   workflows.Progress
-	needsInput *workflows.NeedsInput
+	needsInput *workflows.NeedsInput // may be shared with other calls (see needsInputCache): never modify
 	jobErr     *workflows.JobError
 	// cancelRequested: a cancel is recorded but the workflow may not have run since (no worker).
 	cancelRequested bool
+	// needsInputJSON is needsInput's NeedsInputView as JSON, when decodeNeedsInput had it.
+	needsInputJSON []byte
 }
 
 func (j *job) policyJob() authz.Job {
@@ -105,7 +130,7 @@ func decodeKeyword(dc converter.DataConverter, sa *commonpb.SearchAttributes, na
 		return ""
 	}
 	var s string
-	if err := dc.FromPayload(p, &s); err != nil {
+	if err := fromPayload(dc, p, &s); err != nil {
 		return ""
 	}
 	return s
@@ -117,11 +142,36 @@ func decodeMemo[T any](dc converter.DataConverter, m *commonpb.Memo, key string)
 	if p == nil {
 		return v, false
 	}
-	if err := dc.FromPayload(p, &v); err != nil {
+	if err := fromPayload(dc, p, &v); err != nil {
 		return v, false
 	}
 	return v, true
 }
+
+// fromPayload is dc.FromPayload(p, ptr). With the default data converter, a json/plain payload
+// (every memo field and keyword search attribute jobgate writes) is decoded here the way the
+// default converter's JSON payload converter does it, json.Unmarshal of the data, without the
+// converter chain's per-call lookups and copies; a plain JSON string (no escapes) straight from
+// its bytes. Anything else — another encoding, another converter — goes through dc.
+func fromPayload(dc converter.DataConverter, p *commonpb.Payload, ptr any) error {
+	if dc != defaultDC || string(p.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON {
+		return dc.FromPayload(p, ptr)
+	}
+	data := p.GetData()
+	if sp, ok := ptr.(*string); ok {
+		if s, ok := jsonString(data); ok {
+			*sp = s
+			return nil
+		}
+	}
+	if err := json.Unmarshal(data, ptr); err != nil {
+		return fmt.Errorf("%w: %v", converter.ErrUnableToDecode, err)
+	}
+	return nil
+}
+
+// defaultDC is the default data converter (a package singleton), for fromPayload's fast path.
+var defaultDC = converter.GetDefaultDataConverter()
 
 // describe reads one job. It answers while no worker runs: everything comes from the server's
 // mutable state (status, search attributes, memo), never from a query.
@@ -164,8 +214,8 @@ func (f *Frontend) jobFromInfo(info *workflowpb.WorkflowExecutionInfo) *job {
 	j.inputHash, _ = decodeMemo[string](dc, m, workflows.MemoInputHash)
 	j.createdAt, _ = decodeMemo[time.Time](dc, m, workflows.MemoCreatedAt)
 	j.progress, _ = decodeMemo[workflows.Progress](dc, m, workflows.MemoProgress)
-	if ni, ok := decodeMemo[*workflows.NeedsInput](dc, m, workflows.MemoNeedsInput); ok && ni != nil && ni.InputID != "" {
-		j.needsInput = ni
+	if ni, view, ok := f.needsInputs.decode(dc, m); ok && ni != nil && ni.InputID != "" {
+		j.needsInput, j.needsInputJSON = ni, view
 	}
 	if je, ok := decodeMemo[*workflows.JobError](dc, m, workflows.MemoError); ok && je != nil && je.Code != "" {
 		j.jobErr = je
@@ -226,12 +276,29 @@ func kindOr(a, b string) string {
 }
 
 // readResult decodes a closed successful job's workflow result into ptr. It reads the close
-// event, which works with no worker running.
+// event, which works with no worker running; a succeeded run's result is then kept in the
+// closed-run cache (see resultCache), so reading it again costs no Temporal call.
 func (f *Frontend) readResult(ctx context.Context, j *job, ptr any) error {
+	cacheable := j.exec == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED && j.runID != ""
+	k := resultKey{workflowID: j.id, runID: j.runID, typ: reflect.TypeOf(ptr)}
+	if cacheable {
+		if b, ok := f.results.get(k); ok {
+			if err := json.Unmarshal(b, ptr); err == nil {
+				return nil
+			}
+			// Unreachable while the result types round-trip; read it afresh below.
+			reflect.ValueOf(ptr).Elem().SetZero()
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
 	if err := f.opts.Temporal.GetWorkflow(ctx, j.id, j.runID).Get(ctx, ptr); err != nil {
 		return fmt.Errorf("read result of %s: %w", j.id, err)
+	}
+	if cacheable {
+		if b, err := json.Marshal(ptr); err == nil {
+			f.results.put(k, b)
+		}
 	}
 	return nil
 }

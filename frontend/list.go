@@ -382,9 +382,9 @@ func (f *Frontend) summary(j *job) JobSummary {
 	case workflows.StatusAwaitingInput:
 		s.PollAfterMS = 5000
 		if ni := j.needsInput; ni != nil {
-			s.NeedsInput = &NeedsInputView{InputID: ni.InputID, Prompt: ni.Prompt, AnswerSchema: ni.AnswerSchema,
-				ScopeDigest: ni.ScopeDigest, Scope: ni.Scope, Approver: ni.Approver, SelfApproval: ni.AllowSelf,
-				RequestedBy: ni.RequestedBy, ExpiresAt: ni.ExpiresAt}
+			v := needsInputViewOf(ni)
+			v.encoded = j.needsInputJSON
+			s.NeedsInput = &v
 		}
 	case workflows.StatusFailed:
 		if s.Error == nil {

@@ -39,12 +39,12 @@ type inputRequired struct{ res *mcp.CallToolResult }
 
 func (*inputRequired) Error() string { return "input required" }
 
-type callRequestKey struct{}
-
 // callRequest is the tool call being served (newTool puts it in the context).
 func callRequest(ctx context.Context) *mcp.CallToolRequest {
-	req, _ := ctx.Value(callRequestKey{}).(*mcp.CallToolRequest)
-	return req
+	if rec, ok := ctx.Value(callRecordKey{}).(*callRecord); ok {
+		return rec.req
+	}
+	return nil
 }
 
 // wantsElicitation: the request follows the 2026-07-28 protocol and declares form elicitation in
@@ -63,6 +63,12 @@ func wantsElicitation(req *mcp.CallToolRequest) bool {
 	if !ok {
 		return false
 	}
+	if m, ok := raw.(map[string]any); ok && !hasFoldedKey(m, "elicitation") {
+		// What the decode below would conclude without the round trip: encoding/json matches
+		// the field name case-insensitively, and no key matches it (most calls: clients that
+		// take no elicitations).
+		return false
+	}
 	b, err := json.Marshal(raw)
 	if err != nil {
 		return false
@@ -78,6 +84,17 @@ func wantsElicitation(req *mcp.CallToolRequest) bool {
 	}
 	// An empty elicitation object means form mode (the spec's default).
 	return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
+}
+
+// hasFoldedKey: m has a key equal to name under encoding/json's case-insensitive field
+// matching (Unicode case folding, as strings.EqualFold).
+func hasFoldedKey(m map[string]any, name string) bool {
+	for k := range m {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // carriesAnswer: the call is an MRTR retry.

@@ -404,22 +404,16 @@ func (f *Frontend) discoverWithTasks(w http.ResponseWriter, r *http.Request, nex
 
 // taskFromView maps a job view onto a task. detailed (tasks/get) adds inputRequests; a
 // job waiting for input is input_required only for a caller who may answer it, otherwise
-// working with a message saying for whom it waits.
+// working with a message saying for whom it waits. v is the view the job's get_* or start_*
+// rendered for p (so of p's tenant): its open request carries everything the policy and the
+// elicitation need, and the task says what that one read of the job saw (no second Describe).
 func (f *Frontend) taskFromView(ctx context.Context, p authz.Principal, taskID string, expiry time.Time, v *JobView, detailed bool) (*task, *rpcError) {
 	t := &task{TaskID: taskID, CreatedAt: isoTime(v.CreatedAt), LastUpdatedAt: isoTime(v.UpdatedAt), PollIntervalMs: v.PollAfterMS}
 	var ni *workflows.NeedsInput
-	if v.Status == workflows.StatusAwaitingInput {
-		j, err := f.describe(ctx, v.JobID)
-		if err != nil {
-			if te, ok := asToolError(err); ok {
-				return nil, taskRPCError(te, v.Kind)
-			}
-			f.log.Error("task describe failed", zap.String("job_id", v.JobID), zap.Error(err))
-			return nil, errTaskInternal
-		}
-		if j.tenant == p.Tenant && j.needsInput != nil && j.status() == workflows.StatusAwaitingInput &&
-			authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Allow {
-			ni = j.needsInput
+	if v.Status == workflows.StatusAwaitingInput && v.NeedsInput != nil {
+		open := needsInputOf(v.NeedsInput)
+		if authz.Decide(p, authz.ActionResume, workflows.PolicyJob(p.Tenant, v.Owner, open)) == authz.Allow {
+			ni = open
 		}
 	}
 	t.Status, t.StatusMessage = taskStatus(v, ni != nil)
@@ -435,6 +429,14 @@ func (f *Frontend) taskFromView(ctx context.Context, p authz.Principal, taskID s
 	}
 	t.TTLMs = max(end.Sub(v.CreatedAt).Milliseconds(), 0)
 	return t, nil
+}
+
+// needsInputOf is the open request a NeedsInputView shows (needsInputViewOf reversed: the view
+// carries every field of the request).
+func needsInputOf(v *NeedsInputView) *workflows.NeedsInput {
+	return &workflows.NeedsInput{InputID: v.InputID, Prompt: v.Prompt, AnswerSchema: v.AnswerSchema,
+		ScopeDigest: v.ScopeDigest, Scope: v.Scope, Approver: v.Approver, AllowSelf: v.SelfApproval,
+		RequestedBy: v.RequestedBy, ExpiresAt: v.ExpiresAt}
 }
 
 // taskStatus maps a job's status onto a task's: queued, running and cancelling are working;
@@ -549,6 +551,7 @@ type rpcRequest struct {
 	id     json.RawMessage // a string or a number
 	method string
 	params map[string]json.RawMessage // nil when absent or not an object
+	name   string                     // params.name when a JSON string, else ""
 }
 
 // parseRPCRequest reads a single JSON-RPC request (not a notification, not a batch).
@@ -561,50 +564,45 @@ func (pb *parsedBody) request() (*rpcRequest, bool) {
 	if pb.batch || len(pb.msgs) != 1 {
 		return nil, false
 	}
-	m := pb.msgs[0]
-	var version, method string
-	if json.Unmarshal(m["jsonrpc"], &version) != nil || version != "2.0" || json.Unmarshal(m["method"], &method) != nil {
+	pm := &pb.msgs[0]
+	pm.decode()
+	if !isVersion2(pm.m["jsonrpc"]) || !pm.methodOK {
 		return nil, false
 	}
-	id := bytes.TrimSpace(m["id"])
+	id := bytes.TrimSpace(pm.m["id"])
 	if !validRPCID(id) {
 		return nil, false
 	}
-	req := &rpcRequest{id: id, method: method}
-	if json.Unmarshal(m["params"], &req.params) != nil {
-		req.params = nil
-	}
-	return req, true
+	return &rpcRequest{id: id, method: pm.method, params: pm.params, name: pm.name}, true
 }
 
+// isVersion2: raw is the JSON string "2.0" (in any spelling).
+func isVersion2(raw json.RawMessage) bool {
+	if string(raw) == `"2.0"` {
+		return true
+	}
+	v, ok := jsonString(raw)
+	return ok && v == "2.0"
+}
+
+// validRPCID: id is a JSON string or number. (A valid JSON value that starts with a quote is
+// a string; one that starts with a minus or a digit is a number.)
 func validRPCID(id json.RawMessage) bool {
 	if len(id) == 0 {
 		return false
 	}
 	switch id[0] {
-	case '"':
-		var s string
-		return json.Unmarshal(id, &s) == nil
-	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		var n json.Number
-		return json.Unmarshal(id, &n) == nil
+	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return json.Valid(id)
 	}
 	return false
 }
 
 func (r *rpcRequest) str(key string) (string, bool) {
-	var s string
-	raw, ok := r.params[key]
-	if !ok || json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
+	return jsonString(r.params[key])
 }
 
-func (r *rpcRequest) toolName() string {
-	s, _ := r.str("name")
-	return s
-}
+func (r *rpcRequest) toolName() string { return r.name }
 
 func (r *rpcRequest) taskID() (string, bool) { return r.str("taskId") }
 

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -32,6 +34,7 @@ type tokenCache struct {
 
 type tokenEntry struct {
 	claims authz.Claims
+	info   *auth.TokenInfo // tokenInfo(claims), built once; shared by every request with the token, never modified
 	until  time.Time
 }
 
@@ -40,19 +43,30 @@ func newTokenCache(now func() time.Time) *tokenCache {
 }
 
 func (c *tokenCache) get(token string) (authz.Claims, bool) {
+	e, ok := c.entry(token)
+	return e.claims, ok
+}
+
+// info is the token info of a cached token (see tokenEntry.info).
+func (c *tokenCache) info(token string) (*auth.TokenInfo, bool) {
+	e, ok := c.entry(token)
+	return e.info, ok
+}
+
+func (c *tokenCache) entry(token string) (tokenEntry, bool) {
 	k := sha256.Sum256([]byte(token))
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[k]
 	if !ok {
-		return authz.Claims{}, false
+		return tokenEntry{}, false
 	}
 	if !now.Before(e.until) {
 		delete(c.m, k)
-		return authz.Claims{}, false
+		return tokenEntry{}, false
 	}
-	return e.claims, true
+	return e, true
 }
 
 func (c *tokenCache) put(token string, cl authz.Claims) {
@@ -77,5 +91,16 @@ func (c *tokenCache) put(token string, cl authz.Claims) {
 			clear(c.m)
 		}
 	}
-	c.m[k] = tokenEntry{claims: cl, until: until}
+	c.m[k] = tokenEntry{claims: cl, info: tokenInfo(cl), until: until}
+}
+
+// tokenInfo is what the go-sdk's bearer middleware and the tool handlers read of a verified
+// token. Nobody modifies a TokenInfo after verification, so a cached one is shared.
+func tokenInfo(c authz.Claims) *auth.TokenInfo {
+	return &auth.TokenInfo{
+		Scopes:     authz.ScopeStrings(c.Principal.Scopes),
+		Expiration: c.Expiry,
+		UserID:     c.Principal.Tenant + "/" + c.Principal.Subject,
+		Extra:      map[string]any{principalKey: c.Principal},
+	}
 }

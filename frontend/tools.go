@@ -31,13 +31,33 @@ type toolDef struct {
 func (f *Frontend) tools() []toolDef {
 	eg, ec, er := evalKind.jobTools(f)
 	xg, xc, xr := exportKind.jobTools(f)
-	return []toolDef{
+	defs := []toolDef{
 		eg, xg,
 		f.listJobsTool(),
 		f.listApprovalsTool(),
 		f.startEvalTool(), f.startExportTool(),
 		ec, xc,
 		er, xr,
+	}
+	for _, td := range defs {
+		td.freezeSchemas()
+	}
+	return defs
+}
+
+// freezeSchemas replaces the tool's finished schemas by their JSON (the same bytes tools/list
+// sends). The SDK re-marshals a tool's input schema on every tools/call (looking for
+// x-mcp-header annotations, SEP-2243); a *jsonschema.Schema marshals by reflection, ~45
+// allocations a call, a json.RawMessage as the bytes it is.
+func (td toolDef) freezeSchemas() {
+	for _, s := range []*any{&td.tool.InputSchema, &td.tool.OutputSchema} {
+		if js, ok := (*s).(*jsonschema.Schema); ok && js != nil {
+			b, err := json.Marshal(js)
+			if err != nil {
+				panic(fmt.Sprintf("tool %s: schema: %v", td.tool.Name, err))
+			}
+			*s = json.RawMessage(b)
+		}
 	}
 }
 
@@ -73,16 +93,17 @@ func newTool[In, Out any](f *Frontend, action authz.Action, t *mcp.Tool, run fun
 		if !ok {
 			return nil, errNoPrincipal
 		}
-		fields := []zap.Field{zap.String("tool", name), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject)}
+		fields := make([]zap.Field, 0, 6) // tool, tenant, sub, latency, job_id, code
+		fields = append(fields, zap.String("tool", name), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
 		// Everything below is per call: handlers run concurrently for many tenants.
 		var (
 			args In
 			res  Out
 			err  error
-			rec  = &callRecord{}
+			rec  = &callRecord{req: req}
 		)
 		if err = decodeArgs(req.Params.Arguments, &args); err == nil {
-			ctx = context.WithValue(context.WithValue(ctx, callRecordKey{}, rec), callRequestKey{}, req)
+			ctx = context.WithValue(ctx, callRecordKey{}, rec)
 			res, err = run(ctx, p, args)
 		}
 		fields = append(fields, zap.Duration("latency", time.Since(start)))
@@ -128,9 +149,13 @@ func (td toolDef) bounds(prop string, lo, hi float64) toolDef {
 	return td
 }
 
-// callRecord collects what a call's log line needs from deep inside it: the job it touched,
-// also when it was refused (those are the calls an audit looks for).
-type callRecord struct{ jobID string }
+// callRecord is a tool call's context value: the request being served (see callRequest), and
+// what the call's log line needs from deep inside it: the job it touched, also when it was
+// refused (those are the calls an audit looks for).
+type callRecord struct {
+	req   *mcp.CallToolRequest
+	jobID string
+}
 
 type callRecordKey struct{}
 

@@ -3,14 +3,19 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,11 +44,14 @@ const pairsConcurrency = 32
 // callers, starts/s and the ratio (no worker polls the queue: only the start is measured).
 // GetSeq: get_eval via MCP vs a bare DescribeWorkflowExecution, interleaved one at a time, p50
 // latency of each and the difference; also p50 of get_eval on a succeeded job (its result is
-// read from the close event). Get32: the same pair at 32 concurrent callers, calls/s and the
-// ratio. Allocs: bytes and allocations per get_eval by layer, measured in-process (the HTTP
-// handler served directly, no client, no socket): the whole server-side call; the bare go-sdk
+// read from the close event once, then from the closed-run cache). Get32: the same pair at 32
+// concurrent callers, calls/s and the ratio, and each side's process CPU time per call.
+// Allocs: bytes and allocations per get_eval by layer, measured in-process (the HTTP handler
+// served directly, no client, no socket): the whole server-side call; the bare go-sdk
 // Streamable HTTP handler (stateless, JSON responses, no auth) on a no-op tool; the Temporal
-// Describe (client and the embedded server, which shares the process); and ours, the difference.
+// Describe (client and the embedded server, which shares the process); and ours, the
+// difference; then the whole call and ours for the succeeded job. Solo32 (only when named in
+// -bench) runs one side of Get32 alone, for a CPU profile of it.
 //
 // The frontend under test is built here (frontend.New) with the production-style JSON logger
 // writing to io.Discard, not the harness's in-memory observer.
@@ -76,10 +84,21 @@ func BenchmarkPairs(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// getEval is one get_eval as a client makes it: the go-sdk client sends it and decodes the
+	// answer; a tool error or a result without structuredContent fails the benchmark. (The
+	// harness's call also re-marshals and compares the result's two forms — a test's check,
+	// about 0.15 ms of CPU per call that no client spends and the Describe side has no
+	// counterpart of — so the timed calls leave it out.)
 	getEval := func(args map[string]any) func() {
 		return func() {
-			if o := call(b, cs, "get_eval", args); o.Err != nil {
-				b.Fatal(o.Err.Message)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_eval", Arguments: args})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.IsError || res.StructuredContent == nil {
+				b.Fatalf("get_eval: %+v", res.Content)
 			}
 		}
 	}
@@ -97,50 +116,99 @@ func BenchmarkPairs(b *testing.B) {
 		reportPair(b, "start32", "starts/s", mcpRate, rawRate)
 	})
 
+	// The go-sdk floor of wrapping a Describe in MCP: a bare go-sdk server (stateless, JSON
+	// responses, no auth) whose one tool makes the same Describe and answers a one-field result,
+	// called by the same go-sdk client over loopback HTTP. What get_eval costs beyond it is
+	// jobgate's (bearer, scope check, tasks layer, handle, policy, view, log, a larger result).
+	floor := sdkFloor(b, func(ctx context.Context) error {
+		_, err := bundle.temporal.DescribeWorkflowExecution(ctx, waiting.JobID, "")
+		return err
+	})
+
 	b.Run("GetSeq", func(b *testing.B) {
 		n := max(b.N, 50)
-		mcpLat, rawLat, succLat := make([]time.Duration, 0, n), make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+		mcpLat, rawLat, succLat, floorLat := make([]time.Duration, 0, n), make([]time.Duration, 0, n), make([]time.Duration, 0, n), make([]time.Duration, 0, n)
 		get, getDone := getEval(getArgs), getEval(map[string]any{"handle": done.Handle})
 		for range n {
 			mcpLat = append(mcpLat, timed(get))
 			rawLat = append(rawLat, timed(describe))
 			succLat = append(succLat, timed(getDone))
+			floorLat = append(floorLat, timed(floor))
 		}
-		m, r, s := p50(mcpLat), p50(rawLat), p50(succLat)
+		m, r, s, f := p50(mcpLat), p50(rawLat), p50(succLat), p50(floorLat)
 		b.ReportMetric(ms(m), "mcp_p50_ms")
 		b.ReportMetric(ms(r), "describe_p50_ms")
 		b.ReportMetric(ms(m-r), "delta_p50_ms")
 		b.ReportMetric(ms(s), "succeeded_p50_ms")
-		b.Logf("get_eval p50 %.3f ms vs Describe %.3f ms: +%.3f ms (succeeded job: %.3f ms)", ms(m), ms(r), ms(m-r), ms(s))
+		b.ReportMetric(ms(f-r), "sdkfloor_delta_p50_ms")
+		b.Logf("get_eval p50 %.3f ms vs Describe %.3f ms: +%.3f ms (succeeded job: %.3f ms); go-sdk floor (bare server, same Describe): +%.3f ms",
+			ms(m), ms(r), ms(m-r), ms(s), ms(f-r))
 	})
 
 	b.Run("Get32", func(b *testing.B) {
 		get := getEval(getArgs)
-		mcpRate, rawRate := pair(max(b.N, 2000), pairsConcurrency, func(int) { get() }, func(int) { describe() })
-		reportPair(b, "get32", "calls/s", mcpRate, rawRate)
+		runs := roundsCPU(max(b.N, 2000), pairsConcurrency, func(int) { get() }, func(int) { describe() }, func(int) { floor() })
+		m, r, f := runs[0], runs[1], runs[2]
+		reportPair(b, "get32", "calls/s", m.rate, r.rate)
+		// CPU per call of each side (the whole process: client, frontend, Temporal server, GC):
+		// on a CPU-bound machine the throughput ratio is about the inverse of their ratio.
+		b.ReportMetric(ms(m.cpuPerCall), "mcp_cpu_ms/call")
+		b.ReportMetric(ms(r.cpuPerCall), "raw_cpu_ms/call")
+		b.ReportMetric(f.rate/r.rate, "sdkfloor_ratio")
+		b.ReportMetric(ms(f.cpuPerCall), "sdkfloor_cpu_ms/call")
+		b.Logf("get32 CPU per call: MCP %.3f ms vs Describe %.3f ms (+%.3f ms); go-sdk floor %.3f ms (+%.3f ms), %.0f calls/s = %.2fx",
+			ms(m.cpuPerCall), ms(r.cpuPerCall), ms(m.cpuPerCall-r.cpuPerCall), ms(f.cpuPerCall), ms(f.cpuPerCall-r.cpuPerCall), f.rate, f.rate/r.rate)
 	})
 
 	b.Run("Allocs", func(b *testing.B) {
 		// Replay the exact request the go-sdk client sent for get_eval, straight into the handler.
 		call(b, cs, "get_eval", getArgs)
 		ours := rec.last()
+		call(b, cs, "get_eval", map[string]any{"handle": done.Handle})
+		oursDone := rec.last()
 		h := fe.Handler()
 		bare, bareReq := bareSDKHandler(b)
 		n := max(b.N, 200)
-		whole := allocsPer(n, func() { serve(b, h, ours) })
-		sdk := allocsPer(n, func() { serve(b, bare, bareReq) })
-		desc := allocsPer(n, describe)
-		own := layer{bytes: whole.bytes - sdk.bytes - desc.bytes, allocs: whole.allocs - sdk.allocs - desc.allocs}
+		whole := allocsPer("whole", n, func() { serve(b, h, ours) })
+		sdk := allocsPer("sdk", n, func() { serve(b, bare, bareReq) })
+		desc := allocsPer("describe", n, describe)
+		own := whole.minus(sdk, desc)
+		// The succeeded job: the same layers, plus whatever reading its result costs (a second
+		// Temporal call unless the result is served from the closed-run cache).
+		wholeDone := allocsPer("succeeded_whole", n, func() { serve(b, h, oursDone) })
+		ownDone := wholeDone.minus(sdk, desc)
 		for _, l := range []struct {
 			name string
 			l    layer
-		}{{"whole", whole}, {"sdk", sdk}, {"describe", desc}, {"ours", own}} {
+		}{{"whole", whole}, {"sdk", sdk}, {"describe", desc}, {"ours", own}, {"succeeded_whole", wholeDone}, {"succeeded_ours", ownDone}} {
 			b.ReportMetric(l.l.bytes, l.name+"_B/op")
 			b.ReportMetric(l.l.allocs, l.name+"_allocs/op")
 		}
 		b.Logf("get_eval server side per call: whole %.0f B %.0f allocs = go-sdk (bare no-op tool) %.0f B %.0f allocs"+
-			" + Temporal Describe %.0f B %.0f allocs + ours %.0f B %.0f allocs",
-			whole.bytes, whole.allocs, sdk.bytes, sdk.allocs, desc.bytes, desc.allocs, own.bytes, own.allocs)
+			" + Temporal Describe %.0f B %.0f allocs + ours %.0f B %.0f allocs; succeeded job: whole %.0f B %.0f allocs, ours %.0f B %.0f allocs",
+			whole.bytes, whole.allocs, sdk.bytes, sdk.allocs, desc.bytes, desc.allocs, own.bytes, own.allocs,
+			wholeDone.bytes, wholeDone.allocs, ownDone.bytes, ownDone.allocs)
+	})
+
+	// Solo32 runs each side of Get32 alone (no alternation), for a CPU profile of one side:
+	//
+	//	go test ./tests -run '^$' -bench 'Pairs/Solo32/MCP' -cpuprofile mcp.prof
+	//
+	// It runs only when -bench names it (it measures nothing Get32 does not).
+	b.Run("Solo32", func(b *testing.B) {
+		if !strings.Contains(flag.Lookup("test.bench").Value.String(), "Solo32") {
+			b.Skip("profiling aid: select it with -bench 'Pairs/Solo32/...'")
+		}
+		solo := func(fn func()) func(*testing.B) {
+			return func(b *testing.B) {
+				n := max(b.N, 4000)
+				cpu0 := pairsCPU()
+				b.ReportMetric(parallel(n, pairsConcurrency, func(int) { fn() }), "calls/s")
+				b.ReportMetric(ms((pairsCPU()-cpu0)/time.Duration(n)), "cpu_ms/call")
+			}
+		}
+		b.Run("MCP", solo(getEval(getArgs)))
+		b.Run("Describe", solo(describe))
 	})
 }
 
@@ -191,17 +259,51 @@ func jobID(tenant, kind, key string) string { return tenant + "/" + kind + "/" +
 // pair runs n calls of each side on c goroutines, in four alternating rounds (so drift of the
 // shared server hits both sides alike), and returns each side's calls per second.
 func pair(n, c int, a, b func(i int)) (float64, float64) {
-	var ta, tb time.Duration
+	ra, rb := pairCPU(n, c, a, b)
+	return ra.rate, rb.rate
+}
+
+// sideRun is one side of a pair: calls per second, and the process CPU time (user + system,
+// every goroutine: client, frontend, the embedded Temporal server, GC) per call.
+type sideRun struct {
+	rate       float64
+	cpuPerCall time.Duration
+}
+
+// pairCPU is pair with each side's CPU time per call.
+func pairCPU(n, c int, a, b func(i int)) (sideRun, sideRun) {
+	r := roundsCPU(n, c, a, b)
+	return r[0], r[1]
+}
+
+// roundsCPU runs n calls of each side on c goroutines, in four rounds that each run every side
+// once, in a rotated order (so drift of the shared server hits all sides alike).
+func roundsCPU(n, c int, sides ...func(i int)) []sideRun {
+	t, cpu := make([]time.Duration, len(sides)), make([]time.Duration, len(sides))
 	per := max(n/4, 2*c)
 	for r := range 4 {
-		first, second, t1, t2 := a, b, &ta, &tb
-		if r%2 == 1 {
-			first, second, t1, t2 = b, a, &tb, &ta
+		for k := range sides {
+			i := (r + k) % len(sides)
+			cpu0 := pairsCPU()
+			t[i] += time.Duration(float64(time.Second) * float64(per) / parallel(per, c, sides[i]))
+			cpu[i] += pairsCPU() - cpu0
 		}
-		*t1 += time.Duration(float64(time.Second) * float64(per) / parallel(per, c, first))
-		*t2 += time.Duration(float64(time.Second) * float64(per) / parallel(per, c, second))
 	}
-	return float64(4*per) / ta.Seconds(), float64(4*per) / tb.Seconds()
+	calls := float64(4 * per)
+	runs := make([]sideRun, len(sides))
+	for i := range sides {
+		runs[i] = sideRun{rate: calls / t[i].Seconds(), cpuPerCall: time.Duration(float64(cpu[i]) / calls)}
+	}
+	return runs
+}
+
+// pairsCPU is the user + system CPU time this process has used.
+func pairsCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // parallel runs n calls of fn on c goroutines and returns calls per second.
@@ -248,18 +350,31 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 type layer struct{ bytes, allocs float64 }
 
-// allocsPer is the mean heap bytes and allocations per call of fn over n calls (process-wide:
-// the embedded Temporal server's share of a Temporal call is included).
-func allocsPer(n int, fn func()) layer {
-	fn() // warm
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range n {
-		fn()
+func (l layer) minus(o ...layer) layer {
+	for _, x := range o {
+		l.bytes, l.allocs = l.bytes-x.bytes, l.allocs-x.allocs
 	}
-	runtime.ReadMemStats(&after)
-	return layer{bytes: float64(after.TotalAlloc-before.TotalAlloc) / float64(n), allocs: float64(after.Mallocs-before.Mallocs) / float64(n)}
+	return l
+}
+
+// allocsPer is the mean heap bytes and allocations per call of fn over n calls (process-wide:
+// the embedded Temporal server's share of a Temporal call is included). The calls run under
+// the pprof label layer=name, inherited by the goroutines they start (the SDK's), not by the
+// embedded server's: with -cpuprofile, `go tool pprof -tags` gives each layer's CPU time.
+func allocsPer(name string, n int, fn func()) layer {
+	var l layer
+	pprof.Do(context.Background(), pprof.Labels("layer", name), func(context.Context) {
+		fn() // warm
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range n {
+			fn()
+		}
+		runtime.ReadMemStats(&after)
+		l = layer{bytes: float64(after.TotalAlloc-before.TotalAlloc) / float64(n), allocs: float64(after.Mallocs-before.Mallocs) / float64(n)}
+	})
+	return l
 }
 
 // recordedReq is a request as the client sent it.
@@ -335,4 +450,41 @@ func bareSDKHandler(b *testing.B) (http.Handler, recordedReq) {
 		b.Fatal(err)
 	}
 	return h, rt.last()
+}
+
+// sdkFloor is a bare go-sdk server (stateless Streamable HTTP, JSON responses, no auth) whose
+// one tool runs work and answers a one-field result, served over loopback HTTP, and a call of
+// that tool by the go-sdk client as the benchmark's get_eval calls are made.
+func sdkFloor(b *testing.B, work func(context.Context) error) func() {
+	s := mcp.NewServer(&mcp.Implementation{Name: "floor", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "describe", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if err := work(ctx); err != nil {
+			return nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"status":"awaiting_input"}`}},
+			StructuredContent: json.RawMessage(`{"status":"awaiting_input"}`)}, nil
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true}))
+	b.Cleanup(srv.Close)
+	c := mcp.NewClient(&mcp.Implementation{Name: "floor-client", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL,
+		HTTPClient:           &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * pairsConcurrency}, Timeout: 30 * time.Second},
+		DisableStandaloneSSE: true}, nil)
+	must(b, err)
+	b.Cleanup(func() { _ = cs.Close() })
+	args := map[string]any{"handle": "h"}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "describe", Arguments: args})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.IsError || res.StructuredContent == nil {
+			b.Fatalf("floor: %+v", res.Content)
+		}
+	}
 }

@@ -1,13 +1,11 @@
 package handle
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
 	"time"
@@ -87,15 +85,20 @@ func (k *Keyring) seal(f format, js []byte) string {
 	if n > f.max {
 		return ""
 	}
-	buf := make([]byte, 0, n)
+	var stack [MaxHandleLen]byte // handles fit: one allocation, the string
+	buf := stack[:0]
+	if n > len(stack) {
+		buf = make([]byte, 0, n)
+	}
 	buf = append(buf, f.prefix...)
 	buf = append(buf, '.')
 	buf = append(buf, kid...)
 	buf = append(buf, '.')
 	buf = b64.AppendEncode(buf, js)
-	sig := mac(k.keys[kid], f.label, string(buf))
+	var sig [sha256.Size]byte
+	macInto(k, kid, f.label, buf, &sig)
 	buf = append(buf, '.')
-	buf = b64.AppendEncode(buf, sig)
+	buf = b64.AppendEncode(buf, sig[:])
 	return string(buf)
 }
 
@@ -126,8 +129,7 @@ func (k *Keyring) open(f format, s string) ([]byte, error) {
 	if prefix != f.prefix {
 		return nil, errPrefix
 	}
-	key, ok := k.keys[kid]
-	if !ok {
+	if _, ok := k.keys[kid]; !ok {
 		return nil, errUnknownKID
 	}
 	if len(sig) != sigB64Len {
@@ -137,7 +139,7 @@ func (k *Keyring) open(f format, s string) ([]byte, error) {
 	if n, err := b64.Decode(sigBuf[:], []byte(sig)); err != nil || n != sha256.Size {
 		return nil, errSignature
 	}
-	if !verifyMAC(key, f.label, s[:len(s)-len(sig)-1], sigBuf[:]) {
+	if !verifyMAC(k, kid, f.label, s[:len(s)-len(sig)-1], sigBuf[:]) {
 		return nil, errSignature
 	}
 	// Authenticated from here on.
@@ -155,13 +157,10 @@ func (k *Keyring) open(f format, s string) ([]byte, error) {
 // it only if re-encoding v gives back exactly js. That rejects unknown,
 // missing, null, duplicate or differently-cased fields, wrong types,
 // whitespace, alternative escapes and trailing data in one rule.
+//
+// (Unknown fields and trailing space need no check of their own: the re-encoding lacks them.)
 func decodeCanonical(js []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return errJSON
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	if err := json.Unmarshal(js, v); err != nil {
 		return errJSON
 	}
 	re, err := json.Marshal(v)

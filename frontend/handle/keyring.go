@@ -8,11 +8,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 )
 
 const (
@@ -31,6 +33,7 @@ const (
 type Keyring struct {
 	current string
 	keys    map[string][]byte
+	macs    map[string]*macPool // by key ID, the same keys; nil in a ring built without NewKeyring
 }
 
 // NewKeyring returns a keyring whose current (signing) key is
@@ -40,7 +43,7 @@ func NewKeyring(currentKID string, keys map[string][]byte) (*Keyring, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("handle: keyring has no keys")
 	}
-	kr := &Keyring{current: currentKID, keys: make(map[string][]byte, len(keys))}
+	kr := &Keyring{current: currentKID, keys: make(map[string][]byte, len(keys)), macs: make(map[string]*macPool, len(keys))}
 	for _, kid := range slices.Sorted(maps.Keys(keys)) {
 		if !validKID(kid) {
 			return nil, fmt.Errorf("handle: invalid key ID %q (want 1-%d characters of [A-Za-z0-9_-])", kid, MaxKIDLen)
@@ -50,6 +53,7 @@ func NewKeyring(currentKID string, keys map[string][]byte) (*Keyring, error) {
 			return nil, fmt.Errorf("handle: key %q is %d bytes, need at least %d", kid, len(key), MinKeyLen)
 		}
 		kr.keys[kid] = slices.Clone(key)
+		kr.macs[kid] = newMACPool(kr.keys[kid])
 	}
 	if _, ok := kr.keys[currentKID]; !ok {
 		if !validKID(currentKID) {
@@ -226,8 +230,51 @@ func mac(key []byte, label string, signed string) []byte {
 	return h.Sum(make([]byte, 0, sha256.Size))
 }
 
-// verifyMAC reports whether sig is HMAC-SHA256(key, label || "." || signed),
+// verifyMAC reports whether sig is HMAC-SHA256(key kid of k, label || "." || signed),
 // comparing in constant time.
-func verifyMAC(key []byte, label string, signed string, sig []byte) bool {
-	return hmac.Equal(sig, mac(key, label, signed))
+func verifyMAC(k *Keyring, kid, label, signed string, sig []byte) bool {
+	var want [sha256.Size]byte
+	macInto(k, kid, label, signed, &want)
+	return hmac.Equal(sig, want[:])
+}
+
+// macPool hands out HMAC-SHA256 states keyed with one key. An HMAC's Reset returns it to the
+// state just after the key, so a pooled state signs or verifies without allocating and without
+// hashing the key pads again: mac builds a fresh state per call (about eight allocations).
+type macPool struct {
+	key  []byte
+	pool sync.Pool // of *macState
+}
+
+type macState struct {
+	h   hash.Hash
+	in  []byte // label || "." || signed, reused
+	out []byte // the sum, reused
+}
+
+func newMACPool(key []byte) *macPool {
+	mp := &macPool{key: key}
+	mp.pool.New = func() any {
+		return &macState{h: hmac.New(sha256.New, mp.key), out: make([]byte, 0, sha256.Size)}
+	}
+	return mp
+}
+
+// macInto sets out to HMAC-SHA256(key kid, label || "." || signed), the same value as mac, using
+// the ring's pooled state for kid when it has one.
+func macInto[S ~string | ~[]byte](k *Keyring, kid, label string, signed S, out *[sha256.Size]byte) {
+	mp := k.macs[kid]
+	if mp == nil {
+		copy(out[:], mac(k.keys[kid], label, string(signed)))
+		return
+	}
+	st := mp.pool.Get().(*macState)
+	st.in = append(append(append(st.in[:0], label...), '.'), signed...)
+	st.h.Reset()
+	_, _ = st.h.Write(st.in)
+	st.out = st.h.Sum(st.out[:0])
+	copy(out[:], st.out)
+	if cap(st.in) <= 2*MaxCursorLen { // keep pooled buffers small
+		mp.pool.Put(st)
+	}
 }
