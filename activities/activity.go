@@ -114,20 +114,25 @@ func (a *Activities) runDemo(ctx context.Context, in EpisodeInput) (EpisodeResul
 	fails := rng.Float64() < failRate
 	score := math.Round(rng.Float64()*1000) / 1000
 
-	deadline := time.Now().Add(time.Duration(ms) * time.Millisecond)
-	tick := time.NewTicker(a.heartbeatEvery())
-	defer tick.Stop()
-	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			break
-		}
-		activity.RecordHeartbeat(ctx, in.Index)
-		select {
-		case <-ctx.Done():
-			return EpisodeResult{}, ctx.Err()
-		case <-tick.C:
-		case <-time.After(left):
+	// The first heartbeat comes one interval in, not at the start: an attempt's first heartbeat
+	// is a synchronous round trip and a write of the job's workflow state on the server, which
+	// for short episodes cost more than the episode itself. The heartbeat timeout runs from the
+	// attempt's start, and a cancel still arrives within an interval, as before.
+	if d := time.Duration(ms) * time.Millisecond; d > 0 {
+		done := time.NewTimer(d)
+		defer done.Stop()
+		tick := time.NewTicker(a.heartbeatEvery())
+		defer tick.Stop()
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return EpisodeResult{}, ctx.Err()
+			case <-tick.C:
+				activity.RecordHeartbeat(ctx, in.Index)
+			case <-done.C:
+				break wait
+			}
 		}
 	}
 	if fails {
