@@ -19,6 +19,9 @@ import (
 // HeartbeatThrottleDefault is WorkerConfig.HeartbeatThrottle's default.
 const HeartbeatThrottleDefault = time.Second
 
+// MaxConcurrentEpisodesDefault is WorkerConfig.MaxConcurrentEpisodes when left zero.
+const MaxConcurrentEpisodesDefault = 200
+
 // WorkerConfig configures `jobgate worker`.
 type WorkerConfig struct {
 	Temporal TemporalConfig
@@ -44,7 +47,7 @@ type WorkerConfig struct {
 func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 	c.Temporal.Flags(fs)
 	fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file ({\"suites\":[...]}); the demo suite is always present")
-	fs.IntVar(&c.MaxConcurrentEpisodes, "max-concurrent-episodes", 200, "episode activities this worker runs at once")
+	fs.IntVar(&c.MaxConcurrentEpisodes, "max-concurrent-episodes", MaxConcurrentEpisodesDefault, "episode activities this worker runs at once")
 	fs.StringVar(&c.DatasetsFile, "datasets", "", "JSON export dataset catalog file ({\"datasets\":[...]}); share it with serve")
 	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL: file:///dir, s3://bucket, gs://bucket, azblob://container (share it with serve)")
 	fs.DurationVar(&c.HeartbeatThrottle, "heartbeat-throttle", HeartbeatThrottleDefault, "longest delay before a cancel reaches a running episode")
@@ -109,8 +112,12 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	if hb <= 0 {
 		hb = HeartbeatThrottleDefault
 	}
+	slots := m.Config.MaxConcurrentEpisodes
+	if slots <= 0 {
+		slots = MaxConcurrentEpisodesDefault
+	}
 	m.w = worker.New(m.Client, tq, worker.Options{
-		MaxConcurrentActivityExecutionSize: max(1, m.Config.MaxConcurrentEpisodes),
+		MaxConcurrentActivityExecutionSize: slots,
 		// Without this cap the SDK batches heartbeats for 0.8 × the heartbeat timeout, and a
 		// cancel waits that long to reach an episode.
 		MaxHeartbeatThrottleInterval:     hb,
