@@ -110,10 +110,31 @@ func BenchmarkPairs(b *testing.B) {
 		scs := sessionVia(b, bundle, ana, url, &recordingRT{base: &http.Transport{MaxIdleConnsPerHost: 2 * pairsConcurrency}})
 		run := "s" + randHex(4)
 		var round atomic.Int64
-		mcpRate, rawRate := pair(max(b.N, 512), pairsConcurrency, func(i int) {
-			mustView(b, call(b, scs, "start_eval", startArgs(fmt.Sprintf("%s-m%d-%d", run, round.Add(1), i), 1, nil)))
-		}, func(i int) { rawStart(b, bundle.temporal, tq, fmt.Sprintf("%s-r%d-%d", run, round.Add(1), i)) })
-		reportPair(b, "start32", "starts/s", mcpRate, rawRate)
+		// The go-sdk floor of a start: a bare go-sdk tool making the same raw start.
+		floor := sdkFloor(b, func(context.Context) error {
+			rawStart(b, bundle.temporal, tq, fmt.Sprintf("%s-f%d", run, round.Add(1)))
+			return nil
+		})
+		runs := roundsCPU(max(b.N, 512), pairsConcurrency, func(i int) {
+			// As getEval: the client's call and an error check, not the harness's shape check.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res, err := scs.CallTool(ctx, &mcp.CallToolParams{Name: "start_eval", Arguments: startArgs(fmt.Sprintf("%s-m%d-%d", run, round.Add(1), i), 1, nil)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.IsError || res.StructuredContent == nil {
+				b.Fatalf("start_eval: %+v", res.Content)
+			}
+		}, func(i int) { rawStart(b, bundle.temporal, tq, fmt.Sprintf("%s-r%d-%d", run, round.Add(1), i)) }, func(int) { floor() })
+		m, r, f := runs[0], runs[1], runs[2]
+		reportPair(b, "start32", "starts/s", m.rate, r.rate)
+		b.ReportMetric(f.rate/r.rate, "sdkfloor_ratio")
+		b.ReportMetric(ms(m.cpuPerCall), "mcp_cpu_ms/call")
+		b.ReportMetric(ms(r.cpuPerCall), "raw_cpu_ms/call")
+		b.ReportMetric(ms(f.cpuPerCall), "sdkfloor_cpu_ms/call")
+		b.Logf("start32 CPU per call: MCP %.3f ms vs raw %.3f ms (+%.3f ms); go-sdk floor %.3f ms (+%.3f ms), %.0f starts/s = %.2fx",
+			ms(m.cpuPerCall), ms(r.cpuPerCall), ms(m.cpuPerCall-r.cpuPerCall), ms(f.cpuPerCall), ms(f.cpuPerCall-r.cpuPerCall), f.rate, f.rate/r.rate)
 	})
 
 	// The go-sdk floor of wrapping a Describe in MCP: a bare go-sdk server (stateless, JSON
@@ -255,13 +276,6 @@ func rawStart(b *testing.B, c client.Client, tq, key string) {
 }
 
 func jobID(tenant, kind, key string) string { return tenant + "/" + kind + "/" + key }
-
-// pair runs n calls of each side on c goroutines, in four alternating rounds (so drift of the
-// shared server hits both sides alike), and returns each side's calls per second.
-func pair(n, c int, a, b func(i int)) (float64, float64) {
-	ra, rb := pairCPU(n, c, a, b)
-	return ra.rate, rb.rate
-}
 
 // sideRun is one side of a pair: calls per second, and the process CPU time (user + system,
 // every goroutine: client, frontend, the embedded Temporal server, GC) per call.
