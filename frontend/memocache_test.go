@@ -279,22 +279,7 @@ func TestTaskGetAwaitingOneDescribe(t *testing.T) {
 
 // wantsElicitation's shortcut (no key that folds to "elicitation") answers as the full decode.
 func TestWantsElicitationShortcut(t *testing.T) {
-	full := func(raw any) bool { // the decode wantsElicitation makes when the shortcut does not apply
-		b, err := json.Marshal(raw)
-		if err != nil {
-			return false
-		}
-		var caps struct {
-			Elicitation *struct {
-				Form *json.RawMessage `json:"form"`
-				URL  *json.RawMessage `json:"url"`
-			} `json:"elicitation"`
-		}
-		if json.Unmarshal(b, &caps) != nil || caps.Elicitation == nil {
-			return false
-		}
-		return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil
-	}
+	full := declaresElicitation // the decode wantsElicitation makes when the shortcut does not apply
 	for _, caps := range []any{
 		map[string]any{}, map[string]any{"roots": map[string]any{"listChanged": true}},
 		map[string]any{"elicitation": map[string]any{}}, map[string]any{"Elicitation": map[string]any{"form": map[string]any{}}},

@@ -69,6 +69,12 @@ func wantsElicitation(req *mcp.CallToolRequest) bool {
 		// take no elicitations).
 		return false
 	}
+	return declaresElicitation(raw)
+}
+
+// declaresElicitation decodes client capabilities (as the SDK left them in _meta) and reports
+// form elicitation.
+func declaresElicitation(raw any) bool {
 	b, err := json.Marshal(raw)
 	if err != nil {
 		return false
