@@ -102,7 +102,6 @@ func (f *Frontend) startEval(ctx context.Context, p authz.Principal, in StartEva
 		return nil, err
 	}
 	hash := workflows.Digest(args)
-	fair := f.fairness(p.Tenant)
 	return evalKind.start(ctx, f, p, startSpec{
 		key:  in.IdempotencyKey,
 		hash: hash,
@@ -112,11 +111,10 @@ func (f *Frontend) startEval(ctx context.Context, p authz.Principal, in StartEva
 				Timeout: workflows.Duration(suite.ApprovalTimeout.D())},
 			Episode: workflows.EpisodePolicy{Timeout: workflows.Duration(suite.EpisodeTimeout.D()),
 				HeartbeatTimeout: workflows.Duration(suite.HeartbeatTimeout.D()), MaxAttempts: suite.MaxAttempts},
-			Fairness: fair,
+			Fairness: f.fairness(p.Tenant),
 		},
-		total:    args.Episodes,
-		slots:    min(args.Concurrency, args.Episodes),
-		fairness: fair,
+		total: args.Episodes,
+		slots: min(args.Concurrency, args.Episodes),
 		ownerInput: suite.ApprovalThreshold > 0 && args.Episodes > suite.ApprovalThreshold &&
 			suite.Approver != authz.ApproverApprover,
 		summary: fmt.Sprintf("eval %s · %d episodes · owner %s", args.Suite, args.Episodes, p.Subject),

@@ -197,11 +197,10 @@ func (f *Frontend) startExport(ctx context.Context, p authz.Principal, in StartE
 	}
 	wfIn.Fairness = f.fairness(p.Tenant)
 	return exportKind.start(ctx, f, p, startSpec{
-		key:      in.IdempotencyKey,
-		hash:     hash,
-		input:    wfIn,
-		fairness: wfIn.Fairness,
-		summary:  fmt.Sprintf("export %s · %s · %d columns · owner %s", args.Dataset, args.Format, len(args.Columns), p.Subject),
+		key:     in.IdempotencyKey,
+		hash:    hash,
+		input:   wfIn,
+		summary: fmt.Sprintf("export %s · %s · %d columns · owner %s", args.Dataset, args.Format, len(args.Columns), p.Subject),
 		details: fmt.Sprintf("**export** of dataset `%s` as %s\n\n- owner: `%s` (tenant `%s`)\n- columns: %s\n- %s\n- purpose: %s\n- idempotency key: `%s`\n- dataset config: `%s`",
 			args.Dataset, args.Format, p.Subject, p.Tenant, strings.Join(args.Columns, ", "), approval, args.Purpose,
 			in.IdempotencyKey, wfIn.ConfigDigest),

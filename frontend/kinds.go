@@ -62,8 +62,6 @@ type startSpec struct {
 	ownerInput bool
 	// slots is the episode concurrency the job holds while unfinished (quota); 0 for non-evals.
 	slots int
-	// fairness dispatches the job's tasks by tenant; also recorded in input by the kind.
-	fairness workflows.Fairness
 }
 
 // start starts the job for spec, or finds it: same key and fingerprint → the same job
@@ -115,10 +113,10 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 		StaticSummary: spec.summary,
 		StaticDetails: spec.details,
 		// Workflow tasks are dispatched fairly too; activities carry their own (the input's).
-		Priority: spec.fairness.Priority(),
+		Priority: f.fairness(p.Tenant).Priority(),
 	}, kind.WorkflowName, spec.input)
 	if err == nil {
-		adm.started(id)
+		adm.started()
 		j := &job{id: id, runID: run.GetRunID(), tenant: p.Tenant, owner: p.Subject, kind: k.name,
 			exec: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, saStatus: workflows.StatusQueued, inputHash: spec.hash,
 			createdAt: now, progress: progress}

@@ -22,13 +22,15 @@ import (
 // (memo created_at, so a continue-as-new is not a new start).
 //
 // Visibility trails a start by a few milliseconds. Within one replica the gap is closed by
-// reservations: a start admitted here counts against later starts of its tenant until visibility
-// shows it (or visibleWait passes). Across replicas the gap stays open: two replicas admitting
-// the same tenant's starts in the same instant may each count the other's start as not yet there.
-// The overshoot is therefore at most the starts of that tenant in flight on the other replicas
-// (README "Fairness and quotas"; tests/quota_test.go measures it).
+// reservations: a start admitted here counts against later starts of its tenant until a later
+// check finds it in visibility (or visibleWait after its start passes). Across replicas the gap
+// stays open: two replicas admitting the same tenant's starts in the same instant may each count
+// the other's start as not yet there. The overshoot is therefore at most the starts of that
+// tenant in flight on the other replicas (README "Fairness and quotas"; tests/quota_test.go
+// measures it).
 
-// visibleWait bounds how long a reservation waits for visibility to show its job.
+// visibleWait bounds how long a started job's reservation outlives its start: visibility
+// shows a job within milliseconds, and a later check that finds it releases it sooner.
 const visibleWait = 5 * time.Second
 
 // quotaPageSize bounds one visibility page read for a quota.
@@ -39,6 +41,8 @@ type reservation struct {
 	id       string // the job's workflow ID
 	owner    string
 	episodes int
+	// expires is zero while the start is in flight; once started, visibleWait after it.
+	expires time.Time
 }
 
 // quotas is the replica-local reservation table; the counts themselves come from visibility.
@@ -49,28 +53,34 @@ type quotas struct {
 }
 
 // reserve records a start about to be checked and returns it with the reservations of the
-// tenant admitted before it that visibility may not show yet.
-func (q *quotas) reserve(tenant, id, owner string, episodes int) (reservation, []reservation) {
+// tenant admitted before it that visibility may not show yet (expired ones are dropped).
+func (q *quotas) reserve(tenant, id, owner string, episodes int, now time.Time) (reservation, []reservation) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.pending == nil {
 		q.pending = map[string][]reservation{}
 	}
+	live := q.pending[tenant][:0]
+	for _, r := range q.pending[tenant] {
+		if r.expires.IsZero() || now.Before(r.expires) {
+			live = append(live, r)
+		}
+	}
 	q.seq++
 	r := reservation{seq: q.seq, id: id, owner: owner, episodes: episodes}
-	ahead := append([]reservation(nil), q.pending[tenant]...)
-	q.pending[tenant] = append(q.pending[tenant], r)
+	ahead := append([]reservation(nil), live...)
+	q.pending[tenant] = append(live, r)
 	return r, ahead
 }
 
-func (q *quotas) release(tenant string, r reservation) {
+// update applies fn to each of the tenant's reservations; fn returns false to drop one.
+func (q *quotas) update(tenant string, fn func(*reservation) bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	rs := q.pending[tenant]
-	for i := range rs {
-		if rs[i].seq == r.seq {
-			rs = append(rs[:i], rs[i+1:]...)
-			break
+	rs := q.pending[tenant][:0]
+	for _, r := range q.pending[tenant] {
+		if fn(&r) {
+			rs = append(rs, r)
 		}
 	}
 	if len(rs) == 0 {
@@ -78,6 +88,11 @@ func (q *quotas) release(tenant string, r reservation) {
 	} else {
 		q.pending[tenant] = rs
 	}
+}
+
+// visible drops the reservations of jobs visibility has been seen to show.
+func (q *quotas) visible(tenant string, ids map[string]bool) {
+	q.update(tenant, func(r *reservation) bool { return !(ids[r.id] && !r.expires.IsZero()) })
 }
 
 // admission is an admitted start's reservation: started hands it to visibility, abandoned drops it.
@@ -90,38 +105,22 @@ type admission struct {
 // abandoned drops the reservation of a start that created nothing.
 func (a admission) abandoned() {
 	if a.r != nil {
-		a.f.quotas.release(a.tenant, *a.r)
+		a.f.quotas.update(a.tenant, func(r *reservation) bool { return r.seq != a.r.seq })
 	}
 }
 
-// started keeps the reservation until visibility shows job id (or visibleWait passes), off the
-// request path: the caller has its answer already.
-func (a admission) started(id string) {
-	if a.r == nil {
-		return
+// started keeps the reservation until a later check finds the job in visibility, or
+// visibleWait passes.
+func (a admission) started() {
+	if a.r != nil {
+		exp := a.f.opts.Now().Add(visibleWait)
+		a.f.quotas.update(a.tenant, func(r *reservation) bool {
+			if r.seq == a.r.seq {
+				r.expires = exp
+			}
+			return true
+		})
 	}
-	go func() {
-		defer a.f.quotas.release(a.tenant, *a.r)
-		ctx, cancel := context.WithTimeout(context.Background(), visibleWait)
-		defer cancel()
-		qid, err := quoteQueryString(id)
-		if err != nil {
-			return
-		}
-		q := "WorkflowId = " + qid
-		for delay := 5 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
-			resp, err := a.f.opts.Temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-				Namespace: a.f.opts.Namespace, Query: q})
-			if err == nil && resp.GetCount() > 0 {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(delay):
-			}
-		}
-	}()
 }
 
 // admit checks p's quotas for new job id holding episodes of episode concurrency. A refusal is
@@ -132,7 +131,7 @@ func (f *Frontend) admit(ctx context.Context, p authz.Principal, id string, epis
 	if l.RunningJobsPerOwner == 0 && l.RunningJobsPerTenant == 0 && l.EpisodesInFlightPerTenant == 0 && l.StartsPerMinutePerOwner == 0 {
 		return admission{}, nil
 	}
-	r, ahead := f.quotas.reserve(p.Tenant, id, p.Subject, episodes)
+	r, ahead := f.quotas.reserve(p.Tenant, id, p.Subject, episodes, f.opts.Now())
 	a := admission{f: f, tenant: p.Tenant, r: &r}
 	ref, err := f.checkQuota(ctx, p, pol, ahead, episodes)
 	if err != nil {
@@ -180,7 +179,7 @@ func (f *Frontend) checkQuota(ctx context.Context, p authz.Principal, pol authz.
 	// Reservations ahead of this start that visibility shows already are in the counts below;
 	// asked first, so one that appears meanwhile is counted twice (a refusal to retry), never
 	// not at all.
-	pending, err := f.notVisible(ctx, ahead)
+	pending, err := f.notVisible(ctx, p.Tenant, ahead)
 	if err != nil {
 		return nil, err
 	}
@@ -223,8 +222,7 @@ func (f *Frontend) checkQuota(ctx context.Context, p authz.Principal, pol authz.
 		// continue-as-new) and find when the window frees one.
 		var starts []time.Time
 		err := f.eachExecution(ctx, recent, func(info *workflowpb.WorkflowExecutionInfo) {
-			var c time.Time
-			if f.memoField(info, workflows.MemoCreatedAt, &c) && !c.Before(since) {
+			if c, ok := decodeMemo[time.Time](f.opts.DataConverter, info.GetMemo(), workflows.MemoCreatedAt); ok && !c.Before(since) {
 				starts = append(starts, c)
 			}
 		})
@@ -244,10 +242,8 @@ func (f *Frontend) checkQuota(ctx context.Context, p authz.Principal, pol authz.
 			// The bound does not fit: sum what the running evals hold.
 			held := 0
 			err := f.eachExecution(ctx, evals, func(info *workflowpb.WorkflowExecutionInfo) {
-				var slots int
-				if f.memoField(info, workflows.MemoSlots, &slots) {
-					held += slots
-				}
+				slots, _ := decodeMemo[int](f.opts.DataConverter, info.GetMemo(), workflows.MemoSlots)
+				held += slots
 			})
 			if err != nil {
 				return nil, err
@@ -282,8 +278,9 @@ func (f *Frontend) countAll(ctx context.Context, counts map[*int]string) error {
 	return <-errs
 }
 
-// notVisible returns the reservations visibility does not show yet.
-func (f *Frontend) notVisible(ctx context.Context, rs []reservation) ([]reservation, error) {
+// notVisible returns the reservations visibility does not show yet, and releases the started
+// ones it shows.
+func (f *Frontend) notVisible(ctx context.Context, tenant string, rs []reservation) ([]reservation, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}
@@ -301,7 +298,13 @@ func (f *Frontend) notVisible(ctx context.Context, rs []reservation) ([]reservat
 		return nil, err
 	}
 	if visible >= len(rs) {
-		return nil, nil // the common case: all there (a count is cheaper than a listing)
+		// The common case: all there (a count is cheaper than a listing).
+		all := make(map[string]bool, len(rs))
+		for _, r := range rs {
+			all[r.id] = true
+		}
+		f.quotas.visible(tenant, all)
+		return nil, nil
 	}
 	seen := map[string]bool{}
 	err := f.eachExecution(ctx, q, func(info *workflowpb.WorkflowExecutionInfo) {
@@ -310,6 +313,7 @@ func (f *Frontend) notVisible(ctx context.Context, rs []reservation) ([]reservat
 	if err != nil {
 		return nil, err
 	}
+	f.quotas.visible(tenant, seen)
 	var out []reservation
 	for _, r := range rs {
 		if !seen[r.id] {
@@ -335,12 +339,6 @@ func (f *Frontend) eachExecution(ctx context.Context, q string, fn func(*workflo
 			return nil
 		}
 	}
-}
-
-// memoField decodes one memo field of info into v (false when absent or undecodable).
-func (f *Frontend) memoField(info *workflowpb.WorkflowExecutionInfo, key string, v any) bool {
-	p := info.GetMemo().GetFields()[key]
-	return p != nil && f.opts.DataConverter.FromPayload(p, v) == nil
 }
 
 // fairness is tenant's dispatch key and configured weight.
