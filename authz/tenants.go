@@ -1,11 +1,13 @@
 package authz
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
-	"strings"
+	"slices"
 	"time"
 )
 
@@ -108,7 +110,7 @@ func LoadTenants(path string) (Tenants, error) {
 // ParseTenants parses a tenants file's contents; see [LoadTenants].
 func ParseTenants(raw []byte) (Tenants, error) {
 	var t Tenants
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&t); err != nil {
 		return Tenants{}, fmt.Errorf("tenants file: %w", err)
@@ -127,28 +129,16 @@ func ParseTenants(raw []byte) (Tenants, error) {
 	fill(&d.RunningJobsPerTenant, base.RunningJobsPerTenant)
 	fill(&d.EpisodesInFlightPerTenant, base.EpisodesInFlightPerTenant)
 	fill(&d.StartsPerMinutePerOwner, base.StartsPerMinutePerOwner)
-	names := make([]string, 0, len(t.Tenants))
-	for n := range t.Tenants {
-		names = append(names, n)
+	badWeight := func(p TenantPolicy) bool { return p.FairnessWeight < 0 || p.FairnessWeight > 1000 }
+	if badWeight(t.Defaults) {
+		return Tenants{}, errors.New("tenants file: defaults: fairness_weight must be in (0, 1000]")
 	}
-	sort.Strings(names)
-	for _, n := range append([]string{""}, names...) {
-		p := t.Defaults
-		if n != "" {
-			p = t.Tenants[n]
-		}
-		if p.FairnessWeight < 0 || p.FairnessWeight > 1000 {
-			return Tenants{}, fmt.Errorf("tenants file: %s: fairness_weight must be in (0, 1000]", tenantLabel(n))
+	for _, n := range slices.Sorted(maps.Keys(t.Tenants)) {
+		if badWeight(t.Tenants[n]) {
+			return Tenants{}, fmt.Errorf("tenants file: tenant %s: fairness_weight must be in (0, 1000]", n)
 		}
 	}
 	return t, nil
-}
-
-func tenantLabel(n string) string {
-	if n == "" {
-		return "defaults"
-	}
-	return "tenant " + n
 }
 
 // Usage is what a tenant and an owner hold now, as counted by the job store.

@@ -302,7 +302,7 @@ func TestVerifyTokenSizeLimit(t *testing.T) {
 		}
 	}
 	if len(tok) != MaxTokenBytes {
-		t.Skipf("could not build a token of exactly %d bytes (got %d)", MaxTokenBytes, len(tok))
+		t.Fatalf("could not build a token of exactly %d bytes (got %d): the padding loop needs fixing, not skipping", MaxTokenBytes, len(tok))
 	}
 	if _, err := v.Verify(context.Background(), tok); err != nil {
 		t.Errorf("token of exactly MaxTokenBytes rejected: %v", err)
