@@ -6,7 +6,7 @@
 // the token (authz.Verifier) and puts the principal on the request; requireToolScope answers 403
 // with an insufficient_scope challenge if the token holds none of the tool's scopes. The tool
 // decodes its arguments strictly, validates them against the server-side suite catalog, and
-// starts the workflow <tenant>/eval/<idempotency_key> with the argument digest in its memo and
+// starts the workflow <tenant>/eval/<owner>/<idempotency_key> with the argument digest in its memo and
 // JobTenant/JobOwner/JobKind/JobStatus search attributes. It returns only once Temporal has
 // durably recorded the start, with a signed handle naming the job.
 //
@@ -21,8 +21,8 @@
 //   - No job state lives in the process: the Frontend holds configuration only.
 //   - Identity comes only from the verified token; handles are addresses, not permissions.
 //   - Unknown jobs and jobs the caller may not see produce byte-identical not_found results.
-//   - Same key and arguments return the same job; other arguments are idempotency_key_reused,
-//     and nothing starts. Temporal's workflow-ID uniqueness makes this hold across replicas.
+//   - Keys are per owner. Same key and arguments return the same job; other arguments are
+//     idempotency_key_reused, and nothing starts. Temporal's workflow-ID uniqueness makes this hold across replicas.
 //   - Tool errors carry {code, message, retryable}; Temporal being unreachable is `unavailable`.
 //   - Logs carry tool, tenant, sub, job_id and latency; never a token or a handle.
 package frontend

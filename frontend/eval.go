@@ -15,7 +15,7 @@ import (
 
 // StartEvalIn are start_eval's arguments.
 type StartEvalIn struct {
-	IdempotencyKey string         `json:"idempotency_key" jsonschema:"your name for this logical run, 1-128 chars of [A-Za-z0-9._:@=+-]; retrying with the same key and arguments returns the same job"`
+	IdempotencyKey string         `json:"idempotency_key" jsonschema:"your name for this logical run, 1-128 chars of [A-Za-z0-9._:@=+-]; keys are per owner (yours never collide with another principal's); retrying with the same key and arguments returns the same job"`
 	Suite          string         `json:"suite" jsonschema:"name of a server-configured eval suite, e.g. demo"`
 	Episodes       int            `json:"episodes" jsonschema:"number of episodes to run (1 to the suite's limit, 20000 by default); runs above the suite's approval threshold wait for approval first"`
 	Concurrency    int            `json:"concurrency,omitempty" jsonschema:"episodes in flight at once (1 to the suite's limit, 64 by default); defaults to min(episodes, 8)"`
@@ -43,7 +43,7 @@ func (f *Frontend) startEvalTool() toolDef {
 		Title: "Start an eval run",
 		Description: "Start an eval run of a suite, or find the one already started with this idempotency_key. " +
 			"Returns at once, after the job is durably recorded, with a handle to poll via get_eval. " +
-			"Same key and arguments: the same job (created=false). Same key, other arguments: idempotency_key_reused.",
+			"Keys are per owner. Same key and arguments: the same job (created=false). Same key, other arguments: idempotency_key_reused.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, f.startEval).bounds("episodes", 1, f.suiteMax(func(s activities.Suite) int { return s.MaxEpisodes })).
 		bounds("concurrency", 1, f.suiteMax(func(s activities.Suite) int { return s.MaxConcurrency }))

@@ -28,7 +28,7 @@ const (
 
 // StartExportIn are start_export's arguments.
 type StartExportIn struct {
-	IdempotencyKey string   `json:"idempotency_key" jsonschema:"your name for this logical export, 1-128 chars of [A-Za-z0-9._:@=+-]; retrying with the same key and arguments returns the same job"`
+	IdempotencyKey string   `json:"idempotency_key" jsonschema:"your name for this logical export, 1-128 chars of [A-Za-z0-9._:@=+-]; keys are per owner (yours never collide with another principal's); retrying with the same key and arguments returns the same job"`
 	Dataset        string   `json:"dataset" jsonschema:"name of a server-configured dataset, e.g. customers"`
 	Format         string   `json:"format" jsonschema:"jsonl (one JSON object per line) or csv (RFC 4180 with a header line); the file is gzip-compressed"`
 	Columns        []string `json:"columns,omitempty" jsonschema:"columns to export, in this order; defaults to the dataset's non-sensitive columns. Any sensitive column makes the export wait for an approver other than you"`
@@ -107,7 +107,7 @@ func (f *Frontend) startExportTool() toolDef {
 		Name:  "start_export",
 		Title: "Start a data export",
 		Description: "Export your tenant's rows of a server-configured dataset to a gzip file (jsonl or csv), or find the export " +
-			"already started with this idempotency_key. Returns at once with a handle to poll via get_export. Exports that " +
+			"already started with this idempotency_key (keys are per owner). Returns at once with a handle to poll via get_export. Exports that " +
 			"include a sensitive column wait (awaiting_input) until an approver other than you confirms the exact scope; " +
 			"no row is read before that. When succeeded, get_export gives a short-lived download_url.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},

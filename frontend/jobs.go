@@ -2,6 +2,8 @@ package frontend
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -122,7 +124,44 @@ func (j *job) status() workflows.Status {
 	return workflows.StatusQueued
 }
 
-func jobID(tenant, kind, key string) string { return tenant + "/" + kind + "/" + key }
+// jobID is the workflow ID of the job owner starts under key: "<tenant>/<kind>/<owner>/<key>".
+// Keys are per owner (CONTRACT semantics 1): another principal's start with the same key names
+// another workflow, so it starts that principal's own job and learns nothing of the first one.
+// Tenant, kind and key never hold '/' (ValidTenant, Kinds, checkKey), and ownerSegment never
+// emits one, so the four parts split unambiguously. Jobs started before owners were part of
+// the ID ("<tenant>/<kind>/<key>") keep working through their handles, which carry the ID.
+func jobID(tenant, kind, owner, key string) string {
+	return tenant + "/" + kind + "/" + ownerSegment(owner) + "/" + key
+}
+
+// ownerSegmentMax bounds the owner part of a workflow ID. With the longest tenant (63), kind (32)
+// and key (128) the ID stays far below Temporal's default limit of 1000 bytes (limit.maxIDLength).
+const ownerSegmentMax = 200
+
+// ownerSegment renders a subject as one readable workflow-ID segment: printable ASCII stays as
+// it is, except '%', '/' and '~'; those and every other byte are %XX (upper-case hex). "." and
+// ".." are escaped whole, so no segment reads as a path step. A rendering longer than
+// ownerSegmentMax becomes "~" and the SHA-256 of the subject in hex: escaping never emits '~',
+// so the two forms cannot meet.
+func ownerSegment(sub string) string {
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(sub); i++ {
+		c := sub[i]
+		if c > ' ' && c < 0x7f && c != '%' && c != '/' && c != '~' && sub != "." && sub != ".." {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&0xf])
+	}
+	if b.Len() > ownerSegmentMax {
+		sum := sha256.Sum256([]byte(sub))
+		return "~" + hex.EncodeToString(sum[:])
+	}
+	return b.String()
+}
 
 func decodeKeyword(dc converter.DataConverter, sa *commonpb.SearchAttributes, name string) string {
 	p := sa.GetIndexedFields()[name]

@@ -42,7 +42,8 @@ func (k jobKind[R]) view(ctx context.Context, f *Frontend, p authz.Principal, j 
 
 var idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@=+-]{0,127}$`)
 
-// checkKey validates an idempotency key: it becomes the last segment of the job's workflow ID.
+// checkKey validates an idempotency key: it becomes the last segment of the job's workflow ID
+// (jobID), so it never holds '/'.
 func checkKey(key string) error {
 	if !idemKeyRE.MatchString(key) {
 		return invalidArg("idempotency_key", "must be 1-128 chars of [A-Za-z0-9._:@=+-], starting with a letter or digit")
@@ -74,7 +75,7 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 	if !ok {
 		return nil, fmt.Errorf("kind %q is not registered in workflows.Kinds", k.name)
 	}
-	id := jobID(p.Tenant, k.name, spec.key)
+	id := jobID(p.Tenant, k.name, p.Subject, spec.key)
 	noteJob(ctx, id)
 	adm, err := f.admit(ctx, p, id, spec.slots)
 	if err != nil {
@@ -240,5 +241,5 @@ func (k jobKind[R]) jobTools(f *Frontend) (get, cancel, resume toolDef) {
 }
 
 func errKeyReused(key string) *ToolError {
-	return toolErr(CodeIdempotencyKeyReused, "idempotency_key %q already names another job in your tenant (other arguments or another owner); use a new key for a new job", key)
+	return toolErr(CodeIdempotencyKeyReused, "idempotency_key %q already names another of your jobs (started with other arguments); use a new key for a new job", key)
 }

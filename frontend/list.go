@@ -47,7 +47,7 @@ type ListJobsOut struct {
 // record alone (no result, no per-row Temporal call).
 type JobSummary struct {
 	Handle      string              `json:"handle" jsonschema:"opaque handle naming this job; pass it verbatim to get_*, cancel_*, resume_*"`
-	JobID       string              `json:"job_id" jsonschema:"the Temporal workflow ID <tenant>/<kind>/<idempotency_key>"`
+	JobID       string              `json:"job_id" jsonschema:"the Temporal workflow ID <tenant>/<kind>/<owner>/<idempotency_key> (owner %XX-escaped; <tenant>/<kind>/<idempotency_key> for jobs started before keys were per owner)"`
 	Kind        string              `json:"kind" jsonschema:"eval or export"`
 	Status      workflows.Status    `json:"status" jsonschema:"queued, running, awaiting_input, succeeded, failed, cancelling or cancelled"`
 	Owner       string              `json:"owner" jsonschema:"subject of the principal that started the job"`

@@ -218,7 +218,7 @@ func TestClusterReplicasBehindProxy(t *testing.T) {
 	}
 	mustErr(t, call(t, cs, "start_eval", startArgs(key, 2, nil)), frontend.CodeIdempotencyKeyReused)
 	list, err := c.tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace,
-		Query: "WorkflowId = 'acme/eval/" + key + "'"})
+		Query: "WorkflowId = 'acme/eval/ana/" + key + "'"})
 	must(t, err)
 	if n := len(list.GetExecutions()); n != 1 {
 		t.Fatalf("%d workflows for a replayed start", n)
@@ -272,7 +272,7 @@ func TestClusterTemporalRestart(t *testing.T) {
 		}
 	}
 	// The start refused while Temporal was down started nothing.
-	if _, err := c.tc.DescribeWorkflowExecution(context.Background(), "acme/eval/"+uniqueKey(t)+"-down", ""); err == nil {
+	if _, err := c.tc.DescribeWorkflowExecution(context.Background(), "acme/eval/ana/"+uniqueKey(t)+"-down", ""); err == nil {
 		t.Fatal("a start answered unavailable left a job behind")
 	}
 }
@@ -382,7 +382,7 @@ func TestClusterConnectionStorm(t *testing.T) {
 		t.Fatalf("%d distinct jobs finished, want %d", len(ids), agents)
 	}
 	resp, err := c.tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace,
-		PageSize: 1000, Query: "WorkflowId STARTS_WITH 'acme/eval/" + prefix + "' AND ExecutionStatus != 'ContinuedAsNew'"})
+		PageSize: 1000, Query: "WorkflowId STARTS_WITH 'acme/eval/ana/" + prefix + "' AND ExecutionStatus != 'ContinuedAsNew'"})
 	must(t, err)
 	if n := len(resp.GetExecutions()); n != agents {
 		t.Fatalf("visibility shows %d workflows for %d agents", n, agents)

@@ -27,7 +27,7 @@ func TestIdempotency(t *testing.T) {
 		if first.Created == nil || !*first.Created || again.Created == nil || *again.Created {
 			t.Fatalf("created flags: first %v again %v", first.Created, again.Created)
 		}
-		if again.JobID != first.JobID || again.JobID != "acme/eval/"+key {
+		if again.JobID != first.JobID || again.JobID != "acme/eval/ana/"+key {
 			t.Fatalf("job ids %s %s", first.JobID, again.JobID)
 		}
 		// Also after it finished.
@@ -54,19 +54,48 @@ func TestIdempotency(t *testing.T) {
 			t.Fatalf("%d runs after reuse attempts", n)
 		}
 	})
-	t.Run("SameKeyOtherUserOfTenantIsReuse", func(t *testing.T) {
+	// Keys are per owner: bo's start with ana's key (same or other arguments) starts bo's own
+	// job; it neither answers idempotency_key_reused (an oracle for ana's keys) nor touches hers.
+	t.Run("SameKeyOtherOwnerStartsOwnJob", func(t *testing.T) {
 		key := uniqueKey(t)
-		mustView(t, call(t, cs, "start_eval", startArgs(key, 2, map[string]any{"episode_ms": 10})))
-		e := mustErr(t, call(t, b.session(bo, 0, ""), "start_eval", startArgs(key, 2, map[string]any{"episode_ms": 10})), "idempotency_key_reused")
-		if e.Retryable {
-			t.Fatal("reuse marked retryable")
+		a := mustView(t, call(t, cs, "start_eval", startArgs(key, 2, map[string]any{"episode_ms": 10})))
+		before, err := b.temporal.DescribeWorkflowExecution(context.Background(), a.JobID, "")
+		must(t, err)
+		bos := b.session(bo, 1, "")
+		for i, args := range []map[string]any{
+			startArgs(key, 2, map[string]any{"episode_ms": 10}), // ana's very arguments
+			startArgs(key, 3, map[string]any{"episode_ms": 10}), // other arguments: bo's retry of his own key is reused
+		} {
+			o := call(t, bos, "start_eval", args)
+			if i == 1 {
+				mustErr(t, o, "idempotency_key_reused")
+				continue
+			}
+			v := mustView(t, o)
+			if v.Created == nil || !*v.Created || v.JobID == a.JobID || v.Owner != "bo" || v.JobID != "acme/eval/bo/"+key {
+				t.Fatalf("bo's start with ana's key: created=%v job %s owner %s (ana's job %s)", v.Created, v.JobID, v.Owner, a.JobID)
+			}
+			if n := runsOf(t, b, v.JobID); n != 1 {
+				t.Fatalf("%d runs of bo's job", n)
+			}
+		}
+		// Ana's job is untouched: one run, the same run, her arguments.
+		after, err := b.temporal.DescribeWorkflowExecution(context.Background(), a.JobID, "")
+		must(t, err)
+		if after.GetWorkflowExecutionInfo().GetExecution().GetRunId() != before.GetWorkflowExecutionInfo().GetExecution().GetRunId() ||
+			runsOf(t, b, a.JobID) != 1 {
+			t.Fatal("ana's job changed after bo used her key")
+		}
+		again := mustView(t, call(t, cs, "start_eval", startArgs(key, 2, map[string]any{"episode_ms": 10})))
+		if again.JobID != a.JobID || again.Created == nil || *again.Created {
+			t.Fatalf("ana's retry after bo: %s created=%v", again.JobID, again.Created)
 		}
 	})
 	t.Run("SameKeyOtherTenantIsIndependent", func(t *testing.T) {
 		key := uniqueKey(t)
 		a := mustView(t, call(t, cs, "start_eval", startArgs(key, 2, map[string]any{"episode_ms": 10})))
 		g := mustView(t, call(t, b.session(gus, 0, ""), "start_eval", startArgs(key, 5, map[string]any{"episode_ms": 10})))
-		if !*g.Created || g.JobID == a.JobID || g.JobID != "globex/eval/"+key {
+		if !*g.Created || g.JobID == a.JobID || g.JobID != "globex/eval/gus/"+key {
 			t.Fatalf("tenants share a key namespace: %s vs %s", a.JobID, g.JobID)
 		}
 	})
@@ -87,7 +116,7 @@ func TestIdempotency(t *testing.T) {
 		created := 0
 		for _, o := range views {
 			v := mustView(t, o)
-			if v.JobID != "acme/eval/"+key {
+			if v.JobID != "acme/eval/ana/"+key {
 				t.Fatalf("job id %s", v.JobID)
 			}
 			if *v.Created {
@@ -97,7 +126,7 @@ func TestIdempotency(t *testing.T) {
 		if created != 1 {
 			t.Fatalf("%d calls report created=true, want exactly 1", created)
 		}
-		if n := runsOf(t, b, "acme/eval/"+key); n != 1 {
+		if n := runsOf(t, b, "acme/eval/ana/"+key); n != 1 {
 			t.Fatalf("%d workflow runs", n)
 		}
 	})

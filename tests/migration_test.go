@@ -40,7 +40,7 @@ func TestMigrationModernClient(t *testing.T) {
 	if !strings.Contains(body, "2026-07-28") && !strings.Contains(strings.ToLower(body), "version") {
 		t.Fatalf("the rejection does not say what is supported: %d %s", resp.StatusCode, body)
 	}
-	if _, err := b.temporal.DescribeWorkflowExecution(context.Background(), "acme/eval/"+key, ""); err == nil {
+	if _, err := b.temporal.DescribeWorkflowExecution(context.Background(), "acme/eval/ana/"+key, ""); err == nil {
 		t.Fatal("a rejected request started a job")
 	}
 	t.Logf("unsupported version: HTTP %d %s", resp.StatusCode, strings.TrimSpace(body))
@@ -60,7 +60,7 @@ func TestMigrationModernClient(t *testing.T) {
 	// The same client, falling back to the 2025 era on the other replica, reaches the same job.
 	for _, v := range []string{"2025-11-25", "2025-06-18"} {
 		o := call(t, b.session(ana, 1, v), "start_eval", startArgs(key, 1, map[string]any{"episode_ms": 0}))
-		if mustView(t, o).Created == nil || *o.View.Created || o.View.JobID != "acme/eval/"+key {
+		if mustView(t, o).Created == nil || *o.View.Created || o.View.JobID != "acme/eval/ana/"+key {
 			t.Fatalf("%s fallback: %+v", v, o.View)
 		}
 	}
@@ -85,7 +85,7 @@ func TestMigrationDuplicateStartWorkerRestartLostResponse(t *testing.T) {
 		resp.Body.Close() // headers arrived; the body (the answer) is never read
 	}
 	cancel()
-	id := "acme/eval/" + key
+	id := "acme/eval/ana/" + key
 	eventually(t, 10*time.Second, "the lost start to be durable", func() bool {
 		_, err := b.temporal.DescribeWorkflowExecution(context.Background(), id, "")
 		return err == nil

@@ -249,7 +249,7 @@ func sessionVia(b *testing.B, bundle *testBundle, p principal, url string, rt *r
 
 // rawStart starts an eval workflow the way start_eval does (same options, same input shape).
 func rawStart(b *testing.B, c client.Client, tq, key string) {
-	id := jobID("acme", workflows.KindEval, key)
+	id := jobID("acme", workflows.KindEval, "ana", key)
 	now := time.Now().UTC()
 	args := workflows.EvalArgs{Suite: "demo", Episodes: 1, Concurrency: 8, Params: map[string]any{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -275,7 +275,9 @@ func rawStart(b *testing.B, c client.Client, tq, key string) {
 	}
 }
 
-func jobID(tenant, kind, key string) string { return tenant + "/" + kind + "/" + key }
+// jobID is the workflow ID start_* gives owner's job under key (frontend/jobs.go jobID, for
+// owners that need no escaping).
+func jobID(tenant, kind, owner, key string) string { return tenant + "/" + kind + "/" + owner + "/" + key }
 
 // sideRun is one side of a pair: calls per second, and the process CPU time (user + system,
 // every goroutine: client, frontend, the embedded Temporal server, GC) per call.

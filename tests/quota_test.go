@@ -37,7 +37,7 @@ func quotaWriter(tenant, sub string) principal {
 }
 
 // wantQuota checks o is quota_exceeded for limit, retryable, and that no job exists for key.
-func wantQuota(t *testing.T, b *testBundle, o outcome, tenant, key, limit string) *frontend.ToolError {
+func wantQuota(t *testing.T, b *testBundle, o outcome, tenant, owner, key, limit string) *frontend.ToolError {
 	t.Helper()
 	if o.Err == nil || o.Err.Code != frontend.CodeQuotaExceeded {
 		t.Fatalf("start %s: want quota_exceeded (%s), got %+v %s", key, limit, o.Err, o.Raw)
@@ -45,7 +45,7 @@ func wantQuota(t *testing.T, b *testBundle, o outcome, tenant, key, limit string
 	if !o.Err.Retryable || !strings.HasPrefix(o.Err.Message, limit+":") {
 		t.Fatalf("quota_exceeded: want retryable and naming %s, got %+v", limit, o.Err)
 	}
-	_, err := b.temporal.DescribeWorkflowExecution(context.Background(), jobID(tenant, workflows.KindEval, key), "")
+	_, err := b.temporal.DescribeWorkflowExecution(context.Background(), jobID(tenant, workflows.KindEval, owner, key), "")
 	var nf *serviceerror.NotFound
 	if !errors.As(err, &nf) {
 		t.Fatalf("a workflow exists for refused key %s (describe: %v)", key, err)
@@ -68,7 +68,7 @@ func TestQuotas(t *testing.T) {
 		cs := b.session(quotaWriter(tenant, "ann"), 0, "")
 		v1 := mustView(t, call(t, cs, "start_eval", startArgs("k1", 1, nil)))
 		mustView(t, call(t, cs, "start_eval", startArgs("k2", 1, nil)))
-		wantQuota(t, b, call(t, cs, "start_eval", startArgs("k3", 1, nil)), tenant, "k3", "running_jobs_per_owner")
+		wantQuota(t, b, call(t, cs, "start_eval", startArgs("k3", 1, nil)), tenant, "ann", "k3", "running_jobs_per_owner")
 
 		// An idempotent retry of a job that exists is answered with it, quota or not.
 		again := mustView(t, call(t, cs, "start_eval", startArgs("k1", 1, nil)))
@@ -93,7 +93,7 @@ func TestQuotas(t *testing.T) {
 		ben := b.session(quotaWriter(tenant, "ben"), 1, "")
 		mustView(t, call(t, ann, "start_eval", startArgs("a1", 1, nil)))
 		mustView(t, call(t, ben, "start_eval", startArgs("b1", 1, nil)))
-		te := wantQuota(t, b, call(t, ben, "start_eval", startArgs("b2", 1, nil)), tenant, "b2", "running_jobs_per_tenant")
+		te := wantQuota(t, b, call(t, ben, "start_eval", startArgs("b2", 1, nil)), tenant, "ben", "b2", "running_jobs_per_tenant")
 		if te.RetryAfterMS != 0 {
 			t.Fatalf("running jobs: when one finishes is unknown, want no retry_after_ms; got %d", te.RetryAfterMS)
 		}
@@ -109,7 +109,7 @@ func TestQuotas(t *testing.T) {
 		cs := b.session(quotaWriter(tenant, "ann"), 0, "")
 		v := mustView(t, call(t, cs, "start_eval", startArgs("big", 101, nil)))
 		waitStatus(t, cs, v.Handle, workflows.StatusAwaitingInput, 30*time.Second)
-		wantQuota(t, b, call(t, cs, "start_eval", startArgs("next", 1, nil)), tenant, "next", "running_jobs_per_owner")
+		wantQuota(t, b, call(t, cs, "start_eval", startArgs("next", 1, nil)), tenant, "ann", "next", "running_jobs_per_owner")
 	})
 
 	t.Run("EpisodesInFlightPerTenant", func(t *testing.T) {
@@ -122,12 +122,12 @@ func TestQuotas(t *testing.T) {
 			return a
 		}
 		mustView(t, call(t, cs, "start_eval", args("e6", 6)))
-		te := wantQuota(t, b, call(t, cs, "start_eval", args("e6b", 6)), tenant, "e6b", "episodes_in_flight_per_tenant")
+		te := wantQuota(t, b, call(t, cs, "start_eval", args("e6b", 6)), tenant, "ann", "e6b", "episodes_in_flight_per_tenant")
 		if !strings.Contains(te.Message, "at most 4") {
 			t.Fatalf("want the message to say how much is left (4), got %q", te.Message)
 		}
 		mustView(t, call(t, cs, "start_eval", args("e4", 4)))
-		wantQuota(t, b, call(t, cs, "start_eval", args("e1", 1)), tenant, "e1", "episodes_in_flight_per_tenant")
+		wantQuota(t, b, call(t, cs, "start_eval", args("e1", 1)), tenant, "ann", "e1", "episodes_in_flight_per_tenant")
 	})
 
 	t.Run("StartsPerMinutePerOwner", func(t *testing.T) {
@@ -144,7 +144,7 @@ func TestQuotas(t *testing.T) {
 			if o.Err == nil {
 				t.Fatalf("third start in a minute admitted")
 			}
-			te = wantQuota(t, b, o, tenant, "s3", "starts_per_minute_per_owner")
+			te = wantQuota(t, b, o, tenant, "ann", "s3", "starts_per_minute_per_owner")
 			return te.RetryAfterMS > 0 // known once visibility shows both starts
 		})
 		if te.RetryAfterMS > 60_000 {

@@ -276,7 +276,7 @@ func TestTasksLifecycle(t *testing.T) {
 	tk := b.tkStart(t, 0, ana, "start_eval", args)
 	h, err := b.keys.OpenHandle(tk.TaskID, time.Now())
 	must(t, err)
-	jobID := "acme/eval/" + key
+	jobID := "acme/eval/ana/" + key
 	if h.WorkflowID != jobID || h.Tenant != "acme" || tk.Status != "working" || tk.PollIntervalMs <= 0 {
 		t.Fatalf("created task %+v names %+v", tk, h)
 	}
@@ -482,7 +482,7 @@ func TestTasksOwnerApproval(t *testing.T) {
 	b := setup(t)
 	key := uniqueKey(t)
 	tk := b.tkStart(t, 0, ana, "start_eval", startArgs(key, 150, map[string]any{"episode_ms": 0, "fail_rate": 0}))
-	jobID := "acme/eval/" + key
+	jobID := "acme/eval/ana/" + key
 	asked := b.tkWait(t, ana, tk.TaskID, "input_required", 30*time.Second)
 	k, msg := tkInput(t, asked)
 	if !strings.Contains(msg, "150") || asked.StatusMessage == "" || asked.PollIntervalMs <= 0 {
