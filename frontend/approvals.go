@@ -31,9 +31,10 @@ func (f *Frontend) listApprovalsTool() toolDef {
 	}, f.listApprovals).enum("kind", workflows.KindNames()...).bounds("page_size", 1, ListPageSizeMax)
 }
 
-// listApprovals lists awaiting_input jobs of the tenant and keeps those the caller may answer.
-// The query selects the tenant's waiting jobs; who may answer is in the memo, so rows are kept
-// by the same policy the resume validator applies.
+// listApprovals lists the tenant's jobs whose open request the caller may answer. The visibility
+// query itself selects them (JobAnswerer, JobOwner), so every row Temporal returns is one the
+// caller may see: pages are full until the last, and the page token sealed into the cursor only
+// ever points among answerable rows. keep re-applies the resume policy as defense in depth.
 func (f *Frontend) listApprovals(ctx context.Context, p authz.Principal, in ListApprovalsIn) (*ListJobsOut, error) {
 	if authz.Decide(p, authz.ActionListApprovals, authz.Job{}) != authz.Allow {
 		return nil, toolErr(CodeForbidden, "listing approvals needs jobs:approve")
@@ -42,14 +43,14 @@ func (f *Frontend) listApprovals(ctx context.Context, p authz.Principal, in List
 	if err != nil {
 		return nil, err
 	}
-	fp := lf.fingerprint() + "|approvals"
+	fp := lf.fingerprint() + "|approvals/v2" // v2: rows selected by JobAnswerer in the query
 	var token []byte
 	if in.Cursor != "" {
 		if token, err = f.openListCursor(p, listApprovalsToolName, in.Cursor, fp); err != nil {
 			return nil, err
 		}
 	}
-	q, err := buildListQuery(p.Tenant, p.Subject, lf)
+	q, err := buildApprovalsQuery(p.Tenant, p.Subject, lf)
 	if err != nil {
 		return nil, fmt.Errorf("list_approvals query: %w", err)
 	}
@@ -57,4 +58,35 @@ func (f *Frontend) listApprovals(ctx context.Context, p authz.Principal, in List
 		return j.needsInput != nil && j.needsInput.Approver == authz.ApproverApprover &&
 			authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Allow
 	})
+}
+
+// buildApprovalsQuery is buildListQuery over the whole tenant, narrowed to open approver
+// requests the caller may answer: any that allows self-approval, and the others of jobs the
+// caller does not own. Open requests of jobs started before JobAnswerer existed carry no value
+// and are not listed (they stay answerable through their handles; a re-ask lists them).
+//
+// A subject the visibility store cannot match (ownerMatchable) cannot be excluded by
+// JobOwner != …; for it the query selects every approver request and keep drops the caller's own
+// jobs after the query. Only the caller's own rows are skipped then, so nothing of another
+// principal's job reaches the page or its (encrypted) cursor.
+func buildApprovalsQuery(tenant, sub string, lf listFilter) (string, error) {
+	if !lf.all || lf.status != workflows.StatusAwaitingInput {
+		return "", fmt.Errorf("approvals: %w", errQueryValue)
+	}
+	q, err := buildListQuery(tenant, sub, lf)
+	if err != nil {
+		return "", err
+	}
+	approver, self := "'"+workflows.AnswererApprover+"'", "'"+workflows.AnswererApproverOrOwner+"'"
+	if authz.ValidSubject(sub) != nil {
+		return "", fmt.Errorf("sub: %w", errQueryValue)
+	}
+	if !ownerMatchable(sub) {
+		return q + " AND JobAnswerer IN (" + approver + ", " + self + ")", nil
+	}
+	qs, err := quoteQueryString(sub)
+	if err != nil {
+		return "", fmt.Errorf("sub: %w", err)
+	}
+	return q + " AND (JobAnswerer = " + self + " OR (JobAnswerer = " + approver + " AND JobOwner != " + qs + "))", nil
 }

@@ -383,7 +383,7 @@ func TestOpenListCursor(t *testing.T) {
 		"expired, other sub":       {bo, expired, fp},
 		"expired, other filters":   {listAna, expired, listFilter{pageSize: 7}.fingerprint()},
 		"expired, other tool":      {listAna, sealTestCursor(k, listAna, "get_eval", lf, listNow), fp},
-		"tampered payload":         {listAna, flipByte(valid, len("jgc1.k1.")+10), fp},
+		"tampered payload":         {listAna, flipByte(valid, len("jgc2.k1.")+10), fp},
 		"tampered signature":       {listAna, flipByte(valid, len(valid)-2), fp},
 		"truncated":                {listAna, valid[:len(valid)-1], fp},
 		"truncated to the payload": {listAna, valid[:strings.LastIndexByte(valid, '.')], fp},
@@ -655,11 +655,11 @@ func listSeeds(t testing.TB) map[string]string {
 		"invalid_other_tool": sealTestCursor(k, listAna, "list_other", listSeedFilter, listNow.Add(time.Minute)),
 		"invalid_filters":    sealTestCursor(k, listAna, listToolName, listFilter{pageSize: 7}, listNow.Add(time.Minute)),
 		"invalid_expired_bo": sealTestCursor(k, bo, listToolName, listSeedFilter, listNow),
-		"invalid_tampered":   flipByte(valid, len("jgc1.k1.")+12),
+		"invalid_tampered":   flipByte(valid, len("jgc2.k1.")+12),
 		"invalid_truncated":  valid[:len(valid)-4],
 		"invalid_handle": k.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/eval/x", Kind: "eval",
 			Expiry: listNow.Add(time.Hour)}),
-		"invalid_garbage": "jgc1.k1.!!.x",
+		"invalid_garbage": "jgc2.k1.!!",
 	}
 }
 
@@ -726,4 +726,35 @@ func FuzzListCursor(f *testing.F) {
 			t.Fatalf("%q: code %s", s, te.Code)
 		}
 	})
+}
+
+// TestBuildApprovalsQuery: list_approvals selects answerable rows in the query itself —
+// requests allowing self-approval, and approver requests of jobs the caller does not own — with
+// the caller's subject quoted; a subject the store cannot match falls back to both approver kinds
+// (its own rows are then dropped after the query, and only its own).
+func TestBuildApprovalsQuery(t *testing.T) {
+	lf, err := parseListFilter(ListJobsIn{Kind: "export", Status: string(workflows.StatusAwaitingInput)}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew' AND JobKind = 'export' AND ExecutionStatus = 'Running' AND JobStatus = 'awaiting_input'"
+	for sub, want := range map[string]string{
+		"steward": base + " AND (JobAnswerer = 'approver-or-owner' OR (JobAnswerer = 'approver' AND JobOwner != 'steward'))",
+		"o'neil":  base + ` AND (JobAnswerer = 'approver-or-owner' OR (JobAnswerer = 'approver' AND JobOwner != 'o\'neil'))`,
+		`a\b`:     base + " AND JobAnswerer IN ('approver', 'approver-or-owner')",
+		"'quoted": base + " AND JobAnswerer IN ('approver', 'approver-or-owner')",
+	} {
+		got, err := buildApprovalsQuery("acme", sub, lf)
+		if err != nil || got != want {
+			t.Errorf("sub %q:\n got %q, %v\nwant %q", sub, got, err, want)
+		}
+	}
+	if q, err := buildApprovalsQuery("acme", "", lf); err == nil {
+		t.Errorf("empty subject: %q", q)
+	}
+	own := lf
+	own.all = false
+	if q, err := buildApprovalsQuery("acme", "steward", own); err == nil {
+		t.Errorf("own-jobs filter accepted: %q", q)
+	}
 }

@@ -277,7 +277,9 @@ func rawStart(b *testing.B, c client.Client, tq, key string) {
 
 // jobID is the workflow ID start_* gives owner's job under key (frontend/jobs.go jobID, for
 // owners that need no escaping).
-func jobID(tenant, kind, owner, key string) string { return tenant + "/" + kind + "/" + owner + "/" + key }
+func jobID(tenant, kind, owner, key string) string {
+	return tenant + "/" + kind + "/" + owner + "/" + key
+}
 
 // sideRun is one side of a pair: calls per second, and the process CPU time (user + system,
 // every goroutine: client, frontend, the embedded Temporal server, GC) per call.

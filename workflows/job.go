@@ -43,9 +43,16 @@ func newJobRun(ctx workflow.Context, tenant, owner string) (*jobRun, error) {
 }
 
 func (r *jobRun) setStatus(ctx workflow.Context, s Status) {
+	// JobAnswerer follows the open request: set while awaiting input, cleared on every other
+	// status. It rides in the same upsert command as JobStatus, so the commands a run issues are
+	// unchanged and recorded histories replay (the SDK matches an upsert by type, not content).
+	answerer := SAJobAnswerer.ValueUnset()
+	if a := Answerer(r.needs); s == StatusAwaitingInput && a != "" {
+		answerer = SAJobAnswerer.ValueSet(a)
+	}
 	// Upserting search attributes only fails on a misregistered namespace; the job itself must
 	// go on, and get_* falls back to the execution status.
-	if err := workflow.UpsertTypedSearchAttributes(ctx, SAJobStatus.ValueSet(string(s))); err != nil {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, SAJobStatus.ValueSet(string(s)), answerer); err != nil {
 		workflow.GetLogger(ctx).Warn("upsert JobStatus failed", "error", err)
 	}
 }

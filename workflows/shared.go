@@ -89,10 +89,39 @@ var (
 	SAJobOwner  = temporal.NewSearchAttributeKeyKeyword("JobOwner")
 	SAJobKind   = temporal.NewSearchAttributeKeyKeyword("JobKind")
 	SAJobStatus = temporal.NewSearchAttributeKeyKeyword("JobStatus")
+	// SAJobAnswerer says who may answer the job's open input request (one of the Answerer*
+	// values); absent while none is open. list_approvals selects on it in its visibility query,
+	// so rows the caller may not answer never reach a page or a cursor.
+	SAJobAnswerer = temporal.NewSearchAttributeKeyKeyword("JobAnswerer")
 )
 
-// SearchAttributeNames lists the custom search attributes to register in a namespace.
-var SearchAttributeNames = []string{"JobTenant", "JobOwner", "JobKind", "JobStatus"}
+// SearchAttributeNames lists the custom search attributes to register in a namespace (all of
+// type Keyword).
+var SearchAttributeNames = []string{"JobTenant", "JobOwner", "JobKind", "JobStatus", "JobAnswerer"}
+
+// JobAnswerer values.
+const (
+	AnswererOwner           = "owner"             // only the job's owner
+	AnswererApprover        = "approver"          // a jobs:approve holder other than the owner
+	AnswererApproverOrOwner = "approver-or-owner" // any jobs:approve holder, the owner too (self-approval allowed)
+)
+
+// Answerer is the JobAnswerer value for an open request n ("" for none or an unknown approver).
+func Answerer(n *NeedsInput) string {
+	if n == nil {
+		return ""
+	}
+	switch n.Approver {
+	case authz.ApproverOwner:
+		return AnswererOwner
+	case authz.ApproverApprover:
+		if n.AllowSelf {
+			return AnswererApproverOrOwner
+		}
+		return AnswererApprover
+	}
+	return ""
+}
 
 // Memo keys. The memo is what get_* reads when no worker is running.
 const (

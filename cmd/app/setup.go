@@ -220,7 +220,7 @@ func RunSetup(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: jobgate setup [flags]\n\nMakes a Temporal namespace ready for jobgate, once per namespace (idempotent):\n"+
 			"registers the namespace if missing and jobgate's Keyword search attributes\n"+
-			"(JobTenant, JobOwner, JobKind, JobStatus) through the operator API.\n\nFlags:\n")
+			"(JobTenant, JobOwner, JobKind, JobStatus, JobAnswerer) through the operator API.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	c.Flags(fs)

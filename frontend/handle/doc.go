@@ -5,9 +5,11 @@
 //     which kinds exist is the caller's business). It is an address, never a
 //     permission: a caller that opens a handle must still check the
 //     authenticated caller against the job on every use.
-//   - a list cursor ("jgc1.<kid>.<payload>.<sig>") carries Temporal's opaque
-//     next-page token and is bound to tenant, principal (sub), tool and a
-//     fingerprint of the normalized filters (see [FilterFingerprint]).
+//   - a list cursor ("jgc2.<kid>.<ciphertext>") carries Temporal's next-page
+//     token (which names a row's position and run ID) and is bound to tenant,
+//     principal (sub), tool and a fingerprint of the normalized filters (see
+//     [FilterFingerprint]). It is encrypted, not only signed (cursor.go): its
+//     holder reads nothing from it.
 //   - a download token ("jgd1.<kid>.<payload>.<sig>", the <signed-token> of
 //     GET /artifacts/<signed-token>) is short-lived and bound to tenant, job
 //     (workflow ID), the principal (sub) it was issued to and the lowercase
@@ -15,8 +17,10 @@
 //     permission: the request must also carry that principal's (or a tenant
 //     admin's) bearer token, so a leaked link alone is worthless.
 //
-// All are HMAC-SHA256 signed with the current key of a [Keyring]; every key of
-// the ring verifies, so keys can be rotated by key ID (kid). The payload is
+// Handles and download tokens are HMAC-SHA256 signed, cursors AES-256-GCM sealed
+// under keys derived (HKDF-SHA256) from the same key, with the current key of a
+// [Keyring]; every key of the ring verifies/opens, so keys can be rotated by key
+// ID (kid). The signed payload is
 // base64url (no padding) of a compact JSON object with a version field; the
 // signature covers a domain-separation label that differs between handles,
 // cursors and download tokens, so one can never be accepted as another. The

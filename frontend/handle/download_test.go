@@ -252,13 +252,13 @@ func TestDownloadNotInterchangeable(t *testing.T) {
 	assertMalformedDownload(t, ring, "jgd1"+h[4:], "handle with download prefix")
 	assertMalformedDownload(t, ring, "jgd1"+c[4:], "cursor with download prefix")
 	assertMalformedHandle(t, ring, "jgh1"+d[4:], "download token with handle prefix")
-	assertMalformedCursor(t, ring, "jgc1"+d[4:], "download token with cursor prefix")
+	assertMalformedCursor(t, ring, CursorPrefix+d[4:], "download token with cursor prefix")
 
 	// The label separates the domains even when prefix and JSON fit: a
 	// well-formed download payload MACed with another label is rejected.
 	js, _ := json.Marshal(testDownload().wire())
 	signed := DownloadPrefix + ".k1." + b64.EncodeToString(js)
-	for _, label := range []string{handleLabel, cursorLabel, "jobgate-download-v2", ""} {
+	for _, label := range []string{handleLabel, "jobgate-cursor-v1", "jobgate-download-v2", ""} {
 		forged := signed + "." + b64.EncodeToString(mac(testKey("k1"), label, signed))
 		if _, err := ring.OpenDownload(forged, testNow); !errors.Is(err, errSignature) {
 			t.Errorf("download MACed with label %q: %v, want signature mismatch", label, err)
@@ -275,10 +275,11 @@ func TestDownloadNotInterchangeable(t *testing.T) {
 	if _, err := ring.OpenHandle(hs+"."+b64.EncodeToString(mac(testKey("k1"), downloadLabel, hs)), testNow); !errors.Is(err, errSignature) {
 		t.Errorf("handle MACed with download label: %v, want signature mismatch", err)
 	}
+	// A cursor is encrypted, never MACed: a signed, readable cursor payload does not open.
 	cjs, _ := json.Marshal(testCursor().wire())
 	cs := CursorPrefix + ".k1." + b64.EncodeToString(cjs)
-	if _, err := ring.OpenCursor(cs+"."+b64.EncodeToString(mac(testKey("k1"), downloadLabel, cs)), testNow); !errors.Is(err, errSignature) {
-		t.Errorf("cursor MACed with download label: %v, want signature mismatch", err)
+	if _, err := ring.OpenCursor(cs+"."+b64.EncodeToString(mac(testKey("k1"), downloadLabel, cs)), testNow); !errors.Is(err, ErrMalformed) {
+		t.Errorf("cursor MACed with download label: %v, want malformed", err)
 	}
 }
 

@@ -57,13 +57,23 @@ func seedCursors(t testing.TB) map[string]string {
 		"valid_old_kid":    mk(old, "alice", fuzzNow.Add(time.Minute), tok),
 		"expired":          mk(ring, "alice", fuzzNow, tok),
 		"truncated":        valid[:len(valid)/2],
-		"tampered_payload": tamper(valid, len("jgc1.k1.")+40),
-		"tampered_sig":     tamper(valid, len(valid)-1),
+		"tampered_payload": tamper(valid, len("jgc2.k1.")+40),
+		"tampered_tag":     tamper(valid, len(valid)-1),
+		"tampered_nonce":   tamper(valid, len("jgc2.k1.")+3),
 		"wrong_prefix":     "jgh1" + valid[4:],
-		"handle":           ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/x", Kind: "eval", Expiry: fuzzNow.Add(time.Hour)}),
-		"empty":            "",
-		"dots":             "...",
-		"too_long":         valid + strings.Repeat("A", MaxCursorLen),
+		"old_prefix":       "jgc1" + valid[4:],
+		"unknown_kid":      strings.Replace(valid, ".k1.", ".k7.", 1),
+		// The readable, MAC-signed format of jgc1 cursors is no longer accepted, under either prefix.
+		"signed_jgc1": signPayload(ring, format{"jgc1", "jobgate-cursor-v1", MaxCursorLen}, b64.EncodeToString([]byte(
+			`{"v":1,"t":"acme","s":"alice","o":"list_jobs","f":"F","p":"AAEC/w==","e":1924992000}`))),
+		"signed_jgc2": signPayload(ring, format{CursorPrefix, "jobgate-cursor-v1", MaxCursorLen}, b64.EncodeToString([]byte(
+			`{"v":1,"t":"acme","s":"alice","o":"list_jobs","f":"F","p":"AAEC/w==","e":1924992000}`))),
+		// Correctly encrypted, but the payload is not canonical: the opener itself refuses it.
+		"sealed_unknown_field": sealCursorJSON(ring, `{"v":1,"t":"acme","s":"alice","o":"list_jobs","f":"F","p":"AAEC/w==","e":1924992000,"x":1}`),
+		"handle":               ring.SealHandle(Handle{Tenant: "acme", WorkflowID: "acme/eval/x", Kind: "eval", Expiry: fuzzNow.Add(time.Hour)}),
+		"empty":                "",
+		"dots":                 "...",
+		"too_long":             valid + strings.Repeat("A", MaxCursorLen),
 	}
 }
 

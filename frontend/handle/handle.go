@@ -19,14 +19,12 @@ const (
 	// MaxCursorLen is the same cap for cursors.
 	MaxCursorLen = 4096
 
-	// HandlePrefix and CursorPrefix start every sealed handle and cursor; the
-	// trailing digit is the format version.
+	// HandlePrefix starts every sealed handle; the trailing digit is the
+	// format version. (CursorPrefix: cursor.go.)
 	HandlePrefix = "jgh1"
-	CursorPrefix = "jgc1"
 
-	// Domain-separation labels: part of the MAC input, never of the string.
+	// Domain-separation label: part of the MAC input, never of the string.
 	handleLabel = "jobgate-handle-v1"
-	cursorLabel = "jobgate-cursor-v1"
 
 	payloadVersion = 1
 	sigB64Len      = 43           // base64url, no padding, of 32 bytes
@@ -70,7 +68,6 @@ type format struct {
 
 var (
 	handleFormat = format{HandlePrefix, handleLabel, MaxHandleLen}
-	cursorFormat = format{CursorPrefix, cursorLabel, MaxCursorLen}
 )
 
 // sealedLen is the length of a sealed string with the given payload and kid.
@@ -283,105 +280,6 @@ func (k *Keyring) OpenHandle(s string, now time.Time) (Handle, error) {
 		return h, ErrExpired
 	}
 	return h, nil
-}
-
-// ---------------------------------------------------------------- cursors
-
-// Cursor is a position in one list traversal by one principal.
-type Cursor struct {
-	Tenant    string
-	Subject   string // the principal's "sub"
-	Tool      string // e.g. "list_jobs"
-	Filter    string // FilterFingerprint of the normalized filters
-	PageToken []byte // Temporal's next page token; never empty
-	Expiry    time.Time
-}
-
-type cursorWire struct {
-	V int    `json:"v"`
-	T string `json:"t"` // tenant
-	S string `json:"s"` // subject
-	O string `json:"o"` // tool (operation)
-	F string `json:"f"` // filter fingerprint
-	P []byte `json:"p"` // page token (standard base64 inside the JSON)
-	E int64  `json:"e"` // expiry, Unix seconds
-}
-
-func (c Cursor) wire() cursorWire {
-	return cursorWire{V: payloadVersion, T: c.Tenant, S: c.Subject, O: c.Tool, F: c.Filter, P: c.PageToken, E: c.Expiry.Unix()}
-}
-
-func (c Cursor) validateFields() error {
-	switch {
-	case !validString(c.Tenant):
-		return errors.New("handle: cursor tenant is empty or not UTF-8")
-	case !validString(c.Subject):
-		return errors.New("handle: cursor subject is empty or not UTF-8")
-	case !validString(c.Tool):
-		return errors.New("handle: cursor tool is empty or not UTF-8")
-	case !validString(c.Filter):
-		return errors.New("handle: cursor filter fingerprint is empty or not UTF-8")
-	case len(c.PageToken) == 0:
-		// A cursor without a page token would silently restart the listing.
-		return errors.New("handle: cursor page token is empty")
-	case !validExpiry(c.Expiry):
-		return errors.New("handle: cursor expiry is zero or out of range")
-	}
-	return nil
-}
-
-// Validate reports whether SealCursor can seal c with any keyring: fields
-// set and valid, and the sealed string within [MaxCursorLen].
-func (c Cursor) Validate() error {
-	if err := c.validateFields(); err != nil {
-		return err
-	}
-	js, _ := json.Marshal(c.wire())
-	if n := cursorFormat.sealedLen(len(js), MaxKIDLen); n > MaxCursorLen {
-		return fmt.Errorf("handle: sealed cursor would be %d bytes, limit %d (page token is %d bytes)", n, MaxCursorLen, len(c.PageToken))
-	}
-	return nil
-}
-
-// SealCursor returns c signed with the current key, or "" if c is invalid or
-// too long (see [Cursor.Validate]).
-func (k *Keyring) SealCursor(c Cursor) string {
-	if k == nil || c.validateFields() != nil {
-		return ""
-	}
-	js, err := json.Marshal(c.wire())
-	if err != nil {
-		return ""
-	}
-	return k.seal(cursorFormat, js)
-}
-
-// OpenCursor is OpenHandle for cursors: errors match [ErrMalformed] or
-// [ErrExpired], and with ErrExpired the decoded Cursor is returned so the
-// caller can check Tenant, Subject, Tool and Filter first.
-func (k *Keyring) OpenCursor(s string, now time.Time) (Cursor, error) {
-	js, err := k.open(cursorFormat, s)
-	if err != nil {
-		return Cursor{}, err
-	}
-	var w cursorWire
-	if err := decodeCanonical(js, &w); err != nil {
-		return Cursor{}, err
-	}
-	if w.V != payloadVersion {
-		return Cursor{}, errVersion
-	}
-	if w.E < 1 || w.E > maxUnixSeconds {
-		return Cursor{}, errFields
-	}
-	c := Cursor{Tenant: w.T, Subject: w.S, Tool: w.O, Filter: w.F, PageToken: w.P, Expiry: expiryFromUnix(w.E)}
-	if c.validateFields() != nil {
-		return Cursor{}, errFields
-	}
-	if !now.Before(c.Expiry) {
-		return c, ErrExpired
-	}
-	return c, nil
 }
 
 // FilterFingerprint returns a stable 22-character fingerprint (base64url of

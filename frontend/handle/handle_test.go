@@ -2,6 +2,9 @@ package handle
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -14,6 +17,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,10 +54,13 @@ func testCursor() Cursor {
 
 var urlSafe = regexp.MustCompile(`^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{1,16}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$`)
 
+// cursorURLSafe is a cursor's shape: prefix.kid.ciphertext (encrypted, so no separate signature).
+var cursorURLSafe = regexp.MustCompile(`^jgc2\.[A-Za-z0-9_-]{1,16}\.[A-Za-z0-9_-]+$`)
+
 func assertURLSafe(t *testing.T, s string) {
 	t.Helper()
-	if !urlSafe.MatchString(s) {
-		t.Errorf("%q is not prefix.kid.payload.sig over [A-Za-z0-9_-]", s)
+	if !urlSafe.MatchString(s) && !cursorURLSafe.MatchString(s) {
+		t.Errorf("%q is not prefix.kid.payload.sig (or jgc2.kid.ciphertext) over [A-Za-z0-9_-]", s)
 	}
 	if url.PathEscape(s) != s || url.QueryEscape(s) != s {
 		t.Errorf("%q changes under URL escaping", s)
@@ -118,8 +125,8 @@ func TestCursorRoundTrip(t *testing.T) {
 		}
 		s := ring.SealCursor(c)
 		assertURLSafe(t, s)
-		if !strings.HasPrefix(s, "jgc1.k1.") {
-			t.Errorf("%q does not start with jgc1.k1.", s)
+		if !strings.HasPrefix(s, "jgc2.k1.") {
+			t.Errorf("%q does not start with jgc2.k1.", s)
 		}
 		got, err := ring.OpenCursor(s, c.Expiry.Add(-time.Second))
 		if err != nil {
@@ -162,7 +169,7 @@ func TestRotation(t *testing.T) {
 	oldH, oldC := before.SealHandle(h), before.SealCursor(c)
 	newH, newC := during.SealHandle(h), during.SealCursor(c)
 	if !strings.HasPrefix(oldH, "jgh1.k0.") || !strings.HasPrefix(newH, "jgh1.k1.") ||
-		!strings.HasPrefix(oldC, "jgc1.k0.") || !strings.HasPrefix(newC, "jgc1.k1.") {
+		!strings.HasPrefix(oldC, "jgc2.k0.") || !strings.HasPrefix(newC, "jgc2.k1.") {
 		t.Fatalf("wrong kids: %s %s %s %s", oldH[:8], newH[:8], oldC[:8], newC[:8])
 	}
 	for name, s := range map[string]string{"old": oldH, "new": newH} {
@@ -298,21 +305,81 @@ func TestHandleAndCursorAreNotInterchangeable(t *testing.T) {
 	assertMalformedCursor(t, ring, h, "handle as cursor")
 	assertMalformedHandle(t, ring, c, "cursor as handle")
 	// Swapping the prefix alone breaks the signature.
-	assertMalformedCursor(t, ring, "jgc1"+h[4:], "handle with cursor prefix")
+	assertMalformedCursor(t, ring, CursorPrefix+h[4:], "handle with cursor prefix")
 	assertMalformedHandle(t, ring, "jgh1"+c[4:], "cursor with handle prefix")
 
-	// The label separates the domains even when prefix and JSON fit: a
-	// well-formed cursor payload MACed with the handle label is rejected.
+	// A cursor is encrypted, never only signed: a well-formed cursor payload MACed the way
+	// handles are (the old, readable jgc1 format, under either prefix) is rejected.
 	js, _ := json.Marshal(testCursor().wire())
-	signed := CursorPrefix + ".k1." + b64.EncodeToString(js)
-	forged := signed + "." + b64.EncodeToString(mac(testKey("k1"), handleLabel, signed))
-	if _, err := ring.OpenCursor(forged, testNow); !errors.Is(err, errSignature) {
-		t.Errorf("cursor MACed with handle label: %v, want signature mismatch", err)
+	for _, prefix := range []string{"jgc1", CursorPrefix} {
+		signed := prefix + ".k1." + b64.EncodeToString(js)
+		forged := signed + "." + b64.EncodeToString(mac(testKey("k1"), "jobgate-cursor-v1", signed))
+		assertMalformedCursor(t, ring, forged, prefix+" signed cursor")
 	}
-	// Control: the same bytes MACed with the cursor label open.
-	genuine := signed + "." + b64.EncodeToString(mac(testKey("k1"), cursorLabel, signed))
-	if _, err := ring.OpenCursor(genuine, testNow); err != nil {
+	// The payload sealed with the handle key itself (no HKDF) does not open either.
+	block, _ := aes.NewCipher(testKey("k1"))
+	gcm, _ := cipher.NewGCM(block)
+	nonce := make([]byte, 12)
+	raw := CursorPrefix + ".k1." + b64.EncodeToString(gcm.Seal(nonce, nonce, js, []byte(CursorPrefix+".k1")))
+	if _, err := ring.OpenCursor(raw, testNow); !errors.Is(err, errSealed) {
+		t.Errorf("cursor sealed with the raw key: %v, want errSealed", err)
+	}
+	// Control: the same payload sealed by the ring opens.
+	if _, err := ring.OpenCursor(sealCursorJSON(ring, string(js)), testNow); err != nil {
 		t.Errorf("control: %v", err)
+	}
+}
+
+// TestCursorRevealsNothing: a cursor's holder cannot read it — no field and no byte of the
+// page token appears in the string or in any base64 decoding of its parts — and any change to
+// the ciphertext, the key ID or the prefix makes it refuse to open.
+func TestCursorRevealsNothing(t *testing.T) {
+	ring := testRing(t)
+	c := Cursor{Tenant: "tenant-secret", Subject: "subject-secret", Tool: "list_approvals", Filter: "filter-secret",
+		PageToken: []byte(`{"runId":"0199aabb-ccdd-7eef-8001-123456789abc","workflowId":"acme/export/bo/k1"}`), Expiry: testNow.Add(time.Hour)}
+	s := ring.SealCursor(c)
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 || parts[0] != CursorPrefix || parts[1] != "k1" {
+		t.Fatalf("sealed cursor %q: want jgc2.k1.<ciphertext>", s)
+	}
+	blobs := [][]byte{[]byte(s)}
+	for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.StdEncoding} {
+		if d, err := enc.DecodeString(parts[2]); err == nil {
+			blobs = append(blobs, d)
+		}
+	}
+	for _, b := range blobs {
+		for _, secret := range []string{"tenant-secret", "subject-secret", "list_approvals", "filter-secret", "0199aabb", "acme/export", `"v":`, "runId"} {
+			if bytes.Contains(b, []byte(secret)) {
+				t.Errorf("cursor reveals %q", secret)
+			}
+		}
+		if json.Valid(b) {
+			t.Errorf("cursor decodes to JSON: %q", b)
+		}
+	}
+	sealed, _ := b64.DecodeString(parts[2])
+	for i := range sealed {
+		flipped := bytes.Clone(sealed)
+		flipped[i] ^= 1
+		if _, err := ring.OpenCursor(CursorPrefix+".k1."+b64.EncodeToString(flipped), testNow); !errors.Is(err, errSealed) {
+			t.Fatalf("byte %d flipped: %v, want errSealed", i, err)
+		}
+	}
+	// The header is authenticated: the same ciphertext under another key ID of the ring fails.
+	two, _ := NewKeyring("k1", map[string][]byte{"k1": testKey("k1"), "k2": testKey("k1")})
+	if _, err := two.OpenCursor(CursorPrefix+".k2."+parts[2], testNow); !errors.Is(err, errSealed) {
+		t.Errorf("ciphertext moved to another kid with the same key: %v, want errSealed", err)
+	}
+	// Deterministic: the same cursor seals to the same string (no nonce reuse across payloads:
+	// the nonce is derived from the payload).
+	if again := ring.SealCursor(c); again != s {
+		t.Errorf("re-seal differs")
+	}
+	c2 := c
+	c2.Expiry = c.Expiry.Add(time.Second)
+	if s2 := ring.SealCursor(c2); strings.Split(s2, ".")[2][:16] == parts[2][:16] {
+		t.Errorf("two payloads share a nonce")
 	}
 }
 
@@ -388,7 +455,7 @@ func TestOversizedInputRejectedFirst(t *testing.T) {
 	bigC := testCursor()
 	bigC.PageToken = make([]byte, 4000)
 	js, _ = json.Marshal(bigC.wire())
-	s = ring.seal(format{CursorPrefix, cursorLabel, 1 << 20}, js)
+	s = ring.sealCursorJSON(js, 1<<20)
 	if _, err := ring.OpenCursor(s, testNow); !errors.Is(err, errTooLong) {
 		t.Errorf("signed %d-byte cursor: %v, want too long", len(s), err)
 	}
@@ -613,6 +680,10 @@ func signJSON(ring *Keyring, f format, js string) string {
 	return signPayload(ring, f, b64.EncodeToString([]byte(js)))
 }
 
+// sealCursorJSON returns a correctly encrypted cursor around an arbitrary payload, to test what
+// happens after authentication.
+func sealCursorJSON(ring *Keyring, js string) string { return ring.sealCursorJSON([]byte(js), 1<<20) }
+
 func signPayload(ring *Keyring, f format, payload string) string {
 	signed := f.prefix + "." + ring.current + "." + payload
 	return signed + "." + b64.EncodeToString(mac(ring.keys[ring.current], f.label, signed))
@@ -630,7 +701,7 @@ func TestRejectsBadPayloadAfterMAC(t *testing.T) {
 	if _, err := ring.OpenHandle(signJSON(ring, handleFormat, `{"v":1,"t":"acme","w":"acme/eval/x","k":"eval","e":`+e+`}`), testNow); err != ErrExpired {
 		t.Fatalf("control expired handle: %v", err)
 	}
-	if c, err := ring.OpenCursor(signJSON(ring, cursorFormat, `{"v":1,"t":"acme","s":"bob","o":"list_jobs","f":"F","p":"AAEC/w==","e":`+live+`}`), testNow); err != nil || !bytes.Equal(c.PageToken, []byte{0, 1, 2, 0xff}) {
+	if c, err := ring.OpenCursor(sealCursorJSON(ring, `{"v":1,"t":"acme","s":"bob","o":"list_jobs","f":"F","p":"AAEC/w==","e":`+live+`}`), testNow); err != nil || !bytes.Equal(c.PageToken, []byte{0, 1, 2, 0xff}) {
 		t.Fatalf("control cursor: %+v, %v", c, err)
 	}
 
@@ -715,7 +786,7 @@ func TestRejectsBadPayloadAfterMAC(t *testing.T) {
 		`{"v":1,"s":"bob","t":"acme","o":"list_jobs","f":"F","p":"AAEC/w==","e":` + live + `}`,           // order
 		`{"v":1,"t":"acme","s":"bob","o":"list_jobs","f":"F","p":"AAEC/w==","e":` + live + `,"s":"eve"}`, // dup
 	} {
-		assertMalformedCursor(t, ring, signJSON(ring, cursorFormat, js), "cursor payload "+js)
+		assertMalformedCursor(t, ring, sealCursorJSON(ring, js), "cursor payload "+js)
 	}
 
 	// Bad base64 under a valid MAC.
@@ -750,7 +821,17 @@ func TestWireFormat(t *testing.T) {
 
 	c := Cursor{Tenant: "acme", Subject: "alice", Tool: "list_jobs", Filter: "FP", PageToken: []byte{0, 1, 2, 0xff}, Expiry: exp}
 	js = `{"v":1,"t":"acme","s":"alice","o":"list_jobs","f":"FP","p":"AAEC/w==","e":1893542400}`
-	want = sign("jobgate-cursor-v1", "jgc1.k1."+base64.RawURLEncoding.EncodeToString([]byte(js)))
+	// Cursor: AES-256-GCM under HKDF-SHA256(key, info "jobgate-cursor-v2 aes-256-gcm"), nonce
+	// HMAC-SHA256(HKDF-SHA256(key, info "jobgate-cursor-v2 synthetic-nonce"), header || JSON)[:12],
+	// additional data the header "jgc2.k1"; the string is header "." base64url(nonce || sealed).
+	encKey, _ := hkdf.Key(sha256.New, testKey("k1"), nil, "jobgate-cursor-v2 aes-256-gcm", 32)
+	nonceKey, _ := hkdf.Key(sha256.New, testKey("k1"), nil, "jobgate-cursor-v2 synthetic-nonce", 32)
+	nm := hmac.New(sha256.New, nonceKey)
+	nm.Write([]byte("jgc2.k1" + js))
+	nonce := nm.Sum(nil)[:12]
+	block, _ := aes.NewCipher(encKey)
+	gcm, _ := cipher.NewGCM(block)
+	want = "jgc2.k1." + base64.RawURLEncoding.EncodeToString(gcm.Seal(slices.Clone(nonce), nonce, []byte(js), []byte("jgc2.k1")))
 	if got := ring.SealCursor(c); got != want {
 		t.Errorf("SealCursor:\n got %s\nwant %s", got, want)
 	}
@@ -873,8 +954,10 @@ func TestConstantTimeCompare(t *testing.T) {
 			}
 		}
 	}
-	if fmt.Sprint(hmacEqualIn) != "[verifyMAC]" {
-		t.Errorf("hmac.Equal used in %v, want only in verifyMAC", hmacEqualIn)
+	// openCursorJSON compares a cursor's synthetic nonce (after GCM, which checks its tag in
+	// constant time itself).
+	if fmt.Sprint(hmacEqualIn) != "[openCursorJSON verifyMAC]" {
+		t.Errorf("hmac.Equal used in %v, want only in openCursorJSON and verifyMAC", hmacEqualIn)
 	}
 	if fmt.Sprint(verifyCalledIn) != "[open]" {
 		t.Errorf("verifyMAC called from %v, want only from open", verifyCalledIn)

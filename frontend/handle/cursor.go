@@ -1,0 +1,246 @@
+package handle
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Cursors are encrypted, not only signed: a cursor carries Temporal's page token, which names
+// the position of the next row (its start time, workflow ID and run ID), and the binding to a
+// principal and a query. Whoever holds a cursor learns nothing from it; only a frontend holding
+// the keyring can read or make one.
+//
+//	jgc2.<kid>.<base64url(nonce || AES-256-GCM(payload JSON) || tag)>
+//
+// The AES key and a nonce key are derived from the keyring's key <kid> with HKDF-SHA256 (one
+// derivation per purpose, so the HMAC key of handles is never used as a cipher key). The nonce is
+// synthetic — HMAC-SHA256(nonce key, header || payload), truncated to 96 bits — and checked on
+// open: sealing is deterministic (the same cursor seals to the same string, which keeps the
+// fuzz targets' re-seal property and known-answer seeds), a nonce never repeats for different
+// payloads short of an HMAC collision, and only strings this package made open. The header
+// "jgc2.<kid>" is the additional data, so prefix and key ID cannot be swapped. Rotation works as
+// for handles: the current key seals, every key of the ring opens.
+const (
+	// CursorPrefix starts every sealed cursor; the digit is the format version (jgc1 cursors
+	// were signed JSON, readable by their holder; they are no longer accepted).
+	CursorPrefix = "jgc2"
+
+	cursorEncInfo   = "jobgate-cursor-v2 aes-256-gcm"
+	cursorNonceInfo = "jobgate-cursor-v2 synthetic-nonce"
+	cursorNonceLen  = 12 // GCM's standard nonce
+	cursorTagLen    = 16
+)
+
+// errSealed: the ciphertext does not authenticate under the key its kid names (tampered,
+// truncated, another ring's, or not made by SealCursor).
+var errSealed = fmt.Errorf("%w: cursor does not authenticate", ErrMalformed)
+
+// cursorKeys are one keyring key's derived cursor keys. cipher.AEAD is safe for concurrent use.
+type cursorKeys struct {
+	aead     cipher.AEAD
+	nonceKey []byte
+}
+
+func deriveCursorKeys(key []byte) *cursorKeys {
+	enc, err := hkdf.Key(sha256.New, key, nil, cursorEncInfo, 32)
+	if err != nil {
+		panic("handle: HKDF: " + err.Error()) // only for lengths HKDF-SHA256 cannot produce
+	}
+	nk, err := hkdf.Key(sha256.New, key, nil, cursorNonceInfo, 32)
+	if err != nil {
+		panic("handle: HKDF: " + err.Error())
+	}
+	block, err := aes.NewCipher(enc)
+	if err != nil {
+		panic("handle: AES: " + err.Error()) // a 32-byte key is always valid
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		panic("handle: GCM: " + err.Error())
+	}
+	return &cursorKeys{aead: aead, nonceKey: nk}
+}
+
+// cursorKeysFor returns the derived keys of kid (which must be in the ring).
+func (k *Keyring) cursorKeysFor(kid string) *cursorKeys {
+	if ck := k.cursors[kid]; ck != nil {
+		return ck
+	}
+	return deriveCursorKeys(k.keys[kid])
+}
+
+func (ck *cursorKeys) nonce(header string, js []byte) []byte {
+	m := hmac.New(sha256.New, ck.nonceKey)
+	m.Write([]byte(header))
+	m.Write(js)
+	return m.Sum(nil)[:cursorNonceLen]
+}
+
+// cursorSealedLen is the length of a sealed cursor with a jsonLen-byte payload and kid.
+func cursorSealedLen(jsonLen, kidLen int) int {
+	return len(CursorPrefix) + 1 + kidLen + 1 + b64.EncodedLen(cursorNonceLen+jsonLen+cursorTagLen)
+}
+
+// sealCursorJSON encrypts js with the current key, or returns "" beyond limit bytes.
+func (k *Keyring) sealCursorJSON(js []byte, limit int) string {
+	kid := k.current
+	if cursorSealedLen(len(js), len(kid)) > limit {
+		return ""
+	}
+	header := CursorPrefix + "." + kid
+	ck := k.cursorKeysFor(kid)
+	nonce := ck.nonce(header, js)
+	sealed := ck.aead.Seal(append(make([]byte, 0, cursorNonceLen+len(js)+cursorTagLen), nonce...), nonce, js, []byte(header))
+	return header + "." + b64.EncodeToString(sealed)
+}
+
+// openCursorJSON checks size, shape, prefix and kid, then decrypts and authenticates, and
+// returns the payload JSON.
+func (k *Keyring) openCursorJSON(s string) ([]byte, error) {
+	if k == nil || len(k.keys) == 0 {
+		return nil, errNoKeyring
+	}
+	if len(s) > MaxCursorLen {
+		return nil, errTooLong
+	}
+	dots := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.':
+			dots++
+		case !isKIDByte(c):
+			return nil, errCharset
+		}
+	}
+	if dots != 2 {
+		return nil, errShape
+	}
+	prefix, rest, _ := strings.Cut(s, ".")
+	kid, payload, _ := strings.Cut(rest, ".")
+	if prefix != CursorPrefix {
+		return nil, errPrefix
+	}
+	if _, ok := k.keys[kid]; !ok {
+		return nil, errUnknownKID
+	}
+	sealed, err := b64.DecodeString(payload)
+	if err != nil {
+		return nil, errPayload
+	}
+	if len(sealed) < cursorNonceLen+cursorTagLen {
+		return nil, errSealed
+	}
+	header := prefix + "." + kid
+	ck := k.cursorKeysFor(kid)
+	nonce := sealed[:cursorNonceLen]
+	js, err := ck.aead.Open(nil, nonce, sealed[cursorNonceLen:], []byte(header))
+	if err != nil || !hmac.Equal(nonce, ck.nonce(header, js)) {
+		return nil, errSealed
+	}
+	return js, nil
+}
+
+// Cursor is a position in one list traversal by one principal.
+type Cursor struct {
+	Tenant    string
+	Subject   string // the principal's "sub"
+	Tool      string // e.g. "list_jobs"
+	Filter    string // FilterFingerprint of the normalized filters
+	PageToken []byte // Temporal's next page token; never empty
+	Expiry    time.Time
+}
+
+type cursorWire struct {
+	V int    `json:"v"`
+	T string `json:"t"` // tenant
+	S string `json:"s"` // subject
+	O string `json:"o"` // tool (operation)
+	F string `json:"f"` // filter fingerprint
+	P []byte `json:"p"` // page token (standard base64 inside the JSON)
+	E int64  `json:"e"` // expiry, Unix seconds
+}
+
+func (c Cursor) wire() cursorWire {
+	return cursorWire{V: payloadVersion, T: c.Tenant, S: c.Subject, O: c.Tool, F: c.Filter, P: c.PageToken, E: c.Expiry.Unix()}
+}
+
+func (c Cursor) validateFields() error {
+	switch {
+	case !validString(c.Tenant):
+		return errors.New("handle: cursor tenant is empty or not UTF-8")
+	case !validString(c.Subject):
+		return errors.New("handle: cursor subject is empty or not UTF-8")
+	case !validString(c.Tool):
+		return errors.New("handle: cursor tool is empty or not UTF-8")
+	case !validString(c.Filter):
+		return errors.New("handle: cursor filter fingerprint is empty or not UTF-8")
+	case len(c.PageToken) == 0:
+		// A cursor without a page token would silently restart the listing.
+		return errors.New("handle: cursor page token is empty")
+	case !validExpiry(c.Expiry):
+		return errors.New("handle: cursor expiry is zero or out of range")
+	}
+	return nil
+}
+
+// Validate reports whether SealCursor can seal c with any keyring: fields
+// set and valid, and the sealed string within [MaxCursorLen].
+func (c Cursor) Validate() error {
+	if err := c.validateFields(); err != nil {
+		return err
+	}
+	js, _ := json.Marshal(c.wire())
+	if n := cursorSealedLen(len(js), MaxKIDLen); n > MaxCursorLen {
+		return fmt.Errorf("handle: sealed cursor would be %d bytes, limit %d (page token is %d bytes)", n, MaxCursorLen, len(c.PageToken))
+	}
+	return nil
+}
+
+// SealCursor returns c encrypted and authenticated with the current key, or "" if c is
+// invalid or too long (see [Cursor.Validate]).
+func (k *Keyring) SealCursor(c Cursor) string {
+	if k == nil || c.validateFields() != nil {
+		return ""
+	}
+	js, err := json.Marshal(c.wire())
+	if err != nil {
+		return ""
+	}
+	return k.sealCursorJSON(js, MaxCursorLen)
+}
+
+// OpenCursor is OpenHandle for cursors: errors match [ErrMalformed] or
+// [ErrExpired], and with ErrExpired the decoded Cursor is returned so the
+// caller can check Tenant, Subject, Tool and Filter first.
+func (k *Keyring) OpenCursor(s string, now time.Time) (Cursor, error) {
+	js, err := k.openCursorJSON(s)
+	if err != nil {
+		return Cursor{}, err
+	}
+	var w cursorWire
+	if err := decodeCanonical(js, &w); err != nil {
+		return Cursor{}, err
+	}
+	if w.V != payloadVersion {
+		return Cursor{}, errVersion
+	}
+	if w.E < 1 || w.E > maxUnixSeconds {
+		return Cursor{}, errFields
+	}
+	c := Cursor{Tenant: w.T, Subject: w.S, Tool: w.O, Filter: w.F, PageToken: w.P, Expiry: expiryFromUnix(w.E)}
+	if c.validateFields() != nil {
+		return Cursor{}, errFields
+	}
+	if !now.Before(c.Expiry) {
+		return c, ErrExpired
+	}
+	return c, nil
+}
