@@ -22,9 +22,16 @@ func TestJobIDPerOwner(t *testing.T) {
 		".":                        "acme/eval/%2E/k1",
 		"..":                       "acme/eval/%2E%2E/k1",
 		"...":                      "acme/eval/.../k1",
+		`o'neil "x" a\b`:           "acme/eval/o%27neil%20%22x%22%20a%5Cb/k1",
 	} {
 		if got := jobID("acme", "eval", sub, "k1"); got != want {
 			t.Errorf("jobID(%q) = %q, want %q", sub, got, want)
+		}
+	}
+	// Every ID can be quoted into a visibility query the store matches (quota checks query IDs).
+	for _, sub := range []string{"o'neil", `a\b`, `"q"`, "'x'"} {
+		if id := jobID("acme", "eval", sub, "k1"); !ownerMatchable(id) || strings.ContainsAny(id, `'"\`) {
+			t.Errorf("job ID %q cannot be matched in a visibility query", id)
 		}
 	}
 	// Distinct subjects, distinct IDs — also against their own escapes and the digest form.

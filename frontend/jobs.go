@@ -139,8 +139,10 @@ func jobID(tenant, kind, owner, key string) string {
 const ownerSegmentMax = 200
 
 // ownerSegment renders a subject as one readable workflow-ID segment: printable ASCII stays as
-// it is, except '%', '/' and '~'; those and every other byte are %XX (upper-case hex). "." and
-// ".." are escaped whole, so no segment reads as a path step. A rendering longer than
+// it is, except '%', '/', '~' and the quotes and backslash (which Temporal's visibility store
+// mangles in query literals, see ownerMatchable, and the quota check queries job IDs); those and
+// every other byte are %XX (upper-case hex). "." and ".." are escaped whole, so no segment reads
+// as a path step. A rendering longer than
 // ownerSegmentMax becomes "~" and the SHA-256 of the subject in hex: escaping never emits '~',
 // so the two forms cannot meet.
 func ownerSegment(sub string) string {
@@ -148,7 +150,7 @@ func ownerSegment(sub string) string {
 	var b strings.Builder
 	for i := 0; i < len(sub); i++ {
 		c := sub[i]
-		if c > ' ' && c < 0x7f && c != '%' && c != '/' && c != '~' && sub != "." && sub != ".." {
+		if c > ' ' && c < 0x7f && !strings.ContainsRune(`%/~\"'`, rune(c)) && sub != "." && sub != ".." {
 			b.WriteByte(c)
 			continue
 		}

@@ -235,7 +235,7 @@ const CHECKS = {
         eq(v.created, true, 'created');
         eq(v.kind, 'eval', 'kind');
         eq(v.owner, 'ana', 'owner');
-        eq(v.job_id, `acme/eval/${args.idempotency_key}`, 'job_id');
+        eq(v.job_id, `acme/eval/ana/${args.idempotency_key}`, 'job_id');
         eq(v.progress.total, 3, 'progress.total');
         ctx.basicArgs = args;
         ctx.basic = v;
@@ -409,7 +409,7 @@ const CHECKS = {
         eq(v.created, true, 'created');
         eq(v.kind, 'export', 'kind');
         eq(v.owner, 'ana', 'owner');
-        eq(v.job_id, `acme/export/${args.idempotency_key}`, 'job_id');
+        eq(v.job_id, `acme/export/ana/${args.idempotency_key}`, 'job_id');
         oneOf(v.status, ['queued', 'running'], 'status (no sensitive column: no approval)');
         assert(v.needs_input == null, `needs_input on a start without sensitive columns: ${JSON.stringify(v.needs_input)}`);
         ctx.expArgs = args;
