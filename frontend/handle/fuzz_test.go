@@ -376,3 +376,31 @@ func ExampleKeyring_OpenHandle() {
 	}
 	// Output: not_found
 }
+
+// FuzzCursorPayload drives what comes after decryption: any payload sealed with the ring either
+// opens to a valid cursor that re-seals to the very same string (the payload was canonical), or
+// is refused as malformed — never a panic, never a cursor that does not validate.
+func FuzzCursorPayload(f *testing.F) {
+	ring := testRing(f)
+	f.Fuzz(func(t *testing.T, js string) {
+		s := ring.sealCursorJSON([]byte(js), 1<<20)
+		c, err := ring.OpenCursor(s, fuzzNow)
+		switch {
+		case errors.Is(err, ErrMalformed):
+			if !sameCursor(c, Cursor{}) || c.PageToken != nil {
+				t.Fatalf("malformed but returned %+v", c)
+			}
+			return
+		case err != nil && !errors.Is(err, ErrExpired):
+			t.Fatalf("unexpected error class: %v", err)
+		case len(s) > MaxCursorLen:
+			t.Fatalf("opened a %d-byte cursor", len(s))
+		}
+		if verr := c.Validate(); verr != nil {
+			t.Fatalf("opened an invalid cursor %+v: %v", c, verr)
+		}
+		if r := ring.SealCursor(c); r != s {
+			t.Fatalf("payload %q opened but re-seals differently", js)
+		}
+	})
+}
