@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
@@ -1309,4 +1312,25 @@ func TestExport_ApprovalFromWorkerCatalog(t *testing.T) {
 		assert.Len(t, h.askedInputs(), 1)
 		assert.Equal(t, 3*rowsPerPart, h.result().Manifest.Rows)
 	})
+}
+
+// TestExport_Replay replays export histories recorded by a real (embedded) server (see
+// testdata/genexport). export_v0.json is a job of the workers before run-scoped artifacts
+// (972cb3d): its parts wrote under the legacy prefix and its retention child is
+// "<job>/retention", so a job in flight when workers upgrade must keep both.
+func TestExport_Replay(t *testing.T) {
+	for _, file := range []string{"export_v0.json", "export_v1.json"} {
+		t.Run(file, func(t *testing.T) {
+			f, err := os.Open(filepath.Join("testdata", file))
+			require.NoError(t, err)
+			defer f.Close()
+			hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+			require.NoError(t, err)
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflowWithOptions(Export, workflow.RegisterOptions{Name: ExportWorkflowName})
+			// The recorded workflow ID: the child ID and artifact prefix are derived from it.
+			require.NoError(t, r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
+				OriginalExecution: workflow.Execution{ID: "acme/export/replay"}}))
+		})
+	}
 }
