@@ -17,6 +17,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -275,4 +276,19 @@ func TestRetentionShorterThanDataset(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// operationID is episode i's operation ID in job jobID as jobgate builds it:
+// "<job id>#<first run id>#<i>", the first run read from Temporal.
+func operationID(t testing.TB, tc client.Client, jobID string, i int) string {
+	t.Helper()
+	ctx, cancel := contextWithTimeout(20 * time.Second)
+	defer cancel()
+	d, err := tc.DescribeWorkflowExecution(ctx, jobID, "")
+	must(t, err)
+	first := d.GetWorkflowExecutionInfo().GetFirstRunId()
+	if first == "" {
+		t.Fatalf("%s: no first run ID", jobID)
+	}
+	return fmt.Sprintf("%s#%s#%d", jobID, first, i)
 }
