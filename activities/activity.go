@@ -54,10 +54,16 @@ type Activities struct {
 // EpisodeInput names one episode of one job.
 type EpisodeInput struct {
 	JobID string `json:"job_id"`
-	Suite string `json:"suite"`
-	Index int    `json:"index"`
-	// OperationID is stable across retries, worker deaths and continue-as-new: the workflow ID
-	// plus the episode index. Commands receive it so an uncertain attempt can be reconciled.
+	// FirstRunID is the job's first run ID: stable across retries, worker deaths and
+	// continue-as-new, and unique per job instance (a workflow ID is reused once Temporal has
+	// purged a closed job). Empty in episodes scheduled before it existed.
+	FirstRunID string `json:"first_run_id,omitempty"`
+	Suite      string `json:"suite"`
+	Index      int    `json:"index"`
+	// OperationID is stable across retries, worker deaths and continue-as-new, and never
+	// repeats across job instances: the workflow ID, the first run ID and the episode index.
+	// Commands and receivers get it so an uncertain attempt can be reconciled, never with the
+	// result of another job that once had the same ID.
 	OperationID string         `json:"operation_id"`
 	Params      map[string]any `json:"params,omitempty"`
 }

@@ -19,7 +19,7 @@ import (
 var ErrArtifactGone = errors.New("export artifact is gone")
 
 // ArtifactStore keeps export artifacts: chunk objects while a job runs, then one gzip file
-// and its manifest per job, all under ExportPrefix(jobID).
+// and its manifest per job instance, all under ExportPrefix(jobID, firstRunID).
 type ArtifactStore struct {
 	b *blob.Bucket
 }
@@ -59,13 +59,27 @@ func (s *ArtifactStore) Close() error { return s.b.Close() }
 // Bucket is the underlying bucket.
 func (s *ArtifactStore) Bucket() *blob.Bucket { return s.b }
 
-// ExportPrefix is the key prefix of every object of one export job. The job ID is escaped
-// into a single path segment, so no job's prefix is a prefix of another's.
-func ExportPrefix(jobID string) string {
-	return "exports/" + url.PathEscape(jobID) + "/"
+// ExportPrefix is the key prefix of every object of one export job instance: the job ID and
+// the job's first run ID (stable across retries, worker deaths and continue-as-new; unique per
+// instance), each escaped into a single path segment. A workflow ID is reused once Temporal
+// has purged a closed job (namespace retention) while its artifact may live on: scoping by
+// the first run keeps a new job from ever meeting the old one's manifest, and the old one's
+// retention from deleting the new one's objects.
+//
+// Run-scoped prefixes live under "exports/runs/", beside the legacy "exports/<job>/" prefix of
+// jobs started before them (firstRunID ""), and never under it: a legacy prefix is one
+// escaped workflow ID, which holds "%2F" (workflow IDs are "<tenant>/<kind>/<key>") and so is
+// never "runs". No prefix is a prefix of another's.
+func ExportPrefix(jobID, firstRunID string) string {
+	if firstRunID == "" {
+		return "exports/" + url.PathEscape(jobID) + "/"
+	}
+	return "exports/runs/" + url.PathEscape(firstRunID) + "/" + url.PathEscape(jobID) + "/"
 }
 
-func manifestKey(jobID string) string { return ExportPrefix(jobID) + "manifest.json" }
+func manifestKey(jobID, firstRunID string) string {
+	return ExportPrefix(jobID, firstRunID) + "manifest.json"
+}
 
 // gone wraps a NotFound from the store as ErrArtifactGone and leaves other errors alone.
 func gone(err error) error {
@@ -76,8 +90,8 @@ func gone(err error) error {
 }
 
 // ReadManifest reads a finished export's manifest. ErrArtifactGone when there is none.
-func (s *ArtifactStore) ReadManifest(ctx context.Context, jobID string) (Manifest, error) {
-	b, err := s.b.ReadAll(ctx, manifestKey(jobID))
+func (s *ArtifactStore) ReadManifest(ctx context.Context, jobID, firstRunID string) (Manifest, error) {
+	b, err := s.b.ReadAll(ctx, manifestKey(jobID, firstRunID))
 	if err != nil {
 		return Manifest{}, gone(err)
 	}

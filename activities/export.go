@@ -204,6 +204,8 @@ func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanEx
 		SensitiveColumns: sensitiveOf(d, in.Columns),
 		Missing:          missingColumns(d, in.Columns),
 	}
+	res.Approval = &PlanApproval{Required: res.Sensitive, AllowSelf: d.AllowSelfApproval,
+		Sensitive: res.SensitiveColumns, Timeout: d.ApprovalTimeout}
 	if res.ConfigDigest != in.ConfigDigest {
 		res.ScopeChanged = true
 		return res, nil
@@ -293,9 +295,9 @@ func throttle(ctx context.Context, perSecond int, start time.Time, rows int) err
 	}
 }
 
-// chunkKey names chunk c (0-based) of part p (1-based).
-func chunkKey(jobID string, part, chunk int) string {
-	return ExportPrefix(jobID) + fmt.Sprintf("part-%05d.%05d.gz", part, chunk)
+// chunkKey names chunk c (0-based) of part p (1-based) of one job instance.
+func chunkKey(jobID, firstRunID string, part, chunk int) string {
+	return ExportPrefix(jobID, firstRunID) + fmt.Sprintf("part-%05d.%05d.gz", part, chunk)
 }
 
 // ExportPart writes one key range of the tenant's rows as chunk objects, one per page of
@@ -396,7 +398,7 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 			break
 		}
 		opts := &blob.WriterOptions{ContentType: "application/gzip"}
-		if err := store.b.WriteAll(ctx, chunkKey(in.JobID, in.Part, prog.NextChunk), chunk, opts); err != nil {
+		if err := store.b.WriteAll(ctx, chunkKey(in.JobID, in.FirstRunID, in.Part, prog.NextChunk), chunk, opts); err != nil {
 			return PartResult{}, fmt.Errorf("write chunk: %w", err)
 		}
 		prog.NextChunk++
@@ -750,18 +752,29 @@ func artifactFileName(jobID, format string) string {
 // deletes the chunks. For csv the file starts with one member holding the header line; it
 // belongs to no part, so part digests cover only their rows and the whole-file digest covers
 // the header too. A jsonl export of zero rows is one empty member, so it still gunzips.
-// A retry after success returns the stored manifest (the chunks may be gone by then).
+// A retry after success returns the stored manifest (the chunks may be gone by then), but only
+// a manifest this very input wrote: same first run ID and input digest. Anything else stored
+// there (an earlier instance's, under a legacy prefix) is never returned; it is overwritten.
 func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput) (Manifest, error) {
 	store, err := a.store()
 	if err != nil {
 		return Manifest{}, err
 	}
-	if m, err := store.ReadManifest(ctx, in.JobID); err == nil {
-		// An attempt that died between the manifest and the cleanup left chunks behind.
-		if err := store.deletePrefix(ctx, ExportPrefix(in.JobID)+"part-"); err != nil {
-			return Manifest{}, err
+	prefix := ExportPrefix(in.JobID, in.FirstRunID)
+	digest, err := finalizeDigest(in)
+	if err != nil {
+		return Manifest{}, err
+	}
+	if m, err := store.ReadManifest(ctx, in.JobID, in.FirstRunID); err == nil {
+		if m.RunID == in.FirstRunID && m.InputDigest == digest {
+			// An attempt that died between the manifest and the cleanup left chunks behind.
+			if err := store.deletePrefix(ctx, prefix+"part-"); err != nil {
+				return Manifest{}, err
+			}
+			return m, nil
 		}
-		return m, nil
+		activity.GetLogger(ctx).Warn("a stored manifest of another job instance or input is ignored and replaced",
+			"job_id", in.JobID, "first_run_id", in.FirstRunID, "stored_run_id", m.RunID)
 	} else if !errors.Is(err, ErrArtifactGone) {
 		return Manifest{}, err
 	}
@@ -785,7 +798,7 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 		started = time.Now()
 	}
 
-	key := ExportPrefix(in.JobID) + "export." + in.Format + ".gz"
+	key := prefix + "export." + in.Format + ".gz"
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := store.b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/gzip"})
@@ -816,19 +829,21 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 	total += int64(len(lead))
 
 	m := Manifest{
-		Object:    key,
-		FileName:  artifactFileName(in.JobID, in.Format),
-		Format:    in.Format,
-		Columns:   slices.Clone(in.Columns),
-		Parts:     make([]ManifestPart, 0, len(parts)),
-		CreatedAt: started.UTC(),
-		ExpiresAt: in.ExpiresAt.UTC(),
+		Object:      key,
+		FileName:    artifactFileName(in.JobID, in.Format),
+		Format:      in.Format,
+		Columns:     slices.Clone(in.Columns),
+		Parts:       make([]ManifestPart, 0, len(parts)),
+		CreatedAt:   started.UTC(),
+		ExpiresAt:   in.ExpiresAt.UTC(),
+		RunID:       in.FirstRunID,
+		InputDigest: digest,
 	}
 	for _, p := range parts {
 		ph := sha256.New()
 		var pb int64
 		for c := 0; c < p.Chunks; c++ {
-			n, err := store.copyObject(ctx, io.MultiWriter(out, ph), chunkKey(in.JobID, p.Part, c))
+			n, err := store.copyObject(ctx, io.MultiWriter(out, ph), chunkKey(in.JobID, in.FirstRunID, p.Part, c))
 			if err != nil {
 				return abort(fmt.Errorf("part %d chunk %d: %w", p.Part, c, err))
 			}
@@ -852,13 +867,13 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 	if err != nil {
 		return Manifest{}, err
 	}
-	if err := store.b.WriteAll(ctx, manifestKey(in.JobID), mb, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+	if err := store.b.WriteAll(ctx, manifestKey(in.JobID, in.FirstRunID), mb, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
 		return Manifest{}, fmt.Errorf("write manifest: %w", err)
 	}
-	if err := store.deletePrefix(ctx, ExportPrefix(in.JobID)+"part-"); err != nil {
+	if err := store.deletePrefix(ctx, prefix+"part-"); err != nil {
 		return Manifest{}, err
 	}
-	activity.GetLogger(ctx).Info("export finalized", "job_id", in.JobID, "rows", m.Rows, "bytes", m.Bytes, "parts", len(m.Parts))
+	activity.GetLogger(ctx).Info("export finalized", "job_id", in.JobID, "first_run_id", in.FirstRunID, "rows", m.Rows, "bytes", m.Bytes, "parts", len(m.Parts))
 	return m, nil
 }
 
@@ -897,8 +912,20 @@ func (s *ArtifactStore) deletePrefix(ctx context.Context, prefix string) error {
 	return nil
 }
 
-// DeleteExport deletes every object of one export job: artifact, manifest and any chunks.
-// Deleting what is already gone succeeds.
+// finalizeDigest is "sha256:<hex>" of the canonical JSON of a finalize input: what a stored
+// manifest must have been written for to be reused.
+func finalizeDigest(in FinalizeExportInput) (string, error) {
+	in.ExpiresAt = in.ExpiresAt.UTC()
+	b, err := json.Marshal(in)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// DeleteExport deletes every object of one export job instance: artifact, manifest and any
+// chunks, under ExportPrefix(JobID, FirstRunID) only. Deleting what is already gone succeeds.
 func (a *Activities) DeleteExport(ctx context.Context, in DeleteExportInput) error {
 	if in.JobID == "" {
 		return invalid("no job_id")
@@ -907,7 +934,7 @@ func (a *Activities) DeleteExport(ctx context.Context, in DeleteExportInput) err
 	if err != nil {
 		return err
 	}
-	return store.deletePrefix(ctx, ExportPrefix(in.JobID))
+	return store.deletePrefix(ctx, ExportPrefix(in.JobID, in.FirstRunID))
 }
 
 // sensitiveOf lists the columns of cols that d marks sensitive, in cols' order.

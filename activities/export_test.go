@@ -202,6 +202,20 @@ type job struct {
 	id, tenant, dataset, format string
 	columns                     []string
 	partRows, pageRows          int
+	run                         string // the first run ID; "" means firstRunTest, "-" none (legacy)
+}
+
+// firstRunTest is the first run ID of test jobs that name none.
+const firstRunTest = "0192f0a0-run1"
+
+func (j job) firstRun() string {
+	switch j.run {
+	case "":
+		return firstRunTest
+	case "-":
+		return ""
+	}
+	return j.run
 }
 
 func (j job) digest(h *harness) string { return h.a.Datasets[j.dataset].ConfigDigest() }
@@ -212,12 +226,12 @@ func (j job) planInput(h *harness) PlanExportInput {
 }
 
 func (j job) partInput(h *harness, part int, r KeyRange) ExportPartInput {
-	return ExportPartInput{JobID: j.id, Tenant: j.tenant, Dataset: j.dataset, Columns: j.columns, Format: j.format,
+	return ExportPartInput{JobID: j.id, FirstRunID: j.firstRun(), Tenant: j.tenant, Dataset: j.dataset, Columns: j.columns, Format: j.format,
 		ConfigDigest: j.digest(h), Part: part, Range: r, PageRows: j.pageRows}
 }
 
 func (j job) finalizeInput(parts []PartResult) FinalizeExportInput {
-	return FinalizeExportInput{JobID: j.id, Format: j.format, Columns: j.columns, Parts: parts,
+	return FinalizeExportInput{JobID: j.id, FirstRunID: j.firstRun(), Format: j.format, Columns: j.columns, Parts: parts,
 		ExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 }
 
@@ -460,7 +474,7 @@ func testExport(t *testing.T, be backend) {
 			if strings.Contains(string(got), other) {
 				t.Fatal("another tenant's row in the export")
 			}
-			if m.Format != c.format || !reflect.DeepEqual(m.Columns, c.cols) || m.Object != ExportPrefix(j.id)+"export."+c.format+".gz" ||
+			if m.Format != c.format || !reflect.DeepEqual(m.Columns, c.cols) || m.Object != ExportPrefix(j.id, j.firstRun())+"export."+c.format+".gz" ||
 				m.FileName != c.tenant+"-export-content-"+c.format+"."+c.format+".gz" || !m.ExpiresAt.Equal(j.finalizeInput(nil).ExpiresAt) ||
 				m.CreatedAt.IsZero() {
 				t.Fatalf("manifest %+v", m)
@@ -485,7 +499,7 @@ func testExport(t *testing.T, be backend) {
 			}
 			cleanParts = append(cleanParts, p)
 			for c := 0; c < p.Chunks; c++ {
-				cleanChunks[fmt.Sprintf("%d.%d", i+1, c)] = readObject(t, h, chunkKey(clean.id, i+1, c))
+				cleanChunks[fmt.Sprintf("%d.%d", i+1, c)] = readObject(t, h, chunkKey(clean.id, clean.firstRun(), i+1, c))
 			}
 		}
 		mClean, err := h.finalize(clean.finalizeInput(cleanParts))
@@ -510,7 +524,7 @@ func testExport(t *testing.T, be backend) {
 			}
 			// Attempt 1 wrote chunks 0..2 and heartbeat after each, then died.
 			for c := 0; c < 3; c++ {
-				writeObject(t, h, chunkKey(resumed.id, 2, c), cleanChunks[fmt.Sprintf("2.%d", c)])
+				writeObject(t, h, chunkKey(resumed.id, resumed.firstRun(), 2, c), cleanChunks[fmt.Sprintf("2.%d", c)])
 			}
 			// Attempt 2 saw only the heartbeat of chunk 1 (that of chunk 2 was lost): it
 			// rewrites chunk 2, which must come out identical, and goes on.
@@ -527,7 +541,7 @@ func testExport(t *testing.T, be backend) {
 				t.Fatalf("resumed part %+v, clean %+v", p, cleanParts[1])
 			}
 			for c := 0; c < p.Chunks; c++ {
-				if !bytes.Equal(readObject(t, h, chunkKey(resumed.id, 2, c)), cleanChunks[fmt.Sprintf("2.%d", c)]) {
+				if !bytes.Equal(readObject(t, h, chunkKey(resumed.id, resumed.firstRun(), 2, c)), cleanChunks[fmt.Sprintf("2.%d", c)]) {
 					t.Fatalf("chunk %d differs from the clean run's", c)
 				}
 			}
@@ -551,7 +565,7 @@ func testExport(t *testing.T, be backend) {
 		}
 
 		// Finalize again (a retry after success): same manifest, though the chunks are gone.
-		if left := listKeys(t, h, ExportPrefix(resumed.id)+"part-"); len(left) != 0 {
+		if left := listKeys(t, h, ExportPrefix(resumed.id, resumed.firstRun())+"part-"); len(left) != 0 {
 			t.Fatalf("chunks left after finalize: %v", left)
 		}
 		m2, err := h.finalize(resumed.finalizeInput(parts))
@@ -726,14 +740,14 @@ func testExport(t *testing.T, be backend) {
 			columns: []string{"id"}, partRows: 2000, pageRows: 1000}
 		_, _, mOther := h.run(t, other)
 		del := func() error {
-			_, err := h.env(nil).ExecuteActivity(h.a.DeleteExport, DeleteExportInput{JobID: j.id})
+			_, err := h.env(nil).ExecuteActivity(h.a.DeleteExport, DeleteExportInput{JobID: j.id, FirstRunID: j.firstRun()})
 			return err
 		}
 		// Mid-job (chunks only) and after finalize.
 		if err := del(); err != nil {
 			t.Fatal(err)
 		}
-		if keys := listKeys(t, h, ExportPrefix(j.id)); len(keys) != 0 {
+		if keys := listKeys(t, h, ExportPrefix(j.id, j.firstRun())); len(keys) != 0 {
 			t.Fatalf("left: %v", keys)
 		}
 		for i, r := range plan.Ranges {
@@ -748,11 +762,11 @@ func testExport(t *testing.T, be backend) {
 		if err := del(); err != nil {
 			t.Fatal(err)
 		}
-		if keys := listKeys(t, h, ExportPrefix(j.id)); len(keys) != 0 {
+		if keys := listKeys(t, h, ExportPrefix(j.id, j.firstRun())); len(keys) != 0 {
 			t.Fatalf("left: %v", keys)
 		}
 		ctx := context.Background()
-		if _, err := h.a.Artifacts.ReadManifest(ctx, j.id); !errors.Is(err, ErrArtifactGone) {
+		if _, err := h.a.Artifacts.ReadManifest(ctx, j.id, j.firstRun()); !errors.Is(err, ErrArtifactGone) {
 			t.Fatalf("manifest after delete: %v", err)
 		}
 		if _, err := h.a.Artifacts.OpenArtifact(ctx, m); !errors.Is(err, ErrArtifactGone) {
@@ -761,11 +775,92 @@ func testExport(t *testing.T, be backend) {
 		if err := del(); err != nil {
 			t.Fatalf("second delete: %v", err)
 		}
-		if got, err := h.a.Artifacts.ReadManifest(ctx, other.id); err != nil || got.SHA256 != mOther.SHA256 {
+		if got, err := h.a.Artifacts.ReadManifest(ctx, other.id, other.firstRun()); err != nil || got.SHA256 != mOther.SHA256 {
 			t.Fatalf("the other job's manifest: %v", err)
 		}
 		h.artifact(t, mOther)
 	})
+}
+
+// TestExportRunScoped: a job ID reused after Temporal purged the first job (namespace
+// retention shorter than the artifact's) is a new job instance. Its export never gets the old
+// manifest, even with the old one's sensitive columns still stored, and deleting the old
+// instance (its retention) leaves the new one's objects alone. Legacy jobs (no first run ID)
+// keep their old prefix, which holds no run-scoped object.
+func TestExportRunScoped(t *testing.T) {
+	be := sqliteBackend(t)
+	h := newHarness(t, be.datasets)
+	ctx := context.Background()
+	const id = "acme/export/reused"
+	old := job{id: id, run: "run-old", tenant: "acme", dataset: "customers", format: FormatCSV,
+		columns: []string{"id", "name", "email"}, partRows: 2000, pageRows: 1000}
+	_, _, mOld := h.run(t, old)
+	legacy := old
+	legacy.run = "-"
+	_, _, mLegacy := h.run(t, legacy)
+	if mOld.RunID != "run-old" || mOld.InputDigest == "" || mLegacy.RunID != "" || mOld.Object == mLegacy.Object {
+		t.Fatalf("manifests: %+v\n%+v", mOld, mLegacy)
+	}
+
+	// The same job ID again, fewer columns, a new instance: a fresh artifact of its own.
+	fresh := old
+	fresh.run, fresh.columns = "run-new", []string{"id", "name"}
+	_, parts, mNew := h.run(t, fresh)
+	if !reflect.DeepEqual(mNew.Columns, fresh.columns) || mNew.RunID != "run-new" || mNew.SHA256 == mOld.SHA256 ||
+		!strings.HasPrefix(mNew.Object, ExportPrefix(id, "run-new")) {
+		t.Fatalf("new instance got %+v", mNew)
+	}
+	if got := h.artifact(t, mNew); strings.Contains(string(got), "@acme.example") || !strings.HasPrefix(string(got), "id,name\n") {
+		t.Fatalf("new artifact holds other columns: %.200q", got)
+	}
+	// A retry of the same finalize reuses its own manifest (the chunks are gone by then).
+	if again, err := h.finalize(fresh.finalizeInput(parts)); err != nil || again.SHA256 != mNew.SHA256 {
+		t.Fatalf("retried finalize: %+v, %v", again, err)
+	}
+
+	// A legacy job reusing the ID never gets the stored legacy manifest of other columns.
+	legacy2 := legacy
+	legacy2.columns = []string{"id"}
+	if _, _, m := h.run(t, legacy2); !reflect.DeepEqual(m.Columns, []string{"id"}) || m.SHA256 == mLegacy.SHA256 {
+		t.Fatalf("legacy reuse got %+v", m)
+	}
+
+	// The old instance's retention (and a legacy one's) deletes nothing of the new one.
+	for _, in := range []DeleteExportInput{{JobID: id, FirstRunID: "run-old"}, {JobID: id}} {
+		if _, err := h.env(nil).ExecuteActivity(h.a.DeleteExport, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.a.Artifacts.ReadManifest(ctx, id, "run-old"); !errors.Is(err, ErrArtifactGone) {
+		t.Fatalf("old manifest after its delete: %v", err)
+	}
+	if got, err := h.a.Artifacts.ReadManifest(ctx, id, "run-new"); err != nil || got.SHA256 != mNew.SHA256 {
+		t.Fatalf("new manifest after the old delete: %+v, %v", got, err)
+	}
+	h.artifact(t, mNew)
+}
+
+// TestPlanExportApproval: the plan carries the worker catalog's approval settings for the
+// requested columns, changed scope or not, so the workflow asks with them.
+func TestPlanExportApproval(t *testing.T) {
+	be := sqliteBackend(t)
+	cust := be.datasets["customers"]
+	cust.AllowSelfApproval, cust.ApprovalTimeout = true, Duration(3*time.Hour)
+	h := newHarness(t, Datasets{"customers": cust})
+	j := job{id: "acme/export/plan", tenant: "acme", dataset: "customers", columns: []string{"id", "email"}}
+	want := &PlanApproval{Required: true, AllowSelf: true, Sensitive: []string{"email"}, Timeout: Duration(3 * time.Hour)}
+	for _, digest := range []string{j.digest(h), "sha256:stale"} {
+		in := j.planInput(h)
+		in.ConfigDigest = digest
+		plan, err := h.plan(in)
+		if err != nil || !reflect.DeepEqual(plan.Approval, want) || plan.ScopeChanged != (digest != j.digest(h)) {
+			t.Fatalf("digest %s: %+v %+v, %v", digest, plan, plan.Approval, err)
+		}
+	}
+	j.columns = []string{"id"}
+	if plan, err := h.plan(j.planInput(h)); err != nil || plan.Approval == nil || plan.Approval.Required || !plan.Approval.AllowSelf {
+		t.Fatalf("no sensitive column: %+v, %v", plan.Approval, err)
+	}
 }
 
 // tenantKeys is the tenant's integer keys in order, read independently.
@@ -793,7 +888,7 @@ func heartbeatAt(t testing.TB, h *harness, jobID string, keys []string, partRows
 	last := keys[first+rows-1]
 	hb := PartProgress{NextChunk: next, LastKey: &last, Rows: rows}
 	for c := 0; c < next; c++ {
-		hb.Bytes += int64(len(readObject(t, h, chunkKey(jobID, 2, c))))
+		hb.Bytes += int64(len(readObject(t, h, chunkKey(jobID, firstRunTest, 2, c))))
 	}
 	return hb
 }
@@ -897,7 +992,7 @@ func TestArtifactStoreMem(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.ReadManifest(ctx, "acme/export/none"); !errors.Is(err, ErrArtifactGone) {
+	if _, err := s.ReadManifest(ctx, "acme/export/none", firstRunTest); !errors.Is(err, ErrArtifactGone) {
 		t.Fatalf("missing manifest: %v", err)
 	}
 	if _, err := s.OpenArtifact(ctx, Manifest{Object: "exports/x/export.csv.gz"}); !errors.Is(err, ErrArtifactGone) {
@@ -906,7 +1001,10 @@ func TestArtifactStoreMem(t *testing.T) {
 	if _, err := s.OpenArtifact(ctx, Manifest{Object: "secrets/key"}); !errors.Is(err, ErrArtifactGone) {
 		t.Fatalf("object outside exports/: %v", err)
 	}
-	if got := ExportPrefix("acme/export/my-key"); got != "exports/acme%2Fexport%2Fmy-key/" {
+	if got := ExportPrefix("acme/export/my-key", ""); got != "exports/acme%2Fexport%2Fmy-key/" {
+		t.Fatalf("legacy prefix %q", got)
+	}
+	if got := ExportPrefix("acme/export/my-key", "run/1"); got != "exports/runs/run%2F1/acme%2Fexport%2Fmy-key/" {
 		t.Fatalf("prefix %q", got)
 	}
 }

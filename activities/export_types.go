@@ -46,11 +46,32 @@ type PlanExportResult struct {
 	Missing          []string   `json:"missing_columns,omitempty"` // requested columns the dataset no longer has
 	Rows             int        `json:"rows"`
 	Ranges           []KeyRange `json:"ranges,omitempty"`
+	// Approval is what this worker's catalog says an export of the requested columns needs,
+	// whether or not the scope changed. The workflow asks with it (never with what the
+	// frontend resolved at start), so four eyes switched back on is in force at once. Nil in
+	// plans recorded before it existed.
+	Approval *PlanApproval `json:"approval,omitempty"`
+}
+
+// PlanApproval is every approval-relevant setting of a dataset for the requested columns, as
+// the worker's current catalog has them.
+type PlanApproval struct {
+	// Required: a requested column is sensitive.
+	Required bool `json:"required"`
+	// AllowSelf: the dataset's allow_self_approval (the owner may approve).
+	AllowSelf bool `json:"allow_self"`
+	// Sensitive names the requested sensitive columns, in request order.
+	Sensitive []string `json:"sensitive,omitempty"`
+	// Timeout is the dataset's approval_timeout.
+	Timeout Duration `json:"timeout"`
 }
 
 // ExportPartInput exports one key range of the caller tenant's rows.
 type ExportPartInput struct {
-	JobID        string   `json:"job_id"`
+	JobID string `json:"job_id"`
+	// FirstRunID is the job's first run ID: chunks go under ExportPrefix(JobID, FirstRunID).
+	// Empty only for jobs started before run-scoped artifacts (the legacy prefix).
+	FirstRunID   string   `json:"first_run_id,omitempty"`
 	Tenant       string   `json:"tenant"`
 	Dataset      string   `json:"dataset"`
 	Columns      []string `json:"columns"`
@@ -72,11 +93,13 @@ type PartResult struct {
 
 // FinalizeExportInput assembles the parts into one artifact and its manifest.
 type FinalizeExportInput struct {
-	JobID     string       `json:"job_id"`
-	Format    string       `json:"format"`
-	Columns   []string     `json:"columns"`
-	Parts     []PartResult `json:"parts"`
-	ExpiresAt time.Time    `json:"expires_at"`
+	JobID string `json:"job_id"`
+	// FirstRunID is the job's first run ID (see ExportPartInput); the manifest records it.
+	FirstRunID string       `json:"first_run_id,omitempty"`
+	Format     string       `json:"format"`
+	Columns    []string     `json:"columns"`
+	Parts      []PartResult `json:"parts"`
+	ExpiresAt  time.Time    `json:"expires_at"`
 }
 
 // ManifestPart is one part of a finished artifact.
@@ -100,11 +123,20 @@ type Manifest struct {
 	Parts     []ManifestPart `json:"parts"`
 	CreatedAt time.Time      `json:"created_at"`
 	ExpiresAt time.Time      `json:"expires_at"`
+	// RunID is the first run ID of the job instance that wrote the artifact, and InputDigest
+	// the digest of its FinalizeExportInput: a retried finalize reuses a stored manifest only
+	// when both match its own, never one left by an earlier instance of the same job ID.
+	RunID       string `json:"run_id,omitempty"`
+	InputDigest string `json:"input_digest,omitempty"`
 }
 
 // DeleteExportInput removes every object of one export job.
 type DeleteExportInput struct {
 	JobID string `json:"job_id"`
+	// FirstRunID scopes the delete to one job instance (ExportPrefix); empty deletes the
+	// legacy prefix of a job started before run-scoped artifacts, which holds no newer job's
+	// objects.
+	FirstRunID string `json:"first_run_id,omitempty"`
 }
 
 // Defaults for export sizes.

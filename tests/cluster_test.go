@@ -442,11 +442,11 @@ func (c *cluster) retriedAttempts(t testing.TB, jobID string) int {
 }
 
 // exactlyOnce checks the receiver applied each of the job's n episodes exactly once.
-func exactlyOnce(t testing.TB, r *receiver.Receiver, jobID string, n int) {
+func (c *cluster) exactlyOnce(t testing.TB, r *receiver.Receiver, jobID string, n int) {
 	t.Helper()
 	effects := r.Effects()
 	for i := range n {
-		key := fmt.Sprintf("%s#%d", jobID, i)
+		key := operationID(t, c.tc, jobID, i)
 		if effects[key] != 1 {
 			t.Errorf("episode %s applied %d times at the receiver", key, effects[key])
 		}
@@ -480,7 +480,7 @@ func TestClusterWorkerDiesMidEpisode(t *testing.T) {
 	if retried == 0 {
 		t.Fatal("no episode was retried: the kill proved nothing")
 	}
-	exactlyOnce(t, r, v.JobID, n)
+	c.exactlyOnce(t, r, v.JobID, n)
 	gets := 0
 	for _, a := range r.Attempts() {
 		if a.Method == http.MethodGet {
@@ -508,7 +508,7 @@ func TestClusterLostConfirmations(t *testing.T) {
 	if f := waitStatus(t, cs, v.Handle, workflows.StatusSucceeded, 2*time.Minute); f.Progress.Done != n {
 		t.Fatalf("dropped confirmations: %+v", f.Progress)
 	}
-	exactlyOnce(t, r, v.JobID, n)
+	c.exactlyOnce(t, r, v.JobID, n)
 
 	// Applied, answer held, worker killed: the effect happened, the workflow never heard.
 	r.HoldAfterApplyNext(2, time.Minute)
@@ -522,7 +522,7 @@ func TestClusterLostConfirmations(t *testing.T) {
 	}
 	effects := r.Effects()
 	for i := range n {
-		if k := fmt.Sprintf("%s#%d", v2.JobID, i); effects[k] != 1 {
+		if k := operationID(t, c.tc, v2.JobID, i); effects[k] != 1 {
 			t.Errorf("episode %s applied %d times", k, effects[k])
 		}
 	}

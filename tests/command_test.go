@@ -72,7 +72,10 @@ awk -v i="$JOBGATE_EPISODE_INDEX" 'BEGIN { printf "some log line\n{\"score\": %g
 	must(t, err)
 	lines := strings.Fields(string(raw))
 	sort.Strings(lines)
-	want := []string{v.JobID + "#0", v.JobID + "#1", v.JobID + "#2", v.JobID + "#3"}
+	var want []string
+	for i := range 4 {
+		want = append(want, operationID(t, b.temporal, v.JobID, i))
+	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("operation IDs seen by the command:\n%s\nwant one run each of:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}

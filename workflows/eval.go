@@ -136,6 +136,25 @@ func Eval(ctx workflow.Context, in EvalInput) (EvalResult, error) {
 	return r.runEpisodes(ctx)
 }
 
+// FirstRunID is the job's first run ID: the same in every run (continue-as-new), on every
+// attempt and worker, and different for a new job under a reused workflow ID (after Temporal
+// purged the old one). Everything a job leaves outside Temporal is scoped by it. The test
+// environment sets no first run ID; its run ID stands in.
+func FirstRunID(ctx workflow.Context) string {
+	info := workflow.GetInfo(ctx)
+	if info.FirstRunID != "" {
+		return info.FirstRunID
+	}
+	return info.WorkflowExecution.RunID
+}
+
+// OperationID is episode i's operation ID, "<job id>#<first run id>#<i>": stable across
+// retries, worker deaths and continue-as-new, and unique per job instance, so a receiver never
+// answers a new job with the stored score of an earlier job of the same ID.
+func OperationID(jobID, firstRunID string, i int) string {
+	return fmt.Sprintf("%s#%s#%d", jobID, firstRunID, i)
+}
+
 func (r *evalRun) needsApproval() bool {
 	p := r.in.Approval
 	return !r.st.Approved && p.Threshold > 0 && r.in.Args.Episodes > p.Threshold
@@ -154,7 +173,7 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 	total := in.Args.Episodes
 	runEnd := min(total, st.Next+in.EpisodesPerRun)
 	conc := max(1, in.Args.Concurrency)
-	jobID := workflow.GetInfo(ctx).WorkflowExecution.ID
+	jobID, firstRun := workflow.GetInfo(ctx).WorkflowExecution.ID, FirstRunID(ctx)
 	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: in.Episode.Timeout.D(),
 		HeartbeatTimeout:    in.Episode.HeartbeatTimeout.D(),
@@ -180,8 +199,8 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 			o := opts
 			o.Summary = fmt.Sprintf("episode %d of %d", i+1, total)
 			f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), a.RunEpisode, activities.EpisodeInput{
-				JobID: jobID, Suite: in.Args.Suite, Index: i,
-				OperationID: fmt.Sprintf("%s#%d", jobID, i), Params: in.Args.Params,
+				JobID: jobID, FirstRunID: firstRun, Suite: in.Args.Suite, Index: i,
+				OperationID: OperationID(jobID, firstRun, i), Params: in.Args.Params,
 			})
 			inflight++
 			sel.AddFuture(f, func(f workflow.Future) {

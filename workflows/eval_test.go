@@ -31,6 +31,10 @@ import (
 
 const testJobID = "acme/eval/k1"
 
+// testRunID is the run ID the SDK's test environment gives every workflow (it sets no first
+// run ID, so FirstRunID falls back to it).
+const testRunID = "default-test-run-id"
+
 var (
 	owner   = authz.Principal{Tenant: "acme", Subject: "ann", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
 	bo      = authz.Principal{Tenant: "acme", Subject: "bo", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
@@ -282,7 +286,13 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 
 	t.Run("EpisodeInputs", func(t *testing.T) {
 		h := newHarness(t)
-		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).Return(scoresMock(map[int]float64{0: 1, 1: 1}))
+		var runIDs sync.Map // episode index → the run ID the activity saw
+		score := scoresMock(map[int]float64{0: 1, 1: 1})
+		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).Return(
+			func(ctx context.Context, in activities.EpisodeInput) (activities.EpisodeResult, error) {
+				runIDs.Store(in.Index, activity.GetInfo(ctx).WorkflowExecution.RunID)
+				return score(ctx, in)
+			})
 		in := evalInput(2, 2)
 		h.execute(in)
 		require.NoError(t, h.env.GetWorkflowError())
@@ -292,8 +302,28 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 		for _, ep := range h.started {
 			assert.Equal(t, testJobID, ep.JobID)
 			assert.Equal(t, "demo", ep.Suite)
-			assert.Equal(t, fmt.Sprintf("%s#%d", testJobID, ep.Index), ep.OperationID)
+			// The operation ID names the job instance (its first run), not only the workflow ID.
+			run, _ := runIDs.Load(ep.Index)
+			require.NotEmpty(t, run)
+			assert.Equal(t, run, ep.FirstRunID)
+			assert.Equal(t, fmt.Sprintf("%s#%s#%d", testJobID, run, ep.Index), ep.OperationID)
 			assert.Equal(t, in.Args.Params, ep.Params)
+		}
+	})
+
+	t.Run("OperationIDsDifferBetweenJobInstances", func(t *testing.T) {
+		// Two instances of one job ID (the first purged by namespace retention, the key used
+		// again) never share an operation ID, so a receiver cannot answer the second with the
+		// first one's stored scores; within an instance the ID is fixed per episode.
+		seen := map[string]bool{}
+		for _, run := range []string{"0192f0a0-aaaa", "0192f0a0-bbbb"} {
+			for i := range 3 {
+				id := OperationID(testJobID, run, i)
+				assert.False(t, seen[id], "operation ID %s repeats", id)
+				assert.NotEqual(t, fmt.Sprintf("%s#%d", testJobID, i), id)
+				assert.Equal(t, id, OperationID(testJobID, run, i))
+				seen[id] = true
+			}
 		}
 	})
 
@@ -874,8 +904,9 @@ func TestEval_RealDemoActivity(t *testing.T) {
 	var want EvalResult
 	var sum float64
 	for i := range n {
+		// The test environment's run ID is the job's first run ID.
 		r, err := runDemoEpisode(t, activities.EpisodeInput{JobID: testJobID, Suite: "demo", Index: i,
-			OperationID: fmt.Sprintf("%s#%d", testJobID, i), Params: in.Args.Params})
+			OperationID: OperationID(testJobID, testRunID, i), Params: in.Args.Params})
 		if err != nil {
 			want.Failed++
 			continue

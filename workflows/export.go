@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,10 @@ const (
 	exportScopeChangesMax         = 5
 	exportActivityMaxAttempts     = 10
 	exportPartStartToCloseDefault = 30 * time.Minute
+	// exportRunScopedChange marks the change to run-scoped artifacts and retention child IDs
+	// (workflow.GetVersion): jobs started before it keep the prefix their parts already wrote
+	// to and the old child ID, so they finish and replay as recorded.
+	exportRunScopedChange = "export-run-scoped-artifacts"
 )
 
 // ExportArgs are the caller's normalized start arguments: the idempotency fingerprint.
@@ -90,15 +95,21 @@ type ExportResult struct {
 
 // RetentionInput asks for an export's artifacts to be deleted at ExpiresAt.
 type RetentionInput struct {
-	JobID     string    `json:"job_id"`
-	ExpiresAt time.Time `json:"expires_at"`
+	JobID string `json:"job_id"`
+	// FirstRunID names the job instance whose artifacts are deleted (none of a later job that
+	// reuses the workflow ID). Empty in children started before run-scoped artifacts.
+	FirstRunID string    `json:"first_run_id,omitempty"`
+	ExpiresAt  time.Time `json:"expires_at"`
 }
 
 type exportRun struct {
 	*jobRun
-	in    ExportInput
-	rows  int // rows exported so far
-	total int // rows planned; 0 until planned
+	in ExportInput
+	// firstRun is the job's first run ID, scoping its artifacts and retention child; "" for a
+	// job started before run-scoped artifacts (legacy prefix and child ID).
+	firstRun string
+	rows     int // rows exported so far
+	total    int // rows planned; 0 until planned
 }
 
 func (r *exportRun) progress(ctx workflow.Context, msg string) Progress {
@@ -135,14 +146,17 @@ func Export(ctx workflow.Context, in ExportInput) (ExportResult, error) {
 	}
 	r := &exportRun{jobRun: jr, in: in}
 	jobID := workflow.GetInfo(ctx).WorkflowExecution.ID
+	if workflow.GetVersion(ctx, exportRunScopedChange, workflow.DefaultVersion, 1) >= 1 {
+		r.firstRun = FirstRunID(ctx)
+	}
 
 	digest := in.ConfigDigest
-	required, approved := in.Approval.Required, false
+	approved := false
 	for changes := 0; ; changes++ {
 		if changes > exportScopeChangesMax {
 			return ExportResult{}, r.fail(ctx, ErrCodeDatasetChanged, "the dataset's configuration kept changing; start a new export")
 		}
-		if required && !approved {
+		if r.in.Approval.Required && !approved {
 			if err := r.askApproval(ctx, digest, changes); err != nil {
 				return ExportResult{}, err
 			}
@@ -161,10 +175,15 @@ func Export(ctx workflow.Context, in ExportInput) (ExportResult, error) {
 					"the dataset no longer has column(s) "+strings.Join(plan.Missing, ", ")+"; start a new export")
 			}
 			// An old confirmation never authorizes a changed dataset: ask again whenever an
-			// approval was (or now is) needed.
+			// approval was (or now is) needed, with the worker's current approval settings.
 			digest = plan.ConfigDigest
-			required = required || plan.Sensitive
-			r.in.Approval.Sensitive = plan.SensitiveColumns // the prompt names what is sensitive now
+			r.approvalFromCatalog(plan)
+			approved = false
+			continue
+		}
+		if r.approvalFromCatalog(plan) && r.in.Approval.Required {
+			// Same digest, yet the job asked (or skipped asking) with other approval settings
+			// than this worker's catalog has: the worker's win, and the job asks with them.
 			approved = false
 			continue
 		}
@@ -183,6 +202,32 @@ func Export(ctx workflow.Context, in ExportInput) (ExportResult, error) {
 		}
 		return r.finalize(ctx, jobID, parts)
 	}
+}
+
+// approvalFromCatalog takes every approval-relevant setting from the plan, that is from the
+// worker's current catalog (never from what the frontend resolved at start): whether approval
+// is required, allow_self_approval, the sensitive columns and the approval timeout. Approval
+// stays required once it was: a column that stopped being sensitive does not undo an ask.
+// It says whether who may approve, or what, changed. Plans recorded before they carried the
+// settings only update what the job updated then.
+func (r *exportRun) approvalFromCatalog(plan activities.PlanExportResult) bool {
+	cur := &r.in.Approval
+	pa := plan.Approval
+	if pa == nil {
+		if plan.ScopeChanged {
+			cur.Required = cur.Required || plan.Sensitive
+			cur.Sensitive = plan.SensitiveColumns // the prompt names what is sensitive now
+		}
+		return false
+	}
+	next := ExportApproval{Required: cur.Required || pa.Required, AllowSelf: pa.AllowSelf,
+		Sensitive: pa.Sensitive, Timeout: cur.Timeout}
+	if pa.Timeout > 0 {
+		next.Timeout = Duration(pa.Timeout)
+	}
+	changed := next.Required != cur.Required || next.AllowSelf != cur.AllowSelf || !slices.Equal(next.Sensitive, cur.Sensitive)
+	*cur = next
+	return changed
 }
 
 func (r *exportRun) askApproval(ctx workflow.Context, digest string, changes int) error {
@@ -259,7 +304,7 @@ func (r *exportRun) exportParts(ctx workflow.Context, jobID, digest string, rang
 			next++
 			actx := r.activityOptions(ctx, fmt.Sprintf("part %d of %d", i+1, len(ranges)), exportPartStartToCloseDefault,
 				in.PartHeartbeatTimeout.D())
-			f := workflow.ExecuteActivity(actx, a.ExportPart, activities.ExportPartInput{JobID: jobID, Tenant: in.Tenant,
+			f := workflow.ExecuteActivity(actx, a.ExportPart, activities.ExportPartInput{JobID: jobID, FirstRunID: r.firstRun, Tenant: in.Tenant,
 				Dataset: in.Args.Dataset, Columns: in.Args.Columns, Format: in.Args.Format, ConfigDigest: digest,
 				Part: i + 1, Range: ranges[i], PageRows: in.PageRows})
 			inflight++
@@ -304,20 +349,26 @@ func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []activit
 	expires := workflow.Now(ctx).Add(in.Retention.D()).UTC().Truncate(time.Second)
 	var m activities.Manifest
 	err := workflow.ExecuteActivity(r.activityOptions(ctx, "finalize: assemble artifact and manifest", time.Hour, time.Minute),
-		a.FinalizeExport, activities.FinalizeExportInput{JobID: jobID, Format: in.Args.Format, Columns: in.Args.Columns,
+		a.FinalizeExport, activities.FinalizeExportInput{JobID: jobID, FirstRunID: r.firstRun, Format: in.Args.Format, Columns: in.Args.Columns,
 			Parts: parts, ExpiresAt: expires}).Get(ctx, &m)
 	if err != nil {
 		return ExportResult{}, r.activityFailure(ctx, jobID, err)
 	}
-	// Retention outlives the job: an abandoned child sleeps until expiry, then deletes.
+	// Retention outlives the job: an abandoned child sleeps until expiry, then deletes. Its ID
+	// names the job instance, so an old instance's child still sleeping never blocks (or is
+	// mistaken for) a new one's.
+	childID := jobID + "/retention"
+	if r.firstRun != "" {
+		childID += "/" + r.firstRun
+	}
 	child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            jobID + "/retention",
+		WorkflowID:            childID,
 		ParentClosePolicy:     enums.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		StaticSummary:         "deletes the artifacts of " + jobID + " at " + m.ExpiresAt.Format(time.RFC3339),
 		// The child's tasks (and its delete activity, which inherits it) are the tenant's too.
 		Priority: in.Fairness.Priority(),
-	}), RetentionWorkflowName, RetentionInput{JobID: jobID, ExpiresAt: m.ExpiresAt})
+	}), RetentionWorkflowName, RetentionInput{JobID: jobID, FirstRunID: r.firstRun, ExpiresAt: m.ExpiresAt})
 	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("retention workflow not started; artifacts stay until deleted by hand", "error", err)
 	}
@@ -351,7 +402,7 @@ func (r *exportRun) cleanup(ctx workflow.Context, jobID string) {
 	var a *activities.Activities
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	err := workflow.ExecuteActivity(r.activityOptions(dctx, "delete partial output", 5*time.Minute, 0), a.DeleteExport,
-		activities.DeleteExportInput{JobID: jobID}).Get(dctx, nil)
+		activities.DeleteExportInput{JobID: jobID, FirstRunID: r.firstRun}).Get(dctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("partial export output not deleted", "error", err)
 	}
@@ -368,5 +419,5 @@ func ExportRetention(ctx workflow.Context, in RetentionInput) error {
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Minute},
-	}), a.DeleteExport, activities.DeleteExportInput{JobID: in.JobID}).Get(ctx, nil)
+	}), a.DeleteExport, activities.DeleteExportInput{JobID: in.JobID, FirstRunID: in.FirstRunID}).Get(ctx, nil)
 }

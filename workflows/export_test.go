@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
@@ -392,7 +395,7 @@ func TestExport_NoApproval(t *testing.T) {
 		require.Len(t, h.parts, 3)
 		sort.Slice(h.parts, func(i, j int) bool { return h.parts[i].Part < h.parts[j].Part })
 		for i, pin := range h.parts {
-			assert.Equal(t, activities.ExportPartInput{JobID: exportJobID, Tenant: "acme", Dataset: "customers",
+			assert.Equal(t, activities.ExportPartInput{JobID: exportJobID, FirstRunID: testRunID, Tenant: "acme", Dataset: "customers",
 				Columns: in.Args.Columns, Format: "jsonl", ConfigDigest: cfg1, Part: i + 1, Range: plan.Ranges[i],
 				PageRows: 5}, pin)
 		}
@@ -400,6 +403,7 @@ func TestExport_NoApproval(t *testing.T) {
 		require.Len(t, h.finalizes, 1)
 		fin := h.finalizes[0]
 		assert.Equal(t, exportJobID, fin.JobID)
+		assert.Equal(t, testRunID, fin.FirstRunID)
 		assert.Equal(t, "jsonl", fin.Format)
 		assert.Equal(t, in.Args.Columns, fin.Columns)
 		assert.ElementsMatch(t, []activities.PartResult{
@@ -413,8 +417,9 @@ func TestExport_NoApproval(t *testing.T) {
 		assert.Zero(t, fin.ExpiresAt.Nanosecond(), "expires_at is whole seconds")
 
 		require.Len(t, h.children, 1, "one retention child")
-		assert.Equal(t, exportJobID+"/retention", h.children[0].id)
+		assert.Equal(t, exportJobID+"/retention/"+testRunID, h.children[0].id)
 		assert.Equal(t, exportJobID, h.children[0].in.JobID)
+		assert.Equal(t, testRunID, h.children[0].in.FirstRunID, "the child deletes this job instance's objects only")
 		assert.True(t, h.children[0].in.ExpiresAt.Equal(res.Manifest.ExpiresAt),
 			"retention expires at %v, manifest at %v", h.children[0].in.ExpiresAt, res.Manifest.ExpiresAt)
 		assert.Empty(t, h.deletes, "a finished export deletes nothing")
@@ -446,7 +451,7 @@ func TestExport_NoApproval(t *testing.T) {
 		res := h.result()
 		assert.True(t, res.Manifest.ExpiresAt.Equal(stored))
 		require.Len(t, h.children, 1)
-		assert.Equal(t, exportJobID+"/retention", h.children[0].id)
+		assert.Equal(t, exportJobID+"/retention/"+testRunID, h.children[0].id)
 		assert.True(t, h.children[0].in.ExpiresAt.Equal(stored), "retention expires at %v", h.children[0].in.ExpiresAt)
 	})
 
@@ -982,7 +987,7 @@ func TestExport_ConfigChanged(t *testing.T) {
 			"the ScopeChanged part is not retried and part 4 never starts under cfg1")
 		require.Len(t, h.finalizes, 1)
 		assert.Len(t, h.finalizes[0].Parts, 3)
-		assert.Equal(t, []activities.DeleteExportInput{{JobID: exportJobID}}, h.deletes)
+		assert.Equal(t, []activities.DeleteExportInput{{JobID: exportJobID, FirstRunID: testRunID}}, h.deletes)
 	})
 
 	t.Run("RetryableScopeChangedTypeIsNotRetried", func(t *testing.T) {
@@ -1046,7 +1051,7 @@ func TestExport_ConfigChanged(t *testing.T) {
 			assert.Empty(t, h.children)
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			assert.Contains(t, h.deletes, activities.DeleteExportInput{JobID: exportJobID},
+			assert.Contains(t, h.deletes, activities.DeleteExportInput{JobID: exportJobID, FirstRunID: testRunID},
 				"the chunks of part 1 are deleted")
 		})
 	}
@@ -1074,7 +1079,7 @@ func TestExport_CancelAndFailures(t *testing.T) {
 		assert.Zero(t, h.count("FinalizeExport"))
 		assert.Empty(t, h.children)
 		h.mu.Lock()
-		assert.Equal(t, []activities.DeleteExportInput{{JobID: exportJobID}}, h.deletes, "partial output is deleted")
+		assert.Equal(t, []activities.DeleteExportInput{{JobID: exportJobID, FirstRunID: testRunID}}, h.deletes, "partial output is deleted")
 		h.mu.Unlock()
 		assert.Equal(t, "DeleteExport", h.started[len(h.started)-1])
 		assert.Equal(t, []Status{StatusRunning, StatusCancelling, StatusCancelled}, h.statusSeq())
@@ -1121,7 +1126,7 @@ func TestExport_CancelAndFailures(t *testing.T) {
 			assert.True(t, appErr.NonRetryable())
 			assert.Equal(t, msg, appErr.Message())
 			assert.Equal(t, []string{"PlanExport", "DeleteExport"}, h.started, "not retried; partial output deleted")
-			assert.Equal(t, []activities.DeleteExportInput{{JobID: exportJobID}}, h.deletes)
+			assert.Equal(t, []activities.DeleteExportInput{{JobID: exportJobID, FirstRunID: testRunID}}, h.deletes)
 			assert.Equal(t, []Status{StatusRunning, StatusFailed}, h.statusSeq())
 			if je := h.lastJobError(); assert.NotNil(t, je) {
 				assert.Equal(t, tc.code, je.Code)
@@ -1205,11 +1210,127 @@ func TestExportRetention(t *testing.T) {
 					deletedAt = env.Now()
 					return nil
 				})
-			env.ExecuteWorkflow(RetentionWorkflowName, RetentionInput{JobID: exportJobID, ExpiresAt: start.Add(tc.after)})
+			env.ExecuteWorkflow(RetentionWorkflowName, RetentionInput{JobID: exportJobID, FirstRunID: "run-1", ExpiresAt: start.Add(tc.after)})
 			require.True(t, env.IsWorkflowCompleted())
 			require.NoError(t, env.GetWorkflowError())
-			assert.Equal(t, []activities.DeleteExportInput{{JobID: exportJobID}}, deleted)
+			assert.Equal(t, []activities.DeleteExportInput{{JobID: exportJobID, FirstRunID: "run-1"}}, deleted,
+				"only the instance the child was started for")
 			assert.WithinDuration(t, start.Add(tc.wait), deletedAt, time.Second)
+		})
+	}
+}
+
+// TestExport_ApprovalFromWorkerCatalog: every approval setting the job asks with after a plan
+// comes from the worker's catalog (the plan), never from what the frontend resolved at start,
+// and the update validator decides with it.
+func TestExport_ApprovalFromWorkerCatalog(t *testing.T) {
+	ownerApprover := authz.Principal{Tenant: "acme", Subject: "ann",
+		Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite, authz.ScopeApprove}}
+	fourEyes := &activities.PlanApproval{Required: true, AllowSelf: false, Sensitive: []string{"email"},
+		Timeout: activities.Duration(2 * time.Hour)}
+	withApproval := func(p activities.PlanExportResult, a *activities.PlanApproval) activities.PlanExportResult {
+		p.Approval = a
+		return p
+	}
+
+	// reask runs a job whose first request allowed self-approval, which the owner answers at
+	// 10m; the plan then disagrees. The owner's answer to the second request is refused, a
+	// steward's accepted, and nothing is exported before that.
+	reask := func(t *testing.T, plan func(int, activities.PlanExportInput) (activities.PlanExportResult, error)) *exportHarness {
+		h := newExportHarness(t)
+		h.plan = plan
+		in := exportInput(true)
+		in.Approval.AllowSelf = true
+		self := h.resumeAt(10*time.Minute, "self", h.answer(ownerApprover, DecisionApprove))
+		var askedAt time.Time
+		h.env.RegisterDelayedCallback(func() { askedAt = h.env.Now() }, 10*time.Minute+time.Second)
+		selfAgain := h.resumeAt(20*time.Minute, "self-again", h.answer(ownerApprover, DecisionApprove))
+		other := h.resumeAt(30*time.Minute, "steward", h.answer(steward, DecisionApprove))
+		h.execute(in)
+
+		require.True(t, self.accepted, "the first request allowed self-approval: %v", self.rejectErr)
+		assert.Zero(t, self.partsAtDecision)
+		assert.False(t, selfAgain.accepted, "the owner approved her own export after four eyes came back")
+		requireAppErrType(t, selfAgain.rejectErr, RejectForbidden)
+		require.True(t, other.accepted, "%v", other.rejectErr)
+		assert.Zero(t, other.partsAtDecision, "no part ran before the second approval")
+
+		asked := h.askedInputs()
+		require.Len(t, asked, 2)
+		assert.True(t, asked[0].AllowSelf)
+		n := asked[1]
+		assert.False(t, n.AllowSelf, "needs_input.self_approval of the re-ask")
+		assert.Equal(t, []string{"email"}, n.Scope["sensitive_columns"])
+		assert.WithinDuration(t, askedAt.Add(2*time.Hour), n.ExpiresAt, time.Minute, "the worker's approval_timeout")
+		assert.Equal(t, "steward", h.result().ApprovedBy)
+		return h
+	}
+
+	t.Run("SelfApprovalSwitchedOffBeforePlanning", func(t *testing.T) {
+		h := reask(t, func(_ int, in activities.PlanExportInput) (activities.PlanExportResult, error) {
+			if in.ConfigDigest == cfg2 {
+				return withApproval(planOf(cfg2, 3), fourEyes), nil
+			}
+			return activities.PlanExportResult{ScopeChanged: true, ConfigDigest: cfg2, Sensitive: true,
+				SensitiveColumns: []string{"email"}, Approval: fourEyes}, nil
+		})
+		assert.Equal(t, []string{cfg1, cfg2}, h.planDigests())
+	})
+
+	t.Run("SameDigestOtherSettings", func(t *testing.T) {
+		// The frontend's catalog said allow_self_approval, the worker's (same digest) does not:
+		// a disagreement no digest shows is caught by the plan all the same.
+		h := reask(t, func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
+			return withApproval(planOf(cfg1, 3), fourEyes), nil
+		})
+		assert.Equal(t, []string{cfg1, cfg1}, h.planDigests())
+	})
+
+	t.Run("RequiredByWorkerOnly", func(t *testing.T) {
+		h := newExportHarness(t)
+		h.plan = func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
+			return withApproval(planOf(cfg1, 3), fourEyes), nil
+		}
+		got := h.resumeAt(10*time.Minute, "steward", h.answer(steward, DecisionApprove))
+		h.execute(exportInput(false))
+		require.True(t, got.accepted, "%v", got.rejectErr)
+		assert.Zero(t, got.partsAtDecision, "nothing is read before the approval the worker requires")
+		require.Len(t, h.askedInputs(), 1)
+		assert.Equal(t, "steward", h.result().ApprovedBy)
+	})
+
+	t.Run("AgreeingCatalogsAskOnce", func(t *testing.T) {
+		h := newExportHarness(t)
+		h.plan = func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
+			a := *fourEyes
+			a.Timeout = activities.Duration(4 * time.Hour)
+			return withApproval(planOf(cfg1, 3), &a), nil
+		}
+		got := h.resumeAt(10*time.Minute, "steward", h.answer(steward, DecisionApprove))
+		h.execute(exportInput(true))
+		require.True(t, got.accepted, "%v", got.rejectErr)
+		assert.Len(t, h.askedInputs(), 1)
+		assert.Equal(t, 3*rowsPerPart, h.result().Manifest.Rows)
+	})
+}
+
+// TestExport_Replay replays export histories recorded by a real (embedded) server (see
+// testdata/genexport). export_v0.json is a job of the workers before run-scoped artifacts
+// (972cb3d): its parts wrote under the legacy prefix and its retention child is
+// "<job>/retention", so a job in flight when workers upgrade must keep both.
+func TestExport_Replay(t *testing.T) {
+	for _, file := range []string{"export_v0.json", "export_v1.json"} {
+		t.Run(file, func(t *testing.T) {
+			f, err := os.Open(filepath.Join("testdata", file))
+			require.NoError(t, err)
+			defer f.Close()
+			hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+			require.NoError(t, err)
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflowWithOptions(Export, workflow.RegisterOptions{Name: ExportWorkflowName})
+			// The recorded workflow ID: the child ID and artifact prefix are derived from it.
+			require.NoError(t, r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
+				OriginalExecution: workflow.Execution{ID: "acme/export/replay"}}))
 		})
 	}
 }

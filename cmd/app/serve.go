@@ -207,6 +207,9 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		}
 		m.Client, m.own = cl, true
 	}
+	if m.Logger != nil {
+		go warnRetention(ctx, m.Client, c.Temporal.Namespace, datasets, m.Logger)
+	}
 	var authServers []string
 	if c.Issuer != "" {
 		authServers = []string{c.Issuer}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -34,6 +35,14 @@ type SetupConfig struct {
 	CreateNamespace bool
 	// Timeout bounds the whole setup, including waiting for Temporal to answer.
 	Timeout time.Duration
+	// DatasetsFile is the export dataset catalog serve and the workers use. Defaults to none.
+	// Setup refuses a namespace whose retention is shorter than a dataset's retention.
+	DatasetsFile string
+	// Datasets, if set, is used instead of DatasetsFile.
+	Datasets activities.Datasets
+	// Force sets up even when the namespace retention is shorter than a dataset's retention
+	// (the mismatch is then only printed). Defaults to false.
+	Force bool
 }
 
 // Flags registers setup's flags (the same names and env vars as serve and worker).
@@ -43,6 +52,9 @@ func (c *SetupConfig) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.CreateNamespace, "create-namespace", true, "register the namespace if it does not exist")
 	fs.DurationVar(&c.Retention, "retention", 7*24*time.Hour, "retention of a namespace setup creates")
 	fs.DurationVar(&c.Timeout, "timeout", 2*time.Minute, "give up after this long (includes waiting for Temporal)")
+	fs.StringVar(&c.DatasetsFile, "datasets", "", "export dataset catalog file (the one serve and worker use): "+
+		"setup refuses a namespace retention shorter than a dataset's retention")
+	fs.BoolVar(&c.Force, "force", false, "set up even when the namespace retention is shorter than a dataset's retention")
 }
 
 // SearchAttributes are the custom search attributes jobgate's workflows set and list_jobs queries.
@@ -67,6 +79,13 @@ func Setup(ctx context.Context, c SetupConfig, log *zap.Logger, out io.Writer) e
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 	}
+	datasets := c.Datasets
+	if datasets == nil {
+		var err error
+		if datasets, err = activities.LoadDatasets(c.DatasetsFile); err != nil {
+			return err
+		}
+	}
 	opts := TemporalConfig{Address: c.Address, Namespace: c.Namespace}.options(log)
 	tc, err := waitTemporal(ctx, opts)
 	if err != nil {
@@ -74,7 +93,7 @@ func Setup(ctx context.Context, c SetupConfig, log *zap.Logger, out io.Writer) e
 	}
 	defer tc.Close()
 
-	if err := setupNamespace(ctx, c, opts, out); err != nil {
+	if err := setupNamespace(ctx, c, datasets, opts, out); err != nil {
 		return err
 	}
 	want := SearchAttributes()
@@ -144,22 +163,26 @@ func retryNotFound(ctx context.Context, f func() error) error {
 	}
 }
 
-func setupNamespace(ctx context.Context, c SetupConfig, opts client.Options, out io.Writer) error {
+func setupNamespace(ctx context.Context, c SetupConfig, datasets activities.Datasets, opts client.Options, out io.Writer) error {
 	nc, err := client.NewNamespaceClient(opts)
 	if err != nil {
 		return fmt.Errorf("namespace client: %w", err)
 	}
 	defer nc.Close()
-	_, err = nc.Describe(ctx, c.Namespace)
+	desc, err := nc.Describe(ctx, c.Namespace)
 	var notFound *serviceerror.NamespaceNotFound
 	switch {
 	case err == nil:
 		fmt.Fprintf(out, "namespace %s: exists\n", c.Namespace)
-		return nil
+		return checkRetention(c, desc.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration(), datasets, out)
 	case !errors.As(err, &notFound):
 		return fmt.Errorf("describe namespace %q: %w", c.Namespace, err)
 	case !c.CreateNamespace:
 		return fmt.Errorf("namespace %q does not exist (create it, or run without --create-namespace=false)", c.Namespace)
+	}
+	// Refused before anything is registered.
+	if err := checkRetention(c, c.Retention, datasets, out); err != nil {
+		return err
 	}
 	err = nc.Register(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: c.Namespace,
 		Description: "jobgate jobs", WorkflowExecutionRetentionPeriod: durationpb.New(c.Retention)})
@@ -168,6 +191,22 @@ func setupNamespace(ctx context.Context, c SetupConfig, opts client.Options, out
 		return fmt.Errorf("register namespace %q: %w", c.Namespace, err)
 	}
 	fmt.Fprintf(out, "namespace %s: registered (retention %s)\n", c.Namespace, c.Retention)
+	return nil
+}
+
+// checkRetention refuses (unless c.Force, which only prints) a namespace retention shorter than
+// a dataset's artifact retention.
+func checkRetention(c SetupConfig, nsRetention time.Duration, datasets activities.Datasets, out io.Writer) error {
+	problems := RetentionProblems(c.Namespace, nsRetention, datasets)
+	if len(problems) == 0 {
+		return nil
+	}
+	if !c.Force {
+		return fmt.Errorf("%s (or run setup with --force)", strings.Join(problems, "; "))
+	}
+	for _, p := range problems {
+		fmt.Fprintf(out, "warning (--force): %s\n", p)
+	}
 	return nil
 }
 

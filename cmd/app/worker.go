@@ -133,6 +133,7 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	if err := m.w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
+	go warnRetention(ctx, m.Client, m.Config.Temporal.Namespace, datasets, m.Logger)
 	m.Logger.Info("worker polling", zap.String("task_queue", tq), zap.Strings("suites", suites.Names()),
 		zap.Strings("datasets", datasets.Names()))
 	return nil
