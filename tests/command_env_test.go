@@ -218,3 +218,21 @@ func TestCommandWorkerKindsEvalServesNoExport(t *testing.T) {
 		t.Fatalf("export status %s, want still running (not served)", s)
 	}
 }
+
+// TestCommandDevWorkerServesSuiteQueues: with ServeSuiteQueues (jobgate dev) one worker also
+// polls every suite's task queue, serving only the eval kind there, so dev runs every episode.
+func TestCommandDevWorkerServesSuiteQueues(t *testing.T) {
+	t.Parallel()
+	queue, suiteQueue := "tq-dev-"+randHex(6), "tq-dev-episodes-"+randHex(6)
+	suites := filepath.Join(t.TempDir(), "suites.json")
+	must(t, os.WriteFile(suites, []byte(fmt.Sprintf(`{"suites":[{"name":"q","kind":"demo","task_queue":%q}]}`, suiteQueue)), 0o600))
+	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
+		TaskQueue: queue}, SuitesFile: suites, MaxConcurrentEpisodes: 10, ServeSuiteQueues: true}}
+	must(t, w.Run(context.Background()))
+	t.Cleanup(func() { _ = w.Close() })
+	got := w.Registered()
+	if len(got) != 2 || !slices.Contains(got[queue], "workflow:"+workflows.ExportWorkflowName) ||
+		!slices.Equal(slices.Sorted(slices.Values(got[suiteQueue])), []string{"activity:RunEpisode", "workflow:" + workflows.EvalWorkflowName}) {
+		t.Fatalf("registered %v: want every kind on %s and only eval on %s", got, queue, suiteQueue)
+	}
+}
