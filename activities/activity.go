@@ -193,12 +193,12 @@ func (a *Activities) runCommand(ctx context.Context, s Suite, in EpisodeInput) (
 // environment. A command is caller-influenced code (its params, and often what it runs, come
 // from callers), while the worker may hold dataset and artifact credentials
 // (AWS_SECRET_ACCESS_KEY, PGPASSWORD, AZURE_STORAGE_KEY, …) and its own JOBGATE_* settings.
-// The episode gets CommandEnvBase and the variables its suite names, as the worker has them,
+// The episode gets commandEnvBase and the variables its suite names, as the worker has them,
 // then the JOBGATE_* variables of the episode itself (set last: they cannot be overridden).
 func commandEnv(s Suite, episode ...string) []string {
-	env := make([]string, 0, len(CommandEnvBase)+len(s.Env)+len(episode))
+	env := make([]string, 0, len(commandEnvBase)+len(s.Env)+len(episode))
 	seen := map[string]bool{}
-	for _, names := range [][]string{CommandEnvBase, s.Env} {
+	for _, names := range [][]string{commandEnvBase, s.Env} {
 		for _, n := range names {
 			if seen[n] || strings.HasPrefix(n, "JOBGATE_") {
 				continue

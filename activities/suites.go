@@ -130,10 +130,10 @@ var (
 // envNamesMax bounds a suite's env list.
 const envNamesMax = 64
 
-// CommandEnvBase are the worker variables every command episode receives when the worker has
+// commandEnvBase are the worker variables every command episode receives when the worker has
 // them: what a program needs to find binaries, its home and its locale. Nothing else of the
 // worker's environment reaches a command unless its suite names it (Suite.Env).
-var CommandEnvBase = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ"}
+var commandEnvBase = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ"}
 
 // DefaultCatalog has the demo suite the dev stack always offers (CONTRACT.md).
 func DefaultCatalog() Catalog {
