@@ -138,13 +138,13 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	if kinds == nil {
 		kinds = workflows.KindNames()
 	}
-	for _, k := range kinds {
-		if _, ok := workflows.LookupKind(k); !ok {
-			return fmt.Errorf("kinds: unknown kind %q (known: %s)", k, strings.Join(workflows.KindNames(), ", "))
-		}
-	}
 	if len(kinds) == 0 {
 		return fmt.Errorf("kinds: want at least one of %s", strings.Join(workflows.KindNames(), ", "))
+	}
+	// Set in code (dev, tests) rather than by the flag: the same checks, so an unknown or
+	// repeated kind is an error here, not a registration panic.
+	if _, err := ParseKinds(strings.Join(kinds, ",")); err != nil {
+		return err
 	}
 	suites, err := activities.LoadCatalog(m.Config.SuitesFile)
 	if err != nil {

@@ -73,4 +73,8 @@ func TestWorkerWithoutExportsRefusesCredentials(t *testing.T) {
 	if err := m.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "at least one of eval, export") {
 		t.Errorf("no kinds: %v", err)
 	}
+	m = &WorkerMain{Config: WorkerConfig{Kinds: []string{"eval", "eval"}}}
+	if err := m.Run(context.Background()); err == nil || !strings.Contains(err.Error(), `kind "eval" named twice`) {
+		t.Errorf("repeated kind: %v", err)
+	}
 }
