@@ -157,7 +157,7 @@ func (a *Activities) runCommand(ctx context.Context, s Suite, in EpisodeInput) (
 	info := activity.GetInfo(ctx)
 	cmd := exec.CommandContext(ctx, s.Command[0], s.Command[1:]...)
 	cmd.Dir = s.Dir
-	cmd.Env = append(workerEnv(),
+	cmd.Env = commandEnv(s,
 		"JOBGATE_JOB_ID="+in.JobID,
 		"JOBGATE_EPISODE_INDEX="+strconv.Itoa(in.Index),
 		"JOBGATE_OPERATION_ID="+in.OperationID,
@@ -195,16 +195,27 @@ func (a *Activities) runCommand(ctx context.Context, s Suite, in EpisodeInput) (
 	}
 }
 
-// workerEnv is the worker's environment minus its own JOBGATE_* settings, which may point at
-// secrets; the episode gets only the JOBGATE_* variables set for it.
-func workerEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "JOBGATE_") {
-			env = append(env, kv)
+// commandEnv is a command episode's environment: an allow-list, never the worker's whole
+// environment. A command is caller-influenced code (its params, and often what it runs, come
+// from callers), while the worker may hold dataset and artifact credentials
+// (AWS_SECRET_ACCESS_KEY, PGPASSWORD, AZURE_STORAGE_KEY, …) and its own JOBGATE_* settings.
+// The episode gets commandEnvBase and the variables its suite names, as the worker has them,
+// then the JOBGATE_* variables of the episode itself (set last: they cannot be overridden).
+func commandEnv(s Suite, episode ...string) []string {
+	env := make([]string, 0, len(commandEnvBase)+len(s.Env)+len(episode))
+	seen := map[string]bool{}
+	for _, names := range [][]string{commandEnvBase, s.Env} {
+		for _, n := range names {
+			if seen[n] || strings.HasPrefix(n, "JOBGATE_") {
+				continue
+			}
+			seen[n] = true
+			if v, ok := os.LookupEnv(n); ok {
+				env = append(env, n+"="+v)
+			}
 		}
 	}
-	return env
+	return append(env, episode...)
 }
 
 // scoreLimit bounds a score so that 20,000 of them cannot overflow the running sums.

@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -27,11 +29,26 @@ func TestParseScore(t *testing.T) {
 	}
 }
 
-func TestWorkerEnvDropsJobgateSettings(t *testing.T) {
+// TestCommandEnvAllowList: a command sees the base variables, its suite's named ones and its
+// episode's JOBGATE_* variables, and nothing else of the worker's environment.
+func TestCommandEnvAllowList(t *testing.T) {
 	t.Setenv("JOBGATE_HS256_SECRET_FILE", "/run/secrets/hs256")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+	t.Setenv("PGPASSWORD", "pg-secret")
 	t.Setenv("SOME_TOOL_HOME", "/opt/tool")
-	env := strings.Join(workerEnv(), "\n")
-	if strings.Contains(env, "JOBGATE_") || !strings.Contains(env, "SOME_TOOL_HOME=/opt/tool") {
-		t.Fatalf("env: %s", env)
+	t.Setenv("OPENAI_API_KEY", "named")
+	t.Setenv("PATH", "/usr/bin:/bin")
+	t.Setenv("HOME", "/home/worker")
+	t.Setenv("LANG", "C.UTF-8")
+	t.Setenv("TZ", "") // restored after the test…
+	os.Unsetenv("TZ")  // …and unset during it: a base variable the worker lacks stays unset
+	s := Suite{Kind: SuiteCommand, Env: []string{"OPENAI_API_KEY", "NOT_SET_ANYWHERE", "PATH"}}
+	got := commandEnv(s, "JOBGATE_JOB_ID=acme/eval/k")
+	want := []string{"PATH=/usr/bin:/bin", "HOME=/home/worker", "LANG=C.UTF-8", "OPENAI_API_KEY=named", "JOBGATE_JOB_ID=acme/eval/k"}
+	if lc, ok := os.LookupEnv("LC_ALL"); ok {
+		want = slices.Insert(want, 3, "LC_ALL="+lc)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("env:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

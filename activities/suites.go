@@ -1,8 +1,11 @@
 package activities
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/url"
 	"os"
@@ -73,8 +76,14 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 type Suite struct {
 	Name string    `json:"name"`
 	Kind SuiteKind `json:"kind"`
-	// Command is argv for SuiteCommand; the episode gets JOBGATE_* variables in its environment.
+	// Command is argv for SuiteCommand. Its environment is an allow-list, never the worker's
+	// whole environment (commands are caller-influenced code): PATH, HOME, LANG, LC_ALL and TZ as
+	// the worker has them, the variables Env names, and the episode's JOBGATE_* variables.
 	Command []string `json:"command,omitempty"`
+	// Env names further worker environment variables a command suite's episodes receive (e.g.
+	// ["OPENAI_API_KEY"]): names only, the values are the worker's; a name the worker lacks is
+	// left unset. No JOBGATE_* names (the worker's own settings). Defaults to none.
+	Env []string `json:"env,omitempty"`
 	// Dir is the command's working directory. Defaults to the worker's.
 	Dir string `json:"dir,omitempty"`
 	// URL is the receiver's episodes endpoint for SuiteHTTP: absolute http(s), no credentials,
@@ -100,12 +109,31 @@ type Suite struct {
 	MaxConcurrency int `json:"max_concurrency,omitempty"`
 	// ApprovalTimeout: an unanswered approval fails the job after this long. Defaults to 24 hours.
 	ApprovalTimeout Duration `json:"approval_timeout,omitempty"`
+	// TaskQueue is the Temporal task queue this suite's episodes are dispatched to, so they can
+	// run on workers of their own (`jobgate worker --kinds eval --task-queue <it>`) that hold no
+	// dataset or artifact credentials. Recorded in each job's input when it starts. Defaults to
+	// empty: the job's own task queue (--task-queue of serve and worker).
+	TaskQueue string `json:"task_queue,omitempty"`
 }
 
 // Catalog holds suites by name.
 type Catalog map[string]Suite
 
-var suiteNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+var (
+	suiteNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+	// envNameRE is a POSIX environment variable name.
+	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	// taskQueueRE keeps queue names printable and unambiguous in flags, logs and the Web UI.
+	taskQueueRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$`)
+)
+
+// envNamesMax bounds a suite's env list.
+const envNamesMax = 64
+
+// commandEnvBase are the worker variables every command episode receives when the worker has
+// them: what a program needs to find binaries, its home and its locale. Nothing else of the
+// worker's environment reaches a command unless its suite names it (Suite.Env).
+var commandEnvBase = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ"}
 
 // DefaultCatalog has the demo suite the dev stack always offers (CONTRACT.md).
 func DefaultCatalog() Catalog {
@@ -176,6 +204,12 @@ func (c Catalog) Add(s Suite) error {
 	if s.Kind != SuiteHTTP && (s.URL != "" || s.RequestTimeout != 0) {
 		return fmt.Errorf("suite %q: url and request_timeout apply only to kind http", s.Name)
 	}
+	if err := validateEnvNames(s); err != nil {
+		return fmt.Errorf("suite %q: %w", s.Name, err)
+	}
+	if s.TaskQueue != "" && (!taskQueueRE.MatchString(s.TaskQueue) || strings.HasPrefix(s.TaskQueue, "/_sys/")) {
+		return fmt.Errorf("suite %q: task_queue %q: want 1-200 of [A-Za-z0-9_.:@/-], starting with a letter or digit", s.Name, truncateName(s.TaskQueue))
+	}
 	switch s.Approver {
 	case authz.ApproverNone, authz.ApproverOwner, authz.ApproverApprover:
 	default:
@@ -189,6 +223,41 @@ func (c Catalog) Add(s Suite) error {
 	}
 	c.add(s)
 	return nil
+}
+
+// validateEnvNames checks a suite's env list: command suites only, variable names (not
+// NAME=value), no JOBGATE_* and no repeats.
+func validateEnvNames(s Suite) error {
+	if s.Env == nil {
+		return nil
+	}
+	if s.Kind != SuiteCommand {
+		return errors.New("env applies only to kind command")
+	}
+	if len(s.Env) > envNamesMax {
+		return fmt.Errorf("env: at most %d names", envNamesMax)
+	}
+	seen := make(map[string]bool, len(s.Env))
+	for i, n := range s.Env {
+		switch {
+		case !envNameRE.MatchString(n):
+			return fmt.Errorf("env[%d] %q: want a variable name like OPENAI_API_KEY (letters, digits, _; not NAME=value)", i, truncateName(n))
+		case strings.HasPrefix(strings.ToUpper(n), "JOBGATE_"):
+			return fmt.Errorf("env[%d] %q: JOBGATE_* variables are the worker's own settings; episodes get theirs from jobgate", i, n)
+		case seen[n]:
+			return fmt.Errorf("env[%d] %q: named twice", i, n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// truncateName shortens a rejected value quoted in an error.
+func truncateName(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 // validateEpisodeURL accepts an absolute http or https URL with a host and no credentials,
@@ -225,20 +294,48 @@ func LoadCatalog(path string) (Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("suites file: %w", err)
 	}
+	c, err = ParseCatalog(b)
+	if err != nil {
+		return nil, fmt.Errorf("suites file %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseCatalog reads a catalog document {"suites":[...]} on top of DefaultCatalog. Unknown
+// fields and trailing data are refused, so a misspelt setting is an error, not a default.
+func ParseCatalog(b []byte) (Catalog, error) {
+	c := DefaultCatalog()
 	var f struct {
 		Suites []Suite `json:"suites"`
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("suites file %s: %w", path, err)
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the catalog object")
 	}
 	for _, s := range f.Suites {
 		if err := c.Add(s); err != nil {
-			return nil, fmt.Errorf("suites file %s: %w", path, err)
+			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// TaskQueues lists the distinct non-empty task queues suites name, sorted.
+func (c Catalog) TaskQueues() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range c {
+		if s.TaskQueue != "" && !seen[s.TaskQueue] {
+			seen[s.TaskQueue] = true
+			out = append(out, s.TaskQueue)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Names lists suite names, sorted.

@@ -29,6 +29,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/workflows"
 )
 
 const composeRoot = ".." // the repository root, from tests/
@@ -568,9 +569,15 @@ func TestComposeSharedStateAndCatalog(t *testing.T) {
 			t.Errorf("config %s: %v", name, err)
 		}
 	}
+	// Workers that do not serve exports hold no dataset or artifact store by design
+	// (TestComposeEpisodeWorkerHoldsNoCredentials); every other one shares both.
 	var users []types.ServiceConfig
 	users = append(users, composeServicesByCommand(p, "serve")...)
-	users = append(users, composeServicesByCommand(p, "worker")...)
+	for _, s := range composeServicesByCommand(p, "worker") {
+		if slices.Contains(composeWorkerKinds(t, s), "export") {
+			users = append(users, s)
+		}
+	}
 	artifacts, datasets := map[string]bool{}, map[string]bool{}
 	for _, s := range users {
 		a := composeSetting(s, "artifacts")
@@ -757,4 +764,81 @@ func TestComposeDockerfile(t *testing.T) {
 	}
 	// That CGO_ENABLED=0 really yields a static binary was checked by hand (ELF without an
 	// interpreter); building it here would be a second full build of the module in CI.
+}
+
+// composeWorkerKinds is a worker service's --kinds (all kinds when unset), as the worker parses it.
+func composeWorkerKinds(t *testing.T, s types.ServiceConfig) []string {
+	t.Helper()
+	v := composeSetting(s, "kinds")
+	if v == "" {
+		return workflows.KindNames()
+	}
+	kinds, err := app.ParseKinds(v)
+	if err != nil {
+		t.Errorf("%s: %v", s.Name, err)
+	}
+	return kinds
+}
+
+// TestComposeEpisodeWorkerHoldsNoCredentials: eval episodes (command suites run
+// caller-influenced code) go to workers holding no secret, dataset catalog, artifact store or
+// volume; every suite's task queue is served by such a worker; exports are still served.
+func TestComposeEpisodeWorkerHoldsNoCredentials(t *testing.T) {
+	p := composeProject(t)
+	workers := composeServicesByCommand(p, "worker")
+	// Every jobgate service reads the same suite catalog (the frontend records its queues).
+	var suitesFile string
+	for _, s := range append(composeServicesByCommand(p, "serve"), workers...) {
+		f := composeConfigAt(t, p, s, composeSetting(s, "suites"))
+		if suitesFile == "" {
+			suitesFile = f
+		} else if f != suitesFile {
+			t.Errorf("%s reads suites %s, others %s", s.Name, f, suitesFile)
+		}
+	}
+	cat, err := activities.LoadCatalog(suitesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queueOf := func(s types.ServiceConfig) string {
+		if q := composeSetting(s, "task-queue"); q != "" {
+			return q
+		}
+		return "jobgate"
+	}
+	clean := map[string]bool{} // task queues served with the eval kind by credential-free workers
+	exportQueues := map[string]bool{}
+	for _, s := range workers {
+		kinds := composeWorkerKinds(t, s)
+		if slices.Contains(kinds, "export") {
+			exportQueues[queueOf(s)] = true
+			continue
+		}
+		if len(s.Secrets) > 0 || len(s.Volumes) > 0 || composeSetting(s, "datasets") != "" || composeSetting(s, "artifacts") != "" {
+			t.Errorf("%s serves %v without exports but holds secrets %v, volumes %v, datasets %q or artifacts %q",
+				s.Name, kinds, s.Secrets, s.Volumes, composeSetting(s, "datasets"), composeSetting(s, "artifacts"))
+			continue
+		}
+		for k := range s.Environment {
+			if strings.HasPrefix(k, "AWS_") || strings.HasPrefix(k, "AZURE_") || strings.HasPrefix(k, "GOOGLE_") || strings.HasPrefix(k, "PG") {
+				t.Errorf("%s: %s is a cloud or database credential variable on an episode worker", s.Name, k)
+			}
+		}
+		if slices.Contains(kinds, "eval") {
+			clean[queueOf(s)] = true
+		}
+	}
+	if len(clean) == 0 {
+		t.Fatal("no worker runs eval episodes without dataset and artifact credentials")
+	}
+	if !exportQueues["jobgate"] {
+		t.Error("no worker serves exports on the default task queue")
+	}
+	for _, name := range cat.Names() {
+		q := cat[name].TaskQueue
+		if !clean[q] {
+			t.Errorf("suite %s: episodes go to task queue %q, which no credential-free eval worker serves (those serve %v)",
+				name, q, slices.Sorted(maps.Keys(clean)))
+		}
+	}
 }

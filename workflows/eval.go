@@ -41,6 +41,10 @@ type EpisodePolicy struct {
 	Timeout          Duration `json:"timeout"`
 	HeartbeatTimeout Duration `json:"heartbeat_timeout"`
 	MaxAttempts      int      `json:"max_attempts"`
+	// TaskQueue is the task queue the episodes are dispatched to: the suite's task_queue,
+	// recorded when the job starts so the workflow reads it from its input, never from config.
+	// Empty (every history from before it) is the workflow's own task queue.
+	TaskQueue string `json:"task_queue,omitempty"`
 }
 
 // EvalInput starts (or continues) an eval job.
@@ -179,6 +183,8 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 		HeartbeatTimeout:    in.Episode.HeartbeatTimeout.D(),
 		WaitForCancellation: true, // "cancelled" means the episodes really stopped
 		Priority:            in.Fairness.Priority(),
+		// Empty: the SDK schedules on the workflow's task queue, as before the field existed.
+		TaskQueue: in.Episode.TaskQueue,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			BackoffCoefficient:     2,

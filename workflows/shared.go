@@ -37,13 +37,22 @@ type Kind struct {
 	WorkflowName string // registered workflow type
 	Workflow     any    // the workflow function
 	Unit         string // what progress counts: "episodes", "rows"
+	// Children are the further workflows the kind starts, by registered name.
+	Children map[string]any
+	// Activities are the *activities.Activities methods the kind's workflows execute: a worker
+	// serving the kind (jobgate worker --kinds) registers exactly these, so an eval-only worker
+	// runs no export activity. Each method belongs to exactly one kind (checked by a test).
+	Activities []string
 }
 
 // Kinds is the registry of job kinds; the worker registers each workflow and the frontend
 // serves a tool family per kind.
 var Kinds = []Kind{
-	{Name: KindEval, WorkflowName: EvalWorkflowName, Workflow: Eval, Unit: "episodes"},
-	{Name: KindExport, WorkflowName: ExportWorkflowName, Workflow: Export, Unit: "rows"},
+	{Name: KindEval, WorkflowName: EvalWorkflowName, Workflow: Eval, Unit: "episodes",
+		Activities: []string{"RunEpisode"}},
+	{Name: KindExport, WorkflowName: ExportWorkflowName, Workflow: Export, Unit: "rows",
+		Children:   map[string]any{RetentionWorkflowName: ExportRetention},
+		Activities: []string{"PlanExport", "ExportPart", "FinalizeExport", "DeleteExport"}},
 }
 
 // KindNames lists the kinds' names in registry order.

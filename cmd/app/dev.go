@@ -141,7 +141,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 		return fmt.Errorf("temporal client: %w", err)
 	}
 	m.worker = &WorkerMain{Config: WorkerConfig{Temporal: tc, SuitesFile: c.SuitesFile, MaxConcurrentEpisodes: 200,
-		Datasets: datasets, ArtifactsURL: artifacts},
+		Datasets: datasets, ArtifactsURL: artifacts, ServeSuiteQueues: true},
 		Logger: m.Logger.Named("worker"), Client: m.client}
 	if err := m.worker.Run(ctx); err != nil {
 		return err

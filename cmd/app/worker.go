@@ -5,11 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/activities"
@@ -41,6 +43,54 @@ type WorkerConfig struct {
 	HeartbeatThrottle time.Duration
 	// MetricsListen is where Prometheus /metrics is served. Defaults to empty: no metrics.
 	MetricsListen string
+	// Kinds are the job kinds whose workflows and activities this worker registers on its task
+	// queue (--kinds eval,export). Defaults to nil: every kind. A worker without the export kind
+	// opens no dataset or artifact store and refuses --datasets and --artifacts, so it can run
+	// command episodes while holding none of their credentials.
+	Kinds []string
+	// ServeSuiteQueues also polls every task_queue the suite catalog names, serving the eval
+	// kind there, so one process runs every episode (dev). Not a flag: a deployment runs a
+	// worker per queue. Defaults to false.
+	ServeSuiteQueues bool
+}
+
+// kindsFlag is --kinds: a comma-separated list of known kinds, each at most once.
+type kindsFlag struct{ kinds *[]string }
+
+func (f kindsFlag) String() string {
+	if f.kinds == nil || *f.kinds == nil {
+		return strings.Join(workflows.KindNames(), ",")
+	}
+	return strings.Join(*f.kinds, ",")
+}
+
+func (f kindsFlag) Set(v string) error {
+	kinds, err := ParseKinds(v)
+	if err != nil {
+		return err
+	}
+	*f.kinds = kinds
+	return nil
+}
+
+// ParseKinds reads a --kinds value: comma-separated kind names, at least one, no repeats.
+func ParseKinds(v string) ([]string, error) {
+	known := strings.Join(workflows.KindNames(), ", ")
+	var out []string
+	for _, name := range strings.Split(v, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "":
+			return nil, fmt.Errorf("kinds %q: empty kind name (known: %s)", v, known)
+		case slices.Contains(out, name):
+			return nil, fmt.Errorf("kinds %q: kind %q named twice", v, name)
+		}
+		if _, ok := workflows.LookupKind(name); !ok {
+			return nil, fmt.Errorf("kinds %q: unknown kind %q (known: %s)", v, name, known)
+		}
+		out = append(out, name)
+	}
+	return out, nil
 }
 
 // Flags registers the worker's flags.
@@ -51,7 +101,14 @@ func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DatasetsFile, "datasets", "", "JSON export dataset catalog file ({\"datasets\":[...]}); share it with serve")
 	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL: file:///dir, s3://bucket, gs://bucket, azblob://container (share it with serve)")
 	fs.DurationVar(&c.HeartbeatThrottle, "heartbeat-throttle", HeartbeatThrottleDefault, "longest delay before a cancel reaches a running episode")
+	fs.Var(kindsFlag{&c.Kinds}, "kinds", "job kinds this worker serves on its task queue, comma-separated: "+
+		strings.Join(workflows.KindNames(), ",")+"; without export it holds no dataset or artifact store (README \"Command episodes\")")
 	metricsFlag(fs, &c.MetricsListen)
+}
+
+// serves reports whether the worker serves kind.
+func (c *WorkerConfig) serves(kind string) bool {
+	return c.Kinds == nil || slices.Contains(c.Kinds, kind)
 }
 
 // WorkerMain runs workflows and activities.
@@ -63,11 +120,13 @@ type WorkerMain struct {
 	// QueryHook, if set, sees every statement an export sends to a dataset (tests).
 	QueryHook func(dataset, query string)
 
-	own       bool
-	w         worker.Worker
-	artifacts *activities.ArtifactStore
-	db        *activities.DBPool
-	metrics   *metricsServer
+	own     bool
+	workers []worker.Worker
+	// registered is what Run registered, per task queue: "workflow:<name>", "activity:<name>".
+	registered map[string][]string
+	artifacts  *activities.ArtifactStore
+	db         *activities.DBPool
+	metrics    *metricsServer
 }
 
 // Run starts polling and returns; Close stops.
@@ -75,12 +134,33 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = zap.NewNop()
 	}
+	kinds := m.Config.Kinds
+	if kinds == nil {
+		kinds = workflows.KindNames()
+	}
+	if len(kinds) == 0 {
+		return fmt.Errorf("kinds: want at least one of %s", strings.Join(workflows.KindNames(), ", "))
+	}
+	// Set in code (dev, tests) rather than by the flag: the same checks, so an unknown or
+	// repeated kind is an error here, not a registration panic.
+	if _, err := ParseKinds(strings.Join(kinds, ",")); err != nil {
+		return err
+	}
 	suites, err := activities.LoadCatalog(m.Config.SuitesFile)
 	if err != nil {
 		return err
 	}
+	exports := m.Config.serves(workflows.KindExport)
 	datasets := m.Config.Datasets
-	if datasets == nil {
+	if !exports {
+		// The point of a worker without exports is to hold none of their credentials: refuse
+		// them rather than open them unused.
+		if m.Config.DatasetsFile != "" || len(datasets) > 0 || m.Config.ArtifactsURL != "" {
+			return fmt.Errorf("--datasets and --artifacts serve the export kind, which this worker does not (--kinds %s): "+
+				"leave them unset so it holds no dataset or artifact credentials", strings.Join(kinds, ","))
+		}
+		datasets = nil
+	} else if datasets == nil {
 		if datasets, err = activities.LoadDatasets(m.Config.DatasetsFile); err != nil {
 			return err
 		}
@@ -116,35 +196,85 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	if slots <= 0 {
 		slots = MaxConcurrentEpisodesDefault
 	}
-	m.w = worker.New(m.Client, tq, worker.Options{
+	opts := worker.Options{
 		MaxConcurrentActivityExecutionSize: slots,
 		// Without this cap the SDK batches heartbeats for 0.8 × the heartbeat timeout, and a
 		// cancel waits that long to reach an episode.
 		MaxHeartbeatThrottleInterval:     hb,
 		DefaultHeartbeatThrottleInterval: hb,
-	})
-	for _, k := range workflows.Kinds {
-		m.w.RegisterWorkflowWithOptions(k.Workflow, workflow.RegisterOptions{Name: k.WorkflowName})
 	}
-	m.w.RegisterWorkflowWithOptions(workflows.ExportRetention, workflow.RegisterOptions{Name: workflows.RetentionWorkflowName})
 	m.db = &activities.DBPool{}
-	m.w.RegisterActivity(&activities.Activities{Suites: suites, Datasets: datasets, Artifacts: m.artifacts, DB: m.db,
-		QueryHook: m.QueryHook})
-	if err := m.w.Start(); err != nil {
-		return fmt.Errorf("start worker: %w", err)
+	acts := &activities.Activities{Suites: suites, Datasets: datasets, Artifacts: m.artifacts, DB: m.db, QueryHook: m.QueryHook}
+	queues := map[string][]string{tq: kinds}
+	if m.Config.ServeSuiteQueues && m.Config.serves(workflows.KindEval) {
+		for _, q := range suites.TaskQueues() {
+			if q != tq {
+				queues[q] = []string{workflows.KindEval}
+			}
+		}
 	}
 	go warnRetention(ctx, m.Client, m.Config.Temporal.Namespace, datasets, m.Logger)
-	m.Logger.Info("worker polling", zap.String("task_queue", tq), zap.Strings("suites", suites.Names()),
-		zap.Strings("datasets", datasets.Names()))
+	m.registered = map[string][]string{}
+	for _, q := range slices.Sorted(maps.Keys(queues)) {
+		w := worker.New(m.Client, q, opts)
+		for _, name := range queues[q] {
+			k, _ := workflows.LookupKind(name)
+			wfs, as, err := k.Register(w, acts)
+			if err != nil {
+				m.stopWorkers()
+				return err
+			}
+			for _, n := range wfs {
+				m.registered[q] = append(m.registered[q], "workflow:"+n)
+			}
+			for _, n := range as {
+				m.registered[q] = append(m.registered[q], "activity:"+n)
+			}
+		}
+		if err := w.Start(); err != nil {
+			m.stopWorkers()
+			return fmt.Errorf("start worker on task queue %s: %w", q, err)
+		}
+		m.workers = append(m.workers, w)
+	}
+	m.warnCommandSuites(suites, tq, datasets)
+	m.Logger.Info("worker polling", zap.String("task_queue", tq), zap.Strings("kinds", kinds),
+		zap.Strings("suites", suites.Names()), zap.Strings("datasets", datasets.Names()),
+		zap.Strings("suite_queues", slices.DeleteFunc(slices.Sorted(maps.Keys(queues)), func(q string) bool { return q == tq })))
 	return nil
+}
+
+// warnCommandSuites warns about command suites whose episodes this worker runs while it holds
+// dataset or artifact credentials: give such a suite a task_queue served by a worker without
+// them (README "Command episodes").
+func (m *WorkerMain) warnCommandSuites(suites activities.Catalog, tq string, datasets activities.Datasets) {
+	if !m.Config.serves(workflows.KindEval) || (len(datasets) == 0 && m.artifacts == nil) {
+		return
+	}
+	for _, name := range suites.Names() {
+		s := suites[name]
+		if s.Kind == activities.SuiteCommand && (s.TaskQueue == "" || s.TaskQueue == tq) {
+			m.Logger.Warn("command suite's episodes run on a worker holding dataset or artifact credentials; "+
+				"give the suite a task_queue served by a worker started with --kinds eval",
+				zap.String("suite", name), zap.String("task_queue", tq))
+		}
+	}
+}
+
+// Registered lists what Run registered on each task queue it polls ("workflow:<name>",
+// "activity:<name>"), for logs and tests.
+func (m *WorkerMain) Registered() map[string][]string { return m.registered }
+
+func (m *WorkerMain) stopWorkers() {
+	for _, w := range m.workers {
+		w.Stop()
+	}
+	m.workers = nil
 }
 
 // Close stops polling and waits for running task handlers to return.
 func (m *WorkerMain) Close() error {
-	if m.w != nil {
-		m.w.Stop()
-		m.w = nil
-	}
+	m.stopWorkers()
 	if m.own && m.Client != nil {
 		m.Client.Close()
 		m.Client = nil

@@ -1,0 +1,43 @@
+package workflows
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jobgate/jobgate/activities"
+)
+
+// Registry is what a kind registers its workflows and activities with: a Temporal worker
+// (worker.Worker) or a test environment.
+type Registry interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
+}
+
+// Register registers the kind's workflow, its children and its activities (methods of a, under
+// the names workflows execute them by) with r. It returns the registered names.
+func (k Kind) Register(r Registry, a *activities.Activities) (workflowNames, activityNames []string, err error) {
+	r.RegisterWorkflowWithOptions(k.Workflow, workflow.RegisterOptions{Name: k.WorkflowName})
+	workflowNames = append(workflowNames, k.WorkflowName)
+	for _, name := range slices.Sorted(maps.Keys(k.Children)) {
+		r.RegisterWorkflowWithOptions(k.Children[name], workflow.RegisterOptions{Name: name})
+		workflowNames = append(workflowNames, name)
+	}
+	v := reflect.ValueOf(a)
+	for _, name := range k.Activities {
+		m := v.MethodByName(name)
+		if !m.IsValid() {
+			return nil, nil, fmt.Errorf("kind %s: activity %s is not a method of *activities.Activities", k.Name, name)
+		}
+		// The SDK names a method value's activity after the method, so workflows executing
+		// a.RunEpisode on a nil *Activities find it under this name.
+		r.RegisterActivityWithOptions(m.Interface(), activity.RegisterOptions{Name: name})
+		activityNames = append(activityNames, name)
+	}
+	return workflowNames, activityNames, nil
+}
