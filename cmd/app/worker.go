@@ -13,6 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -41,6 +43,9 @@ type WorkerConfig struct {
 	HeartbeatThrottle time.Duration
 	// MetricsListen is where Prometheus /metrics is served. Defaults to empty: no metrics.
 	MetricsListen string
+	// ResumeKeys (or ResumeKeysFile) verify the seals frontends put on answers: the same keyring
+	// as serve's. Defaults to none, and then every resume is refused (fail closed).
+	ResumeKeys, ResumeKeysFile string
 }
 
 // Flags registers the worker's flags.
@@ -52,6 +57,7 @@ func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL: file:///dir, s3://bucket, gs://bucket, azblob://container (share it with serve)")
 	fs.DurationVar(&c.HeartbeatThrottle, "heartbeat-throttle", HeartbeatThrottleDefault, "longest delay before a cancel reaches a running episode")
 	metricsFlag(fs, &c.MetricsListen)
+	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
 }
 
 // WorkerMain runs workflows and activities.
@@ -62,6 +68,8 @@ type WorkerMain struct {
 	Client client.Client
 	// QueryHook, if set, sees every statement an export sends to a dataset (tests).
 	QueryHook func(dataset, query string)
+	// ResumeKeys, if set, replaces what Config would load (dev and tests).
+	ResumeKeys *handle.Keyring
 
 	own       bool
 	w         worker.Worker
@@ -91,6 +99,17 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		}
 	} else if len(datasets) > 0 {
 		return errors.New("--artifacts is required when datasets are configured (exports write there)")
+	}
+	if m.ResumeKeys == nil {
+		if m.ResumeKeys, err = loadKeyring(m.Config.ResumeKeys, m.Config.ResumeKeysFile, "resume-keys"); err != nil {
+			return err
+		}
+	}
+	wfs := &workflows.Workflows{}
+	if m.ResumeKeys != nil {
+		wfs.Resume = frontend.ResumeVerifier(m.ResumeKeys)
+	} else {
+		m.Logger.Error("no --resume-keys / --resume-keys-file: this worker refuses every resume (approvals, rejections); give it the frontends' resume keys")
 	}
 	if m.metrics, err = startMetricsFor(m.Config.MetricsListen, &m.Config.Temporal, m.Logger); err != nil {
 		return err
@@ -124,7 +143,7 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		DefaultHeartbeatThrottleInterval: hb,
 	})
 	for _, k := range workflows.Kinds {
-		m.w.RegisterWorkflowWithOptions(k.Workflow, workflow.RegisterOptions{Name: k.WorkflowName})
+		m.w.RegisterWorkflowWithOptions(k.Workflow(wfs), workflow.RegisterOptions{Name: k.WorkflowName})
 	}
 	m.w.RegisterWorkflowWithOptions(workflows.ExportRetention, workflow.RegisterOptions{Name: workflows.RetentionWorkflowName})
 	m.db = &activities.DBPool{}
