@@ -150,7 +150,7 @@ func TestForgedResumeRefused(t *testing.T) {
 		"AlteredScopes": sealedA(func(r *workflows.ResumeRequest) {
 			r.Principal.Scopes = []authz.Scope{authz.ScopeApprove, authz.ScopeAdmin}
 		}),
-		"AlteredDigest": sealedA(func(r *workflows.ResumeRequest) { r.ScopeDigest = "sha256:" + strings.Repeat("0", 64) }),
+		"AlteredDigest":  sealedA(func(r *workflows.ResumeRequest) { r.ScopeDigest = "sha256:" + strings.Repeat("0", 64) }),
 		"AlteredComment": sealedA(func(r *workflows.ResumeRequest) { r.Comment = "approved by the board" }),
 		// (d) expired, and (e) sealed with keys that are not the deployment's.
 		"Expired": func() workflows.ResumeRequest {

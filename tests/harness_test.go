@@ -72,11 +72,11 @@ type testBundle struct {
 	// spec, for spawned processes (JOBGATE_RESUME_KEYS).
 	resumeKeys    *handle.Keyring
 	resumeKeySpec string
-	temporal  client.Client
-	frontends []*app.ServeMain
-	worker    *app.WorkerMain
-	suites    string
-	logs      *observer.ObservedLogs
+	temporal      client.Client
+	frontends     []*app.ServeMain
+	worker        *app.WorkerMain
+	suites        string
+	logs          *observer.ObservedLogs
 	// datasets is the export catalog file shared by frontends and workers ("" with none);
 	// artifacts the artifact store URL (a fresh file:// directory per bundle).
 	datasets  string
