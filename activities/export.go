@@ -823,6 +823,7 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 		Parts:     make([]ManifestPart, 0, len(parts)),
 		CreatedAt: started.UTC(),
 		ExpiresAt: in.ExpiresAt.UTC(),
+		Decision:  in.Decision,
 	}
 	for _, p := range parts {
 		ph := sha256.New()

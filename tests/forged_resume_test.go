@@ -201,6 +201,9 @@ func TestForgedResumeRefused(t *testing.T) {
 		d.Decision != workflows.DecisionApprove || d.At.IsZero() {
 		t.Fatalf("decision record: %+v", d)
 	}
+	if m := res.Manifest.Decision; m == nil || m.By != "steward" || m.Seal == "" || m.Prompt == "" || m.ScopeDigest != ni.ScopeDigest {
+		t.Fatalf("the manifest's decision record: %+v", m)
+	}
 	if acceptedResume(t, b, va.JobID).Seal == "" {
 		t.Fatal("the accepted resume in history has no seal")
 	}
@@ -238,7 +241,9 @@ func TestForgedStartTenantMismatch(t *testing.T) {
 func TestUIURLOnlyForAdmins(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{noWorker: true})
-	csAna := b.session(ana, 0, "")
+	tenant := listTenant() // ops lists the whole tenant: one of this test's own
+	pAna, pOps := principal{tenant, "ana", listRW}, principal{tenant, "ops", listAdminRead}
+	csAna := b.session(pAna, 0, "")
 	v := mustView(t, call(t, csAna, "start_eval", startArgs(uniqueKey(t), 1, nil)))
 	if v.UIURL != "" {
 		t.Errorf("start_eval gave ana ui_url %q", v.UIURL)
@@ -246,7 +251,7 @@ func TestUIURLOnlyForAdmins(t *testing.T) {
 	if g := mustView(t, call(t, csAna, "get_eval", map[string]any{"handle": v.Handle})); g.UIURL != "" {
 		t.Errorf("get_eval gave ana ui_url %q", g.UIURL)
 	}
-	rows := waitListed(t, b.session(ops, 1, ""), nil, []string{v.JobID})
+	rows := waitListed(t, b.session(pOps, 1, ""), nil, []string{v.JobID})
 	for _, r := range rows {
 		if r.JobID == v.JobID && !strings.HasPrefix(r.UIURL, "http://ui.test/namespaces/default/workflows/") {
 			t.Errorf("list_jobs gave ops (jobs:admin) ui_url %q", r.UIURL)

@@ -308,7 +308,7 @@ func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []activit
 	var m activities.Manifest
 	err := workflow.ExecuteActivity(r.activityOptions(ctx, "finalize: assemble artifact and manifest", time.Hour, time.Minute),
 		a.FinalizeExport, activities.FinalizeExportInput{JobID: jobID, Format: in.Args.Format, Columns: in.Args.Columns,
-			Parts: parts, ExpiresAt: expires}).Get(ctx, &m)
+			Parts: parts, ExpiresAt: expires, Decision: r.decision}).Get(ctx, &m)
 	if err != nil {
 		return ExportResult{}, r.activityFailure(ctx, jobID, err)
 	}

@@ -543,9 +543,14 @@ func TestExport_Approval(t *testing.T) {
 		assert.Equal(t, "steward", res.ApprovedBy)
 		// The decision record: who, when (workflow time of acceptance), surface, sign-in, scope.
 		ni := h.openInput()
+		require.NotNil(t, res.Decision)
 		assert.Equal(t, &DecisionRecord{InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Decision: DecisionApprove,
 			Tenant: "acme", By: "steward", Scopes: []string{string(authz.ScopeApprove)}, At: start.Add(30 * time.Minute).UTC(),
-			Surface: SurfaceTool, SignedInWith: SignedInBearerJWT}, res.Decision)
+			Surface: SurfaceTool, SignedInWith: SignedInBearerJWT, Prompt: ni.Prompt, Seal: res.Decision.Seal}, res.Decision)
+		assert.NotEmpty(t, res.Decision.Seal)
+		// ... and the manifest is written with it.
+		require.NotEmpty(t, h.finalizes)
+		assert.Equal(t, res.Decision, h.finalizes[len(h.finalizes)-1].Decision)
 		assert.Equal(t, 3*rowsPerPart, res.Manifest.Rows)
 		assert.Equal(t, []Status{StatusAwaitingInput, StatusRunning, StatusSucceeded}, h.statusSeq())
 		assert.Equal(t, []string{cfg1}, h.planDigests())

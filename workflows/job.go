@@ -219,7 +219,11 @@ func (r *jobRun) validateResume(ctx workflow.Context, req ResumeRequest) error {
 
 func (r *jobRun) resume(ctx workflow.Context, req ResumeRequest) (ResumeResult, error) {
 	r.answer = &req
-	r.decision = decisionRecord(req, workflow.Now(ctx))
+	prompt := ""
+	if r.needs != nil { // set whenever the validator admitted the update
+		prompt = r.needs.Prompt
+	}
+	r.decision = decisionRecord(req, prompt, workflow.Now(ctx))
 	r.needs = nil // a second resume, even a concurrent one, is now input_not_expected
 	return ResumeResult{Decision: req.Decision, By: req.Principal.Subject}, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -61,23 +62,14 @@ type Workflows struct {
 }
 
 // DecisionRecord is who answered a job's input request, when, through which surface and how
-// they signed in, and what exactly they answered; it goes to the job's result. The accepted
-// ResumeRequest (with its seal) is in the workflow's history as well.
-type DecisionRecord struct {
-	InputID      string    `json:"input_id"`
-	ScopeDigest  string    `json:"scope_digest"`
-	Decision     string    `json:"decision"`
-	Tenant       string    `json:"tenant"`
-	By           string    `json:"by"`
-	Scopes       []string  `json:"scopes,omitempty"`
-	At           time.Time `json:"at"`
-	Surface      string    `json:"surface,omitempty"`
-	SignedInWith string    `json:"signed_in_with,omitempty"`
-}
+// they signed in, what they were shown and exactly what they answered, with the seal; it goes
+// to the export's result and manifest. The accepted ResumeRequest is in history as well.
+type DecisionRecord = activities.DecisionRecord
 
-func decisionRecord(req ResumeRequest, at time.Time) *DecisionRecord {
+func decisionRecord(req ResumeRequest, prompt string, at time.Time) *DecisionRecord {
 	d := &DecisionRecord{InputID: req.InputID, ScopeDigest: req.ScopeDigest, Decision: req.Decision,
-		Tenant: req.Principal.Tenant, By: req.Principal.Subject, At: at, Surface: req.Surface, SignedInWith: req.SignedInWith}
+		Tenant: req.Principal.Tenant, By: req.Principal.Subject, At: at, Surface: req.Surface, SignedInWith: req.SignedInWith,
+		Prompt: prompt, Seal: req.Seal}
 	for _, s := range req.Principal.Scopes {
 		d.Scopes = append(d.Scopes, string(s))
 	}

@@ -286,10 +286,12 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		}
 	}
 	m.ln = ln
-	m.srv = &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute}
+	m.srv = srv
 	go func() {
-		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// srv, not m.srv: a Close right after Run clears m.srv while this goroutine starts.
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.Logger.Error("http server", zap.Error(err))
 		}
 	}()
