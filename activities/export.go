@@ -838,6 +838,7 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 		ExpiresAt:   in.ExpiresAt.UTC(),
 		RunID:       in.FirstRunID,
 		InputDigest: digest,
+		Decision:    in.Decision,
 	}
 	for _, p := range parts {
 		ph := sha256.New()

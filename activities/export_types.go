@@ -100,6 +100,27 @@ type FinalizeExportInput struct {
 	Columns    []string     `json:"columns"`
 	Parts      []PartResult `json:"parts"`
 	ExpiresAt  time.Time    `json:"expires_at"`
+	// Decision is the approval the export ran under (nil: none was needed); it is written into
+	// the manifest, so the artifact carries who approved what.
+	Decision *DecisionRecord `json:"decision,omitempty"`
+}
+
+// DecisionRecord is who answered a job's input request, when, through which surface and how
+// they signed in, what they were shown and exactly what they answered, with the frontend's
+// resume seal over it (verifiable with the resume keys; expired minutes after the decision).
+type DecisionRecord struct {
+	InputID      string    `json:"input_id"`
+	ScopeDigest  string    `json:"scope_digest"`
+	Decision     string    `json:"decision"`
+	Tenant       string    `json:"tenant"`
+	By           string    `json:"by"`
+	Scopes       []string  `json:"scopes,omitempty"`
+	At           time.Time `json:"at"`
+	Surface      string    `json:"surface,omitempty"`
+	SignedInWith string    `json:"signed_in_with,omitempty"`
+	// Prompt is the meaning shown to the approver (the input request's prompt).
+	Prompt string `json:"prompt,omitempty"`
+	Seal   string `json:"seal,omitempty"`
 }
 
 // ManifestPart is one part of a finished artifact.
@@ -128,6 +149,8 @@ type Manifest struct {
 	// when both match its own, never one left by an earlier instance of the same job ID.
 	RunID       string `json:"run_id,omitempty"`
 	InputDigest string `json:"input_digest,omitempty"`
+	// Decision records the approval the export ran under; nil when none was needed.
+	Decision *DecisionRecord `json:"decision,omitempty"`
 }
 
 // DeleteExportInput removes every object of one export job.

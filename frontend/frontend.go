@@ -28,7 +28,10 @@ const (
 	DownloadTTLDefault     = 5 * time.Minute
 	TemporalTimeoutDefault = 10 * time.Second
 	ResumeTimeoutDefault   = 15 * time.Second
-	MaxBodyBytesDefault    = 1 << 20
+	// ResumeSealTTL is how long a resume seal stays valid: the update it rides on reaches the
+	// worker's validator within seconds; the rest is room for clock skew between hosts.
+	ResumeSealTTL       = 5 * time.Minute
+	MaxBodyBytesDefault = 1 << 20
 )
 
 // Version is reported to MCP clients.
@@ -46,12 +49,19 @@ type Options struct {
 	Verifier authz.Verifier
 	// Keys sign handles and cursors. Required; share them across replicas.
 	Keys *handle.Keyring
+	// ResumeKeys seal every answer sent to a job (resume_*, MRTR, tasks/update); the workers'
+	// update validator opens the seal with the same keys. Required; a keyring of its own (never
+	// the handle keys), held only by frontends and workers.
+	ResumeKeys *handle.Keyring
 	// ResourceURI is this server's OAuth resource identifier (tokens' aud), e.g. "http://localhost:8080/mcp". Required.
 	ResourceURI string
 	// AuthorizationServers are advertised in RFC 9728 metadata. Defaults to none.
 	AuthorizationServers []string
 	// UIBaseURL is the public Temporal Web UI base, e.g. "http://localhost:8233". Empty omits ui_url.
 	UIBaseURL string
+	// UIURLFor is who gets ui_url in job views: UIURLForAdmin (principals with jobs:admin),
+	// UIURLForAll or UIURLForNone. The Web UI is an operator tool. Defaults to UIURLForAdmin.
+	UIURLFor string
 	// Suites are the eval suites callers may name. Defaults to activities.DefaultCatalog().
 	Suites activities.Catalog
 	// Datasets are the export datasets callers may name. Defaults to none.
@@ -123,6 +133,9 @@ func New(opts Options) (*Frontend, error) {
 	if opts.Keys == nil {
 		missing = append(missing, "Keys")
 	}
+	if opts.ResumeKeys == nil {
+		missing = append(missing, "ResumeKeys")
+	}
 	if opts.ResourceURI == "" {
 		missing = append(missing, "ResourceURI")
 	}
@@ -163,6 +176,13 @@ func New(opts Options) (*Frontend, error) {
 		opts.Now = time.Now
 	}
 	opts.UIBaseURL = strings.TrimRight(opts.UIBaseURL, "/")
+	switch opts.UIURLFor {
+	case "":
+		opts.UIURLFor = UIURLForAdmin
+	case UIURLForAdmin, UIURLForAll, UIURLForNone:
+	default:
+		return nil, fmt.Errorf("frontend: UIURLFor %q: want %s, %s or %s", opts.UIURLFor, UIURLForAdmin, UIURLForAll, UIURLForNone)
+	}
 	f := &Frontend{opts: opts, log: opts.Logger, tokens: newTokenCache(opts.Now), results: newResultCache(),
 		needsInputs: newNeedsInputCache()}
 	var err error

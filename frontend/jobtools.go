@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -15,8 +16,10 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -101,13 +104,15 @@ func (f *Frontend) resume(ctx context.Context, p authz.Principal, in ResumeIn, k
 	if err != nil {
 		return nil, err
 	}
-	return f.resumeJob(ctx, p, j, in)
+	return f.resumeJob(ctx, p, j, in, workflows.SurfaceTool)
 }
 
 // resumeJob delivers an answer to job j, which the caller has resolved: the jobgate.resume
 // update, whose validator re-checks principal, input_id and scope_digest before history.
-// resume_*, MRTR retries and Tasks updates all end here.
-func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in ResumeIn) (*job, error) {
+// resume_*, MRTR retries and Tasks updates all end here, and surface says which. The request is
+// sealed with the resume keys for exactly this run, request, principal and answer: the
+// validator refuses anything unsealed, so no other Temporal client can answer for anyone.
+func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in ResumeIn, surface string) (*job, error) {
 	if authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Forbidden {
 		return nil, toolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.policyJob()))
 	}
@@ -119,13 +124,26 @@ func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in 
 	sum := sha256.Sum256([]byte(strings.Join([]string{p.Tenant, p.Subject, in.InputID, in.ScopeDigest, in.Decision}, "\x00")))
 	tctx, cancel := context.WithTimeout(ctx, ResumeTimeoutDefault)
 	defer cancel()
+	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,
+		Decision: in.Decision, Comment: in.Comment, Surface: surface, SignedInWith: workflows.SignedInBearerJWT}
+	req.Seal = f.opts.ResumeKeys.SealResume(handle.Resume{WorkflowID: j.id, RunID: j.runID, InputID: req.InputID,
+		ScopeDigest: req.ScopeDigest, Tenant: p.Tenant, Subject: p.Subject, Scopes: scopeStrings(p.Scopes),
+		Decision: req.Decision, CommentDigest: handle.CommentDigest(req.Comment), Surface: req.Surface,
+		SignedInWith: req.SignedInWith, Expiry: f.opts.Now().Add(ResumeSealTTL).Truncate(time.Second)})
+	if req.Seal == "" {
+		// Only an oversized principal or a describe without a run ID gets here; the worker would
+		// refuse the unsealed request anyway.
+		f.log.Error("resume not sealed", zap.String("job_id", j.id), zap.String("run_id", j.runID))
+		return nil, fmt.Errorf("resume %s: the answer could not be sealed", j.id)
+	}
+	// Run ID: the update goes to the run the seal names (a newer run would refuse it anyway).
 	h, err := f.opts.Temporal.UpdateWorkflow(tctx, client.UpdateWorkflowOptions{
 		WorkflowID:   j.id,
+		RunID:        j.runID,
 		UpdateID:     "resume-" + hex.EncodeToString(sum[:12]),
 		UpdateName:   workflows.UpdateResume,
 		WaitForStage: client.WorkflowUpdateStageCompleted,
-		Args: []any{workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,
-			Decision: in.Decision, Comment: in.Comment}},
+		Args:         []any{req},
 	})
 	if err == nil {
 		err = h.Get(tctx, nil)
@@ -140,6 +158,12 @@ func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in 
 				return nil, toolErr(CodeForbidden, "%s", appErr.Message())
 			case workflows.RejectInvalidArgument:
 				return nil, invalidArg("decision", "%s", appErr.Message())
+			case workflows.RejectUnsealed:
+				// This frontend sealed it, so the deployment is wrong: the workers lack the resume
+				// keys or hold others, or the clocks are minutes apart.
+				f.log.Error("a worker refused this frontend's resume seal; give frontends and workers the same --resume-keys",
+					zap.String("job_id", j.id), zap.String("reason", appErr.Message()))
+				return nil, toolErr(CodeUnavailable, "the worker could not verify this server's answer (a deployment problem: the operators are told); retry later")
 			default:
 				return nil, toolErr(CodeInputNotExpected, "%s", appErr.Message())
 			}

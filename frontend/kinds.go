@@ -29,7 +29,7 @@ type jobKind[R any] struct {
 
 // view renders a job for the caller with a fresh handle and, once succeeded, its result.
 func (k jobKind[R]) view(ctx context.Context, f *Frontend, p authz.Principal, j *job) (*KindView[R], error) {
-	v := &KindView[R]{JobSummary: f.summary(j)}
+	v := &KindView[R]{JobSummary: f.summary(p, j)}
 	if v.Status == workflows.StatusSucceeded {
 		res, err := k.result(ctx, f, p, j, func(ptr any) error { return f.readResult(ctx, j, ptr) })
 		if err != nil {

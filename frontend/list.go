@@ -343,7 +343,7 @@ func (f *Frontend) listPage(ctx context.Context, p authz.Principal, tool, q stri
 				zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.id))
 			continue
 		}
-		out.Jobs = append(out.Jobs, f.summary(j))
+		out.Jobs = append(out.Jobs, f.summary(p, j))
 	}
 	if next := resp.GetNextPageToken(); len(next) > 0 {
 		if out.NextCursor, err = f.sealListCursor(p, tool, fp, next); err != nil {
@@ -355,7 +355,7 @@ func (f *Frontend) listPage(ctx context.Context, p authz.Principal, tool, q stri
 
 // summary renders a list row: the job view without the result (which would cost a call per
 // row). Same derivations as view.
-func (f *Frontend) summary(j *job) JobSummary {
+func (f *Frontend) summary(p authz.Principal, j *job) JobSummary {
 	s := JobSummary{
 		JobID:     j.id,
 		Kind:      j.kind,
@@ -371,7 +371,7 @@ func (f *Frontend) summary(j *job) JobSummary {
 		s.CreatedAt = j.startedAt
 	}
 	s.UpdatedAt = latest(s.CreatedAt, j.progress.AsOf, j.closedAt)
-	if f.opts.UIBaseURL != "" {
+	if f.showUIURL(p) {
 		s.UIURL = f.uiURL(j.id, j.runID)
 	}
 	switch s.Status {

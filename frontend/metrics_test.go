@@ -26,7 +26,7 @@ func newMetricsFrontend(t *testing.T) (*Frontend, *prometheus.Registry) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	f, err := New(Options{Temporal: &fakeTemporal{}, Verifier: v, Keys: listTestKeys(t), ResourceURI: "http://localhost/mcp",
+	f, err := New(Options{Temporal: &fakeTemporal{}, Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
 		Metrics: reg})
 	if err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func newResultFixture(t *testing.T, artifacts *activities.ArtifactStore) *result
 	if err != nil {
 		t.Fatal(err)
 	}
-	fx.f, err = New(Options{Temporal: fx.tc, Verifier: v, Keys: taskKeys(t), ResourceURI: "http://localhost/mcp",
+	fx.f, err = New(Options{Temporal: fx.tc, Verifier: v, Keys: taskKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
 		UIBaseURL: "http://ui.test", Artifacts: artifacts, Now: func() time.Time { return fx.now }})
 	if err != nil {
 		t.Fatal(err)

@@ -310,7 +310,7 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 		return nil, f.taskFault(invalidArg("inputResponses", "content.comment: at most %d characters", commentMax), h)
 	}
 	_, err = f.resumeJob(ctx, p, j, ResumeIn{InputID: j.needsInput.InputID, ScopeDigest: j.needsInput.ScopeDigest,
-		Decision: decision, Comment: comment})
+		Decision: decision, Comment: comment}, workflows.SurfaceTasks)
 	var te *ToolError
 	if errors.As(err, &te) && te.Code == CodeInputNotExpected {
 		return ok, nil // superseded meanwhile (answered, expired, cancelled): ignored

@@ -263,7 +263,7 @@ func newTaskFrontend(t testing.TB, tc client.Client) *Frontend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(Options{Temporal: tc, Verifier: v, Keys: taskKeys(t), ResourceURI: "http://localhost/mcp",
+	f, err := New(Options{Temporal: tc, Verifier: v, Keys: taskKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
 		Now: func() time.Time { return taskNow }})
 	if err != nil {
 		t.Fatal(err)

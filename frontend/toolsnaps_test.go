@@ -66,7 +66,7 @@ func newTestFrontend(t *testing.T) *Frontend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(Options{Temporal: c, Verifier: v, Keys: k, ResourceURI: "http://localhost/mcp"})
+	f, err := New(Options{Temporal: c, Verifier: v, Keys: k, ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp"})
 	if err != nil {
 		t.Fatal(err)
 	}

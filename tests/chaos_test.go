@@ -54,7 +54,7 @@ func (b *testBundle) spawn(t *testing.T, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(jobgateBinary(t), args...)
 	cmd.Env = append(os.Environ(), "JOBGATE_TEMPORAL_ADDRESS="+temporalAddr, "JOBGATE_TASK_QUEUE="+b.taskQueue, "JOBGATE_NAMESPACE="+namespace,
-		"JOBGATE_DATASETS="+b.datasets, "JOBGATE_ARTIFACTS="+b.artifacts)
+		"JOBGATE_DATASETS="+b.datasets, "JOBGATE_ARTIFACTS="+b.artifacts, "JOBGATE_RESUME_KEYS="+b.resumeKeySpec)
 	stderr, err := cmd.StderrPipe()
 	must(t, err)
 	must(t, cmd.Start())

@@ -110,7 +110,7 @@ func (c *cluster) run(bin string, args ...string) *proc {
 	c.t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "JOBGATE_TEMPORAL_ADDRESS="+c.temporalAddr, "JOBGATE_TASK_QUEUE="+c.taskQueue,
-		"JOBGATE_NAMESPACE="+namespace)
+		"JOBGATE_NAMESPACE="+namespace, "JOBGATE_RESUME_KEYS="+c.resumeKeySpec)
 	stderr, err := cmd.StderrPipe()
 	must(c.t, err)
 	cmd.Stdout = cmd.Stderr

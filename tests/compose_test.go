@@ -28,6 +28,7 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
+	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -348,6 +349,18 @@ func TestComposeOneResourceURIBehindOneLB(t *testing.T) {
 		if err != nil || len(ui.Ports) != 1 || u.Port() != ui.Ports[0].Published {
 			t.Errorf("%s: ui-base-url %q is not the Web UI's published port %+v", s.Name, composeSetting(s, "ui-base-url"), ui.Ports)
 		}
+		if f := composeSetting(s, "ui-url-for"); f != "" && f != frontend.UIURLForAdmin && f != frontend.UIURLForNone {
+			t.Errorf("%s: ui-url-for %q hands Web UI links to every tenant", s.Name, f)
+		}
+	}
+	// The Web UI is an operator tool: loopback only and read-only (no "Send Update" to a job).
+	for _, pc := range ui.Ports {
+		if pc.HostIP != "127.0.0.1" {
+			t.Errorf("%s publishes %s on %q: bind it to 127.0.0.1", ui.Name, pc.Published, pc.HostIP)
+		}
+	}
+	if v := composeEnv(ui, "TEMPORAL_DISABLE_WRITE_ACTIONS"); v != "true" {
+		t.Errorf("%s: TEMPORAL_DISABLE_WRITE_ACTIONS=%q, want true", ui.Name, v)
 	}
 }
 
@@ -507,8 +520,10 @@ func TestComposeSecretsAreFiles(t *testing.T) {
 		}
 		if composeIsJobgate(s) {
 			for _, a := range s.Command {
-				if f := strings.TrimLeft(a, "-"); f == "handle-keys" || strings.HasPrefix(f, "handle-keys=") {
-					t.Errorf("%s: --handle-keys on the command line; use --handle-keys-file", name)
+				for _, k := range []string{"handle-keys", "resume-keys"} {
+					if f := strings.TrimLeft(a, "-"); f == k || strings.HasPrefix(f, k+"=") {
+						t.Errorf("%s: --%s on the command line; use --%s-file", name, k, k)
+					}
 				}
 			}
 		}
@@ -525,6 +540,34 @@ func TestComposeSecretsAreFiles(t *testing.T) {
 		sec := composeSecretAt(t, p, s, composeSetting(s, "handle-keys-file"))
 		if _, err := handle.ParseKeyring(contents[sec]); err != nil {
 			t.Errorf("%s: handle keys %s: %v", s.Name, sec, err)
+		}
+	}
+	// Frontends seal answers and workers verify them with one resume keyring of its own, which
+	// no other service holds (it is the power to approve).
+	resumeSecret := ""
+	holders := map[string]bool{}
+	for _, cmd := range []string{"serve", "worker"} {
+		for _, s := range composeServicesByCommand(p, cmd) {
+			holders[s.Name] = true
+			sec := composeSecretAt(t, p, s, composeSetting(s, "resume-keys-file"))
+			if _, err := handle.ParseKeyring(contents[sec]); err != nil {
+				t.Errorf("%s: resume keys %s: %v", s.Name, sec, err)
+			}
+			if resumeSecret == "" {
+				resumeSecret = sec
+			} else if sec != resumeSecret {
+				t.Errorf("%s: resume keys %s, others use %s", s.Name, sec, resumeSecret)
+			}
+			if hk := composeSetting(s, "handle-keys-file"); hk != "" && contents[composeSecretAt(t, p, s, hk)] == contents[sec] {
+				t.Errorf("%s: the resume keys are the handle keys", s.Name)
+			}
+		}
+	}
+	for _, name := range p.ServiceNames() {
+		for _, ref := range p.Services[name].Secrets {
+			if ref.Source == resumeSecret && !holders[name] {
+				t.Errorf("%s holds the resume keys but is no frontend or worker", name)
+			}
 		}
 	}
 }

@@ -146,7 +146,7 @@ func fairWorker(t *testing.T, b *testBundle) *episodeCounter {
 	must(t, err)
 	t.Cleanup(c.Close)
 	w := &app.WorkerMain{Client: c, Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr,
-		Namespace: namespace, TaskQueue: b.taskQueue}, SuitesFile: b.suites, MaxConcurrentEpisodes: fairSlots}}
+		Namespace: namespace, TaskQueue: b.taskQueue}, SuitesFile: b.suites, MaxConcurrentEpisodes: fairSlots}, ResumeKeys: b.resumeKeys}
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 	t.Cleanup(func() { counter.check(t) })

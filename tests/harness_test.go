@@ -68,11 +68,15 @@ type testBundle struct {
 	secret    []byte
 	keys      *handle.Keyring
 	keySpec   string
-	temporal  client.Client
-	frontends []*app.ServeMain
-	worker    *app.WorkerMain
-	suites    string
-	logs      *observer.ObservedLogs
+	// resumeKeys seal answers (frontends) and open the seals (workers); resumeKeySpec is their
+	// spec, for spawned processes (JOBGATE_RESUME_KEYS).
+	resumeKeys    *handle.Keyring
+	resumeKeySpec string
+	temporal      client.Client
+	frontends     []*app.ServeMain
+	worker        *app.WorkerMain
+	suites        string
+	logs          *observer.ObservedLogs
 	// datasets is the export catalog file shared by frontends and workers ("" with none);
 	// artifacts the artifact store URL (a fresh file:// directory per bundle).
 	datasets  string
@@ -141,6 +145,10 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 	b.keySpec = "t1:" + hex.EncodeToString(key)
 	b.keys, err = handle.NewKeyring("t1", map[string][]byte{"t1": key})
 	must(t, err)
+	rkey := handle.GenerateKey()
+	b.resumeKeySpec = "r1:" + hex.EncodeToString(rkey)
+	b.resumeKeys, err = handle.NewKeyring("r1", map[string][]byte{"r1": rkey})
+	must(t, err)
 	b.temporal, err = client.Dial(client.Options{HostPort: temporalAddr, Namespace: namespace})
 	must(t, err)
 	t.Cleanup(b.temporal.Close)
@@ -169,7 +177,7 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 			Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: testIssuer,
 				UIBaseURL: "http://ui.test", SuitesFile: b.suites, HandleTTL: opts.handleTTL, DatasetsFile: b.datasets,
 				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export, Tenants: tenants},
-			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys,
+			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys,
 		}
 		must(t, s.Run(context.Background()))
 		t.Cleanup(func() { _ = s.Close() })
@@ -188,7 +196,7 @@ func (b *testBundle) startWorker() {
 	b.t.Helper()
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
 		TaskQueue: b.taskQueue}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
-		ArtifactsURL: b.artifacts}, QueryHook: b.queries.hook}
+		ArtifactsURL: b.artifacts}, QueryHook: b.queries.hook, ResumeKeys: b.resumeKeys}
 	must(b.t, w.Run(context.Background()))
 	b.worker = w
 	b.t.Cleanup(func() { _ = w.Close() })

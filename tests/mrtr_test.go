@@ -156,6 +156,10 @@ func TestMRTRApproval(t *testing.T) {
 	if done.ApprovedBy != "steward" {
 		t.Fatalf("approved_by %q", done.ApprovedBy)
 	}
+	// The accepted answer was sealed by the frontend and records its surface.
+	if r := acceptedResume(t, b, v.JobID); r.Seal == "" || r.Surface != workflows.SurfaceMRTR || r.Comment != "checked" {
+		t.Fatalf("accepted resume: %+v", r)
+	}
 }
 
 // TestMRTRWhoIsAsked: only a 2026 caller who may answer and declared elicitation is asked.

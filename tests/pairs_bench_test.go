@@ -62,7 +62,7 @@ func BenchmarkPairs(b *testing.B) {
 		v, err := authz.NewHS256Verifier(testIssuer, bundle.resource(), bundle.secret, "")
 		must(b, err)
 		f, err := frontend.New(frontend.Options{Temporal: bundle.temporal, Namespace: namespace, TaskQueue: taskQueue,
-			Verifier: v, Keys: bundle.keys, ResourceURI: bundle.resource(), UIBaseURL: "http://ui.test", Logger: log,
+			Verifier: v, Keys: bundle.keys, ResumeKeys: bundle.resumeKeys, ResourceURI: bundle.resource(), UIBaseURL: "http://ui.test", Logger: log,
 			Metrics: prometheus.NewRegistry()})
 		must(b, err)
 		srv := httptest.NewServer(f.Handler())

@@ -113,6 +113,8 @@ func TestPostgresTemporal(t *testing.T) {
 	b := &testBundle{t: t, taskQueue: "tq-" + randHex(6), secret: []byte(randHex(32)), queries: &queryLog{}}
 	key := handle.GenerateKey()
 	b.keySpec = "t1:" + hex.EncodeToString(key)
+	rkey := handle.GenerateKey()
+	b.resumeKeySpec = "r1:" + hex.EncodeToString(rkey) // JOBGATE_RESUME_KEYS of serve and worker (cluster.run)
 	c := &cluster{testBundle: b, t: t, temporalAddr: addr}
 	temporalStart := time.Now()
 	c.temporal = c.run(temporalpg, "--pg-addr", net.JoinHostPort(pgHost, pgPort), "--pg-user", pgUser,

@@ -566,6 +566,9 @@ func TestTasksExportFourEyes(t *testing.T) {
 	if isErr || v.Status != workflows.StatusSucceeded || v.Result == nil {
 		t.Fatalf("export: %s", done.Result)
 	}
+	if r := acceptedResume(t, b, v.JobID); r.Seal == "" || r.Surface != workflows.SurfaceTasks || r.Principal.Subject != "steward" {
+		t.Fatalf("accepted resume: %+v", r)
+	}
 	// Access ends with the open request: the steward now gets the unknown-task answer.
 	tkSameAnswer(t, b.tkGet(t, 1, steward, "nope"), b.tkGet(t, 1, steward, tk.TaskID))
 }

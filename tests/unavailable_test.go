@@ -24,7 +24,7 @@ func TestTemporalUnreachable(t *testing.T) {
 	v, err := authz.NewHS256Verifier(testIssuer, b.resource(), b.secret, "")
 	must(t, err)
 	s := &app.ServeMain{Config: app.ServeConfig{Temporal: app.TemporalConfig{Address: dead, Namespace: namespace, TaskQueue: b.taskQueue},
-		Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: testIssuer}, Verifier: v, Keys: b.keys}
+		Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: testIssuer}, Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys}
 	must(t, s.Run(context.Background()))
 	t.Cleanup(func() { _ = s.Close() })
 	b.frontends = append(b.frontends, s)

@@ -100,7 +100,7 @@ type evalRun struct {
 
 // Eval runs in.Args.Episodes episodes with at most in.Args.Concurrency in flight, after an
 // approval when the suite asks for one.
-func Eval(ctx workflow.Context, in EvalInput) (EvalResult, error) {
+func (w *Workflows) Eval(ctx workflow.Context, in EvalInput) (EvalResult, error) {
 	if in.EpisodesPerRun <= 0 {
 		in.EpisodesPerRun = EpisodesPerRunDefault
 	}
@@ -112,7 +112,7 @@ func Eval(ctx workflow.Context, in EvalInput) (EvalResult, error) {
 		in.State = &EvalState{}
 	}
 	in.State.Runs++
-	jr, err := newJobRun(ctx, in.Tenant, in.Owner)
+	jr, err := newJobRun(ctx, w, in.Tenant, in.Owner)
 	if err != nil {
 		return EvalResult{}, err
 	}

@@ -91,6 +91,9 @@ func (in ExportInput) Scope(configDigest string) ExportScope {
 type ExportResult struct {
 	Manifest   activities.Manifest `json:"manifest"`
 	ApprovedBy string              `json:"approved_by,omitempty"`
+	// Decision records the accepted approval (who, when, surface, how signed in, scope digest);
+	// nil when none was needed.
+	Decision *DecisionRecord `json:"decision,omitempty"`
 }
 
 // RetentionInput asks for an export's artifacts to be deleted at ExpiresAt.
@@ -127,7 +130,7 @@ func (r *exportRun) fail(ctx workflow.Context, code, msg string) error {
 // Export reads the caller tenant's rows of a dataset into one artifact. When a requested column
 // is sensitive, nothing is read before an approver other than the owner confirms the exact scope;
 // if the dataset's config changes after that, the job asks again instead of exporting.
-func Export(ctx workflow.Context, in ExportInput) (ExportResult, error) {
+func (w *Workflows) Export(ctx workflow.Context, in ExportInput) (ExportResult, error) {
 	if in.Concurrency <= 0 {
 		in.Concurrency = ExportConcurrencyDefault
 	}
@@ -140,7 +143,7 @@ func Export(ctx workflow.Context, in ExportInput) (ExportResult, error) {
 	if in.PartHeartbeatTimeout <= 0 {
 		in.PartHeartbeatTimeout = Duration(PartHeartbeatTimeoutDefault)
 	}
-	jr, err := newJobRun(ctx, in.Tenant, in.Owner)
+	jr, err := newJobRun(ctx, w, in.Tenant, in.Owner)
 	if err != nil {
 		return ExportResult{}, err
 	}
@@ -350,7 +353,7 @@ func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []activit
 	var m activities.Manifest
 	err := workflow.ExecuteActivity(r.activityOptions(ctx, "finalize: assemble artifact and manifest", time.Hour, time.Minute),
 		a.FinalizeExport, activities.FinalizeExportInput{JobID: jobID, FirstRunID: r.firstRun, Format: in.Args.Format, Columns: in.Args.Columns,
-			Parts: parts, ExpiresAt: expires}).Get(ctx, &m)
+			Parts: parts, ExpiresAt: expires, Decision: r.decision}).Get(ctx, &m)
 	if err != nil {
 		return ExportResult{}, r.activityFailure(ctx, jobID, err)
 	}
@@ -375,7 +378,7 @@ func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []activit
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	r.rows = m.Rows
 	r.finish(ctx, StatusSucceeded, nil, r.progress(ctx, "finished"))
-	return ExportResult{Manifest: m, ApprovedBy: r.approvedBy()}, nil
+	return ExportResult{Manifest: m, ApprovedBy: r.approvedBy(), Decision: r.decision}, nil
 }
 
 // activityFailure ends the job for an activity error (or a cancel), deleting partial output.

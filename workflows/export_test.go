@@ -115,7 +115,7 @@ func newExportHarness(t *testing.T) *exportHarness {
 	h := &exportHarness{t: t, env: ts.NewTestWorkflowEnvironment()}
 	env := h.env
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: exportJobID})
-	env.RegisterWorkflowWithOptions(Export, workflow.RegisterOptions{Name: ExportWorkflowName})
+	env.RegisterWorkflowWithOptions(testWorkflows.Export, workflow.RegisterOptions{Name: ExportWorkflowName})
 	env.RegisterWorkflowWithOptions(ExportRetention, workflow.RegisterOptions{Name: RetentionWorkflowName})
 	env.RegisterActivity(exportActs)
 
@@ -339,7 +339,7 @@ func (h *exportHarness) resumeAt(d time.Duration, id string, req func() ResumeRe
 				out.completed = true
 				out.result = v.(ResumeResult)
 			},
-		}, req())
+		}, sealed(exportJobID, req()))
 	}, d)
 	return out
 }
@@ -373,6 +373,7 @@ func TestExport_NoApproval(t *testing.T) {
 		require.NoError(t, err)
 		assert.JSONEq(t, string(want), string(got))
 		assert.Empty(t, res.ApprovedBy)
+		assert.Nil(t, res.Decision, "no approval, no decision record")
 		assert.Equal(t, 9+8+7, res.Manifest.Rows)
 
 		assert.Equal(t, []Status{StatusRunning, StatusSucceeded}, h.statusSeq())
@@ -545,6 +546,16 @@ func TestExport_Approval(t *testing.T) {
 
 		res := h.result()
 		assert.Equal(t, "steward", res.ApprovedBy)
+		// The decision record: who, when (workflow time of acceptance), surface, sign-in, scope.
+		ni := h.openInput()
+		require.NotNil(t, res.Decision)
+		assert.Equal(t, &DecisionRecord{InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Decision: DecisionApprove,
+			Tenant: "acme", By: "steward", Scopes: []string{string(authz.ScopeApprove)}, At: start.Add(30 * time.Minute).UTC(),
+			Surface: SurfaceTool, SignedInWith: SignedInBearerJWT, Prompt: ni.Prompt, Seal: res.Decision.Seal}, res.Decision)
+		assert.NotEmpty(t, res.Decision.Seal)
+		// ... and the manifest is written with it.
+		require.NotEmpty(t, h.finalizes)
+		assert.Equal(t, res.Decision, h.finalizes[len(h.finalizes)-1].Decision)
 		assert.Equal(t, 3*rowsPerPart, res.Manifest.Rows)
 		assert.Equal(t, []Status{StatusAwaitingInput, StatusRunning, StatusSucceeded}, h.statusSeq())
 		assert.Equal(t, []string{cfg1}, h.planDigests())

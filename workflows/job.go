@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -20,13 +21,24 @@ type jobRun struct {
 	// needs is the open input request; nil when none is open.
 	needs *NeedsInput
 	// answer is the accepted resume of the current request; nil until one arrives.
-	answer   *ResumeRequest
+	answer *ResumeRequest
+	// decision records the accepted answer (who, when, surface, how signed in); nil until one.
+	decision *DecisionRecord
 	terminal bool
+	// verifier opens resume seals; nil refuses every resume.
+	verifier ResumeVerifier
 }
 
-// newJobRun registers the resume update (validator next to the handler) and the cancel watcher.
-func newJobRun(ctx workflow.Context, tenant, owner string) (*jobRun, error) {
+// newJobRun checks the run belongs to tenant, then registers the resume update (validator next
+// to the handler) and the cancel watcher.
+func newJobRun(ctx workflow.Context, w *Workflows, tenant, owner string) (*jobRun, error) {
+	if err := checkTenant(ctx, tenant); err != nil {
+		return nil, err
+	}
 	r := &jobRun{tenant: tenant, owner: owner}
+	if w != nil {
+		r.verifier = w.Resume
+	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResume, r.resume,
 		workflow.UpdateHandlerOptions{Validator: r.validateResume}); err != nil {
 		return nil, err
@@ -169,8 +181,27 @@ func PolicyJob(tenant, owner string, needs *NeedsInput) authz.Job {
 	return j
 }
 
+// checkTenant fails a run whose input names another tenant than its workflow ID ("<tenant>/…"):
+// the frontend always starts jobs under the caller's tenant, so a mismatch is a start by someone
+// else (a plain Temporal client) trying to act in one tenant under another's name. It runs
+// before anything is recorded (no memo, search attribute or activity), and issues no command, so
+// histories of jobs started by a frontend replay unchanged.
+func checkTenant(ctx workflow.Context, tenant string) error {
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	if tenant == "" || !strings.HasPrefix(id, tenant+"/") {
+		workflow.GetLogger(ctx).Error("job refused: its input's tenant does not match its workflow ID",
+			"workflow_id", id, "tenant", tenant)
+		return temporal.NewNonRetryableApplicationError("the job's tenant does not match its workflow ID", ErrCodeTenantMismatch, nil)
+	}
+	return nil
+}
+
 // validateResume runs before an update is admitted to history: nothing it rejects leaves a trace.
+// The seal comes first, so the policy below decides with a principal a frontend verified.
 func (r *jobRun) validateResume(ctx workflow.Context, req ResumeRequest) error {
+	if err := r.checkSeal(ctx, req); err != nil {
+		return err
+	}
 	job := PolicyJob(r.tenant, r.owner, r.needs)
 	switch authz.Decide(req.Principal, authz.ActionResume, job) {
 	case authz.NotFound:
@@ -195,6 +226,11 @@ func (r *jobRun) validateResume(ctx workflow.Context, req ResumeRequest) error {
 
 func (r *jobRun) resume(ctx workflow.Context, req ResumeRequest) (ResumeResult, error) {
 	r.answer = &req
+	prompt := ""
+	if r.needs != nil { // set whenever the validator admitted the update
+		prompt = r.needs.Prompt
+	}
+	r.decision = decisionRecord(req, prompt, workflow.Now(ctx))
 	r.needs = nil // a second resume, even a concurrent one, is now input_not_expected
 	return ResumeResult{Decision: req.Decision, By: req.Principal.Subject}, nil
 }

@@ -28,7 +28,7 @@ func TestKindsClaimEveryActivity(t *testing.T) {
 	owner := map[string]string{}
 	for _, k := range Kinds {
 		r := &recordingRegistry{}
-		wfs, acts, err := k.Register(r, &activities.Activities{})
+		wfs, acts, err := k.Register(r, &Workflows{}, &activities.Activities{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,8 +35,9 @@ const (
 type Kind struct {
 	Name         string // KindEval, …: the middle of the job ID and the JobKind search attribute
 	WorkflowName string // registered workflow type
-	Workflow     any    // the workflow function
-	Unit         string // what progress counts: "episodes", "rows"
+	// Workflow returns the workflow function of w to register under WorkflowName.
+	Workflow func(w *Workflows) any
+	Unit     string // what progress counts: "episodes", "rows"
 	// Children are the further workflows the kind starts, by registered name.
 	Children map[string]any
 	// Activities are the *activities.Activities methods the kind's workflows execute: a worker
@@ -48,9 +49,9 @@ type Kind struct {
 // Kinds is the registry of job kinds; the worker registers each workflow and the frontend
 // serves a tool family per kind.
 var Kinds = []Kind{
-	{Name: KindEval, WorkflowName: EvalWorkflowName, Workflow: Eval, Unit: "episodes",
+	{Name: KindEval, WorkflowName: EvalWorkflowName, Workflow: func(w *Workflows) any { return w.Eval }, Unit: "episodes",
 		Activities: []string{"RunEpisode"}},
-	{Name: KindExport, WorkflowName: ExportWorkflowName, Workflow: Export, Unit: "rows",
+	{Name: KindExport, WorkflowName: ExportWorkflowName, Workflow: func(w *Workflows) any { return w.Export }, Unit: "rows",
 		Children:   map[string]any{RetentionWorkflowName: ExportRetention},
 		Activities: []string{"PlanExport", "ExportPart", "FinalizeExport", "DeleteExport"}},
 }
@@ -181,6 +182,8 @@ const (
 	ErrCodeDatasetChanged    = "dataset_changed"
 	ErrCodeDatasetTooLarge   = "dataset_too_large"
 	ErrCodeDatasetMissing    = "dataset_missing"
+	// ErrCodeTenantMismatch: the input's tenant is not the workflow ID's (never started by a frontend).
+	ErrCodeTenantMismatch = "tenant_mismatch"
 )
 
 // Update validator rejection types; the frontend maps them to tool error codes.
@@ -189,6 +192,9 @@ const (
 	RejectForbidden        = "forbidden"
 	RejectNotFound         = "not_found"
 	RejectInvalidArgument  = "invalid_argument"
+	// RejectUnsealed: the answer has no valid resume seal for this run and request (not sent by
+	// a frontend, tampered with, expired, or the worker has no resume keys).
+	RejectUnsealed = "resume_unsealed"
 )
 
 // Decisions a resume may carry.
@@ -198,13 +204,23 @@ const (
 )
 
 // ResumeRequest answers an open input request. Principal comes from the verified token of the
-// request that carried it, never from tool arguments; the validator re-checks it.
+// request that carried it, never from tool arguments; the frontend seals the whole request
+// (Seal) and the validator accepts it only if the seal binds exactly these fields to this run.
+// Histories recorded before seals have requests without Seal, Surface and SignedInWith; they
+// replay because validators do not run on replay.
 type ResumeRequest struct {
 	Principal   authz.Principal `json:"principal"`
 	InputID     string          `json:"input_id"`
 	ScopeDigest string          `json:"scope_digest"`
 	Decision    string          `json:"decision"`
 	Comment     string          `json:"comment,omitempty"`
+	// Surface is how the answer reached the frontend (SurfaceTool, …) and SignedInWith how its
+	// principal signed in (SignedInBearerJWT); both are sealed and go to the decision record.
+	Surface      string `json:"surface,omitempty"`
+	SignedInWith string `json:"signed_in_with,omitempty"`
+	// Seal is the frontend's resume seal over all of the above, the workflow and run ID and an
+	// expiry (frontend/handle, jgr1); opaque here, opened by the injected ResumeVerifier.
+	Seal string `json:"seal,omitempty"`
 }
 
 // ResumeResult is what an accepted resume returns.

@@ -23,6 +23,7 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
+	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -82,8 +83,10 @@ type DevMain struct {
 	serve    *ServeMain
 	secret   []byte
 	keys     *handle.Keyring
-	resource string
-	tmpDir   string // ephemeral stacks keep demo data and artifacts here, removed on Close
+	// resumeKeys seal answers (frontend) and open the seals (worker); dev-resume-keys.
+	resumeKeys *handle.Keyring
+	resource   string
+	tmpDir     string // ephemeral stacks keep demo data and artifacts here, removed on Close
 }
 
 // DevToken is one printed dev principal.
@@ -142,7 +145,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 	}
 	m.worker = &WorkerMain{Config: WorkerConfig{Temporal: tc, SuitesFile: c.SuitesFile, MaxConcurrentEpisodes: 200,
 		Datasets: datasets, ArtifactsURL: artifacts, ServeSuiteQueues: true},
-		Logger: m.Logger.Named("worker"), Client: m.client}
+		Logger: m.Logger.Named("worker"), Client: m.client, ResumeKeys: m.resumeKeys}
 	if err := m.worker.Run(ctx); err != nil {
 		return err
 	}
@@ -160,9 +163,11 @@ func (m *DevMain) Run(ctx context.Context) error {
 	}
 	m.serve = &ServeMain{
 		Config: ServeConfig{Temporal: tc, Listen: ln.Addr().String(), ResourceURI: m.resource,
-			Issuer: DevIssuer, UIBaseURL: ts.UIURL(), SuitesFile: c.SuitesFile, Datasets: datasets, ArtifactsURL: artifacts,
-			TenantsFile: c.TenantsFile},
-		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: verifier, Keys: m.keys, Listener: ln,
+			// The tour links every job to the local UI, whoever asks: dev is one person's machine.
+			Issuer: DevIssuer, UIBaseURL: ts.UIURL(), UIURLFor: frontend.UIURLForAll, SuitesFile: c.SuitesFile,
+			Datasets: datasets, ArtifactsURL: artifacts, TenantsFile: c.TenantsFile},
+		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: verifier, Keys: m.keys, ResumeKeys: m.resumeKeys,
+		Listener: ln,
 	}
 	if err := m.serve.Run(ctx); err != nil {
 		return err
@@ -201,13 +206,17 @@ func (m *DevMain) exportSetup(dataDir string) (activities.Datasets, string, erro
 	return activities.DemoDatasets(db), artifacts, nil
 }
 
-// loadSecrets keeps the token secret and handle keys in the data dir, so tokens and handles
-// stay valid across restarts; an ephemeral stack makes fresh ones.
+// loadSecrets keeps the token secret, handle keys and resume keys in the data dir, so tokens
+// and handles stay valid across restarts; an ephemeral stack makes fresh ones.
 func (m *DevMain) loadSecrets(dir string) error {
 	if dir == "" {
 		m.secret = []byte(handle.GenerateKeyHex())
 		k, err := handle.NewKeyring("dev1", map[string][]byte{"dev1": handle.GenerateKey()})
+		if err != nil {
+			return err
+		}
 		m.keys = k
+		m.resumeKeys, err = handle.NewKeyring("dev1", map[string][]byte{"dev1": handle.GenerateKey()})
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -223,7 +232,14 @@ func (m *DevMain) loadSecrets(dir string) error {
 	if err != nil {
 		return err
 	}
-	m.keys, err = handle.ParseKeyring(spec)
+	if m.keys, err = handle.ParseKeyring(spec); err != nil {
+		return err
+	}
+	spec, err = readOrCreate(filepath.Join(dir, "dev-resume-keys"), func() string { return "dev1:" + handle.GenerateKeyHex() })
+	if err != nil {
+		return err
+	}
+	m.resumeKeys, err = handle.ParseKeyring(spec)
 	return err
 }
 

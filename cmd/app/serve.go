@@ -43,8 +43,13 @@ type ServeConfig struct {
 	TenantClaim string
 	// HandleKeys is "kid:hexkey,kid2:hexkey" (first signs); HandleKeysFile reads the same from a file.
 	HandleKeys, HandleKeysFile string
+	// ResumeKeys (or ResumeKeysFile) is the resume keyring, same syntax: it seals every answer
+	// sent to a job; the workers hold the same keys to verify. Required; never the handle keys.
+	ResumeKeys, ResumeKeysFile string
 	// UIBaseURL is the public Temporal Web UI base for ui_url. Defaults to none.
 	UIBaseURL string
+	// UIURLFor is who gets ui_url: "admin" (jobs:admin holders, the default), "all" or "none".
+	UIURLFor string
 	// SuitesFile is the suite catalog callers may name (share it with the workers).
 	SuitesFile string
 	// DatasetsFile is the export dataset catalog callers may name (share it with the workers).
@@ -79,7 +84,9 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TenantClaim, "tenant-claim", authz.TenantClaimDefault, "token claim naming the tenant")
 	fs.StringVar(&c.HandleKeys, "handle-keys", "", "handle/cursor HMAC keys \"kid:hex,...\"; the first signs, all verify (prefer --handle-keys-file)")
 	fs.StringVar(&c.HandleKeysFile, "handle-keys-file", "", "file holding --handle-keys")
+	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
 	fs.StringVar(&c.UIBaseURL, "ui-base-url", "", "public Temporal Web UI base URL for ui_url links, e.g. https://temporal.example.com")
+	fs.StringVar(&c.UIURLFor, "ui-url-for", frontend.UIURLForAdmin, "who gets ui_url in job views: admin (jobs:admin holders), all or none; the Web UI is an operator tool")
 	fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
 	fs.StringVar(&c.DatasetsFile, "datasets", "", "JSON export dataset catalog file; share it with the workers")
 	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL (as given to the workers), for downloads")
@@ -90,6 +97,31 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	tenantsFlag(fs, &c.TenantsFile)
 }
 
+func resumeKeysFlags(fs *flag.FlagSet, spec, file *string) {
+	fs.StringVar(spec, "resume-keys", "", "resume-seal HMAC keys \"kid:hex,...\" shared by frontends and workers only; the first signs, all verify (prefer --resume-keys-file)")
+	fs.StringVar(file, "resume-keys-file", "", "file holding --resume-keys")
+}
+
+// loadKeyring reads a keyring from spec or file (the file wins), named by its flag for errors.
+// It returns nil, nil when neither is given.
+func loadKeyring(spec, file, flagName string) (*handle.Keyring, error) {
+	if file != "" {
+		b, err := readSecretFile(file, "--"+flagName+"-file")
+		if err != nil {
+			return nil, err
+		}
+		spec = string(b)
+	}
+	if spec == "" {
+		return nil, nil
+	}
+	k, err := handle.ParseKeyring(spec)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flagName, err)
+	}
+	return k, nil
+}
+
 func tenantsFlag(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "tenants", "", "JSON file of per-tenant fairness weights and quotas (defaults and overrides); without it the built-in defaults apply")
 }
@@ -98,10 +130,11 @@ func tenantsFlag(fs *flag.FlagSet, p *string) {
 type ServeMain struct {
 	Config ServeConfig
 	Logger *zap.Logger
-	// Client, Verifier and Keys, if set, replace what Config would build (dev and tests).
-	Client   client.Client
-	Verifier authz.Verifier
-	Keys     *handle.Keyring
+	// Client, Verifier, Keys and ResumeKeys, if set, replace what Config would build (dev and tests).
+	Client     client.Client
+	Verifier   authz.Verifier
+	Keys       *handle.Keyring
+	ResumeKeys *handle.Keyring
 	// Listener, if set, is served instead of binding Config.Listen (dev binds first to learn its port).
 	Listener net.Listener
 
@@ -178,6 +211,16 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		}
 		m.Keys = k
 	}
+	if m.ResumeKeys == nil {
+		k, err := loadKeyring(c.ResumeKeys, c.ResumeKeysFile, "resume-keys")
+		if err != nil {
+			return nil, err
+		}
+		if k == nil {
+			return nil, errors.New("--resume-keys or --resume-keys-file is required (frontends seal every answer with them; give the workers the same keys)")
+		}
+		m.ResumeKeys = k
+	}
 	suites, err := activities.LoadCatalog(c.SuitesFile)
 	if err != nil {
 		return nil, err
@@ -216,8 +259,8 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 	}
 	return frontend.New(frontend.Options{
 		Temporal: m.Client, Namespace: c.Temporal.Namespace, TaskQueue: c.Temporal.TaskQueue,
-		Verifier: m.Verifier, Keys: m.Keys, ResourceURI: c.ResourceURI, AuthorizationServers: authServers,
-		UIBaseURL: c.UIBaseURL, Suites: suites, Datasets: datasets, Artifacts: m.artifacts, DownloadTTL: c.DownloadTTL,
+		Verifier: m.Verifier, Keys: m.Keys, ResumeKeys: m.ResumeKeys, ResourceURI: c.ResourceURI, AuthorizationServers: authServers,
+		UIBaseURL: c.UIBaseURL, UIURLFor: c.UIURLFor, Suites: suites, Datasets: datasets, Artifacts: m.artifacts, DownloadTTL: c.DownloadTTL,
 		Export: c.Export, HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger, Metrics: m.metrics.registerer(),
 		DataConverter: c.Temporal.DataConverter(), Tenants: tenants,
 	})
@@ -246,10 +289,12 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		}
 	}
 	m.ln = ln
-	m.srv = &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute}
+	m.srv = srv
 	go func() {
-		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// srv, not m.srv: a Close right after Run clears m.srv while this goroutine starts.
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.Logger.Error("http server", zap.Error(err))
 		}
 	}()

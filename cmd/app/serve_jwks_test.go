@@ -52,7 +52,7 @@ func TestServeJWKS(t *testing.T) {
 		return ServeConfig{
 			Temporal: TemporalConfig{Address: dead, Namespace: "default", TaskQueue: "jobgate"},
 			Listen:   "127.0.0.1:0", ResourceURI: "http://localhost/mcp", Issuer: issuer, JWKSURL: idp.URL,
-			HandleKeys: "k1:" + strings.Repeat("ab", 32),
+			HandleKeys: "k1:" + strings.Repeat("ab", 32), ResumeKeys: "r1:" + strings.Repeat("cd", 32),
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -170,7 +170,7 @@ func TestServeVerifierConfig(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ServeConfig{Listen: "127.0.0.1:0", ResourceURI: "http://localhost/mcp", Issuer: "https://idp.example",
-				HandleKeys: "k1:" + strings.Repeat("ab", 32)}
+				HandleKeys: "k1:" + strings.Repeat("ab", 32), ResumeKeys: "r1:" + strings.Repeat("cd", 32)}
 			tc.mod(&c)
 			s := &ServeMain{Config: c}
 			err := s.Run(context.Background())

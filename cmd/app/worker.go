@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -52,6 +54,9 @@ type WorkerConfig struct {
 	// kind there, so one process runs every episode (dev). Not a flag: a deployment runs a
 	// worker per queue. Defaults to false.
 	ServeSuiteQueues bool
+	// ResumeKeys (or ResumeKeysFile) verify the seals frontends put on answers: the same keyring
+	// as serve's. Defaults to none, and then every resume is refused (fail closed).
+	ResumeKeys, ResumeKeysFile string
 }
 
 // kindsFlag is --kinds: a comma-separated list of known kinds, each at most once.
@@ -104,6 +109,7 @@ func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 	fs.Var(kindsFlag{&c.Kinds}, "kinds", "job kinds this worker serves on its task queue, comma-separated: "+
 		strings.Join(workflows.KindNames(), ",")+"; without export it holds no dataset or artifact store (README \"Command episodes\")")
 	metricsFlag(fs, &c.MetricsListen)
+	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
 }
 
 // serves reports whether the worker serves kind.
@@ -119,6 +125,8 @@ type WorkerMain struct {
 	Client client.Client
 	// QueryHook, if set, sees every statement an export sends to a dataset (tests).
 	QueryHook func(dataset, query string)
+	// ResumeKeys, if set, replaces what Config would load (dev and tests).
+	ResumeKeys *handle.Keyring
 
 	own     bool
 	workers []worker.Worker
@@ -172,6 +180,17 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	} else if len(datasets) > 0 {
 		return errors.New("--artifacts is required when datasets are configured (exports write there)")
 	}
+	if m.ResumeKeys == nil {
+		if m.ResumeKeys, err = loadKeyring(m.Config.ResumeKeys, m.Config.ResumeKeysFile, "resume-keys"); err != nil {
+			return err
+		}
+	}
+	wfs := &workflows.Workflows{}
+	if m.ResumeKeys != nil {
+		wfs.Resume = frontend.ResumeVerifier(m.ResumeKeys)
+	} else {
+		m.Logger.Error("no --resume-keys / --resume-keys-file: this worker refuses every resume (approvals, rejections); give it the frontends' resume keys")
+	}
 	if m.metrics, err = startMetricsFor(m.Config.MetricsListen, &m.Config.Temporal, m.Logger); err != nil {
 		return err
 	}
@@ -219,12 +238,12 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		w := worker.New(m.Client, q, opts)
 		for _, name := range queues[q] {
 			k, _ := workflows.LookupKind(name)
-			wfs, as, err := k.Register(w, acts)
+			names, as, err := k.Register(w, wfs, acts)
 			if err != nil {
 				m.stopWorkers()
 				return err
 			}
-			for _, n := range wfs {
+			for _, n := range names {
 				m.registered[q] = append(m.registered[q], "workflow:"+n)
 			}
 			for _, n := range as {

@@ -1,4 +1,5 @@
-// Package handle seals and opens jobgate's three kinds of opaque strings:
+// Package handle seals and opens jobgate's opaque strings (request states, state.go, and resume
+// seals, resume.go, follow the same rules as the three below):
 //
 //   - a job handle ("jgh1.<kid>.<payload>.<sig>") names one job (Temporal
 //     workflow) of one tenant, and carries its kind (any ^[a-z][a-z0-9_]{0,31}$;
@@ -16,6 +17,10 @@
 //     hex SHA-256 of the artifact's bytes. Like a handle it is not a
 //     permission: the request must also carry that principal's (or a tenant
 //     admin's) bearer token, so a leaked link alone is worthless.
+//   - a resume seal ("jgr1.<kid>.<payload>.<sig>") rides on every answer a frontend sends to a
+//     job and binds it to one workflow run, input request, principal, decision and comment; the
+//     workers' update validator opens it. Seal it with a ring of its own (the resume keys), never
+//     the handle ring: holding the resume keys is the power to approve.
 //
 // Handles and download tokens are HMAC-SHA256 signed, cursors AES-256-GCM sealed
 // under keys derived (HKDF-SHA256) from the same key, with the current key of a

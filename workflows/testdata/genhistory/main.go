@@ -30,6 +30,8 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
+	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -73,7 +75,14 @@ func run(out string) error {
 	}
 	defer c.Close()
 	w := worker.New(c, tq, worker.Options{})
-	w.RegisterWorkflowWithOptions(workflows.Eval, workflow.RegisterOptions{Name: workflows.EvalWorkflowName})
+	// Resumes are sealed as a frontend seals them (the recorded histories from before seals
+	// carry unsealed requests and still replay: validators do not run on replay).
+	keys, err := handle.NewKeyring("gen", map[string][]byte{"gen": handle.GenerateKey()})
+	if err != nil {
+		return err
+	}
+	wfs := &workflows.Workflows{Resume: frontend.ResumeVerifier(keys)}
+	w.RegisterWorkflowWithOptions(wfs.Eval, workflow.RegisterOptions{Name: workflows.EvalWorkflowName})
 	w.RegisterActivity(&activities.Activities{Suites: activities.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond})
 	if err := w.Start(); err != nil {
 		return err
@@ -125,6 +134,19 @@ func run(out string) error {
 		return nil, errors.New("no open input request")
 	}
 	resume := func(id string, req workflows.ResumeRequest) error {
+		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return err
+		}
+		scopes := make([]string, len(req.Principal.Scopes))
+		for i, s := range req.Principal.Scopes {
+			scopes[i] = string(s)
+		}
+		req.Surface, req.SignedInWith = workflows.SurfaceTool, workflows.SignedInBearerJWT
+		req.Seal = keys.SealResume(handle.Resume{WorkflowID: id, RunID: d.GetWorkflowExecutionInfo().GetExecution().GetRunId(),
+			InputID: req.InputID, ScopeDigest: req.ScopeDigest, Tenant: req.Principal.Tenant, Subject: req.Principal.Subject,
+			Scopes: scopes, Decision: req.Decision, CommentDigest: handle.CommentDigest(req.Comment), Surface: req.Surface,
+			SignedInWith: req.SignedInWith, Expiry: time.Now().Add(5 * time.Minute)})
 		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 			WorkflowID: id, UpdateName: workflows.UpdateResume, Args: []any{req},
 			WaitForStage: client.WorkflowUpdateStageCompleted,

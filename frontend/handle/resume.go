@@ -1,0 +1,166 @@
+package handle
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+const (
+	// MaxResumeLen is the longest string OpenResume looks at; SealResume never produces one.
+	// It leaves room for a principal with a few dozen scopes and workflow IDs of a few hundred
+	// bytes.
+	MaxResumeLen = 4096
+
+	// ResumePrefix starts every resume seal; the digit is the format version.
+	ResumePrefix = "jgr1"
+
+	resumeLabel = "jobgate-resume-seal-v1"
+
+	// maxResumeScopes bounds the scopes a sealed principal may carry.
+	maxResumeScopes = 64
+)
+
+var resumeFormat = format{ResumePrefix, resumeLabel, MaxResumeLen}
+
+// Resume is the seal a frontend puts on every answer it sends to a job (resume_*, an MRTR
+// answer, tasks/update): it binds the answer to one open input request of one workflow run,
+// to the principal whose verified token carried it, and to the exact decision and comment.
+// The workflow's update validator opens it with the resume keys, which only frontends and
+// workers hold, so an Update sent to Temporal by anyone else (a Temporal client, the Web UI)
+// is refused before it reaches history.
+//
+// Seal resumes with a keyring of their own (the resume keys), never the handle keys: a
+// holder of the handle keys (every frontend) could otherwise be confused with a holder of the
+// right to answer. The label differs too, so no other sealed string opens as a Resume.
+type Resume struct {
+	WorkflowID  string
+	RunID       string // the run the frontend described and answered
+	InputID     string
+	ScopeDigest string
+	Tenant      string
+	Subject     string
+	Scopes      []string // the principal's scopes, in token order
+	Decision    string
+	// CommentDigest is [CommentDigest] of the comment: the seal binds the comment without
+	// carrying it twice.
+	CommentDigest string
+	// Surface is the frontend path that carried the answer ("tool", "mrtr", "tasks"), and
+	// SignedInWith how the principal authenticated ("bearer-jwt"); both go to the decision record.
+	Surface      string
+	SignedInWith string
+	Expiry       time.Time // second precision: sealing truncates to the second
+}
+
+type resumeWire struct {
+	V int      `json:"v"`
+	W string   `json:"w"` // workflow ID
+	R string   `json:"r"` // run ID
+	I string   `json:"i"` // input ID
+	D string   `json:"d"` // scope digest
+	T string   `json:"t"` // tenant
+	S string   `json:"s"` // subject
+	P []string `json:"p"` // scopes
+	X string   `json:"x"` // decision
+	C string   `json:"c"` // comment digest
+	U string   `json:"u"` // surface
+	A string   `json:"a"` // how the principal signed in
+	E int64    `json:"e"` // expiry, Unix seconds
+}
+
+// CommentDigest is the lowercase hex SHA-256 of a resume's comment ("" included).
+func CommentDigest(comment string) string {
+	sum := sha256.Sum256([]byte(comment))
+	return hex.EncodeToString(sum[:])
+}
+
+func (r Resume) wire() resumeWire {
+	p := r.Scopes
+	if p == nil {
+		p = []string{} // canonical: the wire always has a list
+	}
+	return resumeWire{V: payloadVersion, W: r.WorkflowID, R: r.RunID, I: r.InputID, D: r.ScopeDigest, T: r.Tenant,
+		S: r.Subject, P: p, X: r.Decision, C: r.CommentDigest, U: r.Surface, A: r.SignedInWith, E: r.Expiry.Unix()}
+}
+
+func (r Resume) validateFields() error {
+	for _, f := range []struct{ name, v string }{{"workflow ID", r.WorkflowID}, {"run ID", r.RunID},
+		{"input ID", r.InputID}, {"scope digest", r.ScopeDigest}, {"tenant", r.Tenant}, {"subject", r.Subject},
+		{"decision", r.Decision}, {"surface", r.Surface}, {"sign-in method", r.SignedInWith}} {
+		if !validString(f.v) {
+			return fmt.Errorf("handle: resume seal %s is empty or not UTF-8", f.name)
+		}
+	}
+	if !validDigest(r.CommentDigest) {
+		return errors.New("handle: resume seal comment digest is not 64 lowercase hex digits (SHA-256)")
+	}
+	if len(r.Scopes) > maxResumeScopes {
+		return fmt.Errorf("handle: resume seal has %d scopes, limit %d", len(r.Scopes), maxResumeScopes)
+	}
+	for _, s := range r.Scopes {
+		// UTF-8 keeps the JSON round trip exact.
+		if !validString(s) {
+			return errors.New("handle: resume seal scope is empty or not UTF-8")
+		}
+	}
+	if !validExpiry(r.Expiry) {
+		return errors.New("handle: resume seal expiry is zero or out of range")
+	}
+	return nil
+}
+
+// Validate reports whether SealResume can seal r: fields set and valid, within MaxResumeLen.
+func (r Resume) Validate() error {
+	if err := r.validateFields(); err != nil {
+		return err
+	}
+	js, _ := json.Marshal(r.wire())
+	if n := resumeFormat.sealedLen(len(js), MaxKIDLen); n > MaxResumeLen {
+		return fmt.Errorf("handle: sealed resume would be %d bytes, limit %d", n, MaxResumeLen)
+	}
+	return nil
+}
+
+// SealResume returns r signed with the current key, or "" (which never opens) if r is invalid.
+func (k *Keyring) SealResume(r Resume) string {
+	if k == nil || r.validateFields() != nil {
+		return ""
+	}
+	js, err := json.Marshal(r.wire())
+	if err != nil {
+		return ""
+	}
+	return k.seal(resumeFormat, js)
+}
+
+// OpenResume is OpenHandle for resume seals: errors match [ErrMalformed] or [ErrExpired]; with
+// ErrExpired the decoded Resume is returned too. The caller compares every field with the
+// request and the run it reached; expiry alone proves nothing.
+func (k *Keyring) OpenResume(str string, now time.Time) (Resume, error) {
+	js, err := k.open(resumeFormat, str)
+	if err != nil {
+		return Resume{}, err
+	}
+	var w resumeWire
+	if err := decodeCanonical(js, &w); err != nil {
+		return Resume{}, err
+	}
+	if w.V != payloadVersion {
+		return Resume{}, errVersion
+	}
+	if w.E < 1 || w.E > maxUnixSeconds || w.P == nil {
+		return Resume{}, errFields
+	}
+	r := Resume{WorkflowID: w.W, RunID: w.R, InputID: w.I, ScopeDigest: w.D, Tenant: w.T, Subject: w.S, Scopes: w.P,
+		Decision: w.X, CommentDigest: w.C, Surface: w.U, SignedInWith: w.A, Expiry: expiryFromUnix(w.E)}
+	if r.validateFields() != nil {
+		return Resume{}, errFields
+	}
+	if !now.Before(r.Expiry) {
+		return r, ErrExpired
+	}
+	return r, nil
+}

@@ -1,0 +1,83 @@
+package frontend
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// TestUIURLFor: ui_url goes to jobs:admin holders by default, to everyone with "all", to nobody
+// with "none" (or without a UI base URL); anything else is a configuration error.
+func TestUIURLFor(t *testing.T) {
+	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", bytes.Repeat([]byte{1}, 32), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}}
+	j := &job{id: "acme/eval/a", runID: "r1", tenant: "acme", owner: "ana", kind: "eval"}
+	const want = "http://ui.test/namespaces/default/workflows/acme%2Feval%2Fa/r1/history"
+	for _, c := range []struct {
+		for_, base         string
+		anaGets, adminGets bool
+	}{
+		{"", "http://ui.test", false, true},
+		{UIURLForAdmin, "http://ui.test", false, true},
+		{UIURLForAll, "http://ui.test", true, true},
+		{UIURLForNone, "http://ui.test", false, false},
+		{UIURLForAll, "", false, false},
+	} {
+		f, err := New(Options{Temporal: &fakeTemporal{}, Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
+			ResourceURI: "http://localhost/mcp", UIBaseURL: c.base, UIURLFor: c.for_, Now: func() time.Time { return listNow }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pc := range []struct {
+			p    authz.Principal
+			gets bool
+		}{{listAna, c.anaGets}, {admin, c.adminGets}} {
+			got := f.summary(pc.p, j).UIURL
+			if (got == want) != pc.gets || (got != "" && got != want) {
+				t.Errorf("UIURLFor %q base %q, %s: ui_url %q, want it: %v", c.for_, c.base, pc.p.Subject, got, pc.gets)
+			}
+		}
+	}
+	if _, err := New(Options{Temporal: &fakeTemporal{}, Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
+		ResourceURI: "http://localhost/mcp", UIURLFor: "admins"}); err == nil {
+		t.Error("UIURLFor \"admins\" accepted")
+	}
+	if _, err := New(Options{Temporal: &fakeTemporal{}, Verifier: v, Keys: listTestKeys(t),
+		ResourceURI: "http://localhost/mcp"}); err == nil {
+		t.Error("a frontend without ResumeKeys was built")
+	}
+}
+
+// TestResumeVerifier: what the frontend seals, the workers' verifier opens to the same values;
+// another ring's seal and an expired one are errors.
+func TestResumeVerifier(t *testing.T) {
+	keys := resumeTestKeys(t)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove, authz.ScopeRead}}
+	seal := keys.SealResume(handle.Resume{WorkflowID: "acme/export/q3", RunID: "r1", InputID: "approve-1",
+		ScopeDigest: "sha256:ab", Tenant: p.Tenant, Subject: p.Subject, Scopes: scopeStrings(p.Scopes),
+		Decision: workflows.DecisionApprove, CommentDigest: handle.CommentDigest("fine"), Surface: workflows.SurfaceMRTR,
+		SignedInWith: workflows.SignedInBearerJWT, Expiry: now.Add(ResumeSealTTL)})
+	got, err := ResumeVerifier(keys).OpenResumeSeal(seal, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.WorkflowID != "acme/export/q3" || got.RunID != "r1" || got.Principal.Subject != "steward" ||
+		len(got.Principal.Scopes) != 2 || got.Principal.Scopes[1] != authz.ScopeRead ||
+		got.CommentDigest != workflows.CommentDigest("fine") || got.Surface != workflows.SurfaceMRTR {
+		t.Errorf("opened %+v", got)
+	}
+	if _, err := ResumeVerifier(keys).OpenResumeSeal(seal, now.Add(ResumeSealTTL)); err == nil {
+		t.Error("an expired seal opened")
+	}
+	if _, err := ResumeVerifier(listTestKeys(t)).OpenResumeSeal(seal, now); err == nil {
+		t.Error("the handle keys opened a resume seal")
+	}
+}

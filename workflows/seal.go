@@ -1,0 +1,123 @@
+package workflows
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/authz"
+)
+
+// ResumeVerifier opens the seal a frontend put on a resume (frontend/handle's resume seal, with
+// the resume keys only frontends and workers hold). The worker injects it (cmd wires it); the
+// workflows never see a key. Implementations must be safe for concurrent use, must not block,
+// and must return an error for anything but a correctly signed, unexpired seal at now; the
+// error text reaches the sender and must not contain key material.
+type ResumeVerifier interface {
+	OpenResumeSeal(seal string, now time.Time) (ResumeSeal, error)
+}
+
+// ResumeSeal is what a resume seal binds: the answer, the run and open request it answers, and
+// the principal whose verified token carried it.
+type ResumeSeal struct {
+	WorkflowID  string
+	RunID       string
+	InputID     string
+	ScopeDigest string
+	Principal   authz.Principal
+	Decision    string
+	// CommentDigest is CommentDigest(comment).
+	CommentDigest string
+	Surface       string
+	SignedInWith  string
+	Expiry        time.Time
+}
+
+// Surfaces a resume arrives through (ResumeRequest.Surface).
+const (
+	SurfaceTool  = "tool"  // resume_* tool call
+	SurfaceMRTR  = "mrtr"  // an MRTR answer to a get_* elicitation
+	SurfaceTasks = "tasks" // tasks/update answering a task's input request
+)
+
+// SignedInBearerJWT is ResumeRequest.SignedInWith for a principal from a verified bearer JWT.
+const SignedInBearerJWT = "bearer-jwt"
+
+// CommentDigest is the lowercase hex SHA-256 of a resume's comment, as sealed.
+func CommentDigest(comment string) string {
+	sum := sha256.Sum256([]byte(comment))
+	return hex.EncodeToString(sum[:])
+}
+
+// Workflows are the job kinds' workflow functions together with the behaviour the worker
+// injects into them. Register its methods under the kinds' names (Kind.Workflow).
+type Workflows struct {
+	// Resume opens resume seals. Nil makes every resume refused (fail closed): a worker without
+	// resume keys cannot tell a frontend's answer from a forged one.
+	Resume ResumeVerifier
+}
+
+// DecisionRecord is who answered a job's input request, when, through which surface and how
+// they signed in, what they were shown and exactly what they answered, with the seal; it goes
+// to the export's result and manifest. The accepted ResumeRequest is in history as well.
+type DecisionRecord = activities.DecisionRecord
+
+func decisionRecord(req ResumeRequest, prompt string, at time.Time) *DecisionRecord {
+	d := &DecisionRecord{InputID: req.InputID, ScopeDigest: req.ScopeDigest, Decision: req.Decision,
+		Tenant: req.Principal.Tenant, By: req.Principal.Subject, At: at, Surface: req.Surface, SignedInWith: req.SignedInWith,
+		Prompt: prompt, Seal: req.Seal}
+	for _, s := range req.Principal.Scopes {
+		d.Scopes = append(d.Scopes, string(s))
+	}
+	return d
+}
+
+// checkSeal is the validator's first step: only an answer sealed by a frontend for exactly
+// this run, this open request, this principal, decision and comment gets any further.
+func (r *jobRun) checkSeal(ctx workflow.Context, req ResumeRequest) error {
+	info := workflow.GetInfo(ctx)
+	log := workflow.GetLogger(ctx)
+	if r.verifier == nil {
+		log.Error("resume refused: this worker has no resume keys (--resume-keys / --resume-keys-file), so it cannot tell a frontend's answer from a forged one",
+			"workflow_id", info.WorkflowExecution.ID)
+		return reject(RejectUnsealed, "this worker has no resume keys configured; no answer can be accepted")
+	}
+	if req.Seal == "" {
+		log.Warn("resume refused: no seal", "workflow_id", info.WorkflowExecution.ID, "sub", req.Principal.Subject)
+		return reject(RejectUnsealed, "the answer carries no seal from a jobgate frontend")
+	}
+	s, err := r.verifier.OpenResumeSeal(req.Seal, workflow.Now(ctx))
+	if err != nil {
+		log.Warn("resume refused: seal does not open", "workflow_id", info.WorkflowExecution.ID, "error", err)
+		return reject(RejectUnsealed, "the answer's seal is not valid: "+err.Error())
+	}
+	field := ""
+	switch {
+	case s.WorkflowID != info.WorkflowExecution.ID:
+		field = "workflow ID"
+	case s.RunID != info.WorkflowExecution.RunID:
+		field = "run ID"
+	case s.InputID != req.InputID:
+		field = "input_id"
+	case s.ScopeDigest != req.ScopeDigest:
+		field = "scope_digest"
+	case s.Principal.Tenant != req.Principal.Tenant || s.Principal.Subject != req.Principal.Subject ||
+		!slices.Equal(s.Principal.Scopes, req.Principal.Scopes):
+		field = "principal"
+	case s.Decision != req.Decision:
+		field = "decision"
+	case s.CommentDigest != CommentDigest(req.Comment):
+		field = "comment"
+	case s.Surface != req.Surface || s.SignedInWith != req.SignedInWith:
+		field = "surface"
+	}
+	if field != "" {
+		log.Warn("resume refused: seal does not match the request", "workflow_id", info.WorkflowExecution.ID, "field", field)
+		return reject(RejectUnsealed, "the answer's seal does not match its "+field)
+	}
+	return nil
+}
