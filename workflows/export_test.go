@@ -1338,7 +1338,7 @@ func TestExport_Replay(t *testing.T) {
 			hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
 			require.NoError(t, err)
 			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions(Export, workflow.RegisterOptions{Name: ExportWorkflowName})
+			r.RegisterWorkflowWithOptions((&Workflows{}).Export, workflow.RegisterOptions{Name: ExportWorkflowName})
 			// The recorded workflow ID: the child ID and artifact prefix are derived from it.
 			require.NoError(t, r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
 				OriginalExecution: workflow.Execution{ID: "acme/export/replay"}}))

@@ -24,8 +24,6 @@ type testVerifier struct{}
 
 const (
 	testSealPrefix = "test-seal:"
-	// testRunID is the run ID of every test environment run.
-	testRunID = "default-test-run-id"
 	// noSeal asks sealed to send the request without any seal.
 	noSeal = "\x00no-seal"
 )
