@@ -201,11 +201,23 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 	}
 	if m.Client == nil {
 		// Lazy: the frontend starts (and answers /readyz 503) while Temporal is down.
-		cl, err := client.NewLazyClient(c.Temporal.options(m.Logger))
+		opts, err := c.Temporal.options(m.Logger)
+		if err != nil {
+			return nil, err
+		}
+		cl, err := client.NewLazyClient(opts)
 		if err != nil {
 			return nil, fmt.Errorf("temporal client: %w", err)
 		}
 		m.Client, m.own = cl, true
+		if opts.ConnectionOptions.TLS != nil {
+			// Fail start-up on a TLS misconfiguration rather than serve /readyz 503 for ever.
+			if err := probeTLS(ctx, cl, c.Temporal.Address); err != nil {
+				cl.Close()
+				m.Client, m.own = nil, false
+				return nil, err
+			}
+		}
 	}
 	var authServers []string
 	if c.Issuer != "" {
@@ -243,10 +255,12 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		}
 	}
 	m.ln = ln
-	m.srv = &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute}
+	m.srv = srv
 	go func() {
-		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// srv, not m.srv: a Close right after Run clears m.srv before this goroutine runs.
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.Logger.Error("http server", zap.Error(err))
 		}
 	}()

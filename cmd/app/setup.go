@@ -34,6 +34,9 @@ type SetupConfig struct {
 	CreateNamespace bool
 	// Timeout bounds the whole setup, including waiting for Temporal to answer.
 	Timeout time.Duration
+	// TLS and credentials for the connection (the same flags as serve and worker). Defaults to
+	// plaintext without credentials.
+	TLS TemporalTLS
 }
 
 // Flags registers setup's flags (the same names and env vars as serve and worker).
@@ -43,6 +46,7 @@ func (c *SetupConfig) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.CreateNamespace, "create-namespace", true, "register the namespace if it does not exist")
 	fs.DurationVar(&c.Retention, "retention", 7*24*time.Hour, "retention of a namespace setup creates")
 	fs.DurationVar(&c.Timeout, "timeout", 2*time.Minute, "give up after this long (includes waiting for Temporal)")
+	c.TLS.Flags(fs)
 }
 
 // SearchAttributes are the custom search attributes jobgate's workflows set and list_jobs queries.
@@ -67,7 +71,10 @@ func Setup(ctx context.Context, c SetupConfig, log *zap.Logger, out io.Writer) e
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 	}
-	opts := TemporalConfig{Address: c.Address, Namespace: c.Namespace}.options(log)
+	opts, err := TemporalConfig{Address: c.Address, Namespace: c.Namespace, TLS: c.TLS}.options(log)
+	if err != nil {
+		return err
+	}
 	tc, err := waitTemporal(ctx, opts)
 	if err != nil {
 		return err

@@ -76,7 +76,19 @@ func (ca *CA) Server(hosts ...string) (Pair, error) {
 
 // Client signs a client certificate (for mutual TLS) with the given common name.
 func (ca *CA) Client(commonName string) (Pair, error) {
+	return ca.ClientValid(commonName, time.Time{}, time.Time{})
+}
+
+// ClientValid is Client with the validity period given (zero times keep the defaults), e.g.
+// an already expired certificate for a test of what refuses it.
+func (ca *CA) ClientValid(commonName string, notBefore, notAfter time.Time) (Pair, error) {
 	tmpl := template(commonName)
+	if !notBefore.IsZero() {
+		tmpl.NotBefore = notBefore
+	}
+	if !notAfter.IsZero() {
+		tmpl.NotAfter = notAfter
+	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	return ca.sign(tmpl)
