@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,11 +144,44 @@ func TestTemporalMutualTLS(t *testing.T) {
 	failFast("worker without a client certificate", worker(noCert), certWants...)
 	failFast("serve without a client certificate", serve(noCert), certWants...)
 
-	// The right CA and client certificate: a worker and a frontend of their own building (no
-	// injected client), an eval with the demo suite through MCP.
-	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: good, MaxConcurrentEpisodes: 10}}
-	must(t, w.Run(context.Background()))
-	t.Cleanup(func() { _ = w.Close() })
+	// The real binary, configured by JOBGATE_* variables only: a wrong CA exits at once, non-zero,
+	// with the same error.
+	env := func(tc app.TemporalConfig) []string {
+		var e []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "JOBGATE_") {
+				e = append(e, kv)
+			}
+		}
+		return append(e, "JOBGATE_TEMPORAL_ADDRESS="+tc.Address, "JOBGATE_NAMESPACE="+tc.Namespace,
+			"JOBGATE_TASK_QUEUE="+tc.TaskQueue, "JOBGATE_TEMPORAL_TLS_CA_FILE="+tc.TLS.CAFile,
+			"JOBGATE_TEMPORAL_TLS_CERT_FILE="+tc.TLS.CertFile, "JOBGATE_TEMPORAL_TLS_KEY_FILE="+tc.TLS.KeyFile)
+	}
+	bin := jobgateBinary(t) // built outside the timed part
+	failFast("jobgate worker process with a wrong CA", func(ctx context.Context) error {
+		cmd := exec.CommandContext(ctx, bin, "worker")
+		cmd.Env = env(wrongCA)
+		out, err := cmd.CombinedOutput()
+		if err == nil || ctx.Err() != nil {
+			return fmt.Errorf("exit %v (context %v): %s", err, ctx.Err(), out)
+		}
+		return errors.New(string(out))
+	}, caWants...)
+
+	// The right CA and client certificate: a worker process (env only) and a frontend of its own
+	// building (no injected client), an eval with the demo suite through MCP.
+	w := exec.Command(bin, "worker", "--max-concurrent-episodes", "10")
+	w.Env = env(good)
+	var wout bytes.Buffer
+	w.Stdout, w.Stderr = &wout, &wout
+	must(t, w.Start())
+	t.Cleanup(func() {
+		_ = w.Process.Signal(syscall.SIGTERM)
+		_ = w.Wait()
+		if t.Failed() {
+			t.Logf("worker output:\n%s", wout.String())
+		}
+	})
 	s := newServe(good)
 	must(t, s.Run(context.Background()))
 	t.Cleanup(func() { _ = s.Close() })

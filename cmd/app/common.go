@@ -122,6 +122,7 @@ const waitTemporalWarnEvery = 10 * time.Second
 // and then every waitTemporalWarnEvery, so a wrong address is not silent either.
 func waitTemporal(ctx context.Context, opts client.Options) (client.Client, error) {
 	var last error
+	var hint string
 	var warned time.Time
 	for {
 		c, err := client.DialContext(ctx, opts)
@@ -131,8 +132,12 @@ func waitTemporal(ctx context.Context, opts client.Options) (client.Client, erro
 		if why := tlsFailure(err); why != "" {
 			return nil, fmt.Errorf("temporal at %s: %s: %w", opts.HostPort, why, err)
 		}
-		last = err
-		hint := retryHint(opts, err)
+		if last == nil || ctx.Err() == nil {
+			last = err // not the attempt the context's end cut short, when there was another
+		}
+		if h := retryHint(opts, err); h != "" {
+			hint = h
+		}
 		if opts.Logger != nil && time.Since(warned) >= waitTemporalWarnEvery {
 			warned = time.Now()
 			kv := []any{"address", opts.HostPort, "error", err.Error()}

@@ -205,19 +205,17 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		if err != nil {
 			return nil, err
 		}
+		if opts.ConnectionOptions.TLS != nil {
+			// Fail start-up on a TLS misconfiguration rather than serve /readyz 503 for ever.
+			if err := probeTLS(ctx, opts); err != nil {
+				return nil, err
+			}
+		}
 		cl, err := client.NewLazyClient(opts)
 		if err != nil {
 			return nil, fmt.Errorf("temporal client: %w", err)
 		}
 		m.Client, m.own = cl, true
-		if opts.ConnectionOptions.TLS != nil {
-			// Fail start-up on a TLS misconfiguration rather than serve /readyz 503 for ever.
-			if err := probeTLS(ctx, cl, c.Temporal.Address); err != nil {
-				cl.Close()
-				m.Client, m.own = nil, false
-				return nil, err
-			}
-		}
 	}
 	var authServers []string
 	if c.Issuer != "" {

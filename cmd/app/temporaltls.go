@@ -311,7 +311,7 @@ func retryHint(opts client.Options, err error) string {
 	msg := err.Error()
 	tc := opts.ConnectionOptions.TLS
 	switch {
-	case tc == nil && strings.Contains(msg, "server preface"):
+	case tc == nil && (strings.Contains(msg, "server preface") || cutMidHandshake(msg)):
 		return "the server closed the connection: if Temporal requires TLS, set " + flagRef("temporal-tls") + " or " + flagRef("temporal-tls-ca-file")
 	case tc != nil && tc.GetClientCertificate == nil && len(tc.Certificates) == 0 && cutMidHandshake(msg):
 		return "the server closed the connection: if Temporal requires mutual TLS, set " + flagRef("temporal-tls-cert-file") +
@@ -327,21 +327,23 @@ func cutMidHandshake(msg string) bool {
 		strings.Contains(msg, "server preface: EOF")
 }
 
-// probeTLS makes calls through a lazy client, so serve fails start-up on a TLS
-// misconfiguration instead of answering /readyz 503 for ever. Any other error (Temporal down)
-// is left to /readyz, as before, except a connection cut mid-handshake, which is retried for a
-// few seconds: under TLS 1.3 that is often a refused client certificate whose alert comes on
-// the next try.
-func probeTLS(ctx context.Context, c client.Client, addr string) error {
+// probeTLS dials Temporal once more or less (serve's own client is lazy), so serve fails
+// start-up on a TLS misconfiguration instead of answering /readyz 503 for ever. Any other
+// error (Temporal down) is left to /readyz, as before, except a connection cut mid-handshake,
+// which is redialled for a few seconds: under TLS 1.3 that is often a refused client
+// certificate whose alert the next connection reads. Each try is a fresh connection, not the
+// lazy client's, which would wait out gRPC's reconnect backoff.
+func probeTLS(ctx context.Context, opts client.Options) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for {
-		_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
+		c, err := client.DialContext(ctx, opts)
 		if err == nil {
+			c.Close()
 			return nil
 		}
 		if why := tlsFailure(err); why != "" {
-			return fmt.Errorf("temporal at %s: %s: %w", addr, why, err)
+			return fmt.Errorf("temporal at %s: %s: %w", opts.HostPort, why, err)
 		}
 		if !cutMidHandshake(err.Error()) {
 			return nil
@@ -349,7 +351,7 @@ func probeTLS(ctx context.Context, c client.Client, addr string) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
