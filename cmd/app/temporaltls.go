@@ -118,11 +118,17 @@ func (t TemporalTLS) apply(opts *client.Options, log *zap.Logger) error {
 
 // loadCAFile reads a PEM bundle; every CERTIFICATE block must parse and there must be one.
 func loadCAFile(path string) (*x509.CertPool, error) {
-	what := flagRef("temporal-tls-ca-file")
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", flagRef("temporal-tls-ca-file"), err)
 	}
+	return parseCABundle(b, path)
+}
+
+// parseCABundle parses the CA file's bytes (path only names it in errors). Blocks other than
+// CERTIFICATE (comments, a stray key) are skipped, as crypto/x509's AppendCertsFromPEM does.
+func parseCABundle(b []byte, path string) (*x509.CertPool, error) {
+	what := flagRef("temporal-tls-ca-file")
 	pool := x509.NewCertPool()
 	n := 0
 	for rest := b; ; {

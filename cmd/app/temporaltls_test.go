@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"io"
@@ -315,4 +316,27 @@ func TestTemporalServerTLSOnly(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "if Temporal requires TLS, set --temporal-tls") {
 		t.Fatalf("plaintext against TLS: %v", err)
 	}
+}
+
+// FuzzParseCABundle: any bytes in --temporal-tls-ca-file give a pool with at least one
+// certificate or an error naming the flag, never a panic.
+func FuzzParseCABundle(f *testing.F) {
+	ca, err := devpki.NewCA("fuzz seed")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(ca.CertPEM)
+	f.Add(append(append([]byte("# bundle\n"), ca.CertPEM...), ca.CertPEM...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pool, err := parseCABundle(b, "ca.pem")
+		if err != nil {
+			if !strings.Contains(err.Error(), "--temporal-tls-ca-file") {
+				t.Fatalf("error does not name the flag: %v", err)
+			}
+			return
+		}
+		if pool == nil || pool.Equal(x509.NewCertPool()) {
+			t.Fatal("accepted a bundle without certificates")
+		}
+	})
 }
