@@ -28,6 +28,8 @@ type TemporalConfig struct {
 	Namespace string
 	// TaskQueue workers poll. Defaults to "jobgate".
 	TaskQueue string
+	// TLS and credentials for the connection. Defaults to plaintext without credentials.
+	TLS TemporalTLS
 
 	// metrics, set by serve and worker when --metrics-listen is on, receives the SDK's metrics.
 	metrics client.MetricsHandler
@@ -38,6 +40,7 @@ func (c *TemporalConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Address, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
 	fs.StringVar(&c.Namespace, "namespace", "default", "Temporal namespace holding the jobs")
 	fs.StringVar(&c.TaskQueue, "task-queue", workflows.TaskQueueDefault, "task queue the workers poll")
+	c.TLS.Flags(fs)
 }
 
 // DataConverter is the converter every jobgate client uses; the frontend decodes memos and
@@ -46,9 +49,14 @@ func (c TemporalConfig) DataConverter() converter.DataConverter {
 	return converter.GetDefaultDataConverter()
 }
 
-func (c TemporalConfig) options(log *zap.Logger) client.Options {
-	return client.Options{HostPort: c.Address, Namespace: c.Namespace, Logger: sdkLogger{log.Sugar()},
+// options are the SDK client options; an error names the TLS or credential flag that is wrong.
+func (c TemporalConfig) options(log *zap.Logger) (client.Options, error) {
+	opts := client.Options{HostPort: c.Address, Namespace: c.Namespace, Logger: sdkLogger{log.Sugar()},
 		DataConverter: c.DataConverter(), MetricsHandler: c.metrics}
+	if err := c.TLS.apply(&opts, log); err != nil {
+		return client.Options{}, err
+	}
+	return opts, nil
 }
 
 // envName maps a flag to its environment variable: temporal-address → JOBGATE_TEMPORAL_ADDRESS.
@@ -104,18 +112,45 @@ func (l sdkLogger) Error(msg string, kv ...any) { l.s.Errorw(msg, kv...) }
 
 var _ sdklog.Logger = sdkLogger{}
 
+// waitTemporalWarnEvery spaces the warnings waitTemporal logs while it retries.
+const waitTemporalWarnEvery = 10 * time.Second
+
 // waitTemporal dials until Temporal answers or ctx ends, so a worker started alongside a
-// booting server does not die on the first refusal.
+// booting server does not die on the first refusal. A TLS failure (unknown CA, wrong name,
+// refused client certificate) ends it at once with an error saying which flag to look at:
+// retrying cannot fix configuration. Other failures are retried, with a warning at the first
+// and then every waitTemporalWarnEvery, so a wrong address is not silent either.
 func waitTemporal(ctx context.Context, opts client.Options) (client.Client, error) {
 	var last error
+	var hint string
+	var warned time.Time
 	for {
 		c, err := client.DialContext(ctx, opts)
 		if err == nil {
 			return c, nil
 		}
-		last = err
+		if why := tlsFailure(err); why != "" {
+			return nil, fmt.Errorf("temporal at %s: %s: %w", opts.HostPort, why, err)
+		}
+		if last == nil || ctx.Err() == nil {
+			last = err // not the attempt the context's end cut short, when there was another
+		}
+		if h := retryHint(opts, err); h != "" {
+			hint = h
+		}
+		if opts.Logger != nil && time.Since(warned) >= waitTemporalWarnEvery {
+			warned = time.Now()
+			kv := []any{"address", opts.HostPort, "error", err.Error()}
+			if hint != "" {
+				kv = append(kv, "hint", hint)
+			}
+			opts.Logger.Warn("temporal not answering yet; retrying", kv...)
+		}
 		select {
 		case <-ctx.Done():
+			if hint != "" {
+				return nil, fmt.Errorf("temporal at %s (%s): %w", opts.HostPort, hint, last)
+			}
 			return nil, fmt.Errorf("temporal at %s: %w", opts.HostPort, last)
 		case <-time.After(500 * time.Millisecond):
 		}

@@ -139,7 +139,11 @@ func (m *DevMain) Run(ctx context.Context) error {
 		return err
 	}
 	tc := TemporalConfig{Address: ts.FrontendHostPort(), Namespace: ts.Namespace(), TaskQueue: workflows.TaskQueueDefault}
-	m.client, err = client.DialContext(ctx, tc.options(m.Logger))
+	opts, err := tc.options(m.Logger) // plaintext: the embedded server is loopback-only
+	if err != nil {
+		return err
+	}
+	m.client, err = client.DialContext(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("temporal client: %w", err)
 	}

@@ -244,7 +244,17 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 	}
 	if m.Client == nil {
 		// Lazy: the frontend starts (and answers /readyz 503) while Temporal is down.
-		cl, err := client.NewLazyClient(c.Temporal.options(m.Logger))
+		opts, err := c.Temporal.options(m.Logger)
+		if err != nil {
+			return nil, err
+		}
+		if opts.ConnectionOptions.TLS != nil {
+			// Fail start-up on a TLS misconfiguration rather than serve /readyz 503 for ever.
+			if err := probeTLS(ctx, opts); err != nil {
+				return nil, err
+			}
+		}
+		cl, err := client.NewLazyClient(opts)
 		if err != nil {
 			return nil, fmt.Errorf("temporal client: %w", err)
 		}

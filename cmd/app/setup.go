@@ -43,6 +43,9 @@ type SetupConfig struct {
 	// Force sets up even when the namespace retention is shorter than a dataset's retention
 	// (the mismatch is then only printed). Defaults to false.
 	Force bool
+	// TLS and credentials for the connection (the same flags as serve and worker). Defaults to
+	// plaintext without credentials.
+	TLS TemporalTLS
 }
 
 // Flags registers setup's flags (the same names and env vars as serve and worker).
@@ -55,6 +58,7 @@ func (c *SetupConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DatasetsFile, "datasets", "", "export dataset catalog file (the one serve and worker use): "+
 		"setup refuses a namespace retention shorter than a dataset's retention")
 	fs.BoolVar(&c.Force, "force", false, "set up even when the namespace retention is shorter than a dataset's retention")
+	c.TLS.Flags(fs)
 }
 
 // SearchAttributes are the custom search attributes jobgate's workflows set and list_jobs queries.
@@ -86,7 +90,10 @@ func Setup(ctx context.Context, c SetupConfig, log *zap.Logger, out io.Writer) e
 			return err
 		}
 	}
-	opts := TemporalConfig{Address: c.Address, Namespace: c.Namespace}.options(log)
+	opts, err := TemporalConfig{Address: c.Address, Namespace: c.Namespace, TLS: c.TLS}.options(log)
+	if err != nil {
+		return err
+	}
 	tc, err := waitTemporal(ctx, opts)
 	if err != nil {
 		return err

@@ -195,13 +195,16 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		return err
 	}
 	if m.Client == nil {
-		c, err := waitTemporal(ctx, m.Config.Temporal.options(m.Logger))
+		opts, err := m.Config.Temporal.options(m.Logger)
+		if err == nil {
+			m.Client, err = waitTemporal(ctx, opts)
+		}
 		if err != nil {
 			_ = m.metrics.close()
 			m.metrics = nil
 			return err
 		}
-		m.Client, m.own = c, true
+		m.own = true
 	}
 	tq := m.Config.Temporal.TaskQueue
 	if tq == "" {

@@ -76,6 +76,7 @@ func (s *Server) serverConfig(p servicePorts) *config.Config {
 	// Static hosts below replace ringpop; this only bounds the membership wait.
 	c.Global.Membership.MaxJoinDuration = 30 * time.Second
 	c.Global.Membership.BroadcastAddress = broadcastIP
+	c.Global.TLS = s.opts.TLS.serverTLS()
 
 	c.Persistence.DefaultStore = storeName
 	c.Persistence.VisibilityStore = storeName

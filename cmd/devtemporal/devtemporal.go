@@ -66,6 +66,29 @@ type Options struct {
 	// first in first out, as on a server without it; every other task queue is fair. For
 	// tests that compare the two on one server.
 	UnfairTaskQueues []string
+	// TLS, if set, serves the frontend's gRPC port with TLS (and mutual TLS when
+	// TLS.ClientCAPEM is set). Defaults to nil: plaintext, as a dev server.
+	TLS *TLSOptions
+}
+
+// TLSOptions serve the frontend with TLS. The server's own clients (the system worker, the
+// namespace registration of Start, the Web UI) dial the frontend with RootCAPEM and, with mutual
+// TLS, ClientCertPEM/ClientKeyPEM. All PEM; tests generate them with devpki.
+type TLSOptions struct {
+	// CertPEM and KeyPEM are the frontend's certificate (chain) and private key. Required. The
+	// certificate must name the address clients dial (an IP SAN for 127.0.0.1) or ServerName.
+	CertPEM, KeyPEM []byte
+	// RootCAPEM verifies the frontend's certificate for the server's own clients. Required.
+	RootCAPEM []byte
+	// ServerName is the name the server's own clients verify in the frontend's certificate.
+	// Defaults to empty: the host of the frontend address.
+	ServerName string
+	// ClientCAPEM, when set, turns on mutual TLS: the frontend refuses clients without a
+	// certificate signed by one of these CAs. Defaults to empty: no client certificates.
+	ClientCAPEM []byte
+	// ClientCertPEM and ClientKeyPEM are what the server's own clients present under mutual
+	// TLS. Required with ClientCAPEM.
+	ClientCertPEM, ClientKeyPEM []byte
 }
 
 // Server is a running embedded Temporal server. Create it with Start.
@@ -128,7 +151,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	if s.ui != nil {
-		if err := s.ui.start(s.opts.IP, s.frontendHostPort, s.opts.Namespace); err != nil {
+		if err := s.ui.start(s.opts.IP, s.frontendHostPort, s.opts.Namespace, s.opts.TLS); err != nil {
 			return nil, fmt.Errorf("devtemporal: UI: %w", err)
 		}
 	}
@@ -228,6 +251,9 @@ func (o *Options) normalize() error {
 		}
 	}
 	o.UnfairTaskQueues = append([]string(nil), o.UnfairTaskQueues...) // a copy, as above
+	if err := o.TLS.validate(); err != nil {
+		return err
+	}
 	if o.DataDir != "" {
 		abs, err := filepath.Abs(o.DataDir)
 		if err != nil {

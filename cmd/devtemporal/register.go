@@ -27,6 +27,8 @@ func (s *Server) register(ctx context.Context) error {
 		HostPort:  s.frontendHostPort,
 		Namespace: s.opts.Namespace,
 		Logger:    log.NewSdkLogger(s.logger),
+		// nil without Options.TLS: plaintext.
+		ConnectionOptions: client.ConnectionOptions{TLS: s.opts.TLS.clientTLS()},
 	}
 	var c client.Client
 	err := retry(ctx, func(ctx context.Context) error {

@@ -2,6 +2,7 @@ package devtemporal
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -43,7 +44,7 @@ func listenUI(ip string, port int) (*uiServer, error) {
 // start builds the UI and serves it. Call it only once the frontend answers: ui-server
 // dials the frontend when built, and a refused first dial puts its gRPC connection into
 // reconnect backoff, failing the UI's API calls for a while.
-func (u *uiServer) start(ip, frontendHostPort, namespace string) error {
+func (u *uiServer) start(ip, frontendHostPort, namespace string, t *TLSOptions) error {
 	cfg := &uiconfig.Config{
 		TemporalGRPCAddress: frontendHostPort,
 		Host:                ip,
@@ -56,6 +57,14 @@ func (u *uiServer) start(ip, frontendHostPort, namespace string) error {
 		// No internet in dev/CI; the UI would otherwise fetch news and release info.
 		DisableNewsFetch:   true,
 		NotifyOnNewVersion: false,
+	}
+	if t != nil {
+		// ui-server reads *Data as base64 PEM.
+		b64 := base64.StdEncoding.EncodeToString
+		cfg.TLS = uiconfig.TLS{CaData: b64(t.RootCAPEM), ServerName: t.ServerName, EnableHostVerification: true}
+		if len(t.ClientCAPEM) > 0 {
+			cfg.TLS.CertData, cfg.TLS.KeyData = b64(t.ClientCertPEM), b64(t.ClientKeyPEM)
+		}
 	}
 	handler, err := uiHandler(cfg)
 	if err != nil {
