@@ -100,7 +100,7 @@ func cmdEnvCheck(t *testing.T, env map[string]string, jobID string, i int, extra
 		}
 	}
 	if env["JOBGATE_JOB_ID"] != jobID || env["JOBGATE_EPISODE_INDEX"] != fmt.Sprint(i) ||
-		env["JOBGATE_OPERATION_ID"] != fmt.Sprintf("%s#%d", jobID, i) {
+		!isOperationID(env["JOBGATE_OPERATION_ID"], jobID, i) {
 		t.Errorf("episode %d: JOBGATE_* variables %v", i, env)
 	}
 }
@@ -235,4 +235,15 @@ func TestCommandDevWorkerServesSuiteQueues(t *testing.T) {
 		!slices.Equal(slices.Sorted(slices.Values(got[suiteQueue])), []string{"activity:RunEpisode", "workflow:" + workflows.EvalWorkflowName}) {
 		t.Fatalf("registered %v: want every kind on %s and only eval on %s", got, queue, suiteQueue)
 	}
+}
+
+// isOperationID reports whether op is episode i's operation ID of job jobID:
+// <job>#<first run ID>#<i>, scoped to the job instance.
+func isOperationID(op, jobID string, i int) bool {
+	run, ok := strings.CutPrefix(op, jobID+"#")
+	if !ok {
+		return false
+	}
+	run, ok = strings.CutSuffix(run, fmt.Sprintf("#%d", i))
+	return ok && run != "" && !strings.Contains(run, "#")
 }

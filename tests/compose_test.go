@@ -542,12 +542,17 @@ func TestComposeSecretsAreFiles(t *testing.T) {
 			t.Errorf("%s: handle keys %s: %v", s.Name, sec, err)
 		}
 	}
-	// Frontends seal answers and workers verify them with one resume keyring of its own, which
-	// no other service holds (it is the power to approve).
+	// Frontends seal answers and the workers that run workflow tasks (those on the frontends'
+	// task queue) verify them with one resume keyring of its own, which no other service holds
+	// (it is the power to approve): least of all an episode worker on a suite's queue, which runs
+	// caller-influenced commands and no workflow task.
 	resumeSecret := ""
 	holders := map[string]bool{}
 	for _, cmd := range []string{"serve", "worker"} {
 		for _, s := range composeServicesByCommand(p, cmd) {
+			if q := composeSetting(s, "task-queue"); cmd == "worker" && q != "" && q != workflows.TaskQueueDefault {
+				continue // checked below: it must not hold the resume keys
+			}
 			holders[s.Name] = true
 			sec := composeSecretAt(t, p, s, composeSetting(s, "resume-keys-file"))
 			if _, err := handle.ParseKeyring(contents[sec]); err != nil {

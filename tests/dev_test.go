@@ -38,7 +38,7 @@ func TestDevStackRestartKeepsJobs(t *testing.T) {
 	key := uniqueKey(t)
 	v := mustView(t, call(t, cs, "start_eval", startArgs(key, 101, map[string]any{"episode_ms": 10})))
 	w := waitStatus(t, cs, v.Handle, workflows.StatusAwaitingInput, 30*time.Second)
-	if !strings.Contains(v.UIURL, "/namespaces/default/workflows/acme%2Feval%2F"+key+"/") {
+	if !strings.Contains(v.UIURL, "/namespaces/default/workflows/acme%2Feval%2Fana%2F"+key+"/") {
 		t.Fatalf("ui_url %s", v.UIURL)
 	}
 	resp, err := http.Get(strings.SplitN(v.UIURL, "/namespaces", 2)[0] + "/")
