@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -62,11 +61,11 @@ func (f *Frontend) resourceMetadataURL() string {
 	return u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + strings.TrimRight(u.Path, "/")
 }
 
+// readyz answers from a health check at most readyTTL old (readiness), so a flood of probes
+// costs Temporal one call a second per replica.
 func (f *Frontend) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-	defer cancel()
 	w.Header().Set("Content-Type", "text/plain")
-	if _, err := f.opts.Temporal.CheckHealth(ctx, nil); err != nil {
+	if err := f.ready.get(r.Context()); err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintln(w, "temporal unreachable")
 		return
