@@ -39,8 +39,8 @@ func TestExportFailureMessageIsSafe(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	for _, leak := range []string{u.Hostname(), u.Port(), role, dbName, "hunter2", "@", strconv.Itoa(os.Getpid()), host, "pgx", "SQLSTATE"} {
-		if leak == "" {
-			continue
+		if leak == "" || (leak == host && strings.Contains(workflows.MsgExportFailed, host)) {
+			continue // a host named like a word of the fixed text ("worker") is no leak
 		}
 		for what, s := range map[string]string{"error.message": got.Error.Message, "progress.message": got.Progress.Message} {
 			if strings.Contains(s, leak) {
