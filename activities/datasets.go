@@ -51,7 +51,8 @@ type Dataset struct {
 	Name string `json:"name"`
 	// Driver is "sqlite" (default) or "postgres" (pgx).
 	Driver string `json:"driver"`
-	// DSN is a file path for sqlite (opened read-only) or a pgx URL/DSN for postgres.
+	// DSN is a file path or "file:" URI for sqlite (always opened read-only: mode=ro and
+	// query_only, whatever the URI asks) or a pgx URL/DSN for postgres.
 	DSN          string `json:"dsn"`
 	Table        string `json:"table"`
 	TenantColumn string `json:"tenant_column"`
@@ -490,7 +491,10 @@ func (p *DBPool) Open(d Dataset) (*sql.DB, error) {
 	)
 	switch d.Driver {
 	case DriverSQLite:
-		db, err = sql.Open("sqlite", sqliteURI(d.DSN, true))
+		var uri string
+		if uri, err = sqliteDatasetURI(d.DSN); err == nil {
+			db, err = sql.Open("sqlite", uri)
+		}
 	case DriverPostgres:
 		db, err = sql.Open("pgx", d.DSN)
 	default:
@@ -520,9 +524,33 @@ func (p *DBPool) Close() error {
 	return errors.Join(errs...)
 }
 
-// sqliteURI turns a file path into a SQLite URI. Read-only for datasets: an export never
-// writes, and a read-only handle cannot be talked into it. A path that already is a "file:"
-// URI is used as given.
+// sqliteDatasetURI is the read-only SQLite URI of a dataset DSN: a file path, or a "file:" URI
+// whose parameters are kept except that mode is forced to ro (no rw, rwc or memory: an export
+// never writes, and a missing file is not created) and query_only is forced on (a second line
+// of defence; an operator's query_only pragma is dropped).
+func sqliteDatasetURI(dsn string) (string, error) {
+	if !strings.HasPrefix(dsn, "file:") {
+		return sqliteURI(dsn, true) + "&_pragma=query_only(1)", nil
+	}
+	base, raw, _ := strings.Cut(dsn, "?")
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return "", errors.New("the file: URI's parameters do not parse")
+	}
+	q.Set("mode", "ro")
+	pragmas := q["_pragma"][:0:0]
+	for _, p := range q["_pragma"] {
+		if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(p)), "query_only") {
+			pragmas = append(pragmas, p)
+		}
+	}
+	q["_pragma"] = append(pragmas, "query_only(1)")
+	return base + "?" + q.Encode(), nil
+}
+
+// sqliteURI turns a file path into a SQLite URI, read-only when asked (datasets go through
+// sqliteDatasetURI, which also forces a "file:" URI read-only). A path that already is a
+// "file:" URI is used as given (SeedDemoDB).
 func sqliteURI(path string, readOnly bool) string {
 	if strings.HasPrefix(path, "file:") {
 		return path

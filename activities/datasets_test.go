@@ -208,3 +208,52 @@ func TestSeedDemoDB(t *testing.T) {
 		t.Fatal("demo rows are not deterministic")
 	}
 }
+
+// TestSQLiteDatasetIsReadOnly: whatever form its DSN takes (a path, a file: URI, a file: URI
+// asking for mode=rw or rwc), a SQLite dataset's connection cannot write, and a missing file is
+// not created.
+func TestSQLiteDatasetIsReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "demo.db")
+	if err := SeedDemoDB(path); err != nil {
+		t.Fatal(err)
+	}
+	pool := &DBPool{}
+	defer pool.Close()
+	for _, dsn := range []string{
+		path,
+		"file:" + path,
+		"file:" + path + "?mode=rw",
+		"file:" + path + "?mode=rwc&_pragma=query_only(0)",
+		"file://" + path + "?cache=shared",
+		"file:" + path + "?mode=memory",
+	} {
+		t.Run(dsn, func(t *testing.T) {
+			db, err := pool.Open(Dataset{Name: "d", Driver: DriverSQLite, DSN: dsn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			if err := db.QueryRow(`SELECT count(*) FROM customers`).Scan(&n); err != nil || n == 0 {
+				t.Fatalf("read: %d rows, %v", n, err)
+			}
+			if _, err := db.Exec(`UPDATE customers SET plan = 'pwned'`); err == nil {
+				t.Fatal("UPDATE through the dataset connection succeeded")
+			}
+			if _, err := db.Exec(`CREATE TABLE pwned (x)`); err == nil {
+				t.Fatal("CREATE TABLE through the dataset connection succeeded")
+			}
+		})
+	}
+	missing := filepath.Join(dir, "missing.db")
+	for _, dsn := range []string{missing, "file:" + missing + "?mode=rwc"} {
+		db, err := pool.Open(Dataset{Name: "m", Driver: DriverSQLite, DSN: dsn})
+		if err == nil {
+			_ = db.Ping()
+			_, _ = db.Exec(`CREATE TABLE x (y)`)
+		}
+		if _, err := os.Stat(missing); !os.IsNotExist(err) {
+			t.Fatalf("%s: opening a missing dataset created the file (%v)", dsn, err)
+		}
+	}
+}

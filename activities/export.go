@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"gocloud.dev/blob"
@@ -109,9 +110,21 @@ func (a *Activities) query(ctx context.Context, db *sql.DB, d Dataset, q string,
 	}
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
+		if accessRefused(err) {
+			activity.GetLogger(ctx).Error("dataset refused the worker's login", "dataset", d.Name, "error", err)
+			return nil, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("dataset %q: the database refused the worker's login or does not exist", d.Name), ErrTypeDatasetAccess, err)
+		}
 		return nil, fmt.Errorf("dataset %q: query: %w", d.Name, err)
 	}
 	return rows, nil
+}
+
+// accessRefused: err is PostgreSQL's refusal of the login (SQLSTATE class 28: bad password,
+// unknown role, pg_hba) or of an unknown database (3D000).
+func accessRefused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000")
 }
 
 // qi double-quotes an identifier. Identifiers come only from the validated catalog

@@ -12,6 +12,11 @@ const (
 	ErrTypeDatasetMissing = "DatasetMissing"
 	// ErrTypeDatasetTooLarge: the tenant has more rows than the dataset's max_rows.
 	ErrTypeDatasetTooLarge = "DatasetTooLarge"
+	// ErrTypeDatasetAccess: the dataset's database refused the worker's login or has no such
+	// database (PostgreSQL SQLSTATE class 28, 3D000): a configuration error that retries only
+	// repeat (and repeated failed logins can lock the account). The message names the dataset
+	// only; the driver's error, with host, user and database, is the cause in history.
+	ErrTypeDatasetAccess = "DatasetAccess"
 )
 
 // KeyRange is a half-open keyset range of one export part: key > After (or from the first

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -44,7 +45,8 @@ const (
 
 // JWKSOptions configure a [JWKSVerifier] (see [NewJWKSVerifier]).
 type JWKSOptions struct {
-	// URL is the identity provider's JWK Set (jwks_uri), http or https.
+	// URL is the identity provider's JWK Set (jwks_uri): https, or http to a loopback
+	// address (localhost, 127.0.0.0/8, ::1) only.
 	// Required; no default.
 	URL string
 	// Issuer is the exact iss every token must carry. Required; no default.
@@ -106,6 +108,10 @@ func NewJWKSVerifier(ctx context.Context, opts JWKSOptions) (*JWKSVerifier, erro
 		return nil, errors.New("authz: JWKSOptions.URL is required")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return nil, fmt.Errorf("authz: JWKSOptions.URL %q is not an http(s) URL", opts.URL)
+	case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+		// The key set decides who anyone is: over plain http, whoever is on the path can
+		// substitute keys and mint any principal.
+		return nil, fmt.Errorf("authz: JWKSOptions.URL %q must be https (plain http only to a loopback address)", opts.URL)
 	}
 	switch {
 	case opts.RefreshInterval == 0:
@@ -285,6 +291,15 @@ func (v *JWKSVerifier) usableKeys(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// loopbackHost: host is "localhost" or a loopback IP literal (127.0.0.0/8, ::1); no lookup.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

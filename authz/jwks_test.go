@@ -639,3 +639,34 @@ func TestJWKSFuzzSeedCorpus(t *testing.T) {
 		}
 	}
 }
+
+// TestJWKSURLMustBeHTTPSExceptLoopback: a JWK Set decides who anyone is, so it is fetched over
+// https; plain http only to a loopback address (a sidecar or a test IdP on the same host). A
+// refused URL is refused before any fetch; an allowed one that does not answer fails fetching.
+func TestJWKSURLMustBeHTTPSExceptLoopback(t *testing.T) {
+	const refused = "must be https"
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"http://idp.example.com/jwks.json", false},
+		{"http://10.0.0.7:8080/jwks.json", false},
+		{"http://0.0.0.0:1/jwks.json", false},
+		{"http://localhost.example.com/jwks.json", false},
+		{"http://[fe80::1]:1/jwks.json", false},
+		{"HTTP://idp.example.com/jwks.json", false},
+		{"http://127.0.0.1:1/jwks.json", true},
+		{"http://127.9.9.9:1/jwks.json", true},
+		{"http://[::1]:1/jwks.json", true},
+		{"http://LOCALHOST:1/jwks.json", true},
+		{"https://127.0.0.1:1/jwks.json", true},
+	} {
+		_, err := newJWKS(t, tc.url, func(o *JWKSOptions) { o.HTTPTimeout = 500 * time.Millisecond })
+		if err == nil {
+			t.Fatalf("%s: nothing listens there, yet NewJWKSVerifier succeeded", tc.url)
+		}
+		if got := strings.Contains(err.Error(), refused); got == tc.ok {
+			t.Errorf("%s: %v (want refused=%v)", tc.url, err, !tc.ok)
+		}
+	}
+}

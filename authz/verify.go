@@ -200,6 +200,7 @@ const (
 	reasonScopeType     = "scope claim is not a space-separated string"
 	reasonScpType       = "scp claim is not an array of strings"
 	reasonNilVerifier   = "verifier not configured"
+	reasonTyp           = "typ header is not JWT or at+jwt"
 )
 
 func reasonMissingTenant(claim string) string { return fmt.Sprintf("missing %q (tenant) claim", claim) }
@@ -231,12 +232,31 @@ func invalid(cause error, reasons ...string) error {
 	return e
 }
 
+// typAllowed: the JOSE header has no typ, or a typ naming a JWT (RFC 7519 §5.1) or an OAuth
+// access token (RFC 9068 §2.1), compared case-insensitively with the optional "application/"
+// prefix (RFC 7515 §4.1.9). Any other typ (an ID token's "id_token+jwt"? a logout token's
+// "logout+jwt", a JWS of another kind) is a token made for another purpose with the same keys.
+func typAllowed(h map[string]any) bool {
+	raw, ok := h["typ"]
+	if !ok {
+		return true
+	}
+	typ, ok := raw.(string)
+	if !ok {
+		return false
+	}
+	if len(typ) > len("application/") && strings.EqualFold(typ[:len("application/")], "application/") {
+		typ = typ[len("application/"):]
+	}
+	return strings.EqualFold(typ, "JWT") || strings.EqualFold(typ, "at+jwt")
+}
+
 // Verify checks token and returns the principal it proves. ctx is only
 // handed to a KeyfuncContext; this verifier does no I/O of its own (a
 // keyfunc may).
 //
 // It checks, in order: length (at most MaxTokenBytes), structure, the alg
-// allow-list, the signature, exp (required), nbf and iat (optional) with
+// allow-list, the signature, the typ header (absent, JWT or at+jwt), exp (required), nbf and iat (optional) with
 // leeway, iss (exact), aud (must contain the configured audience), sub
 // (required string, ValidSubject), the tenant claim (required string,
 // ValidTenant), then scope (space-separated string) and scp (array of
@@ -254,7 +274,7 @@ func (v *JWTVerifier) Verify(ctx context.Context, token string) (Claims, error) 
 
 	keyfuncCalled := false
 	mc := jwt.MapClaims{}
-	_, err := v.parser.ParseWithClaims(token, mc, func(t *jwt.Token) (any, error) {
+	tok, err := v.parser.ParseWithClaims(token, mc, func(t *jwt.Token) (any, error) {
 		keyfuncCalled = true
 		if ctx == nil {
 			ctx = context.Background()
@@ -263,6 +283,9 @@ func (v *JWTVerifier) Verify(ctx context.Context, token string) (Claims, error) 
 	})
 	if err != nil {
 		return Claims{}, classify(err, mc, keyfuncCalled)
+	}
+	if !typAllowed(tok.Header) {
+		return Claims{}, invalid(nil, reasonTyp)
 	}
 
 	var reasons []string

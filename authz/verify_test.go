@@ -497,3 +497,37 @@ func TestVerifyConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestVerifyTypHeader: a typ header, when present, must name a JWT or an access token
+// (case-insensitive, optional "application/" prefix); a token typed for another purpose and
+// signed with the same key is refused.
+func TestVerifyTypHeader(t *testing.T) {
+	v := newTestVerifier(t)
+	for _, c := range []struct {
+		typ any // nil: no typ header
+		ok  bool
+	}{
+		{nil, true}, {"JWT", true}, {"jwt", true}, {"at+jwt", true}, {"AT+JWT", true},
+		{"application/at+jwt", true}, {"Application/JWT", true},
+		{"id_token+jwt", false}, {"logout+jwt", false}, {"dpop+jwt", false}, {"JOSE", false},
+		{"", false}, {"application/", false}, {"JWT ", false}, {42, false}, {[]any{"JWT"}, false},
+	} {
+		tk := jwt.NewWithClaims(jwt.SigningMethodHS256, baseClaims())
+		if c.typ == nil {
+			delete(tk.Header, "typ")
+		} else {
+			tk.Header["typ"] = c.typ
+		}
+		s, err := tk.SignedString(testSecret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = v.Verify(context.Background(), s)
+		if c.ok && err != nil {
+			t.Errorf("typ %#v: %v", c.typ, err)
+		}
+		if !c.ok {
+			checkFailure(t, s, err, reasonTyp)
+		}
+	}
+}

@@ -117,6 +117,7 @@ type Frontend struct {
 	// needsInputs are decoded open input requests by memo payload bytes (memocache.go).
 	needsInputs *needsInputCache
 	tokens      *tokenCache // verified bearer tokens by sha256
+	ready       *readiness  // Temporal's health for /readyz, cached (readyz.go)
 	quotas      quotas      // this replica's admitted starts visibility may not show yet
 }
 
@@ -185,6 +186,10 @@ func New(opts Options) (*Frontend, error) {
 	}
 	f := &Frontend{opts: opts, log: opts.Logger, tokens: newTokenCache(opts.Now), results: newResultCache(),
 		needsInputs: newNeedsInputCache()}
+	f.ready = newReadiness(func(ctx context.Context) error {
+		_, err := opts.Temporal.CheckHealth(ctx, nil)
+		return err
+	}, readyTTL, opts.Now)
 	var err error
 	if f.metrics, err = newMetrics(opts.Metrics); err != nil {
 		return nil, fmt.Errorf("frontend: metrics: %w", err)

@@ -10,10 +10,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"go.uber.org/zap"
@@ -61,11 +61,11 @@ func (f *Frontend) resourceMetadataURL() string {
 	return u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + strings.TrimRight(u.Path, "/")
 }
 
+// readyz answers from a health check at most readyTTL old (readiness), so a flood of probes
+// costs Temporal one call a second per replica.
 func (f *Frontend) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-	defer cancel()
 	w.Header().Set("Content-Type", "text/plain")
-	if _, err := f.opts.Temporal.CheckHealth(ctx, nil); err != nil {
+	if err := f.ready.get(r.Context()); err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintln(w, "temporal unreachable")
 		return
@@ -116,6 +116,10 @@ func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Hand
 			return
 		}
 		pb := parseBody(body)
+		if pb.err != nil {
+			refuseBody(w, pb.err)
+			return
+		}
 		for _, name := range pb.toolNames() {
 			a, known := f.actions[name]
 			if !known {
@@ -150,6 +154,12 @@ func bufferBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	return body, true
 }
 
+// refuseBody answers 400 with a JSON-RPC parse error (id null: a body we do not read has no
+// id we could trust) for a body checkStrictJSON refused, before the SDK or any tool sees it.
+func refuseBody(w http.ResponseWriter, err error) {
+	writeRPC(w, http.StatusBadRequest, json.RawMessage("null"), nil, &rpcError{Code: jsonrpc.CodeParseError, Message: "Parse error: " + err.Error()})
+}
+
 // denyScope answers 403 with the insufficient_scope challenge naming the first scope that would do.
 func (f *Frontend) denyScope(w http.ResponseWriter, metaURL, what string, need []authz.Scope, p authz.Principal) {
 	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, resource_metadata=%q, error_description=%q`,
@@ -163,8 +173,11 @@ func (f *Frontend) denyScope(w http.ResponseWriter, metaURL, what string, need [
 // requireToolScope, which puts it in the request context for tasksLayer). Keys are matched
 // exactly, as the SDK's decoder does: encoding/json's case-insensitive struct matching would let
 // {"name":"start_eval","Name":"get_eval"} pass a check as get_eval while the SDK runs
-// start_eval. Unparseable bodies yield no messages; the MCP handler rejects them.
+// start_eval. A body the SDK might read otherwise than encoding/json (checkStrictJSON: trailing
+// bytes, duplicate keys, invalid UTF-8) has err set and no messages, and is refused with 400;
+// other unparseable bodies yield no messages and the MCP handler rejects them.
 type parsedBody struct {
+	err   error       // why checkStrictJSON refused the body; then there are no messages
 	batch bool        // the body is a JSON array
 	msgs  []parsedMsg // the top-level messages, one unless batch
 }
@@ -184,8 +197,11 @@ type parsedMsg struct {
 type parsedBodyKey struct{}
 
 func parseBody(body []byte) *parsedBody {
-	body = bytes.TrimSpace(body)
 	pb := &parsedBody{}
+	if pb.err = checkStrictJSON(body); pb.err != nil {
+		return pb
+	}
+	body = bytes.TrimSpace(body)
 	if len(body) > 0 && body[0] == '[' {
 		pb.batch = true
 		var ms []map[string]json.RawMessage

@@ -259,6 +259,14 @@ func (f *Frontend) jobFromInfo(info *workflowpb.WorkflowExecutionInfo) *job {
 		j.needsInput, j.needsInputJSON = ni, view
 	}
 	if je, ok := decodeMemo[*workflows.JobError](dc, m, workflows.MemoError); ok && je != nil && je.Code != "" {
+		if je.Code == workflows.ErrCodeExportFailed && je.Message != workflows.MsgExportFailed {
+			// Recorded before the message was fixed: it held the worker's pid@host and the
+			// driver's error (host, user, database). Callers get the fixed text; history keeps it.
+			if j.progress.Message == je.Message {
+				j.progress.Message = workflows.MsgExportFailed
+			}
+			je.Message = workflows.MsgExportFailed
+		}
 		j.jobErr = je
 	}
 	return j

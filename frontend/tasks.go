@@ -144,6 +144,10 @@ func (f *Frontend) tasksLayer(metaURL string, next http.Handler) http.Handler {
 				return
 			}
 			pb = parseBody(body)
+			if pb.err != nil {
+				refuseBody(w, pb.err)
+				return
+			}
 		}
 		req, ok := pb.request()
 		// Whatever the SDK's transport would refuse (Host, Content-Type, Accept), it refuses.

@@ -621,3 +621,20 @@ func TestTasksLayerFake(t *testing.T) {
 		}
 	})
 }
+
+// postRaw sends body as it is, with the headers of a tools/call of the given protocol version.
+func (fx *taskFixture) postRaw(t *testing.T, p authz.Principal, body, version string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "http://localhost/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+fx.token(t, p))
+	req.Header.Set("MCP-Protocol-Version", version)
+	if version == "2026-07-28" {
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "start_eval")
+	}
+	rec := httptest.NewRecorder()
+	fx.h.ServeHTTP(rec, req)
+	return rec
+}

@@ -397,7 +397,10 @@ func (r *exportRun) activityFailure(ctx workflow.Context, jobID string, err erro
 			return r.fail(ctx, ErrCodeDatasetTooLarge, appErr.Message())
 		}
 	}
-	return r.fail(ctx, "export_failed", "the export failed: "+err.Error())
+	// The error names the worker (pid@host) and, from a driver, host, user and database: it is
+	// logged (and is in history already), the caller gets the code and a fixed message.
+	workflow.GetLogger(ctx).Error("export failed", "job_id", jobID, "tenant", r.in.Tenant, "error", err)
+	return r.fail(ctx, ErrCodeExportFailed, MsgExportFailed)
 }
 
 // cleanup deletes partial output; it runs on a disconnected context so a cancelled job cleans too.

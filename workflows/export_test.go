@@ -1152,11 +1152,16 @@ func TestExport_CancelAndFailures(t *testing.T) {
 			return planOf(cfg1, 1), nil
 		}
 		h.part = func(activities.ExportPartInput) (activities.PartResult, error) {
-			return activities.PartResult{}, errors.New("database unreachable")
+			return activities.PartResult{}, errors.New(`failed to connect to user=svc database=crm: 10.0.0.7:5432: connection refused`)
 		}
 		h.execute(exportInput(false))
-		appErr := requireAppErrType(t, h.env.GetWorkflowError(), "export_failed")
-		assert.Contains(t, appErr.Message(), "database unreachable")
+		// The caller sees the code and a fixed message; the driver's error (host, user,
+		// database) and the worker's pid@host stay in the log and history.
+		appErr := requireAppErrType(t, h.env.GetWorkflowError(), ErrCodeExportFailed)
+		assert.Equal(t, MsgExportFailed, appErr.Message())
+		if je := h.lastJobError(); assert.NotNil(t, je) {
+			assert.Equal(t, JobError{Code: ErrCodeExportFailed, Message: MsgExportFailed}, *je)
+		}
 		assert.Equal(t, exportActivityMaxAttempts, h.count("ExportPart"))
 		assert.Zero(t, h.count("FinalizeExport"))
 		assert.Equal(t, 1, h.count("DeleteExport"))

@@ -167,6 +167,11 @@ type NeedsInput struct {
 	ExpiresAt   time.Time      `json:"expires_at"`
 }
 
+// MsgExportFailed is the whole caller-visible message of ErrCodeExportFailed. The cause (a
+// driver error names host, port, user and database; an activity error names the worker as
+// pid@host) goes to the worker's log and stays in the job's history, never to the caller.
+const MsgExportFailed = "the export failed on the worker; the operator's logs and the job's history have the details"
+
 // JobError is the machine-readable reason a job failed or was cancelled.
 type JobError struct {
 	Code    string `json:"code"`
@@ -184,6 +189,7 @@ const (
 	ErrCodeDatasetMissing    = "dataset_missing"
 	// ErrCodeTenantMismatch: the input's tenant is not the workflow ID's (never started by a frontend).
 	ErrCodeTenantMismatch = "tenant_mismatch"
+	ErrCodeExportFailed   = "export_failed"
 )
 
 // Update validator rejection types; the frontend maps them to tool error codes.

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -69,6 +71,9 @@ type ServeConfig struct {
 	TenantsFile string
 	// Tenants, if set, is used instead of TenantsFile (tests).
 	Tenants *authz.Tenants
+	// DevDeployment lets serve start with secrets marked DEV-ONLY (the public placeholders
+	// under cmd/deploy/secrets that docker-compose.yml mounts). Defaults to false: refused.
+	DevDeployment bool
 }
 
 // Flags registers serve's flags.
@@ -95,6 +100,7 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CursorTTL, "cursor-ttl", frontend.CursorTTLDefault, "how long a list cursor stays valid")
 	metricsFlag(fs, &c.MetricsListen)
 	tenantsFlag(fs, &c.TenantsFile)
+	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept secrets marked "+DevOnlyMarker+" (public placeholders)")
 }
 
 func resumeKeysFlags(fs *flag.FlagSet, spec, file *string) {
@@ -146,6 +152,24 @@ type ServeMain struct {
 	stop      context.CancelFunc // ends what Run started in the background
 }
 
+// DevOnlyMarker marks a public placeholder secret (cmd/deploy/secrets/DEV-ONLY-*): in the file's
+// name, and in its content, since a mounted secret file loses its name (/run/secrets/...).
+const DevOnlyMarker = "DEV-ONLY"
+
+// refuseDevOnly refuses a secret marked DEV-ONLY (by the name of its file or its content)
+// unless this is a dev deployment: the placeholders are public, so anyone could mint tokens or
+// forge handles for a deployment that kept them.
+func refuseDevOnly(devDeployment bool, what, path string, secret []byte) error {
+	if devDeployment {
+		return nil
+	}
+	if (path != "" && strings.Contains(filepath.Base(path), DevOnlyMarker)) || bytes.Contains(secret, []byte(DevOnlyMarker)) {
+		return fmt.Errorf("%s: the secret is a public %s placeholder; give it one of your own (cmd/deploy/secrets/README.md says how), "+
+			"or pass --dev-deployment (JOBGATE_DEV_DEPLOYMENT=true) if this is a dev deployment", what, DevOnlyMarker)
+	}
+	return nil
+}
+
 func readSecretFile(path, what string) ([]byte, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%s: no file given", what)
@@ -186,6 +210,9 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 			if err != nil {
 				return nil, err
 			}
+			if err := refuseDevOnly(c.DevDeployment, "--hs256-secret-file", c.HS256SecretFile, secret); err != nil {
+				return nil, err
+			}
 			v, err := authz.NewHS256Verifier(c.Issuer, c.ResourceURI, secret, c.TenantClaim)
 			if err != nil {
 				return nil, err
@@ -194,13 +221,16 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		}
 	}
 	if m.Keys == nil {
-		spec := c.HandleKeys
+		spec, what := c.HandleKeys, "--handle-keys"
 		if c.HandleKeysFile != "" {
 			b, err := readSecretFile(c.HandleKeysFile, "--handle-keys-file")
 			if err != nil {
 				return nil, err
 			}
-			spec = string(b)
+			spec, what = string(b), "--handle-keys-file"
+		}
+		if err := refuseDevOnly(c.DevDeployment, what, c.HandleKeysFile, []byte(spec)); err != nil {
+			return nil, err
 		}
 		if spec == "" {
 			return nil, errors.New("--handle-keys or --handle-keys-file is required (all replicas must share them)")
@@ -215,6 +245,17 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		k, err := loadKeyring(c.ResumeKeys, c.ResumeKeysFile, "resume-keys")
 		if err != nil {
 			return nil, err
+		}
+		if k != nil {
+			// The resume keys are the power to approve: a public placeholder is refused like the
+			// handle keys (the marker is in the key ID, which survives a mounted file's lost name).
+			what := "--resume-keys"
+			if c.ResumeKeysFile != "" {
+				what = "--resume-keys-file"
+			}
+			if err := refuseDevOnly(c.DevDeployment, what, c.ResumeKeysFile, []byte(strings.Join(k.KIDs(), ","))); err != nil {
+				return nil, err
+			}
 		}
 		if k == nil {
 			return nil, errors.New("--resume-keys or --resume-keys-file is required (frontends seal every answer with them; give the workers the same keys)")

@@ -1,0 +1,129 @@
+package frontend
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// strictBodySeeds are bodies the SDK reads (or might read) otherwise than encoding/json, and the
+// plain ones it reads the same; each is also a seed of FuzzStrictBody.
+var strictBodySeeds = []struct {
+	name, body string
+	ok         bool
+}{
+	{"plain", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_eval","arguments":{"handle":"h"}}}`, true},
+	{"spaces around", " \r\n\t{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} \n", true},
+	{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`, true},
+	{"escapes and pairs", `{"a":"\u0073tart\ud83d\ude00\n\"","b":[1,-0.5e+3,true,false,null,{}]}`, true},
+	{"case-folded keys are not duplicates", `{"name":"start_eval","Name":"get_eval"}`, true},
+	{"trailing word", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"start_eval"}} x`, false},
+	{"trailing second object", `{"jsonrpc":"2.0","id":1,"method":"ping"}{"jsonrpc":"2.0","id":2,"method":"ping"}`, false},
+	{"trailing after batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"}] ]`, false},
+	{"trailing vertical tab", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\v", false},
+	{"trailing NUL", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\x00", false},
+	{"duplicate method", `{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call"}`, false},
+	{"duplicate params", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_eval"},"params":{"name":"start_eval"}}`, false},
+	{"duplicate name then null", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"start_eval","name":null}}`, false},
+	{"duplicate name escaped", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_eval","na\u006de":"start_eval"}}`, false},
+	{"duplicate deep in arguments", `{"params":{"arguments":{"episodes":1,"episodes":1000}}}`, false},
+	{"duplicate in batch element", `[{"id":1,"id":2}]`, false},
+	{"invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"start_\xffeval\"}}", false},
+	{"lone high surrogate", `{"a":"\ud800"}`, false},
+	{"lone low surrogate", `{"a":"\udc00x"}`, false},
+	{"high surrogate then non-low", `{"a":"\ud800\u0041"}`, false},
+	{"control character", "{\"a\":\"x\ty\"}", false},
+	{"empty", "", false},
+	{"only space", "  ", false},
+	{"leading zero", `{"id":01}`, false},
+	{"bad literal", `{"id":tru}`, false},
+	{"too deep", strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1), false},
+	{"deep enough", strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth), true},
+}
+
+// TestStrictBody: a body is taken only when encoding/json and the SDK's decoder read it the
+// same: one value, no trailing bytes, no duplicate keys, valid UTF-8.
+func TestStrictBody(t *testing.T) {
+	for _, c := range strictBodySeeds {
+		err := checkStrictJSON([]byte(c.body))
+		if (err == nil) != c.ok {
+			t.Errorf("%s: %q: err %v, want ok=%v", c.name, c.body, err, c.ok)
+		}
+		if err == nil && !json.Valid([]byte(c.body)) {
+			t.Errorf("%s: accepted invalid JSON", c.name)
+		}
+		if pb := parseBody([]byte(c.body)); (pb.err == nil) != c.ok || (pb.err != nil && len(pb.msgs) != 0) {
+			t.Errorf("%s: parseBody err %v with %d messages", c.name, pb.err, len(pb.msgs))
+		}
+	}
+}
+
+// TestStrictBodyRefusedBeforeScopeCheck: through the whole handler, a body with trailing bytes
+// or a duplicate key is 400 with a JSON-RPC parse error, whatever the token may do, and no tool
+// runs (the fake Temporal would panic on a start).
+func TestStrictBodyRefusedBeforeScopeCheck(t *testing.T) {
+	fx := newTaskFixture(t)
+	for _, c := range strictBodySeeds {
+		if c.ok || !strings.Contains(c.body, `"jsonrpc"`) {
+			continue
+		}
+		for _, version := range []string{"2025-06-18", "2026-07-28"} {
+			rec := fx.postRaw(t, taskAna, c.body, version)
+			var msg struct {
+				ID    json.RawMessage
+				Error *rpcError
+			}
+			if rec.Code != 400 || json.Unmarshal(rec.Body.Bytes(), &msg) != nil || msg.Error == nil ||
+				msg.Error.Code != jsonrpc.CodeParseError || string(msg.ID) != "null" {
+				t.Errorf("%s (%s): %d %s", c.name, version, rec.Code, rec.Body)
+			}
+		}
+	}
+}
+
+// FuzzStrictBody: whatever the body, checkStrictJSON never panics; a body it takes is valid
+// JSON; and when the SDK's own decoder (jsonrpc.DecodeMessage) reads a body the layers in front
+// of it take, both read the same method and the same params.name.
+func FuzzStrictBody(f *testing.F) {
+	for _, c := range strictBodySeeds {
+		f.Add([]byte(c.body))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		pb := parseBody(body)
+		if pb.err != nil {
+			if len(pb.msgs) != 0 {
+				t.Fatalf("refused body has messages: %q", body)
+			}
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("took invalid JSON %q", body)
+		}
+		if pb.batch || len(pb.msgs) != 1 {
+			return
+		}
+		msg, err := jsonrpc.DecodeMessage(body)
+		if err != nil {
+			return
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok {
+			return
+		}
+		pm := &pb.msgs[0]
+		pm.decode()
+		if pm.methodOK && pm.method != req.Method {
+			t.Fatalf("%q: method %q here, %q in the SDK", body, pm.method, req.Method)
+		}
+		var params struct {
+			Name string `json:"name"`
+		}
+		if pm.params != nil && json.Unmarshal(req.Params, &params) == nil {
+			if name, isStr := jsonString(pm.params["name"]); isStr && name != params.Name {
+				t.Fatalf("%q: name %q here, %q in the SDK's params", body, name, params.Name)
+			}
+		}
+	})
+}

@@ -1,0 +1,66 @@
+package tests
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/tests/pgtest"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// TestExportFailureMessageIsSafe: an export whose dataset's database refuses the worker (a
+// real PostgreSQL server, a made-up role and database) fails with a stable code and a message
+// that names no host, port, user, database or worker (pid@host); the driver's error stays in
+// the job's history for the operator.
+func TestExportFailureMessageIsSafe(t *testing.T) {
+	t.Parallel()
+	pg := pgtest.Start(t)
+	u, err := url.Parse(pg.DSN)
+	must(t, err)
+	const role, dbName = "mallory_svc", "crm_prod_eu"
+	u.User = url.UserPassword(role, "hunter2")
+	u.Path = "/" + dbName
+	d := demoDataset("", func(d *activities.Dataset) { d.Driver, d.DSN = activities.DriverPostgres, u.String() })
+	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, d)})
+	cs := b.session(ana, 0, "")
+	v := mustView(t, exStart(t, cs, uniqueKey(t), "csv", []string{"id", "name"}))
+	// Before the fix the refusal was retried ten times (about 150 s) and then shown verbatim.
+	got := exWait(t, cs, v.Handle, workflows.StatusFailed, 200*time.Second)
+	if got.Error == nil || got.Error.Code != workflows.ErrCodeExportFailed {
+		t.Fatalf("error %+v", got.Error)
+	}
+	host, _ := os.Hostname()
+	for _, leak := range []string{u.Hostname(), u.Port(), role, dbName, "hunter2", "@", strconv.Itoa(os.Getpid()), host, "pgx", "SQLSTATE"} {
+		if leak == "" || (leak == host && strings.Contains(workflows.MsgExportFailed, host)) {
+			continue // a host named like a word of the fixed text ("worker") is no leak
+		}
+		for what, s := range map[string]string{"error.message": got.Error.Message, "progress.message": got.Progress.Message} {
+			if strings.Contains(s, leak) {
+				t.Errorf("%s %q shows %q", what, s, leak)
+			}
+		}
+	}
+	// The detail is not lost: the activity's failure in history names the refused role.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	it := b.temporal.GetWorkflowHistory(ctx, got.JobID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	found := false
+	for it.HasNext() {
+		ev, err := it.Next()
+		must(t, err)
+		if f := ev.GetActivityTaskFailedEventAttributes().GetFailure(); f != nil && strings.Contains(f.String(), role) {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no activity failure in history names the refused role")
+	}
+}
