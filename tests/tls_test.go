@@ -120,11 +120,12 @@ func TestTemporalMutualTLS(t *testing.T) {
 	newServe := func(tc app.TemporalConfig) *app.ServeMain {
 		v, err := authz.NewHS256Verifier(testIssuer, b.resource(), b.secret, "")
 		must(t, err)
+		// One keyring for handles and seals will do here: no job of this test asks for approval.
 		keys, err := handle.NewKeyring("t1", map[string][]byte{"t1": handle.GenerateKey()})
 		must(t, err)
 		u := authz.Unlimited()
 		return &app.ServeMain{Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(),
-			Issuer: testIssuer, Tenants: &u}, Verifier: v, Keys: keys}
+			Issuer: testIssuer, Tenants: &u}, Verifier: v, Keys: keys, ResumeKeys: keys}
 	}
 	serve := func(tc app.TemporalConfig) func(context.Context) error {
 		return func(ctx context.Context) error {
