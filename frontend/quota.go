@@ -47,6 +47,11 @@ const quotaPageSize = 1000
 // visible yet, so they are counted later instead of missed.
 const startLogLag = 2 * time.Second
 
+// ledgerMaxAge bounds how long a slot ledger bounds the running evals' slots (with the evals
+// started since counted at the largest concurrency): past it, or when that bound does not
+// fit, the running evals are listed again.
+const ledgerMaxAge = 30 * time.Second
+
 type reservation struct {
 	seq      uint64
 	id       string // the job's workflow ID
@@ -102,6 +107,35 @@ type quotas struct {
 	full    map[flightKey]windowFull
 	logs    map[flightKey]*startLog
 	reading map[flightKey]bool // start logs being read
+	ledgers map[string]slotLedger
+}
+
+// slotLedger is what a tenant's running evals held (summed from a listing) as of t0: every
+// eval running then that visibility may not have shown the listing started after t0.
+type slotLedger struct {
+	t0   time.Time
+	held int
+}
+
+func (q *quotas) ledger(tenant string) (slotLedger, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l, ok := q.ledgers[tenant]
+	return l, ok
+}
+
+func (q *quotas) setLedger(tenant string, l slotLedger) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ledgers == nil {
+		q.ledgers = map[string]slotLedger{}
+	}
+	for t, o := range q.ledgers {
+		if o.t0.Before(l.t0.Add(-ledgerMaxAge)) {
+			delete(q.ledgers, t)
+		}
+	}
+	q.ledgers[tenant] = l
 }
 
 // startReading claims the read of k's start log; false when one is under way.
@@ -416,6 +450,23 @@ func (s *usageSnap) decide(pol authz.TenantPolicy, r reservation, episodes int, 
 // episode concurrency of running evals — is bounded by counts from both sides and read row by
 // row only when neither bound decides any waiting start, once for all of them.
 func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPolicy, fl *flight) (*usageSnap, error) {
+	started := false
+	for _, r := range fl.rs {
+		started = started || !r.expires.IsZero()
+	}
+	if started {
+		// This replica's started jobs may be in the counts already. First count as if none
+		// were: far from every limit that decides, in one round of counts.
+		if s, err := f.measureWith(ctx, k, pol, fl, true); s != nil || err != nil {
+			return s, err
+		}
+	}
+	return f.measureWith(ctx, k, pol, fl, false)
+}
+
+// measureWith is measure. quick counts every reservation as not yet visible and returns nil
+// (for an exact measure) when that does not fit some limit, before any further query.
+func (f *Frontend) measureWith(ctx context.Context, k flightKey, pol authz.TenantPolicy, fl *flight, quick bool) (*usageSnap, error) {
 	l := pol.Limits
 	qt, err := quoteQueryString(k.tenant)
 	if err != nil {
@@ -434,8 +485,10 @@ func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPol
 	s := &usageSnap{rs: fl.rs, owner: owner != ""}
 	// Reservations that visibility shows already are in the counts below; asked first, so one
 	// that appears meanwhile is counted twice (a refusal to retry), never not at all.
-	if s.visible, err = f.visibleOf(ctx, k.tenant, fl.rs); err != nil {
-		return nil, err
+	if !quick {
+		if s.visible, err = f.visibleOf(ctx, k.tenant, fl.rs); err != nil {
+			return nil, err
+		}
 	}
 	var pending, pendingMine, pendingEpisodes int
 	for _, o := range fl.rs {
@@ -454,11 +507,33 @@ func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPol
 		counts[&recent] = owner + createdSinceQuery(now.Add(-time.Minute))
 	}
 	episodes := l.EpisodesInFlightPerTenant > 0 && fl.maxEp > 0
+	var newEvals int
+	ledger, hasLedger := f.quotas.ledger(k.tenant)
+	hasLedger = hasLedger && now.Sub(ledger.t0) < ledgerMaxAge
 	if episodes {
 		counts[&evalsRunning] = evals
+		if hasLedger {
+			counts[&newEvals] = evals + " AND StartTime >= '" + ledger.t0.UTC().Format(time.RFC3339Nano) + "'"
+		}
 	}
 	if err := f.countAll(ctx, counts); err != nil {
 		return nil, err
+	}
+	if quick {
+		mx := f.maxEvalSlots()
+		held := evalsRunning * mx
+		if hasLedger {
+			held = min(held, ledger.held+newEvals*mx)
+		}
+		if (l.RunningJobsPerTenant > 0 && s.tenantRunning+pending >= l.RunningJobsPerTenant) ||
+			(owner != "" && l.RunningJobsPerOwner > 0 && s.tenantRunning+pending >= l.RunningJobsPerOwner) ||
+			(owner != "" && l.StartsPerMinutePerOwner > 0 && recent+pendingMine >= l.StartsPerMinutePerOwner) ||
+			(episodes && held+pendingEpisodes+fl.maxEp > l.EpisodesInFlightPerTenant) {
+			return nil, nil
+		}
+		s.ownerRunning, s.recent = s.tenantRunning, recent
+		s.held, s.heldMin = held, evalsRunning
+		return s, nil
 	}
 	// The tenant's count bounds the owner's: count it only when that does not fit the limit.
 	s.ownerRunning = s.tenantRunning
@@ -489,8 +564,18 @@ func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPol
 		s.held, s.heldMin, s.heldExact = evalsRunning*f.maxEvalSlots(), evalsRunning, false
 		fits := s.held+pendingEpisodes+fl.maxEp <= l.EpisodesInFlightPerTenant
 		over := s.heldMin+fl.minEp > l.EpisodesInFlightPerTenant
+		if !fits && !over && hasLedger {
+			// The last listing's sum, with every eval started since at the largest
+			// concurrency (one that finished since still counts: an upper bound).
+			if est := ledger.held + newEvals*f.maxEvalSlots(); est < s.held {
+				s.held = est
+				fits = s.held+pendingEpisodes+fl.maxEp <= l.EpisodesInFlightPerTenant
+			}
+		}
 		if !fits && !over {
-			// Neither bound decides: sum what the running evals hold, once for every waiter.
+			// Neither bound decides: sum what the running evals hold, once for every waiter,
+			// and keep the sum as the tenant's ledger.
+			t0 := f.opts.Now().Add(-startLogLag)
 			held := 0
 			err := f.eachExecution(ctx, evals, func(info *workflowpb.WorkflowExecutionInfo) {
 				slots, _ := decodeMemo[int](f.opts.DataConverter, info.GetMemo(), workflows.MemoSlots)
@@ -500,6 +585,7 @@ func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPol
 				return nil, err
 			}
 			s.held, s.heldExact = held, true
+			f.quotas.setLedger(k.tenant, slotLedger{t0: t0, held: held})
 		}
 	}
 	if lim := l.StartsPerMinutePerOwner; owner != "" && lim > 0 && 4*(recent+pendingMine) >= 3*lim {
