@@ -29,23 +29,25 @@ import (
 // window are refused without any Temporal call. No lock is held across a Temporal call.
 //
 // Visibility trails a start by a few milliseconds. Within one replica the gap is closed by
-// reservations: a start admitted here counts against later starts of its tenant until a later
-// check finds it in visibility (or visibleWait after its start passes). Across replicas the gap
-// stays open: two replicas admitting the same tenant's starts in the same instant may each count
-// the other's start as not yet there. The overshoot is therefore at most the starts of that
-// tenant in flight on the other replicas (README "Fairness and quotas"; tests/quota_test.go
-// measures it).
+// reservations: a start admitted here counts against later starts of its tenant until a check
+// finds it in visibility (or visibleWait after its start), and the counts leave out every job this replica holds a
+// reservation for (WorkflowId NOT IN …), so each is counted exactly once. Across replicas the
+// gap stays open: two replicas admitting the same tenant's starts in the same instant may each
+// count the other's start as not yet there. The overshoot is therefore at most the starts of
+// that tenant in flight on the other replicas (README "Fairness and quotas";
+// tests/quota_test.go measures it).
 
 // visibleWait bounds how long a started job's reservation outlives its start: visibility
-// shows a job within milliseconds, and a later check that finds it releases it sooner.
+// shows a job within milliseconds, and a check that finds all of this replica's started jobs
+// of the tenant shown releases them sooner.
 const visibleWait = 5 * time.Second
 
 // quotaPageSize bounds one visibility page read for a quota.
 const quotaPageSize = 1000
 
-// startLogLag is how far before it is read a start log stops: starts that recent may not be
-// visible yet, so they are counted later instead of missed.
-const startLogLag = 2 * time.Second
+// visibilityLag bounds how long visibility may take to show a start: a listing read at t is
+// taken to show the evals started before t minus this; those started since are counted apart.
+const visibilityLag = 2 * time.Second
 
 // ledgerMaxAge bounds how long a slot ledger bounds the running evals' slots (with the evals
 // started since counted at the largest concurrency): past it, or when that bound does not
@@ -90,23 +92,14 @@ type windowFull struct {
 	count         int
 }
 
-// startLog is an owner's job creations before t0 (creation times, newest first), read once
-// from visibility; creations since t0 are counted. Immutable once built.
-type startLog struct {
-	t0    time.Time
-	times []time.Time
-}
-
 // quotas is the replica-local admission state: reservations, shared check flights, full
-// start windows and start logs; the counts themselves come from visibility.
+// start windows and slot ledgers; the counts themselves come from visibility.
 type quotas struct {
 	mu      sync.Mutex
 	seq     uint64
 	pending map[string][]reservation // by tenant, in admission order
 	flights map[flightKey]*flightSlot
 	full    map[flightKey]windowFull
-	logs    map[flightKey]*startLog
-	reading map[flightKey]bool // start logs being read
 	ledgers map[string]slotLedger
 }
 
@@ -136,47 +129,6 @@ func (q *quotas) setLedger(tenant string, l slotLedger) {
 		}
 	}
 	q.ledgers[tenant] = l
-}
-
-// startReading claims the read of k's start log; false when one is under way.
-func (q *quotas) startReading(k flightKey) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.reading[k] {
-		return false
-	}
-	if q.reading == nil {
-		q.reading = map[flightKey]bool{}
-	}
-	q.reading[k] = true
-	return true
-}
-
-func (q *quotas) doneReading(k flightKey) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	delete(q.reading, k)
-}
-
-func (q *quotas) startLog(k flightKey) *startLog {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.logs[k]
-}
-
-func (q *quotas) setStartLog(k flightKey, l *startLog, now time.Time) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.logs == nil {
-		q.logs = map[flightKey]*startLog{}
-	}
-	// Logs of owners that stopped starting go (bounds the map by the owners of the last minutes).
-	for key, o := range q.logs {
-		if o.t0.Before(now.Add(-2 * time.Minute)) {
-			delete(q.logs, key)
-		}
-	}
-	q.logs[k] = l
 }
 
 // reserve records a start about to be checked and returns it with the reservations of the
@@ -221,8 +173,9 @@ func (q *quotas) update(tenant string, fn func(*reservation) bool) {
 	}
 }
 
-// visible drops the reservations of jobs visibility has been seen to show.
-func (q *quotas) visible(tenant string, ids map[string]bool) {
+// release drops the started reservations of ids: visibility showed their jobs before the
+// counts that now include them were asked.
+func (q *quotas) release(tenant string, ids map[string]bool) {
 	q.update(tenant, func(r *reservation) bool { return !(ids[r.id] && !r.expires.IsZero()) })
 }
 
@@ -313,8 +266,8 @@ func (a admission) abandoned() {
 	}
 }
 
-// started keeps the reservation until a later check finds the job in visibility, or
-// visibleWait passes.
+// started keeps the reservation until a check finds the job in visibility, or visibleWait
+// passes.
 func (a admission) started() {
 	if a.r != nil {
 		exp := a.f.opts.Now().Add(visibleWait)
@@ -395,12 +348,12 @@ func (f *Frontend) fly(k flightKey, pol authz.TenantPolicy, fl *flight) {
 	}
 }
 
-// usageSnap is what one flight measured, shared by every start waiting on it.
+// usageSnap is what one flight measured, shared by every start waiting on it. Its counts
+// leave out the jobs of the reservations it started with (rs): each start adds those admitted
+// before it, so every job is counted exactly once, visible yet or not.
 type usageSnap struct {
-	// rs are the reservations the flight started with; visible the ones visibility showed.
-	rs      []reservation
-	visible map[string]bool
-	owner   bool // the owner is matchable in visibility (else it has no owner counts)
+	rs    []reservation
+	owner bool // the owner is matchable in visibility (else it has no owner counts)
 	// tenantRunning and ownerRunning count unfinished jobs (ownerRunning is the tenant's count
 	// when that already fits the owner's limit).
 	tenantRunning, ownerRunning int
@@ -415,11 +368,11 @@ type usageSnap struct {
 }
 
 // decide is CheckQuota for reservation r with the snapshot, adding the reservations admitted
-// before r that the snapshot does not show.
+// before it.
 func (s *usageSnap) decide(pol authz.TenantPolicy, r reservation, episodes int, now time.Time) *authz.QuotaRefusal {
 	var pending, pendingMine, pendingEpisodes int
 	for _, o := range s.rs {
-		if o.seq < r.seq && !s.visible[o.id] {
+		if o.seq < r.seq {
 			pending++
 			pendingEpisodes += o.episodes
 			if o.owner == r.owner {
@@ -446,33 +399,31 @@ func (s *usageSnap) decide(pol authz.TenantPolicy, r reservation, episodes int, 
 }
 
 // measure takes one snapshot for the starts waiting on fl. Counts are visibility COUNT queries
-// (a few milliseconds whatever the tenant holds). The one figure a count cannot give — the
-// episode concurrency of running evals — is bounded by counts from both sides and read row by
-// row only when neither bound decides any waiting start, once for all of them.
+// (a few milliseconds whatever the tenant holds), one round of them far from every limit. The
+// one figure a count cannot give — the episode concurrency of running evals — is bounded by
+// counts from both sides (and by the tenant's slot ledger), and read row by row only when
+// none of that decides any waiting start, once for all of them.
 func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPolicy, fl *flight) (*usageSnap, error) {
-	started := false
-	for _, r := range fl.rs {
-		started = started || !r.expires.IsZero()
-	}
-	if started {
-		// This replica's started jobs may be in the counts already. First count as if none
-		// were: far from every limit that decides, in one round of counts.
-		if s, err := f.measureWith(ctx, k, pol, fl, true); s != nil || err != nil {
-			return s, err
-		}
-	}
-	return f.measureWith(ctx, k, pol, fl, false)
-}
-
-// measureWith is measure. quick counts every reservation as not yet visible and returns nil
-// (for an exact measure) when that does not fit some limit, before any further query.
-func (f *Frontend) measureWith(ctx context.Context, k flightKey, pol authz.TenantPolicy, fl *flight, quick bool) (*usageSnap, error) {
 	l := pol.Limits
 	qt, err := quoteQueryString(k.tenant)
 	if err != nil {
 		return nil, fmt.Errorf("quota: tenant: %w", err)
 	}
-	tenant := "JobTenant = " + qt
+	// This replica's reservations are counted as such, never in visibility: no race with
+	// visibility showing them between two queries.
+	excl := ""
+	if len(fl.rs) > 0 {
+		ids := make([]string, 0, len(fl.rs))
+		for _, r := range fl.rs {
+			q, err := quoteQueryString(r.id)
+			if err != nil {
+				return nil, fmt.Errorf("quota: job id: %w", err)
+			}
+			ids = append(ids, q)
+		}
+		excl = " AND WorkflowId NOT IN (" + strings.Join(ids, ",") + ")"
+	}
+	tenant := "JobTenant = " + qt + excl
 	// A subject the visibility store cannot match (see ownerMatchable) has no owner counts:
 	// its tenant's limits still hold.
 	owner := ""
@@ -483,21 +434,12 @@ func (f *Frontend) measureWith(ctx context.Context, k flightKey, pol authz.Tenan
 	evals := tenant + " AND JobKind = '" + workflows.KindEval + "'" + running
 
 	s := &usageSnap{rs: fl.rs, owner: owner != ""}
-	// Reservations that visibility shows already are in the counts below; asked first, so one
-	// that appears meanwhile is counted twice (a refusal to retry), never not at all.
-	if !quick {
-		if s.visible, err = f.visibleOf(ctx, k.tenant, fl.rs); err != nil {
-			return nil, err
-		}
-	}
 	var pending, pendingMine, pendingEpisodes int
 	for _, o := range fl.rs {
-		if !s.visible[o.id] {
-			pending++
-			pendingEpisodes += o.episodes
-			if o.owner == k.owner {
-				pendingMine++
-			}
+		pending++
+		pendingEpisodes += o.episodes
+		if o.owner == k.owner {
+			pendingMine++
 		}
 	}
 	now := f.opts.Now()
@@ -516,46 +458,62 @@ func (f *Frontend) measureWith(ctx context.Context, k flightKey, pol authz.Tenan
 			counts[&newEvals] = evals + " AND StartTime >= '" + ledger.t0.UTC().Format(time.RFC3339Nano) + "'"
 		}
 	}
+	// Started reservations that visibility shows already can go for the next checks (asked
+	// along with this check's counts, which leave them out anyway).
+	startedIDs, startedQ := map[string]bool{}, []string{}
+	for _, r := range fl.rs {
+		if !r.expires.IsZero() {
+			q, _ := quoteQueryString(r.id)
+			startedIDs[r.id] = true
+			startedQ = append(startedQ, q)
+		}
+	}
+	var shown int
+	if len(startedQ) > 0 {
+		counts[&shown] = "WorkflowId IN (" + strings.Join(startedQ, ",") + ") AND ExecutionStatus != 'ContinuedAsNew'"
+	}
 	if err := f.countAll(ctx, counts); err != nil {
 		return nil, err
 	}
-	if quick {
-		mx := f.maxEvalSlots()
-		held := evalsRunning * mx
-		if hasLedger {
-			held = min(held, ledger.held+newEvals*mx)
-		}
-		if (l.RunningJobsPerTenant > 0 && s.tenantRunning+pending >= l.RunningJobsPerTenant) ||
-			(owner != "" && l.RunningJobsPerOwner > 0 && s.tenantRunning+pending >= l.RunningJobsPerOwner) ||
-			(owner != "" && l.StartsPerMinutePerOwner > 0 && recent+pendingMine >= l.StartsPerMinutePerOwner) ||
-			(episodes && held+pendingEpisodes+fl.maxEp > l.EpisodesInFlightPerTenant) {
-			return nil, nil
-		}
-		s.ownerRunning, s.recent = s.tenantRunning, recent
-		s.held, s.heldMin = held, evalsRunning
-		return s, nil
+	if len(startedQ) > 0 && shown >= len(startedIDs) {
+		f.quotas.release(k.tenant, startedIDs)
 	}
 	// The tenant's count bounds the owner's: count it only when that does not fit the limit.
 	s.ownerRunning = s.tenantRunning
-	counts = map[*int]string{}
-	if owner != "" && l.RunningJobsPerOwner > 0 && s.tenantRunning+pending >= l.RunningJobsPerOwner {
-		counts[&s.ownerRunning] = owner + running
+	ownerCount := owner != "" && l.RunningJobsPerOwner > 0 && s.tenantRunning+pending >= l.RunningJobsPerOwner
+	if ownerCount {
+		if err := f.countAll(ctx, map[*int]string{&s.ownerRunning: owner + running}); err != nil {
+			return nil, err
+		}
 	}
-	if err := f.countAll(ctx, counts); err != nil {
-		return nil, err
+	if (l.RunningJobsPerTenant > 0 && s.tenantRunning+pending >= l.RunningJobsPerTenant) ||
+		(ownerCount && s.ownerRunning+pendingMine >= l.RunningJobsPerOwner) {
+		// At a running-jobs limit: count once more before deciding. Visibility trails another
+		// replica's start by milliseconds; this gives a start made there just before these
+		// counts the time to show.
+		counts := map[*int]string{&s.tenantRunning: tenant + running}
+		if ownerCount {
+			counts[&s.ownerRunning] = owner + running
+		}
+		if err := f.countAll(ctx, counts); err != nil {
+			return nil, err
+		}
+		if !ownerCount {
+			s.ownerRunning = s.tenantRunning
+		}
 	}
 	s.recent = recent
 	if lim := l.StartsPerMinutePerOwner; owner != "" && lim > 0 && recent+pendingMine >= lim {
 		// The count (which also counts a job continued-as-new in the window) does not fit:
-		// count exactly, from the owner's start log.
-		if s.win, err = f.startWindow(ctx, k, owner, lim, now); err != nil {
+		// count exactly, and bound when the window frees.
+		if s.win, err = f.startWindow(ctx, owner, lim, now); err != nil {
 			return nil, err
 		}
 		s.recent = s.win.len()
-		if s.recent >= lim && s.win.probes == nil {
-			// Full with visible starts alone, and it stays full until its limit-th most
-			// recent start turns a minute old: remember that, so the owner's next starts in
-			// it are refused without asking.
+		if s.recent >= lim && s.win.nth(lim, false).After(now.Add(-time.Minute)) {
+			// Full without this replica's reservations, and it stays full until its limit-th
+			// most recent start turns a minute old: remember that, so the owner's next starts
+			// in it are refused without asking.
 			f.quotas.rememberFull(k, windowFull{limit: lim, count: s.recent,
 				until: s.win.nth(lim, false).Add(time.Minute), freeAt: s.win.nth(lim, true).Add(time.Minute)})
 		}
@@ -575,23 +533,26 @@ func (f *Frontend) measureWith(ctx context.Context, k flightKey, pol authz.Tenan
 		if !fits && !over {
 			// Neither bound decides: sum what the running evals hold, once for every waiter,
 			// and keep the sum as the tenant's ledger.
-			t0 := f.opts.Now().Add(-startLogLag)
-			held := 0
-			err := f.eachExecution(ctx, evals, func(info *workflowpb.WorkflowExecutionInfo) {
+			t0 := f.opts.Now().Add(-visibilityLag)
+			mine := make(map[string]bool, len(fl.rs))
+			for _, r := range fl.rs {
+				mine[r.id] = true
+			}
+			held, all := 0, 0
+			// Without the exclusion: the ledger outlives this flight's reservations.
+			err := f.eachExecution(ctx, "JobTenant = "+qt+" AND JobKind = '"+workflows.KindEval+"'"+running, func(info *workflowpb.WorkflowExecutionInfo) {
 				slots, _ := decodeMemo[int](f.opts.DataConverter, info.GetMemo(), workflows.MemoSlots)
-				held += slots
+				all += slots
+				if !mine[info.GetExecution().GetWorkflowId()] {
+					held += slots
+				}
 			})
 			if err != nil {
 				return nil, err
 			}
 			s.held, s.heldExact = held, true
-			f.quotas.setLedger(k.tenant, slotLedger{t0: t0, held: held})
+			f.quotas.setLedger(k.tenant, slotLedger{t0: t0, held: all})
 		}
-	}
-	if lim := l.StartsPerMinutePerOwner; owner != "" && lim > 0 && 4*(recent+pendingMine) >= 3*lim {
-		// Three quarters of the way: have the start log read before the limit is reached
-		// (after this check's own queries, see startWindow).
-		f.keepStartLog(k, owner, now)
 	}
 	return s, nil
 }
@@ -620,40 +581,37 @@ func (f *Frontend) createdSince(ctx context.Context, owner string, t time.Time) 
 	return max(all-continued, 0), nil
 }
 
-// startWindow is an owner's job creations in the minute before now: the start log's times
-// (exact) and a count of creations since the log's t0 (times unknown, between t0 and now).
-// Without a log, all are counted (since is all of them, t0 a minute before now) and probes
-// bound when they happened.
+// startWindow is an owner's job creations in the minute before now: their exact number, and
+// probes bounding when they happened.
 type startWindow struct {
-	t0, now time.Time
-	since   int
-	times   []time.Time // newest first, all within the minute
-	probes  []probe     // without a log: runs started since each probe's t, ascending t
+	since, now time.Time
+	n          int
+	// slack bounds how many more runs than jobs a probe counts: the owner's jobs that
+	// continued as new in the window.
+	slack  int
+	probes []probe // ascending t
 }
 
-// probe is a count of the owner's runs started since t (continued-as-new ones too: at least
-// the jobs created since t).
+// probe is a count of the owner's runs started since t (not continued as new): the jobs
+// created since t, plus at most slack that continued as new since.
 type probe struct {
 	t time.Time
 	n int
 }
 
-// windowProbes is how many probes bound the creation times of a window counted without a log:
-// a retry_after_ms is then late by at most a minute divided by this plus one.
-const windowProbes = 5
+// windowProbes is how many probes bound the creation times in a window, in each of two
+// rounds (the second within the bracket the first found): a retry_after_ms is late by at
+// most a minute / (windowProbes+1)², about 0.4 s.
+const windowProbes = 11
 
-func (w *startWindow) len() int { return w.since + len(w.times) }
+func (w *startWindow) len() int { return w.n }
 
-// nth is the creation time of the n-th most recent start (1-based; n <= len). For a start
-// counted since t0, late says which end of its span to take: the latest it can be (the window
-// frees no earlier than that) or t0 (the window stays full at least that long).
+// nth bounds the creation time of the n-th most recent start (1-based; n <= len): late, the
+// latest it can be (the window frees no earlier than a minute after); else the earliest (the
+// window stays full at least until a minute after).
 func (w *startWindow) nth(n int, late bool) time.Time {
-	if n <= w.since {
-		if !late {
-			return w.t0
-		}
-		// Fewer than n runs started since a probe's t: the n-th most recent job was created
-		// before it.
+	if late {
+		// Fewer than n runs started since t: the n-th most recent job was created before t.
 		for _, p := range w.probes {
 			if p.n < n {
 				return p.t
@@ -661,89 +619,51 @@ func (w *startWindow) nth(n int, late bool) time.Time {
 		}
 		return w.now
 	}
-	return w.times[n-w.since-1]
+	t := w.since
+	for _, p := range w.probes {
+		if p.n-w.slack >= n {
+			t = p.t
+		}
+	}
+	return t
 }
 
-// startWindow counts the owner's job creations in the minute before now exactly, from the
-// owner's start log plus a count of creations since the log; without a usable log (it is then
-// read in the background), from counts alone, its times bounded by probes.
-func (f *Frontend) startWindow(ctx context.Context, k flightKey, owner string, limit int, now time.Time) (*startWindow, error) {
+// startWindow counts the owner's job creations in the minute before now exactly and brackets
+// the limit-th most recent one — by counts only, in two rounds, never a listing.
+func (f *Frontend) startWindow(ctx context.Context, owner string, limit int, now time.Time) (*startWindow, error) {
 	since := now.Add(-time.Minute)
-	if lg := f.quotas.startLog(k); lg != nil && !lg.t0.Before(since) {
-		n, err := f.createdSince(ctx, owner, lg.t0)
-		if err != nil {
-			return nil, err
-		}
-		if n < limit {
-			w := &startWindow{t0: lg.t0, now: now, since: n}
-			for _, c := range lg.times {
-				if c.Before(since) {
-					break
-				}
-				w.times = append(w.times, c)
-			}
-			return w, nil
-		}
-		// More than a window's worth since the log: their times matter.
-	}
-	w := &startWindow{t0: since, now: now, probes: make([]probe, windowProbes)}
+	w := &startWindow{since: since, now: now}
 	var all, continued int
-	counts := map[*int]string{&all: owner + createdSinceQuery(since), &continued: owner + continuedSinceQuery(since)}
-	for i := range w.probes {
-		w.probes[i].t = since.Add(time.Duration(i+1) * time.Minute / (windowProbes + 1))
-		counts[&w.probes[i].n] = owner + createdSinceQuery(w.probes[i].t)
+	counts := map[*int]string{&all: owner + createdSinceQuery(since), &continued: owner + continuedSinceQuery(since),
+		&w.slack: owner + " AND ExecutionStatus = 'ContinuedAsNew' AND CloseTime >= '" + since.UTC().Format(time.RFC3339Nano) + "'"}
+	probes := func(lo, hi time.Time) []probe {
+		ps := make([]probe, windowProbes)
+		for i := range ps {
+			ps[i].t = lo.Add(time.Duration(i+1) * hi.Sub(lo) / (windowProbes + 1))
+		}
+		for i := range ps {
+			counts[&ps[i].n] = owner + createdSinceQuery(ps[i].t)
+		}
+		return ps
 	}
+	w.probes = probes(since, now)
 	if err := f.countAll(ctx, counts); err != nil {
 		return nil, err
 	}
-	w.since = max(all-continued, 0)
-	// After the counts: on a single-connection store (the dev server's SQLite) a listing
-	// delays every other query while it runs.
-	f.readStartLogAsync(k, owner)
-	return w, nil
-}
-
-// keepStartLog has k's start log read in the background when it is missing or half a minute
-// old, so that a window at its limit is counted from a log rather than from probes.
-func (f *Frontend) keepStartLog(k flightKey, owner string, now time.Time) {
-	if lg := f.quotas.startLog(k); lg == nil || lg.t0.Before(now.Add(-30*time.Second)) {
-		f.readStartLogAsync(k, owner)
+	w.n = max(all-continued, 0)
+	if w.n < limit {
+		return w, nil
 	}
-}
-
-// readStartLogAsync reads k's start log in the background, once at a time; waiting starts do
-// not wait for it.
-func (f *Frontend) readStartLogAsync(k flightKey, owner string) {
-	if !f.quotas.startReading(k) {
-		return
-	}
-	go func() {
-		defer f.quotas.doneReading(k)
-		ctx, cancel := context.WithTimeout(context.Background(), f.opts.TemporalTimeout)
-		defer cancel()
-		now := f.opts.Now()
-		if lg, err := f.readStartLog(ctx, owner, now); err == nil {
-			f.quotas.setStartLog(k, lg, now)
-		}
-	}()
-}
-
-// readStartLog lists the owner's runs started in the minute before now and keeps the creation
-// times (memo created_at, which survives continue-as-new) of jobs created in it up to
-// startLogLag ago.
-func (f *Frontend) readStartLog(ctx context.Context, owner string, now time.Time) (*startLog, error) {
-	since := now.Add(-time.Minute)
-	lg := &startLog{t0: now.Add(-startLogLag)}
-	err := f.eachExecution(ctx, owner+createdSinceQuery(since), func(info *workflowpb.WorkflowExecutionInfo) {
-		if c, ok := decodeMemo[time.Time](f.opts.DataConverter, info.GetMemo(), workflows.MemoCreatedAt); ok && !c.Before(since) && c.Before(lg.t0) {
-			lg.times = append(lg.times, c)
-		}
-	})
-	if err != nil {
+	// Refine the bracket of the limit-th most recent start.
+	lo, hi := w.nth(limit, false), w.nth(limit, true)
+	counts = map[*int]string{}
+	fine := probes(lo, hi)
+	if err := f.countAll(ctx, counts); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(lg.times, func(a, b time.Time) int { return b.Compare(a) })
-	return lg, nil
+	w.probes = append(w.probes, fine...)
+	slices.SortFunc(w.probes, func(a, b probe) int { return a.t.Compare(b.t) })
+	return w, nil
 }
 
 // maxEvalSlots bounds the episode concurrency one eval holds: the largest concurrency any suite allows.
@@ -768,43 +688,6 @@ func (f *Frontend) countAll(ctx context.Context, counts map[*int]string) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
-}
-
-// visibleOf returns which of rs visibility shows, and releases the started ones it shows.
-func (f *Frontend) visibleOf(ctx context.Context, tenant string, rs []reservation) (map[string]bool, error) {
-	if len(rs) == 0 {
-		return nil, nil
-	}
-	ids := make([]string, 0, len(rs))
-	for _, r := range rs {
-		q, err := quoteQueryString(r.id)
-		if err != nil {
-			return nil, fmt.Errorf("quota: job id: %w", err)
-		}
-		ids = append(ids, q)
-	}
-	q := "WorkflowId IN (" + strings.Join(ids, ",") + ") AND ExecutionStatus != 'ContinuedAsNew'"
-	var visible int
-	if err := f.countAll(ctx, map[*int]string{&visible: q}); err != nil {
-		return nil, err
-	}
-	seen := make(map[string]bool, len(rs))
-	if visible >= len(rs) {
-		// The common case: all there (a count is cheaper than a listing).
-		for _, r := range rs {
-			seen[r.id] = true
-		}
-	} else if visible > 0 {
-		// At most len(rs) rows: the starts of this replica in flight, not the tenant's jobs.
-		err := f.eachExecution(ctx, q, func(info *workflowpb.WorkflowExecutionInfo) {
-			seen[info.GetExecution().GetWorkflowId()] = true
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	f.quotas.visible(tenant, seen)
-	return seen, nil
 }
 
 // eachExecution pages through visibility for q, calling fn per execution.

@@ -221,11 +221,23 @@ func TestQuotas(t *testing.T) {
 }
 
 // fillJobs starts n eval workflows of tenant/owner the way start_eval does (search attributes,
-// memo created_at and slots) straight through the Temporal client, on the bundle's task queue
-// (no worker: they stay unfinished), and waits until visibility shows them all.
-func fillJobs(t testing.TB, b *testBundle, tenant, owner string, n, slots int) {
+// memo created_at and slots) straight through the Temporal client, on a task queue no worker
+// serves (they stay unfinished; finished ones are terminated at once: they still count as
+// starts), and waits until visibility shows them all.
+func fillJobs(t testing.TB, b *testBundle, tenant, owner string, n, slots int, finished bool) {
 	t.Helper()
 	run := randHex(3)
+	tq := "tq-fill-" + run
+	q := "JobTenant = '" + tenant + "' AND JobOwner = '" + owner + "'"
+	if finished {
+		q += " AND ExecutionStatus = 'Terminated'"
+	}
+	count := func() int64 {
+		resp, err := b.temporal.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: q})
+		must(t, err)
+		return resp.GetCount()
+	}
+	before := count()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	sem := make(chan struct{}, 8)
@@ -238,13 +250,16 @@ func fillJobs(t testing.TB, b *testBundle, tenant, owner string, n, slots int) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, err := b.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-				ID: fmt.Sprintf("%s/%s/fill-%s-%d", tenant, workflows.KindEval, run, i), TaskQueue: b.taskQueue,
+				ID: fmt.Sprintf("%s/%s/fill-%s-%d", tenant, workflows.KindEval, run, i), TaskQueue: tq,
 				TypedSearchAttributes: temporal.NewSearchAttributes(
 					workflows.SAJobTenant.ValueSet(tenant), workflows.SAJobOwner.ValueSet(owner),
 					workflows.SAJobKind.ValueSet(workflows.KindEval), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))),
 				Memo: map[string]any{workflows.MemoInputHash: workflows.Digest(args), workflows.MemoCreatedAt: now,
 					workflows.MemoSlots: slots, workflows.MemoProgress: workflows.Progress{Total: slots, Unit: "episodes", Message: "queued", AsOf: now}},
 			}, workflows.EvalWorkflowName, workflows.EvalInput{Tenant: tenant, Owner: owner, Args: args})
+			if err == nil && finished {
+				err = b.temporal.TerminateWorkflow(ctx, fmt.Sprintf("%s/%s/fill-%s-%d", tenant, workflows.KindEval, run, i), "", "fill")
+			}
 			errs <- err
 		})
 	}
@@ -253,11 +268,8 @@ func fillJobs(t testing.TB, b *testBundle, tenant, owner string, n, slots int) {
 	for err := range errs {
 		must(t, err)
 	}
-	q := "JobTenant = '" + tenant + "' AND JobOwner = '" + owner + "'"
 	eventually(t, 30*time.Second, "filled jobs visible", func() bool {
-		resp, err := b.temporal.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: q})
-		must(t, err)
-		return resp.GetCount() >= int64(n)
+		return count() >= before+int64(n)
 	})
 }
 
@@ -271,7 +283,7 @@ func TestQuotaBurstNearLimit(t *testing.T) {
 	const within = 3 * time.Second
 	run := func(t *testing.T, l authz.Limits, args map[string]any, limit string, retryAfter bool) {
 		b, tenant := quotaBundle(t, l)
-		fillJobs(t, b, tenant, "ann", held, 1)
+		fillJobs(t, b, tenant, "ann", held, 1, false)
 		cs := []*mcp.ClientSession{b.session(quotaWriter(tenant, "ann"), 0, ""), b.session(quotaWriter(tenant, "ann"), 1, "")}
 		var mu sync.Mutex
 		var lat []time.Duration
