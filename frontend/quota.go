@@ -601,8 +601,8 @@ type probe struct {
 
 // windowProbes is how many probes bound the creation times in a window, in each of two
 // rounds (the second within the bracket the first found): a retry_after_ms is late by at
-// most a minute / (windowProbes+1)², about 0.4 s.
-const windowProbes = 11
+// most a minute / (windowProbes+1)², about 0.94 s.
+const windowProbes = 7
 
 func (w *startWindow) len() int { return w.n }
 
