@@ -95,3 +95,29 @@ func TestQuotaSharedSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// A full window is remembered until it frees, for its owner and limit only, and the refusal
+// it gives says when a retry passes.
+func TestQuotaFullWindowRemembered(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var q quotas
+	k := flightKey{"acme", "ann"}
+	q.rememberFull(k, windowFull{limit: 600, count: 600, until: now.Add(10 * time.Second), freeAt: now.Add(11 * time.Second)})
+	w, ok := q.windowRefusal(k, 600, now)
+	if !ok {
+		t.Fatal("full window not remembered")
+	}
+	ref := windowRefusal(600, w.count, w.freeAt, now)
+	if ref == nil || ref.Limit != "starts_per_minute_per_owner" || ref.RetryAfter != 11*time.Second {
+		t.Fatalf("refusal %+v, want starts_per_minute_per_owner retrying after 11s", ref)
+	}
+	if _, ok := q.windowRefusal(flightKey{"acme", "ben"}, 600, now); ok {
+		t.Fatal("another owner refused by ann's window")
+	}
+	if _, ok := q.windowRefusal(k, 700, now); ok {
+		t.Fatal("a window full for another limit refuses")
+	}
+	if _, ok := q.windowRefusal(k, 600, now.Add(10*time.Second)); ok {
+		t.Fatal("window still refusing once it may have freed")
+	}
+}
