@@ -506,16 +506,15 @@ func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPol
 	if lim := l.StartsPerMinutePerOwner; owner != "" && lim > 0 && recent+pendingMine >= lim {
 		// The count (which also counts a job continued-as-new in the window) does not fit:
 		// count exactly, and bound when the window frees.
-		if s.win, err = f.startWindow(ctx, owner, lim, now); err != nil {
+		if s.win, err = f.startWindow(ctx, owner, now); err != nil {
 			return nil, err
 		}
 		s.recent = s.win.len()
-		if s.recent >= lim && s.win.nth(lim, false).After(now.Add(-time.Minute)) {
+		if s.recent >= lim {
 			// Full without this replica's reservations, and it stays full until its limit-th
 			// most recent start turns a minute old: remember that, so the owner's next starts
 			// in it are refused without asking.
-			f.quotas.rememberFull(k, windowFull{limit: lim, count: s.recent,
-				until: s.win.nth(lim, false).Add(time.Minute), freeAt: s.win.nth(lim, true).Add(time.Minute)})
+			f.rememberFullWindow(k, owner, lim, s.win)
 		}
 	}
 	if episodes {
@@ -600,8 +599,9 @@ type probe struct {
 }
 
 // windowProbes is how many probes bound the creation times in a window, in each of two
-// rounds (the second within the bracket the first found): a retry_after_ms is late by at
-// most a minute / (windowProbes+1)², about 0.94 s.
+// rounds (the second within the bracket the first found, in the background): a
+// retry_after_ms is late by at most a minute / (windowProbes+1)², about 0.94 s, once the
+// second round is in (7.5 s for the starts that waited on the first).
 const windowProbes = 7
 
 func (w *startWindow) len() int { return w.n }
@@ -629,8 +629,8 @@ func (w *startWindow) nth(n int, late bool) time.Time {
 }
 
 // startWindow counts the owner's job creations in the minute before now exactly and brackets
-// the limit-th most recent one — by counts only, in two rounds, never a listing.
-func (f *Frontend) startWindow(ctx context.Context, owner string, limit int, now time.Time) (*startWindow, error) {
+// when they happened — by counts only, one round, never a listing.
+func (f *Frontend) startWindow(ctx context.Context, owner string, now time.Time) (*startWindow, error) {
 	since := now.Add(-time.Minute)
 	w := &startWindow{since: since, now: now}
 	var all, continued int
@@ -651,19 +651,44 @@ func (f *Frontend) startWindow(ctx context.Context, owner string, limit int, now
 		return nil, err
 	}
 	w.n = max(all-continued, 0)
-	if w.n < limit {
-		return w, nil
-	}
-	// Refine the bracket of the limit-th most recent start.
+	return w, nil
+}
+
+// refined is w with probes within the bracket of its limit-th most recent start (a new
+// window: w is shared).
+func (f *Frontend) refined(ctx context.Context, owner string, limit int, w *startWindow) (*startWindow, error) {
 	lo, hi := w.nth(limit, false), w.nth(limit, true)
-	counts = map[*int]string{}
-	fine := probes(lo, hi)
+	fine := make([]probe, windowProbes)
+	counts := map[*int]string{}
+	for i := range fine {
+		fine[i].t = lo.Add(time.Duration(i+1) * hi.Sub(lo) / (windowProbes + 1))
+		counts[&fine[i].n] = owner + createdSinceQuery(fine[i].t)
+	}
 	if err := f.countAll(ctx, counts); err != nil {
 		return nil, err
 	}
-	w.probes = append(w.probes, fine...)
-	slices.SortFunc(w.probes, func(a, b probe) int { return a.t.Compare(b.t) })
-	return w, nil
+	r := *w
+	r.probes = append(slices.Clone(w.probes), fine...)
+	slices.SortFunc(r.probes, func(a, b probe) int { return a.t.Compare(b.t) })
+	return &r, nil
+}
+
+// rememberFullWindow remembers k's window as full, first with w's bounds and then — in the
+// background, so that the starts waiting now are answered at once — with refined ones.
+func (f *Frontend) rememberFullWindow(k flightKey, owner string, limit int, w *startWindow) {
+	remember := func(w *startWindow) {
+		if until := w.nth(limit, false).Add(time.Minute); until.After(w.now) {
+			f.quotas.rememberFull(k, windowFull{limit: limit, count: w.n, until: until, freeAt: w.nth(limit, true).Add(time.Minute)})
+		}
+	}
+	remember(w)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), f.opts.TemporalTimeout)
+		defer cancel()
+		if r, err := f.refined(ctx, owner, limit, w); err == nil {
+			remember(r)
+		}
+	}()
 }
 
 // maxEvalSlots bounds the episode concurrency one eval holds: the largest concurrency any suite allows.
