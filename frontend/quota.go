@@ -30,9 +30,9 @@ import (
 //
 // Visibility trails a start by a few milliseconds. Within one replica the gap is closed by
 // reservations: a start admitted here counts against later starts of its tenant until a check
-// finds it in visibility (or visibleWait after its start), and the counts leave out every job this replica holds a
-// reservation for (WorkflowId NOT IN …), so each is counted exactly once. Across replicas the
-// gap stays open: two replicas admitting the same tenant's starts in the same instant may each
+// finds it in visibility (or visibleWait after its start), and the counts leave out every job
+// this replica holds a reservation for (WorkflowId NOT IN …), so each is counted exactly once.
+// Across replicas the gap stays open: two replicas admitting the same tenant's starts in the same instant may each
 // count the other's start as not yet there. The overshoot is therefore at most the starts of
 // that tenant in flight on the other replicas (README "Fairness and quotas";
 // tests/quota_test.go measures it).
@@ -103,8 +103,9 @@ type quotas struct {
 	ledgers map[string]slotLedger
 }
 
-// slotLedger is what a tenant's running evals held (summed from a listing) as of t0: every
-// eval running then that visibility may not have shown the listing started after t0.
+// slotLedger is what a tenant's running evals held, summed from a listing; t0 is the listing's
+// time less visibilityLag, so an eval the listing could not show yet is one started since t0
+// (counted apart).
 type slotLedger struct {
 	t0   time.Time
 	held int
@@ -191,11 +192,16 @@ func (q *quotas) windowRefusal(k flightKey, limit int, now time.Time) (windowFul
 	return w, ok && w.limit == limit
 }
 
-func (q *quotas) rememberFull(k flightKey, w windowFull) {
+func (q *quotas) rememberFull(k flightKey, w windowFull, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.full == nil {
 		q.full = map[flightKey]windowFull{}
+	}
+	for key, o := range q.full {
+		if !o.until.After(now) {
+			delete(q.full, key) // freed: owners that stopped starting leave nothing behind
+		}
 	}
 	q.full[k] = w
 }
@@ -678,7 +684,7 @@ func (f *Frontend) refined(ctx context.Context, owner string, limit int, w *star
 func (f *Frontend) rememberFullWindow(k flightKey, owner string, limit int, w *startWindow) {
 	remember := func(w *startWindow) {
 		if until := w.nth(limit, false).Add(time.Minute); until.After(w.now) {
-			f.quotas.rememberFull(k, windowFull{limit: limit, count: w.n, until: until, freeAt: w.nth(limit, true).Add(time.Minute)})
+			f.quotas.rememberFull(k, windowFull{limit: limit, count: w.n, until: until, freeAt: w.nth(limit, true).Add(time.Minute)}, w.now)
 		}
 	}
 	remember(w)

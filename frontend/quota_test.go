@@ -102,7 +102,7 @@ func TestQuotaFullWindowRemembered(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	var q quotas
 	k := flightKey{"acme", "ann"}
-	q.rememberFull(k, windowFull{limit: 600, count: 600, until: now.Add(10 * time.Second), freeAt: now.Add(11 * time.Second)})
+	q.rememberFull(k, windowFull{limit: 600, count: 600, until: now.Add(10 * time.Second), freeAt: now.Add(11 * time.Second)}, now)
 	w, ok := q.windowRefusal(k, 600, now)
 	if !ok {
 		t.Fatal("full window not remembered")
