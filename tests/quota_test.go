@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
@@ -212,5 +217,129 @@ func TestQuotas(t *testing.T) {
 		if total < limit {
 			t.Fatalf("admitted %d < limit %d: quotas refused starts that fit", total, limit)
 		}
+	})
+}
+
+// fillJobs starts n eval workflows of tenant/owner the way start_eval does (search attributes,
+// memo created_at and slots) straight through the Temporal client, on a task queue no worker
+// serves (they stay unfinished; finished ones are terminated at once: they still count as
+// starts), and waits until visibility shows them all.
+func fillJobs(t testing.TB, b *testBundle, tenant, owner string, n, slots int, finished bool) {
+	t.Helper()
+	run := randHex(3)
+	tq := "tq-fill-" + run
+	q := "JobTenant = '" + tenant + "' AND JobOwner = '" + owner + "'"
+	if finished {
+		q += " AND ExecutionStatus = 'Terminated'"
+	}
+	count := func() int64 {
+		resp, err := b.temporal.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: q})
+		must(t, err)
+		return resp.GetCount()
+	}
+	before := count()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			now := time.Now().UTC()
+			args := workflows.EvalArgs{Suite: "demo", Episodes: slots, Concurrency: slots, Params: map[string]any{}}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := b.temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+				ID: fmt.Sprintf("%s/%s/fill-%s-%d", tenant, workflows.KindEval, run, i), TaskQueue: tq,
+				TypedSearchAttributes: temporal.NewSearchAttributes(
+					workflows.SAJobTenant.ValueSet(tenant), workflows.SAJobOwner.ValueSet(owner),
+					workflows.SAJobKind.ValueSet(workflows.KindEval), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))),
+				Memo: map[string]any{workflows.MemoInputHash: workflows.Digest(args), workflows.MemoCreatedAt: now,
+					workflows.MemoSlots: slots, workflows.MemoProgress: workflows.Progress{Total: slots, Unit: "episodes", Message: "queued", AsOf: now}},
+			}, workflows.EvalWorkflowName, workflows.EvalInput{Tenant: tenant, Owner: owner, Args: args})
+			if err == nil && finished {
+				err = b.temporal.TerminateWorkflow(ctx, fmt.Sprintf("%s/%s/fill-%s-%d", tenant, workflows.KindEval, run, i), "", "fill")
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		must(t, err)
+	}
+	eventually(t, 30*time.Second, "filled jobs visible", func() bool {
+		return count() >= before+int64(n)
+	})
+}
+
+// A burst of starts against a tenant at a limit, which takes many rows to reach (so listing
+// them per start is what made it an outage): every start is answered quota_exceeded, quickly,
+// on both replicas; none times out into `unavailable`; nothing is started.
+func TestQuotaBurstNearLimit(t *testing.T) {
+	t.Parallel()
+	const held, burst = 300, 24
+	// Generous for a loaded 2-core machine; the check itself answers within milliseconds.
+	const within = 3 * time.Second
+	run := func(t *testing.T, l authz.Limits, args map[string]any, limit string, retryAfter bool) {
+		b, tenant := quotaBundle(t, l)
+		fillJobs(t, b, tenant, "ann", held, 1, false)
+		cs := []*mcp.ClientSession{b.session(quotaWriter(tenant, "ann"), 0, ""), b.session(quotaWriter(tenant, "ann"), 1, "")}
+		var mu sync.Mutex
+		var lat []time.Duration
+		var wg sync.WaitGroup
+		for i := range burst {
+			wg.Go(func() {
+				a := maps.Clone(args)
+				a["idempotency_key"] = fmt.Sprintf("burst-%d", i)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				t0 := time.Now()
+				res, err := cs[i%2].CallTool(ctx, &mcp.CallToolParams{Name: "start_eval", Arguments: a})
+				d := time.Since(t0)
+				if err != nil {
+					t.Errorf("start %d: %v", i, err)
+					return
+				}
+				var v frontend.JobView
+				te, err := frontend.ParseResult(res, &v)
+				switch {
+				case err != nil:
+					t.Errorf("start %d: %v", i, err)
+				case te == nil:
+					t.Errorf("start %d over the limit admitted: %s", i, v.JobID)
+				case te.Code != frontend.CodeQuotaExceeded || !strings.HasPrefix(te.Message, limit+":"):
+					t.Errorf("start %d: want quota_exceeded (%s), got %+v after %s", i, limit, te, d)
+				case retryAfter && (te.RetryAfterMS <= 0 || te.RetryAfterMS > 60_000):
+					t.Errorf("start %d: want retry_after_ms within the minute, got %d", i, te.RetryAfterMS)
+				}
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		slices.Sort(lat)
+		t.Logf("%d concurrent starts at %s with %d jobs held: answered in p50 %s, max %s", burst, limit, held, lat[len(lat)/2], lat[len(lat)-1])
+		if lat[len(lat)-1] > within {
+			t.Errorf("slowest refusal took %s, want within %s", lat[len(lat)-1], within)
+		}
+		resp, err := b.temporal.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
+			Namespace: namespace, Query: "JobTenant = '" + tenant + "'"})
+		must(t, err)
+		if resp.GetCount() != held {
+			t.Fatalf("the tenant has %d jobs after the refused burst, want %d", resp.GetCount(), held)
+		}
+	}
+	t.Run("StartsPerMinutePerOwner", func(t *testing.T) {
+		t.Parallel()
+		run(t, authz.Limits{StartsPerMinutePerOwner: held}, startArgs("", 1, nil), "starts_per_minute_per_owner", true)
+	})
+	t.Run("EpisodesInFlightPerTenant", func(t *testing.T) {
+		t.Parallel()
+		// The running evals hold one slot each: held+4 are free-ish, the burst asks for 10 each.
+		a := startArgs("", 50, nil)
+		a["concurrency"] = 10
+		run(t, authz.Limits{EpisodesInFlightPerTenant: held + 4}, a, "episodes_in_flight_per_tenant", false)
 	})
 }
