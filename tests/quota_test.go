@@ -97,6 +97,7 @@ func TestQuotas(t *testing.T) {
 		ann := b.session(quotaWriter(tenant, "ann"), 0, "")
 		ben := b.session(quotaWriter(tenant, "ben"), 1, "")
 		mustView(t, call(t, ann, "start_eval", startArgs("a1", 1, nil)))
+		waitVisible(t, b, tenant, 1) // ann started on the other replica (see TwoReplicasSequential)
 		mustView(t, call(t, ben, "start_eval", startArgs("b1", 1, nil)))
 		te := wantQuota(t, b, call(t, ben, "start_eval", startArgs("b2", 1, nil)), tenant, "ben", "b2", "running_jobs_per_tenant")
 		if te.RetryAfterMS != 0 {
@@ -171,6 +172,11 @@ func TestQuotas(t *testing.T) {
 			o := call(t, cs[i%2], "start_eval", startArgs(fmt.Sprintf("r%d", i), 1, nil))
 			if o.Err == nil {
 				admitted++
+				// Sequential means: the other replica's next start comes after this one is in
+				// visibility, the only state the replicas share. Visibility lags a start by
+				// milliseconds, more on a loaded machine; a start inside that lag is the
+				// concurrent case below, with its documented bound.
+				waitVisible(t, b, tenant, admitted)
 			} else if o.Err.Code != frontend.CodeQuotaExceeded {
 				t.Fatalf("start r%d: %+v", i, o.Err)
 			}
@@ -341,5 +347,17 @@ func TestQuotaBurstNearLimit(t *testing.T) {
 		a := startArgs("", 50, nil)
 		a["concurrency"] = 10
 		run(t, authz.Limits{EpisodesInFlightPerTenant: held + 4}, a, "episodes_in_flight_per_tenant", false)
+	})
+}
+
+// waitVisible waits until visibility shows at least n jobs of tenant: what another replica's
+// quota check can count.
+func waitVisible(t testing.TB, b *testBundle, tenant string, n int) {
+	t.Helper()
+	q := "JobTenant = '" + tenant + "'"
+	eventually(t, 30*time.Second, fmt.Sprintf("%d jobs of %s in visibility", n, tenant), func() bool {
+		resp, err := b.temporal.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace, Query: q})
+		must(t, err)
+		return resp.GetCount() >= int64(n)
 	})
 }
