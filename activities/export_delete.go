@@ -1,0 +1,51 @@
+package activities
+
+// Deleting export objects: DeleteExport and the prefix deletion that FinalizeExport's
+// cleanup shares.
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// deletePrefix deletes every object under prefix. Objects already gone are fine: another
+// attempt may be deleting the same ones.
+func (s *ArtifactStore) deletePrefix(ctx context.Context, prefix string) error {
+	var keys []string
+	it := s.b.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("list %s: %w", prefix, err)
+		}
+		if !obj.IsDir {
+			keys = append(keys, obj.Key)
+		}
+	}
+	for _, k := range keys {
+		if err := s.b.Delete(ctx, k); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("delete %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// DeleteExport deletes every object of one export job instance: artifact, manifest and any
+// chunks, under ExportPrefix(JobID, FirstRunID) only. Deleting what is already gone succeeds.
+func (a *Activities) DeleteExport(ctx context.Context, in DeleteExportInput) error {
+	if in.JobID == "" {
+		return invalid("no job_id")
+	}
+	store, err := a.store()
+	if err != nil {
+		return err
+	}
+	return store.deletePrefix(ctx, ExportPrefix(in.JobID, in.FirstRunID))
+}

@@ -1,0 +1,197 @@
+package activities
+
+// FinalizeExport: concatenating the chunks into the artifact, writing its manifest, reusing
+// a stored manifest on retry, and the download file name.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"gocloud.dev/blob"
+)
+
+// artifactFileName is the download name: the job ID with "/" as "-" and anything outside
+// [A-Za-z0-9._-] as "_", so it needs no quoting care in Content-Disposition.
+func artifactFileName(jobID, format string) string {
+	var b strings.Builder
+	for _, r := range jobID {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			b.WriteRune(r)
+		case r == '/':
+			b.WriteByte('-')
+		default:
+			b.WriteByte('_')
+		}
+		if b.Len() >= 120 {
+			break
+		}
+	}
+	name := strings.Trim(b.String(), ".-_")
+	if name == "" {
+		name = "export"
+	}
+	return name + "." + format + ".gz"
+}
+
+// FinalizeExport concatenates the parts' chunks, in part and chunk order, into one gzip file
+// (gzip members concatenate into a valid gzip stream), writes its manifest next to it and
+// deletes the chunks. For csv the file starts with one member holding the header line; it
+// belongs to no part, so part digests cover only their rows and the whole-file digest covers
+// the header too. A jsonl export of zero rows is one empty member, so it still gunzips.
+// A retry after success returns the stored manifest (the chunks may be gone by then), but only
+// a manifest this very input wrote: same first run ID and input digest. Anything else stored
+// there (an earlier instance's, under a legacy prefix) is never returned; it is overwritten.
+func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput) (Manifest, error) {
+	store, err := a.store()
+	if err != nil {
+		return Manifest{}, err
+	}
+	prefix := ExportPrefix(in.JobID, in.FirstRunID)
+	digest, err := finalizeDigest(in)
+	if err != nil {
+		return Manifest{}, err
+	}
+	if m, err := store.ReadManifest(ctx, in.JobID, in.FirstRunID); err == nil {
+		if m.RunID == in.FirstRunID && m.InputDigest == digest {
+			// An attempt that died between the manifest and the cleanup left chunks behind.
+			if err := store.deletePrefix(ctx, prefix+"part-"); err != nil {
+				return Manifest{}, err
+			}
+			return m, nil
+		}
+		activity.GetLogger(ctx).Warn("a stored manifest of another job instance or input is ignored and replaced",
+			"job_id", in.JobID, "first_run_id", in.FirstRunID, "stored_run_id", m.RunID)
+	} else if !errors.Is(err, ErrArtifactGone) {
+		return Manifest{}, err
+	}
+	if err := checkFormat(in.Format); err != nil {
+		return Manifest{}, err
+	}
+	if len(in.Columns) == 0 {
+		return Manifest{}, invalid("no columns")
+	}
+	parts := slices.Clone(in.Parts)
+	slices.SortFunc(parts, func(x, y PartResult) int { return x.Part - y.Part })
+	chunks := 0
+	for i, p := range parts {
+		if p.Part < 1 || (i > 0 && parts[i-1].Part == p.Part) || p.Chunks < 0 || p.Rows < 0 || p.Bytes < 0 {
+			return Manifest{}, invalid("part %d: malformed or repeated part result", p.Part)
+		}
+		chunks += p.Chunks
+	}
+	started := activity.GetInfo(ctx).StartedTime
+	if started.IsZero() {
+		started = time.Now()
+	}
+
+	key := prefix + "export." + in.Format + ".gz"
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := store.b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/gzip"})
+	if err != nil {
+		return Manifest{}, fmt.Errorf("write artifact: %w", err)
+	}
+	abort := func(err error) (Manifest, error) {
+		cancel() // before Close: the partial object is discarded, never committed
+		_ = w.Close()
+		return Manifest{}, err
+	}
+	whole := sha256.New()
+	var total int64
+	out := io.MultiWriter(w, whole)
+	var lead []byte
+	switch {
+	case in.Format == FormatCSV:
+		lead, err = csvHeader(in.Columns)
+	case chunks == 0:
+		lead, err = gzipMember(nil)
+	}
+	if err != nil {
+		return abort(err)
+	}
+	if _, err := out.Write(lead); err != nil {
+		return abort(fmt.Errorf("write artifact: %w", err))
+	}
+	total += int64(len(lead))
+
+	m := Manifest{
+		Object:      key,
+		FileName:    artifactFileName(in.JobID, in.Format),
+		Format:      in.Format,
+		Columns:     slices.Clone(in.Columns),
+		Parts:       make([]ManifestPart, 0, len(parts)),
+		CreatedAt:   started.UTC(),
+		ExpiresAt:   in.ExpiresAt.UTC(),
+		RunID:       in.FirstRunID,
+		InputDigest: digest,
+		Decision:    in.Decision,
+	}
+	for _, p := range parts {
+		ph := sha256.New()
+		var pb int64
+		for c := 0; c < p.Chunks; c++ {
+			n, err := store.copyObject(ctx, io.MultiWriter(out, ph), chunkKey(in.JobID, in.FirstRunID, p.Part, c))
+			if err != nil {
+				return abort(fmt.Errorf("part %d chunk %d: %w", p.Part, c, err))
+			}
+			pb += n
+			activity.RecordHeartbeat(ctx, p.Part)
+		}
+		if pb != p.Bytes {
+			return abort(fmt.Errorf("part %d: its chunks hold %d bytes, the part reported %d", p.Part, pb, p.Bytes))
+		}
+		total += pb
+		m.Rows += p.Rows
+		m.Parts = append(m.Parts, ManifestPart{Part: p.Part, Rows: p.Rows, Bytes: pb, SHA256: hex.EncodeToString(ph.Sum(nil))})
+	}
+	if err := w.Close(); err != nil {
+		return Manifest{}, fmt.Errorf("write artifact: %w", err)
+	}
+	m.Bytes = total
+	m.SHA256 = hex.EncodeToString(whole.Sum(nil))
+
+	mb, err := json.Marshal(m)
+	if err != nil {
+		return Manifest{}, err
+	}
+	if err := store.b.WriteAll(ctx, manifestKey(in.JobID, in.FirstRunID), mb, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+		return Manifest{}, fmt.Errorf("write manifest: %w", err)
+	}
+	if err := store.deletePrefix(ctx, prefix+"part-"); err != nil {
+		return Manifest{}, err
+	}
+	activity.GetLogger(ctx).Info("export finalized", "job_id", in.JobID, "first_run_id", in.FirstRunID, "rows", m.Rows, "bytes", m.Bytes, "parts", len(m.Parts))
+	return m, nil
+}
+
+// finalizeDigest is "sha256:<hex>" of the canonical JSON of a finalize input: what a stored
+// manifest must have been written for to be reused.
+func finalizeDigest(in FinalizeExportInput) (string, error) {
+	in.ExpiresAt = in.ExpiresAt.UTC()
+	b, err := json.Marshal(in)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// copyObject copies one object into w.
+func (s *ArtifactStore) copyObject(ctx context.Context, w io.Writer, key string) (int64, error) {
+	r, err := s.b.NewReader(ctx, key, nil)
+	if err != nil {
+		return 0, gone(err)
+	}
+	defer r.Close()
+	return io.Copy(w, r)
+}
