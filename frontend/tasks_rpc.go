@@ -1,0 +1,220 @@
+// tasks_rpc.go holds the JSON-RPC plumbing of the tasks layer: request parsing, the tasks/*
+// header and capability checks, the SDK transport check and response writing.
+
+package frontend
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ---------------------------------------------------------------- JSON-RPC plumbing
+
+// rpcRequest is one JSON-RPC request, keys matched exactly (as the SDK's decoder does).
+type rpcRequest struct {
+	id     json.RawMessage // a string or a number
+	method string
+	params map[string]json.RawMessage // nil when absent or not an object
+	name   string                     // params.name when a JSON string, else ""
+}
+
+// parseRPCRequest reads a single JSON-RPC request (not a notification, not a batch).
+func parseRPCRequest(body []byte) (*rpcRequest, bool) {
+	return parseBody(body).request()
+}
+
+// request is the body's single JSON-RPC request (not a notification, not a batch).
+func (pb *parsedBody) request() (*rpcRequest, bool) {
+	if pb.batch || len(pb.msgs) != 1 {
+		return nil, false
+	}
+	pm := &pb.msgs[0]
+	pm.decode()
+	if !isVersion2(pm.m["jsonrpc"]) || !pm.methodOK {
+		return nil, false
+	}
+	id := bytes.TrimSpace(pm.m["id"])
+	if !validRPCID(id) {
+		return nil, false
+	}
+	return &rpcRequest{id: id, method: pm.method, params: pm.params, name: pm.name}, true
+}
+
+// isVersion2: raw is the JSON string "2.0" (in any spelling).
+func isVersion2(raw json.RawMessage) bool {
+	if string(raw) == `"2.0"` {
+		return true
+	}
+	v, ok := jsonString(raw)
+	return ok && v == "2.0"
+}
+
+// validRPCID: id is a JSON string or number. (A valid JSON value that starts with a quote is
+// a string; one that starts with a minus or a digit is a number.)
+func validRPCID(id json.RawMessage) bool {
+	if len(id) == 0 {
+		return false
+	}
+	switch id[0] {
+	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return json.Valid(id)
+	}
+	return false
+}
+
+func (r *rpcRequest) str(key string) (string, bool) {
+	return jsonString(r.params[key])
+}
+
+func (r *rpcRequest) toolName() string { return r.name }
+
+func (r *rpcRequest) taskID() (string, bool) { return r.str("taskId") }
+
+func (r *rpcRequest) meta() map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(r.params["_meta"], &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// declaresTasks: the request's own capabilities (params._meta) declare the extension with an
+// object (an empty one means support; nothing else is defined).
+func declaresTasks(meta map[string]json.RawMessage) bool {
+	var caps, ext, settings map[string]json.RawMessage
+	if json.Unmarshal(meta[mcp.MetaKeyClientCapabilities], &caps) != nil ||
+		json.Unmarshal(caps["extensions"], &ext) != nil {
+		return false
+	}
+	raw, ok := ext[TasksExtension]
+	return ok && json.Unmarshal(raw, &settings) == nil && settings != nil
+}
+
+// checkTaskHeaders applies the 2026-07-28 header rules the SDK applies to tools/call to a
+// tasks/* request: MCP-Protocol-Version equals _meta's protocol version, Mcp-Method the method,
+// and Mcp-Name params.taskId (SEP-2663 "Routing Headers"). The body is authoritative; a
+// disagreeing or missing header is 400 before anything runs.
+func checkTaskHeaders(h http.Header, req *rpcRequest) *rpcError {
+	mismatch := func(msg string) *rpcError { return &rpcError{Code: mcp.CodeHeaderMismatch, Message: msg} }
+	var metaVersion string
+	if json.Unmarshal(req.meta()[mcp.MetaKeyProtocolVersion], &metaVersion) != nil || metaVersion == "" {
+		return &rpcError{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("missing or invalid _meta field %q", mcp.MetaKeyProtocolVersion)}
+	}
+	if h.Get(headerProtocolVersion) != metaVersion {
+		return mismatch("header mismatch: MCP-Protocol-Version header does not match _meta " + mcp.MetaKeyProtocolVersion)
+	}
+	switch m := h.Get(headerMethod); {
+	case m == "":
+		return mismatch("missing required Mcp-Method header")
+	case m != req.method:
+		return mismatch("header mismatch: Mcp-Method header does not match the request's method")
+	}
+	id, ok := req.taskID()
+	switch n := h.Get(headerName); {
+	case n == "":
+		return mismatch(fmt.Sprintf("missing required Mcp-Name header for method %q", req.method))
+	case !ok:
+		return mismatch(fmt.Sprintf("failed to extract params.taskId for method %q", req.method))
+	case n != id:
+		return mismatch("header mismatch: Mcp-Name header does not match params.taskId")
+	}
+	return nil
+}
+
+// sdkTransportOK: the SDK's stateless transport would take this POST (DNS-rebinding Host
+// check, Content-Type, Accept). When not, the layer lets the SDK give its own answer.
+func sdkTransportOK(r *http.Request) bool {
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && isLoopback(la.String()) && !isLoopback(r.Host) {
+		return false
+	}
+	ct := strings.ToLower(strings.TrimSpace(strings.SplitN(r.Header.Get("Content-Type"), ";", 2)[0]))
+	if ct != "application/json" {
+		return false
+	}
+	var jsonOK, streamOK bool
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			base, _, _ := strings.Cut(part, ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK && streamOK
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// addTasksCapability adds the extension to a server/discover response's capabilities.
+func addTasksCapability(body []byte) ([]byte, bool) {
+	var msg, res, caps, ext map[string]json.RawMessage
+	if json.Unmarshal(body, &msg) != nil || json.Unmarshal(msg["result"], &res) != nil || res == nil {
+		return nil, false
+	}
+	if raw, ok := res["capabilities"]; ok && json.Unmarshal(raw, &caps) != nil {
+		return nil, false
+	}
+	if caps == nil {
+		caps = map[string]json.RawMessage{}
+	}
+	if raw, ok := caps["extensions"]; ok && json.Unmarshal(raw, &ext) != nil {
+		return nil, false
+	}
+	if ext == nil {
+		ext = map[string]json.RawMessage{}
+	}
+	ext[TasksExtension] = json.RawMessage(`{}`)
+	var err error
+	if caps["extensions"], err = json.Marshal(ext); err != nil {
+		return nil, false
+	}
+	if res["capabilities"], err = json.Marshal(caps); err != nil {
+		return nil, false
+	}
+	if msg["result"], err = json.Marshal(res); err != nil {
+		return nil, false
+	}
+	b, err := json.Marshal(msg)
+	return b, err == nil
+}
+
+type rpcMessage struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+func writeRPC(w http.ResponseWriter, status int, id json.RawMessage, result any, rerr *rpcError) {
+	b, err := json.Marshal(rpcMessage{JSONRPC: "2.0", ID: id, Result: result, Error: rerr})
+	if err != nil {
+		http.Error(w, "cannot encode response", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
