@@ -57,6 +57,8 @@ type WorkerConfig struct {
 	// ResumeKeys (or ResumeKeysFile) verify the seals frontends put on answers: the same keyring
 	// as serve's. Defaults to none, and then every resume is refused (fail closed).
 	ResumeKeys, ResumeKeysFile string
+	// DevDeployment lets the worker verify with resume keys marked DEV-ONLY (public placeholders).
+	DevDeployment bool
 }
 
 // kindsFlag is --kinds: a comma-separated list of known kinds, each at most once.
@@ -110,6 +112,7 @@ func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 		strings.Join(workflows.KindNames(), ",")+"; without export it holds no dataset or artifact store (README \"Command episodes\")")
 	metricsFlag(fs, &c.MetricsListen)
 	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
+	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept resume keys marked "+DevOnlyMarker+" (public placeholders)")
 }
 
 // serves reports whether the worker serves kind.
@@ -183,6 +186,18 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	if m.ResumeKeys == nil {
 		if m.ResumeKeys, err = loadKeyring(m.Config.ResumeKeys, m.Config.ResumeKeysFile, "resume-keys"); err != nil {
 			return err
+		}
+		if m.ResumeKeys != nil {
+			// The worker is the side that verifies: a public placeholder here lets anyone with
+			// Temporal access forge approvals, whatever keys the frontends hold.
+			what := "--resume-keys"
+			if m.Config.ResumeKeysFile != "" {
+				what = "--resume-keys-file"
+			}
+			if err := refuseDevOnly(m.Config.DevDeployment, what, m.Config.ResumeKeysFile, []byte(strings.Join(m.ResumeKeys.KIDs(), ","))); err != nil {
+				m.ResumeKeys = nil
+				return err
+			}
 		}
 	}
 	wfs := &workflows.Workflows{}
