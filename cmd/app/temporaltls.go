@@ -227,15 +227,29 @@ func (r *reloadingPair) get(*tls.CertificateRequestInfo) (*tls.Certificate, erro
 	return r.pair, nil
 }
 
-// reloadingKey serves the API key from its file, re-read when the file changes; a changed file
-// that is blank or unreadable keeps the previous key.
+// apiKeyRecheck is how often the API key file is looked at for a change. The key is asked for
+// on every Temporal call, so it is not stat'ed per call; a rotated key is in use within this.
+const apiKeyRecheck = time.Second
+
+// reloadingKey serves the API key from its file, re-read when the file changes (looked at no
+// more than once per apiKeyRecheck); a changed file that is blank or unreadable keeps the
+// previous key.
 type reloadingKey struct {
 	file string
 	log  *zap.Logger
+	now  func() time.Time // nil: time.Now
 
-	mu    sync.Mutex
-	stamp fileStamp
-	key   string
+	mu      sync.Mutex
+	stamp   fileStamp
+	key     string
+	checked time.Time // when the file was last looked at
+}
+
+func (r *reloadingKey) clock() time.Time {
+	if r.now != nil {
+		return r.now()
+	}
+	return time.Now()
 }
 
 func (r *reloadingKey) read() (string, fileStamp, error) {
@@ -259,13 +273,18 @@ func (r *reloadingKey) load() error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", flagRef("temporal-api-key-file"), err)
 	}
-	r.key, r.stamp = key, st
+	r.key, r.stamp, r.checked = key, st, r.clock()
 	return nil
 }
 
 func (r *reloadingKey) get(context.Context) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := r.clock()
+	if now.Sub(r.checked) < apiKeyRecheck {
+		return r.key, nil
+	}
+	r.checked = now
 	if st, err := stampOf(r.file); err != nil || st == r.stamp {
 		return r.key, nil
 	}

@@ -249,26 +249,34 @@ func TestTemporalTLSReload(t *testing.T) {
 	}
 
 	kf := write(t, f.dir, "key", "one\n")
-	r := &reloadingKey{file: kf, log: zap.NewNop()}
+	clock := t0
+	r := &reloadingKey{file: kf, log: zap.NewNop(), now: func() time.Time { return clock }}
 	if err := r.load(); err != nil {
 		t.Fatal(err)
 	}
-	next := func(content string, at time.Time) string {
+	// next rotates the file to content, then asks for the key after wait on r's clock.
+	next := func(content string, at time.Time, wait time.Duration) string {
 		t.Helper()
 		write(t, f.dir, "key", content)
 		if err := os.Chtimes(kf, at, at); err != nil {
 			t.Fatal(err)
 		}
+		clock = clock.Add(wait)
 		k, err := r.get(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return k
 	}
-	if k := next("", t0.Add(time.Minute)); k != "one" {
+	if k := next("", t0.Add(time.Minute), apiKeyRecheck); k != "one" {
 		t.Fatalf("blank rotation: key %q", k)
 	}
-	if k := next("two\n", t0.Add(2*time.Minute)); k != "two" {
+	// Asked for on every Temporal call, the file is looked at once per apiKeyRecheck only.
+	if k := next("two\n", t0.Add(2*time.Minute), apiKeyRecheck/2); k != "one" {
+		t.Fatalf("key file re-read within %s of the last look: key %q", apiKeyRecheck, k)
+	}
+	clock = clock.Add(apiKeyRecheck / 2)
+	if k, _ := r.get(context.Background()); k != "two" {
 		t.Fatalf("rotated key %q", k)
 	}
 }
