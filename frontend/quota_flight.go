@@ -42,7 +42,7 @@ type flightSlot struct {
 func (q *quotas) join(k flightKey, id string, episodes int, now time.Time) (r reservation, fl *flight, start bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	r, _ = q.reserveLocked(k.tenant, id, k.owner, episodes, now)
+	r = q.reserveLocked(k.tenant, id, k.owner, episodes, now)
 	if q.flights == nil {
 		q.flights = map[flightKey]*flightSlot{}
 	}

@@ -19,15 +19,10 @@ type reservation struct {
 	expires time.Time
 }
 
-// reserve records a start about to be checked and returns it with the reservations of the
-// tenant admitted before it that visibility may not show yet (expired ones are dropped).
-func (q *quotas) reserve(tenant, id, owner string, episodes int, now time.Time) (reservation, []reservation) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.reserveLocked(tenant, id, owner, episodes, now)
-}
-
-func (q *quotas) reserveLocked(tenant, id, owner string, episodes int, now time.Time) (reservation, []reservation) {
+// reserveLocked records a start about to be checked among the tenant's reservations, dropping
+// expired ones, and returns it. q.mu is held. (What counts against it is the flight's own
+// snapshot of the reservations, taken when it takes off.)
+func (q *quotas) reserveLocked(tenant, id, owner string, episodes int, now time.Time) reservation {
 	if q.pending == nil {
 		q.pending = map[string][]reservation{}
 	}
@@ -39,9 +34,8 @@ func (q *quotas) reserveLocked(tenant, id, owner string, episodes int, now time.
 	}
 	q.seq++
 	r := reservation{seq: q.seq, id: id, owner: owner, episodes: episodes}
-	ahead := append([]reservation(nil), live...)
 	q.pending[tenant] = append(live, r)
-	return r, ahead
+	return r
 }
 
 // update applies fn to each of the tenant's reservations; fn returns false to drop one.

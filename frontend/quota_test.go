@@ -14,17 +14,25 @@ func TestQuotaReservations(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	f := &Frontend{opts: Options{Now: func() time.Time { return now }}}
 	q := &f.quotas
+	// ahead reserves a probe start at at and lists the tenant's other live reservations, those a
+	// check at that moment counts (reserving drops the expired ones).
 	ahead := func(tenant, id string, at time.Time) []string {
-		r, rs := q.reserve(tenant, id, "ann", 0, at)
-		(admission{f: f, tenant: tenant, r: &r}).abandoned() // only look
+		q.mu.Lock()
+		r := q.reserveLocked(tenant, id, "ann", 0, at)
 		var out []string
-		for _, r := range rs {
-			out = append(out, r.id)
+		for _, x := range q.pending[tenant] {
+			if x.seq != r.seq {
+				out = append(out, x.id)
+			}
 		}
+		q.mu.Unlock()
+		(admission{f: f, tenant: tenant, r: &r}).abandoned() // only look
 		return out
 	}
 	admit := func(id string) admission {
-		r, _ := q.reserve("acme", id, "ann", 0, now)
+		q.mu.Lock()
+		r := q.reserveLocked("acme", id, "ann", 0, now)
+		q.mu.Unlock()
 		return admission{f: f, tenant: "acme", r: &r}
 	}
 	a, b := admit("a"), admit("b")

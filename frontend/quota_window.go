@@ -65,16 +65,6 @@ func continuedSinceQuery(t time.Time) string {
 	return " AND ExecutionStatus = 'ContinuedAsNew' AND StartTime < '" + ts + "' AND CloseTime >= '" + ts + "'"
 }
 
-// createdSince counts the owner's jobs created at or after t, by two counts. A job that
-// continues as new between the two may be missed by this one count.
-func (f *Frontend) createdSince(ctx context.Context, owner string, t time.Time) (int, error) {
-	var all, continued int
-	if err := f.countAll(ctx, map[*int]string{&all: owner + createdSinceQuery(t), &continued: owner + continuedSinceQuery(t)}); err != nil {
-		return 0, err
-	}
-	return max(all-continued, 0), nil
-}
-
 // startWindow is an owner's job creations in the minute before now: their exact number, and
 // probes bounding when they happened.
 type startWindow struct {
