@@ -19,7 +19,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -126,10 +125,7 @@ func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in 
 	defer cancel()
 	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,
 		Decision: in.Decision, Comment: in.Comment, Surface: surface, SignedInWith: workflows.SignedInBearerJWT}
-	req.Seal = f.opts.ResumeKeys.SealResume(handle.Resume{WorkflowID: j.id, RunID: j.runID, InputID: req.InputID,
-		ScopeDigest: req.ScopeDigest, Tenant: p.Tenant, Subject: p.Subject, Scopes: scopeStrings(p.Scopes),
-		Decision: req.Decision, CommentDigest: handle.CommentDigest(req.Comment), Surface: req.Surface,
-		SignedInWith: req.SignedInWith, Expiry: f.opts.Now().Add(ResumeSealTTL).Truncate(time.Second)})
+	req.Seal = SealResume(f.opts.ResumeKeys, j.id, j.runID, req, f.opts.Now().Add(ResumeSealTTL).Truncate(time.Second))
 	if req.Seal == "" {
 		// Only an oversized principal or a describe without a run ID gets here; the worker would
 		// refuse the unsealed request anyway.

@@ -9,34 +9,20 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// UIURLFor values (Options.UIURLFor).
-const (
-	UIURLForAdmin = "admin" // principals holding jobs:admin
-	UIURLForAll   = "all"   // everyone (jobgate dev: the tour links to the UI)
-	UIURLForNone  = "none"
-)
-
-// showUIURL reports whether p gets ui_url in job views: the Web UI shows every job of the
-// namespace and is an operator tool, not a tenant surface.
-func (f *Frontend) showUIURL(p authz.Principal) bool {
-	if f.opts.UIBaseURL == "" {
-		return false
+// SealResume seals req, an answer to run runID of job workflowID, with keys (the resume keys),
+// as every frontend surface does before the resume update; the workflows' validator checks
+// each sealed field against the request. "" when req cannot be sealed (see handle.SealResume).
+// Exported for the tests and history generators that play a frontend.
+func SealResume(keys *handle.Keyring, workflowID, runID string, req workflows.ResumeRequest, expiry time.Time) string {
+	p := req.Principal
+	scopes := make([]string, len(p.Scopes))
+	for i, s := range p.Scopes {
+		scopes[i] = string(s)
 	}
-	switch f.opts.UIURLFor {
-	case UIURLForAll:
-		return true
-	case UIURLForAdmin:
-		return p.Has(authz.ScopeAdmin)
-	}
-	return false
-}
-
-func scopeStrings(scopes []authz.Scope) []string {
-	out := make([]string, len(scopes))
-	for i, s := range scopes {
-		out[i] = string(s)
-	}
-	return out
+	return keys.SealResume(handle.Resume{WorkflowID: workflowID, RunID: runID, InputID: req.InputID,
+		ScopeDigest: req.ScopeDigest, Tenant: p.Tenant, Subject: p.Subject, Scopes: scopes, Decision: req.Decision,
+		CommentDigest: workflows.CommentDigest(req.Comment), Surface: req.Surface, SignedInWith: req.SignedInWith,
+		Expiry: expiry})
 }
 
 // ResumeVerifier opens resume seals made with keys (the resume keys) for the workflows'

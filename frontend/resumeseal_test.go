@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -61,10 +60,9 @@ func TestResumeVerifier(t *testing.T) {
 	keys := resumeTestKeys(t)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	p := authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove, authz.ScopeRead}}
-	seal := keys.SealResume(handle.Resume{WorkflowID: "acme/export/q3", RunID: "r1", InputID: "approve-1",
-		ScopeDigest: "sha256:ab", Tenant: p.Tenant, Subject: p.Subject, Scopes: scopeStrings(p.Scopes),
-		Decision: workflows.DecisionApprove, CommentDigest: handle.CommentDigest("fine"), Surface: workflows.SurfaceMRTR,
-		SignedInWith: workflows.SignedInBearerJWT, Expiry: now.Add(ResumeSealTTL)})
+	seal := SealResume(keys, "acme/export/q3", "r1", workflows.ResumeRequest{Principal: p, InputID: "approve-1",
+		ScopeDigest: "sha256:ab", Decision: workflows.DecisionApprove, Comment: "fine", Surface: workflows.SurfaceMRTR,
+		SignedInWith: workflows.SignedInBearerJWT}, now.Add(ResumeSealTTL))
 	got, err := ResumeVerifier(keys).OpenResumeSeal(seal, now)
 	if err != nil {
 		t.Fatal(err)

@@ -61,13 +61,7 @@ func acceptedResume(t *testing.T, b *testBundle, id string) workflows.ResumeRequ
 
 // sealWith seals req for run runID of job id with keys, as a frontend holding keys would.
 func sealWith(keys *handle.Keyring, id, runID string, req workflows.ResumeRequest, expiry time.Time) string {
-	scopes := make([]string, len(req.Principal.Scopes))
-	for i, s := range req.Principal.Scopes {
-		scopes[i] = string(s)
-	}
-	return keys.SealResume(handle.Resume{WorkflowID: id, RunID: runID, InputID: req.InputID, ScopeDigest: req.ScopeDigest,
-		Tenant: req.Principal.Tenant, Subject: req.Principal.Subject, Scopes: scopes, Decision: req.Decision,
-		CommentDigest: handle.CommentDigest(req.Comment), Surface: req.Surface, SignedInWith: req.SignedInWith, Expiry: expiry})
+	return frontend.SealResume(keys, id, runID, req, expiry)
 }
 
 // artifactFiles counts files in the bundle's artifact store under job id.

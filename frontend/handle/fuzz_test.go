@@ -141,13 +141,13 @@ func seedResumes(t testing.TB) map[string]string {
 	mk := func(r *Keyring, sub string, scopes []string, exp time.Time) string {
 		return r.SealResume(Resume{WorkflowID: "acme/export/q3", RunID: "0190a4b2-1c2d-7e8f-9a0b-1c2d3e4f5a6b",
 			InputID: "approve-0a1b2c3d4e5f", ScopeDigest: "sha256:" + testDigest("scope"), Tenant: "acme", Subject: sub,
-			Scopes: scopes, Decision: "approve", CommentDigest: CommentDigest("ok"), Surface: "tool",
+			Scopes: scopes, Decision: "approve", CommentDigest: commentDigest("ok"), Surface: "tool",
 			SignedInWith: "bearer-jwt", Expiry: exp})
 	}
 	valid := mk(ring, "steward", []string{"jobs:approve"}, fuzzNow.Add(5*time.Minute))
 	live := strconv.FormatInt(fuzzNow.Add(time.Hour).Unix(), 10)
 	body := `"w":"acme/export/x","r":"run","i":"approve-1","d":"sha256:x","t":"acme","s":"steward","p":[],"x":"approve","c":"` +
-		CommentDigest("") + `","u":"tool","a":"bearer-jwt","e":` + live
+		commentDigest("") + `","u":"tool","a":"bearer-jwt","e":` + live
 	return map[string]string{
 		"valid":            valid,
 		"valid_no_scopes":  mk(ring, "svc:bot \"ü\"", nil, fuzzNow.Add(time.Minute)),
@@ -163,7 +163,7 @@ func seedResumes(t testing.TB) map[string]string {
 		"null_scopes":   signJSON(ring, resumeFormat, `{"v":1,`+strings.Replace(body, `"p":[]`, `"p":null`, 1)+`}`),
 		"empty_scope":   signJSON(ring, resumeFormat, `{"v":1,`+strings.Replace(body, `"p":[]`, `"p":[""]`, 1)+`}`),
 		"no_surface":    signJSON(ring, resumeFormat, `{"v":1,`+strings.Replace(body, `"u":"tool"`, `"u":""`, 1)+`}`),
-		"short_comment": signJSON(ring, resumeFormat, `{"v":1,`+strings.Replace(body, CommentDigest(""), CommentDigest("")[:63], 1)+`}`),
+		"short_comment": signJSON(ring, resumeFormat, `{"v":1,`+strings.Replace(body, commentDigest(""), commentDigest("")[:63], 1)+`}`),
 		"version_2":     signJSON(ring, resumeFormat, `{"v":2,`+body+`}`),
 		"empty":         "",
 		"too_long":      valid + "." + strings.Repeat("A", MaxResumeLen),

@@ -1,8 +1,6 @@
 package handle
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,8 +43,8 @@ type Resume struct {
 	Subject     string
 	Scopes      []string // the principal's scopes, in token order
 	Decision    string
-	// CommentDigest is [CommentDigest] of the comment: the seal binds the comment without
-	// carrying it twice.
+	// CommentDigest is the hex SHA-256 of the comment (workflows.CommentDigest, which the
+	// worker checks it with): the seal binds the comment without carrying it twice.
 	CommentDigest string
 	// Surface is the frontend path that carried the answer ("tool", "mrtr", "tasks"), and
 	// SignedInWith how the principal authenticated ("bearer-jwt"); both go to the decision record.
@@ -69,12 +67,6 @@ type resumeWire struct {
 	U string   `json:"u"` // surface
 	A string   `json:"a"` // how the principal signed in
 	E int64    `json:"e"` // expiry, Unix seconds
-}
-
-// CommentDigest is the lowercase hex SHA-256 of a resume's comment ("" included).
-func CommentDigest(comment string) string {
-	sum := sha256.Sum256([]byte(comment))
-	return hex.EncodeToString(sum[:])
 }
 
 func (r Resume) wire() resumeWire {

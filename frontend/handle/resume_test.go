@@ -1,6 +1,8 @@
 package handle
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"reflect"
 	"testing"
@@ -10,7 +12,7 @@ import (
 func testResume() Resume {
 	return Resume{WorkflowID: "acme/export/q3", RunID: "run-1", InputID: "approve-0a1b2c3d4e5f",
 		ScopeDigest: "sha256:" + testDigest("scope"), Tenant: "acme", Subject: "steward",
-		Scopes: []string{"jobs:approve"}, Decision: "approve", CommentDigest: CommentDigest(""), Surface: "tool",
+		Scopes: []string{"jobs:approve"}, Decision: "approve", CommentDigest: commentDigest(""), Surface: "tool",
 		SignedInWith: "bearer-jwt", Expiry: testNow.Add(5 * time.Minute)}
 }
 
@@ -65,4 +67,11 @@ func TestResume_Invalid(t *testing.T) {
 			t.Errorf("%s: sealed %q", name, s)
 		}
 	}
+}
+
+// commentDigest is workflows.CommentDigest (what the worker checks a seal's comment with),
+// written out here because nothing in frontend/handle may depend on workflows.
+func commentDigest(comment string) string {
+	sum := sha256.Sum256([]byte(comment))
+	return hex.EncodeToString(sum[:])
 }

@@ -138,15 +138,9 @@ func run(out string) error {
 		if err != nil {
 			return err
 		}
-		scopes := make([]string, len(req.Principal.Scopes))
-		for i, s := range req.Principal.Scopes {
-			scopes[i] = string(s)
-		}
 		req.Surface, req.SignedInWith = workflows.SurfaceTool, workflows.SignedInBearerJWT
-		req.Seal = keys.SealResume(handle.Resume{WorkflowID: id, RunID: d.GetWorkflowExecutionInfo().GetExecution().GetRunId(),
-			InputID: req.InputID, ScopeDigest: req.ScopeDigest, Tenant: req.Principal.Tenant, Subject: req.Principal.Subject,
-			Scopes: scopes, Decision: req.Decision, CommentDigest: handle.CommentDigest(req.Comment), Surface: req.Surface,
-			SignedInWith: req.SignedInWith, Expiry: time.Now().Add(5 * time.Minute)})
+		req.Seal = frontend.SealResume(keys, id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), req,
+			time.Now().Add(5*time.Minute))
 		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 			WorkflowID: id, UpdateName: workflows.UpdateResume, Args: []any{req},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
