@@ -45,7 +45,7 @@ func namespaceRetention(ctx context.Context, tc client.Client, namespace string)
 	return resp.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration(), nil
 }
 
-// warnRetention logs a warning per RetentionProblems (serve and worker start anyway: the
+// warnRetention logs a warning per RetentionProblems (the worker starts anyway: the
 // namespace is the operator's, and setup is where a mismatch is refused). It retries while
 // Temporal is unreachable, until ctx ends or a few attempts failed.
 func warnRetention(ctx context.Context, tc client.Client, namespace string, ds activities.Datasets, log *zap.Logger) {

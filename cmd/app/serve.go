@@ -108,11 +108,16 @@ func resumeKeysFlags(fs *flag.FlagSet, spec, file *string) {
 	fs.StringVar(file, "resume-keys-file", "", "file holding --resume-keys")
 }
 
-// loadKeyring reads a keyring from spec or file (the file wins), named by its flag for errors.
-// It returns nil, nil when neither is given.
-func loadKeyring(spec, file, flagName string) (*handle.Keyring, error) {
+// loadKeyring reads a keyring from spec or file (the file wins), named by the flag it came
+// from for errors. It returns nil, nil when neither is given. A ring with a key marked DEV-ONLY
+// (a public placeholder: the marker is in the key ID, which survives a mounted file's lost name,
+// or in the file's name) is refused unless devDeployment: whoever has the repository has those
+// keys, and every key of a ring verifies.
+func loadKeyring(spec, file, flagName string, devDeployment bool) (*handle.Keyring, error) {
+	what := "--" + flagName
 	if file != "" {
-		b, err := readSecretFile(file, "--"+flagName+"-file")
+		what += "-file"
+		b, err := readSecretFile(file, what)
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +128,10 @@ func loadKeyring(spec, file, flagName string) (*handle.Keyring, error) {
 	}
 	k, err := handle.ParseKeyring(spec)
 	if err != nil {
-		return nil, fmt.Errorf("--%s: %w", flagName, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := refuseDevOnly(devDeployment, what, file, []byte(strings.Join(k.KIDs(), ","))); err != nil {
+		return nil, err
 	}
 	return k, nil
 }
@@ -221,41 +229,20 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		}
 	}
 	if m.Keys == nil {
-		spec, what := c.HandleKeys, "--handle-keys"
-		if c.HandleKeysFile != "" {
-			b, err := readSecretFile(c.HandleKeysFile, "--handle-keys-file")
-			if err != nil {
-				return nil, err
-			}
-			spec, what = string(b), "--handle-keys-file"
-		}
-		if err := refuseDevOnly(c.DevDeployment, what, c.HandleKeysFile, []byte(spec)); err != nil {
+		k, err := loadKeyring(c.HandleKeys, c.HandleKeysFile, "handle-keys", c.DevDeployment)
+		if err != nil {
 			return nil, err
 		}
-		if spec == "" {
+		if k == nil {
 			return nil, errors.New("--handle-keys or --handle-keys-file is required (all replicas must share them)")
-		}
-		k, err := handle.ParseKeyring(spec)
-		if err != nil {
-			return nil, fmt.Errorf("handle keys: %w", err)
 		}
 		m.Keys = k
 	}
 	if m.ResumeKeys == nil {
-		k, err := loadKeyring(c.ResumeKeys, c.ResumeKeysFile, "resume-keys")
+		// The resume keys are the power to approve: refused as placeholders like the handle keys.
+		k, err := loadKeyring(c.ResumeKeys, c.ResumeKeysFile, "resume-keys", c.DevDeployment)
 		if err != nil {
 			return nil, err
-		}
-		if k != nil {
-			// The resume keys are the power to approve: a public placeholder is refused like the
-			// handle keys (the marker is in the key ID, which survives a mounted file's lost name).
-			what := "--resume-keys"
-			if c.ResumeKeysFile != "" {
-				what = "--resume-keys-file"
-			}
-			if err := refuseDevOnly(c.DevDeployment, what, c.ResumeKeysFile, []byte(strings.Join(k.KIDs(), ","))); err != nil {
-				return nil, err
-			}
 		}
 		if k == nil {
 			return nil, errors.New("--resume-keys or --resume-keys-file is required (frontends seal every answer with them; give the workers the same keys)")
@@ -300,9 +287,6 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 			return nil, fmt.Errorf("temporal client: %w", err)
 		}
 		m.Client, m.own = cl, true
-	}
-	if m.Logger != nil {
-		go warnRetention(ctx, m.Client, c.Temporal.Namespace, datasets, m.Logger)
 	}
 	var authServers []string
 	if c.Issuer != "" {

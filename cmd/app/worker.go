@@ -184,21 +184,13 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		return errors.New("--artifacts is required when datasets are configured (exports write there)")
 	}
 	if m.ResumeKeys == nil {
-		if m.ResumeKeys, err = loadKeyring(m.Config.ResumeKeys, m.Config.ResumeKeysFile, "resume-keys"); err != nil {
+		// The worker is the side that verifies: a public placeholder here would let anyone with
+		// Temporal access forge approvals, whatever keys the frontends hold.
+		k, err := loadKeyring(m.Config.ResumeKeys, m.Config.ResumeKeysFile, "resume-keys", m.Config.DevDeployment)
+		if err != nil {
 			return err
 		}
-		if m.ResumeKeys != nil {
-			// The worker is the side that verifies: a public placeholder here lets anyone with
-			// Temporal access forge approvals, whatever keys the frontends hold.
-			what := "--resume-keys"
-			if m.Config.ResumeKeysFile != "" {
-				what = "--resume-keys-file"
-			}
-			if err := refuseDevOnly(m.Config.DevDeployment, what, m.Config.ResumeKeysFile, []byte(strings.Join(m.ResumeKeys.KIDs(), ","))); err != nil {
-				m.ResumeKeys = nil
-				return err
-			}
-		}
+		m.ResumeKeys = k
 	}
 	wfs := &workflows.Workflows{}
 	if m.ResumeKeys != nil {
@@ -250,7 +242,10 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 			}
 		}
 	}
-	go warnRetention(ctx, m.Client, m.Config.Temporal.Namespace, datasets, m.Logger)
+	// The workers that write artifacts warn; serve replicas do not repeat the check.
+	if m.Config.serves(workflows.KindExport) {
+		go warnRetention(ctx, m.Client, m.Config.Temporal.Namespace, datasets, m.Logger)
+	}
 	m.registered = map[string][]string{}
 	for _, q := range slices.Sorted(maps.Keys(queues)) {
 		w := worker.New(m.Client, q, opts)
@@ -277,7 +272,8 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	m.warnCommandSuites(suites, tq, datasets)
 	m.Logger.Info("worker polling", zap.String("task_queue", tq), zap.Strings("kinds", kinds),
 		zap.Strings("suites", suites.Names()), zap.Strings("datasets", datasets.Names()),
-		zap.Strings("suite_queues", slices.DeleteFunc(slices.Sorted(maps.Keys(queues)), func(q string) bool { return q == tq })))
+		zap.Strings("suite_queues", slices.DeleteFunc(slices.Sorted(maps.Keys(queues)), func(q string) bool { return q == tq })),
+		zap.Any("registered", m.registered))
 	return nil
 }
 
@@ -299,7 +295,7 @@ func (m *WorkerMain) warnCommandSuites(suites activities.Catalog, tq string, dat
 }
 
 // Registered lists what Run registered on each task queue it polls ("workflow:<name>",
-// "activity:<name>"), for logs and tests.
+// "activity:<name>"), as the "worker polling" log line says.
 func (m *WorkerMain) Registered() map[string][]string { return m.registered }
 
 func (m *WorkerMain) stopWorkers() {
