@@ -237,16 +237,8 @@ func FuzzOpenHandle(f *testing.F) {
 	ring := testRing(f)
 	f.Fuzz(func(t *testing.T, s string) {
 		h, err := ring.OpenHandle(s, fuzzNow)
-		malformed, expired := errors.Is(err, ErrMalformed), errors.Is(err, ErrExpired)
-		switch {
-		case malformed && expired:
-			t.Fatalf("error is both malformed and expired: %v", err)
-		case err != nil && !malformed && !expired:
-			t.Fatalf("unexpected error class: %v", err)
-		case malformed:
-			if h != (Handle{}) {
-				t.Fatalf("malformed but returned %+v", h)
-			}
+		expired, opened := openOutcome(t, err, h != (Handle{}), h)
+		if !opened {
 			return
 		}
 		if len(s) > MaxHandleLen {
@@ -279,16 +271,8 @@ func FuzzOpenCursor(f *testing.F) {
 	ring := testRing(f)
 	f.Fuzz(func(t *testing.T, s string) {
 		c, err := ring.OpenCursor(s, fuzzNow)
-		malformed, expired := errors.Is(err, ErrMalformed), errors.Is(err, ErrExpired)
-		switch {
-		case malformed && expired:
-			t.Fatalf("error is both malformed and expired: %v", err)
-		case err != nil && !malformed && !expired:
-			t.Fatalf("unexpected error class: %v", err)
-		case malformed:
-			if !sameCursor(c, Cursor{}) || c.PageToken != nil {
-				t.Fatalf("malformed but returned %+v", c)
-			}
+		expired, opened := openOutcome(t, err, !sameCursor(c, Cursor{}) || c.PageToken != nil, c)
+		if !opened {
 			return
 		}
 		if len(s) > MaxCursorLen {
@@ -318,16 +302,8 @@ func FuzzOpenDownload(f *testing.F) {
 	ring := testRing(f)
 	f.Fuzz(func(t *testing.T, s string) {
 		d, err := ring.OpenDownload(s, fuzzNow)
-		malformed, expired := errors.Is(err, ErrMalformed), errors.Is(err, ErrExpired)
-		switch {
-		case malformed && expired:
-			t.Fatalf("error is both malformed and expired: %v", err)
-		case err != nil && !malformed && !expired:
-			t.Fatalf("unexpected error class: %v", err)
-		case malformed:
-			if d != (Download{}) {
-				t.Fatalf("malformed but returned %+v", d)
-			}
+		expired, opened := openOutcome(t, err, d != (Download{}), d)
+		if !opened {
 			return
 		}
 		if len(s) > MaxDownloadLen {
@@ -359,16 +335,8 @@ func FuzzOpenState(f *testing.F) {
 	ring := testRing(f)
 	f.Fuzz(func(t *testing.T, s string) {
 		st, err := ring.OpenState(s, fuzzNow)
-		malformed, expired := errors.Is(err, ErrMalformed), errors.Is(err, ErrExpired)
-		switch {
-		case malformed && expired:
-			t.Fatalf("error is both malformed and expired: %v", err)
-		case err != nil && !malformed && !expired:
-			t.Fatalf("unexpected error class: %v", err)
-		case malformed:
-			if st != (State{}) {
-				t.Fatalf("malformed but returned %+v", st)
-			}
+		expired, opened := openOutcome(t, err, st != (State{}), st)
+		if !opened {
 			return
 		}
 		if len(s) > MaxStateLen {
@@ -398,16 +366,8 @@ func FuzzOpenResume(f *testing.F) {
 	ring := testRing(f)
 	f.Fuzz(func(t *testing.T, s string) {
 		r, err := ring.OpenResume(s, fuzzNow)
-		malformed, expired := errors.Is(err, ErrMalformed), errors.Is(err, ErrExpired)
-		switch {
-		case malformed && expired:
-			t.Fatalf("error is both malformed and expired: %v", err)
-		case err != nil && !malformed && !expired:
-			t.Fatalf("unexpected error class: %v", err)
-		case malformed:
-			if !reflect.DeepEqual(r, Resume{}) {
-				t.Fatalf("malformed but returned %+v", r)
-			}
+		expired, opened := openOutcome(t, err, !reflect.DeepEqual(r, Resume{}), r)
+		if !opened {
 			return
 		}
 		if len(s) > MaxResumeLen {
@@ -480,4 +440,21 @@ func FuzzCursorPayload(f *testing.F) {
 			t.Fatalf("payload %q opened but re-seals differently", js)
 		}
 	})
+}
+
+// openOutcome checks the error class of an Open* call (nil, ErrExpired or ErrMalformed, never
+// both nor another) and that a malformed string returned nothing (returned: the value is not
+// the zero value). opened is false for malformed; expired reports ErrExpired.
+func openOutcome(t *testing.T, err error, returned bool, v any) (expired, opened bool) {
+	t.Helper()
+	malformed, expired := errors.Is(err, ErrMalformed), errors.Is(err, ErrExpired)
+	switch {
+	case malformed && expired:
+		t.Fatalf("error is both malformed and expired: %v", err)
+	case err != nil && !malformed && !expired:
+		t.Fatalf("unexpected error class: %v", err)
+	case malformed && returned:
+		t.Fatalf("malformed but returned %+v", v)
+	}
+	return expired, !malformed
 }
