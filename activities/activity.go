@@ -1,5 +1,3 @@
-// Package activities holds every side effect of a jobgate job. Workflows reference these methods
-// through a nil *Activities (var a *Activities); the worker registers a real one.
 package activities
 
 import (

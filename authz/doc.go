@@ -61,4 +61,7 @@
 //     for the owner ([ApproverOwner]) is answered only by the owner with
 //     jobs:write; to an approve holder who is neither owner nor admin, such
 //     a job (like one with no open request) is NotFound.
+//
+// README.md in this directory is the operator's view of verifying tokens against an identity
+// provider's JWK Set (jwks.go).
 package authz

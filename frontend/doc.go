@@ -25,4 +25,7 @@
 //     idempotency_key_reused, and nothing starts. Temporal's workflow-ID uniqueness makes this hold across replicas.
 //   - Tool errors carry {code, message, retryable}; Temporal being unreachable is `unavailable`.
 //   - Logs carry tool, tenant, sub, job_id and latency; never a token or a handle.
+//
+// README.md in this directory is the reference for what the frontend answers beyond the tool
+// table: the MRTR and Tasks surfaces, list cursors, downloads, fairness, quotas and metrics.
 package frontend

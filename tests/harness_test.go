@@ -1,5 +1,3 @@
-// Package tests holds jobgate's integration suites: a real embedded Temporal server, the real
-// frontend and worker wiring (cmd/app) on loopback ports, and the go-sdk MCP client.
 package tests
 
 import (

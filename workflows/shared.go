@@ -1,5 +1,3 @@
-// Package workflows holds jobgate's deterministic workflow code and the types the frontend and
-// worker share with it: task queue, update names, search attribute keys, memo keys, I/O structs.
 package workflows
 
 import (

@@ -1,5 +1,3 @@
-// Package app wires jobgate's commands. Each command is a Main struct with Run(ctx) and
-// Close(), so end-to-end tests start the real wiring on :0 in-process.
 package app
 
 import (

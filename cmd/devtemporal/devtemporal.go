@@ -1,6 +1,3 @@
-// Package devtemporal embeds a real Temporal server (SQLite persistence) and,
-// optionally, the Temporal Web UI, for the one-command dev stack and for
-// integration tests.
 package devtemporal
 
 import (

@@ -1,12 +1,3 @@
-// Command jobgate is an MCP server for durable, multi-tenant jobs on Temporal.
-//
-//	jobgate dev      whole stack in one process (embedded Temporal + Web UI, worker, frontend)
-//	jobgate serve    the stateless MCP frontend, against any Temporal
-//	jobgate worker   the Temporal worker that runs the jobs
-//	jobgate setup    register jobgate's search attributes in your own Temporal (once)
-//	jobgate token    mint an HS256 token for development
-//	jobgate jobs       list, show, watch and download jobs through the MCP endpoint
-//	jobgate approvals  list and answer the input requests waiting for you (approvers)
 package main
 
 import (

@@ -1,8 +1,3 @@
-// Command lbproxy is the chaos suite's load balancer: a round-robin reverse proxy over jobgate
-// frontends, run as a process of its own. Consecutive requests go to different backends; a
-// backend that refuses connections (killed) is skipped for that request, which is safe because
-// the request never reached it. POST /__lb/drop closes every client connection at once (a
-// connection storm); GET /__lb/stats reports requests per backend.
 package main
 
 import (

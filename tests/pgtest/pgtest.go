@@ -1,10 +1,3 @@
-// Package pgtest runs a real, throwaway PostgreSQL server for tests: initdb into a temporary
-// directory, pg_ctl start on a free 127.0.0.1 port, every statement logged, and everything
-// stopped and removed when the test ends.
-//
-// The PostgreSQL binaries (initdb, pg_ctl, postgres) must be on PATH. Without them a test is
-// skipped, except under CI=true, where a missing PostgreSQL fails the test: CI must never
-// pass by skipping.
 package pgtest
 
 import (

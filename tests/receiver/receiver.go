@@ -1,15 +1,3 @@
-// Package receiver is a test receiver for jobgate's http eval suites: it implements the receiver
-// contract (README "HTTP suites") and can be told to misbehave, so tests can prove that every
-// episode's effect happens exactly once however the network, the receiver or the worker fails.
-//
-// POST /episodes with an Idempotency-Key applies the key's effect once — one line appended to
-// effects.jsonl in the receiver's directory — and answers {"score": Score(key)}; the same key
-// again answers the stored score without a second effect. GET /episodes/<escaped key> answers the
-// stored score, or 404 if the key was never applied. Every request to /episodes is recorded in
-// attempts.jsonl. State lives in the directory, so a restarted receiver keeps its applied keys.
-//
-// Faults (methods, or POST /control from another process): drop the connection after applying,
-// stall before answering, or answer an injected status without applying.
 package receiver
 
 import (

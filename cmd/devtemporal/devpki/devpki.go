@@ -1,6 +1,3 @@
-// Package devpki makes throwaway certificate authorities and the server and client
-// certificates they sign, so tests (and dev set-ups) can run Temporal with TLS and mutual TLS
-// without committing key material. Keys are ECDSA P-256; nothing here is meant for production.
 package devpki
 
 import (

@@ -1,0 +1,39 @@
+// Command jobgate is an MCP server for durable, multi-tenant jobs on Temporal.
+//
+//	jobgate dev      whole stack in one process (embedded Temporal + Web UI, worker, frontend)
+//	jobgate serve    the stateless MCP frontend, against any Temporal
+//	jobgate worker   the Temporal worker that runs the jobs
+//	jobgate setup    register jobgate's search attributes in your own Temporal (once)
+//	jobgate token    mint an HS256 token for development
+//	jobgate jobs       list, show, watch and download jobs through the MCP endpoint
+//	jobgate approvals  list and answer the input requests waiting for you (approvers)
+//	jobgate temporal   the embedded Temporal server and Web UI as a process of their own
+//
+// # Happy path
+//
+// `jobgate dev` prints tokens and an MCP client config; an agent starts, polls and answers
+// jobs with the MCP tools; a person uses the client commands with their own token:
+//
+//	export JOBGATE_TOKEN=$(jobgate token --tenant acme --sub steward --scope jobs:approve)
+//	jobgate approvals list
+//	jobgate approvals approve <handle> --comment "ok"
+//	JOBGATE_TOKEN=$(jobgate token) jobgate jobs download <handle>
+//
+// In production, `jobgate setup` prepares the namespace once, then any number of `serve`
+// replicas and `worker`s run against the same Temporal namespace and task queue. main only
+// parses flags and calls package app, which holds the wiring.
+//
+// # Guarantees
+//
+//   - Every server flag has a JOBGATE_* environment variable; `jobgate <command> -h` lists
+//     flags, variables and defaults.
+//   - The client commands (jobs, approvals) are plain MCP clients of --url (JOBGATE_URL) with
+//     the caller's own bearer token (--token, --token-file or JOBGATE_TOKEN): they can do nothing
+//     the caller's token cannot do through the tools.
+//   - approvals approve/reject read the job first, print exactly what is being answered and bind
+//     the answer to that scope digest, so a request that changed meanwhile is refused.
+//   - jobs download keeps a file only once its SHA-256 matches the export's manifest and the
+//     server's Repr-Digest.
+//   - Exit status: 0 ok; 1 refused by the server (a tool error) or the job failed; 2 usage or
+//     connection error.
+package main

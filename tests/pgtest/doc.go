@@ -1,0 +1,21 @@
+// Package pgtest runs a real, throwaway PostgreSQL server for tests: initdb into a temporary
+// directory, pg_ctl start on a free 127.0.0.1 port, every statement logged, and everything
+// stopped and removed when the test ends.
+//
+// The PostgreSQL binaries (initdb, pg_ctl, postgres) must be on PATH. Without them a test is
+// skipped, except under CI=true, where a missing PostgreSQL fails the test: CI must never
+// pass by skipping.
+//
+// # Happy path
+//
+//	pg := pgtest.Start(t)                 // a fresh server and database, stopped when t ends
+//	pg.Exec(t, `CREATE TABLE customers (…)`)
+//	// … point a dataset's dsn (or Temporal's persistence) at pg.DSN …
+//	pg.Statements()                       // every statement the server received, from its log
+//
+// # Guarantees
+//
+//   - Each Start is its own server, data directory and port: tests never share state.
+//   - Statements reads the server's own statement log, so a test can prove what was (or was
+//     not) sent to the database, whoever sent it.
+package pgtest

@@ -1,0 +1,47 @@
+// Package workflows holds jobgate's deterministic workflow code and the types the frontend and
+// worker share with it: task queue, workflow and update names, search attribute keys, memo keys,
+// statuses and the input and result structs of every kind.
+//
+// # Happy path
+//
+// A frontend starts one workflow per job, ID "<tenant>/<kind>/<owner>/<idempotency_key>", of
+// the kind's registered type ("jobgate.Eval", "jobgate.Export"), with the kind's input: the
+// caller's normalized arguments (whose digest is the idempotency fingerprint), the tenant and
+// owner from the verified token, and what the frontend resolved from its catalogs at start
+// (approval policy, episode or export limits, fairness key and weight). A worker registers each
+// kind it serves (its workflow, its auxiliary workflows such as "jobgate.ExportRetention", and
+// its activities) with a [Registry].
+//
+// Every run then goes the same way, through the kind-independent job run in job.go:
+//
+//  1. It checks that the tenant of its input is the tenant of its workflow ID, before anything
+//     is recorded, and registers the "jobgate.resume" update and the cancel watcher.
+//  2. It keeps the JobStatus search attribute and the memo (progress, open input request,
+//     error) current, so get_* answers from Describe alone, while no worker runs.
+//  3. When the job needs an answer (an owner's approval, an export's four-eyes approval), it
+//     opens one input request: the memo's needs_input and the JobAnswerer search attribute say
+//     who may answer; the job waits until an accepted answer, expiry or cancel.
+//  4. It does its work through activities (package activities) and records a small result:
+//     an eval's tallies, an export's manifest (references and digests, never rows). An eval
+//     continues as new every EpisodesPerRun episodes, carrying its tallies.
+//
+// # Guarantees
+//
+//   - Determinism: workflow code reads time, randomness and configuration only through the
+//     workflow API and its input; behaviour that needs keys or I/O (opening a resume seal) is
+//     injected through an interface ([ResumeVerifier]) wired in cmd, never a package global.
+//   - Replay: histories recorded by older code (workflows/testdata, with the programs that
+//     record them) replay unchanged; a changed command goes behind workflow.GetVersion.
+//   - An answer reaches history only through the update validator: it opens the frontend's seal
+//     first (resume keys only frontends and workers hold), then checks the sealed principal,
+//     input_id and scope_digest against the open request. A rejected answer leaves no event, and
+//     nothing the answer authorizes runs before it is accepted.
+//   - Everything a job leaves outside Temporal (episode operation IDs, export objects, the
+//     retention child) is scoped by its first run ID, so a job that reuses a purged job's
+//     workflow ID never meets the old job's leftovers.
+//   - Names that are part of history (workflow, update, search attribute, memo keys) never
+//     change.
+//
+// What a job looks like in the Temporal Web UI, and saved queries over the search attributes,
+// are in README.md in this directory.
+package workflows

@@ -1,0 +1,11 @@
+// Command genexport records Export workflow histories for the replay tests in
+// workflows/export_test.go, against an embedded Temporal server, real activities, the demo
+// SQLite dataset and a file artifact store:
+//
+//	go run ./workflows/testdata/genexport -out workflows/testdata -name export_v1.json
+//
+// export_v0.json was recorded with this program at 972cb3d, before artifacts, the retention
+// child and operation IDs were scoped by the job's first run: it proves that jobs started by
+// older workers still replay (workflow.GetVersion keeps them on the legacy prefix and child
+// ID). It lives under testdata so `go build ./...`, `go vet ./...` and `go test ./...` skip it.
+package main
