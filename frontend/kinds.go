@@ -160,8 +160,9 @@ func (k jobKind[R]) existing(ctx context.Context, f *Frontend, p authz.Principal
 	return v, err, true
 }
 
-// ownerInputWait bounds how long start_* waits for a new job's owner approval request to open
-// before it answers an MRTR client with the job view instead of the elicitation.
+// ownerInputWait bounds how long start_* waits for a job's first state (its owner approval
+// request open, through Update-With-Start) before it answers an MRTR client with the job view
+// instead of the elicitation.
 const ownerInputWait = 3 * time.Second
 
 // started renders a started (or found) job. With a 2026 client that can take an elicitation, a

@@ -95,13 +95,15 @@ func (s *temporalStore) Start(ctx context.Context, st storeStart) (string, error
 	}
 	// Update-With-Start: the start and the first-state update in one call. The conflict policy
 	// stays FAIL (Update-With-Start needs one set): an ID that names a job already starts
-	// nothing and sends it no update, exactly as the plain start.
+	// nothing and sends it no update, exactly as the plain start. That holds only for an update
+	// ID the job has never seen: the server answers an existing job's update of the same ID
+	// (running or completed) whatever the policy, so each start sends its own.
 	op := s.c.NewWithStartWorkflowOperation(opts, st.workflow, st.input)
 	h, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
 			WorkflowID:   st.id,
-			UpdateID:     firstStateUpdateID,
+			UpdateID:     firstStateUpdateID + "-" + uuid.NewString(),
 			UpdateName:   workflows.UpdateFirstState,
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
@@ -131,8 +133,9 @@ func (s *temporalStore) Start(ctx context.Context, st storeStart) (string, error
 	return run.GetRunID(), nil
 }
 
-// firstStateUpdateID is the ID of every first-state update: a job gets it once (retries are
-// deduplicated by Temporal, no second update in its history).
+// firstStateUpdateID is the ID of the first-state update a retried start sends a job it found
+// queued (retries are deduplicated by Temporal: one such update per job); each Update-With-Start
+// sends its own ID with this prefix.
 const firstStateUpdateID = "first-state"
 
 func (s *temporalStore) FirstState(ctx context.Context, id, runID string) error {
