@@ -210,6 +210,13 @@ func (s *temporalStore) Resume(ctx context.Context, id, runID, updateID string, 
 	if err == nil {
 		err = h.Get(ctx, nil)
 	}
+	return resumeStoreErr(id, err)
+}
+
+// resumeStoreErr maps what Temporal answered a resume update: the workflow's refusal (an
+// application error from its validator or handler) is a *resumeRejected; unreachable, overloaded
+// or out of time is errUpdateTimeout; a closed or unknown run is errJobNotFound.
+func resumeStoreErr(id string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -235,17 +242,23 @@ func (s *temporalStore) List(ctx context.Context, q string, pageSize int, token 
 		Query:         q,
 	})
 	if err != nil {
-		var ia *serviceerror.InvalidArgument
-		if errors.As(err, &ia) && token != nil {
-			return nil, nil, fmt.Errorf("%w: %w", errPageToken, err)
-		}
-		return nil, nil, storeErr("list", err)
+		return nil, nil, listStoreErr(err, token)
 	}
 	jobs := make([]*job, 0, len(resp.GetExecutions()))
 	for _, info := range resp.GetExecutions() {
 		jobs = append(jobs, s.jobFromInfo(info))
 	}
 	return jobs, resp.GetNextPageToken(), nil
+}
+
+// listStoreErr maps a failed visibility page: our query is constant in shape, so an invalid
+// argument with a page token is the token (errPageToken), without one the query.
+func listStoreErr(err error, token []byte) error {
+	var ia *serviceerror.InvalidArgument
+	if errors.As(err, &ia) && token != nil {
+		return fmt.Errorf("%w: %w", errPageToken, err)
+	}
+	return storeErr("list", err)
 }
 
 func (s *temporalStore) Count(ctx context.Context, q string) (int, error) {
