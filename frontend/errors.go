@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.temporal.io/api/serviceerror"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // Tool error codes (CONTRACT.md). What a model can act on is a tool error; infrastructure
@@ -60,21 +57,10 @@ func errNotFound() *ToolError {
 	return &ToolError{Code: CodeNotFound, Message: "no such job"}
 }
 
-// isUnavailable reports Temporal being unreachable or overloaded.
+// isUnavailable reports the job store being unreachable or overloaded (the store marks it), or
+// a call of the core running out of time.
 func isUnavailable(err error) bool {
-	var (
-		u  *serviceerror.Unavailable
-		re *serviceerror.ResourceExhausted
-		de *serviceerror.DeadlineExceeded
-	)
-	if errors.As(err, &u) || errors.As(err, &re) || errors.As(err, &de) || errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
-		return true
-	}
-	return false
+	return errors.Is(err, errStoreUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // asToolError turns an error into a tool error where the model can act on it.

@@ -118,14 +118,20 @@ type Frontend struct {
 	needsInputs *needsInputCache
 	tokens      *tokenCache // verified bearer tokens by sha256
 	ready       *readiness  // Temporal's health for /readyz, cached (readyz.go)
+	store       jobStore    // the jobs (store.go): Temporal, or a unit test's fake
 	quotas      quotas      // this replica's admitted starts visibility may not show yet
 }
 
 // New validates opts and builds the MCP server once; it is shared by all requests because the
 // stateless handler builds a fresh session per request and the server holds no job state.
-func New(opts Options) (*Frontend, error) {
+// The jobs live in Temporal (Options.Temporal).
+func New(opts Options) (*Frontend, error) { return newFrontend(opts, nil) }
+
+// newFrontend is New over store; a nil store is the Temporal store of opts.Temporal (unit tests
+// pass their in-memory fake).
+func newFrontend(opts Options, store jobStore) (*Frontend, error) {
 	var missing []string
-	if opts.Temporal == nil {
+	if opts.Temporal == nil && store == nil {
 		missing = append(missing, "Temporal")
 	}
 	if opts.Verifier == nil {
@@ -186,10 +192,10 @@ func New(opts Options) (*Frontend, error) {
 	}
 	f := &Frontend{opts: opts, log: opts.Logger, tokens: newTokenCache(opts.Now), results: newResultCache(),
 		needsInputs: newNeedsInputCache()}
-	f.ready = newReadiness(func(ctx context.Context) error {
-		_, err := opts.Temporal.CheckHealth(ctx, nil)
-		return err
-	}, readyTTL, opts.Now)
+	if f.store = store; store == nil {
+		f.store = newTemporalStore(opts, f.needsInputs)
+	}
+	f.ready = newReadiness(f.store.CheckHealth, readyTTL, opts.Now)
 	var err error
 	if f.metrics, err = newMetrics(opts.Metrics); err != nil {
 		return nil, fmt.Errorf("frontend: metrics: %w", err)

@@ -6,17 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/url"
 	"reflect"
 	"strings"
 	"time"
-
-	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
@@ -30,6 +23,23 @@ type KindView[R any] struct {
 	Result  *R     `json:"result,omitempty" jsonschema:"the job's result, once it succeeded"`
 	Created *bool  `json:"created,omitempty" jsonschema:"start_* only: true if this call started the job, false if it already existed"`
 	Note    string `json:"note,omitempty" jsonschema:"what this call did beyond reading the job, e.g. that an answered or declined elicitation was recorded or changed nothing"`
+}
+
+// JobSummary is one list_jobs row: the cheap part of a job view, read from the visibility
+// record alone (no result, no per-row Temporal call).
+type JobSummary struct {
+	Handle      string              `json:"handle" jsonschema:"opaque handle naming this job; pass it verbatim to get_*, cancel_*, resume_*"`
+	JobID       string              `json:"job_id" jsonschema:"the Temporal workflow ID <tenant>/<kind>/<owner>/<idempotency_key> (owner %XX-escaped; <tenant>/<kind>/<idempotency_key> for jobs started before keys were per owner)"`
+	Kind        string              `json:"kind" jsonschema:"eval or export"`
+	Status      workflows.Status    `json:"status" jsonschema:"queued, running, awaiting_input, succeeded, failed, cancelling or cancelled"`
+	Owner       string              `json:"owner" jsonschema:"subject of the principal that started the job"`
+	CreatedAt   time.Time           `json:"created_at" jsonschema:"when the job was first started"`
+	UpdatedAt   time.Time           `json:"updated_at" jsonschema:"when the job last reported a change"`
+	Progress    workflows.Progress  `json:"progress" jsonschema:"units done and failed out of total (progress.unit: episodes or rows), as of progress.as_of"`
+	PollAfterMS int                 `json:"poll_after_ms" jsonschema:"wait at least this long before polling get_* again; 0 once the job is finished"`
+	UIURL       string              `json:"ui_url,omitempty" jsonschema:"link to this job in the Temporal Web UI"`
+	NeedsInput  *NeedsInputView     `json:"needs_input,omitempty" jsonschema:"present while status is awaiting_input: the open input request to answer with resume_*"`
+	Error       *workflows.JobError `json:"error,omitempty" jsonschema:"why the job failed or was cancelled"`
 }
 
 // JobView decodes any kind's job view (for clients and tests); Result is left as decoded JSON.
@@ -74,19 +84,35 @@ func needsInputViewOf(ni *workflows.NeedsInput) NeedsInputView {
 		RequestedBy: ni.RequestedBy, ExpiresAt: ni.ExpiresAt}
 }
 
+// runState is the state of a job's workflow run as the store reports it; the contract status
+// derives from it (job.status). Its values name the failure in a view's error code.
+type runState string
+
+const (
+	runUnknown        runState = "unspecified"
+	runRunning        runState = "running"
+	runCompleted      runState = "completed"
+	runFailed         runState = "failed"
+	runTerminated     runState = "terminated"
+	runTimedOut       runState = "timed_out"
+	runCanceled       runState = "canceled"
+	runContinuedAsNew runState = "continued_as_new"
+)
+
 // job is what one Describe tells about a job.
 type job struct {
 	id, runID  string
 	tenant     string
 	owner      string
 	kind       string
-	exec       enumspb.WorkflowExecutionStatus
+	exec       runState
 	saStatus   workflows.Status
 	inputHash  string
 	createdAt  time.Time
 	startedAt  time.Time
 	closedAt   time.Time
 	progress   workflows.Progress
+	slots      int                   // memo slots: the episode concurrency an eval holds while unfinished
 	needsInput *workflows.NeedsInput // may be shared with other calls (see needsInputCache): never modify
 	jobErr     *workflows.JobError
 	// cancelRequested: a cancel is recorded but the workflow may not have run since (no worker).
@@ -96,7 +122,7 @@ type job struct {
 }
 
 func (j *job) policyJob() authz.Job {
-	if j.exec != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	if j.exec != runRunning {
 		return workflows.PolicyJob(j.tenant, j.owner, nil)
 	}
 	return workflows.PolicyJob(j.tenant, j.owner, j.needsInput)
@@ -106,12 +132,11 @@ func (j *job) policyJob() authz.Job {
 // running, the JobStatus search attribute the workflow keeps says which phase it is in.
 func (j *job) status() workflows.Status {
 	switch j.exec {
-	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+	case runCompleted:
 		return workflows.StatusSucceeded
-	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED,
-		enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+	case runFailed, runTerminated, runTimedOut:
 		return workflows.StatusFailed
-	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+	case runCanceled:
 		return workflows.StatusCancelled
 	}
 	if j.cancelRequested {
@@ -165,111 +190,15 @@ func ownerSegment(sub string) string {
 	return b.String()
 }
 
-func decodeKeyword(dc converter.DataConverter, sa *commonpb.SearchAttributes, name string) string {
-	p := sa.GetIndexedFields()[name]
-	if p == nil {
-		return ""
-	}
-	var s string
-	if err := fromPayload(dc, p, &s); err != nil {
-		return ""
-	}
-	return s
-}
-
-func decodeMemo[T any](dc converter.DataConverter, m *commonpb.Memo, key string) (T, bool) {
-	var v T
-	p := m.GetFields()[key]
-	if p == nil {
-		return v, false
-	}
-	if err := fromPayload(dc, p, &v); err != nil {
-		return v, false
-	}
-	return v, true
-}
-
-// fromPayload is dc.FromPayload(p, ptr). With the default data converter, a json/plain payload
-// (every memo field and keyword search attribute jobgate writes) is decoded here the way the
-// default converter's JSON payload converter does it, json.Unmarshal of the data, without the
-// converter chain's per-call lookups and copies; a plain JSON string (no escapes) straight from
-// its bytes. Anything else — another encoding, another converter — goes through dc.
-func fromPayload(dc converter.DataConverter, p *commonpb.Payload, ptr any) error {
-	if dc != defaultDC || string(p.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON {
-		return dc.FromPayload(p, ptr)
-	}
-	data := p.GetData()
-	if sp, ok := ptr.(*string); ok {
-		if s, ok := jsonString(data); ok {
-			*sp = s
-			return nil
-		}
-	}
-	if err := json.Unmarshal(data, ptr); err != nil {
-		return fmt.Errorf("%w: %v", converter.ErrUnableToDecode, err)
-	}
-	return nil
-}
-
-// defaultDC is the default data converter (a package singleton), for fromPayload's fast path.
-var defaultDC = converter.GetDefaultDataConverter()
-
-// describe reads one job. It answers while no worker runs: everything comes from the server's
-// mutable state (status, search attributes, memo), never from a query.
+// describe reads one job; a job the store does not know is not_found.
 func (f *Frontend) describe(ctx context.Context, id string) (*job, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
-	resp, err := f.opts.Temporal.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return nil, errNotFound()
-		}
-		return nil, fmt.Errorf("describe %s: %w", id, err)
+	j, err := f.store.Describe(ctx, id)
+	if errors.Is(err, errJobNotFound) {
+		return nil, errNotFound()
 	}
-	j := f.jobFromInfo(resp.GetWorkflowExecutionInfo())
-	j.cancelRequested = resp.GetWorkflowExtendedInfo().GetCancelRequested()
-	return j, nil
-}
-
-// jobFromInfo reads a job from an execution info (Describe and ListWorkflow share the type).
-func (f *Frontend) jobFromInfo(info *workflowpb.WorkflowExecutionInfo) *job {
-	dc := f.opts.DataConverter
-	j := &job{
-		id:    info.GetExecution().GetWorkflowId(),
-		runID: info.GetExecution().GetRunId(),
-		exec:  info.GetStatus(),
-	}
-	if t := info.GetStartTime(); t != nil {
-		j.startedAt = t.AsTime()
-	}
-	if t := info.GetCloseTime(); t != nil {
-		j.closedAt = t.AsTime()
-	}
-	sa := info.GetSearchAttributes()
-	j.tenant = decodeKeyword(dc, sa, workflows.SAJobTenant.GetName())
-	j.owner = decodeKeyword(dc, sa, workflows.SAJobOwner.GetName())
-	j.kind = decodeKeyword(dc, sa, workflows.SAJobKind.GetName())
-	j.saStatus = workflows.Status(decodeKeyword(dc, sa, workflows.SAJobStatus.GetName()))
-	m := info.GetMemo()
-	j.inputHash, _ = decodeMemo[string](dc, m, workflows.MemoInputHash)
-	j.createdAt, _ = decodeMemo[time.Time](dc, m, workflows.MemoCreatedAt)
-	j.progress, _ = decodeMemo[workflows.Progress](dc, m, workflows.MemoProgress)
-	if ni, view, ok := f.needsInputs.decode(dc, m); ok && ni != nil && ni.InputID != "" {
-		j.needsInput, j.needsInputJSON = ni, view
-	}
-	if je, ok := decodeMemo[*workflows.JobError](dc, m, workflows.MemoError); ok && je != nil && je.Code != "" {
-		if je.Code == workflows.ErrCodeExportFailed && je.Message != workflows.MsgExportFailed {
-			// Recorded before the message was fixed: it held the worker's pid@host and the
-			// driver's error (host, user, database). Callers get the fixed text; history keeps it.
-			if j.progress.Message == je.Message {
-				j.progress.Message = workflows.MsgExportFailed
-			}
-			je.Message = workflows.MsgExportFailed
-		}
-		j.jobErr = je
-	}
-	return j
+	return j, err
 }
 
 // resolve opens a handle for the caller and reads the job, applying the access policy for a.
@@ -328,7 +257,7 @@ func kindOr(a, b string) string {
 // event, which works with no worker running; a succeeded run's result is then kept in the
 // closed-run cache (see resultCache), so reading it again costs no Temporal call.
 func (f *Frontend) readResult(ctx context.Context, j *job, ptr any) error {
-	cacheable := j.exec == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED && j.runID != ""
+	cacheable := j.exec == runCompleted && j.runID != ""
 	k := resultKey{workflowID: j.id, runID: j.runID, typ: reflect.TypeOf(ptr)}
 	if cacheable {
 		if b, ok := f.results.get(k); ok {
@@ -341,8 +270,8 @@ func (f *Frontend) readResult(ctx context.Context, j *job, ptr any) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
-	if err := f.opts.Temporal.GetWorkflow(ctx, j.id, j.runID).Get(ctx, ptr); err != nil {
-		return fmt.Errorf("read result of %s: %w", j.id, err)
+	if err := f.store.Result(ctx, j.id, j.runID, ptr); err != nil {
+		return err
 	}
 	if cacheable {
 		if b, err := json.Marshal(ptr); err == nil {
@@ -368,4 +297,50 @@ func latest(ts ...time.Time) time.Time {
 		}
 	}
 	return m
+}
+
+// summary renders a list row: the job view without the result (which would cost a call per
+// row). Same derivations as view.
+func (f *Frontend) summary(p authz.Principal, j *job) JobSummary {
+	s := JobSummary{
+		JobID:     j.id,
+		Kind:      j.kind,
+		Status:    j.status(),
+		Owner:     j.owner,
+		CreatedAt: j.createdAt,
+		Progress:  j.progress,
+		Error:     j.jobErr,
+	}
+	s.Handle = f.opts.Keys.SealHandle(handle.Handle{Tenant: j.tenant, WorkflowID: j.id, Kind: j.kind,
+		Expiry: f.opts.Now().Add(f.opts.HandleTTL).Truncate(time.Second)})
+	if s.CreatedAt.IsZero() {
+		s.CreatedAt = j.startedAt
+	}
+	s.UpdatedAt = latest(s.CreatedAt, j.progress.AsOf, j.closedAt)
+	if f.showUIURL(p) {
+		s.UIURL = f.uiURL(j.id, j.runID)
+	}
+	switch s.Status {
+	case workflows.StatusQueued, workflows.StatusCancelling:
+		s.PollAfterMS = 1000
+	case workflows.StatusRunning:
+		s.PollAfterMS = 2000
+	case workflows.StatusAwaitingInput:
+		s.PollAfterMS = 5000
+		if ni := j.needsInput; ni != nil {
+			v := needsInputViewOf(ni)
+			v.encoded = j.needsInputJSON
+			s.NeedsInput = &v
+		}
+	case workflows.StatusFailed:
+		if s.Error == nil {
+			s.Error = &workflows.JobError{Code: string(j.exec),
+				Message: "the job's workflow ended without reporting a reason; see ui_url"}
+		}
+	case workflows.StatusCancelled:
+		if s.Error == nil {
+			s.Error = &workflows.JobError{Code: workflows.ErrCodeCancelled, Message: "cancelled"}
+		}
+	}
+	return s
 }

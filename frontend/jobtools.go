@@ -10,12 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
-	commonpb "go.temporal.io/api/common/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
@@ -65,20 +59,10 @@ func (f *Frontend) cancel(ctx context.Context, p authz.Principal, in CancelIn, k
 	if in.Reason != "" {
 		reason += ": " + in.Reason
 	}
-	_, err = f.opts.Temporal.WorkflowService().RequestCancelWorkflowExecution(tctx, &workflowservice.RequestCancelWorkflowExecutionRequest{
-		Namespace:         f.opts.Namespace,
-		WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: j.id},
-		Identity:          "jobgate:" + p.Tenant + "/" + p.Subject,
-		RequestId:         uuid.NewString(),
-		Reason:            reason,
-	})
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if !errors.As(err, &nf) {
-			return nil, fmt.Errorf("cancel %s: %w", j.id, err)
-		}
-		// Closed meanwhile: report the final state.
+	if err := f.store.Cancel(tctx, j.id, "jobgate:"+p.Tenant+"/"+p.Subject, reason); err != nil && !errors.Is(err, errJobNotFound) {
+		return nil, err
 	}
+	// Closed meanwhile (errJobNotFound): report the final state.
 	return f.describe(ctx, j.id)
 }
 
@@ -132,46 +116,38 @@ func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in 
 		f.log.Error("resume not sealed", zap.String("job_id", j.id), zap.String("run_id", j.runID))
 		return nil, fmt.Errorf("resume %s: the answer could not be sealed", j.id)
 	}
-	// Run ID: the update goes to the run the seal names (a newer run would refuse it anyway).
-	h, err := f.opts.Temporal.UpdateWorkflow(tctx, client.UpdateWorkflowOptions{
-		WorkflowID:   j.id,
-		RunID:        j.runID,
-		UpdateID:     "resume-" + hex.EncodeToString(sum[:12]),
-		UpdateName:   workflows.UpdateResume,
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-		Args:         []any{req},
-	})
-	if err == nil {
-		err = h.Get(tctx, nil)
-	}
+	err := f.store.Resume(tctx, j.id, j.runID, "resume-"+hex.EncodeToString(sum[:12]), req)
 	if err != nil {
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) {
-			switch appErr.Type() {
-			case workflows.RejectNotFound:
-				return nil, errNotFound()
-			case workflows.RejectForbidden:
-				return nil, toolErr(CodeForbidden, "%s", appErr.Message())
-			case workflows.RejectInvalidArgument:
-				return nil, invalidArg("decision", "%s", appErr.Message())
-			case workflows.RejectUnsealed:
-				// This frontend sealed it, so the deployment is wrong: the workers lack the resume
-				// keys or hold others, or the clocks are minutes apart.
-				f.log.Error("a worker refused this frontend's resume seal; give frontends and workers the same --resume-keys",
-					zap.String("job_id", j.id), zap.String("reason", appErr.Message()))
-				return nil, toolErr(CodeUnavailable, "the worker could not verify this server's answer (a deployment problem: the operators are told); retry later")
-			default:
-				return nil, toolErr(CodeInputNotExpected, "%s", appErr.Message())
-			}
-		}
-		if errors.Is(err, context.DeadlineExceeded) || isUnavailable(err) {
-			return nil, toolErr(CodeUnavailable, "no worker processed the answer in time; it may still be applied when one does — retry the same call (retries are deduplicated)")
-		}
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return nil, toolErr(CodeInputNotExpected, "the job is no longer waiting for input")
-		}
-		return nil, fmt.Errorf("resume %s: %w", j.id, err)
+		return nil, f.resumeError(j, err)
 	}
 	return f.describe(ctx, j.id)
+}
+
+// resumeError maps the store's answer to a resume to the contract's errors.
+func (f *Frontend) resumeError(j *job, err error) error {
+	var rej *resumeRejected
+	switch {
+	case errors.As(err, &rej):
+		switch rej.kind {
+		case workflows.RejectNotFound:
+			return errNotFound()
+		case workflows.RejectForbidden:
+			return toolErr(CodeForbidden, "%s", rej.msg)
+		case workflows.RejectInvalidArgument:
+			return invalidArg("decision", "%s", rej.msg)
+		case workflows.RejectUnsealed:
+			// This frontend sealed it, so the deployment is wrong: the workers lack the resume
+			// keys or hold others, or the clocks are minutes apart.
+			f.log.Error("a worker refused this frontend's resume seal; give frontends and workers the same --resume-keys",
+				zap.String("job_id", j.id), zap.String("reason", rej.msg))
+			return toolErr(CodeUnavailable, "the worker could not verify this server's answer (a deployment problem: the operators are told); retry later")
+		default:
+			return toolErr(CodeInputNotExpected, "%s", rej.msg)
+		}
+	case errors.Is(err, errUpdateTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, errStoreUnavailable):
+		return toolErr(CodeUnavailable, "no worker processed the answer in time; it may still be applied when one does — retry the same call (retries are deduplicated)")
+	case errors.Is(err, errJobNotFound):
+		return toolErr(CodeInputNotExpected, "the job is no longer waiting for input")
+	}
+	return fmt.Errorf("resume %s: %w", j.id, err)
 }

@@ -8,10 +8,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
@@ -99,35 +95,38 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 	if spec.slots > 0 {
 		memo[workflows.MemoSlots] = spec.slots
 	}
-	tctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
-	defer cancel()
-	run, err := f.opts.Temporal.ExecuteWorkflow(tctx, client.StartWorkflowOptions{
-		ID:                                       id,
-		TaskQueue:                                f.opts.TaskQueue,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SAJobTenant.ValueSet(p.Tenant), workflows.SAJobOwner.ValueSet(p.Subject),
-			workflows.SAJobKind.ValueSet(k.name), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))),
-		Memo:          memo,
-		StaticSummary: spec.summary,
-		StaticDetails: spec.details,
-		// Workflow tasks are dispatched fairly too; activities carry their own (the input's).
-		Priority: f.fairness(p.Tenant).Priority(),
-	}, kind.WorkflowName, spec.input)
-	if err == nil {
+	st := f.startOptions(p, id, kind, spec, memo, spec.ownerInput && wantsElicitation(callRequest(ctx)) && !carriesAnswer(callRequest(ctx)))
+	runID, err := f.startJob(ctx, st)
+	if err == nil || errors.Is(err, errFirstStateTimeout) && runID != "" {
 		adm.started()
-		j := &job{id: id, runID: run.GetRunID(), tenant: p.Tenant, owner: p.Subject, kind: k.name,
-			exec: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, saStatus: workflows.StatusQueued, inputHash: spec.hash,
-			createdAt: now, progress: progress}
+		j := &job{id: id, runID: runID, tenant: p.Tenant, owner: p.Subject, kind: k.name,
+			exec: runRunning, saStatus: workflows.StatusQueued, inputHash: spec.hash,
+			createdAt: now, progress: progress, slots: spec.slots}
+		if st.awaitFirst {
+			// Show the job as its first state left it (the input request to ask about), or as
+			// it is when that did not come in time.
+			if j2, derr := f.describe(ctx, id); derr == nil {
+				j = j2
+			}
+		}
 		f.metrics.jobStarted(k.name, true)
 		return k.started(ctx, f, p, j, spec, true)
 	}
+	if errors.Is(err, errFirstStateTimeout) {
+		// The call ended before the start answered: the job may exist. It is this start's when
+		// it carries this start's created_at (no other start has the same instant and hash).
+		if j, derr := f.describe(ctx, id); derr == nil && j.tenant == p.Tenant && j.kind == k.name && j.owner == p.Subject &&
+			j.inputHash == spec.hash && j.createdAt.Equal(now) {
+			adm.started()
+			f.metrics.jobStarted(k.name, true)
+			return k.started(ctx, f, p, j, spec, true)
+		}
+		adm.abandoned()
+		return nil, err
+	}
 	adm.abandoned()
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if !errors.As(err, &started) {
-		return nil, fmt.Errorf("start %s: %w", id, err)
+	if !errors.Is(err, errAlreadyStarted) {
+		return nil, err
 	}
 	// The key is taken: the same request gets the same job; anything else is a reuse.
 	j, err := f.describe(ctx, id)
@@ -161,8 +160,9 @@ func (k jobKind[R]) existing(ctx context.Context, f *Frontend, p authz.Principal
 	return v, err, true
 }
 
-// ownerInputWait bounds how long start_* waits for a new job's owner approval request to open
-// before it answers an MRTR client with the job view instead of the elicitation.
+// ownerInputWait bounds how long start_* waits for a job's first state (its owner approval
+// request open, through Update-With-Start) before it answers an MRTR client with the job view
+// instead of the elicitation.
 const ownerInputWait = 3 * time.Second
 
 // started renders a started (or found) job. With a 2026 client that can take an elicitation, a
@@ -172,8 +172,9 @@ func (k jobKind[R]) started(ctx context.Context, f *Frontend, p authz.Principal,
 	req := callRequest(ctx)
 	note := ""
 	if carriesAnswer(req) || (spec.ownerInput && wantsElicitation(req)) {
-		if !carriesAnswer(req) {
-			j = f.awaitOpenInput(ctx, j, ownerInputWait)
+		if !carriesAnswer(req) && !created {
+			// A retry of the start: the job it found may not have reached its first state yet.
+			j = f.awaitFirstState(ctx, j)
 		}
 		var err error
 		if j, note, err = f.inputRound(ctx, p, j); err != nil {

@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
@@ -41,23 +38,6 @@ type ListJobsIn struct {
 type ListJobsOut struct {
 	Jobs       []JobSummary `json:"jobs" jsonschema:"the page's jobs, running ones first (newest start first), then finished ones (most recently finished first)"`
 	NextCursor string       `json:"next_cursor,omitempty" jsonschema:"pass as cursor (with the same filters) for the next page; absent on the last page. A page may be empty while more follow"`
-}
-
-// JobSummary is one list_jobs row: the cheap part of a job view, read from the visibility
-// record alone (no result, no per-row Temporal call).
-type JobSummary struct {
-	Handle      string              `json:"handle" jsonschema:"opaque handle naming this job; pass it verbatim to get_*, cancel_*, resume_*"`
-	JobID       string              `json:"job_id" jsonschema:"the Temporal workflow ID <tenant>/<kind>/<owner>/<idempotency_key> (owner %XX-escaped; <tenant>/<kind>/<idempotency_key> for jobs started before keys were per owner)"`
-	Kind        string              `json:"kind" jsonschema:"eval or export"`
-	Status      workflows.Status    `json:"status" jsonschema:"queued, running, awaiting_input, succeeded, failed, cancelling or cancelled"`
-	Owner       string              `json:"owner" jsonschema:"subject of the principal that started the job"`
-	CreatedAt   time.Time           `json:"created_at" jsonschema:"when the job was first started"`
-	UpdatedAt   time.Time           `json:"updated_at" jsonschema:"when the job last reported a change"`
-	Progress    workflows.Progress  `json:"progress" jsonschema:"units done and failed out of total (progress.unit: episodes or rows), as of progress.as_of"`
-	PollAfterMS int                 `json:"poll_after_ms" jsonschema:"wait at least this long before polling get_* again; 0 once the job is finished"`
-	UIURL       string              `json:"ui_url,omitempty" jsonschema:"link to this job in the Temporal Web UI"`
-	NeedsInput  *NeedsInputView     `json:"needs_input,omitempty" jsonschema:"present while status is awaiting_input: the open input request to answer with resume_*"`
-	Error       *workflows.JobError `json:"error,omitempty" jsonschema:"why the job failed or was cancelled"`
 }
 
 // Values list_jobs accepts for kind and status.
@@ -319,24 +299,17 @@ func (f *Frontend) listPage(ctx context.Context, p authz.Principal, tool, q stri
 	keep func(*job) bool) (*ListJobsOut, error) {
 	tctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
-	resp, err := f.opts.Temporal.ListWorkflow(tctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Namespace:     f.opts.Namespace,
-		PageSize:      int32(pageSize),
-		NextPageToken: token,
-		Query:         q,
-	})
+	jobs, next, err := f.store.List(tctx, q, pageSize, token)
 	if err != nil {
-		var ia *serviceerror.InvalidArgument
-		if errors.As(err, &ia) && token != nil {
+		if errors.Is(err, errPageToken) {
 			// Our query is constant in shape, so a rejection with a cursor is the page token
 			// (e.g. the visibility store changed under it).
 			return nil, toolErr(CodeCursorInvalid, "cursor: no longer usable; restart the listing from the first page by calling %s again without cursor", tool)
 		}
 		return nil, fmt.Errorf("%s: %w", tool, err)
 	}
-	out := &ListJobsOut{Jobs: make([]JobSummary, 0, len(resp.GetExecutions()))}
-	for _, info := range resp.GetExecutions() {
-		j := f.jobFromInfo(info)
+	out := &ListJobsOut{Jobs: make([]JobSummary, 0, len(jobs))}
+	for _, j := range jobs {
 		_, known := workflows.LookupKind(j.kind)
 		if j.tenant != p.Tenant || !strings.HasPrefix(j.id, p.Tenant+"/") || !known || !keep(j) {
 			f.log.Warn(tool+": visibility returned a row outside the query; skipped",
@@ -345,56 +318,10 @@ func (f *Frontend) listPage(ctx context.Context, p authz.Principal, tool, q stri
 		}
 		out.Jobs = append(out.Jobs, f.summary(p, j))
 	}
-	if next := resp.GetNextPageToken(); len(next) > 0 {
+	if len(next) > 0 {
 		if out.NextCursor, err = f.sealListCursor(p, tool, fp, next); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
-}
-
-// summary renders a list row: the job view without the result (which would cost a call per
-// row). Same derivations as view.
-func (f *Frontend) summary(p authz.Principal, j *job) JobSummary {
-	s := JobSummary{
-		JobID:     j.id,
-		Kind:      j.kind,
-		Status:    j.status(),
-		Owner:     j.owner,
-		CreatedAt: j.createdAt,
-		Progress:  j.progress,
-		Error:     j.jobErr,
-	}
-	s.Handle = f.opts.Keys.SealHandle(handle.Handle{Tenant: j.tenant, WorkflowID: j.id, Kind: j.kind,
-		Expiry: f.opts.Now().Add(f.opts.HandleTTL).Truncate(time.Second)})
-	if s.CreatedAt.IsZero() {
-		s.CreatedAt = j.startedAt
-	}
-	s.UpdatedAt = latest(s.CreatedAt, j.progress.AsOf, j.closedAt)
-	if f.showUIURL(p) {
-		s.UIURL = f.uiURL(j.id, j.runID)
-	}
-	switch s.Status {
-	case workflows.StatusQueued, workflows.StatusCancelling:
-		s.PollAfterMS = 1000
-	case workflows.StatusRunning:
-		s.PollAfterMS = 2000
-	case workflows.StatusAwaitingInput:
-		s.PollAfterMS = 5000
-		if ni := j.needsInput; ni != nil {
-			v := needsInputViewOf(ni)
-			v.encoded = j.needsInputJSON
-			s.NeedsInput = &v
-		}
-	case workflows.StatusFailed:
-		if s.Error == nil {
-			s.Error = &workflows.JobError{Code: strings.ToLower(strings.TrimPrefix(j.exec.String(), "WORKFLOW_EXECUTION_STATUS_")),
-				Message: "the job's workflow ended without reporting a reason; see ui_url"}
-		}
-	case workflows.StatusCancelled:
-		if s.Error == nil {
-			s.Error = &workflows.JobError{Code: workflows.ErrCodeCancelled, Message: "cancelled"}
-		}
-	}
-	return s
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,10 +17,7 @@ import (
 	"github.com/temporalio/sqlparser"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -297,28 +295,6 @@ func listTestKeys(t testing.TB) *handle.Keyring {
 	return k
 }
 
-// fakeTemporal answers ListWorkflow from a script and records requests; every other method
-// panics (nil embedded interface), proving list_jobs makes no per-row calls.
-type fakeTemporal struct {
-	client.Client
-	reqs  []*workflowservice.ListWorkflowExecutionsRequest
-	pages []*workflowservice.ListWorkflowExecutionsResponse
-	err   error
-}
-
-func (c *fakeTemporal) ListWorkflow(_ context.Context, r *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
-	c.reqs = append(c.reqs, r)
-	if c.err != nil {
-		return nil, c.err
-	}
-	if len(c.pages) == 0 {
-		return &workflowservice.ListWorkflowExecutionsResponse{}, nil
-	}
-	p := c.pages[0]
-	c.pages = c.pages[1:]
-	return p, nil
-}
-
 // resumeTestKeys are the resume keys of the unit tests' frontends (never the handle keys).
 func resumeTestKeys(t testing.TB) *handle.Keyring {
 	t.Helper()
@@ -329,14 +305,14 @@ func resumeTestKeys(t testing.TB) *handle.Keyring {
 	return k
 }
 
-func newListFrontend(t testing.TB, tc client.Client) *Frontend {
+func newListFrontend(t testing.TB, store jobStore) *Frontend {
 	t.Helper()
 	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", bytes.Repeat([]byte{1}, 32), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(Options{Temporal: tc, Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
-		UIBaseURL: "http://ui.test", Now: func() time.Time { return listNow }})
+	f, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
+		UIBaseURL: "http://ui.test", Now: func() time.Time { return listNow }}, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +335,7 @@ func wantCode(t *testing.T, name string, err error, code string) *ToolError {
 }
 
 func TestOpenListCursor(t *testing.T) {
-	f := newListFrontend(t, &fakeTemporal{})
+	f := newListFrontend(t, newMemStore())
 	k := f.opts.Keys
 	lf := listFilter{pageSize: 7, kind: "eval"}
 	fp := lf.fingerprint()
@@ -467,22 +443,23 @@ func execInfo(t testing.TB, id, tenant, owner, kind string, st enumspb.WorkflowE
 
 func TestListJobs_Fake(t *testing.T) {
 	tok1 := []byte("page-2-token")
-	ft := &fakeTemporal{pages: []*workflowservice.ListWorkflowExecutionsResponse{
+	ft := newMemStore()
+	ft.pages = []memPage{
 		{
-			Executions: []*workflowpb.WorkflowExecutionInfo{
+			jobs: jobsOf(
 				execInfo(t, "acme/eval/a", "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning),
 				execInfo(t, "acme/eval/b", "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, workflows.StatusRunning),
 				// Rows outside the query are dropped, whatever visibility says.
 				execInfo(t, "globex/eval/c", "globex", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning),
 				execInfo(t, "acme/eval/d", "acme", "bo", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning),
 				execInfo(t, "acme/other/e", "acme", "ana", "other", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning),
-			},
-			NextPageToken: tok1,
+			),
+			next: tok1,
 		},
-		{Executions: []*workflowpb.WorkflowExecutionInfo{
+		{jobs: jobsOf(
 			execInfo(t, "acme/eval/f", "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusSucceeded),
-		}},
-	}}
+		)},
+	}
 	f := newListFrontend(t, ft)
 	ctx := context.Background()
 
@@ -490,9 +467,9 @@ func TestListJobs_Fake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := ft.reqs[0]
-	if r.Namespace != "default" || r.PageSize != 5 || r.NextPageToken != nil ||
-		r.Query != "JobTenant = 'acme' AND JobOwner = 'ana' AND ExecutionStatus != 'ContinuedAsNew'" {
+	r := ft.lists[0]
+	if r.pageSize != 5 || r.token != nil ||
+		r.q != "JobTenant = 'acme' AND JobOwner = 'ana' AND ExecutionStatus != 'ContinuedAsNew'" {
 		t.Errorf("first request: %+v", r)
 	}
 	if len(out.Jobs) != 2 || out.Jobs[0].JobID != "acme/eval/a" || out.Jobs[1].JobID != "acme/eval/b" || out.NextCursor == "" {
@@ -523,7 +500,7 @@ func TestListJobs_Fake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := ft.reqs[1]; !bytes.Equal(r.NextPageToken, tok1) || r.PageSize != 5 || r.Query != ft.reqs[0].Query {
+	if r := ft.lists[1]; !bytes.Equal(r.token, tok1) || r.pageSize != 5 || r.q != ft.lists[0].q {
 		t.Errorf("second request: %+v", r)
 	}
 	if len(out.Jobs) != 1 || out.Jobs[0].Status != workflows.StatusSucceeded || out.NextCursor != "" {
@@ -531,7 +508,7 @@ func TestListJobs_Fake(t *testing.T) {
 	}
 
 	// Misused cursors never reach Temporal.
-	n := len(ft.reqs)
+	n := len(ft.lists)
 	cur := sealTestCursor(f.opts.Keys, listAna, listToolName, listFilter{pageSize: 5}, listNow.Add(time.Minute))
 	_, err = f.listJobs(ctx, listAna, ListJobsIn{PageSize: 6, Cursor: cur})
 	wantCode(t, "other page_size", err, CodeCursorInvalid)
@@ -540,21 +517,21 @@ func TestListJobs_Fake(t *testing.T) {
 	wantCode(t, "now tenant-wide", err, CodeCursorInvalid)
 	_, err = f.listJobs(ctx, listAna, ListJobsIn{PageSize: 5, Kind: "nope", Cursor: cur})
 	wantCode(t, "bad kind with cursor", err, CodeInvalidArgument)
-	if len(ft.reqs) != n {
+	if len(ft.lists) != n {
 		t.Errorf("a rejected call reached Temporal")
 	}
 
 	// Admin: tenant-wide, other owners' rows kept.
-	ft.pages = []*workflowservice.ListWorkflowExecutionsResponse{{Executions: []*workflowpb.WorkflowExecutionInfo{
+	ft.pages = []memPage{{jobs: jobsOf(
 		execInfo(t, "acme/eval/d", "acme", "bo", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusAwaitingInput),
-	}}}
+	)}}
 	ops := authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeAdmin}}
 	out, err = f.listJobs(ctx, ops, ListJobsIn{Kind: "eval", Status: "awaiting_input"})
 	if err != nil || len(out.Jobs) != 1 || out.Jobs[0].Owner != "bo" || out.Jobs[0].Status != workflows.StatusAwaitingInput {
 		t.Errorf("admin: %+v, %v", out, err)
 	}
-	if r := ft.reqs[len(ft.reqs)-1]; r.PageSize != 20 ||
-		r.Query != "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew' AND JobKind = 'eval' AND ExecutionStatus = 'Running' AND JobStatus = 'awaiting_input'" {
+	if r := ft.lists[len(ft.lists)-1]; r.pageSize != 20 ||
+		r.q != "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew' AND JobKind = 'eval' AND ExecutionStatus = 'Running' AND JobStatus = 'awaiting_input'" {
 		t.Errorf("admin request: %+v", r)
 	}
 
@@ -568,15 +545,17 @@ func TestListJobs_Fake(t *testing.T) {
 	_, err = f.listJobs(ctx, authz.Principal{Tenant: "acme", Subject: "s", Scopes: []authz.Scope{authz.ScopeApprove}}, ListJobsIn{})
 	wantCode(t, "approve only", err, CodeForbidden)
 
-	// Temporal errors: a rejected page token is cursor_invalid; unreachable is unavailable.
-	ft.err = serviceerror.NewInvalidArgument("invalid page token")
+	// Store errors: a rejected page token is cursor_invalid; a rejected query is internal;
+	// unreachable is unavailable.
+	ft.listErr = fmt.Errorf("list: %w", errPageToken)
 	_, err = f.listJobs(ctx, listAna, ListJobsIn{PageSize: 5, Cursor: cur})
 	wantCode(t, "rejected token", err, CodeCursorInvalid)
+	ft.listErr = errors.New("list: invalid query")
 	_, err = f.listJobs(ctx, listAna, ListJobsIn{})
 	if _, ok := asToolError(err); ok || err == nil {
 		t.Errorf("rejected query without cursor: want an internal error, got %v", err)
 	}
-	ft.err = serviceerror.NewUnavailable("down")
+	ft.listErr = fmt.Errorf("list: %w: down", errStoreUnavailable)
 	_, err = f.listJobs(ctx, listAna, ListJobsIn{})
 	if te, ok := asToolError(err); !ok || te.Code != CodeUnavailable || !te.Retryable {
 		t.Errorf("unavailable: %v", err)
@@ -585,23 +564,24 @@ func TestListJobs_Fake(t *testing.T) {
 
 func TestListJobs_UnmatchableSubject(t *testing.T) {
 	sub := `back\slash "q"`
-	ft := &fakeTemporal{pages: []*workflowservice.ListWorkflowExecutionsResponse{{Executions: []*workflowpb.WorkflowExecutionInfo{
+	ft := newMemStore()
+	ft.pages = []memPage{{jobs: jobsOf(
 		execInfo(t, "acme/eval/mine", "acme", sub, "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning),
-	}}}}
+	)}}
 	f := newListFrontend(t, ft)
 	_, err := f.listJobs(context.Background(), authz.Principal{Tenant: "acme", Subject: sub, Scopes: []authz.Scope{authz.ScopeRead}}, ListJobsIn{})
 	wantCode(t, "own listing", err, CodeForbidden)
-	if len(ft.reqs) != 0 {
-		t.Fatalf("reached Temporal: %+v", ft.reqs)
+	if len(ft.lists) != 0 {
+		t.Fatalf("reached the store: %+v", ft.lists)
 	}
 	out, err := f.listJobs(context.Background(), authz.Principal{Tenant: "acme", Subject: sub, Scopes: []authz.Scope{authz.ScopeAdmin}}, ListJobsIn{})
-	if err != nil || len(out.Jobs) != 1 || ft.reqs[0].Query != "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew'" {
-		t.Fatalf("tenant-wide: %+v, %v, %+v", out, err, ft.reqs)
+	if err != nil || len(out.Jobs) != 1 || ft.lists[0].q != "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew'" {
+		t.Fatalf("tenant-wide: %+v, %v, %+v", out, err, ft.lists)
 	}
 }
 
 func TestListJobsTool_Schema(t *testing.T) {
-	f := newListFrontend(t, &fakeTemporal{})
+	f := newListFrontend(t, newMemStore())
 	td := f.listJobsTool()
 	if td.tool.Name != "list_jobs" || td.tool.Annotations == nil || !td.tool.Annotations.ReadOnlyHint {
 		t.Fatalf("tool %+v", td.tool)
@@ -677,7 +657,7 @@ func listSeeds(t testing.TB) map[string]string {
 // TestListCursorSeedCorpus keeps testdata/fuzz/FuzzListCursor in step with listSeeds and checks
 // each seed's outcome. Rewrite with: go test ./frontend -run TestListCursorSeedCorpus -update-list-seeds
 func TestListCursorSeedCorpus(t *testing.T) {
-	f := newListFrontend(t, &fakeTemporal{})
+	f := newListFrontend(t, newMemStore())
 	dir := filepath.Join("testdata", "fuzz", "FuzzListCursor")
 	for name, s := range listSeeds(t) {
 		want := "go test fuzz v1\nstring(" + strconv.Quote(s) + ")\n"
@@ -710,7 +690,7 @@ func TestListCursorSeedCorpus(t *testing.T) {
 // this service sealed for exactly this caller, tool and filters, and otherwise exactly
 // cursor_invalid or cursor_expired (binding before expiry); it never panics.
 func FuzzListCursor(f *testing.F) {
-	fe := newListFrontend(f, &fakeTemporal{})
+	fe := newListFrontend(f, newMemStore())
 	fp := listSeedFilter.fingerprint()
 	f.Fuzz(func(t *testing.T, s string) {
 		tok, err := fe.openListCursor(listAna, listToolName, s, fp)

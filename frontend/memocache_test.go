@@ -45,24 +45,24 @@ func TestNeedsInputCache_SameView(t *testing.T) {
 	slow := newResultFixture(t, nil)
 	dc := converter.NewCompositeDataConverter(converter.NewNilPayloadConverter(), converter.NewByteSlicePayloadConverter(),
 		converter.NewProtoJSONPayloadConverter(), converter.NewProtoPayloadConverter(), converter.NewJSONPayloadConverter())
-	slow.f.opts.DataConverter = dc
-	for _, fx := range []*resultFixture{fast, slow} {
-		fx.tc.jobs["acme/eval/wait"] = awaitingInfo(t, "acme/eval/wait", rcNeedsInput())
-	}
+	slow.tc.dec = infoDecoder(dc)
+	info := awaitingInfo(t, "acme/eval/wait", rcNeedsInput())
+	slow.tc.put(info)
 	h := fast.handle("acme", "acme/eval/wait", "eval")
 	want, _ := slow.get(t, rcAna, "eval", h)
 	if !strings.Contains(want, `"needs_input":{"input_id":"approve-0123456789ab"`) || !strings.Contains(want, `\u003c150\u003e`) {
 		t.Fatalf("reference view: %s", want)
 	}
-	for i := range 3 { // a miss, then hits
+	for i := range 3 { // a miss, then hits (each put reads the job as a Describe does)
+		fast.tc.put(info)
 		if got, _ := fast.get(t, rcAna, "eval", h); got != want {
 			t.Fatalf("call %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
 	// The job's own decode matches the data converter's.
-	j := fast.f.jobFromInfo(fast.tc.jobs["acme/eval/wait"])
+	j := fast.tc.dec.jobFromInfo(info)
 	var ref *workflows.NeedsInput
-	if err := dc.FromPayload(fast.tc.jobs["acme/eval/wait"].Memo.Fields[workflows.MemoNeedsInput], &ref); err != nil ||
+	if err := dc.FromPayload(info.Memo.Fields[workflows.MemoNeedsInput], &ref); err != nil ||
 		!reflect.DeepEqual(j.needsInput, ref) || j.needsInputJSON == nil {
 		t.Fatalf("decoded %+v, want %+v (view %s)", j.needsInput, ref, j.needsInputJSON)
 	}
@@ -228,7 +228,7 @@ func TestNeedsInputViewCarriesEveryField(t *testing.T) {
 // offers the input request only to whoever may answer it.
 func TestTaskGetAwaitingOneDescribe(t *testing.T) {
 	fx := newResultFixture(t, nil)
-	fx.tc.jobs["acme/eval/wait"] = awaitingInfo(t, "acme/eval/wait", rcNeedsInput())
+	fx.tc.put(awaitingInfo(t, "acme/eval/wait", rcNeedsInput()))
 	h := fx.handle("acme", "acme/eval/wait", "eval")
 	srv := fx.f.Handler()
 	get := func(p authz.Principal) (*task, *rpcError) {

@@ -26,8 +26,8 @@ func newMetricsFrontend(t *testing.T) (*Frontend, *prometheus.Registry) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	f, err := New(Options{Temporal: &fakeTemporal{}, Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
-		Metrics: reg})
+	f, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
+		Metrics: reg}, newMemStore())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestMetricsHTTPRefusals(t *testing.T) {
 
 func TestMetricsOffByDefault(t *testing.T) {
 	// Without Options.Metrics the collectors exist but nothing is registered, and calls still work.
-	f := newListFrontend(t, &fakeTemporal{})
+	f := newListFrontend(t, newMemStore())
 	p := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}
 	if res := callTool(t, f, "list_jobs", p, nil); res.IsError {
 		t.Fatalf("list_jobs: %v", res.Content)

@@ -259,25 +259,33 @@ func (f *Frontend) inputRound(ctx context.Context, p authz.Principal, j *job) (*
 	return j, "", f.askFor(ctx, p, j)
 }
 
-// awaitOpenInput re-reads a just-started job until its input request is open, it ends, or max
-// passes; it returns the last job read (or j when reading fails: the caller then shows j).
-func (f *Frontend) awaitOpenInput(ctx context.Context, j *job, max time.Duration) *job {
-	deadline := time.Now().Add(max)
-	for {
-		if j.status() == workflows.StatusAwaitingInput || j.status().Terminal() || time.Now().After(deadline) {
-			return j
-		}
-		t := time.NewTimer(50 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return j
-		case <-t.C:
-		}
-		j2, err := f.describe(ctx, j.id)
-		if err != nil {
-			return j
-		}
-		j = j2
+// startJob starts st in the store within TemporalTimeout; a start that awaits the job's first
+// state waits at most ownerInputWait for it (the job is started all the same).
+func (f *Frontend) startJob(ctx context.Context, st storeStart) (string, error) {
+	d := f.opts.TemporalTimeout
+	if st.awaitFirst {
+		d = min(d, ownerInputWait)
 	}
+	tctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return f.store.Start(tctx, st)
+}
+
+// awaitFirstState returns job j, found by a retried start, once it is past queued: the same
+// first-state update the start sent (deduplicated by its ID), waited for at most ownerInputWait.
+// When it does not come (no worker, a run that predates the update) or reading fails, it
+// returns j as it was read.
+func (f *Frontend) awaitFirstState(ctx context.Context, j *job) *job {
+	if j.status() != workflows.StatusQueued {
+		return j
+	}
+	tctx, cancel := context.WithTimeout(ctx, ownerInputWait)
+	defer cancel()
+	if err := f.store.FirstState(tctx, j.id, j.runID); err != nil {
+		return j
+	}
+	if j2, err := f.describe(ctx, j.id); err == nil {
+		return j2
+	}
+	return j
 }

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
-
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -132,12 +129,12 @@ func (f *Frontend) countAll(ctx context.Context, counts map[*int]string) error {
 	errs := make(chan error, len(counts))
 	for into, q := range counts {
 		wg.Go(func() {
-			resp, err := f.opts.Temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: f.opts.Namespace, Query: q})
+			n, err := f.store.Count(ctx, q)
 			if err != nil {
 				errs <- fmt.Errorf("quota count: %w", err)
 				return
 			}
-			*into = int(resp.GetCount())
+			*into = n
 		})
 	}
 	wg.Wait()
@@ -145,19 +142,18 @@ func (f *Frontend) countAll(ctx context.Context, counts map[*int]string) error {
 	return <-errs
 }
 
-// eachExecution pages through visibility for q, calling fn per execution.
-func (f *Frontend) eachExecution(ctx context.Context, q string, fn func(*workflowpb.WorkflowExecutionInfo)) error {
+// eachExecution pages through visibility for q, calling fn per job.
+func (f *Frontend) eachExecution(ctx context.Context, q string, fn func(*job)) error {
 	var token []byte
 	for {
-		resp, err := f.opts.Temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: f.opts.Namespace, PageSize: quotaPageSize, NextPageToken: token, Query: q})
+		jobs, next, err := f.store.List(ctx, q, quotaPageSize, token)
 		if err != nil {
 			return fmt.Errorf("quota list: %w", err)
 		}
-		for _, info := range resp.GetExecutions() {
-			fn(info)
+		for _, j := range jobs {
+			fn(j)
 		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
+		if token = next; len(token) == 0 {
 			return nil
 		}
 	}

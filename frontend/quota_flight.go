@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	workflowpb "go.temporal.io/api/workflow/v1"
-
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -291,11 +289,10 @@ func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPol
 			}
 			held, all := 0, 0
 			// Without the exclusion: the ledger outlives this flight's reservations.
-			err := f.eachExecution(ctx, "JobTenant = "+qt+" AND JobKind = '"+workflows.KindEval+"'"+running, func(info *workflowpb.WorkflowExecutionInfo) {
-				slots, _ := decodeMemo[int](f.opts.DataConverter, info.GetMemo(), workflows.MemoSlots)
-				all += slots
-				if !mine[info.GetExecution().GetWorkflowId()] {
-					held += slots
+			err := f.eachExecution(ctx, "JobTenant = "+qt+" AND JobKind = '"+workflows.KindEval+"'"+running, func(j *job) {
+				all += j.slots
+				if !mine[j.id] {
+					held += j.slots
 				}
 			})
 			if err != nil {

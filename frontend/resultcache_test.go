@@ -12,58 +12,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
-
-// resultTemporal answers Describe from a map of jobs and a run's result from a map by run ID,
-// counting both; every other method panics.
-type resultTemporal struct {
-	client.Client
-	jobs      map[string]*workflowpb.WorkflowExecutionInfo
-	results   map[string]any // run ID → the workflow's result
-	describes int
-	reads     map[string]int // run ID → result reads
-}
-
-func (c *resultTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	c.describes++
-	info, ok := c.jobs[id]
-	if !ok {
-		return nil, serviceerror.NewNotFound("workflow not found")
-	}
-	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: info}, nil
-}
-
-func (c *resultTemporal) GetWorkflow(_ context.Context, id, runID string) client.WorkflowRun {
-	return &resultRun{c: c, id: id, runID: runID}
-}
-
-type resultRun struct {
-	client.WorkflowRun
-	c         *resultTemporal
-	id, runID string
-}
-
-func (r *resultRun) Get(_ context.Context, ptr any) error {
-	r.c.reads[r.runID]++
-	res, ok := r.c.results[r.runID]
-	if !ok {
-		return serviceerror.NewNotFound("no such run")
-	}
-	b, err := json.Marshal(res) // as the data converter stores it
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, ptr)
-}
 
 var (
 	rcNow  = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -76,20 +30,19 @@ var (
 
 type resultFixture struct {
 	f   *Frontend
-	tc  *resultTemporal
+	tc  *memStore
 	now time.Time
 }
 
 func newResultFixture(t *testing.T, artifacts *activities.ArtifactStore) *resultFixture {
 	t.Helper()
-	fx := &resultFixture{now: rcNow, tc: &resultTemporal{jobs: map[string]*workflowpb.WorkflowExecutionInfo{},
-		results: map[string]any{}, reads: map[string]int{}}}
+	fx := &resultFixture{now: rcNow, tc: newMemStore()}
 	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", bytes.Repeat([]byte{1}, 32), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fx.f, err = New(Options{Temporal: fx.tc, Verifier: v, Keys: taskKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
-		UIBaseURL: "http://ui.test", Artifacts: artifacts, Now: func() time.Time { return fx.now }})
+	fx.f, err = newFrontend(Options{Verifier: v, Keys: taskKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
+		UIBaseURL: "http://ui.test", Artifacts: artifacts, Now: func() time.Time { return fx.now }}, fx.tc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +54,7 @@ func (fx *resultFixture) succeeded(t *testing.T, id, kind, runID string, result 
 	t.Helper()
 	info := execInfo(t, id, "acme", "ana", kind, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusRunning)
 	info.Execution.RunId = runID
-	fx.tc.jobs[id] = info
+	fx.tc.put(info)
 	fx.tc.results[runID] = result
 }
 
@@ -164,7 +117,7 @@ func TestResultCache_KeyedByRunID(t *testing.T) {
 		t.Fatalf("reads %v, want one per run", fx.tc.reads)
 	}
 	// And a run that is not (or no longer) succeeded is never served from the cache.
-	fx.tc.jobs["acme/eval/k"].Status = enumspb.WORKFLOW_EXECUTION_STATUS_FAILED
+	fx.tc.jobs["acme/eval/k"].exec = runFailed
 	got, _ = fx.get(t, rcAna, "eval", h)
 	if strings.Contains(got, `"result"`) {
 		t.Fatalf("a failed run shows a result: %s", got)

@@ -29,8 +29,8 @@ func TestUIURLFor(t *testing.T) {
 		{UIURLForNone, "http://ui.test", false, false},
 		{UIURLForAll, "", false, false},
 	} {
-		f, err := New(Options{Temporal: &fakeTemporal{}, Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
-			ResourceURI: "http://localhost/mcp", UIBaseURL: c.base, UIURLFor: c.for_, Now: func() time.Time { return listNow }})
+		f, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
+			ResourceURI: "http://localhost/mcp", UIBaseURL: c.base, UIURLFor: c.for_, Now: func() time.Time { return listNow }}, newMemStore())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,12 +44,12 @@ func TestUIURLFor(t *testing.T) {
 			}
 		}
 	}
-	if _, err := New(Options{Temporal: &fakeTemporal{}, Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
-		ResourceURI: "http://localhost/mcp", UIURLFor: "admins"}); err == nil {
+	if _, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
+		ResourceURI: "http://localhost/mcp", UIURLFor: "admins"}, newMemStore()); err == nil {
 		t.Error("UIURLFor \"admins\" accepted")
 	}
-	if _, err := New(Options{Temporal: &fakeTemporal{}, Verifier: v, Keys: listTestKeys(t),
-		ResourceURI: "http://localhost/mcp"}); err == nil {
+	if _, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t),
+		ResourceURI: "http://localhost/mcp"}, newMemStore()); err == nil {
 		t.Error("a frontend without ResumeKeys was built")
 	}
 }

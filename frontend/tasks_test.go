@@ -2,7 +2,6 @@ package frontend
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"net/http"
@@ -15,13 +14,6 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	namespacepb "go.temporal.io/api/namespace/v1"
-	"go.temporal.io/api/serviceerror"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
@@ -257,14 +249,14 @@ func taskSeeds(t testing.TB) map[string]string {
 	}
 }
 
-func newTaskFrontend(t testing.TB, tc client.Client) *Frontend {
+func newTaskFrontend(t testing.TB, store jobStore) *Frontend {
 	t.Helper()
 	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", bytes.Repeat([]byte{1}, 32), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(Options{Temporal: tc, Verifier: v, Keys: taskKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
-		Now: func() time.Time { return taskNow }})
+	f, err := newFrontend(Options{Verifier: v, Keys: taskKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
+		Now: func() time.Time { return taskNow }}, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +264,7 @@ func newTaskFrontend(t testing.TB, tc client.Client) *Frontend {
 }
 
 func TestTaskOpenTaskID(t *testing.T) {
-	f := newTaskFrontend(t, &taskTemporal{})
+	f := newTaskFrontend(t, newMemStore())
 	for name, s := range taskSeeds(t) {
 		h, rerr := f.openTaskID(taskAna, s)
 		switch {
@@ -316,7 +308,7 @@ func TestTaskIDSeedCorpus(t *testing.T) {
 // caller's tenant and a kind it serves, and otherwise answers exactly the unknown task (the
 // same value for every cause) or, for the caller's own tenant, the expired task; never panics.
 func FuzzTaskID(f *testing.F) {
-	fe := newTaskFrontend(f, &taskTemporal{})
+	fe := newTaskFrontend(f, newMemStore())
 	f.Fuzz(func(t *testing.T, s string) {
 		h, rerr := fe.openTaskID(taskAna, s)
 		oh, oerr := fe.opts.Keys.OpenHandle(s, taskNow)
@@ -373,45 +365,10 @@ func FuzzTaskRequest(f *testing.F) {
 
 // ---------------------------------------------------------------- the layer, against a fake
 
-// taskTemporal answers Describe from a map of jobs, DescribeNamespace with a retention, and
-// records cancel requests; every other method panics (a test that needs it is wrong).
-type taskTemporal struct {
-	client.Client
-	jobs      map[string]*workflowpb.WorkflowExecutionInfo
-	retention time.Duration
-	cancels   []string
-}
-
-func (c *taskTemporal) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	info, ok := c.jobs[id]
-	if !ok {
-		return nil, serviceerror.NewNotFound("workflow not found")
-	}
-	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: info}, nil
-}
-
-func (c *taskTemporal) WorkflowService() workflowservice.WorkflowServiceClient {
-	return &taskService{c: c}
-}
-
-type taskService struct {
-	workflowservice.WorkflowServiceClient
-	c *taskTemporal
-}
-
-func (s *taskService) DescribeNamespace(context.Context, *workflowservice.DescribeNamespaceRequest, ...grpc.CallOption) (*workflowservice.DescribeNamespaceResponse, error) {
-	return &workflowservice.DescribeNamespaceResponse{Config: &namespacepb.NamespaceConfig{WorkflowExecutionRetentionTtl: durationpb.New(s.c.retention)}}, nil
-}
-
-func (s *taskService) RequestCancelWorkflowExecution(_ context.Context, r *workflowservice.RequestCancelWorkflowExecutionRequest, _ ...grpc.CallOption) (*workflowservice.RequestCancelWorkflowExecutionResponse, error) {
-	s.c.cancels = append(s.c.cancels, r.GetWorkflowExecution().GetWorkflowId())
-	return &workflowservice.RequestCancelWorkflowExecutionResponse{}, nil
-}
-
 // taskFixture is a frontend over a fake Temporal holding one job per state.
 type taskFixture struct {
 	f     *Frontend
-	tc    *taskTemporal
+	tc    *memStore
 	h     http.Handler
 	id    map[string]string // state → taskId
 	nextN int
@@ -419,7 +376,8 @@ type taskFixture struct {
 
 func newTaskFixture(t *testing.T) *taskFixture {
 	t.Helper()
-	tc := &taskTemporal{jobs: map[string]*workflowpb.WorkflowExecutionInfo{}, retention: time.Hour}
+	tc := newMemStore()
+	tc.retention = time.Hour
 	fx := &taskFixture{tc: tc, id: map[string]string{}}
 	fx.f = newTaskFrontend(t, tc)
 	fx.h = fx.f.Handler()
@@ -429,7 +387,7 @@ func newTaskFixture(t *testing.T) *taskFixture {
 		for k, v := range memo {
 			info.Memo.Fields[k] = payload(t, v)
 		}
-		tc.jobs[id] = info
+		tc.put(info)
 		fx.id[state] = fx.f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(7 * 24 * time.Hour)})
 	}
 	running := enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING

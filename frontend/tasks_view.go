@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
@@ -148,16 +147,9 @@ func taskInputKey(ni *workflows.NeedsInput) string {
 
 // retention is the namespace's retention of closed workflows, when Temporal says.
 func (f *Frontend) retention(ctx context.Context) (time.Duration, bool) {
-	if f.opts.Temporal == nil {
-		return 0, false
-	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
-	resp, err := f.opts.Temporal.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: f.opts.Namespace})
-	if err != nil || resp.GetConfig().GetWorkflowExecutionRetentionTtl() == nil {
-		return 0, false
-	}
-	return resp.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration(), true
+	return f.store.Retention(ctx)
 }
 
 func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

@@ -25,6 +25,8 @@ type jobRun struct {
 	// decision records the accepted answer (who, when, surface, how signed in); nil until one.
 	decision *DecisionRecord
 	terminal bool
+	// status is the last status set (setStatus); "" while the run is still queued.
+	status Status
 	// verifier opens resume seals; nil refuses every resume.
 	verifier ResumeVerifier
 }
@@ -43,6 +45,13 @@ func newJobRun(ctx workflow.Context, w *Workflows, tenant, owner string) (*jobRu
 		workflow.UpdateHandlerOptions{Validator: r.validateResume}); err != nil {
 		return nil, err
 	}
+	// Read-only: it waits for state the run sets anyway and issues no command, so histories
+	// without it replay unchanged. A run that ends without ever setting a status (it fails
+	// before) abandons the waiter; the caller then reads the job as it is.
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateFirstState, r.firstState,
+		workflow.UpdateHandlerOptions{Validator: r.validateFirstState, UnfinishedPolicy: workflow.HandlerUnfinishedPolicyAbandon}); err != nil {
+		return nil, err
+	}
 	// Report "cancelling" as soon as a cancel request lands, while the work winds down.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	workflow.Go(dctx, func(g workflow.Context) {
@@ -55,6 +64,7 @@ func newJobRun(ctx workflow.Context, w *Workflows, tenant, owner string) (*jobRu
 }
 
 func (r *jobRun) setStatus(ctx workflow.Context, s Status) {
+	r.status = s
 	// JobAnswerer follows the open request: set while awaiting input, cleared on every other
 	// status. It rides in the same upsert command as JobStatus, so the commands a run issues are
 	// unchanged and recorded histories replay (the SDK matches an upsert by type, not content).
@@ -194,6 +204,23 @@ func checkTenant(ctx workflow.Context, tenant string) error {
 		return temporal.NewNonRetryableApplicationError("the job's tenant does not match its workflow ID", ErrCodeTenantMismatch, nil)
 	}
 	return nil
+}
+
+// validateFirstState refuses the first-state update of a finished run, so that a late one
+// leaves no trace in its history.
+func (r *jobRun) validateFirstState(workflow.Context) error {
+	if r.terminal {
+		return reject(RejectInputNotExpected, "the job has ended")
+	}
+	return nil
+}
+
+// firstState waits until the run has set a status and answers it (UpdateFirstState).
+func (r *jobRun) firstState(ctx workflow.Context) (Status, error) {
+	if err := workflow.Await(ctx, func() bool { return r.status != "" }); err != nil {
+		return "", err
+	}
+	return r.status, nil
 }
 
 // validateResume runs before an update is admitted to history: nothing it rejects leaves a trace.

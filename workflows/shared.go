@@ -21,6 +21,10 @@ const (
 	ExportWorkflowName    = "jobgate.Export"
 	RetentionWorkflowName = "jobgate.ExportRetention"
 	UpdateResume          = "jobgate.resume"
+	// UpdateFirstState answers the run's first status past queued (awaiting_input, running,
+	// cancelling or an end) once it is set: start_* sends it with the start (Update-With-Start)
+	// so a job that at once asks its owner is answered with that request, with no polling.
+	UpdateFirstState = "jobgate.first_state"
 )
 
 // Kinds of job. Kinds lists them; nothing else enumerates kinds.

@@ -1,0 +1,342 @@
+package frontend
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// Unit tests of the job core over the in-memory store (memstore_test.go): idempotent start,
+// key reuse, the quota's retried start, every resume error mapping and the view.
+
+var (
+	coreNow   = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	coreAna   = authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+	coreBo    = authz.Principal{Tenant: "acme", Subject: "bo", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+	coreAppr  = authz.Principal{Tenant: "acme", Subject: "cy", Scopes: []authz.Scope{authz.ScopeApprove}}
+	coreAdmin = authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}}
+	// coreKind is a kind as the core sees it (its result is never read by these tests).
+	coreKind = jobKind[struct{}]{name: workflows.KindEval, noun: "eval run",
+		result: func(context.Context, *Frontend, authz.Principal, *job, func(any) error) (*struct{}, error) {
+			return &struct{}{}, nil
+		}}
+)
+
+func newCoreFrontend(t *testing.T, ms *memStore, tenants authz.Tenants) *Frontend {
+	t.Helper()
+	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", bytes.Repeat([]byte{1}, 32), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
+		UIBaseURL: "http://ui.test", Tenants: tenants, Now: func() time.Time { return coreNow }}, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func coreSpec(key, hash string) startSpec {
+	return startSpec{key: key, hash: hash, input: map[string]any{"args": hash}, total: 10, summary: "s", details: "d"}
+}
+
+func TestStart_Idempotent(t *testing.T) {
+	ms := newMemStore()
+	f := newCoreFrontend(t, ms, authz.Tenants{})
+	ctx := context.Background()
+	v1, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1"))
+	if err != nil || v1.Created == nil || !*v1.Created || v1.Status != workflows.StatusQueued {
+		t.Fatalf("first start: %+v, %v", v1, err)
+	}
+	st := ms.starts[0]
+	if st.id != "acme/eval/ana/k1" || st.tenant != "acme" || st.owner != "ana" || st.kind != workflows.KindEval ||
+		st.workflow != workflows.EvalWorkflowName || st.memo[workflows.MemoInputHash] != "h1" || st.awaitFirst {
+		t.Fatalf("start request: %+v", st)
+	}
+	// The same key and arguments: the same job, created=false, nothing new started.
+	v2, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1"))
+	if err != nil || v2.Created == nil || *v2.Created || v2.JobID != v1.JobID {
+		t.Fatalf("retried start: %+v, %v", v2, err)
+	}
+	if len(ms.jobs) != 1 || ms.runs != 1 {
+		t.Fatalf("%d jobs, %d runs after a retried start; want 1, 1", len(ms.jobs), ms.runs)
+	}
+}
+
+func TestStart_KeyReused(t *testing.T) {
+	ms := newMemStore()
+	f := newCoreFrontend(t, ms, authz.Tenants{})
+	ctx := context.Background()
+	if _, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	before := *ms.jobs["acme/eval/ana/k1"]
+	// Other arguments under the same key: idempotency_key_reused, nothing started or changed.
+	_, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h2"))
+	wantCode(t, "other arguments", err, CodeIdempotencyKeyReused)
+	if len(ms.jobs) != 1 || ms.runs != 1 || !reflect.DeepEqual(*ms.jobs["acme/eval/ana/k1"], before) {
+		t.Fatalf("a reused key changed the store: %d jobs, %d runs", len(ms.jobs), ms.runs)
+	}
+	// Another owner's start with the same key is their own job.
+	v, err := coreKind.start(ctx, f, coreBo, coreSpec("k1", "h2"))
+	if err != nil || v.JobID != "acme/eval/bo/k1" || v.Owner != "bo" || !*v.Created {
+		t.Fatalf("bo's start: %+v, %v", v, err)
+	}
+	// A key taken by a job of another kind (the same ID, a hand-made clash) is a reuse too.
+	ms.jobs["acme/eval/ana/k9"] = &job{id: "acme/eval/ana/k9", runID: "r", tenant: "acme", owner: "ana", kind: workflows.KindExport,
+		exec: runRunning, inputHash: "h1"}
+	_, err = coreKind.start(ctx, f, coreAna, coreSpec("k9", "h1"))
+	wantCode(t, "other kind", err, CodeIdempotencyKeyReused)
+	// A job that vanished between the refused start and its read: retry.
+	ms.startErr = errAlreadyStarted
+	_, err = coreKind.start(ctx, f, coreAna, coreSpec("gone", "h1"))
+	if te := wantCode(t, "vanished", err, CodeUnavailable); te != nil && !strings.Contains(te.Message, "retry") {
+		t.Errorf("vanished: %v", te)
+	}
+}
+
+// A start the quota refuses still answers an idempotent retry with its job, and a reuse as a reuse.
+func TestStart_QuotaRefusedRetry(t *testing.T) {
+	ms := newMemStore()
+	f := newCoreFrontend(t, ms, authz.Tenants{})
+	ctx := context.Background()
+	if _, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1")); err != nil {
+		t.Fatal(err)
+	}
+	// Now the owner is over the limit: visibility counts 5 running jobs.
+	f.opts.Tenants = authz.Tenants{Defaults: authz.TenantPolicy{Limits: authz.Limits{RunningJobsPerOwner: 1}}}
+	ms.count = func(string) (int, error) { return 5, nil }
+	v, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1"))
+	if err != nil || *v.Created || v.JobID != "acme/eval/ana/k1" {
+		t.Fatalf("retried start over quota: %+v, %v", v, err)
+	}
+	_, err = coreKind.start(ctx, f, coreAna, coreSpec("k1", "h2"))
+	wantCode(t, "reuse over quota", err, CodeIdempotencyKeyReused)
+	_, err = coreKind.start(ctx, f, coreAna, coreSpec("k2", "h1"))
+	wantCode(t, "new job over quota", err, CodeQuotaExceeded)
+	if ms.runs != 1 {
+		t.Fatalf("%d runs started, want 1", ms.runs)
+	}
+}
+
+// mrtrCtx is the context of a tools/call from a 2026 client that takes form elicitations.
+func mrtrCtx() context.Context {
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "start_eval", Arguments: []byte(`{"idempotency_key":"k1"}`),
+		Meta: mcp.Meta{mcp.MetaKeyClientCapabilities: map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}}}}
+	return context.WithValue(context.Background(), callRecordKey{}, &callRecord{req: req})
+}
+
+// openOwnerInput is the workflow's first state for a job that at once asks its owner.
+func openOwnerInput(j *job) {
+	j.saStatus = workflows.StatusAwaitingInput
+	j.needsInput = &workflows.NeedsInput{InputID: "approve-1", Prompt: "Approve?", ScopeDigest: "sha256:d",
+		Approver: authz.ApproverOwner, RequestedBy: j.owner, ExpiresAt: coreNow.Add(time.Hour)}
+}
+
+// A start whose job at once asks its owner returns that request in the start's one store call
+// (Update-With-Start), for a client that can take it; the retry finds the same job.
+func TestStart_FirstState(t *testing.T) {
+	ms := newMemStore()
+	ms.firstState = openOwnerInput
+	f := newCoreFrontend(t, ms, authz.Tenants{})
+	spec := coreSpec("k1", "h1")
+	spec.ownerInput = true
+	_, err := coreKind.start(mrtrCtx(), f, coreAna, spec)
+	var ir *inputRequired
+	if !errors.As(err, &ir) || ir.res.InputRequests[InputKeyApproval] == nil || ir.res.RequestState == "" {
+		t.Fatalf("start of a job that asks its owner: want input_required, got %v", err)
+	}
+	if len(ms.starts) != 1 || !ms.starts[0].awaitFirst {
+		t.Fatalf("starts %+v: want one that awaits the first state", ms.starts)
+	}
+	// A client that takes no elicitation: a plain start, the queued view.
+	v, err := coreKind.start(context.Background(), f, coreAna, func() startSpec { s := coreSpec("k2", "h1"); s.ownerInput = true; return s }())
+	if err != nil || v.Status != workflows.StatusQueued || ms.starts[1].awaitFirst {
+		t.Fatalf("2025 client: %+v, %v, %+v", v, err, ms.starts[1])
+	}
+	// No worker: the first state does not come; the start still answers, with the job queued.
+	ms.firstState = nil
+	v, err = coreKind.start(mrtrCtx(), f, coreAna, func() startSpec { s := coreSpec("k3", "h1"); s.ownerInput = true; return s }())
+	if err != nil || !*v.Created || v.Status != workflows.StatusQueued {
+		t.Fatalf("no worker: %+v, %v", v, err)
+	}
+	// Its retry, once a worker ran it, finds the job and asks.
+	ms.firstState = openOwnerInput
+	_, err = coreKind.start(mrtrCtx(), f, coreAna, func() startSpec { s := coreSpec("k3", "h1"); s.ownerInput = true; return s }())
+	if !errors.As(err, &ir) {
+		t.Fatalf("retry: want input_required, got %v", err)
+	}
+	if ms.runs != 3 {
+		t.Fatalf("%d runs, want 3", ms.runs)
+	}
+}
+
+// awaitingJob stores a job of ana waiting for input from approver and returns it as Describe has it.
+func awaitingJob(t *testing.T, f *Frontend, ms *memStore, id string, approver authz.Approver) *job {
+	t.Helper()
+	ms.jobs[id] = &job{id: id, runID: "run-" + id, tenant: "acme", owner: "ana", kind: workflows.KindEval, exec: runRunning,
+		saStatus: workflows.StatusAwaitingInput, needsInput: &workflows.NeedsInput{InputID: "approve-1", Prompt: "Approve?",
+			ScopeDigest: "sha256:d", Approver: approver, RequestedBy: "ana", ExpiresAt: coreNow.Add(time.Hour)}}
+	j, err := f.describe(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// Every way a resume can fail maps to the contract's error, named for what the caller can do.
+func TestResume_ErrorMapping(t *testing.T) {
+	ms := newMemStore()
+	f := newCoreFrontend(t, ms, authz.Tenants{})
+	ctx := context.Background()
+	in := ResumeIn{InputID: "approve-1", ScopeDigest: "sha256:d", Decision: workflows.DecisionApprove}
+	reject := func(kind, msg string) func(*job, workflows.ResumeRequest) error {
+		return func(*job, workflows.ResumeRequest) error { return &resumeRejected{kind: kind, msg: msg} }
+	}
+	for _, c := range []struct {
+		name   string
+		resume func(*job, workflows.ResumeRequest) error
+		code   string
+		msg    string // in the error's message
+	}{
+		{"stale input_id", reject(workflows.RejectInputNotExpected, "input_id does not name the open input request"), CodeInputNotExpected, "input_id"},
+		{"digest mismatch", reject(workflows.RejectInputNotExpected, "scope_digest does not match the scope awaiting approval"), CodeInputNotExpected, "scope_digest"},
+		{"answered meanwhile", reject(workflows.RejectInputNotExpected, "the job is not waiting for input"), CodeInputNotExpected, "not waiting"},
+		{"workflow forbids", reject(workflows.RejectForbidden, "four eyes: no"), CodeForbidden, "four eyes"},
+		{"workflow not found", reject(workflows.RejectNotFound, "job not found"), CodeNotFound, "no such job"},
+		{"bad decision", reject(workflows.RejectInvalidArgument, "decision must be approve or reject"), CodeInvalidArgument, "decision"},
+		{"seal refused", reject(workflows.RejectUnsealed, "seal expired"), CodeUnavailable, "deployment problem"},
+		{"job finished", func(*job, workflows.ResumeRequest) error { return errJobNotFound }, CodeInputNotExpected, "no longer waiting"},
+		{"update timeout", func(*job, workflows.ResumeRequest) error { return fmt.Errorf("resume: %w", errUpdateTimeout) }, CodeUnavailable, "no worker processed"},
+		{"store unavailable", func(*job, workflows.ResumeRequest) error { return fmt.Errorf("resume: %w", errStoreUnavailable) }, CodeUnavailable, "no worker processed"},
+		{"deadline", func(*job, workflows.ResumeRequest) error { return context.DeadlineExceeded }, CodeUnavailable, "no worker processed"},
+	} {
+		ms.resume = c.resume
+		j := awaitingJob(t, f, ms, "acme/eval/ana/r", authz.ApproverOwner)
+		_, err := f.resumeJob(ctx, coreAna, j, in, workflows.SurfaceTool)
+		if te := wantCode(t, c.name, err, c.code); te != nil && !strings.Contains(te.Message, c.msg) {
+			t.Errorf("%s: message %q does not say %q", c.name, te.Message, c.msg)
+		}
+	}
+	// Anything else is an internal error, not a tool error.
+	ms.resume = func(*job, workflows.ResumeRequest) error { return errors.New("boom") }
+	if _, err := f.resumeJob(ctx, coreAna, awaitingJob(t, f, ms, "acme/eval/ana/r", authz.ApproverOwner), in, workflows.SurfaceTool); err == nil {
+		t.Error("unknown store error: no error")
+	} else if _, ok := asToolError(err); ok {
+		t.Errorf("unknown store error became a tool error: %v", err)
+	}
+
+	// Refused by the core: no update reaches the store.
+	ms.resume = nil
+	n := len(ms.resumes)
+	opsW := authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeWrite, authz.ScopeAdmin}}
+	_, err := f.resumeJob(ctx, opsW, awaitingJob(t, f, ms, "acme/eval/ana/o", authz.ApproverOwner), in, workflows.SurfaceTool)
+	if te := wantCode(t, "an admin on an owner request", err, CodeForbidden); te != nil && !strings.Contains(te.Message, "owner") {
+		t.Errorf("wrong answerer: %q", te.Message)
+	}
+	anaAppr := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeWrite, authz.ScopeApprove}}
+	_, err = f.resumeJob(ctx, anaAppr, awaitingJob(t, f, ms, "acme/eval/ana/a", authz.ApproverApprover), in, workflows.SurfaceTool)
+	if te := wantCode(t, "four eyes", err, CodeForbidden); te != nil && !strings.Contains(te.Message, "four eyes") {
+		t.Errorf("four eyes: %q", te.Message)
+	}
+	running := awaitingJob(t, f, ms, "acme/eval/ana/x", authz.ApproverOwner)
+	running.needsInput, running.saStatus = nil, workflows.StatusRunning
+	_, err = f.resumeJob(ctx, coreAna, running, in, workflows.SurfaceTool)
+	wantCode(t, "not awaiting input", err, CodeInputNotExpected)
+	if len(ms.resumes) != n {
+		t.Fatalf("%d refused resumes reached the store", len(ms.resumes)-n)
+	}
+
+	// Accepted: the update carries the run, a sealed request and a deduplicating ID.
+	j := awaitingJob(t, f, ms, "acme/eval/ana/ok", authz.ApproverApprover)
+	got, err := f.resumeJob(ctx, coreAppr, j, in, workflows.SurfaceTool)
+	if err != nil || got.status() != workflows.StatusRunning {
+		t.Fatalf("approver's resume: %+v, %v", got, err)
+	}
+	r := ms.resumes[len(ms.resumes)-1]
+	if r.id != j.id || r.runID != j.runID || r.req.Seal == "" || r.req.Principal.Subject != "cy" || !strings.HasPrefix(r.updateID, "resume-") {
+		t.Fatalf("resume request: %+v", r)
+	}
+	ms.jobs[j.id] = j // again, the same answer: the same update ID (Temporal deduplicates)
+	if _, err := f.resumeJob(ctx, coreAppr, j, in, workflows.SurfaceTool); err != nil || ms.resumes[len(ms.resumes)-1].updateID != r.updateID {
+		t.Fatalf("repeated resume: %v, update IDs %s / %s", err, r.updateID, ms.resumes[len(ms.resumes)-1].updateID)
+	}
+}
+
+// The view: the contract status from the run state and the JobStatus attribute, progress,
+// needs_input while awaiting input, errors of ended jobs, poll_after_ms and the ui_url rule.
+func TestSummary(t *testing.T) {
+	f := newCoreFrontend(t, newMemStore(), authz.Tenants{})
+	base := func(exec runState, sa workflows.Status) *job {
+		return &job{id: "acme/eval/ana/k", runID: "r1", tenant: "acme", owner: "ana", kind: workflows.KindEval, exec: exec, saStatus: sa,
+			createdAt: coreNow.Add(-time.Hour), closedAt: time.Time{},
+			progress: workflows.Progress{Done: 2, Total: 10, Unit: "episodes", AsOf: coreNow.Add(-time.Minute)}}
+	}
+	ni := &workflows.NeedsInput{InputID: "approve-1", Prompt: "Approve?", ScopeDigest: "sha256:d", Approver: authz.ApproverOwner}
+	for _, c := range []struct {
+		name   string
+		j      *job
+		status workflows.Status
+		poll   int
+		code   string // error code, "" for none
+	}{
+		{"queued", base(runRunning, workflows.StatusQueued), workflows.StatusQueued, 1000, ""},
+		{"no attribute yet", base(runRunning, ""), workflows.StatusQueued, 1000, ""},
+		{"running", base(runRunning, workflows.StatusRunning), workflows.StatusRunning, 2000, ""},
+		{"awaiting", func() *job { j := base(runRunning, workflows.StatusAwaitingInput); j.needsInput = ni; return j }(), workflows.StatusAwaitingInput, 5000, ""},
+		{"cancel requested", func() *job { j := base(runRunning, workflows.StatusRunning); j.cancelRequested = true; return j }(), workflows.StatusCancelling, 1000, ""},
+		// Once closed, the run state is the truth, whatever the attribute says.
+		{"completed", base(runCompleted, workflows.StatusRunning), workflows.StatusSucceeded, 0, ""},
+		{"failed", base(runFailed, workflows.StatusRunning), workflows.StatusFailed, 0, "failed"},
+		{"terminated", base(runTerminated, workflows.StatusRunning), workflows.StatusFailed, 0, "terminated"},
+		{"timed out", base(runTimedOut, workflows.StatusRunning), workflows.StatusFailed, 0, "timed_out"},
+		{"canceled", base(runCanceled, workflows.StatusRunning), workflows.StatusCancelled, 0, workflows.ErrCodeCancelled},
+		{"failed with its error", func() *job {
+			j := base(runFailed, workflows.StatusFailed)
+			j.jobErr = &workflows.JobError{Code: "all_episodes_failed", Message: "m"}
+			return j
+		}(), workflows.StatusFailed, 0, "all_episodes_failed"},
+	} {
+		s := f.summary(coreAna, c.j)
+		if s.Status != c.status || s.PollAfterMS != c.poll || s.Progress != c.j.progress || s.JobID != c.j.id || s.Owner != "ana" || s.Kind != "eval" {
+			t.Errorf("%s: %+v", c.name, s)
+		}
+		if (s.Error == nil) != (c.code == "") || (s.Error != nil && s.Error.Code != c.code) {
+			t.Errorf("%s: error %+v, want code %q", c.name, s.Error, c.code)
+		}
+		if (s.NeedsInput != nil) != (c.status == workflows.StatusAwaitingInput) {
+			t.Errorf("%s: needs_input %+v", c.name, s.NeedsInput)
+		}
+		if !s.UpdatedAt.Equal(coreNow.Add(-time.Minute)) || !s.CreatedAt.Equal(coreNow.Add(-time.Hour)) {
+			t.Errorf("%s: created %s updated %s", c.name, s.CreatedAt, s.UpdatedAt)
+		}
+	}
+	// A job without created_at (started before the memo had it) shows its start time.
+	j := base(runRunning, workflows.StatusRunning)
+	j.createdAt, j.startedAt = time.Time{}, coreNow.Add(-2*time.Hour)
+	if s := f.summary(coreAna, j); !s.CreatedAt.Equal(j.startedAt) {
+		t.Errorf("created_at fallback: %s", s.CreatedAt)
+	}
+	// ui_url: operators only (UIURLForAdmin, the default), with the run's history.
+	if s := f.summary(coreAna, j); s.UIURL != "" {
+		t.Errorf("owner got ui_url %q", s.UIURL)
+	}
+	if s := f.summary(coreAdmin, j); s.UIURL != "http://ui.test/namespaces/default/workflows/acme%2Feval%2Fana%2Fk/r1/history" {
+		t.Errorf("admin ui_url %q", s.UIURL)
+	}
+	// The handle names the job and its kind.
+	s := f.summary(coreAna, j)
+	if h, err := f.opts.Keys.OpenHandle(s.Handle, coreNow); err != nil || h.WorkflowID != j.id || h.Kind != "eval" || h.Tenant != "acme" {
+		t.Errorf("handle: %+v, %v", h, err)
+	}
+}

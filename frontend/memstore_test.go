@@ -1,0 +1,237 @@
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// memStore is the one in-memory job store of the core's unit tests: jobs by ID in the core's
+// terms, scripted list pages, and a record of every call. It is the store's edge, not a mock of
+// Temporal: it keeps jobStore's contract (errAlreadyStarted for a taken ID, errJobNotFound for
+// an unknown one …) and lets a test say what the workflow would do (firstState, resume).
+// Integration tests run the real store against the embedded Temporal server.
+type memStore struct {
+	mu sync.Mutex
+
+	jobs      map[string]*job
+	dec       *temporalStore // put's decoder (its needs-input cache lives as long as the store)
+	results   map[string]any // run ID → the workflow's result
+	retention time.Duration  // 0: the store does not say
+
+	// firstState, when set, is what the job's workflow does before its first state (e.g. open
+	// its input request); nil means no worker runs: a start that awaits it times out.
+	firstState func(j *job)
+	// resume, when set, answers Resume as the workflow would; nil accepts every answer.
+	resume func(j *job, req workflows.ResumeRequest) error
+
+	// Scripted list pages, served in order (then empty pages); listErr fails every List.
+	pages   []memPage
+	listErr error
+	// count answers Count (0 when nil).
+	count func(q string) (int, error)
+	// startErr / describeErr fail Start / Describe when set.
+	startErr, describeErr error
+
+	// The record.
+	starts    []storeStart
+	describes int
+	reads     map[string]int // run ID → result reads
+	cancels   []string
+	resumes   []memResume
+	lists     []memList
+	runs      int
+}
+
+type memPage struct {
+	jobs []*job
+	next []byte
+}
+
+type memList struct {
+	q        string
+	pageSize int
+	token    []byte
+}
+
+type memResume struct {
+	id, runID, updateID string
+	req                 workflows.ResumeRequest
+}
+
+var _ jobStore = (*memStore)(nil)
+
+func newMemStore() *memStore {
+	return &memStore{jobs: map[string]*job{}, dec: infoDecoder(converter.GetDefaultDataConverter()), results: map[string]any{}, reads: map[string]int{}}
+}
+
+// put stores a job recorded as Temporal keeps it (execInfo), read as the Temporal store reads it.
+func (m *memStore) put(info *workflowpb.WorkflowExecutionInfo) *job {
+	j := m.dec.jobFromInfo(info)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.jobs[j.id] = j
+	return j
+}
+
+// infoDecoder is a Temporal store without a client: only its decoding of execution infos.
+func infoDecoder(dc converter.DataConverter) *temporalStore {
+	return &temporalStore{dc: dc, needsInputs: newNeedsInputCache()}
+}
+
+func (m *memStore) Start(ctx context.Context, st storeStart) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.starts = append(m.starts, st)
+	if m.startErr != nil {
+		return "", m.startErr
+	}
+	if _, ok := m.jobs[st.id]; ok {
+		return "", errAlreadyStarted
+	}
+	m.runs++
+	j := &job{id: st.id, runID: fmt.Sprintf("run-%d", m.runs), tenant: st.tenant, owner: st.owner, kind: st.kind,
+		exec: runRunning, saStatus: workflows.StatusQueued}
+	j.inputHash, _ = st.memo[workflows.MemoInputHash].(string)
+	j.createdAt, _ = st.memo[workflows.MemoCreatedAt].(time.Time)
+	j.startedAt = j.createdAt
+	j.progress, _ = st.memo[workflows.MemoProgress].(workflows.Progress)
+	j.slots, _ = st.memo[workflows.MemoSlots].(int)
+	m.jobs[st.id] = j
+	if st.awaitFirst {
+		if m.firstState == nil {
+			return j.runID, fmt.Errorf("start %s: %w", st.id, errFirstStateTimeout)
+		}
+		m.firstState(j)
+	}
+	return j.runID, nil
+}
+
+func (m *memStore) FirstState(ctx context.Context, id, runID string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[id]
+	switch {
+	case !ok || j.runID != runID:
+		return errJobNotFound
+	case m.firstState == nil:
+		return errFirstStateTimeout
+	}
+	if j.saStatus == workflows.StatusQueued {
+		m.firstState(j)
+	}
+	return nil
+}
+
+func (m *memStore) Describe(ctx context.Context, id string) (*job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.describes++
+	if m.describeErr != nil {
+		return nil, m.describeErr
+	}
+	j, ok := m.jobs[id]
+	if !ok {
+		return nil, errJobNotFound
+	}
+	c := *j // callers get a snapshot, as from a Describe
+	return &c, nil
+}
+
+func (m *memStore) Result(ctx context.Context, id, runID string, ptr any) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reads[runID]++
+	res, ok := m.results[runID]
+	if !ok {
+		return fmt.Errorf("read result of %s: %w", id, errJobNotFound)
+	}
+	b, err := json.Marshal(res) // as the data converter stores it
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, ptr)
+}
+
+func (m *memStore) Cancel(ctx context.Context, id, identity, reason string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cancels = append(m.cancels, id)
+	j, ok := m.jobs[id]
+	if !ok || j.exec != runRunning {
+		return errJobNotFound
+	}
+	j.cancelRequested = true
+	return nil
+}
+
+func (m *memStore) Resume(ctx context.Context, id, runID, updateID string, req workflows.ResumeRequest) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.resumes = append(m.resumes, memResume{id: id, runID: runID, updateID: updateID, req: req})
+	j, ok := m.jobs[id]
+	if !ok || j.runID != runID || j.exec != runRunning {
+		return errJobNotFound
+	}
+	if m.resume != nil {
+		return m.resume(j, req)
+	}
+	j.needsInput, j.needsInputJSON, j.saStatus = nil, nil, workflows.StatusRunning
+	return nil
+}
+
+func (m *memStore) List(ctx context.Context, q string, pageSize int, token []byte) ([]*job, []byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lists = append(m.lists, memList{q: q, pageSize: pageSize, token: token})
+	if m.listErr != nil {
+		return nil, nil, m.listErr
+	}
+	if len(m.pages) == 0 {
+		return nil, nil, nil
+	}
+	p := m.pages[0]
+	m.pages = m.pages[1:]
+	return p.jobs, p.next, nil
+}
+
+func (m *memStore) Count(ctx context.Context, q string) (int, error) {
+	if m.count == nil {
+		return 0, nil
+	}
+	return m.count(q)
+}
+
+func (m *memStore) Retention(context.Context) (time.Duration, bool) {
+	return m.retention, m.retention > 0
+}
+
+func (m *memStore) CheckHealth(context.Context) error { return nil }
+
+// jobsOf reads execution infos as the Temporal store does (for scripted list pages).
+func jobsOf(infos ...*workflowpb.WorkflowExecutionInfo) []*job {
+	d := infoDecoder(converter.GetDefaultDataConverter())
+	js := make([]*job, len(infos))
+	for i, info := range infos {
+		js[i] = d.jobFromInfo(info)
+	}
+	return js
+}
+
+// newStoreFrontend is a frontend over store with the unit tests' keys and verifier.
+func newStoreFrontend(t testing.TB, store jobStore, opts Options) *Frontend {
+	t.Helper()
+	f, err := newFrontend(opts, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}

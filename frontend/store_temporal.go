@@ -1,0 +1,394 @@
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// temporalStore is the job store over a Temporal client: the only code of the frontend that
+// calls client.Client. It maps Temporal's errors to the store's error values.
+type temporalStore struct {
+	c         client.Client
+	namespace string
+	taskQueue string
+	dc        converter.DataConverter
+	// needsInputs caches decoded open input requests by memo payload bytes (memocache.go).
+	needsInputs *needsInputCache
+}
+
+var _ jobStore = (*temporalStore)(nil)
+
+// storeErr wraps err from a call named op: unreachable or overloaded is errStoreUnavailable.
+func storeErr(op string, err error) error {
+	if isTemporalUnavailable(err) {
+		return fmt.Errorf("%s: %w: %w", op, errStoreUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isTemporalUnavailable reports Temporal being unreachable or overloaded.
+func isTemporalUnavailable(err error) bool {
+	var (
+		u  *serviceerror.Unavailable
+		re *serviceerror.ResourceExhausted
+		de *serviceerror.DeadlineExceeded
+	)
+	if errors.As(err, &u) || errors.As(err, &re) || errors.As(err, &de) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+func (s *temporalStore) startWorkflowOptions(st storeStart) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:        st.id,
+		TaskQueue: s.taskQueue,
+		// A key names one job ever (while retained): a closed job's ID is not reused, and a
+		// running one is not joined — the caller compares it with the request (idempotency).
+		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.SAJobTenant.ValueSet(st.tenant), workflows.SAJobOwner.ValueSet(st.owner),
+			workflows.SAJobKind.ValueSet(st.kind), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))),
+		Memo:          st.memo,
+		StaticSummary: st.summary,
+		StaticDetails: st.details,
+		// Workflow tasks are dispatched fairly too; activities carry their own (the input's).
+		Priority: st.fairness.Priority(),
+	}
+}
+
+func (s *temporalStore) Start(ctx context.Context, st storeStart) (string, error) {
+	opts := s.startWorkflowOptions(st)
+	if !st.awaitFirst {
+		run, err := s.c.ExecuteWorkflow(ctx, opts, st.workflow, st.input)
+		if err != nil {
+			var started *serviceerror.WorkflowExecutionAlreadyStarted
+			if errors.As(err, &started) {
+				return "", errAlreadyStarted
+			}
+			return "", storeErr("start "+st.id, err)
+		}
+		return run.GetRunID(), nil
+	}
+	// Update-With-Start: the start and the first-state update in one call. The conflict policy
+	// stays FAIL (Update-With-Start needs one set): an ID that names a job already starts
+	// nothing and sends it no update, exactly as the plain start. That holds only for an update
+	// ID the job has never seen: the server answers an existing job's update of the same ID
+	// (running or completed) whatever the policy, so each start sends its own.
+	op := s.c.NewWithStartWorkflowOperation(opts, st.workflow, st.input)
+	h, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			WorkflowID:   st.id,
+			UpdateID:     firstStateUpdateID + "-" + uuid.NewString(),
+			UpdateName:   workflows.UpdateFirstState,
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			return "", errAlreadyStarted
+		}
+		var timeout *client.WorkflowUpdateServiceTimeoutOrCanceledError
+		if errors.As(err, &timeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			// The call ended before the start answered: the job may or may not exist.
+			return "", fmt.Errorf("start %s: %w: %w: %w", st.id, errFirstStateTimeout, errStoreUnavailable, err)
+		}
+		return "", storeErr("start "+st.id, err)
+	}
+	// A handle exists only once the start answered, so the operation holds the run.
+	run, err := op.Get(context.WithoutCancel(ctx))
+	if err != nil {
+		return "", storeErr("start "+st.id, err)
+	}
+	if err := h.Get(ctx, nil); err != nil {
+		// Started; its first state did not arrive (no worker in time, or a worker that does not
+		// know the update yet). The caller shows the job as Describe has it.
+		return run.GetRunID(), fmt.Errorf("start %s: %w: %w", st.id, errFirstStateTimeout, err)
+	}
+	return run.GetRunID(), nil
+}
+
+// firstStateUpdateID is the ID of the first-state update a retried start sends a job it found
+// queued (retries are deduplicated by Temporal: one such update per job); each Update-With-Start
+// sends its own ID with this prefix.
+const firstStateUpdateID = "first-state"
+
+func (s *temporalStore) FirstState(ctx context.Context, id, runID string) error {
+	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   id,
+		RunID:        runID,
+		UpdateID:     firstStateUpdateID,
+		UpdateName:   workflows.UpdateFirstState,
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	if err != nil {
+		return storeErr("first state of "+id, err)
+	}
+	return nil
+}
+
+// Describe answers while no worker runs: everything comes from the server's mutable state
+// (status, search attributes, memo), never from a query.
+func (s *temporalStore) Describe(ctx context.Context, id string) (*job, error) {
+	resp, err := s.c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil, errJobNotFound
+		}
+		return nil, storeErr("describe "+id, err)
+	}
+	j := s.jobFromInfo(resp.GetWorkflowExecutionInfo())
+	j.cancelRequested = resp.GetWorkflowExtendedInfo().GetCancelRequested()
+	return j, nil
+}
+
+// Result reads the close event, which works with no worker running.
+func (s *temporalStore) Result(ctx context.Context, id, runID string, ptr any) error {
+	if err := s.c.GetWorkflow(ctx, id, runID).Get(ctx, ptr); err != nil {
+		return storeErr("read result of "+id, err)
+	}
+	return nil
+}
+
+func (s *temporalStore) Cancel(ctx context.Context, id, identity, reason string) error {
+	_, err := s.c.WorkflowService().RequestCancelWorkflowExecution(ctx, &workflowservice.RequestCancelWorkflowExecutionRequest{
+		Namespace:         s.namespace,
+		WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id},
+		Identity:          identity,
+		RequestId:         uuid.NewString(),
+		Reason:            reason,
+	})
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return errJobNotFound
+		}
+		return storeErr("cancel "+id, err)
+	}
+	return nil
+}
+
+func (s *temporalStore) Resume(ctx context.Context, id, runID, updateID string, req workflows.ResumeRequest) error {
+	// Run ID: the update goes to the run the seal names (a newer run would refuse it anyway).
+	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   id,
+		RunID:        runID,
+		UpdateID:     updateID,
+		UpdateName:   workflows.UpdateResume,
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args:         []any{req},
+	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	return resumeStoreErr(id, err)
+}
+
+// resumeStoreErr maps what Temporal answered a resume update: the workflow's refusal (an
+// application error from its validator or handler) is a *resumeRejected; unreachable, overloaded
+// or out of time is errUpdateTimeout; a closed or unknown run is errJobNotFound.
+func resumeStoreErr(id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return &resumeRejected{kind: appErr.Type(), msg: appErr.Message()}
+	}
+	if isTemporalUnavailable(err) {
+		return fmt.Errorf("resume %s: %w: %w", id, errUpdateTimeout, err)
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return errJobNotFound
+	}
+	return fmt.Errorf("resume %s: %w", id, err)
+}
+
+func (s *temporalStore) List(ctx context.Context, q string, pageSize int, token []byte) ([]*job, []byte, error) {
+	resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace:     s.namespace,
+		PageSize:      int32(pageSize),
+		NextPageToken: token,
+		Query:         q,
+	})
+	if err != nil {
+		return nil, nil, listStoreErr(err, token)
+	}
+	jobs := make([]*job, 0, len(resp.GetExecutions()))
+	for _, info := range resp.GetExecutions() {
+		jobs = append(jobs, s.jobFromInfo(info))
+	}
+	return jobs, resp.GetNextPageToken(), nil
+}
+
+// listStoreErr maps a failed visibility page: our query is constant in shape, so an invalid
+// argument with a page token is the token (errPageToken), without one the query.
+func listStoreErr(err error, token []byte) error {
+	var ia *serviceerror.InvalidArgument
+	if errors.As(err, &ia) && token != nil {
+		return fmt.Errorf("%w: %w", errPageToken, err)
+	}
+	return storeErr("list", err)
+}
+
+func (s *temporalStore) Count(ctx context.Context, q string) (int, error) {
+	resp, err := s.c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: s.namespace, Query: q})
+	if err != nil {
+		return 0, storeErr("count", err)
+	}
+	return int(resp.GetCount()), nil
+}
+
+func (s *temporalStore) Retention(ctx context.Context) (time.Duration, bool) {
+	resp, err := s.c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: s.namespace})
+	if err != nil || resp.GetConfig().GetWorkflowExecutionRetentionTtl() == nil {
+		return 0, false
+	}
+	return resp.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration(), true
+}
+
+func (s *temporalStore) CheckHealth(ctx context.Context) error {
+	_, err := s.c.CheckHealth(ctx, nil)
+	return err
+}
+
+// jobFromInfo reads a job from an execution info (Describe and ListWorkflow share the type).
+func (s *temporalStore) jobFromInfo(info *workflowpb.WorkflowExecutionInfo) *job {
+	dc := s.dc
+	j := &job{
+		id:    info.GetExecution().GetWorkflowId(),
+		runID: info.GetExecution().GetRunId(),
+		exec:  execStatusOf(info.GetStatus()),
+	}
+	if t := info.GetStartTime(); t != nil {
+		j.startedAt = t.AsTime()
+	}
+	if t := info.GetCloseTime(); t != nil {
+		j.closedAt = t.AsTime()
+	}
+	sa := info.GetSearchAttributes()
+	j.tenant = decodeKeyword(dc, sa, workflows.SAJobTenant.GetName())
+	j.owner = decodeKeyword(dc, sa, workflows.SAJobOwner.GetName())
+	j.kind = decodeKeyword(dc, sa, workflows.SAJobKind.GetName())
+	j.saStatus = workflows.Status(decodeKeyword(dc, sa, workflows.SAJobStatus.GetName()))
+	m := info.GetMemo()
+	j.inputHash, _ = decodeMemo[string](dc, m, workflows.MemoInputHash)
+	j.createdAt, _ = decodeMemo[time.Time](dc, m, workflows.MemoCreatedAt)
+	j.progress, _ = decodeMemo[workflows.Progress](dc, m, workflows.MemoProgress)
+	j.slots, _ = decodeMemo[int](dc, m, workflows.MemoSlots)
+	if ni, view, ok := s.needsInputs.decode(dc, m); ok && ni != nil && ni.InputID != "" {
+		j.needsInput, j.needsInputJSON = ni, view
+	}
+	if je, ok := decodeMemo[*workflows.JobError](dc, m, workflows.MemoError); ok && je != nil && je.Code != "" {
+		if je.Code == workflows.ErrCodeExportFailed && je.Message != workflows.MsgExportFailed {
+			// Recorded before the message was fixed: it held the worker's pid@host and the
+			// driver's error (host, user, database). Callers get the fixed text; history keeps it.
+			if j.progress.Message == je.Message {
+				j.progress.Message = workflows.MsgExportFailed
+			}
+			je.Message = workflows.MsgExportFailed
+		}
+		j.jobErr = je
+	}
+	return j
+}
+
+// execStatusOf maps Temporal's execution status to the core's run state.
+func execStatusOf(st enumspb.WorkflowExecutionStatus) runState {
+	switch st {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return runRunning
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return runCompleted
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return runFailed
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return runTerminated
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return runTimedOut
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return runCanceled
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return runContinuedAsNew
+	}
+	return runUnknown
+}
+
+func decodeKeyword(dc converter.DataConverter, sa *commonpb.SearchAttributes, name string) string {
+	p := sa.GetIndexedFields()[name]
+	if p == nil {
+		return ""
+	}
+	var s string
+	if err := fromPayload(dc, p, &s); err != nil {
+		return ""
+	}
+	return s
+}
+
+func decodeMemo[T any](dc converter.DataConverter, m *commonpb.Memo, key string) (T, bool) {
+	var v T
+	p := m.GetFields()[key]
+	if p == nil {
+		return v, false
+	}
+	if err := fromPayload(dc, p, &v); err != nil {
+		return v, false
+	}
+	return v, true
+}
+
+// fromPayload is dc.FromPayload(p, ptr). With the default data converter, a json/plain payload
+// (every memo field and keyword search attribute jobgate writes) is decoded here the way the
+// default converter's JSON payload converter does it, json.Unmarshal of the data, without the
+// converter chain's per-call lookups and copies; a plain JSON string (no escapes) straight from
+// its bytes. Anything else — another encoding, another converter — goes through dc.
+func fromPayload(dc converter.DataConverter, p *commonpb.Payload, ptr any) error {
+	if dc != defaultDC || string(p.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON {
+		return dc.FromPayload(p, ptr)
+	}
+	data := p.GetData()
+	if sp, ok := ptr.(*string); ok {
+		if s, ok := jsonString(data); ok {
+			*sp = s
+			return nil
+		}
+	}
+	if err := json.Unmarshal(data, ptr); err != nil {
+		return fmt.Errorf("%w: %v", converter.ErrUnableToDecode, err)
+	}
+	return nil
+}
+
+// defaultDC is the default data converter (a package singleton), for fromPayload's fast path.
+var defaultDC = converter.GetDefaultDataConverter()

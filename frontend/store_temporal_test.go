@@ -1,0 +1,58 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// The Temporal store maps Temporal's errors to the store's values, so the core never inspects
+// a serviceerror (the core's mapping of those values: TestResume_ErrorMapping, TestListJobs_Fake).
+func TestTemporalStoreErrors(t *testing.T) {
+	// Resume: the workflow's refusal keeps its kind and message; out of time or unreachable is
+	// errUpdateTimeout; a closed or unknown run is errJobNotFound; anything else stays internal.
+	appErr := fmt.Errorf("update: %w", temporal.NewApplicationError("scope_digest does not match", workflows.RejectInputNotExpected))
+	var rej *resumeRejected
+	if err := resumeStoreErr("j", appErr); !errors.As(err, &rej) || rej.kind != workflows.RejectInputNotExpected || rej.msg != "scope_digest does not match" {
+		t.Errorf("application error: %v", err)
+	}
+	for _, err := range []error{context.DeadlineExceeded, serviceerror.NewUnavailable("down"), serviceerror.NewResourceExhausted(0, "busy"),
+		serviceerror.NewDeadlineExceeded("slow"), status.Error(codes.Unavailable, "conn")} {
+		if got := resumeStoreErr("j", err); !errors.Is(got, errUpdateTimeout) {
+			t.Errorf("%T %v: got %v, want errUpdateTimeout", err, err, got)
+		}
+	}
+	if err := resumeStoreErr("j", serviceerror.NewNotFound("gone")); !errors.Is(err, errJobNotFound) {
+		t.Errorf("not found: %v", err)
+	}
+	if err := resumeStoreErr("j", errors.New("boom")); err == nil || errors.Is(err, errUpdateTimeout) || errors.Is(err, errJobNotFound) {
+		t.Errorf("other: %v", err)
+	}
+	if resumeStoreErr("j", nil) != nil {
+		t.Error("success is an error")
+	}
+
+	// List: an invalid argument with a page token is the token; without one, the query.
+	ia := serviceerror.NewInvalidArgument("bad")
+	if err := listStoreErr(ia, []byte("tok")); !errors.Is(err, errPageToken) {
+		t.Errorf("rejected token: %v", err)
+	}
+	if err := listStoreErr(ia, nil); errors.Is(err, errPageToken) || isUnavailable(err) {
+		t.Errorf("rejected query: %v", err)
+	}
+	// Unreachable or overloaded is the core's unavailable; other errors are not.
+	if err := listStoreErr(serviceerror.NewUnavailable("down"), nil); !isUnavailable(err) {
+		t.Errorf("unavailable: %v", err)
+	}
+	if err := storeErr("describe j", serviceerror.NewPermissionDenied("no", "")); isUnavailable(err) {
+		t.Errorf("permission denied is not unavailable: %v", err)
+	}
+}
