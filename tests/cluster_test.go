@@ -22,7 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jobgate/jobgate/frontend"
-	"github.com/jobgate/jobgate/tests/receiver"
+	"github.com/jobgate/jobgate/activities/receiver"
 	"github.com/jobgate/jobgate/workflows"
 )
 

@@ -24,7 +24,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
-	"github.com/jobgate/jobgate/tests/pgtest"
+	"github.com/jobgate/jobgate/activities/pgtest"
 	"github.com/jobgate/jobgate/workflows"
 )
 

@@ -10,6 +10,9 @@
 //
 // Faults (methods, or POST /control from another process): drop the connection after applying,
 // stall before answering, or answer an injected status without applying.
+//
+// It lives beside the http suite runner whose protocol it implements, so that runner's own tests
+// (activities) and the integration tests (tests/) share it; library tests never import tests/....
 package receiver
 
 import (
