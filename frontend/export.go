@@ -103,7 +103,7 @@ func (f *Frontend) publicBase() string {
 }
 
 func (f *Frontend) startExportTool() toolDef {
-	return newTool(f, authz.ActionStart, &mcp.Tool{
+	return newKindTool(f, exportKind.name, authz.ActionStart, &mcp.Tool{
 		Name:  "start_export",
 		Title: "Start a data export",
 		Description: "Export your tenant's rows of a server-configured dataset to a gzip file (jsonl or csv), or find the export " +

@@ -287,7 +287,9 @@ func (f *Frontend) resolve(ctx context.Context, p authz.Principal, raw, kind str
 		if h.Tenant != p.Tenant {
 			return nil, errNotFound()
 		}
-		return nil, toolErr(CodeHandleExpired, "the handle has expired; call start_%s again with the same idempotency_key and arguments (or list_jobs) to get a fresh one", kindOr(h.Kind, kind))
+		te := toolErr(CodeHandleExpired, "the handle has expired; call start_%s again with the same idempotency_key and arguments (or list_jobs) to get a fresh one", kindOr(h.Kind, kind))
+		te.Kind = kindOr(h.Kind, kind)
+		return nil, te
 	case err != nil:
 		return nil, toolErr(CodeInvalidHandle, "the handle is malformed or not signed by this service; pass the handle string exactly as returned")
 	}
@@ -295,7 +297,11 @@ func (f *Frontend) resolve(ctx context.Context, p authz.Principal, raw, kind str
 		return nil, errNotFound()
 	}
 	if h.Kind != kind {
-		return nil, invalidArg("handle", "names a %s job; use the %s tools for it", h.Kind, h.Kind)
+		// The handle's signature and tenant are verified: naming its kind leaks nothing. Kind
+		// says it as a field, for clients (the CLI finds a handle's tools by it).
+		te := invalidArg("handle", "names a %s job; use the %s tools for it", h.Kind, h.Kind)
+		te.Kind = h.Kind
+		return nil, te
 	}
 	j, err := f.describe(ctx, h.WorkflowID)
 	if err != nil {

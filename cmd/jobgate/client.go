@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
@@ -162,12 +161,9 @@ func (cl *client) call(ctx context.Context, tool string, args map[string]any, ou
 	return raw, nil
 }
 
-// jobKinds are the kinds whose get_* getJob tries, in this order, when the server does not say.
-var jobKinds = []string{"export", "eval"}
-
-// namesKindRE reads the kind out of resolve's answer for a handle of another kind:
-// "handle: names a <kind> job; use the <kind> tools for it".
-var namesKindRE = regexp.MustCompile(`^handle: names an? ([a-z][a-z0-9_]*) job`)
+// probeKind is the kind whose get_* getJob asks first. Any kind would do: every kind's get_*
+// answers a handle of another kind with a tool error whose kind field names the handle's kind.
+const probeKind = "export"
 
 // job is one get_* answer: the view, its raw JSON, and the kind (which tools to use).
 type job struct {
@@ -177,16 +173,16 @@ type job struct {
 }
 
 // getJob reads the job a handle names. A handle is opaque, so the CLI does not decode the kind
-// from it. Instead it asks get_export, and the server tells it when the handle names a job of
-// another kind: resolve answers invalid_argument "handle: names a <kind> job; …" — only after
-// it has verified the handle's signature and tenant, so that answer leaks nothing — and getJob
-// then asks get_<kind>. Should the message ever change shape, the next kind in jobKinds not yet
-// tried is asked instead. Every other answer (not_found, invalid_handle, handle_expired,
-// forbidden, …) is final. One extra call for a non-export handle, no list scan, and no
-// dependency on the handle's format.
+// from it. Instead it asks get_<probeKind>, and the server tells it when the handle names a job
+// of another kind: a tool error (invalid_argument) whose kind field is the job's kind — sent
+// only after the server has verified the handle's signature and tenant, so it leaks nothing —
+// and getJob then asks get_<kind>. It reads the field, never the message. Every other answer
+// (not_found, invalid_handle, handle_expired, forbidden, …, whose kind is the one asked) is
+// final. One extra call for a handle of another kind, no list scan, and no dependency on the
+// handle's format or on a list of kinds.
 func (cl *client) getJob(ctx context.Context, h string) (*job, error) {
 	tried := map[string]bool{}
-	kind := jobKinds[0]
+	kind := probeKind
 	for {
 		tried[kind] = true
 		j := &job{kind: kind}
@@ -199,24 +195,10 @@ func (cl *client) getJob(ctx context.Context, h string) (*job, error) {
 			return j, nil
 		}
 		var te *frontend.ToolError
-		if !errors.As(err, &te) || te.Code != frontend.CodeInvalidArgument || !strings.HasPrefix(te.Message, "handle:") {
+		if !errors.As(err, &te) || te.Kind == "" || tried[te.Kind] {
 			return nil, err
 		}
-		next := ""
-		if m := namesKindRE.FindStringSubmatch(te.Message); m != nil && !tried[m[1]] {
-			next = m[1]
-		} else {
-			for _, k := range jobKinds {
-				if !tried[k] {
-					next = k
-					break
-				}
-			}
-		}
-		if next == "" {
-			return nil, err
-		}
-		kind = next
+		kind = te.Kind
 	}
 }
 
