@@ -20,6 +20,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -32,40 +33,12 @@ type KindView[R any] struct {
 	Note    string `json:"note,omitempty" jsonschema:"what this call did beyond reading the job, e.g. that an answered or declined elicitation was recorded or changed nothing"`
 }
 
-// JobView decodes any kind's job view (for clients and tests); Result is left as decoded JSON.
-type JobView struct {
-	JobSummary
-	Result  any    `json:"result,omitempty"`
-	Created *bool  `json:"created,omitempty"`
-	Note    string `json:"note,omitempty"`
-}
+// JobView decodes any kind's job view (for clients and tests; wire.JobView); Result is left
+// as decoded JSON.
+type JobView = wire.JobView
 
-// NeedsInputView is an open input request.
-type NeedsInputView struct {
-	InputID      string         `json:"input_id" jsonschema:"pass to resume_* unchanged"`
-	Prompt       string         `json:"prompt" jsonschema:"the question to show to whoever may answer"`
-	AnswerSchema map[string]any `json:"answer_schema" jsonschema:"JSON schema of the answer"`
-	ScopeDigest  string         `json:"scope_digest" jsonschema:"digest of exactly what is being approved; pass to resume_* unchanged"`
-	Scope        map[string]any `json:"scope,omitempty" jsonschema:"what is being approved, kind-specific (an export's dataset, columns, format, purpose; an eval's suite and size)"`
-	Approver     authz.Approver `json:"approver" jsonschema:"owner: only the job's owner (with jobs:write) may answer; approver: only a principal with jobs:approve who is not the job's owner (unless self_approval)"`
-	SelfApproval bool           `json:"self_approval,omitempty" jsonschema:"true when the job's owner may answer an approver request too (four eyes switched off for this dataset)"`
-	RequestedBy  string         `json:"requested_by,omitempty" jsonschema:"subject of the job's owner, who asked"`
-	ExpiresAt    time.Time      `json:"expires_at" jsonschema:"after this the job fails with input_expired"`
-
-	// encoded, when set, is this view as JSON: the bytes the fields above encode to, kept
-	// with a cached open request (see needsInputCache) so its maps are not encoded per call.
-	encoded []byte
-}
-
-// MarshalJSON encodes the view's fields as encoding/json does for a struct; a view rendered
-// from a cached open request returns the encoding kept with it, the same bytes.
-func (v NeedsInputView) MarshalJSON() ([]byte, error) {
-	if v.encoded != nil {
-		return v.encoded, nil
-	}
-	type fields NeedsInputView // the same fields, without this method
-	return json.Marshal(fields(v))
-}
+// NeedsInputView is an open input request (wire.NeedsInputView).
+type NeedsInputView = wire.NeedsInputView
 
 // needsInputViewOf renders an open input request.
 func needsInputViewOf(ni *workflows.NeedsInput) NeedsInputView {

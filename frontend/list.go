@@ -18,13 +18,14 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // list_jobs limits (CONTRACT.md).
 const (
-	ListPageSizeDefault = 20
-	ListPageSizeMax     = 100
+	ListPageSizeDefault = wire.ListPageSizeDefault
+	ListPageSizeMax     = wire.ListPageSizeMax
 
 	listToolName = "list_jobs"
 )
@@ -37,28 +38,12 @@ type ListJobsIn struct {
 	Cursor   string `json:"cursor,omitempty" jsonschema:"next_cursor from the previous page, verbatim, with the same kind, status and page_size; omit for the first page"`
 }
 
-// ListJobsOut is list_jobs' result.
-type ListJobsOut struct {
-	Jobs       []JobSummary `json:"jobs" jsonschema:"the page's jobs, running ones first (newest start first), then finished ones (most recently finished first)"`
-	NextCursor string       `json:"next_cursor,omitempty" jsonschema:"pass as cursor (with the same filters) for the next page; absent on the last page. A page may be empty while more follow"`
-}
+// ListJobsOut is list_jobs' result (wire.ListJobsOut).
+type ListJobsOut = wire.ListJobsOut
 
-// JobSummary is one list_jobs row: the cheap part of a job view, read from the visibility
-// record alone (no result, no per-row Temporal call).
-type JobSummary struct {
-	Handle      string              `json:"handle" jsonschema:"opaque handle naming this job; pass it verbatim to get_*, cancel_*, resume_*"`
-	JobID       string              `json:"job_id" jsonschema:"the Temporal workflow ID <tenant>/<kind>/<owner>/<idempotency_key> (owner %XX-escaped; <tenant>/<kind>/<idempotency_key> for jobs started before keys were per owner)"`
-	Kind        string              `json:"kind" jsonschema:"eval or export"`
-	Status      workflows.Status    `json:"status" jsonschema:"queued, running, awaiting_input, succeeded, failed, cancelling or cancelled"`
-	Owner       string              `json:"owner" jsonschema:"subject of the principal that started the job"`
-	CreatedAt   time.Time           `json:"created_at" jsonschema:"when the job was first started"`
-	UpdatedAt   time.Time           `json:"updated_at" jsonschema:"when the job last reported a change"`
-	Progress    workflows.Progress  `json:"progress" jsonschema:"units done and failed out of total (progress.unit: episodes or rows), as of progress.as_of"`
-	PollAfterMS int                 `json:"poll_after_ms" jsonschema:"wait at least this long before polling get_* again; 0 once the job is finished"`
-	UIURL       string              `json:"ui_url,omitempty" jsonschema:"link to this job in the Temporal Web UI"`
-	NeedsInput  *NeedsInputView     `json:"needs_input,omitempty" jsonschema:"present while status is awaiting_input: the open input request to answer with resume_*"`
-	Error       *workflows.JobError `json:"error,omitempty" jsonschema:"why the job failed or was cancelled"`
-}
+// JobSummary is one list_jobs row (wire.JobSummary): the cheap part of a job view, read from
+// the visibility record alone (no result, no per-row Temporal call).
+type JobSummary = wire.JobSummary
 
 // Values list_jobs accepts for kind and status.
 var (
@@ -382,8 +367,7 @@ func (f *Frontend) summary(p authz.Principal, j *job) JobSummary {
 	case workflows.StatusAwaitingInput:
 		s.PollAfterMS = 5000
 		if ni := j.needsInput; ni != nil {
-			v := needsInputViewOf(ni)
-			v.encoded = j.needsInputJSON
+			v := needsInputViewOf(ni).WithJSON(j.needsInputJSON)
 			s.NeedsInput = &v
 		}
 	case workflows.StatusFailed:

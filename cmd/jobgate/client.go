@@ -13,11 +13,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/wire"
 )
 
 // Everything the client commands (jobs …, approvals …) share: the endpoint and token flags, the
-// connection, one tool call decoded the way every client must (frontend.ParseResult), finding
+// connection, one tool call decoded the way every client must (wire.ParseResult), finding
 // a job's kind from its handle, and exit codes.
 
 // callTimeout bounds the connect and each tool call.
@@ -104,7 +104,7 @@ func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // stream (the server is stateless and has none).
 func connectMCP(endpoint, token string) (*mcp.ClientSession, error) {
 	hc := &http.Client{Transport: bearerTransport{token: token, base: http.DefaultTransport}, Timeout: callTimeout}
-	c := mcp.NewClient(&mcp.Implementation{Name: "jobgate-cli", Version: frontend.Version}, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: "jobgate-cli", Version: wire.Version}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
@@ -134,7 +134,7 @@ func refusal(wrapped, cause error) error {
 }
 
 // call calls tool and decodes its result into out (nil: don't decode). It returns the
-// structuredContent as JSON (for --json). A tool error comes back as the *frontend.ToolError
+// structuredContent as JSON (for --json). A tool error comes back as the *wire.ToolError
 // itself, so it prints as "code: message" and exits 1.
 func (cl *client) call(ctx context.Context, tool string, args map[string]any, out any) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -147,7 +147,7 @@ func (cl *client) call(ctx context.Context, tool string, args map[string]any, ou
 	if out == nil {
 		out = &sink
 	}
-	te, err := frontend.ParseResult(res, out)
+	te, err := wire.ParseResult(res, out)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", tool, err)
 	}
@@ -168,7 +168,7 @@ const probeKind = "export"
 // job is one get_* answer: the view, its raw JSON, and the kind (which tools to use).
 type job struct {
 	kind string
-	view frontend.JobView
+	view wire.JobView
 	raw  json.RawMessage
 }
 
@@ -194,7 +194,7 @@ func (cl *client) getJob(ctx context.Context, h string) (*job, error) {
 			}
 			return j, nil
 		}
-		var te *frontend.ToolError
+		var te *wire.ToolError
 		if !errors.As(err, &te) || te.Kind == "" || tried[te.Kind] {
 			return nil, err
 		}
@@ -218,7 +218,7 @@ func exitCode(err error) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	var te *frontend.ToolError
+	var te *wire.ToolError
 	if errors.As(err, &te) {
 		return 1
 	}
