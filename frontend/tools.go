@@ -73,7 +73,8 @@ func newTool[In, Out any](f *Frontend, action authz.Action, t *mcp.Tool, run fun
 
 // newKindTool is newTool for a tool of one job kind (start_*, get_*, cancel_*, resume_*): its
 // tool errors carry the kind (ToolError.Kind) unless they already name one, so a client learns
-// which kind an error concerns from a field, not from the message.
+// which kind an error concerns from a field, not from the message. not_found does not: it is
+// one answer, byte for byte, for every unknown or invisible job whichever tool was asked.
 func newKindTool[In, Out any](f *Frontend, kind string, action authz.Action, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) toolDef {
 	in, schemaErr := jsonschema.For[In](nil)
 	if schemaErr != nil {
@@ -125,7 +126,7 @@ func newKindTool[In, Out any](f *Frontend, kind string, action authz.Action, t *
 		}
 		if err != nil {
 			if te, ok := asToolError(err); ok {
-				if kind != "" && te.Kind == "" {
+				if kind != "" && te.Kind == "" && te.Code != CodeNotFound {
 					c := *te // the error may be shared: set the kind on a copy
 					c.Kind = kind
 					te = &c

@@ -177,8 +177,8 @@ type job struct {
 // of another kind: a tool error (invalid_argument) whose kind field is the job's kind — sent
 // only after the server has verified the handle's signature and tenant, so it leaks nothing —
 // and getJob then asks get_<kind>. It reads the field, never the message. Every other answer
-// (not_found, invalid_handle, handle_expired, forbidden, …, whose kind is the one asked) is
-// final. One extra call for a handle of another kind, no list scan, and no dependency on the
+// (not_found, which carries no kind; invalid_handle, forbidden, …, whose kind is the one asked)
+// is final. One extra call for a handle of another kind, no list scan, and no dependency on the
 // handle's format or on a list of kinds.
 func (cl *client) getJob(ctx context.Context, h string) (*job, error) {
 	tried := map[string]bool{}

@@ -146,11 +146,12 @@ type ToolError struct {
 	// RetryAfterMS is set on quota_exceeded when it is known when the same call can pass.
 	RetryAfterMS int64 `json:"retry_after_ms,omitempty" jsonschema:"milliseconds until the same call can pass, when known"`
 	// Kind is the kind of job the error concerns, so no client has to read it out of Message:
-	// the kind of the tool called (start_eval, get_export, …), except where a handle names a job
-	// of another kind, when it is that job's kind (whose tools to use instead). It names no more
-	// than the call did, or than the verified handle does, so a not_found stays byte-identical for
-	// unknown and invisible jobs. Absent on tools of no single kind (list_jobs, list_approvals).
-	Kind string `json:"kind,omitempty" jsonschema:"the job kind the error concerns (eval, export); when a handle names a job of another kind, that kind"`
+	// the kind of the tool called (start_eval, get_export, …), except where a verified handle
+	// names a job of another kind, when it is that job's kind (whose tools to use instead).
+	// not_found never carries it: that answer is byte-identical for every unknown or invisible
+	// job, whichever kind's tool was asked. Absent too on tools of no single kind (list_jobs,
+	// list_approvals).
+	Kind string `json:"kind,omitempty" jsonschema:"the job kind the error concerns (eval, export); when a handle names a job of another kind, that kind; never on not_found"`
 }
 
 func (e *ToolError) Error() string {
