@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,7 +47,8 @@ type Activities struct {
 	// dataset, just before it is sent: tests use it to prove nothing is read before approval.
 	QueryHook func(dataset, query string)
 
-	lazyDB *DBPool // guarded by lazyDBMu; used while DB is nil
+	lazyDBOnce sync.Once // creates lazyDB
+	lazyDB     *DBPool   // used while DB is nil
 }
 
 // EpisodeInput names one episode of one job.

@@ -25,7 +25,8 @@ type ArtifactStore struct {
 }
 
 // OpenArtifactStore opens a gocloud.dev/blob bucket URL: file:///dir (the directory is
-// created when missing), mem://, and with blobdrivers.go s3://, gs:// and azblob://.
+// created when missing) and mem://; s3://, gs:// and azblob:// once the binary links their
+// drivers (cmd/app/blobdrivers.go does).
 func OpenArtifactStore(ctx context.Context, urlstr string) (*ArtifactStore, error) {
 	u, err := url.Parse(urlstr)
 	if err != nil {

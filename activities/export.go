@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,18 +47,13 @@ type PartProgress struct {
 	Bytes     int64   `json:"bytes"` // compressed
 }
 
-var lazyDBMu sync.Mutex
-
-// pool is the worker's dataset connection pool.
+// pool is the worker's dataset connection pool: DB, or one created on first use and kept in
+// this Activities value (not in package state, so two workers in one process never share it).
 func (a *Activities) pool() *DBPool {
 	if a.DB != nil {
 		return a.DB
 	}
-	lazyDBMu.Lock()
-	defer lazyDBMu.Unlock()
-	if a.lazyDB == nil {
-		a.lazyDB = &DBPool{}
-	}
+	a.lazyDBOnce.Do(func() { a.lazyDB = &DBPool{} })
 	return a.lazyDB
 }
 

@@ -27,7 +27,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"gocloud.dev/blob"
 
-	"github.com/jobgate/jobgate/tests/pgtest"
+	"github.com/jobgate/jobgate/activities/pgtest"
 )
 
 // backend is one SQL engine holding the same deterministic data: the demo customers (integer

@@ -22,7 +22,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/jobgate/jobgate/tests/receiver"
+	"github.com/jobgate/jobgate/activities/receiver"
 )
 
 const httpJobID = "acme/eval/run-1"

@@ -23,7 +23,9 @@
 //   - Unknown jobs and jobs the caller may not see produce byte-identical not_found results.
 //   - Keys are per owner. Same key and arguments return the same job; other arguments are
 //     idempotency_key_reused, and nothing starts. Temporal's workflow-ID uniqueness makes this hold across replicas.
-//   - Tool errors carry {code, message, retryable}; Temporal being unreachable is `unavailable`.
+//   - Tool errors carry {code, message, retryable} and, on a kind's tools, the kind as a field;
+//     Temporal being unreachable is `unavailable`. The JSON shapes clients decode live in
+//     frontend/wire (the names here are aliases of them).
 //   - Logs carry tool, tenant, sub, job_id and latency; never a token or a handle.
 //
 // README.md in this directory is the reference for what the frontend answers beyond the tool

@@ -5,43 +5,31 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/jobgate/jobgate/frontend/wire"
 )
 
-// Tool error codes (CONTRACT.md). What a model can act on is a tool error; infrastructure
-// faults other than "Temporal unreachable" are Go errors and become JSON-RPC errors.
+// Tool error codes (CONTRACT.md), defined with the error's JSON shape in package wire. What a
+// model can act on is a tool error; infrastructure faults other than "Temporal unreachable" are
+// Go errors and become JSON-RPC errors.
 const (
-	CodeInvalidArgument      = "invalid_argument"
-	CodeNotFound             = "not_found"
-	CodeInvalidHandle        = "invalid_handle"
-	CodeHandleExpired        = "handle_expired"
-	CodeIdempotencyKeyReused = "idempotency_key_reused"
-	CodeInputNotExpected     = "input_not_expected"
-	CodeForbidden            = "forbidden"
-	CodeCursorInvalid        = "cursor_invalid"
-	CodeCursorExpired        = "cursor_expired"
-	CodeUnavailable          = "unavailable"
-	CodeQuotaExceeded        = "quota_exceeded"
+	CodeInvalidArgument      = wire.CodeInvalidArgument
+	CodeNotFound             = wire.CodeNotFound
+	CodeInvalidHandle        = wire.CodeInvalidHandle
+	CodeHandleExpired        = wire.CodeHandleExpired
+	CodeIdempotencyKeyReused = wire.CodeIdempotencyKeyReused
+	CodeInputNotExpected     = wire.CodeInputNotExpected
+	CodeForbidden            = wire.CodeForbidden
+	CodeCursorInvalid        = wire.CodeCursorInvalid
+	CodeCursorExpired        = wire.CodeCursorExpired
+	CodeUnavailable          = wire.CodeUnavailable
+	CodeQuotaExceeded        = wire.CodeQuotaExceeded
 )
 
-// ToolError is the JSON text of every isError tool result.
-type ToolError struct {
-	Code      string `json:"code" jsonschema:"machine-readable error code"`
-	Message   string `json:"message" jsonschema:"what went wrong and what to do about it"`
-	Retryable bool   `json:"retryable" jsonschema:"true when the same call may succeed later unchanged"`
-	// RetryAfterMS is set on quota_exceeded when it is known when the same call can pass.
-	RetryAfterMS int64 `json:"retry_after_ms,omitempty" jsonschema:"milliseconds until the same call can pass, when known"`
-}
-
-func (e *ToolError) Error() string {
-	if e.RetryAfterMS > 0 {
-		return fmt.Sprintf("%s: %s (retry after %s)", e.Code, e.Message, time.Duration(e.RetryAfterMS)*time.Millisecond)
-	}
-	return e.Code + ": " + e.Message
-}
+// ToolError is the JSON text of every isError tool result (wire.ToolError).
+type ToolError = wire.ToolError
 
 func toolErr(code, format string, args ...any) *ToolError {
 	return &ToolError{Code: code, Message: fmt.Sprintf(format, args...), Retryable: code == CodeUnavailable}
@@ -87,40 +75,9 @@ func errorResult(te *ToolError) *mcp.CallToolResult {
 	}
 }
 
-// ParseResult reads a tool result as clients must: an isError result's tool error from its
-// text content (returned as *ToolError), otherwise structuredContent decoded into out. The
-// error is for results that fit neither shape.
+// ParseResult reads a tool result as clients must (wire.ParseResult).
 func ParseResult(res *mcp.CallToolResult, out any) (*ToolError, error) {
-	if res == nil {
-		return nil, errors.New("no result")
-	}
-	if res.IsError {
-		var te ToolError
-		if len(res.Content) == 1 {
-			if tc, ok := res.Content[0].(*mcp.TextContent); ok && json.Unmarshal([]byte(tc.Text), &te) == nil && te.Code != "" {
-				return &te, nil
-			}
-		}
-		return nil, fmt.Errorf("tool error without a jobgate error body: %s", contentText(res))
-	}
-	raw, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return nil, fmt.Errorf("unexpected result %s: %w", raw, err)
-	}
-	return nil, nil
-}
-
-func contentText(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, " ")
+	return wire.ParseResult(res, out)
 }
 
 func okResult(v any) (*mcp.CallToolResult, error) {

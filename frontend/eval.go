@@ -38,7 +38,7 @@ var evalKind = jobKind[workflows.EvalResult]{
 }
 
 func (f *Frontend) startEvalTool() toolDef {
-	return newTool(f, authz.ActionStart, &mcp.Tool{
+	return newKindTool(f, evalKind.name, authz.ActionStart, &mcp.Tool{
 		Name:  "start_eval",
 		Title: "Start an eval run",
 		Description: "Start an eval run of a suite, or find the one already started with this idempotency_key. " +

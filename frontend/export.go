@@ -15,6 +15,7 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -35,24 +36,9 @@ type StartExportIn struct {
 	Purpose        string   `json:"purpose" jsonschema:"why you need this data (1-500 chars); recorded with the job and shown to the approver"`
 }
 
-// ExportResultView is a succeeded export's result: the artifact's manifest summary and a
-// short-lived download link for the caller.
-type ExportResultView struct {
-	Rows                 int        `json:"rows" jsonschema:"rows exported"`
-	Bytes                int64      `json:"bytes" jsonschema:"size of the gzip file in bytes"`
-	SHA256               string     `json:"sha256" jsonschema:"hex SHA-256 of the gzip file; verify the download against it"`
-	Format               string     `json:"format" jsonschema:"jsonl or csv"`
-	Columns              []string   `json:"columns" jsonschema:"the exported columns, in file order"`
-	FileName             string     `json:"file_name" jsonschema:"suggested file name"`
-	Parts                int        `json:"parts" jsonschema:"how many parallel parts the file was assembled from"`
-	ApprovedBy           string     `json:"approved_by,omitempty" jsonschema:"who approved the scope, when a sensitive column needed approval"`
-	ExpiresAt            time.Time  `json:"expires_at" jsonschema:"when the artifact is deleted (retention)"`
-	Expired              bool       `json:"expired,omitempty" jsonschema:"true once the artifact is past retention: it can no longer be downloaded"`
-	DownloadURL          string     `json:"download_url,omitempty" jsonschema:"GET it with your own bearer token (Authorization header) before download_url_expires_at; call get_export again for a fresh link"`
-	DownloadURLExpiresAt *time.Time `json:"download_url_expires_at,omitempty" jsonschema:"when download_url stops working"`
-	DownloadInstructions string     `json:"download_instructions,omitempty" jsonschema:"how to fetch the file"`
-	Note                 string     `json:"note,omitempty" jsonschema:"why there is no download_url"`
-}
+// ExportResultView is a succeeded export's result (wire.ExportResultView): the artifact's
+// manifest summary and a short-lived download link for the caller.
+type ExportResultView = wire.ExportResultView
 
 // exportKind is the export job kind; its result view adds a download link for the caller.
 var exportKind = jobKind[ExportResultView]{
@@ -103,7 +89,7 @@ func (f *Frontend) publicBase() string {
 }
 
 func (f *Frontend) startExportTool() toolDef {
-	return newTool(f, authz.ActionStart, &mcp.Tool{
+	return newKindTool(f, exportKind.name, authz.ActionStart, &mcp.Tool{
 		Name:  "start_export",
 		Title: "Start a data export",
 		Description: "Export your tenant's rows of a server-configured dataset to a gzip file (jsonl or csv), or find the export " +

@@ -18,6 +18,7 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -34,8 +35,8 @@ const (
 	MaxBodyBytesDefault = 1 << 20
 )
 
-// Version is reported to MCP clients.
-var Version = "0.1.0"
+// Version is reported to MCP clients (wire.Version; a variable so a build may stamp it).
+var Version = wire.Version
 
 // Options configure a Frontend.
 type Options struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -25,57 +26,16 @@ type KindView[R any] struct {
 	Note    string `json:"note,omitempty" jsonschema:"what this call did beyond reading the job, e.g. that an answered or declined elicitation was recorded or changed nothing"`
 }
 
-// JobSummary is one list_jobs row: the cheap part of a job view, read from the visibility
-// record alone (no result, no per-row Temporal call).
-type JobSummary struct {
-	Handle      string              `json:"handle" jsonschema:"opaque handle naming this job; pass it verbatim to get_*, cancel_*, resume_*"`
-	JobID       string              `json:"job_id" jsonschema:"the Temporal workflow ID <tenant>/<kind>/<owner>/<idempotency_key> (owner %XX-escaped; <tenant>/<kind>/<idempotency_key> for jobs started before keys were per owner)"`
-	Kind        string              `json:"kind" jsonschema:"eval or export"`
-	Status      workflows.Status    `json:"status" jsonschema:"queued, running, awaiting_input, succeeded, failed, cancelling or cancelled"`
-	Owner       string              `json:"owner" jsonschema:"subject of the principal that started the job"`
-	CreatedAt   time.Time           `json:"created_at" jsonschema:"when the job was first started"`
-	UpdatedAt   time.Time           `json:"updated_at" jsonschema:"when the job last reported a change"`
-	Progress    workflows.Progress  `json:"progress" jsonschema:"units done and failed out of total (progress.unit: episodes or rows), as of progress.as_of"`
-	PollAfterMS int                 `json:"poll_after_ms" jsonschema:"wait at least this long before polling get_* again; 0 once the job is finished"`
-	UIURL       string              `json:"ui_url,omitempty" jsonschema:"link to this job in the Temporal Web UI"`
-	NeedsInput  *NeedsInputView     `json:"needs_input,omitempty" jsonschema:"present while status is awaiting_input: the open input request to answer with resume_*"`
-	Error       *workflows.JobError `json:"error,omitempty" jsonschema:"why the job failed or was cancelled"`
-}
+// JobSummary is one list_jobs row (wire.JobSummary): the cheap part of a job view, read from
+// the visibility record alone (no result, no per-row Temporal call).
+type JobSummary = wire.JobSummary
 
-// JobView decodes any kind's job view (for clients and tests); Result is left as decoded JSON.
-type JobView struct {
-	JobSummary
-	Result  any    `json:"result,omitempty"`
-	Created *bool  `json:"created,omitempty"`
-	Note    string `json:"note,omitempty"`
-}
+// JobView decodes any kind's job view (for clients and tests; wire.JobView); Result is left
+// as decoded JSON.
+type JobView = wire.JobView
 
-// NeedsInputView is an open input request.
-type NeedsInputView struct {
-	InputID      string         `json:"input_id" jsonschema:"pass to resume_* unchanged"`
-	Prompt       string         `json:"prompt" jsonschema:"the question to show to whoever may answer"`
-	AnswerSchema map[string]any `json:"answer_schema" jsonschema:"JSON schema of the answer"`
-	ScopeDigest  string         `json:"scope_digest" jsonschema:"digest of exactly what is being approved; pass to resume_* unchanged"`
-	Scope        map[string]any `json:"scope,omitempty" jsonschema:"what is being approved, kind-specific (an export's dataset, columns, format, purpose; an eval's suite and size)"`
-	Approver     authz.Approver `json:"approver" jsonschema:"owner: only the job's owner (with jobs:write) may answer; approver: only a principal with jobs:approve who is not the job's owner (unless self_approval)"`
-	SelfApproval bool           `json:"self_approval,omitempty" jsonschema:"true when the job's owner may answer an approver request too (four eyes switched off for this dataset)"`
-	RequestedBy  string         `json:"requested_by,omitempty" jsonschema:"subject of the job's owner, who asked"`
-	ExpiresAt    time.Time      `json:"expires_at" jsonschema:"after this the job fails with input_expired"`
-
-	// encoded, when set, is this view as JSON: the bytes the fields above encode to, kept
-	// with a cached open request (see needsInputCache) so its maps are not encoded per call.
-	encoded []byte
-}
-
-// MarshalJSON encodes the view's fields as encoding/json does for a struct; a view rendered
-// from a cached open request returns the encoding kept with it, the same bytes.
-func (v NeedsInputView) MarshalJSON() ([]byte, error) {
-	if v.encoded != nil {
-		return v.encoded, nil
-	}
-	type fields NeedsInputView // the same fields, without this method
-	return json.Marshal(fields(v))
-}
+// NeedsInputView is an open input request (wire.NeedsInputView).
+type NeedsInputView = wire.NeedsInputView
 
 // needsInputViewOf renders an open input request.
 func needsInputViewOf(ni *workflows.NeedsInput) NeedsInputView {
@@ -216,7 +176,9 @@ func (f *Frontend) resolve(ctx context.Context, p authz.Principal, raw, kind str
 		if h.Tenant != p.Tenant {
 			return nil, errNotFound()
 		}
-		return nil, toolErr(CodeHandleExpired, "the handle has expired; call start_%s again with the same idempotency_key and arguments (or list_jobs) to get a fresh one", kindOr(h.Kind, kind))
+		te := toolErr(CodeHandleExpired, "the handle has expired; call start_%s again with the same idempotency_key and arguments (or list_jobs) to get a fresh one", kindOr(h.Kind, kind))
+		te.Kind = kindOr(h.Kind, kind)
+		return nil, te
 	case err != nil:
 		return nil, toolErr(CodeInvalidHandle, "the handle is malformed or not signed by this service; pass the handle string exactly as returned")
 	}
@@ -224,7 +186,11 @@ func (f *Frontend) resolve(ctx context.Context, p authz.Principal, raw, kind str
 		return nil, errNotFound()
 	}
 	if h.Kind != kind {
-		return nil, invalidArg("handle", "names a %s job; use the %s tools for it", h.Kind, h.Kind)
+		// The handle's signature and tenant are verified: naming its kind leaks nothing. Kind
+		// says it as a field, for clients (the CLI finds a handle's tools by it).
+		te := invalidArg("handle", "names a %s job; use the %s tools for it", h.Kind, h.Kind)
+		te.Kind = h.Kind
+		return nil, te
 	}
 	j, err := f.describe(ctx, h.WorkflowID)
 	if err != nil {
@@ -328,8 +294,7 @@ func (f *Frontend) summary(p authz.Principal, j *job) JobSummary {
 	case workflows.StatusAwaitingInput:
 		s.PollAfterMS = 5000
 		if ni := j.needsInput; ni != nil {
-			v := needsInputViewOf(ni)
-			v.encoded = j.needsInputJSON
+			v := needsInputViewOf(ni).WithJSON(j.needsInputJSON)
 			s.NeedsInput = &v
 		}
 	case workflows.StatusFailed:

@@ -190,7 +190,7 @@ func (k jobKind[R]) started(ctx context.Context, f *Frontend, p authz.Principal,
 
 // jobTools are the get, cancel and resume tools of kind k, the same for every kind.
 func (k jobKind[R]) jobTools(f *Frontend) (get, cancel, resume toolDef) {
-	get = newTool(f, authz.ActionGet, &mcp.Tool{
+	get = newKindTool(f, k.name, authz.ActionGet, &mcp.Tool{
 		Name:  "get_" + k.name,
 		Title: "Get an " + k.noun,
 		Description: "The " + k.noun + "'s current view: status, progress, open input request, result or error. " +
@@ -211,7 +211,7 @@ func (k jobKind[R]) jobTools(f *Frontend) (get, cancel, resume toolDef) {
 		}
 		return v, err
 	})
-	cancel = newTool(f, authz.ActionCancel, &mcp.Tool{
+	cancel = newKindTool(f, k.name, authz.ActionCancel, &mcp.Tool{
 		Name:  "cancel_" + k.name,
 		Title: "Cancel an " + k.noun,
 		Description: "Request cancellation: running work is stopped and the job ends cancelled. " +
@@ -224,7 +224,7 @@ func (k jobKind[R]) jobTools(f *Frontend) (get, cancel, resume toolDef) {
 		}
 		return k.view(ctx, f, p, j)
 	})
-	resume = newTool(f, authz.ActionResume, &mcp.Tool{
+	resume = newKindTool(f, k.name, authz.ActionResume, &mcp.Tool{
 		Name:  "resume_" + k.name,
 		Title: "Answer an " + k.noun + "'s input request",
 		Description: "Approve or reject the open input request of an " + k.noun + " job (status awaiting_input). " +

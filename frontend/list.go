@@ -15,13 +15,14 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // list_jobs limits (CONTRACT.md).
 const (
-	ListPageSizeDefault = 20
-	ListPageSizeMax     = 100
+	ListPageSizeDefault = wire.ListPageSizeDefault
+	ListPageSizeMax     = wire.ListPageSizeMax
 
 	listToolName = "list_jobs"
 )
@@ -34,11 +35,8 @@ type ListJobsIn struct {
 	Cursor   string `json:"cursor,omitempty" jsonschema:"next_cursor from the previous page, verbatim, with the same kind, status and page_size; omit for the first page"`
 }
 
-// ListJobsOut is list_jobs' result.
-type ListJobsOut struct {
-	Jobs       []JobSummary `json:"jobs" jsonschema:"the page's jobs, running ones first (newest start first), then finished ones (most recently finished first)"`
-	NextCursor string       `json:"next_cursor,omitempty" jsonschema:"pass as cursor (with the same filters) for the next page; absent on the last page. A page may be empty while more follow"`
-}
+// ListJobsOut is list_jobs' result (wire.ListJobsOut).
+type ListJobsOut = wire.ListJobsOut
 
 // Values list_jobs accepts for kind and status.
 var (

@@ -68,6 +68,14 @@ func ptr[T any](v T) *T { return &v }
 // the call. Error results carry no structuredContent (see errorResult), so every result a client
 // can receive validates against the output schema.
 func newTool[In, Out any](f *Frontend, action authz.Action, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) toolDef {
+	return newKindTool(f, "", action, t, run)
+}
+
+// newKindTool is newTool for a tool of one job kind (start_*, get_*, cancel_*, resume_*): its
+// tool errors carry the kind (ToolError.Kind) unless they already name one, so a client learns
+// which kind an error concerns from a field, not from the message. not_found does not: it is
+// one answer, byte for byte, for every unknown or invisible job whichever tool was asked.
+func newKindTool[In, Out any](f *Frontend, kind string, action authz.Action, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) toolDef {
 	in, schemaErr := jsonschema.For[In](nil)
 	if schemaErr != nil {
 		panic(fmt.Sprintf("tool %s: input schema: %v", t.Name, schemaErr))
@@ -118,6 +126,11 @@ func newTool[In, Out any](f *Frontend, action authz.Action, t *mcp.Tool, run fun
 		}
 		if err != nil {
 			if te, ok := asToolError(err); ok {
+				if kind != "" && te.Kind == "" && te.Code != CodeNotFound {
+					c := *te // the error may be shared: set the kind on a copy
+					c.Kind = kind
+					te = &c
+				}
 				f.metrics.toolCall(name, te.Code, time.Since(start))
 				f.log.Info("tool call", append(fields, zap.String("code", te.Code))...)
 				return errorResult(te), nil

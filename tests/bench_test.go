@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/tests/pgtest"
+	"github.com/jobgate/jobgate/activities/pgtest"
 	"github.com/jobgate/jobgate/workflows"
 )
 

@@ -21,8 +21,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/jobgate/jobgate/activities/receiver"
 	"github.com/jobgate/jobgate/frontend"
-	"github.com/jobgate/jobgate/tests/receiver"
 	"github.com/jobgate/jobgate/workflows"
 )
 

@@ -12,7 +12,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/tests/pgtest"
+	"github.com/jobgate/jobgate/activities/pgtest"
 	"github.com/jobgate/jobgate/workflows"
 )
 

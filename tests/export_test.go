@@ -22,9 +22,9 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/pgtest"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
-	"github.com/jobgate/jobgate/tests/pgtest"
 	"github.com/jobgate/jobgate/workflows"
 )
 

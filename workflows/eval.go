@@ -240,7 +240,7 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 	}
 
 	if ctx.Err() != nil {
-		r.finish(ctx, StatusCancelled, &JobError{ErrCodeCancelled, "cancelled on request"}, r.progress(ctx, "cancelled"))
+		r.finish(ctx, StatusCancelled, &JobError{Code: ErrCodeCancelled, Message: "cancelled on request"}, r.progress(ctx, "cancelled"))
 		return EvalResult{}, temporal.NewCanceledError("cancelled on request")
 	}
 	if st.Next < total {
@@ -253,7 +253,7 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	if st.Scored == 0 && st.Failed > 0 {
 		msg := fmt.Sprintf("all %d episodes failed", st.Failed)
-		r.finish(ctx, StatusFailed, &JobError{ErrCodeAllEpisodesFailed, msg}, r.progress(ctx, msg))
+		r.finish(ctx, StatusFailed, &JobError{Code: ErrCodeAllEpisodesFailed, Message: msg}, r.progress(ctx, msg))
 		return EvalResult{}, temporal.NewNonRetryableApplicationError(msg, ErrCodeAllEpisodesFailed, nil)
 	}
 	res := EvalResult{Episodes: total, Scored: st.Scored, Passed: st.Passed, Failed: st.Failed, ApprovedBy: st.ApprovedBy}

@@ -385,7 +385,7 @@ func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []activit
 func (r *exportRun) activityFailure(ctx workflow.Context, jobID string, err error) error {
 	r.cleanup(ctx, jobID)
 	if ctx.Err() != nil || temporal.IsCanceledError(err) {
-		r.finish(ctx, StatusCancelled, &JobError{ErrCodeCancelled, "cancelled on request"}, r.progress(ctx, "cancelled"))
+		r.finish(ctx, StatusCancelled, &JobError{Code: ErrCodeCancelled, Message: "cancelled on request"}, r.progress(ctx, "cancelled"))
 		return temporal.NewCanceledError("cancelled on request")
 	}
 	var appErr *temporal.ApplicationError

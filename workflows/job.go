@@ -140,13 +140,13 @@ func (r *jobRun) askInput(ctx workflow.Context, req InputRequest, progress func(
 		TimerOptions: workflow.TimerOptions{Summary: "waiting for approval (" + string(req.Approver) + ")"}},
 		func() bool { return r.answer != nil })
 	if err != nil { // cancelled while waiting
-		r.finish(ctx, StatusCancelled, &JobError{ErrCodeCancelled, "cancelled while waiting for approval"}, progress(ctx, "cancelled"))
+		r.finish(ctx, StatusCancelled, &JobError{Code: ErrCodeCancelled, Message: "cancelled while waiting for approval"}, progress(ctx, "cancelled"))
 		return err
 	}
 	if !answered {
 		r.needs = nil
 		msg := "approval was not answered in time"
-		r.finish(ctx, StatusFailed, &JobError{ErrCodeInputExpired, msg}, progress(ctx, msg))
+		r.finish(ctx, StatusFailed, &JobError{Code: ErrCodeInputExpired, Message: msg}, progress(ctx, msg))
 		return temporal.NewNonRetryableApplicationError(msg, ErrCodeInputExpired, nil)
 	}
 	if r.answer.Decision == DecisionReject {
@@ -154,7 +154,7 @@ func (r *jobRun) askInput(ctx workflow.Context, req InputRequest, progress func(
 		if r.answer.Comment != "" {
 			msg += ": " + r.answer.Comment
 		}
-		r.finish(ctx, StatusCancelled, &JobError{ErrCodeRejected, msg}, progress(ctx, "rejected"))
+		r.finish(ctx, StatusCancelled, &JobError{Code: ErrCodeRejected, Message: msg}, progress(ctx, "rejected"))
 		return temporal.NewCanceledError(msg)
 	}
 	r.upsertMemo(ctx, map[string]any{MemoNeedsInput: nil})

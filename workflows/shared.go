@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/workflows/jobstate"
 )
 
 // TaskQueueDefault is the task queue jobgate workers poll unless configured otherwise.
@@ -77,23 +78,19 @@ func LookupKind(name string) (Kind, bool) {
 	return Kind{}, false
 }
 
-// Status is the job status the contract exposes.
-type Status string
+// Status is the job status the contract exposes. It and Progress and JobError are defined in
+// the leaf package jobstate, so clients read them without linking workflows.
+type Status = jobstate.Status
 
 const (
-	StatusQueued        Status = "queued"
-	StatusRunning       Status = "running"
-	StatusAwaitingInput Status = "awaiting_input"
-	StatusSucceeded     Status = "succeeded"
-	StatusFailed        Status = "failed"
-	StatusCancelling    Status = "cancelling"
-	StatusCancelled     Status = "cancelled"
+	StatusQueued        = jobstate.StatusQueued
+	StatusRunning       = jobstate.StatusRunning
+	StatusAwaitingInput = jobstate.StatusAwaitingInput
+	StatusSucceeded     = jobstate.StatusSucceeded
+	StatusFailed        = jobstate.StatusFailed
+	StatusCancelling    = jobstate.StatusCancelling
+	StatusCancelled     = jobstate.StatusCancelled
 )
-
-// Terminal reports whether no further transition can happen.
-func (s Status) Terminal() bool {
-	return s == StatusSucceeded || s == StatusFailed || s == StatusCancelled
-}
 
 // Keyword search attributes every job carries; they drive list_jobs and the Temporal UI.
 var (
@@ -145,15 +142,8 @@ const (
 	MemoSlots      = "slots"       // int: episode concurrency an eval holds while unfinished (quotas)
 )
 
-// Progress is the job's progress as of its last memo update.
-type Progress struct {
-	Done    int       `json:"done" jsonschema:"units done (episodes scored, rows exported)"`
-	Failed  int       `json:"failed" jsonschema:"units that failed (episodes; 0 for exports)"`
-	Total   int       `json:"total" jsonschema:"units in the job; 0 while not yet known"`
-	Unit    string    `json:"unit,omitempty" jsonschema:"what done, failed and total count: episodes or rows"`
-	Message string    `json:"message,omitempty" jsonschema:"what the job is doing"`
-	AsOf    time.Time `json:"as_of" jsonschema:"when the job last reported progress"`
-}
+// Progress is the job's progress as of its last memo update (jobstate.Progress).
+type Progress = jobstate.Progress
 
 // NeedsInput is an open input request: a durable workflow wait, answered by UpdateResume.
 type NeedsInput struct {
@@ -174,11 +164,8 @@ type NeedsInput struct {
 // pid@host) goes to the worker's log and stays in the job's history, never to the caller.
 const MsgExportFailed = "the export failed on the worker; the operator's logs and the job's history have the details"
 
-// JobError is the machine-readable reason a job failed or was cancelled.
-type JobError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+// JobError is the machine-readable reason a job failed or was cancelled (jobstate.JobError).
+type JobError = jobstate.JobError
 
 // Job error codes set by workflows.
 const (

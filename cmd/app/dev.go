@@ -96,13 +96,16 @@ type DevToken struct {
 	Token           string
 }
 
-// DevPrincipals are the principals `jobgate dev` mints tokens for.
-var DevPrincipals = []DevToken{
-	{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}},
-	{Tenant: "acme", Subject: "bo", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}},
-	{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove}},
-	{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}},
-	{Tenant: "globex", Subject: "gus", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}},
+// DevPrincipals are the principals `jobgate dev` mints tokens for. A function, not a package
+// variable: each caller gets its own slice, so nothing can change the list another one reads.
+func DevPrincipals() []DevToken {
+	return []DevToken{
+		{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}},
+		{Tenant: "acme", Subject: "bo", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}},
+		{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove}},
+		{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}},
+		{Tenant: "globex", Subject: "gus", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}},
+	}
 }
 
 // Run starts the stack and prints the banner.
@@ -302,7 +305,7 @@ func (m *DevMain) banner(took time.Duration) error {
 	}
 	fmt.Fprintf(w, "\nDev tokens (valid %s):\n", ttl)
 	var first string
-	for _, p := range DevPrincipals {
+	for _, p := range DevPrincipals() {
 		tok, err := m.MintDevToken(p.Tenant, p.Subject, p.Scopes, ttl)
 		if err != nil {
 			return err

@@ -9,7 +9,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/wire"
 )
 
 const approvalsUsage = `Usage:
@@ -73,21 +73,21 @@ func runApprovalsList(args []string, stdout, stderr io.Writer) error {
 		Jobs       []json.RawMessage `json:"jobs"`
 		NextCursor string            `json:"next_cursor"`
 	}
-	var rows []frontend.JobSummary
+	var rows []wire.JobSummary
 	var raws []json.RawMessage
 	cursor := ""
 	for pages := 0; ; pages++ {
 		if pages == maxPages {
 			return errors.New("approvals list: the server kept paging; stopping")
 		}
-		args := map[string]any{"page_size": frontend.ListPageSizeMax}
+		args := map[string]any{"page_size": wire.ListPageSizeMax}
 		if kind != "" {
 			args["kind"] = kind
 		}
 		if cursor != "" {
 			args["cursor"] = cursor
 		}
-		var out frontend.ListJobsOut
+		var out wire.ListJobsOut
 		raw, err := cl.call(context.Background(), "list_approvals", args, &out)
 		if err != nil {
 			return err
@@ -182,7 +182,7 @@ func runApprovalsAnswer(args []string, decision string, stdout, stderr io.Writer
 	if comment != "" {
 		args2["comment"] = comment
 	}
-	var after frontend.JobView
+	var after wire.JobView
 	if _, err := cl.call(ctx, "resume_"+j.kind, args2, &after); err != nil {
 		return err
 	}

@@ -8,17 +8,16 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/wire"
 )
 
 // Everything the client commands (jobs …, approvals …) share: the endpoint and token flags, the
-// connection, one tool call decoded the way every client must (frontend.ParseResult), finding
+// connection, one tool call decoded the way every client must (wire.ParseResult), finding
 // a job's kind from its handle, and exit codes.
 
 // callTimeout bounds the connect and each tool call.
@@ -105,7 +104,7 @@ func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // stream (the server is stateless and has none).
 func connectMCP(endpoint, token string) (*mcp.ClientSession, error) {
 	hc := &http.Client{Transport: bearerTransport{token: token, base: http.DefaultTransport}, Timeout: callTimeout}
-	c := mcp.NewClient(&mcp.Implementation{Name: "jobgate-cli", Version: frontend.Version}, nil)
+	c := mcp.NewClient(&mcp.Implementation{Name: "jobgate-cli", Version: wire.Version}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
@@ -135,7 +134,7 @@ func refusal(wrapped, cause error) error {
 }
 
 // call calls tool and decodes its result into out (nil: don't decode). It returns the
-// structuredContent as JSON (for --json). A tool error comes back as the *frontend.ToolError
+// structuredContent as JSON (for --json). A tool error comes back as the *wire.ToolError
 // itself, so it prints as "code: message" and exits 1.
 func (cl *client) call(ctx context.Context, tool string, args map[string]any, out any) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -148,7 +147,7 @@ func (cl *client) call(ctx context.Context, tool string, args map[string]any, ou
 	if out == nil {
 		out = &sink
 	}
-	te, err := frontend.ParseResult(res, out)
+	te, err := wire.ParseResult(res, out)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", tool, err)
 	}
@@ -162,31 +161,28 @@ func (cl *client) call(ctx context.Context, tool string, args map[string]any, ou
 	return raw, nil
 }
 
-// jobKinds are the kinds whose get_* getJob tries, in this order, when the server does not say.
-var jobKinds = []string{"export", "eval"}
-
-// namesKindRE reads the kind out of resolve's answer for a handle of another kind:
-// "handle: names a <kind> job; use the <kind> tools for it".
-var namesKindRE = regexp.MustCompile(`^handle: names an? ([a-z][a-z0-9_]*) job`)
+// probeKind is the kind whose get_* getJob asks first. Any kind would do: every kind's get_*
+// answers a handle of another kind with a tool error whose kind field names the handle's kind.
+const probeKind = "export"
 
 // job is one get_* answer: the view, its raw JSON, and the kind (which tools to use).
 type job struct {
 	kind string
-	view frontend.JobView
+	view wire.JobView
 	raw  json.RawMessage
 }
 
 // getJob reads the job a handle names. A handle is opaque, so the CLI does not decode the kind
-// from it. Instead it asks get_export, and the server tells it when the handle names a job of
-// another kind: resolve answers invalid_argument "handle: names a <kind> job; …" — only after
-// it has verified the handle's signature and tenant, so that answer leaks nothing — and getJob
-// then asks get_<kind>. Should the message ever change shape, the next kind in jobKinds not yet
-// tried is asked instead. Every other answer (not_found, invalid_handle, handle_expired,
-// forbidden, …) is final. One extra call for a non-export handle, no list scan, and no
-// dependency on the handle's format.
+// from it. Instead it asks get_<probeKind>, and the server tells it when the handle names a job
+// of another kind: a tool error (invalid_argument) whose kind field is the job's kind — sent
+// only after the server has verified the handle's signature and tenant, so it leaks nothing —
+// and getJob then asks get_<kind>. It reads the field, never the message. Every other answer
+// (not_found, which carries no kind; invalid_handle, forbidden, …, whose kind is the one asked)
+// is final. One extra call for a handle of another kind, no list scan, and no dependency on the
+// handle's format or on a list of kinds.
 func (cl *client) getJob(ctx context.Context, h string) (*job, error) {
 	tried := map[string]bool{}
-	kind := jobKinds[0]
+	kind := probeKind
 	for {
 		tried[kind] = true
 		j := &job{kind: kind}
@@ -198,25 +194,11 @@ func (cl *client) getJob(ctx context.Context, h string) (*job, error) {
 			}
 			return j, nil
 		}
-		var te *frontend.ToolError
-		if !errors.As(err, &te) || te.Code != frontend.CodeInvalidArgument || !strings.HasPrefix(te.Message, "handle:") {
+		var te *wire.ToolError
+		if !errors.As(err, &te) || te.Kind == "" || tried[te.Kind] {
 			return nil, err
 		}
-		next := ""
-		if m := namesKindRE.FindStringSubmatch(te.Message); m != nil && !tried[m[1]] {
-			next = m[1]
-		} else {
-			for _, k := range jobKinds {
-				if !tried[k] {
-					next = k
-					break
-				}
-			}
-		}
-		if next == "" {
-			return nil, err
-		}
-		kind = next
+		kind = te.Kind
 	}
 }
 
@@ -236,7 +218,7 @@ func exitCode(err error) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	var te *frontend.ToolError
+	var te *wire.ToolError
 	if errors.As(err, &te) {
 		return 1
 	}

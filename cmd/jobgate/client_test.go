@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/frontend"
-	"github.com/jobgate/jobgate/workflows"
+	"github.com/jobgate/jobgate/frontend/wire"
+	"github.com/jobgate/jobgate/workflows/jobstate"
 )
 
 func TestArtifactURL(t *testing.T) {
@@ -99,9 +99,9 @@ func TestScopeRendering(t *testing.T) {
 func TestPlainWatchPrintsChangesOnly(t *testing.T) {
 	var buf strings.Builder
 	p := &plainWatch{w: &buf}
-	v := &frontend.JobView{}
-	v.Status = workflows.StatusRunning
-	v.Progress = workflows.Progress{Done: 1, Total: 4, Unit: "episodes", Message: "scoring"}
+	v := &wire.JobView{}
+	v.Status = jobstate.StatusRunning
+	v.Progress = jobstate.Progress{Done: 1, Total: 4, Unit: "episodes", Message: "scoring"}
 	p.update(v)
 	p.update(v)
 	v.Progress.Done = 2
@@ -114,14 +114,14 @@ func TestPlainWatchPrintsChangesOnly(t *testing.T) {
 func TestBarWatchRenders(t *testing.T) {
 	var buf bytes.Buffer
 	b := &barWatch{w: &buf}
-	v := &frontend.JobView{}
-	v.Status = workflows.StatusQueued
-	v.Progress = workflows.Progress{Unit: "rows", Message: "queued"}
+	v := &wire.JobView{}
+	v.Status = jobstate.StatusQueued
+	v.Progress = jobstate.Progress{Unit: "rows", Message: "queued"}
 	b.update(v)
-	v.Status = workflows.StatusRunning
-	v.Progress = workflows.Progress{Done: 2500, Total: 5000, Unit: "rows", Message: "exporting"}
+	v.Status = jobstate.StatusRunning
+	v.Progress = jobstate.Progress{Done: 2500, Total: 5000, Unit: "rows", Message: "exporting"}
 	b.update(v)
-	v.Status = workflows.StatusSucceeded
+	v.Status = jobstate.StatusSucceeded
 	v.Progress.Done = 5000
 	b.update(v)
 	b.finish(v)
@@ -137,7 +137,7 @@ func TestSaveVerifiedDiscardsMismatch(t *testing.T) {
 	dir := t.TempDir()
 	body := []byte("the file")
 	sum := sha256.Sum256(body)
-	res := frontend.ExportResultView{Bytes: int64(len(body)), SHA256: hex.EncodeToString(sum[:])}
+	res := wire.ExportResultView{Bytes: int64(len(body)), SHA256: hex.EncodeToString(sum[:])}
 	path := filepath.Join(dir, "out.gz")
 
 	other := sha256.Sum256([]byte("other"))

@@ -21,7 +21,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/wire"
 )
 
 func runJobsDownload(args []string, stdout, stderr io.Writer) error {
@@ -58,7 +58,7 @@ func runJobsDownload(args []string, stdout, stderr io.Writer) error {
 	if v.Status != "succeeded" {
 		return &exitError{code: 1, err: fmt.Errorf("jobs download: export %s %s; there is no file until it has succeeded", clean(v.JobID), notReady(v))}
 	}
-	var res frontend.ExportResultView
+	var res wire.ExportResultView
 	raw, err := json.Marshal(v.Result)
 	if err == nil {
 		err = json.Unmarshal(raw, &res)
@@ -125,7 +125,7 @@ func runJobsDownload(args []string, stdout, stderr io.Writer) error {
 }
 
 // notReady says why an export has no file yet: its status and what it waits for.
-func notReady(v *frontend.JobView) string {
+func notReady(v *wire.JobView) string {
 	switch v.Status {
 	case "awaiting_input":
 		s := "is awaiting_input"
@@ -240,7 +240,7 @@ func downloadStatus(resp *http.Response) error {
 // saveVerified streams body to a temporary file next to path while hashing it, and renames it
 // to path only when its size and SHA-256 match the export (and the response's Repr-Digest,
 // RFC 9530, when present). Anything else removes the temporary file.
-func saveVerified(path string, body io.Reader, res frontend.ExportResultView, want []byte, reprDigest string,
+func saveVerified(path string, body io.Reader, res wire.ExportResultView, want []byte, reprDigest string,
 	stdout io.Writer) (n int64, sum string, byHeader bool, err error) {
 	var fromHeader []byte
 	if reprDigest != "" {

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/wire"
 )
 
 const jobsUsage = `Usage:
@@ -72,7 +72,7 @@ func runJobsList(args []string, stdout, stderr io.Writer) error {
 	}
 	defer cl.Close()
 
-	var rows []frontend.JobSummary
+	var rows []wire.JobSummary
 	cursor := c.cursor
 	for pages := 0; ; pages++ {
 		page, err := listJobsPage(cl, c, cursor)
@@ -95,7 +95,7 @@ func runJobsList(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func listJobsPage(cl *client, c jobsListFlags, cursor string) (*frontend.ListJobsOut, error) {
+func listJobsPage(cl *client, c jobsListFlags, cursor string) (*wire.ListJobsOut, error) {
 	args := map[string]any{}
 	if c.kind != "" {
 		args["kind"] = c.kind
@@ -109,14 +109,14 @@ func listJobsPage(cl *client, c jobsListFlags, cursor string) (*frontend.ListJob
 	if cursor != "" {
 		args["cursor"] = cursor
 	}
-	var out frontend.ListJobsOut
+	var out wire.ListJobsOut
 	if _, err := cl.call(context.Background(), "list_jobs", args, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
-func printJobs(w io.Writer, rows []frontend.JobSummary) {
+func printJobs(w io.Writer, rows []wire.JobSummary) {
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "no jobs")
 		return

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/wire"
 )
 
 // Human-readable rendering of jobs and input requests. Everything the server sends is text a
@@ -129,7 +129,7 @@ func addScope(f *fields, scope map[string]any) {
 }
 
 // addNeedsInput adds an open input request: who asked, what exactly, the prompt and expiry.
-func addNeedsInput(f *fields, ni *frontend.NeedsInputView, now time.Time) {
+func addNeedsInput(f *fields, ni *wire.NeedsInputView, now time.Time) {
 	if ni.RequestedBy != "" {
 		f.add("asked by", clean(ni.RequestedBy))
 	}
@@ -139,7 +139,7 @@ func addNeedsInput(f *fields, ni *frontend.NeedsInputView, now time.Time) {
 	f.add("expires", timeText(ni.ExpiresAt)+" ("+untilText(ni.ExpiresAt, now)+")")
 }
 
-func approverText(ni *frontend.NeedsInputView) string {
+func approverText(ni *wire.NeedsInputView) string {
 	switch ni.Approver {
 	case "owner":
 		return "the job's owner"
@@ -185,7 +185,7 @@ func shortDuration(d time.Duration) string {
 }
 
 // progressText is "done/total unit" (with failures, if any).
-func progressText(v *frontend.JobView) string {
+func progressText(v *wire.JobView) string {
 	p := v.Progress
 	s := strconv.Itoa(p.Done) + "/"
 	if p.Total > 0 {
@@ -245,7 +245,7 @@ func printResult(w io.Writer, j *job) {
 		return
 	}
 	if j.kind == "export" {
-		var r frontend.ExportResultView
+		var r wire.ExportResultView
 		if json.Unmarshal(raw, &r) == nil {
 			var f fields
 			f.add("rows", strconv.Itoa(r.Rows))

@@ -15,7 +15,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/wire"
 )
 
 func runJobsGet(args []string, stdout, stderr io.Writer) error {
@@ -131,10 +131,10 @@ func runJobsWatch(args []string, stdout, stderr io.Writer) error {
 		}
 		// Each view carries a fresh handle: polling with it keeps a long watch from outliving
 		// the first handle's expiry.
-		var next frontend.JobView
+		var next wire.JobView
 		raw, err := cl.call(ctx, "get_"+j.kind, map[string]any{"handle": j.view.Handle}, &next)
 		if err != nil {
-			var te *frontend.ToolError
+			var te *wire.ToolError
 			retryable := !errors.As(err, &te) || te.Retryable
 			if ctx.Err() != nil {
 				continue // reported at the top of the next wait
@@ -176,10 +176,10 @@ func runJobsWatch(args []string, stdout, stderr io.Writer) error {
 
 // watchOutput shows a watched job's progress.
 type watchOutput interface {
-	update(v *frontend.JobView) // a poll's view
+	update(v *wire.JobView) // a poll's view
 	note(msg string, stderr io.Writer)
-	finish(v *frontend.JobView) // the job reached a terminal status
-	stop()                      // watching ends before that
+	finish(v *wire.JobView) // the job reached a terminal status
+	stop()                  // watching ends before that
 }
 
 // plainWatch prints one line per change: "status done/total unit message".
@@ -189,7 +189,7 @@ type plainWatch struct {
 	inputIDs map[string]bool
 }
 
-func (p *plainWatch) update(v *frontend.JobView) {
+func (p *plainWatch) update(v *wire.JobView) {
 	line := string(v.Status) + " " + progressText(v)
 	if v.Progress.Message != "" {
 		line += " " + oneLine(v.Progress.Message)
@@ -209,7 +209,7 @@ func (p *plainWatch) update(v *frontend.JobView) {
 
 func (p *plainWatch) note(msg string, stderr io.Writer) { fmt.Fprintln(stderr, oneLine(msg)) }
 
-func (p *plainWatch) finish(v *frontend.JobView) {
+func (p *plainWatch) finish(v *wire.JobView) {
 	if v.Error != nil {
 		fmt.Fprintf(p.w, "  %s: %s\n", oneLine(v.Error.Code), oneLine(v.Error.Message))
 	}
@@ -226,7 +226,7 @@ type barWatch struct {
 	unit string // shown in the description when the rate (which names it) is not shown
 }
 
-func (b *barWatch) describe(v *frontend.JobView) string {
+func (b *barWatch) describe(v *wire.JobView) string {
 	d := string(v.Status)
 	msg := v.Progress.Message
 	if v.NeedsInput != nil {
@@ -244,7 +244,7 @@ func (b *barWatch) describe(v *frontend.JobView) string {
 	return d
 }
 
-func (b *barWatch) update(v *frontend.JobView) {
+func (b *barWatch) update(v *wire.JobView) {
 	total := int64(v.Progress.Total)
 	if total <= 0 {
 		total = -1 // unknown: a spinner
@@ -293,7 +293,7 @@ func (b *barWatch) note(msg string, _ io.Writer) {
 	}
 }
 
-func (b *barWatch) finish(v *frontend.JobView) {
+func (b *barWatch) finish(v *wire.JobView) {
 	if b.bar == nil {
 		return
 	}

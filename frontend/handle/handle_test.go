@@ -229,76 +229,6 @@ func TestUnknownKID(t *testing.T) {
 	}
 }
 
-// assertMalformed fails unless s is rejected as malformed by the opener.
-func assertMalformedHandle(t *testing.T, ring *Keyring, s, what string) {
-	t.Helper()
-	h, err := ring.OpenHandle(s, testNow)
-	if err == nil || !errors.Is(err, ErrMalformed) || errors.Is(err, ErrExpired) || h != (Handle{}) {
-		t.Fatalf("%s: OpenHandle(%q) = %+v, %v; want ErrMalformed", what, s, h, err)
-	}
-}
-
-func assertMalformedCursor(t *testing.T, ring *Keyring, s, what string) {
-	t.Helper()
-	c, err := ring.OpenCursor(s, testNow)
-	if err == nil || !errors.Is(err, ErrMalformed) || errors.Is(err, ErrExpired) || !sameCursor(c, Cursor{}) {
-		t.Fatalf("%s: OpenCursor(%q) = %+v, %v; want ErrMalformed", what, s, c, err)
-	}
-}
-
-func TestTamperEveryByte(t *testing.T) {
-	ring := testRing(t)
-	for _, tc := range []struct {
-		name   string
-		sealed string
-		open   func(*testing.T, *Keyring, string, string)
-	}{
-		{"handle", ring.SealHandle(testHandle()), assertMalformedHandle},
-		{"cursor", ring.SealCursor(testCursor()), assertMalformedCursor},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			n := 0
-			b := []byte(tc.sealed)
-			for i := range b {
-				orig := b[i]
-				// Every other byte value, including ones that decode to the same
-				// bits under lenient base64 (the last signature character).
-				for v := 0; v < 256; v++ {
-					if byte(v) == orig {
-						continue
-					}
-					b[i] = byte(v)
-					tc.open(t, ring, string(b), fmt.Sprintf("byte %d = %#x", i, v))
-					n++
-				}
-				b[i] = orig
-			}
-			t.Logf("%d tampered variants of a %d-byte %s rejected", n, len(b), tc.name)
-		})
-	}
-}
-
-func TestTruncateAndExtend(t *testing.T) {
-	ring := testRing(t)
-	h, c := ring.SealHandle(testHandle()), ring.SealCursor(testCursor())
-	for n := 0; n < len(h); n++ {
-		assertMalformedHandle(t, ring, h[:n], fmt.Sprintf("prefix of length %d", n))
-		assertMalformedHandle(t, ring, h[n+1:], fmt.Sprintf("suffix from %d", n+1))
-		assertMalformedHandle(t, ring, h[:n]+h[n+1:], fmt.Sprintf("byte %d deleted", n))
-	}
-	for n := 0; n < len(c); n++ {
-		assertMalformedCursor(t, ring, c[:n], fmt.Sprintf("prefix of length %d", n))
-		assertMalformedCursor(t, ring, c[n+1:], fmt.Sprintf("suffix from %d", n+1))
-		assertMalformedCursor(t, ring, c[:n]+c[n+1:], fmt.Sprintf("byte %d deleted", n))
-	}
-	for _, extra := range []string{"A", "AA", "AAA", "AAAA", "=", "==", ".", ".x", " ", "\n", "\x00", "%3D", "é"} {
-		assertMalformedHandle(t, ring, h+extra, "trailing "+extra)
-		assertMalformedHandle(t, ring, extra+h, "leading "+extra)
-		assertMalformedCursor(t, ring, c+extra, "trailing "+extra)
-		assertMalformedCursor(t, ring, extra+c, "leading "+extra)
-	}
-}
-
 func TestHandleAndCursorAreNotInterchangeable(t *testing.T) {
 	ring := testRing(t)
 	h, c := ring.SealHandle(testHandle()), ring.SealCursor(testCursor())
@@ -386,29 +316,9 @@ func TestCursorRevealsNothing(t *testing.T) {
 func TestExpired(t *testing.T) {
 	ring := testRing(t)
 	h := testHandle()
-	s := ring.SealHandle(h)
-	for _, tc := range []struct {
-		now     time.Time
-		expired bool
-	}{
-		{h.Expiry.Add(-time.Hour), false},
-		{h.Expiry.Add(-time.Nanosecond), false},
-		{h.Expiry, true}, // now >= Expiry
-		{h.Expiry.Add(time.Nanosecond), true},
-		{h.Expiry.Add(365 * 24 * time.Hour), true},
-	} {
-		got, err := ring.OpenHandle(s, tc.now)
-		if tc.expired {
-			if err != ErrExpired || errors.Is(err, ErrMalformed) {
-				t.Errorf("now=%v: err %v, want exactly ErrExpired", tc.now, err)
-			}
-		} else if err != nil {
-			t.Errorf("now=%v: %v", tc.now, err)
-		}
-		if !sameHandle(got, h) {
-			t.Errorf("now=%v: decoded %+v, want %+v (also when expired)", tc.now, got, h)
-		}
-	}
+	t.Run("handle", func(t *testing.T) { checkExpiry(t, h, h.Expiry, ring.SealHandle, ring.OpenHandle, sameHandle) })
+	d := testDownload()
+	t.Run("download", func(t *testing.T) { checkExpiry(t, d, d.Expiry, ring.SealDownload, ring.OpenDownload, sameDownload) })
 
 	// The point of returning the value: another tenant's expired handle can
 	// be told apart from the caller's own before saying "expired".
@@ -428,109 +338,32 @@ func TestExpired(t *testing.T) {
 	}
 }
 
-func TestOversizedInputRejectedFirst(t *testing.T) {
-	ring := testRing(t)
-	for _, s := range []string{
-		strings.Repeat("A", MaxHandleLen+1),
-		strings.Repeat("\xff", 1<<20),
-		"jgh1.k1." + strings.Repeat("A", MaxHandleLen) + ".sig",
-	} {
-		if _, err := ring.OpenHandle(s, testNow); !errors.Is(err, errTooLong) {
-			t.Errorf("%d-byte handle: %v, want too long", len(s), err)
-		}
-	}
-	for _, s := range []string{strings.Repeat("A", MaxCursorLen+1), strings.Repeat(".", 1<<20)} {
-		if _, err := ring.OpenCursor(s, testNow); !errors.Is(err, errTooLong) {
-			t.Errorf("%d-byte cursor: %v, want too long", len(s), err)
-		}
-	}
-	// Correctly signed but over the cap: still rejected (the cap is checked
-	// before the MAC, so no one can make us hash megabytes).
-	big := Handle{Tenant: "acme", WorkflowID: "acme/eval/" + strings.Repeat("x", 2000), Kind: "eval", Expiry: testNow.Add(time.Hour)}
-	js, _ := json.Marshal(big.wire())
-	s := (&Keyring{current: "k1", keys: ring.keys}).seal(format{HandlePrefix, handleLabel, 1 << 20}, js)
-	if _, err := ring.OpenHandle(s, testNow); !errors.Is(err, errTooLong) {
-		t.Errorf("signed %d-byte handle: %v, want too long", len(s), err)
-	}
-	bigC := testCursor()
-	bigC.PageToken = make([]byte, 4000)
-	js, _ = json.Marshal(bigC.wire())
-	s = ring.sealCursorJSON(js, 1<<20)
-	if _, err := ring.OpenCursor(s, testNow); !errors.Is(err, errTooLong) {
-		t.Errorf("signed %d-byte cursor: %v, want too long", len(s), err)
-	}
-}
-
 // TestSizeLimits checks that Seal never produces what Open refuses, that
 // Validate agrees with Seal (for the longest kid), and that the limits are
 // reached exactly.
 func TestSizeLimits(t *testing.T) {
 	longKID := strings.Repeat("K", MaxKIDLen)
-	rings := []*Keyring{testRing(t)}
 	r16, _ := NewKeyring(longKID, map[string][]byte{longKID: testKey("k1")})
-	rings = append(rings, r16)
-	for _, ring := range rings {
-		longest, lastLen := 0, 0
-		for n := 500; n <= 900; n++ {
+	for _, ring := range []*Keyring{testRing(t), r16} {
+		open := func(s string) error { _, err := ring.OpenHandle(s, testNow); return err }
+		checkSizeLimit(t, "handle, kid "+ring.current, 500, 900, MaxHandleLen, 3, func(n int) (error, string) {
 			h := Handle{Tenant: "acme", WorkflowID: strings.Repeat("w", n), Kind: "export", Expiry: testNow.Add(time.Hour)}
-			s := ring.SealHandle(h)
-			verr := h.Validate()
-			if verr == nil && s == "" {
-				t.Fatalf("kid %s, n=%d: Validate ok but Seal failed", ring.current, n)
-			}
-			if s == "" {
-				if lastLen == 0 {
-					lastLen = n
-				}
-				continue
-			}
-			if len(s) > MaxHandleLen {
-				t.Fatalf("sealed %d bytes > %d", len(s), MaxHandleLen)
-			}
-			if _, err := ring.OpenHandle(s, testNow); err != nil {
-				t.Fatalf("n=%d, %d bytes: %v", n, len(s), err)
-			}
-			longest = max(longest, len(s))
-		}
-		if longest < MaxHandleLen-3 || lastLen == 0 {
-			t.Errorf("kid %s: longest handle %d bytes, first refused at n=%d", ring.current, longest, lastLen)
-		}
-		t.Logf("kid %q: longest handle %d bytes; workflow ID of %d bytes (tenant 4) is the first refused", ring.current, longest, lastLen)
-
-		longest, lastLen = 0, 0
-		for n := 1800; n <= 2600; n++ {
+			return h.Validate(), ring.SealHandle(h)
+		}, open)
+		// A page-token byte costs ~16/9 characters, so the cap is met within a few.
+		open = func(s string) error { _, err := ring.OpenCursor(s, testNow); return err }
+		checkSizeLimit(t, "cursor, kid "+ring.current, 1800, 2600, MaxCursorLen, 8, func(n int) (error, string) {
 			c := testCursor()
 			c.PageToken = bytes.Repeat([]byte{0xfe}, n)
-			s := ring.SealCursor(c)
-			if c.Validate() == nil && s == "" {
-				t.Fatalf("cursor n=%d: Validate ok but Seal failed", n)
-			}
-			if s == "" {
-				if lastLen == 0 {
-					lastLen = n
-				}
-				continue
-			}
-			if len(s) > MaxCursorLen {
-				t.Fatalf("sealed cursor %d bytes > %d", len(s), MaxCursorLen)
-			}
-			if _, err := ring.OpenCursor(s, testNow); err != nil {
-				t.Fatalf("cursor n=%d: %v", n, err)
-			}
-			longest = max(longest, len(s))
-		}
-		// A page-token byte costs ~16/9 characters, so the cap is met within a few.
-		if longest < MaxCursorLen-8 || lastLen == 0 {
-			t.Errorf("kid %s: longest cursor %d bytes, first refused at n=%d", ring.current, longest, lastLen)
-		}
-		t.Logf("kid %q: longest cursor %d bytes; page token of %d bytes is the first refused", ring.current, longest, lastLen)
+			return c.Validate(), ring.SealCursor(c)
+		}, open)
 	}
 }
 
 func TestSealRejectsInvalidValues(t *testing.T) {
 	ring := testRing(t)
 	good := testHandle()
-	for name, mut := range map[string]func(*Handle){
+	checkRejects(t, good, map[string]func(*Handle){
 		"empty tenant":      func(h *Handle) { h.Tenant = "" },
 		"non-UTF-8 tenant":  func(h *Handle) { h.Tenant = "a\xffb" },
 		"empty workflow ID": func(h *Handle) { h.WorkflowID = "" },
@@ -545,18 +378,9 @@ func TestSealRejectsInvalidValues(t *testing.T) {
 		"epoch expiry":      func(h *Handle) { h.Expiry = time.Unix(0, 0) },
 		"year 10000":        func(h *Handle) { h.Expiry = time.Unix(maxUnixSeconds+1, 0) },
 		"too long":          func(h *Handle) { h.WorkflowID = strings.Repeat("x", 800) },
-	} {
-		h := good
-		mut(&h)
-		if err := h.Validate(); err == nil {
-			t.Errorf("%s: Validate accepted %+v", name, h)
-		}
-		if s := ring.SealHandle(h); s != "" {
-			t.Errorf("%s: SealHandle = %q, want \"\"", name, s)
-		}
-	}
+	}, Handle.Validate, ring.SealHandle)
 	goodC := testCursor()
-	for name, mut := range map[string]func(*Cursor){
+	checkRejects(t, goodC, map[string]func(*Cursor){
 		"empty tenant":     func(c *Cursor) { c.Tenant = "" },
 		"empty subject":    func(c *Cursor) { c.Subject = "" },
 		"empty tool":       func(c *Cursor) { c.Tool = "" },
@@ -566,16 +390,7 @@ func TestSealRejectsInvalidValues(t *testing.T) {
 		"empty page token": func(c *Cursor) { c.PageToken = []byte{} },
 		"zero expiry":      func(c *Cursor) { c.Expiry = time.Time{} },
 		"too long":         func(c *Cursor) { c.PageToken = make([]byte, 3000) },
-	} {
-		c := goodC
-		mut(&c)
-		if err := c.Validate(); err == nil {
-			t.Errorf("%s: Validate accepted", name)
-		}
-		if s := ring.SealCursor(c); s != "" {
-			t.Errorf("%s: SealCursor = %q, want \"\"", name, s)
-		}
-	}
+	}, Cursor.Validate, ring.SealCursor)
 
 	var nilRing *Keyring
 	if s := nilRing.SealHandle(good); s != "" {
@@ -790,7 +605,7 @@ func TestRejectsBadPayloadAfterMAC(t *testing.T) {
 	}
 
 	// Bad base64 under a valid MAC.
-	for _, p := range []string{"A", "AB", "ABC=", "AAAAA", "A_-"} {
+	for _, p := range badBase64Payloads {
 		s := signPayload(ring, handleFormat, p)
 		if _, err := ring.OpenHandle(s, testNow); !errors.Is(err, ErrMalformed) {
 			t.Errorf("payload %q: %v", p, err)
@@ -805,16 +620,11 @@ func TestRejectsBadPayloadAfterMAC(t *testing.T) {
 // documented recipe, independently of the implementation.
 func TestWireFormat(t *testing.T) {
 	ring := testRing(t)
-	sign := func(label, signed string) string {
-		m := hmac.New(sha256.New, testKey("k1"))
-		m.Write([]byte(label + "." + signed))
-		return signed + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-	}
 	exp := time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC) // 1893542400
 
 	h := Handle{Tenant: "acme", WorkflowID: "acme/eval/nightly-1", Kind: "eval", Expiry: exp}
 	js := `{"v":1,"t":"acme","w":"acme/eval/nightly-1","k":"eval","e":1893542400}`
-	want := sign("jobgate-handle-v1", "jgh1.k1."+base64.RawURLEncoding.EncodeToString([]byte(js)))
+	want := signRecipe("jobgate-handle-v1", "jgh1.k1."+base64.RawURLEncoding.EncodeToString([]byte(js)))
 	if got := ring.SealHandle(h); got != want {
 		t.Errorf("SealHandle:\n got %s\nwant %s", got, want)
 	}
@@ -982,21 +792,6 @@ func rootIdent(e ast.Expr) string {
 		}
 	}
 	return ""
-}
-
-func TestErrorsDoNotCarryInput(t *testing.T) {
-	ring := testRing(t)
-	good := ring.SealHandle(testHandle())
-	sig := good[strings.LastIndexByte(good, '.')+1:]
-	for i := 0; i < len(good); i += 7 {
-		_, err := ring.OpenHandle(good[:i]+"x"+good[i+1:], testNow)
-		if err == nil {
-			continue
-		}
-		if strings.Contains(err.Error(), sig[:10]) || strings.Contains(err.Error(), "acme") {
-			t.Fatalf("error %q carries input", err)
-		}
-	}
 }
 
 func TestConcurrentUse(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/jobgate/jobgate/tests/receiver"
+	"github.com/jobgate/jobgate/activities/receiver"
 )
 
 func main() {

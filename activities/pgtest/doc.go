@@ -6,6 +6,10 @@
 // skipped, except under CI=true, where a missing PostgreSQL fails the test: CI must never
 // pass by skipping.
 //
+// It is a test-support package like net/http/httptest, and lives beside the dataset code whose
+// tests need it (activities' export tests, and the integration tests in tests/): library tests
+// never import tests/..., and an internal/ package could not be imported from tests/.
+//
 // # Happy path
 //
 //	pg := pgtest.Start(t)                 // a fresh server and database, stopped when t ends

@@ -1,0 +1,199 @@
+// Package wire holds the JSON shapes jobgate's tools answer with, as a client decodes them:
+// the job view and list rows, an export's result, list pages and the tool error, plus
+// ParseResult, which reads a tool result the way every client must.
+//
+// The server (package frontend) renders these same types (frontend.JobSummary is
+// wire.JobSummary, …), so the two cannot drift; a client such as the jobgate CLI imports this
+// package, not the server. It imports nothing of jobgate but the leaves authz (for Approver)
+// and workflows/jobstate (status, progress, job error).
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/workflows/jobstate"
+)
+
+// Version is the product version: what the server reports to MCP clients and the CLI reports
+// as its client version.
+const Version = "0.1.0"
+
+// list_jobs and list_approvals page sizes (CONTRACT.md).
+const (
+	ListPageSizeDefault = 20
+	ListPageSizeMax     = 100
+)
+
+// ---------------------------------------------------------------- job views
+
+// JobSummary is one list_jobs row: the cheap part of a job view, read from the visibility
+// record alone (no result, no per-row Temporal call).
+type JobSummary struct {
+	Handle      string             `json:"handle" jsonschema:"opaque handle naming this job; pass it verbatim to get_*, cancel_*, resume_*"`
+	JobID       string             `json:"job_id" jsonschema:"the Temporal workflow ID <tenant>/<kind>/<owner>/<idempotency_key> (owner %XX-escaped; <tenant>/<kind>/<idempotency_key> for jobs started before keys were per owner)"`
+	Kind        string             `json:"kind" jsonschema:"eval or export"`
+	Status      jobstate.Status    `json:"status" jsonschema:"queued, running, awaiting_input, succeeded, failed, cancelling or cancelled"`
+	Owner       string             `json:"owner" jsonschema:"subject of the principal that started the job"`
+	CreatedAt   time.Time          `json:"created_at" jsonschema:"when the job was first started"`
+	UpdatedAt   time.Time          `json:"updated_at" jsonschema:"when the job last reported a change"`
+	Progress    jobstate.Progress  `json:"progress" jsonschema:"units done and failed out of total (progress.unit: episodes or rows), as of progress.as_of"`
+	PollAfterMS int                `json:"poll_after_ms" jsonschema:"wait at least this long before polling get_* again; 0 once the job is finished"`
+	UIURL       string             `json:"ui_url,omitempty" jsonschema:"link to this job in the Temporal Web UI"`
+	NeedsInput  *NeedsInputView    `json:"needs_input,omitempty" jsonschema:"present while status is awaiting_input: the open input request to answer with resume_*"`
+	Error       *jobstate.JobError `json:"error,omitempty" jsonschema:"why the job failed or was cancelled"`
+}
+
+// JobView decodes any kind's job view (for clients and tests); Result is left as decoded JSON.
+// (The server answers with a kind's typed view, frontend.KindView, of the same JSON.)
+type JobView struct {
+	JobSummary
+	Result  any    `json:"result,omitempty"`
+	Created *bool  `json:"created,omitempty"`
+	Note    string `json:"note,omitempty"`
+}
+
+// NeedsInputView is an open input request.
+type NeedsInputView struct {
+	InputID      string         `json:"input_id" jsonschema:"pass to resume_* unchanged"`
+	Prompt       string         `json:"prompt" jsonschema:"the question to show to whoever may answer"`
+	AnswerSchema map[string]any `json:"answer_schema" jsonschema:"JSON schema of the answer"`
+	ScopeDigest  string         `json:"scope_digest" jsonschema:"digest of exactly what is being approved; pass to resume_* unchanged"`
+	Scope        map[string]any `json:"scope,omitempty" jsonschema:"what is being approved, kind-specific (an export's dataset, columns, format, purpose; an eval's suite and size)"`
+	Approver     authz.Approver `json:"approver" jsonschema:"owner: only the job's owner (with jobs:write) may answer; approver: only a principal with jobs:approve who is not the job's owner (unless self_approval)"`
+	SelfApproval bool           `json:"self_approval,omitempty" jsonschema:"true when the job's owner may answer an approver request too (four eyes switched off for this dataset)"`
+	RequestedBy  string         `json:"requested_by,omitempty" jsonschema:"subject of the job's owner, who asked"`
+	ExpiresAt    time.Time      `json:"expires_at" jsonschema:"after this the job fails with input_expired"`
+
+	// encoded, when set, is this view as JSON: the bytes the fields above encode to, kept
+	// with a cached open request (see frontend's needsInputCache) so its maps are not encoded
+	// per call. Set by WithJSON.
+	encoded []byte
+}
+
+// WithJSON returns v carrying b, which must be v's own JSON encoding, as the bytes MarshalJSON
+// answers: a server that caches an open request's encoding renders it without encoding its maps
+// again. Clients have no use for it.
+func (v NeedsInputView) WithJSON(b []byte) NeedsInputView {
+	v.encoded = b
+	return v
+}
+
+// MarshalJSON encodes the view's fields as encoding/json does for a struct; a view rendered
+// from a cached open request returns the encoding kept with it, the same bytes.
+func (v NeedsInputView) MarshalJSON() ([]byte, error) {
+	if v.encoded != nil {
+		return v.encoded, nil
+	}
+	type fields NeedsInputView // the same fields, without this method
+	return json.Marshal(fields(v))
+}
+
+// ListJobsOut is list_jobs' (and list_approvals') result.
+type ListJobsOut struct {
+	Jobs       []JobSummary `json:"jobs" jsonschema:"the page's jobs, running ones first (newest start first), then finished ones (most recently finished first)"`
+	NextCursor string       `json:"next_cursor,omitempty" jsonschema:"pass as cursor (with the same filters) for the next page; absent on the last page. A page may be empty while more follow"`
+}
+
+// ExportResultView is a succeeded export's result: the artifact's manifest summary and a
+// short-lived download link for the caller. It is its own shape, not the worker's manifest
+// (activities.Manifest), so a client links no server code to read it.
+type ExportResultView struct {
+	Rows                 int        `json:"rows" jsonschema:"rows exported"`
+	Bytes                int64      `json:"bytes" jsonschema:"size of the gzip file in bytes"`
+	SHA256               string     `json:"sha256" jsonschema:"hex SHA-256 of the gzip file; verify the download against it"`
+	Format               string     `json:"format" jsonschema:"jsonl or csv"`
+	Columns              []string   `json:"columns" jsonschema:"the exported columns, in file order"`
+	FileName             string     `json:"file_name" jsonschema:"suggested file name"`
+	Parts                int        `json:"parts" jsonschema:"how many parallel parts the file was assembled from"`
+	ApprovedBy           string     `json:"approved_by,omitempty" jsonschema:"who approved the scope, when a sensitive column needed approval"`
+	ExpiresAt            time.Time  `json:"expires_at" jsonschema:"when the artifact is deleted (retention)"`
+	Expired              bool       `json:"expired,omitempty" jsonschema:"true once the artifact is past retention: it can no longer be downloaded"`
+	DownloadURL          string     `json:"download_url,omitempty" jsonschema:"GET it with your own bearer token (Authorization header) before download_url_expires_at; call get_export again for a fresh link"`
+	DownloadURLExpiresAt *time.Time `json:"download_url_expires_at,omitempty" jsonschema:"when download_url stops working"`
+	DownloadInstructions string     `json:"download_instructions,omitempty" jsonschema:"how to fetch the file"`
+	Note                 string     `json:"note,omitempty" jsonschema:"why there is no download_url"`
+}
+
+// ---------------------------------------------------------------- tool errors
+
+// Tool error codes (CONTRACT.md).
+const (
+	CodeInvalidArgument      = "invalid_argument"
+	CodeNotFound             = "not_found"
+	CodeInvalidHandle        = "invalid_handle"
+	CodeHandleExpired        = "handle_expired"
+	CodeIdempotencyKeyReused = "idempotency_key_reused"
+	CodeInputNotExpected     = "input_not_expected"
+	CodeForbidden            = "forbidden"
+	CodeCursorInvalid        = "cursor_invalid"
+	CodeCursorExpired        = "cursor_expired"
+	CodeUnavailable          = "unavailable"
+	CodeQuotaExceeded        = "quota_exceeded"
+)
+
+// ToolError is the JSON text of every isError tool result.
+type ToolError struct {
+	Code      string `json:"code" jsonschema:"machine-readable error code"`
+	Message   string `json:"message" jsonschema:"what went wrong and what to do about it"`
+	Retryable bool   `json:"retryable" jsonschema:"true when the same call may succeed later unchanged"`
+	// RetryAfterMS is set on quota_exceeded when it is known when the same call can pass.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty" jsonschema:"milliseconds until the same call can pass, when known"`
+	// Kind is the kind of job the error concerns, so no client has to read it out of Message:
+	// the kind of the tool called (start_eval, get_export, …), except where a verified handle
+	// names a job of another kind, when it is that job's kind (whose tools to use instead).
+	// not_found never carries it: that answer is byte-identical for every unknown or invisible
+	// job, whichever kind's tool was asked. Absent too on tools of no single kind (list_jobs,
+	// list_approvals).
+	Kind string `json:"kind,omitempty" jsonschema:"the job kind the error concerns (eval, export); when a handle names a job of another kind, that kind; never on not_found"`
+}
+
+func (e *ToolError) Error() string {
+	if e.RetryAfterMS > 0 {
+		return fmt.Sprintf("%s: %s (retry after %s)", e.Code, e.Message, time.Duration(e.RetryAfterMS)*time.Millisecond)
+	}
+	return e.Code + ": " + e.Message
+}
+
+// ParseResult reads a tool result as clients must: an isError result's tool error from its
+// text content (returned as *ToolError), otherwise structuredContent decoded into out. The
+// error is for results that fit neither shape.
+func ParseResult(res *mcp.CallToolResult, out any) (*ToolError, error) {
+	if res == nil {
+		return nil, errors.New("no result")
+	}
+	if res.IsError {
+		var te ToolError
+		if len(res.Content) == 1 {
+			if tc, ok := res.Content[0].(*mcp.TextContent); ok && json.Unmarshal([]byte(tc.Text), &te) == nil && te.Code != "" {
+				return &te, nil
+			}
+		}
+		return nil, fmt.Errorf("tool error without a jobgate error body: %s", contentText(res))
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return nil, fmt.Errorf("unexpected result %s: %w", raw, err)
+	}
+	return nil, nil
+}
+
+// contentText is a result's text content, its parts joined by spaces.
+func contentText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, " ")
+}
