@@ -19,6 +19,15 @@ const (
 	ProgressEveryDefault  = 2 * time.Second
 )
 
+// evalUnit is what an eval's progress counts.
+const evalUnit = "episodes"
+
+// evalKind declares the eval kind: its workflow, progress unit and the one activity it runs.
+func evalKind() Kind {
+	return Kind{Name: KindEval, WorkflowName: EvalWorkflowName, Workflow: func(w *Workflows) any { return w.Eval },
+		Unit: evalUnit, Activities: []string{"RunEpisode"}}
+}
+
 // EvalArgs are the caller's normalized start arguments. Their digest is both the idempotency
 // fingerprint and the scope an approval binds to.
 type EvalArgs struct {
@@ -165,7 +174,7 @@ func (r *evalRun) needsApproval() bool {
 }
 
 func (r *evalRun) progress(ctx workflow.Context, msg string) Progress {
-	p := Progress{Done: r.st.Scored, Failed: r.st.Failed, Total: r.in.Args.Episodes, Unit: "episodes", Message: msg, AsOf: workflow.Now(ctx)}
+	p := Progress{Done: r.st.Scored, Failed: r.st.Failed, Total: r.in.Args.Episodes, Unit: evalUnit, Message: msg, AsOf: workflow.Now(ctx)}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s**\n\n%d of %d episodes scored, %d failed, %d passed.",
 		msg, p.Done, p.Total, p.Failed, r.st.Passed))
 	return p

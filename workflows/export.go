@@ -30,6 +30,18 @@ const (
 	exportRunScopedChange = "export-run-scoped-artifacts"
 )
 
+// exportUnit is what an export's progress counts.
+const exportUnit = "rows"
+
+// exportKind declares the export kind: its workflow, the retention workflow it leaves behind
+// for each artifact, its progress unit and its activities.
+func exportKind() Kind {
+	return Kind{Name: KindExport, WorkflowName: ExportWorkflowName, Workflow: func(w *Workflows) any { return w.Export },
+		Unit:       exportUnit,
+		Auxiliary:  map[string]any{RetentionWorkflowName: ExportRetention},
+		Activities: []string{"PlanExport", "ExportPart", "FinalizeExport", "DeleteExport"}}
+}
+
 // ExportArgs are the caller's normalized start arguments: the idempotency fingerprint.
 type ExportArgs struct {
 	Dataset string   `json:"dataset"`
@@ -116,7 +128,7 @@ type exportRun struct {
 }
 
 func (r *exportRun) progress(ctx workflow.Context, msg string) Progress {
-	p := Progress{Done: r.rows, Total: r.total, Unit: "rows", Message: msg, AsOf: workflow.Now(ctx)}
+	p := Progress{Done: r.rows, Total: r.total, Unit: exportUnit, Message: msg, AsOf: workflow.Now(ctx)}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s**\n\n%d of %d rows exported.", msg, p.Done, p.Total))
 	return p
 }

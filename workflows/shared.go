@@ -31,35 +31,34 @@ const (
 	KindExport = "export"
 )
 
-// Kind is one kind of job as the worker runs it.
+// Kind is one kind of job as the worker runs it. Each kind declares itself once, in its own
+// file (evalKind, exportKind); Kinds lists them.
 type Kind struct {
 	Name         string // KindEval, …: the middle of the job ID and the JobKind search attribute
 	WorkflowName string // registered workflow type
 	// Workflow returns the workflow function of w to register under WorkflowName.
 	Workflow func(w *Workflows) any
 	Unit     string // what progress counts: "episodes", "rows"
-	// Children are the further workflows the kind starts, by registered name.
-	Children map[string]any
+	// Auxiliary are the further workflows the kind starts (children such as the export's
+	// retention), by registered name.
+	Auxiliary map[string]any
 	// Activities are the *activities.Activities methods the kind's workflows execute: a worker
 	// serving the kind (jobgate worker --kinds) registers exactly these, so an eval-only worker
 	// runs no export activity. Each method belongs to exactly one kind (checked by a test).
 	Activities []string
 }
 
-// Kinds is the registry of job kinds; the worker registers each workflow and the frontend
-// serves a tool family per kind.
-var Kinds = []Kind{
-	{Name: KindEval, WorkflowName: EvalWorkflowName, Workflow: func(w *Workflows) any { return w.Eval }, Unit: "episodes",
-		Activities: []string{"RunEpisode"}},
-	{Name: KindExport, WorkflowName: ExportWorkflowName, Workflow: func(w *Workflows) any { return w.Export }, Unit: "rows",
-		Children:   map[string]any{RetentionWorkflowName: ExportRetention},
-		Activities: []string{"PlanExport", "ExportPart", "FinalizeExport", "DeleteExport"}},
-}
+// Kinds returns the registry of job kinds, in the order tools and flags list them: the worker
+// registers each kind (Kind.Register) and the frontend serves a tool family per kind. It is a
+// function returning fresh values, not a package variable, so no caller (or test) can change
+// what another sees.
+func Kinds() []Kind { return []Kind{evalKind(), exportKind()} }
 
 // KindNames lists the kinds' names in registry order.
 func KindNames() []string {
-	out := make([]string, len(Kinds))
-	for i, k := range Kinds {
+	kinds := Kinds()
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
 		out[i] = k.Name
 	}
 	return out
@@ -67,7 +66,7 @@ func KindNames() []string {
 
 // LookupKind finds a kind by name.
 func LookupKind(name string) (Kind, bool) {
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		if k.Name == name {
 			return k, true
 		}
@@ -106,8 +105,15 @@ var (
 )
 
 // SearchAttributeNames lists the custom search attributes to register in a namespace (all of
-// type Keyword).
-var SearchAttributeNames = []string{"JobTenant", "JobOwner", "JobKind", "JobStatus", "JobAnswerer"}
+// type Keyword), read from the keys above so that there is one list.
+func SearchAttributeNames() []string {
+	keys := []temporal.SearchAttributeKeyKeyword{SAJobTenant, SAJobOwner, SAJobKind, SAJobStatus, SAJobAnswerer}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.GetName()
+	}
+	return out
+}
 
 // JobAnswerer values.
 const (
