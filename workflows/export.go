@@ -238,7 +238,7 @@ func (r *exportRun) approvalFromCatalog(plan activities.PlanExportResult) bool {
 	next := ExportApproval{Required: cur.Required || pa.Required, AllowSelf: pa.AllowSelf,
 		Sensitive: pa.Sensitive, Timeout: cur.Timeout}
 	if pa.Timeout > 0 {
-		next.Timeout = Duration(pa.Timeout)
+		next.Timeout = pa.Timeout
 	}
 	changed := next.Required != cur.Required || next.AllowSelf != cur.AllowSelf || !slices.Equal(next.Sensitive, cur.Sensitive)
 	*cur = next

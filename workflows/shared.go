@@ -6,11 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -251,32 +251,11 @@ func Digest(v any) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// Duration is a time.Duration that appears in workflow inputs as "24h0m0s", so the Web UI shows
-// it readably. It also reads the plain nanosecond numbers of histories recorded before it.
-type Duration time.Duration
-
-// D returns d as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var ns int64
-	if json.Unmarshal(b, &ns) == nil {
-		*d = Duration(ns)
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration: want a string like \"90s\" or nanoseconds: %w", err)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
+// Duration is activities.Duration, jobgate's one duration type: "24h0m0s" in workflow inputs,
+// so the Web UI shows it readably, and it reads the nanosecond numbers of histories recorded
+// before that. An alias, so values pass between activities, workflows and the frontend
+// without conversions.
+type Duration = activities.Duration
 
 // Fairness is how a job's tasks share worker slots with other tenants' (Temporal task queue
 // fairness): the tenant is the key, its configured weight the weight. Resolved when the job
