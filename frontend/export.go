@@ -186,8 +186,8 @@ func (f *Frontend) startExport(ctx context.Context, p authz.Principal, in StartE
 	wfIn := workflows.ExportInput{
 		Tenant: p.Tenant, Owner: p.Subject, Args: args, ConfigDigest: d.ConfigDigest(), MaxRows: d.MaxRows,
 		Approval: workflows.ExportApproval{Required: len(sensitive) > 0, AllowSelf: d.AllowSelfApproval,
-			Timeout: workflows.Duration(d.ApprovalTimeout.D()), Sensitive: sensitive},
-		Retention: workflows.Duration(d.Retention.D()),
+			Timeout: d.ApprovalTimeout, Sensitive: sensitive},
+		Retention: d.Retention,
 		PartRows:  f.opts.Export.PartRows, PageRows: f.opts.Export.PageRows, Concurrency: f.opts.Export.Concurrency,
 		PartHeartbeatTimeout: workflows.Duration(f.opts.Export.PartHeartbeatTimeout),
 	}
