@@ -18,12 +18,10 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// Export formats and limits.
+// Export limits. The formats are activities.Formats.
 const (
-	FormatJSONL = "jsonl"
-	FormatCSV   = "csv"
-	purposeMax  = 500
-	columnsMax  = 200
+	purposeMax = 500
+	columnsMax = 200
 )
 
 // StartExportIn are start_export's arguments.
@@ -111,7 +109,7 @@ func (f *Frontend) startExportTool() toolDef {
 			"include a sensitive column wait (awaiting_input) until an approver other than you confirms the exact scope; " +
 			"no row is read before that. When succeeded, get_export gives a short-lived download_url.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
-	}, f.startExport).enum("format", FormatJSONL, FormatCSV)
+	}, f.startExport).enum("format", activities.Formats()...)
 }
 
 // exportArgs validates and normalizes start_export's arguments against the dataset catalog.
@@ -131,7 +129,7 @@ func (f *Frontend) exportArgs(in StartExportIn) (workflows.ExportArgs, activitie
 	if !ok {
 		return zero, d, invalidArg("dataset", "unknown dataset %q (available: %s)", truncate(in.Dataset, 64), names)
 	}
-	if in.Format != FormatJSONL && in.Format != FormatCSV {
+	if !activities.ValidFormat(in.Format) {
 		return zero, d, invalidArg("format", "must be jsonl or csv")
 	}
 	all := make([]string, len(d.Columns))
