@@ -280,14 +280,8 @@ func (r *exportRun) activityOptions(ctx workflow.Context, summary string, startT
 		WaitForCancellation: true,
 		Summary:             summary,
 		Priority:            r.in.Fairness.Priority(),
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-			MaximumAttempts:    exportActivityMaxAttempts,
-			NonRetryableErrorTypes: []string{activities.ErrTypeScopeChanged, activities.ErrTypeDatasetMissing,
-				activities.ErrTypeDatasetTooLarge},
-		},
+		RetryPolicy: retryPolicy(exportActivityMaxAttempts,
+			activities.ErrTypeScopeChanged, activities.ErrTypeDatasetMissing, activities.ErrTypeDatasetTooLarge),
 	})
 }
 
@@ -307,47 +301,41 @@ func (r *exportRun) exportParts(ctx workflow.Context, jobID, digest string, rang
 	var a *activities.Activities
 	in := r.in
 	results := make([]activities.PartResult, len(ranges))
-	sel := workflow.NewSelector(ctx)
-	next, inflight := 0, 0
+	next := 0
 	changed := false
 	var firstErr error
 	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "exporting")})
 	lastProgress := workflow.Now(ctx)
-	for {
-		for inflight < in.Concurrency && next < len(ranges) && ctx.Err() == nil && !changed && firstErr == nil {
-			i := next
-			next++
-			actx := r.activityOptions(ctx, fmt.Sprintf("part %d of %d", i+1, len(ranges)), exportPartStartToCloseDefault,
-				in.PartHeartbeatTimeout.D())
-			f := workflow.ExecuteActivity(actx, a.ExportPart, activities.ExportPartInput{JobID: jobID, FirstRunID: r.firstRun, Tenant: in.Tenant,
-				Dataset: in.Args.Dataset, Columns: in.Args.Columns, Format: in.Args.Format, ConfigDigest: digest,
-				Part: i + 1, Range: ranges[i], PageRows: in.PageRows})
-			inflight++
-			sel.AddFuture(f, func(f workflow.Future) {
-				inflight--
-				var res activities.PartResult
-				err := f.Get(ctx, &res)
-				var appErr *temporal.ApplicationError
-				switch {
-				case err == nil:
-					results[i] = res
-					r.rows += res.Rows
-				case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeScopeChanged:
-					changed = true
-				case firstErr == nil:
-					firstErr = err
-				}
-			})
+	more := func() bool { return next < len(ranges) && ctx.Err() == nil && !changed && firstErr == nil }
+	start := func() (workflow.Future, func(workflow.Future)) {
+		i := next
+		next++
+		actx := r.activityOptions(ctx, fmt.Sprintf("part %d of %d", i+1, len(ranges)), exportPartStartToCloseDefault,
+			in.PartHeartbeatTimeout.D())
+		f := workflow.ExecuteActivity(actx, a.ExportPart, activities.ExportPartInput{JobID: jobID, FirstRunID: r.firstRun, Tenant: in.Tenant,
+			Dataset: in.Args.Dataset, Columns: in.Args.Columns, Format: in.Args.Format, ConfigDigest: digest,
+			Part: i + 1, Range: ranges[i], PageRows: in.PageRows})
+		return f, func(f workflow.Future) {
+			var res activities.PartResult
+			err := f.Get(ctx, &res)
+			var appErr *temporal.ApplicationError
+			switch {
+			case err == nil:
+				results[i] = res
+				r.rows += res.Rows
+			case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeScopeChanged:
+				changed = true
+			case firstErr == nil:
+				firstErr = err
+			}
 		}
-		if inflight == 0 {
-			break
-		}
-		sel.Select(ctx)
+	}
+	fanOut(ctx, in.Concurrency, more, start, func() {
 		if now := workflow.Now(ctx); now.Sub(lastProgress) >= ProgressEveryDefault {
 			lastProgress = now
 			r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "exporting")})
 		}
-	}
+	})
 	if ctx.Err() != nil {
 		return nil, false, ctx.Err()
 	}
