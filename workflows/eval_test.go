@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -17,13 +15,11 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
@@ -62,17 +58,10 @@ func evalInput(episodes, concurrency int) EvalInput {
 	}
 }
 
-// harness wraps a test environment and records what the workflow makes visible: JobStatus
-// upserts, memo upserts, the open input request and every started activity attempt.
+// harness runs the Eval workflow (jobHarness) and also records every started episode's input.
 type harness struct {
-	t   *testing.T
-	env *testsuite.TestWorkflowEnvironment
-
-	mu       sync.Mutex
-	statuses []Status
-	memos    []map[string]any
-	needs    *NeedsInput
-	started  []activities.EpisodeInput
+	*jobHarness
+	episodes []activities.EpisodeInput // guarded by mu
 }
 
 func newHarness(t *testing.T) *harness {
@@ -83,136 +72,27 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWith runs w's Eval (e.g. a worker without resume keys).
 func newHarnessWith(t *testing.T, w *Workflows) *harness {
 	t.Helper()
-	var ts testsuite.WorkflowTestSuite
-	h := &harness{t: t, env: ts.NewTestWorkflowEnvironment()}
-	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: testJobID})
-	h.env.RegisterWorkflowWithOptions(w.Eval, workflow.RegisterOptions{Name: EvalWorkflowName})
-	h.env.RegisterActivity(testActs)
-	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
-		sa := args.Get(0).(temporal.SearchAttributes)
-		v, ok := sa.GetKeyword(SAJobStatus)
-		require.True(t, ok, "every search attribute upsert sets JobStatus")
-		h.mu.Lock()
-		h.statuses = append(h.statuses, Status(v))
-		h.mu.Unlock()
-	}).Return(nil)
-	h.env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
-		m := args.Get(0).(map[string]any)
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.memos = append(h.memos, m)
-		if v, ok := m[MemoNeedsInput]; ok {
-			if n, _ := v.(*NeedsInput); n != nil {
-				h.needs = n
-			}
-		}
-	}).Return(nil)
-	h.env.SetOnActivityStartedListener(func(_ *activity.Info, _ context.Context, args converter.EncodedValues) {
+	h := &harness{jobHarness: newJobHarness(t, testJobID, EvalWorkflowName, w.Eval,
+		func(env *testsuite.TestWorkflowEnvironment) { env.RegisterActivity(testActs) })}
+	h.onStarted = func(args converter.EncodedValues) {
 		var in activities.EpisodeInput
 		require.NoError(t, args.Get(&in))
-		h.mu.Lock()
-		h.started = append(h.started, in)
-		h.mu.Unlock()
-	})
+		h.episodes = append(h.episodes, in)
+	}
 	return h
 }
 
-func (h *harness) execute(in EvalInput) { h.env.ExecuteWorkflow(EvalWorkflowName, in) }
-
-func (h *harness) startedCount() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.started)
-}
+func (h *harness) startedCount() int { return h.count("") }
 
 func (h *harness) startedIndexes() []int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]int, 0, len(h.started))
-	for _, in := range h.started {
+	out := make([]int, 0, len(h.episodes))
+	for _, in := range h.episodes {
 		out = append(out, in.Index)
 	}
 	sort.Ints(out)
 	return out
-}
-
-func (h *harness) statusSeq() []Status {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]Status(nil), h.statuses...)
-}
-
-func (h *harness) openInput() *NeedsInput {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	require.NotNil(h.t, h.needs, "the workflow published no needs_input in its memo")
-	return h.needs
-}
-
-// lastMemo returns the value of key in the last memo upsert that set it.
-func (h *harness) lastMemo(key string) (any, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i := len(h.memos) - 1; i >= 0; i-- {
-		if v, ok := h.memos[i][key]; ok {
-			return v, true
-		}
-	}
-	return nil, false
-}
-
-func (h *harness) lastProgress() Progress {
-	v, ok := h.lastMemo(MemoProgress)
-	require.True(h.t, ok, "no progress memo")
-	return v.(Progress)
-}
-
-func (h *harness) lastJobError() *JobError {
-	v, ok := h.lastMemo(MemoError)
-	if !ok {
-		return nil
-	}
-	return v.(*JobError)
-}
-
-// resume sends an UpdateResume and records what happened to it.
-type resumeOutcome struct {
-	accepted  bool
-	rejectErr error
-	completed bool
-	result    ResumeResult
-	// activities already started when the update was accepted (or rejected)
-	startedAtDecision int
-}
-
-func (h *harness) resumeAt(d time.Duration, id string, req func() ResumeRequest) *resumeOutcome {
-	out := &resumeOutcome{}
-	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(UpdateResume, id, &testsuite.TestUpdateCallback{
-			OnReject: func(err error) {
-				out.rejectErr = err
-				out.startedAtDecision = h.startedCount()
-			},
-			OnAccept: func() {
-				out.accepted = true
-				out.startedAtDecision = h.startedCount()
-			},
-			OnComplete: func(v any, err error) {
-				require.NoError(h.t, err)
-				out.completed = true
-				out.result = v.(ResumeResult)
-			},
-		}, sealed(testJobID, req()))
-	}, d)
-	return out
-}
-
-// approval builds a resume request answering the open input request as published in the memo.
-func (h *harness) approval(p authz.Principal, decision string) func() ResumeRequest {
-	return func() ResumeRequest {
-		n := h.openInput()
-		return ResumeRequest{Principal: p, InputID: n.InputID, ScopeDigest: n.ScopeDigest, Decision: decision}
-	}
 }
 
 func scoresMock(scores map[int]float64) func(context.Context, activities.EpisodeInput) (activities.EpisodeResult, error) {
@@ -274,9 +154,7 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 		assert.Equal(t, 4, p.Total)
 		assert.Equal(t, "finished", p.Message)
 		assert.Nil(t, h.lastJobError())
-		h.mu.Lock()
-		assert.Nil(t, h.needs, "no input request below the threshold")
-		h.mu.Unlock()
+		assert.Empty(t, h.askedInputs(), "no input request below the threshold")
 	})
 
 	t.Run("SingleEpisodeHasNoStdErr", func(t *testing.T) {
@@ -305,8 +183,8 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 		require.NoError(t, h.env.GetWorkflowError())
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		require.Len(t, h.started, 2)
-		for _, ep := range h.started {
+		require.Len(t, h.episodes, 2)
+		for _, ep := range h.episodes {
 			assert.Equal(t, testJobID, ep.JobID)
 			assert.Equal(t, "demo", ep.Suite)
 			// The operation ID names the job instance (its first run), not only the workflow ID.
@@ -444,7 +322,7 @@ func TestEval_Approval(t *testing.T) {
 		in := evalInput(6, 2) // threshold 5
 		var midStatuses []Status
 		h.env.RegisterDelayedCallback(func() { midStatuses = h.statusSeq() }, 30*time.Minute)
-		got := h.resumeAt(30*time.Minute, "u1", h.approval(owner, DecisionApprove))
+		got := h.resumeAt(30*time.Minute, "u1", h.answer(owner, DecisionApprove))
 		h.execute(in)
 
 		require.True(t, got.accepted, "owner approval rejected: %v", got.rejectErr)
@@ -509,7 +387,7 @@ func TestEval_ResumeValidation(t *testing.T) {
 	mod := func(p authz.Principal, f func(*ResumeRequest)) func(h *harness) func() ResumeRequest {
 		return func(h *harness) func() ResumeRequest {
 			return func() ResumeRequest {
-				r := h.approval(p, DecisionApprove)()
+				r := h.answer(p, DecisionApprove)()
 				f(&r)
 				return r
 			}
@@ -559,7 +437,7 @@ func TestEval_ResumeValidation(t *testing.T) {
 				if c.approver == authz.ApproverApprover {
 					fixer = steward
 				}
-				fix = h.resumeAt(20*time.Minute, "good", h.approval(fixer, DecisionApprove))
+				fix = h.resumeAt(20*time.Minute, "good", h.answer(fixer, DecisionApprove))
 			}
 			h.execute(in)
 
@@ -588,8 +466,8 @@ func TestEval_ResumeValidation(t *testing.T) {
 		// Slow episodes keep the job running while the second resume arrives.
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
 			After(time.Minute).Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil)
-		first := h.resumeAt(10*time.Minute, "u1", h.approval(owner, DecisionApprove))
-		second := h.resumeAt(10*time.Minute+time.Second, "u2", h.approval(owner, DecisionReject))
+		first := h.resumeAt(10*time.Minute, "u1", h.answer(owner, DecisionApprove))
+		second := h.resumeAt(10*time.Minute+time.Second, "u2", h.answer(owner, DecisionReject))
 		h.execute(evalInput(6, 2))
 
 		require.True(t, first.accepted)
@@ -617,7 +495,7 @@ func TestEval_RejectDecision(t *testing.T) {
 	h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
 		Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil).Maybe()
 	got := h.resumeAt(5*time.Minute, "u1", func() ResumeRequest {
-		r := h.approval(owner, DecisionReject)()
+		r := h.answer(owner, DecisionReject)()
 		r.Comment = "too expensive"
 		return r
 	})
@@ -648,7 +526,7 @@ func TestEval_ApprovalTimeout(t *testing.T) {
 	in := evalInput(6, 2)
 	in.Approval.Timeout = Duration(3 * time.Hour)
 	var late *resumeOutcome
-	late = h.resumeAt(3*time.Hour+time.Minute, "late", h.approval(owner, DecisionApprove))
+	late = h.resumeAt(3*time.Hour+time.Minute, "late", h.answer(owner, DecisionApprove))
 	h.execute(in)
 
 	requireAppErrType(t, h.env.GetWorkflowError(), ErrCodeInputExpired)
@@ -694,7 +572,7 @@ func TestEval_Cancel(t *testing.T) {
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
 			Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil).Maybe()
 		h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 10*time.Minute)
-		late := h.resumeAt(11*time.Minute, "late", h.approval(owner, DecisionApprove))
+		late := h.resumeAt(11*time.Minute, "late", h.answer(owner, DecisionApprove))
 		h.execute(evalInput(6, 2))
 
 		requireCanceled(t, h.env.GetWorkflowError())
@@ -798,7 +676,7 @@ func TestEval_ContinueAsNew(t *testing.T) {
 			h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
 				Return(activities.EpisodeResult{Score: 0.6, Passed: true}, nil)
 			if len(approvals) == 0 {
-				approvals = append(approvals, h.resumeAt(time.Minute, "u1", h.approval(owner, DecisionApprove)))
+				approvals = append(approvals, h.resumeAt(time.Minute, "u1", h.answer(owner, DecisionApprove)))
 			}
 		})
 		require.Len(t, runs, 3)
@@ -808,9 +686,7 @@ func TestEval_ContinueAsNew(t *testing.T) {
 			assert.Equal(t, "ann", r.State.ApprovedBy)
 		}
 		for _, h := range hs[1:] {
-			h.mu.Lock()
-			assert.Nil(t, h.needs, "a continued run never asks again")
-			h.mu.Unlock()
+			assert.Empty(t, h.askedInputs(), "a continued run never asks again")
 			assert.NotContains(t, h.statusSeq(), StatusAwaitingInput)
 		}
 		var res EvalResult
@@ -944,25 +820,12 @@ var replayIDs = map[string]string{
 	"ContinueAsNew2": "acme/eval/replay-can",
 }
 
-func loadHistory(t *testing.T, file string) *historypb.History {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", file))
-	require.NoError(t, err)
-	defer f.Close()
-	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-	require.NoError(t, err)
-	return hist
-}
-
 func TestEval_Replay(t *testing.T) {
 	for name, file := range replayHistories {
 		t.Run(name, func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
 			// Validators do not run on replay: a worker without resume keys replays the
 			// recorded (unsealed) approvals all the same.
-			r.RegisterWorkflowWithOptions((&Workflows{}).Eval, workflow.RegisterOptions{Name: EvalWorkflowName})
-			require.NoError(t, r.ReplayWorkflowHistoryWithOptions(nil, loadHistory(t, file),
-				worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: replayIDs[name]}}))
+			replay(t, file, replayIDs[name], EvalWorkflowName, (&Workflows{}).Eval)
 		})
 	}
 }
@@ -971,12 +834,7 @@ func TestEval_Replay(t *testing.T) {
 // the recorder sent a resume with a wrong scope_digest before the owner's approval; the validator
 // rejected it, so it left no event, and no episode was scheduled before the accepted approval.
 func TestEval_RecordedApprovalHistory(t *testing.T) {
-	f, err := os.Open(filepath.Join("testdata", "eval_approved.json"))
-	require.NoError(t, err)
-	defer f.Close()
-	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-	require.NoError(t, err)
-
+	hist := loadHistory(t, "eval_approved.json")
 	accepted, scheduledBefore, scheduled := 0, 0, 0
 	for _, ev := range hist.GetEvents() {
 		switch ev.GetEventType() {

@@ -1,0 +1,232 @@
+package workflows
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/jobgate/jobgate/authz"
+)
+
+// The workflow test harness every kind's tests share: one job workflow in the SDK's test
+// environment, and a record of what the run makes visible.
+
+// jobHarness runs one job workflow and records what it makes visible: JobStatus upserts, memo
+// upserts, every input request it publishes and every activity attempt it starts. A kind's
+// harness (harness for evals, exportHarness) embeds it and adds its activities' mocks.
+type jobHarness struct {
+	t            *testing.T
+	env          *testsuite.TestWorkflowEnvironment
+	jobID        string
+	workflowName string
+
+	mu       sync.Mutex
+	statuses []Status
+	memos    []map[string]any
+	asked    []*NeedsInput // every input request published, in order
+	started  []string      // the activity type of every started attempt, in order
+	// onStarted, if set, also sees every started attempt's arguments (called with mu held).
+	onStarted func(args converter.EncodedValues)
+}
+
+// newJobHarness registers wf under name, then what register adds (the kind's activities and
+// further workflows: the SDK refuses registrations after the first mock), and starts
+// recording; the job's workflow ID is jobID.
+func newJobHarness(t *testing.T, jobID, name string, wf any, register func(*testsuite.TestWorkflowEnvironment)) *jobHarness {
+	t.Helper()
+	var ts testsuite.WorkflowTestSuite
+	h := &jobHarness{t: t, env: ts.NewTestWorkflowEnvironment(), jobID: jobID, workflowName: name}
+	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: jobID})
+	h.env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: name})
+	register(h.env)
+	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa := args.Get(0).(temporal.SearchAttributes)
+		v, ok := sa.GetKeyword(SAJobStatus)
+		require.True(t, ok, "every search attribute upsert sets JobStatus")
+		h.mu.Lock()
+		h.statuses = append(h.statuses, Status(v))
+		h.mu.Unlock()
+	}).Return(nil)
+	h.env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
+		m := args.Get(0).(map[string]any)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.memos = append(h.memos, m)
+		if n, _ := m[MemoNeedsInput].(*NeedsInput); n != nil {
+			h.asked = append(h.asked, n)
+		}
+	}).Return(nil)
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.started = append(h.started, info.ActivityType.Name)
+		if h.onStarted != nil {
+			h.onStarted(args)
+		}
+	})
+	return h
+}
+
+// execute runs the workflow with input in to its end (or the test environment's timeout).
+func (h *jobHarness) execute(in any) { h.env.ExecuteWorkflow(h.workflowName, in) }
+
+// resultInto requires the workflow completed without error and decodes its result into res.
+func (h *jobHarness) resultInto(res any) {
+	h.t.Helper()
+	require.True(h.t, h.env.IsWorkflowCompleted())
+	require.NoError(h.t, h.env.GetWorkflowError())
+	require.NoError(h.t, h.env.GetWorkflowResult(res))
+}
+
+// count returns how many attempts of the activity type started ("" counts every activity).
+func (h *jobHarness) count(activityType string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, s := range h.started {
+		if activityType == "" || s == activityType {
+			n++
+		}
+	}
+	return n
+}
+
+func (h *jobHarness) statusSeq() []Status {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Status(nil), h.statuses...)
+}
+
+// openInput is the input request published last.
+func (h *jobHarness) openInput() *NeedsInput {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.NotEmpty(h.t, h.asked, "the workflow published no needs_input in its memo")
+	return h.asked[len(h.asked)-1]
+}
+
+func (h *jobHarness) askedInputs() []*NeedsInput {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]*NeedsInput(nil), h.asked...)
+}
+
+// lastMemo returns the value of key in the last memo upsert that set it.
+func (h *jobHarness) lastMemo(key string) (any, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := len(h.memos) - 1; i >= 0; i-- {
+		if v, ok := h.memos[i][key]; ok {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+func (h *jobHarness) lastProgress() Progress {
+	v, ok := h.lastMemo(MemoProgress)
+	require.True(h.t, ok, "no progress memo")
+	return v.(Progress)
+}
+
+func (h *jobHarness) lastJobError() *JobError {
+	v, ok := h.lastMemo(MemoError)
+	if !ok {
+		return nil
+	}
+	return v.(*JobError)
+}
+
+// resumeOutcome is what happened to one resume update.
+type resumeOutcome struct {
+	accepted  bool
+	rejectErr error
+	completed bool
+	result    ResumeResult
+	// activity attempts (all types, ExportPart alone, PlanExport alone) started when the update
+	// was accepted or rejected
+	startedAtDecision, partsAtDecision, plansAtDecision int
+}
+
+// resumeAt sends, d into the run, a sealed UpdateResume with ID id carrying req().
+func (h *jobHarness) resumeAt(d time.Duration, id string, req func() ResumeRequest) *resumeOutcome {
+	out := &resumeOutcome{}
+	decided := func() {
+		out.startedAtDecision = h.count("")
+		out.partsAtDecision = h.count("ExportPart")
+		out.plansAtDecision = h.count("PlanExport")
+	}
+	h.env.RegisterDelayedCallback(func() {
+		h.env.UpdateWorkflow(UpdateResume, id, &testsuite.TestUpdateCallback{
+			OnReject: func(err error) {
+				out.rejectErr = err
+				decided()
+			},
+			OnAccept: func() {
+				out.accepted = true
+				decided()
+			},
+			OnComplete: func(v any, err error) {
+				require.NoError(h.t, err)
+				out.completed = true
+				out.result = v.(ResumeResult)
+			},
+		}, sealed(h.jobID, req()))
+	}, d)
+	return out
+}
+
+// answer builds a resume answering the open input request as published in the memo.
+func (h *jobHarness) answer(p authz.Principal, decision string) func() ResumeRequest {
+	return func() ResumeRequest {
+		n := h.openInput()
+		return ResumeRequest{Principal: p, InputID: n.InputID, ScopeDigest: n.ScopeDigest, Decision: decision}
+	}
+}
+
+// editedAnswer is p's approval of the open request, changed by edit (the resume validation tables).
+func editedAnswer(p authz.Principal, edit func(*ResumeRequest)) func(h *jobHarness) func() ResumeRequest {
+	return func(h *jobHarness) func() ResumeRequest {
+		return func() ResumeRequest {
+			r := h.answer(p, DecisionApprove)()
+			if edit != nil {
+				edit(&r)
+			}
+			return r
+		}
+	}
+}
+
+// loadHistory reads a recorded history from testdata.
+func loadHistory(t *testing.T, file string) *historypb.History {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", file))
+	require.NoError(t, err)
+	defer f.Close()
+	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	return hist
+}
+
+// replay replays the recorded history file of workflow ID id with wf registered under name.
+func replay(t *testing.T, file, id, name string, wf any) {
+	t.Helper()
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: name})
+	require.NoError(t, r.ReplayWorkflowHistoryWithOptions(nil, loadHistory(t, file),
+		worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id}}))
+}
