@@ -380,47 +380,37 @@ func TestEval_ResumeValidation(t *testing.T) {
 	type tc struct {
 		name     string
 		approver authz.Approver
-		req      func(h *harness) func() ResumeRequest
+		req      func(h *jobHarness) func() ResumeRequest
 		wantType string // rejection type; "" means accepted
 		wantBy   string
 	}
-	mod := func(p authz.Principal, f func(*ResumeRequest)) func(h *harness) func() ResumeRequest {
-		return func(h *harness) func() ResumeRequest {
-			return func() ResumeRequest {
-				r := h.answer(p, DecisionApprove)()
-				f(&r)
-				return r
-			}
-		}
-	}
-	same := func(*ResumeRequest) {}
 	cases := []tc{
 		{name: "WrongInputID", approver: authz.ApproverOwner,
-			req: mod(owner, func(r *ResumeRequest) { r.InputID = "approve-000000000000" }), wantType: RejectInputNotExpected},
+			req: editedAnswer(owner, func(r *ResumeRequest) { r.InputID = "approve-000000000000" }), wantType: RejectInputNotExpected},
 		{name: "EmptyInputID", approver: authz.ApproverOwner,
-			req: mod(owner, func(r *ResumeRequest) { r.InputID = "" }), wantType: RejectInputNotExpected},
+			req: editedAnswer(owner, func(r *ResumeRequest) { r.InputID = "" }), wantType: RejectInputNotExpected},
 		{name: "WrongScopeDigest", approver: authz.ApproverOwner,
-			req: mod(owner, func(r *ResumeRequest) {
+			req: editedAnswer(owner, func(r *ResumeRequest) {
 				args := evalInput(600, 2).Args // an approval for a different scope
 				r.ScopeDigest = Digest(args)
 			}), wantType: RejectInputNotExpected},
 		{name: "UnknownDecision", approver: authz.ApproverOwner,
-			req: mod(owner, func(r *ResumeRequest) { r.Decision = "maybe" }), wantType: RejectInvalidArgument},
-		{name: "OtherUserOfTenant", approver: authz.ApproverOwner, req: mod(bo, same), wantType: RejectNotFound},
-		{name: "OtherTenant", approver: authz.ApproverOwner, req: mod(stranger, same), wantType: RejectNotFound},
+			req: editedAnswer(owner, func(r *ResumeRequest) { r.Decision = "maybe" }), wantType: RejectInvalidArgument},
+		{name: "OtherUserOfTenant", approver: authz.ApproverOwner, req: editedAnswer(bo, nil), wantType: RejectNotFound},
+		{name: "OtherTenant", approver: authz.ApproverOwner, req: editedAnswer(stranger, nil), wantType: RejectNotFound},
 		{name: "InvalidPrincipal", approver: authz.ApproverOwner,
-			req: mod(authz.Principal{Subject: "ann", Scopes: owner.Scopes}, same), wantType: RejectNotFound},
+			req: editedAnswer(authz.Principal{Subject: "ann", Scopes: owner.Scopes}, nil), wantType: RejectNotFound},
 		{name: "OwnerWithoutWriteScope", approver: authz.ApproverOwner,
-			req: mod(authz.Principal{Tenant: "acme", Subject: "ann", Scopes: []authz.Scope{authz.ScopeRead}}, same), wantType: RejectForbidden},
-		{name: "OwnerOnApproverOnlyRequest", approver: authz.ApproverApprover, req: mod(owner, same), wantType: RejectForbidden},
-		{name: "OtherUserOnApproverOnlyRequest", approver: authz.ApproverApprover, req: mod(bo, same), wantType: RejectNotFound},
-		{name: "StewardOnApproverOnlyRequest", approver: authz.ApproverApprover, req: mod(steward, same), wantBy: "steward"},
+			req: editedAnswer(authz.Principal{Tenant: "acme", Subject: "ann", Scopes: []authz.Scope{authz.ScopeRead}}, nil), wantType: RejectForbidden},
+		{name: "OwnerOnApproverOnlyRequest", approver: authz.ApproverApprover, req: editedAnswer(owner, nil), wantType: RejectForbidden},
+		{name: "OtherUserOnApproverOnlyRequest", approver: authz.ApproverApprover, req: editedAnswer(bo, nil), wantType: RejectNotFound},
+		{name: "StewardOnApproverOnlyRequest", approver: authz.ApproverApprover, req: editedAnswer(steward, nil), wantBy: "steward"},
 		// jobs:approve reaches only approver requests: an owner request is not the steward's to see.
-		{name: "StewardOnOwnerRequest", approver: authz.ApproverOwner, req: mod(steward, same), wantType: RejectNotFound},
+		{name: "StewardOnOwnerRequest", approver: authz.ApproverOwner, req: editedAnswer(steward, nil), wantType: RejectNotFound},
 		{name: "StewardWithWriteOnOwnerRequest", approver: authz.ApproverOwner,
-			req: mod(authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeWrite, authz.ScopeApprove}}, same), wantType: RejectNotFound},
+			req: editedAnswer(authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeWrite, authz.ScopeApprove}}, nil), wantType: RejectNotFound},
 		{name: "AdminStewardOnOwnerRequest", approver: authz.ApproverOwner,
-			req: mod(authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove, authz.ScopeAdmin}}, same), wantType: RejectForbidden},
+			req: editedAnswer(authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove, authz.ScopeAdmin}}, nil), wantType: RejectForbidden},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -429,7 +419,7 @@ func TestEval_ResumeValidation(t *testing.T) {
 				Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil)
 			in := evalInput(6, 2)
 			in.Approval.Approver = c.approver
-			got := h.resumeAt(10*time.Minute, "bad", c.req(h))
+			got := h.resumeAt(10*time.Minute, "bad", c.req(h.jobHarness))
 			var fix *resumeOutcome
 			if c.wantType != "" {
 				// After the rejection the request is still open: a valid answer goes through.

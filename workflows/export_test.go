@@ -463,16 +463,6 @@ func TestExport_ResumeValidation(t *testing.T) {
 	readOnlyOther := authz.Principal{Tenant: "acme", Subject: "cy", Scopes: []authz.Scope{authz.ScopeRead}}
 	strangerApprover := authz.Principal{Tenant: "globex", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove}}
 
-	mod := func(p authz.Principal, f func(*ResumeRequest)) func(h *exportHarness) func() ResumeRequest {
-		return func(h *exportHarness) func() ResumeRequest {
-			return func() ResumeRequest {
-				r := h.answer(p, DecisionApprove)()
-				f(&r)
-				return r
-			}
-		}
-	}
-	same := func(*ResumeRequest) {}
 	cases := []struct {
 		name      string
 		allowSelf bool
@@ -508,10 +498,6 @@ func TestExport_ResumeValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			edit := c.edit
-			if edit == nil {
-				edit = same
-			}
 			if c.authz {
 				// The expectation is what the policy says; the validator must not decide otherwise.
 				job := PolicyJob("acme", "ann", &NeedsInput{Approver: authz.ApproverApprover, AllowSelf: c.allowSelf})
@@ -520,7 +506,7 @@ func TestExport_ResumeValidation(t *testing.T) {
 			h := newExportHarness(t)
 			in := exportInput(true)
 			in.Approval.AllowSelf = c.allowSelf
-			got := h.resumeAt(10*time.Minute, "bad", mod(c.p, edit)(h))
+			got := h.resumeAt(10*time.Minute, "bad", editedAnswer(c.p, c.edit)(h.jobHarness))
 			var fix *resumeOutcome
 			var statusesAfterReject []Status
 			if c.wantType != "" {
