@@ -491,21 +491,8 @@ func TestEval_RejectDecision(t *testing.T) {
 	})
 	h.execute(evalInput(6, 2))
 
-	require.True(t, got.accepted, "rejected: %v", got.rejectErr)
-	assert.Equal(t, ResumeResult{Decision: DecisionReject, By: "ann"}, got.result)
-	canceled := requireCanceled(t, h.env.GetWorkflowError())
-	var msg string
-	require.NoError(t, canceled.Details(&msg))
-	assert.Equal(t, "rejected by ann: too expensive", msg)
+	h.requireRejected(got, "ann", "too expensive")
 	assert.Zero(t, h.startedCount(), "a rejected job runs no episode")
-	assert.Equal(t, []Status{StatusAwaitingInput, StatusCancelled}, h.statusSeq())
-	if je := h.lastJobError(); assert.NotNil(t, je) {
-		assert.Equal(t, ErrCodeRejected, je.Code)
-		assert.Equal(t, msg, je.Message)
-	}
-	v, ok := h.lastMemo(MemoNeedsInput)
-	require.True(t, ok)
-	assert.Nil(t, v)
 }
 
 func TestEval_ApprovalTimeout(t *testing.T) {

@@ -563,21 +563,8 @@ func TestExport_RejectAndExpiry(t *testing.T) {
 		})
 		h.execute(exportInput(true))
 
-		require.True(t, got.accepted, "rejected: %v", got.rejectErr)
-		assert.Equal(t, ResumeResult{Decision: DecisionReject, By: "steward"}, got.result)
-		canceled := requireCanceled(t, h.env.GetWorkflowError())
-		var msg string
-		require.NoError(t, canceled.Details(&msg))
-		assert.Equal(t, "rejected by steward: purpose does not justify email", msg)
+		h.requireRejected(got, "steward", "purpose does not justify email")
 		assert.Zero(t, h.count(""), "a rejected export runs no activity at all")
-		assert.Equal(t, []Status{StatusAwaitingInput, StatusCancelled}, h.statusSeq())
-		if je := h.lastJobError(); assert.NotNil(t, je) {
-			assert.Equal(t, ErrCodeRejected, je.Code)
-			assert.Equal(t, msg, je.Message)
-		}
-		v, ok := h.lastMemo(MemoNeedsInput)
-		require.True(t, ok)
-		assert.Nil(t, v)
 		assert.Empty(t, h.children)
 	})
 

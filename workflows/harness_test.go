@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	historypb "go.temporal.io/api/history/v1"
@@ -209,6 +210,29 @@ func editedAnswer(p authz.Principal, edit func(*ResumeRequest)) func(h *jobHarne
 			return r
 		}
 	}
+}
+
+// requireRejected checks that the job ended on got, a rejection by `by` with comment: the
+// update completed, the workflow was cancelled with "rejected by <by>: <comment>", that is the
+// job error (code rejected), the status went awaiting_input → cancelled and needs_input is
+// cleared.
+func (h *jobHarness) requireRejected(got *resumeOutcome, by, comment string) {
+	t := h.t
+	t.Helper()
+	require.True(t, got.accepted, "rejected: %v", got.rejectErr)
+	assert.Equal(t, ResumeResult{Decision: DecisionReject, By: by}, got.result)
+	canceled := requireCanceled(t, h.env.GetWorkflowError())
+	var msg string
+	require.NoError(t, canceled.Details(&msg))
+	assert.Equal(t, "rejected by "+by+": "+comment, msg)
+	assert.Equal(t, []Status{StatusAwaitingInput, StatusCancelled}, h.statusSeq())
+	if je := h.lastJobError(); assert.NotNil(t, je) {
+		assert.Equal(t, ErrCodeRejected, je.Code)
+		assert.Equal(t, msg, je.Message)
+	}
+	v, ok := h.lastMemo(MemoNeedsInput)
+	require.True(t, ok)
+	assert.Nil(t, v)
 }
 
 // loadHistory reads a recorded history from testdata.
