@@ -63,3 +63,37 @@ func TestKindsClaimEveryActivity(t *testing.T) {
 		t.Fatalf("only %d activities claimed", len(owner))
 	}
 }
+
+// TestKindsAreFreshValues: the registry is no shared mutable state: what one caller changes in
+// the kinds it got, the next caller does not see.
+func TestKindsAreFreshValues(t *testing.T) {
+	got := Kinds()
+	got[0].Name = "changed"
+	got[1].Activities[0] = "Changed"
+	got[1].Auxiliary["jobgate.Changed"] = nil
+	again := Kinds()
+	if !slices.Equal(KindNames(), []string{KindEval, KindExport}) || again[0].Name != KindEval {
+		t.Fatalf("kinds after a caller's change: %v", KindNames())
+	}
+	if again[1].Activities[0] != "PlanExport" || len(again[1].Auxiliary) != 1 {
+		t.Fatalf("export kind after a caller's change: %v %v", again[1].Activities, again[1].Auxiliary)
+	}
+	if k, ok := LookupKind(KindExport); !ok || k.Unit != "rows" || k.WorkflowName != ExportWorkflowName {
+		t.Fatalf("LookupKind(export) = %+v, %v", k, ok)
+	}
+	if _, ok := LookupKind("changed"); ok {
+		t.Fatal("LookupKind found a kind a caller renamed")
+	}
+}
+
+// TestSearchAttributeNames: the names to register are the keys' names, each once.
+func TestSearchAttributeNames(t *testing.T) {
+	want := []string{"JobTenant", "JobOwner", "JobKind", "JobStatus", "JobAnswerer"}
+	if got := SearchAttributeNames(); !slices.Equal(got, want) {
+		t.Fatalf("SearchAttributeNames() = %v, want %v", got, want)
+	}
+	SearchAttributeNames()[0] = "Changed"
+	if SearchAttributeNames()[0] != "JobTenant" {
+		t.Fatal("a caller's change reached the next caller")
+	}
+}
