@@ -72,8 +72,7 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWith runs w's Eval (e.g. a worker without resume keys).
 func newHarnessWith(t *testing.T, w *Workflows) *harness {
 	t.Helper()
-	h := &harness{jobHarness: newJobHarness(t, testJobID, EvalWorkflowName, w.Eval,
-		func(env *testsuite.TestWorkflowEnvironment) { env.RegisterActivity(testActs) })}
+	h := &harness{jobHarness: newJobHarness(t, KindEval, testJobID, w, testActs, nil)}
 	h.onStarted = func(args converter.EncodedValues) {
 		var in activities.EpisodeInput
 		require.NoError(t, args.Get(&in))

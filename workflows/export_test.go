@@ -101,11 +101,7 @@ type exportHarness struct {
 
 func newExportHarness(t *testing.T) *exportHarness {
 	t.Helper()
-	h := &exportHarness{jobHarness: newJobHarness(t, exportJobID, ExportWorkflowName, testWorkflows.Export,
-		func(env *testsuite.TestWorkflowEnvironment) {
-			env.RegisterWorkflowWithOptions(ExportRetention, workflow.RegisterOptions{Name: RetentionWorkflowName})
-			env.RegisterActivity(exportActs)
-		})}
+	h := &exportHarness{jobHarness: newJobHarness(t, KindExport, exportJobID, testWorkflows, exportActs, nil)}
 	env := h.env
 
 	h.plan = func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {

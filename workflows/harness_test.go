@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -44,16 +45,23 @@ type jobHarness struct {
 	onStarted func(args converter.EncodedValues)
 }
 
-// newJobHarness registers wf under name, then what register adds (the kind's activities and
-// further workflows: the SDK refuses registrations after the first mock), and starts
-// recording; the job's workflow ID is jobID.
-func newJobHarness(t *testing.T, jobID, name string, wf any, register func(*testsuite.TestWorkflowEnvironment)) *jobHarness {
+// newJobHarness registers the kind named kind as a worker does (Kind.Register: its workflow
+// bound to w, its auxiliary workflows, its activities as methods of acts), then what register
+// adds (nil: nothing; the SDK refuses registrations after the first mock), and starts
+// recording. The job's workflow ID is jobID.
+func newJobHarness(t *testing.T, kind, jobID string, w *Workflows, acts *activities.Activities,
+	register func(*testsuite.TestWorkflowEnvironment)) *jobHarness {
 	t.Helper()
+	k, ok := LookupKind(kind)
+	require.True(t, ok, "kind %q", kind)
 	var ts testsuite.WorkflowTestSuite
-	h := &jobHarness{t: t, env: ts.NewTestWorkflowEnvironment(), jobID: jobID, workflowName: name}
+	h := &jobHarness{t: t, env: ts.NewTestWorkflowEnvironment(), jobID: jobID, workflowName: k.WorkflowName}
 	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: jobID})
-	h.env.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: name})
-	register(h.env)
+	_, _, err := k.Register(h.env, w, acts)
+	require.NoError(t, err)
+	if register != nil {
+		register(h.env)
+	}
 	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
 		v, ok := sa.GetKeyword(SAJobStatus)
