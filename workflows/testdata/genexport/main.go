@@ -25,7 +25,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
@@ -62,7 +61,7 @@ func run(out, name string) error {
 	defer store.Close()
 
 	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range workflows.SearchAttributeNames {
+	for _, n := range workflows.SearchAttributeNames() {
 		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 	}
 	srv, err := devtemporal.Start(ctx, devtemporal.Options{UIPort: devtemporal.UIDisabled, SearchAttributes: sas})
@@ -76,10 +75,11 @@ func run(out, name string) error {
 	}
 	defer c.Close()
 	w := worker.New(c, tq, worker.Options{})
-	w.RegisterWorkflowWithOptions(workflows.Export, workflow.RegisterOptions{Name: workflows.ExportWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.ExportRetention, workflow.RegisterOptions{Name: workflows.RetentionWorkflowName})
 	datasets := activities.DemoDatasets(db)
-	w.RegisterActivity(&activities.Activities{Datasets: datasets, Artifacts: store, DB: &activities.DBPool{}})
+	k, _ := workflows.LookupKind(workflows.KindExport)
+	if _, _, err := k.Register(w, &workflows.Workflows{}, &activities.Activities{Datasets: datasets, Artifacts: store, DB: &activities.DBPool{}}); err != nil {
+		return err
+	}
 	if err := w.Start(); err != nil {
 		return err
 	}

@@ -25,7 +25,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
@@ -61,7 +60,7 @@ func run(out string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range workflows.SearchAttributeNames {
+	for _, n := range workflows.SearchAttributeNames() {
 		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 	}
 	srv, err := devtemporal.Start(ctx, devtemporal.Options{UIPort: devtemporal.UIDisabled, SearchAttributes: sas})
@@ -82,8 +81,10 @@ func run(out string) error {
 		return err
 	}
 	wfs := &workflows.Workflows{Resume: frontend.ResumeVerifier(keys)}
-	w.RegisterWorkflowWithOptions(wfs.Eval, workflow.RegisterOptions{Name: workflows.EvalWorkflowName})
-	w.RegisterActivity(&activities.Activities{Suites: activities.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond})
+	k, _ := workflows.LookupKind(workflows.KindEval)
+	if _, _, err := k.Register(w, wfs, &activities.Activities{Suites: activities.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond}); err != nil {
+		return err
+	}
 	if err := w.Start(); err != nil {
 		return err
 	}
