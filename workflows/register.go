@@ -20,7 +20,8 @@ type Registry interface {
 }
 
 // Register registers the kind's workflow (bound to w's injected behaviour), its auxiliary
-// workflows and its activities (methods of a, under the names workflows execute them by) with r. It returns the registered names.
+// workflows and its activities (methods of a, under the names workflows execute them by) with
+// r: a worker, or a test environment. It returns the registered names.
 func (k Kind) Register(r Registry, w *Workflows, a *activities.Activities) (workflowNames, activityNames []string, err error) {
 	r.RegisterWorkflowWithOptions(k.Workflow(w), workflow.RegisterOptions{Name: k.WorkflowName})
 	workflowNames = append(workflowNames, k.WorkflowName)
