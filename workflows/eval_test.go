@@ -81,6 +81,13 @@ func newHarnessWith(t *testing.T, w *Workflows) *harness {
 	return h
 }
 
+func (h *harness) result() EvalResult {
+	h.t.Helper()
+	var res EvalResult
+	h.resultInto(&res)
+	return res
+}
+
 func (h *harness) startedCount() int { return h.count("") }
 
 func (h *harness) startedIndexes() []int {
@@ -132,10 +139,7 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 			Return(scoresMock(map[int]float64{0: 0.2, 1: 0.4, 2: 0.6, 3: 0.8}))
 		h.execute(evalInput(4, 2))
 
-		require.True(t, h.env.IsWorkflowCompleted())
-		require.NoError(t, h.env.GetWorkflowError())
-		var res EvalResult
-		require.NoError(t, h.env.GetWorkflowResult(&res))
+		res := h.result()
 		assert.Equal(t, 4, res.Episodes)
 		assert.Equal(t, 4, res.Scored)
 		assert.Equal(t, 0, res.Failed)
@@ -160,8 +164,7 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 		h := newHarness(t)
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).Return(scoresMock(map[int]float64{0: 0.3}))
 		h.execute(evalInput(1, 1))
-		var res EvalResult
-		require.NoError(t, h.env.GetWorkflowResult(&res))
+		res := h.result()
 		assert.Equal(t, 1, res.Scored)
 		assert.Equal(t, 0, res.Passed)
 		assert.InDelta(t, 0.3, res.MeanScore, 1e-12)
@@ -222,8 +225,7 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 			in := evalInput(12, tc.concurrency)
 			in.Approval.Threshold = 0
 			h.execute(in)
-			var res EvalResult
-			require.NoError(t, h.env.GetWorkflowResult(&res))
+			res := h.result()
 			assert.Equal(t, 12, res.Scored)
 			assert.Equal(t, tc.want, int(peak.Load()), "peak number of episodes in flight")
 		})
@@ -243,8 +245,7 @@ func TestEval_EpisodeFailures(t *testing.T) {
 		h.execute(evalInput(5, 2)) // 0,2,4 score 0,0.5,1; 1,3 fail
 
 		require.NoError(t, h.env.GetWorkflowError())
-		var res EvalResult
-		require.NoError(t, h.env.GetWorkflowResult(&res))
+		res := h.result()
 		assert.Equal(t, 5, res.Episodes)
 		assert.Equal(t, 3, res.Scored)
 		assert.Equal(t, 2, res.Failed)
@@ -283,8 +284,7 @@ func TestEval_EpisodeFailures(t *testing.T) {
 				return activities.EpisodeResult{Score: 0.9, Passed: true}, nil
 			})
 		h.execute(evalInput(3, 3))
-		var res EvalResult
-		require.NoError(t, h.env.GetWorkflowResult(&res))
+		res := h.result()
 		assert.Equal(t, 2, res.Scored)
 		assert.Equal(t, 1, res.Failed)
 		assert.Equal(t, 2, res.Passed)
@@ -330,8 +330,7 @@ func TestEval_Approval(t *testing.T) {
 		assert.Zero(t, got.startedAtDecision, "no episode may start before approval")
 		assert.Equal(t, []Status{StatusAwaitingInput}, midStatuses)
 
-		var res EvalResult
-		require.NoError(t, h.env.GetWorkflowResult(&res))
+		res := h.result()
 		assert.Equal(t, 6, res.Scored)
 		assert.Equal(t, "ann", res.ApprovedBy)
 		assert.Equal(t, 6, h.startedCount())
@@ -433,8 +432,7 @@ func TestEval_ResumeValidation(t *testing.T) {
 			if c.wantType == "" {
 				require.True(t, got.accepted, "rejected: %v", got.rejectErr)
 				assert.Zero(t, got.startedAtDecision)
-				var res EvalResult
-				require.NoError(t, h.env.GetWorkflowResult(&res))
+				res := h.result()
 				assert.Equal(t, c.wantBy, res.ApprovedBy)
 				return
 			}
@@ -443,8 +441,7 @@ func TestEval_ResumeValidation(t *testing.T) {
 			requireAppErrType(t, got.rejectErr, c.wantType)
 			assert.Zero(t, got.startedAtDecision)
 			require.True(t, fix.accepted, "valid answer after a rejection: %v", fix.rejectErr)
-			var res EvalResult
-			require.NoError(t, h.env.GetWorkflowResult(&res))
+			res := h.result()
 			assert.Equal(t, 6, res.Scored)
 			assert.Equal(t, fix.result.By, res.ApprovedBy)
 		})
@@ -631,8 +628,7 @@ func TestEval_ContinueAsNew(t *testing.T) {
 		assert.Equal(t, []int{0, 1, 2}, hs[0].startedIndexes())
 		assert.Equal(t, []int{6}, hs[2].startedIndexes())
 
-		var res EvalResult
-		require.NoError(t, hs[2].env.GetWorkflowResult(&res))
+		res := hs[2].result()
 		assert.Equal(t, 7, res.Episodes)
 		assert.Equal(t, 6, res.Scored)
 		assert.Equal(t, 1, res.Failed)
@@ -665,8 +661,7 @@ func TestEval_ContinueAsNew(t *testing.T) {
 			assert.Empty(t, h.askedInputs(), "a continued run never asks again")
 			assert.NotContains(t, h.statusSeq(), StatusAwaitingInput)
 		}
-		var res EvalResult
-		require.NoError(t, hs[2].env.GetWorkflowResult(&res))
+		res := hs[2].result()
 		assert.Equal(t, 7, res.Scored)
 		assert.Equal(t, "ann", res.ApprovedBy)
 	})
@@ -764,8 +759,7 @@ func TestEval_RealDemoActivity(t *testing.T) {
 
 	h := newHarness(t)
 	h.execute(in)
-	var res EvalResult
-	require.NoError(t, h.env.GetWorkflowResult(&res))
+	res := h.result()
 	assert.Equal(t, n, res.Episodes)
 	assert.Equal(t, want.Scored, res.Scored)
 	assert.Equal(t, want.Failed, res.Failed)

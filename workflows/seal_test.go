@@ -128,8 +128,7 @@ func TestResumeSeal_Refused(t *testing.T) {
 			assert.Zero(t, bad.startedAtDecision, "episodes ran before the genuine answer")
 			assert.True(t, awaitingAtBad, "the job must still await input after the refused resume")
 			require.True(t, good.accepted, "the frontend's answer after a refused one: %v", good.rejectErr)
-			var res EvalResult
-			require.NoError(t, h.env.GetWorkflowResult(&res))
+			res := h.result()
 			assert.Equal(t, "ann", res.ApprovedBy)
 		})
 	}
