@@ -111,8 +111,9 @@ const envNamesMax = 64
 
 // commandEnvBase are the worker variables every command episode receives when the worker has
 // them: what a program needs to find binaries, its home and its locale. Nothing else of the
-// worker's environment reaches a command unless its suite names it (Suite.Env).
-var commandEnvBase = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ"}
+// worker's environment reaches a command unless its suite names it (Suite.Env). A function, so
+// the allow-list is no package state anything could append to.
+func commandEnvBase() []string { return []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ"} }
 
 // DefaultCatalog has the demo suite the dev stack always offers (CONTRACT.md).
 func DefaultCatalog() Catalog {
