@@ -28,18 +28,6 @@ import (
 
 const testJobID = "acme/eval/k1"
 
-// testRunID is the run ID the SDK's test environment gives every workflow (it sets no first
-// run ID, so FirstRunID falls back to it).
-const testRunID = "default-test-run-id"
-
-var (
-	owner   = authz.Principal{Tenant: "acme", Subject: "ann", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
-	bo      = authz.Principal{Tenant: "acme", Subject: "bo", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
-	steward = authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove}}
-	// A principal of another tenant that happens to share the owner's subject and holds every scope.
-	stranger = authz.Principal{Tenant: "globex", Subject: "ann", Scopes: authz.AllScopes}
-)
-
 // testActs is the activity struct the tests register; mocks replace its RunEpisode.
 var testActs = &activities.Activities{Suites: activities.DefaultCatalog()}
 
@@ -113,23 +101,6 @@ func scoresMock(scores map[int]float64) func(context.Context, activities.Episode
 
 func episodeFailed(index int) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("episode %d failed", index), activities.ErrTypeEpisodeFailed, nil)
-}
-
-func requireAppErrType(t *testing.T, err error, typ string) *temporal.ApplicationError {
-	t.Helper()
-	require.Error(t, err)
-	var appErr *temporal.ApplicationError
-	require.True(t, errors.As(err, &appErr), "want an ApplicationError of type %q, got %v", typ, err)
-	require.Equal(t, typ, appErr.Type(), "error: %v", err)
-	return appErr
-}
-
-func requireCanceled(t *testing.T, err error) *temporal.CanceledError {
-	t.Helper()
-	require.Error(t, err)
-	var canceled *temporal.CanceledError
-	require.True(t, errors.As(err, &canceled), "want a CanceledError, got %v", err)
-	return canceled
 }
 
 func TestEval_SmallRunWithoutApproval(t *testing.T) {
@@ -436,11 +407,7 @@ func TestEval_ResumeValidation(t *testing.T) {
 				assert.Equal(t, c.wantBy, res.ApprovedBy)
 				return
 			}
-			assert.False(t, got.accepted, "OnAccept must not be called")
-			assert.False(t, got.completed)
-			requireAppErrType(t, got.rejectErr, c.wantType)
-			assert.Zero(t, got.startedAtDecision)
-			require.True(t, fix.accepted, "valid answer after a rejection: %v", fix.rejectErr)
+			requireRefusedThenFixed(t, got, fix, c.wantType)
 			res := h.result()
 			assert.Equal(t, 6, res.Scored)
 			assert.Equal(t, fix.result.By, res.ApprovedBy)

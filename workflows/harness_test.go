@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -26,6 +27,18 @@ import (
 
 // The workflow test harness every kind's tests share: one job workflow in the SDK's test
 // environment, and a record of what the run makes visible.
+
+// testRunID is the run ID the SDK's test environment gives every workflow (it sets no first
+// run ID, so FirstRunID falls back to it).
+const testRunID = "default-test-run-id"
+
+var (
+	owner   = authz.Principal{Tenant: "acme", Subject: "ann", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+	bo      = authz.Principal{Tenant: "acme", Subject: "bo", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+	steward = authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove}}
+	// A principal of another tenant that happens to share the owner's subject and holds every scope.
+	stranger = authz.Principal{Tenant: "globex", Subject: "ann", Scopes: authz.AllScopes}
+)
 
 // jobHarness runs one job workflow and records what it makes visible: JobStatus upserts, memo
 // upserts, every input request it publishes and every activity attempt it starts. A kind's
@@ -243,6 +256,20 @@ func (h *jobHarness) requireRejected(got *resumeOutcome, by, comment string) {
 	assert.Nil(t, v)
 }
 
+// requireRefusedThenFixed checks that the validator refused got with an error of wantType
+// before anything ran (no accept, no completion: nothing in history), and that fix, a valid
+// answer sent after it, was accepted, also before anything ran. It returns the refusal.
+func requireRefusedThenFixed(t *testing.T, got, fix *resumeOutcome, wantType string) *temporal.ApplicationError {
+	t.Helper()
+	assert.False(t, got.accepted, "OnAccept must not be called")
+	assert.False(t, got.completed)
+	appErr := requireAppErrType(t, got.rejectErr, wantType)
+	assert.Zero(t, got.startedAtDecision, "nothing ran before the rejected answer")
+	require.True(t, fix.accepted, "valid answer after a rejection: %v", fix.rejectErr)
+	assert.Zero(t, fix.startedAtDecision, "nothing ran before the accepted answer")
+	return appErr
+}
+
 // loadHistory reads a recorded history from testdata.
 func loadHistory(t *testing.T, file string) *historypb.History {
 	t.Helper()
@@ -261,4 +288,21 @@ func replay(t *testing.T, file, id, name string, wf any) {
 	r.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: name})
 	require.NoError(t, r.ReplayWorkflowHistoryWithOptions(nil, loadHistory(t, file),
 		worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id}}))
+}
+
+func requireAppErrType(t *testing.T, err error, typ string) *temporal.ApplicationError {
+	t.Helper()
+	require.Error(t, err)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "want an ApplicationError of type %q, got %v", typ, err)
+	require.Equal(t, typ, appErr.Type(), "error: %v", err)
+	return appErr
+}
+
+func requireCanceled(t *testing.T, err error) *temporal.CanceledError {
+	t.Helper()
+	require.Error(t, err)
+	var canceled *temporal.CanceledError
+	require.True(t, errors.As(err, &canceled), "want a CanceledError, got %v", err)
+	return canceled
 }
