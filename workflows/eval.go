@@ -19,8 +19,14 @@ const (
 	ProgressEveryDefault  = 2 * time.Second
 )
 
-// evalUnit is what an eval's progress counts.
-const evalUnit = "episodes"
+const (
+	// KindEval is the eval kind's name: the middle of its job IDs and its JobKind.
+	KindEval = "eval"
+	// EvalWorkflowName is part of history; never rename it.
+	EvalWorkflowName = "jobgate.Eval"
+	// evalUnit is what an eval's progress counts.
+	evalUnit = "episodes"
+)
 
 // evalKind declares the eval kind: its workflow, progress unit and the one activity it runs.
 func evalKind() Kind {

@@ -30,8 +30,15 @@ const (
 	exportRunScopedChange = "export-run-scoped-artifacts"
 )
 
-// exportUnit is what an export's progress counts.
-const exportUnit = "rows"
+const (
+	// KindExport is the export kind's name: the middle of its job IDs and its JobKind.
+	KindExport = "export"
+	// Workflow names are part of history; never rename them.
+	ExportWorkflowName    = "jobgate.Export"
+	RetentionWorkflowName = "jobgate.ExportRetention"
+	// exportUnit is what an export's progress counts.
+	exportUnit = "rows"
+)
 
 // exportKind declares the export kind: its workflow, the retention workflow it leaves behind
 // for each artifact, its progress unit and its activities.

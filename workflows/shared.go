@@ -17,22 +17,13 @@ import (
 // TaskQueueDefault is the task queue jobgate workers poll unless configured otherwise.
 const TaskQueueDefault = "jobgate"
 
-// Workflow and update names are part of history; never rename them.
-const (
-	EvalWorkflowName      = "jobgate.Eval"
-	ExportWorkflowName    = "jobgate.Export"
-	RetentionWorkflowName = "jobgate.ExportRetention"
-	UpdateResume          = "jobgate.resume"
-)
-
-// Kinds of job. Kinds lists them; nothing else enumerates kinds.
-const (
-	KindEval   = "eval"
-	KindExport = "export"
-)
+// UpdateResume is the update every job's open input request is answered by. Workflow and update
+// names are part of history; never rename them (each kind's file names its workflows).
+const UpdateResume = "jobgate.resume"
 
 // Kind is one kind of job as the worker runs it. Each kind declares itself once, in its own
-// file (evalKind, exportKind); Kinds lists them.
+// file (its name, workflow names, evalKind/exportKind); Kinds lists them, and nothing else
+// enumerates kinds.
 type Kind struct {
 	Name         string // KindEval, …: the middle of the job ID and the JobKind search attribute
 	WorkflowName string // registered workflow type
