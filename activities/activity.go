@@ -202,9 +202,10 @@ func (a *Activities) runCommand(ctx context.Context, s Suite, in EpisodeInput) (
 // The episode gets commandEnvBase and the variables its suite names, as the worker has them,
 // then the JOBGATE_* variables of the episode itself (set last: they cannot be overridden).
 func commandEnv(s Suite, episode ...string) []string {
-	env := make([]string, 0, len(commandEnvBase)+len(s.Env)+len(episode))
+	base := commandEnvBase()
+	env := make([]string, 0, len(base)+len(s.Env)+len(episode))
 	seen := map[string]bool{}
-	for _, names := range [][]string{commandEnvBase, s.Env} {
+	for _, names := range [][]string{base, s.Env} {
 		for _, n := range names {
 			if seen[n] || strings.HasPrefix(n, "JOBGATE_") {
 				continue

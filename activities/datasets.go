@@ -190,10 +190,12 @@ func ParseDatasets(b []byte) (Datasets, error) {
 	for i, raw := range f.Datasets {
 		var d Dataset
 		err := decodeStrict(raw, &d)
+		// A bad duration (or a number: config files write "48h") is reported by its field.
+		if derr := configDurations(raw, "approval_timeout", "retention"); derr != nil {
+			err = derr
+		}
 		if err == nil {
 			err = d.validate()
-		} else {
-			err = durationField(raw, err)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", datasetRef(i, raw), err)
@@ -227,24 +229,6 @@ func datasetRef(i int, raw json.RawMessage) string {
 		return fmt.Sprintf("dataset %q", n.Name)
 	}
 	return fmt.Sprintf("datasets[%d]", i)
-}
-
-// durationField names the duration field a decode error came from: Duration's own error
-// does not say which field it was decoding.
-func durationField(raw json.RawMessage, err error) error {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
-		return err
-	}
-	for _, k := range []string{"approval_timeout", "retention"} {
-		var d Duration
-		if v, ok := m[k]; ok {
-			if derr := json.Unmarshal(v, &d); derr != nil {
-				return fmt.Errorf("%s: %w", k, derr)
-			}
-		}
-	}
-	return err
 }
 
 func (d Dataset) validate() error {

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -23,11 +24,17 @@ import (
 // key). Retrying the same input cannot help.
 const ErrTypeExportInvalid = "ExportInvalid"
 
-// Export formats.
+// Export formats: the one definition (the frontend offers and checks these too).
 const (
 	FormatJSONL = "jsonl"
 	FormatCSV   = "csv"
 )
+
+// Formats lists the export formats in the order start_export offers them.
+func Formats() []string { return []string{FormatJSONL, FormatCSV} }
+
+// ValidFormat reports whether f is one of Formats.
+func ValidFormat(f string) bool { return slices.Contains(Formats(), f) }
 
 const (
 	// pageRowsMax bounds one page, so one chunk, held in memory while it is encoded.
@@ -147,7 +154,7 @@ func checkColumns(d Dataset, cols []string) error {
 }
 
 func checkFormat(f string) error {
-	if f != FormatJSONL && f != FormatCSV {
+	if !ValidFormat(f) {
 		return invalid("format %q: want %q or %q", f, FormatJSONL, FormatCSV)
 	}
 	return nil

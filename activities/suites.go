@@ -51,27 +51,6 @@ const (
 	paramsMaxBytes       = 4096
 )
 
-// Duration is a time.Duration that reads "90s"-style strings in JSON.
-type Duration time.Duration
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string like \"90s\": %w", err)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// D returns d as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
 // Suite is one configured eval suite. Callers only name it; everything else is server-side.
 type Suite struct {
 	Name string    `json:"name"`
@@ -132,8 +111,9 @@ const envNamesMax = 64
 
 // commandEnvBase are the worker variables every command episode receives when the worker has
 // them: what a program needs to find binaries, its home and its locale. Nothing else of the
-// worker's environment reaches a command unless its suite names it (Suite.Env).
-var commandEnvBase = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ"}
+// worker's environment reaches a command unless its suite names it (Suite.Env). A function, so
+// the allow-list is no package state anything could append to.
+func commandEnvBase() []string { return []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ"} }
 
 // DefaultCatalog has the demo suite the dev stack always offers (CONTRACT.md).
 func DefaultCatalog() Catalog {
@@ -315,6 +295,19 @@ func ParseCatalog(b []byte) (Catalog, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("trailing data after the catalog object")
+	}
+	// Durations are strings in config ("90s"): a number, which Duration reads for recorded
+	// histories, would be nanoseconds here.
+	var raws struct {
+		Suites []json.RawMessage `json:"suites"`
+	}
+	if err := json.Unmarshal(b, &raws); err != nil {
+		return nil, err
+	}
+	for i, raw := range raws.Suites {
+		if err := configDurations(raw, "request_timeout", "episode_timeout", "heartbeat_timeout", "approval_timeout"); err != nil {
+			return nil, fmt.Errorf("suites[%d]: %w", i, err)
+		}
 	}
 	for _, s := range f.Suites {
 		if err := c.Add(s); err != nil {

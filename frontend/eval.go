@@ -108,11 +108,11 @@ func (f *Frontend) startEval(ctx context.Context, p authz.Principal, in StartEva
 		input: workflows.EvalInput{
 			Tenant: p.Tenant, Owner: p.Subject, Args: args,
 			Approval: workflows.ApprovalPolicy{Threshold: suite.ApprovalThreshold, Approver: suite.Approver,
-				Timeout: workflows.Duration(suite.ApprovalTimeout.D())},
+				Timeout: suite.ApprovalTimeout},
 			// The suite's task queue is recorded here so the workflow dispatches episodes from
 			// its input (deterministic), and a later catalog change does not move running jobs.
-			Episode: workflows.EpisodePolicy{Timeout: workflows.Duration(suite.EpisodeTimeout.D()),
-				HeartbeatTimeout: workflows.Duration(suite.HeartbeatTimeout.D()), MaxAttempts: suite.MaxAttempts,
+			Episode: workflows.EpisodePolicy{Timeout: suite.EpisodeTimeout,
+				HeartbeatTimeout: suite.HeartbeatTimeout, MaxAttempts: suite.MaxAttempts,
 				TaskQueue: suite.TaskQueue},
 			Fairness: f.fairness(p.Tenant),
 		},

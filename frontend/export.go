@@ -19,12 +19,10 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// Export formats and limits.
+// Export limits. The formats are activities.Formats.
 const (
-	FormatJSONL = "jsonl"
-	FormatCSV   = "csv"
-	purposeMax  = 500
-	columnsMax  = 200
+	purposeMax = 500
+	columnsMax = 200
 )
 
 // StartExportIn are start_export's arguments.
@@ -97,7 +95,7 @@ func (f *Frontend) startExportTool() toolDef {
 			"include a sensitive column wait (awaiting_input) until an approver other than you confirms the exact scope; " +
 			"no row is read before that. When succeeded, get_export gives a short-lived download_url.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
-	}, f.startExport).enum("format", FormatJSONL, FormatCSV)
+	}, f.startExport).enum("format", activities.Formats()...)
 }
 
 // exportArgs validates and normalizes start_export's arguments against the dataset catalog.
@@ -117,7 +115,7 @@ func (f *Frontend) exportArgs(in StartExportIn) (workflows.ExportArgs, activitie
 	if !ok {
 		return zero, d, invalidArg("dataset", "unknown dataset %q (available: %s)", truncate(in.Dataset, 64), names)
 	}
-	if in.Format != FormatJSONL && in.Format != FormatCSV {
+	if !activities.ValidFormat(in.Format) {
 		return zero, d, invalidArg("format", "must be jsonl or csv")
 	}
 	all := make([]string, len(d.Columns))
@@ -172,8 +170,8 @@ func (f *Frontend) startExport(ctx context.Context, p authz.Principal, in StartE
 	wfIn := workflows.ExportInput{
 		Tenant: p.Tenant, Owner: p.Subject, Args: args, ConfigDigest: d.ConfigDigest(), MaxRows: d.MaxRows,
 		Approval: workflows.ExportApproval{Required: len(sensitive) > 0, AllowSelf: d.AllowSelfApproval,
-			Timeout: workflows.Duration(d.ApprovalTimeout.D()), Sensitive: sensitive},
-		Retention: workflows.Duration(d.Retention.D()),
+			Timeout: d.ApprovalTimeout, Sensitive: sensitive},
+		Retention: d.Retention,
 		PartRows:  f.opts.Export.PartRows, PageRows: f.opts.Export.PageRows, Concurrency: f.opts.Export.Concurrency,
 		PartHeartbeatTimeout: workflows.Duration(f.opts.Export.PartHeartbeatTimeout),
 	}

@@ -41,7 +41,7 @@ const unfairTaskQueue = "tq-unfair"
 
 func TestMain(m *testing.M) {
 	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range workflows.SearchAttributeNames {
+	for _, n := range workflows.SearchAttributeNames() {
 		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

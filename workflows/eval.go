@@ -19,6 +19,21 @@ const (
 	ProgressEveryDefault  = 2 * time.Second
 )
 
+const (
+	// KindEval is the eval kind's name: the middle of its job IDs and its JobKind.
+	KindEval = "eval"
+	// EvalWorkflowName is part of history; never rename it.
+	EvalWorkflowName = "jobgate.Eval"
+	// evalUnit is what an eval's progress counts.
+	evalUnit = "episodes"
+)
+
+// evalKind declares the eval kind: its workflow, progress unit and the one activity it runs.
+func evalKind() Kind {
+	return Kind{Name: KindEval, WorkflowName: EvalWorkflowName, Workflow: func(w *Workflows) any { return w.Eval },
+		Unit: evalUnit, Activities: []string{"RunEpisode"}}
+}
+
 // EvalArgs are the caller's normalized start arguments. Their digest is both the idempotency
 // fingerprint and the scope an approval binds to.
 type EvalArgs struct {
@@ -165,7 +180,7 @@ func (r *evalRun) needsApproval() bool {
 }
 
 func (r *evalRun) progress(ctx workflow.Context, msg string) Progress {
-	p := Progress{Done: r.st.Scored, Failed: r.st.Failed, Total: r.in.Args.Episodes, Unit: "episodes", Message: msg, AsOf: workflow.Now(ctx)}
+	p := Progress{Done: r.st.Scored, Failed: r.st.Failed, Total: r.in.Args.Episodes, Unit: evalUnit, Message: msg, AsOf: workflow.Now(ctx)}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s**\n\n%d of %d episodes scored, %d failed, %d passed.",
 		msg, p.Done, p.Total, p.Failed, r.st.Passed))
 	return p
@@ -185,59 +200,49 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 		Priority:            in.Fairness.Priority(),
 		// Empty: the SDK schedules on the workflow's task queue, as before the field existed.
 		TaskQueue: in.Episode.TaskQueue,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:        time.Second,
-			BackoffCoefficient:     2,
-			MaximumInterval:        30 * time.Second,
-			MaximumAttempts:        int32(max(1, in.Episode.MaxAttempts)),
-			NonRetryableErrorTypes: []string{activities.ErrTypeEpisodeFailed, activities.ErrTypeSuiteMissing, activities.ErrTypeEpisodeRejected},
-		},
+		RetryPolicy: retryPolicy(int32(max(1, in.Episode.MaxAttempts)),
+			activities.ErrTypeEpisodeFailed, activities.ErrTypeSuiteMissing, activities.ErrTypeEpisodeRejected),
 	}
 	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "running")})
 	r.lastProgress = workflow.Now(ctx)
 
-	sel := workflow.NewSelector(ctx)
-	inflight := 0
-	for {
-		for inflight < conc && st.Next < runEnd && ctx.Err() == nil && !workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
-			i := st.Next
-			st.Next++
-			o := opts
-			o.Summary = fmt.Sprintf("episode %d of %d", i+1, total)
-			f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), a.RunEpisode, activities.EpisodeInput{
-				JobID: jobID, FirstRunID: firstRun, Suite: in.Args.Suite, Index: i,
-				OperationID: OperationID(jobID, firstRun, i), Params: in.Args.Params,
-			})
-			inflight++
-			sel.AddFuture(f, func(f workflow.Future) {
-				inflight--
-				var res activities.EpisodeResult
-				err := f.Get(ctx, &res)
-				var canceled *temporal.CanceledError
-				switch {
-				case errors.As(err, &canceled):
-					// stopped by a job cancel: neither scored nor failed
-				case err != nil:
-					st.Failed++
-				default:
-					st.Scored++
-					st.Sum += res.Score
-					st.SumSq += res.Score * res.Score
-					if res.Passed {
-						st.Passed++
-					}
+	more := func() bool {
+		return st.Next < runEnd && ctx.Err() == nil && !workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+	}
+	start := func() (workflow.Future, func(workflow.Future)) {
+		i := st.Next
+		st.Next++
+		o := opts
+		o.Summary = fmt.Sprintf("episode %d of %d", i+1, total)
+		f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), a.RunEpisode, activities.EpisodeInput{
+			JobID: jobID, FirstRunID: firstRun, Suite: in.Args.Suite, Index: i,
+			OperationID: OperationID(jobID, firstRun, i), Params: in.Args.Params,
+		})
+		return f, func(f workflow.Future) {
+			var res activities.EpisodeResult
+			err := f.Get(ctx, &res)
+			var canceled *temporal.CanceledError
+			switch {
+			case errors.As(err, &canceled):
+				// stopped by a job cancel: neither scored nor failed
+			case err != nil:
+				st.Failed++
+			default:
+				st.Scored++
+				st.Sum += res.Score
+				st.SumSq += res.Score * res.Score
+				if res.Passed {
+					st.Passed++
 				}
-			})
+			}
 		}
-		if inflight == 0 {
-			break
-		}
-		sel.Select(ctx)
+	}
+	fanOut(ctx, conc, more, start, func() {
 		if now := workflow.Now(ctx); now.Sub(r.lastProgress) >= in.ProgressEvery.D() {
 			r.lastProgress = now
 			r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "running")})
 		}
-	}
+	})
 
 	if ctx.Err() != nil {
 		r.finish(ctx, StatusCancelled, &JobError{Code: ErrCodeCancelled, Message: "cancelled on request"}, r.progress(ctx, "cancelled"))

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -17,13 +15,11 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
@@ -31,18 +27,6 @@ import (
 )
 
 const testJobID = "acme/eval/k1"
-
-// testRunID is the run ID the SDK's test environment gives every workflow (it sets no first
-// run ID, so FirstRunID falls back to it).
-const testRunID = "default-test-run-id"
-
-var (
-	owner   = authz.Principal{Tenant: "acme", Subject: "ann", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
-	bo      = authz.Principal{Tenant: "acme", Subject: "bo", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
-	steward = authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove}}
-	// A principal of another tenant that happens to share the owner's subject and holds every scope.
-	stranger = authz.Principal{Tenant: "globex", Subject: "ann", Scopes: authz.AllScopes}
-)
 
 // testActs is the activity struct the tests register; mocks replace its RunEpisode.
 var testActs = &activities.Activities{Suites: activities.DefaultCatalog()}
@@ -62,17 +46,10 @@ func evalInput(episodes, concurrency int) EvalInput {
 	}
 }
 
-// harness wraps a test environment and records what the workflow makes visible: JobStatus
-// upserts, memo upserts, the open input request and every started activity attempt.
+// harness runs the Eval workflow (jobHarness) and also records every started episode's input.
 type harness struct {
-	t   *testing.T
-	env *testsuite.TestWorkflowEnvironment
-
-	mu       sync.Mutex
-	statuses []Status
-	memos    []map[string]any
-	needs    *NeedsInput
-	started  []activities.EpisodeInput
+	*jobHarness
+	episodes []activities.EpisodeInput // guarded by mu
 }
 
 func newHarness(t *testing.T) *harness {
@@ -83,136 +60,33 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWith runs w's Eval (e.g. a worker without resume keys).
 func newHarnessWith(t *testing.T, w *Workflows) *harness {
 	t.Helper()
-	var ts testsuite.WorkflowTestSuite
-	h := &harness{t: t, env: ts.NewTestWorkflowEnvironment()}
-	h.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: testJobID})
-	h.env.RegisterWorkflowWithOptions(w.Eval, workflow.RegisterOptions{Name: EvalWorkflowName})
-	h.env.RegisterActivity(testActs)
-	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
-		sa := args.Get(0).(temporal.SearchAttributes)
-		v, ok := sa.GetKeyword(SAJobStatus)
-		require.True(t, ok, "every search attribute upsert sets JobStatus")
-		h.mu.Lock()
-		h.statuses = append(h.statuses, Status(v))
-		h.mu.Unlock()
-	}).Return(nil)
-	h.env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
-		m := args.Get(0).(map[string]any)
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.memos = append(h.memos, m)
-		if v, ok := m[MemoNeedsInput]; ok {
-			if n, _ := v.(*NeedsInput); n != nil {
-				h.needs = n
-			}
-		}
-	}).Return(nil)
-	h.env.SetOnActivityStartedListener(func(_ *activity.Info, _ context.Context, args converter.EncodedValues) {
+	h := &harness{jobHarness: newJobHarness(t, KindEval, testJobID, w, testActs, nil)}
+	h.onStarted = func(args converter.EncodedValues) {
 		var in activities.EpisodeInput
 		require.NoError(t, args.Get(&in))
-		h.mu.Lock()
-		h.started = append(h.started, in)
-		h.mu.Unlock()
-	})
+		h.episodes = append(h.episodes, in)
+	}
 	return h
 }
 
-func (h *harness) execute(in EvalInput) { h.env.ExecuteWorkflow(EvalWorkflowName, in) }
-
-func (h *harness) startedCount() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.started)
+func (h *harness) result() EvalResult {
+	h.t.Helper()
+	var res EvalResult
+	h.resultInto(&res)
+	return res
 }
+
+func (h *harness) startedCount() int { return h.count("") }
 
 func (h *harness) startedIndexes() []int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]int, 0, len(h.started))
-	for _, in := range h.started {
+	out := make([]int, 0, len(h.episodes))
+	for _, in := range h.episodes {
 		out = append(out, in.Index)
 	}
 	sort.Ints(out)
 	return out
-}
-
-func (h *harness) statusSeq() []Status {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]Status(nil), h.statuses...)
-}
-
-func (h *harness) openInput() *NeedsInput {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	require.NotNil(h.t, h.needs, "the workflow published no needs_input in its memo")
-	return h.needs
-}
-
-// lastMemo returns the value of key in the last memo upsert that set it.
-func (h *harness) lastMemo(key string) (any, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i := len(h.memos) - 1; i >= 0; i-- {
-		if v, ok := h.memos[i][key]; ok {
-			return v, true
-		}
-	}
-	return nil, false
-}
-
-func (h *harness) lastProgress() Progress {
-	v, ok := h.lastMemo(MemoProgress)
-	require.True(h.t, ok, "no progress memo")
-	return v.(Progress)
-}
-
-func (h *harness) lastJobError() *JobError {
-	v, ok := h.lastMemo(MemoError)
-	if !ok {
-		return nil
-	}
-	return v.(*JobError)
-}
-
-// resume sends an UpdateResume and records what happened to it.
-type resumeOutcome struct {
-	accepted  bool
-	rejectErr error
-	completed bool
-	result    ResumeResult
-	// activities already started when the update was accepted (or rejected)
-	startedAtDecision int
-}
-
-func (h *harness) resumeAt(d time.Duration, id string, req func() ResumeRequest) *resumeOutcome {
-	out := &resumeOutcome{}
-	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(UpdateResume, id, &testsuite.TestUpdateCallback{
-			OnReject: func(err error) {
-				out.rejectErr = err
-				out.startedAtDecision = h.startedCount()
-			},
-			OnAccept: func() {
-				out.accepted = true
-				out.startedAtDecision = h.startedCount()
-			},
-			OnComplete: func(v any, err error) {
-				require.NoError(h.t, err)
-				out.completed = true
-				out.result = v.(ResumeResult)
-			},
-		}, sealed(testJobID, req()))
-	}, d)
-	return out
-}
-
-// approval builds a resume request answering the open input request as published in the memo.
-func (h *harness) approval(p authz.Principal, decision string) func() ResumeRequest {
-	return func() ResumeRequest {
-		n := h.openInput()
-		return ResumeRequest{Principal: p, InputID: n.InputID, ScopeDigest: n.ScopeDigest, Decision: decision}
-	}
 }
 
 func scoresMock(scores map[int]float64) func(context.Context, activities.EpisodeInput) (activities.EpisodeResult, error) {
@@ -229,23 +103,6 @@ func episodeFailed(index int) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("episode %d failed", index), activities.ErrTypeEpisodeFailed, nil)
 }
 
-func requireAppErrType(t *testing.T, err error, typ string) *temporal.ApplicationError {
-	t.Helper()
-	require.Error(t, err)
-	var appErr *temporal.ApplicationError
-	require.True(t, errors.As(err, &appErr), "want an ApplicationError of type %q, got %v", typ, err)
-	require.Equal(t, typ, appErr.Type(), "error: %v", err)
-	return appErr
-}
-
-func requireCanceled(t *testing.T, err error) *temporal.CanceledError {
-	t.Helper()
-	require.Error(t, err)
-	var canceled *temporal.CanceledError
-	require.True(t, errors.As(err, &canceled), "want a CanceledError, got %v", err)
-	return canceled
-}
-
 func TestEval_SmallRunWithoutApproval(t *testing.T) {
 	t.Run("ResultStatistics", func(t *testing.T) {
 		h := newHarness(t)
@@ -253,10 +110,7 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 			Return(scoresMock(map[int]float64{0: 0.2, 1: 0.4, 2: 0.6, 3: 0.8}))
 		h.execute(evalInput(4, 2))
 
-		require.True(t, h.env.IsWorkflowCompleted())
-		require.NoError(t, h.env.GetWorkflowError())
-		var res EvalResult
-		require.NoError(t, h.env.GetWorkflowResult(&res))
+		res := h.result()
 		assert.Equal(t, 4, res.Episodes)
 		assert.Equal(t, 4, res.Scored)
 		assert.Equal(t, 0, res.Failed)
@@ -274,17 +128,14 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 		assert.Equal(t, 4, p.Total)
 		assert.Equal(t, "finished", p.Message)
 		assert.Nil(t, h.lastJobError())
-		h.mu.Lock()
-		assert.Nil(t, h.needs, "no input request below the threshold")
-		h.mu.Unlock()
+		assert.Empty(t, h.askedInputs(), "no input request below the threshold")
 	})
 
 	t.Run("SingleEpisodeHasNoStdErr", func(t *testing.T) {
 		h := newHarness(t)
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).Return(scoresMock(map[int]float64{0: 0.3}))
 		h.execute(evalInput(1, 1))
-		var res EvalResult
-		require.NoError(t, h.env.GetWorkflowResult(&res))
+		res := h.result()
 		assert.Equal(t, 1, res.Scored)
 		assert.Equal(t, 0, res.Passed)
 		assert.InDelta(t, 0.3, res.MeanScore, 1e-12)
@@ -305,8 +156,8 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 		require.NoError(t, h.env.GetWorkflowError())
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		require.Len(t, h.started, 2)
-		for _, ep := range h.started {
+		require.Len(t, h.episodes, 2)
+		for _, ep := range h.episodes {
 			assert.Equal(t, testJobID, ep.JobID)
 			assert.Equal(t, "demo", ep.Suite)
 			// The operation ID names the job instance (its first run), not only the workflow ID.
@@ -345,8 +196,7 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 			in := evalInput(12, tc.concurrency)
 			in.Approval.Threshold = 0
 			h.execute(in)
-			var res EvalResult
-			require.NoError(t, h.env.GetWorkflowResult(&res))
+			res := h.result()
 			assert.Equal(t, 12, res.Scored)
 			assert.Equal(t, tc.want, int(peak.Load()), "peak number of episodes in flight")
 		})
@@ -366,8 +216,7 @@ func TestEval_EpisodeFailures(t *testing.T) {
 		h.execute(evalInput(5, 2)) // 0,2,4 score 0,0.5,1; 1,3 fail
 
 		require.NoError(t, h.env.GetWorkflowError())
-		var res EvalResult
-		require.NoError(t, h.env.GetWorkflowResult(&res))
+		res := h.result()
 		assert.Equal(t, 5, res.Episodes)
 		assert.Equal(t, 3, res.Scored)
 		assert.Equal(t, 2, res.Failed)
@@ -406,8 +255,7 @@ func TestEval_EpisodeFailures(t *testing.T) {
 				return activities.EpisodeResult{Score: 0.9, Passed: true}, nil
 			})
 		h.execute(evalInput(3, 3))
-		var res EvalResult
-		require.NoError(t, h.env.GetWorkflowResult(&res))
+		res := h.result()
 		assert.Equal(t, 2, res.Scored)
 		assert.Equal(t, 1, res.Failed)
 		assert.Equal(t, 2, res.Passed)
@@ -444,7 +292,7 @@ func TestEval_Approval(t *testing.T) {
 		in := evalInput(6, 2) // threshold 5
 		var midStatuses []Status
 		h.env.RegisterDelayedCallback(func() { midStatuses = h.statusSeq() }, 30*time.Minute)
-		got := h.resumeAt(30*time.Minute, "u1", h.approval(owner, DecisionApprove))
+		got := h.resumeAt(30*time.Minute, "u1", h.answer(owner, DecisionApprove))
 		h.execute(in)
 
 		require.True(t, got.accepted, "owner approval rejected: %v", got.rejectErr)
@@ -453,8 +301,7 @@ func TestEval_Approval(t *testing.T) {
 		assert.Zero(t, got.startedAtDecision, "no episode may start before approval")
 		assert.Equal(t, []Status{StatusAwaitingInput}, midStatuses)
 
-		var res EvalResult
-		require.NoError(t, h.env.GetWorkflowResult(&res))
+		res := h.result()
 		assert.Equal(t, 6, res.Scored)
 		assert.Equal(t, "ann", res.ApprovedBy)
 		assert.Equal(t, 6, h.startedCount())
@@ -502,47 +349,37 @@ func TestEval_ResumeValidation(t *testing.T) {
 	type tc struct {
 		name     string
 		approver authz.Approver
-		req      func(h *harness) func() ResumeRequest
+		req      func(h *jobHarness) func() ResumeRequest
 		wantType string // rejection type; "" means accepted
 		wantBy   string
 	}
-	mod := func(p authz.Principal, f func(*ResumeRequest)) func(h *harness) func() ResumeRequest {
-		return func(h *harness) func() ResumeRequest {
-			return func() ResumeRequest {
-				r := h.approval(p, DecisionApprove)()
-				f(&r)
-				return r
-			}
-		}
-	}
-	same := func(*ResumeRequest) {}
 	cases := []tc{
 		{name: "WrongInputID", approver: authz.ApproverOwner,
-			req: mod(owner, func(r *ResumeRequest) { r.InputID = "approve-000000000000" }), wantType: RejectInputNotExpected},
+			req: editedAnswer(owner, func(r *ResumeRequest) { r.InputID = "approve-000000000000" }), wantType: RejectInputNotExpected},
 		{name: "EmptyInputID", approver: authz.ApproverOwner,
-			req: mod(owner, func(r *ResumeRequest) { r.InputID = "" }), wantType: RejectInputNotExpected},
+			req: editedAnswer(owner, func(r *ResumeRequest) { r.InputID = "" }), wantType: RejectInputNotExpected},
 		{name: "WrongScopeDigest", approver: authz.ApproverOwner,
-			req: mod(owner, func(r *ResumeRequest) {
+			req: editedAnswer(owner, func(r *ResumeRequest) {
 				args := evalInput(600, 2).Args // an approval for a different scope
 				r.ScopeDigest = Digest(args)
 			}), wantType: RejectInputNotExpected},
 		{name: "UnknownDecision", approver: authz.ApproverOwner,
-			req: mod(owner, func(r *ResumeRequest) { r.Decision = "maybe" }), wantType: RejectInvalidArgument},
-		{name: "OtherUserOfTenant", approver: authz.ApproverOwner, req: mod(bo, same), wantType: RejectNotFound},
-		{name: "OtherTenant", approver: authz.ApproverOwner, req: mod(stranger, same), wantType: RejectNotFound},
+			req: editedAnswer(owner, func(r *ResumeRequest) { r.Decision = "maybe" }), wantType: RejectInvalidArgument},
+		{name: "OtherUserOfTenant", approver: authz.ApproverOwner, req: editedAnswer(bo, nil), wantType: RejectNotFound},
+		{name: "OtherTenant", approver: authz.ApproverOwner, req: editedAnswer(stranger, nil), wantType: RejectNotFound},
 		{name: "InvalidPrincipal", approver: authz.ApproverOwner,
-			req: mod(authz.Principal{Subject: "ann", Scopes: owner.Scopes}, same), wantType: RejectNotFound},
+			req: editedAnswer(authz.Principal{Subject: "ann", Scopes: owner.Scopes}, nil), wantType: RejectNotFound},
 		{name: "OwnerWithoutWriteScope", approver: authz.ApproverOwner,
-			req: mod(authz.Principal{Tenant: "acme", Subject: "ann", Scopes: []authz.Scope{authz.ScopeRead}}, same), wantType: RejectForbidden},
-		{name: "OwnerOnApproverOnlyRequest", approver: authz.ApproverApprover, req: mod(owner, same), wantType: RejectForbidden},
-		{name: "OtherUserOnApproverOnlyRequest", approver: authz.ApproverApprover, req: mod(bo, same), wantType: RejectNotFound},
-		{name: "StewardOnApproverOnlyRequest", approver: authz.ApproverApprover, req: mod(steward, same), wantBy: "steward"},
+			req: editedAnswer(authz.Principal{Tenant: "acme", Subject: "ann", Scopes: []authz.Scope{authz.ScopeRead}}, nil), wantType: RejectForbidden},
+		{name: "OwnerOnApproverOnlyRequest", approver: authz.ApproverApprover, req: editedAnswer(owner, nil), wantType: RejectForbidden},
+		{name: "OtherUserOnApproverOnlyRequest", approver: authz.ApproverApprover, req: editedAnswer(bo, nil), wantType: RejectNotFound},
+		{name: "StewardOnApproverOnlyRequest", approver: authz.ApproverApprover, req: editedAnswer(steward, nil), wantBy: "steward"},
 		// jobs:approve reaches only approver requests: an owner request is not the steward's to see.
-		{name: "StewardOnOwnerRequest", approver: authz.ApproverOwner, req: mod(steward, same), wantType: RejectNotFound},
+		{name: "StewardOnOwnerRequest", approver: authz.ApproverOwner, req: editedAnswer(steward, nil), wantType: RejectNotFound},
 		{name: "StewardWithWriteOnOwnerRequest", approver: authz.ApproverOwner,
-			req: mod(authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeWrite, authz.ScopeApprove}}, same), wantType: RejectNotFound},
+			req: editedAnswer(authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeWrite, authz.ScopeApprove}}, nil), wantType: RejectNotFound},
 		{name: "AdminStewardOnOwnerRequest", approver: authz.ApproverOwner,
-			req: mod(authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove, authz.ScopeAdmin}}, same), wantType: RejectForbidden},
+			req: editedAnswer(authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove, authz.ScopeAdmin}}, nil), wantType: RejectForbidden},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -551,7 +388,7 @@ func TestEval_ResumeValidation(t *testing.T) {
 				Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil)
 			in := evalInput(6, 2)
 			in.Approval.Approver = c.approver
-			got := h.resumeAt(10*time.Minute, "bad", c.req(h))
+			got := h.resumeAt(10*time.Minute, "bad", c.req(h.jobHarness))
 			var fix *resumeOutcome
 			if c.wantType != "" {
 				// After the rejection the request is still open: a valid answer goes through.
@@ -559,25 +396,19 @@ func TestEval_ResumeValidation(t *testing.T) {
 				if c.approver == authz.ApproverApprover {
 					fixer = steward
 				}
-				fix = h.resumeAt(20*time.Minute, "good", h.approval(fixer, DecisionApprove))
+				fix = h.resumeAt(20*time.Minute, "good", h.answer(fixer, DecisionApprove))
 			}
 			h.execute(in)
 
 			if c.wantType == "" {
 				require.True(t, got.accepted, "rejected: %v", got.rejectErr)
 				assert.Zero(t, got.startedAtDecision)
-				var res EvalResult
-				require.NoError(t, h.env.GetWorkflowResult(&res))
+				res := h.result()
 				assert.Equal(t, c.wantBy, res.ApprovedBy)
 				return
 			}
-			assert.False(t, got.accepted, "OnAccept must not be called")
-			assert.False(t, got.completed)
-			requireAppErrType(t, got.rejectErr, c.wantType)
-			assert.Zero(t, got.startedAtDecision)
-			require.True(t, fix.accepted, "valid answer after a rejection: %v", fix.rejectErr)
-			var res EvalResult
-			require.NoError(t, h.env.GetWorkflowResult(&res))
+			requireRefusedThenFixed(t, got, fix, c.wantType)
+			res := h.result()
 			assert.Equal(t, 6, res.Scored)
 			assert.Equal(t, fix.result.By, res.ApprovedBy)
 		})
@@ -588,8 +419,8 @@ func TestEval_ResumeValidation(t *testing.T) {
 		// Slow episodes keep the job running while the second resume arrives.
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
 			After(time.Minute).Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil)
-		first := h.resumeAt(10*time.Minute, "u1", h.approval(owner, DecisionApprove))
-		second := h.resumeAt(10*time.Minute+time.Second, "u2", h.approval(owner, DecisionReject))
+		first := h.resumeAt(10*time.Minute, "u1", h.answer(owner, DecisionApprove))
+		second := h.resumeAt(10*time.Minute+time.Second, "u2", h.answer(owner, DecisionReject))
 		h.execute(evalInput(6, 2))
 
 		require.True(t, first.accepted)
@@ -617,27 +448,14 @@ func TestEval_RejectDecision(t *testing.T) {
 	h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
 		Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil).Maybe()
 	got := h.resumeAt(5*time.Minute, "u1", func() ResumeRequest {
-		r := h.approval(owner, DecisionReject)()
+		r := h.answer(owner, DecisionReject)()
 		r.Comment = "too expensive"
 		return r
 	})
 	h.execute(evalInput(6, 2))
 
-	require.True(t, got.accepted, "rejected: %v", got.rejectErr)
-	assert.Equal(t, ResumeResult{Decision: DecisionReject, By: "ann"}, got.result)
-	canceled := requireCanceled(t, h.env.GetWorkflowError())
-	var msg string
-	require.NoError(t, canceled.Details(&msg))
-	assert.Equal(t, "rejected by ann: too expensive", msg)
+	h.requireRejected(got, "ann", "too expensive")
 	assert.Zero(t, h.startedCount(), "a rejected job runs no episode")
-	assert.Equal(t, []Status{StatusAwaitingInput, StatusCancelled}, h.statusSeq())
-	if je := h.lastJobError(); assert.NotNil(t, je) {
-		assert.Equal(t, ErrCodeRejected, je.Code)
-		assert.Equal(t, msg, je.Message)
-	}
-	v, ok := h.lastMemo(MemoNeedsInput)
-	require.True(t, ok)
-	assert.Nil(t, v)
 }
 
 func TestEval_ApprovalTimeout(t *testing.T) {
@@ -648,7 +466,7 @@ func TestEval_ApprovalTimeout(t *testing.T) {
 	in := evalInput(6, 2)
 	in.Approval.Timeout = Duration(3 * time.Hour)
 	var late *resumeOutcome
-	late = h.resumeAt(3*time.Hour+time.Minute, "late", h.approval(owner, DecisionApprove))
+	late = h.resumeAt(3*time.Hour+time.Minute, "late", h.answer(owner, DecisionApprove))
 	h.execute(in)
 
 	requireAppErrType(t, h.env.GetWorkflowError(), ErrCodeInputExpired)
@@ -694,7 +512,7 @@ func TestEval_Cancel(t *testing.T) {
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
 			Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil).Maybe()
 		h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 10*time.Minute)
-		late := h.resumeAt(11*time.Minute, "late", h.approval(owner, DecisionApprove))
+		late := h.resumeAt(11*time.Minute, "late", h.answer(owner, DecisionApprove))
 		h.execute(evalInput(6, 2))
 
 		requireCanceled(t, h.env.GetWorkflowError())
@@ -777,8 +595,7 @@ func TestEval_ContinueAsNew(t *testing.T) {
 		assert.Equal(t, []int{0, 1, 2}, hs[0].startedIndexes())
 		assert.Equal(t, []int{6}, hs[2].startedIndexes())
 
-		var res EvalResult
-		require.NoError(t, hs[2].env.GetWorkflowResult(&res))
+		res := hs[2].result()
 		assert.Equal(t, 7, res.Episodes)
 		assert.Equal(t, 6, res.Scored)
 		assert.Equal(t, 1, res.Failed)
@@ -798,7 +615,7 @@ func TestEval_ContinueAsNew(t *testing.T) {
 			h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
 				Return(activities.EpisodeResult{Score: 0.6, Passed: true}, nil)
 			if len(approvals) == 0 {
-				approvals = append(approvals, h.resumeAt(time.Minute, "u1", h.approval(owner, DecisionApprove)))
+				approvals = append(approvals, h.resumeAt(time.Minute, "u1", h.answer(owner, DecisionApprove)))
 			}
 		})
 		require.Len(t, runs, 3)
@@ -808,13 +625,10 @@ func TestEval_ContinueAsNew(t *testing.T) {
 			assert.Equal(t, "ann", r.State.ApprovedBy)
 		}
 		for _, h := range hs[1:] {
-			h.mu.Lock()
-			assert.Nil(t, h.needs, "a continued run never asks again")
-			h.mu.Unlock()
+			assert.Empty(t, h.askedInputs(), "a continued run never asks again")
 			assert.NotContains(t, h.statusSeq(), StatusAwaitingInput)
 		}
-		var res EvalResult
-		require.NoError(t, hs[2].env.GetWorkflowResult(&res))
+		res := hs[2].result()
 		assert.Equal(t, 7, res.Scored)
 		assert.Equal(t, "ann", res.ApprovedBy)
 	})
@@ -912,8 +726,7 @@ func TestEval_RealDemoActivity(t *testing.T) {
 
 	h := newHarness(t)
 	h.execute(in)
-	var res EvalResult
-	require.NoError(t, h.env.GetWorkflowResult(&res))
+	res := h.result()
 	assert.Equal(t, n, res.Episodes)
 	assert.Equal(t, want.Scored, res.Scored)
 	assert.Equal(t, want.Failed, res.Failed)
@@ -944,25 +757,12 @@ var replayIDs = map[string]string{
 	"ContinueAsNew2": "acme/eval/replay-can",
 }
 
-func loadHistory(t *testing.T, file string) *historypb.History {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", file))
-	require.NoError(t, err)
-	defer f.Close()
-	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-	require.NoError(t, err)
-	return hist
-}
-
 func TestEval_Replay(t *testing.T) {
 	for name, file := range replayHistories {
 		t.Run(name, func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
 			// Validators do not run on replay: a worker without resume keys replays the
 			// recorded (unsealed) approvals all the same.
-			r.RegisterWorkflowWithOptions((&Workflows{}).Eval, workflow.RegisterOptions{Name: EvalWorkflowName})
-			require.NoError(t, r.ReplayWorkflowHistoryWithOptions(nil, loadHistory(t, file),
-				worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: replayIDs[name]}}))
+			replay(t, file, replayIDs[name], EvalWorkflowName, (&Workflows{}).Eval)
 		})
 	}
 }
@@ -971,12 +771,7 @@ func TestEval_Replay(t *testing.T) {
 // the recorder sent a resume with a wrong scope_digest before the owner's approval; the validator
 // rejected it, so it left no event, and no episode was scheduled before the accepted approval.
 func TestEval_RecordedApprovalHistory(t *testing.T) {
-	f, err := os.Open(filepath.Join("testdata", "eval_approved.json"))
-	require.NoError(t, err)
-	defer f.Close()
-	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-	require.NoError(t, err)
-
+	hist := loadHistory(t, "eval_approved.json")
 	accepted, scheduledBefore, scheduled := 0, 0, 0
 	for _, ev := range hist.GetEvents() {
 		switch ev.GetEventType() {

@@ -30,6 +30,25 @@ const (
 	exportRunScopedChange = "export-run-scoped-artifacts"
 )
 
+const (
+	// KindExport is the export kind's name: the middle of its job IDs and its JobKind.
+	KindExport = "export"
+	// Workflow names are part of history; never rename them.
+	ExportWorkflowName    = "jobgate.Export"
+	RetentionWorkflowName = "jobgate.ExportRetention"
+	// exportUnit is what an export's progress counts.
+	exportUnit = "rows"
+)
+
+// exportKind declares the export kind: its workflow, the retention workflow it leaves behind
+// for each artifact, its progress unit and its activities.
+func exportKind() Kind {
+	return Kind{Name: KindExport, WorkflowName: ExportWorkflowName, Workflow: func(w *Workflows) any { return w.Export },
+		Unit:       exportUnit,
+		Auxiliary:  map[string]any{RetentionWorkflowName: ExportRetention},
+		Activities: []string{"PlanExport", "ExportPart", "FinalizeExport", "DeleteExport"}}
+}
+
 // ExportArgs are the caller's normalized start arguments: the idempotency fingerprint.
 type ExportArgs struct {
 	Dataset string   `json:"dataset"`
@@ -116,7 +135,7 @@ type exportRun struct {
 }
 
 func (r *exportRun) progress(ctx workflow.Context, msg string) Progress {
-	p := Progress{Done: r.rows, Total: r.total, Unit: "rows", Message: msg, AsOf: workflow.Now(ctx)}
+	p := Progress{Done: r.rows, Total: r.total, Unit: exportUnit, Message: msg, AsOf: workflow.Now(ctx)}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s**\n\n%d of %d rows exported.", msg, p.Done, p.Total))
 	return p
 }
@@ -226,7 +245,7 @@ func (r *exportRun) approvalFromCatalog(plan activities.PlanExportResult) bool {
 	next := ExportApproval{Required: cur.Required || pa.Required, AllowSelf: pa.AllowSelf,
 		Sensitive: pa.Sensitive, Timeout: cur.Timeout}
 	if pa.Timeout > 0 {
-		next.Timeout = Duration(pa.Timeout)
+		next.Timeout = pa.Timeout
 	}
 	changed := next.Required != cur.Required || next.AllowSelf != cur.AllowSelf || !slices.Equal(next.Sensitive, cur.Sensitive)
 	*cur = next
@@ -268,14 +287,8 @@ func (r *exportRun) activityOptions(ctx workflow.Context, summary string, startT
 		WaitForCancellation: true,
 		Summary:             summary,
 		Priority:            r.in.Fairness.Priority(),
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    30 * time.Second,
-			MaximumAttempts:    exportActivityMaxAttempts,
-			NonRetryableErrorTypes: []string{activities.ErrTypeScopeChanged, activities.ErrTypeDatasetMissing,
-				activities.ErrTypeDatasetTooLarge},
-		},
+		RetryPolicy: retryPolicy(exportActivityMaxAttempts,
+			activities.ErrTypeScopeChanged, activities.ErrTypeDatasetMissing, activities.ErrTypeDatasetTooLarge),
 	})
 }
 
@@ -295,47 +308,41 @@ func (r *exportRun) exportParts(ctx workflow.Context, jobID, digest string, rang
 	var a *activities.Activities
 	in := r.in
 	results := make([]activities.PartResult, len(ranges))
-	sel := workflow.NewSelector(ctx)
-	next, inflight := 0, 0
+	next := 0
 	changed := false
 	var firstErr error
 	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "exporting")})
 	lastProgress := workflow.Now(ctx)
-	for {
-		for inflight < in.Concurrency && next < len(ranges) && ctx.Err() == nil && !changed && firstErr == nil {
-			i := next
-			next++
-			actx := r.activityOptions(ctx, fmt.Sprintf("part %d of %d", i+1, len(ranges)), exportPartStartToCloseDefault,
-				in.PartHeartbeatTimeout.D())
-			f := workflow.ExecuteActivity(actx, a.ExportPart, activities.ExportPartInput{JobID: jobID, FirstRunID: r.firstRun, Tenant: in.Tenant,
-				Dataset: in.Args.Dataset, Columns: in.Args.Columns, Format: in.Args.Format, ConfigDigest: digest,
-				Part: i + 1, Range: ranges[i], PageRows: in.PageRows})
-			inflight++
-			sel.AddFuture(f, func(f workflow.Future) {
-				inflight--
-				var res activities.PartResult
-				err := f.Get(ctx, &res)
-				var appErr *temporal.ApplicationError
-				switch {
-				case err == nil:
-					results[i] = res
-					r.rows += res.Rows
-				case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeScopeChanged:
-					changed = true
-				case firstErr == nil:
-					firstErr = err
-				}
-			})
+	more := func() bool { return next < len(ranges) && ctx.Err() == nil && !changed && firstErr == nil }
+	start := func() (workflow.Future, func(workflow.Future)) {
+		i := next
+		next++
+		actx := r.activityOptions(ctx, fmt.Sprintf("part %d of %d", i+1, len(ranges)), exportPartStartToCloseDefault,
+			in.PartHeartbeatTimeout.D())
+		f := workflow.ExecuteActivity(actx, a.ExportPart, activities.ExportPartInput{JobID: jobID, FirstRunID: r.firstRun, Tenant: in.Tenant,
+			Dataset: in.Args.Dataset, Columns: in.Args.Columns, Format: in.Args.Format, ConfigDigest: digest,
+			Part: i + 1, Range: ranges[i], PageRows: in.PageRows})
+		return f, func(f workflow.Future) {
+			var res activities.PartResult
+			err := f.Get(ctx, &res)
+			var appErr *temporal.ApplicationError
+			switch {
+			case err == nil:
+				results[i] = res
+				r.rows += res.Rows
+			case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeScopeChanged:
+				changed = true
+			case firstErr == nil:
+				firstErr = err
+			}
 		}
-		if inflight == 0 {
-			break
-		}
-		sel.Select(ctx)
+	}
+	fanOut(ctx, in.Concurrency, more, start, func() {
 		if now := workflow.Now(ctx); now.Sub(lastProgress) >= ProgressEveryDefault {
 			lastProgress = now
 			r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "exporting")})
 		}
-	}
+	})
 	if ctx.Err() != nil {
 		return nil, false, ctx.Err()
 	}

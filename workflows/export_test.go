@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
@@ -15,12 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
@@ -79,11 +74,10 @@ type childStart struct {
 	in RetentionInput
 }
 
-// exportHarness runs the Export workflow against mocked activities and records what it makes
-// visible (JobStatus upserts, memos, input requests) and every activity and child it starts.
+// exportHarness runs the Export workflow (jobHarness) against mocked activities and also
+// records every activity's input and every child it starts.
 type exportHarness struct {
-	t   *testing.T
-	env *testsuite.TestWorkflowEnvironment
+	*jobHarness
 
 	// What the mocked activities do; tests replace these before execute.
 	plan      func(n int, in activities.PlanExportInput) (activities.PlanExportResult, error) // n: 1-based call number
@@ -94,11 +88,7 @@ type exportHarness struct {
 	// the mocks of ExportPart and FinalizeExport, for After
 	partMock, finalizeMock *testsuite.MockCallWrapper
 
-	mu        sync.Mutex
-	statuses  []Status
-	memos     []map[string]any
-	asked     []*NeedsInput // every input request published, in order
-	started   []string      // the activity type of every started attempt, in order
+	// guarded by mu
 	plans     []activities.PlanExportInput
 	parts     []activities.ExportPartInput
 	finalizes []activities.FinalizeExportInput
@@ -111,13 +101,8 @@ type exportHarness struct {
 
 func newExportHarness(t *testing.T) *exportHarness {
 	t.Helper()
-	var ts testsuite.WorkflowTestSuite
-	h := &exportHarness{t: t, env: ts.NewTestWorkflowEnvironment()}
+	h := &exportHarness{jobHarness: newJobHarness(t, KindExport, exportJobID, testWorkflows, exportActs, nil)}
 	env := h.env
-	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: exportJobID})
-	env.RegisterWorkflowWithOptions(testWorkflows.Export, workflow.RegisterOptions{Name: ExportWorkflowName})
-	env.RegisterWorkflowWithOptions(ExportRetention, workflow.RegisterOptions{Name: RetentionWorkflowName})
-	env.RegisterActivity(exportActs)
 
 	h.plan = func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
 		return planOf(cfg1, 3), nil
@@ -180,29 +165,6 @@ func newExportHarness(t *testing.T) *exportHarness {
 		h.children = append(h.children, childStart{id: info.WorkflowExecution.ID, in: in})
 		h.mu.Unlock()
 	})
-
-	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
-		sa := args.Get(0).(temporal.SearchAttributes)
-		v, ok := sa.GetKeyword(SAJobStatus)
-		require.True(t, ok, "every search attribute upsert sets JobStatus")
-		h.mu.Lock()
-		h.statuses = append(h.statuses, Status(v))
-		h.mu.Unlock()
-	}).Return(nil)
-	env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
-		m := args.Get(0).(map[string]any)
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.memos = append(h.memos, m)
-		if n, _ := m[MemoNeedsInput].(*NeedsInput); n != nil {
-			h.asked = append(h.asked, n)
-		}
-	}).Return(nil)
-	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		h.mu.Lock()
-		h.started = append(h.started, info.ActivityType.Name)
-		h.mu.Unlock()
-	})
 	return h
 }
 
@@ -226,73 +188,11 @@ func defaultFinalize(in activities.FinalizeExportInput) (activities.Manifest, er
 	return m, nil
 }
 
-func (h *exportHarness) execute(in ExportInput) { h.env.ExecuteWorkflow(ExportWorkflowName, in) }
-
 func (h *exportHarness) result() ExportResult {
 	h.t.Helper()
-	require.True(h.t, h.env.IsWorkflowCompleted())
-	require.NoError(h.t, h.env.GetWorkflowError())
 	var res ExportResult
-	require.NoError(h.t, h.env.GetWorkflowResult(&res))
+	h.resultInto(&res)
 	return res
-}
-
-// count returns how many attempts of the activity type started ("" counts every activity).
-func (h *exportHarness) count(activityType string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, s := range h.started {
-		if activityType == "" || s == activityType {
-			n++
-		}
-	}
-	return n
-}
-
-func (h *exportHarness) statusSeq() []Status {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]Status(nil), h.statuses...)
-}
-
-// openInput is the input request published last.
-func (h *exportHarness) openInput() *NeedsInput {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	require.NotEmpty(h.t, h.asked, "the workflow published no needs_input in its memo")
-	return h.asked[len(h.asked)-1]
-}
-
-func (h *exportHarness) askedInputs() []*NeedsInput {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]*NeedsInput(nil), h.asked...)
-}
-
-func (h *exportHarness) lastMemo(key string) (any, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i := len(h.memos) - 1; i >= 0; i-- {
-		if v, ok := h.memos[i][key]; ok {
-			return v, true
-		}
-	}
-	return nil, false
-}
-
-func (h *exportHarness) lastProgress() Progress {
-	v, ok := h.lastMemo(MemoProgress)
-	require.True(h.t, ok, "no progress memo")
-	return v.(Progress)
-}
-
-func (h *exportHarness) lastJobError() *JobError {
-	v, ok := h.lastMemo(MemoError)
-	if !ok {
-		return nil
-	}
-	return v.(*JobError)
 }
 
 func (h *exportHarness) planDigests() []string {
@@ -303,53 +203,6 @@ func (h *exportHarness) planDigests() []string {
 		out = append(out, p.ConfigDigest)
 	}
 	return out
-}
-
-// exportResume is what happened to one resume update.
-type exportResume struct {
-	accepted  bool
-	rejectErr error
-	completed bool
-	result    ResumeResult
-	// activity attempts (all kinds, and ExportPart alone) started when the update was decided
-	startedAtDecision, partsAtDecision int
-	// plans run when the update was decided
-	plansAtDecision int
-}
-
-func (h *exportHarness) resumeAt(d time.Duration, id string, req func() ResumeRequest) *exportResume {
-	out := &exportResume{}
-	decided := func() {
-		out.startedAtDecision = h.count("")
-		out.partsAtDecision = h.count("ExportPart")
-		out.plansAtDecision = h.count("PlanExport")
-	}
-	h.env.RegisterDelayedCallback(func() {
-		h.env.UpdateWorkflow(UpdateResume, id, &testsuite.TestUpdateCallback{
-			OnReject: func(err error) {
-				out.rejectErr = err
-				decided()
-			},
-			OnAccept: func() {
-				out.accepted = true
-				decided()
-			},
-			OnComplete: func(v any, err error) {
-				require.NoError(h.t, err)
-				out.completed = true
-				out.result = v.(ResumeResult)
-			},
-		}, sealed(exportJobID, req()))
-	}, d)
-	return out
-}
-
-// answer builds a resume answering the open input request as published in the memo.
-func (h *exportHarness) answer(p authz.Principal, decision string) func() ResumeRequest {
-	return func() ResumeRequest {
-		n := h.openInput()
-		return ResumeRequest{Principal: p, InputID: n.InputID, ScopeDigest: n.ScopeDigest, Decision: decision}
-	}
 }
 
 func TestExport_NoApproval(t *testing.T) {
@@ -606,16 +459,6 @@ func TestExport_ResumeValidation(t *testing.T) {
 	readOnlyOther := authz.Principal{Tenant: "acme", Subject: "cy", Scopes: []authz.Scope{authz.ScopeRead}}
 	strangerApprover := authz.Principal{Tenant: "globex", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove}}
 
-	mod := func(p authz.Principal, f func(*ResumeRequest)) func(h *exportHarness) func() ResumeRequest {
-		return func(h *exportHarness) func() ResumeRequest {
-			return func() ResumeRequest {
-				r := h.answer(p, DecisionApprove)()
-				f(&r)
-				return r
-			}
-		}
-	}
-	same := func(*ResumeRequest) {}
 	cases := []struct {
 		name      string
 		allowSelf bool
@@ -651,10 +494,6 @@ func TestExport_ResumeValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			edit := c.edit
-			if edit == nil {
-				edit = same
-			}
 			if c.authz {
 				// The expectation is what the policy says; the validator must not decide otherwise.
 				job := PolicyJob("acme", "ann", &NeedsInput{Approver: authz.ApproverApprover, AllowSelf: c.allowSelf})
@@ -663,8 +502,8 @@ func TestExport_ResumeValidation(t *testing.T) {
 			h := newExportHarness(t)
 			in := exportInput(true)
 			in.Approval.AllowSelf = c.allowSelf
-			got := h.resumeAt(10*time.Minute, "bad", mod(c.p, edit)(h))
-			var fix *exportResume
+			got := h.resumeAt(10*time.Minute, "bad", editedAnswer(c.p, c.edit)(h.jobHarness))
+			var fix *resumeOutcome
 			var statusesAfterReject []Status
 			if c.wantType != "" {
 				h.env.RegisterDelayedCallback(func() { statusesAfterReject = h.statusSeq() }, 15*time.Minute)
@@ -681,16 +520,11 @@ func TestExport_ResumeValidation(t *testing.T) {
 				assert.Equal(t, c.allowSelf, h.openInput().AllowSelf)
 				return
 			}
-			assert.False(t, got.accepted, "OnAccept must not be called")
-			assert.False(t, got.completed)
-			appErr := requireAppErrType(t, got.rejectErr, c.wantType)
+			appErr := requireRefusedThenFixed(t, got, fix, c.wantType)
 			if c.name == "OwnerWithApproveScopeFourEyes" {
 				assert.Contains(t, appErr.Message(), "four eyes")
 			}
-			assert.Zero(t, got.startedAtDecision, "nothing ran before the rejected answer")
 			assert.Equal(t, []Status{StatusAwaitingInput}, statusesAfterReject, "a rejected answer leaves the job waiting")
-			require.True(t, fix.accepted, "valid answer after a rejection: %v", fix.rejectErr)
-			assert.Zero(t, fix.startedAtDecision, "nothing ran before the accepted answer")
 			res := h.result()
 			assert.Equal(t, "steward", res.ApprovedBy)
 			assert.Len(t, h.askedInputs(), 1, "a rejected answer does not re-open the request")
@@ -720,21 +554,8 @@ func TestExport_RejectAndExpiry(t *testing.T) {
 		})
 		h.execute(exportInput(true))
 
-		require.True(t, got.accepted, "rejected: %v", got.rejectErr)
-		assert.Equal(t, ResumeResult{Decision: DecisionReject, By: "steward"}, got.result)
-		canceled := requireCanceled(t, h.env.GetWorkflowError())
-		var msg string
-		require.NoError(t, canceled.Details(&msg))
-		assert.Equal(t, "rejected by steward: purpose does not justify email", msg)
+		h.requireRejected(got, "steward", "purpose does not justify email")
 		assert.Zero(t, h.count(""), "a rejected export runs no activity at all")
-		assert.Equal(t, []Status{StatusAwaitingInput, StatusCancelled}, h.statusSeq())
-		if je := h.lastJobError(); assert.NotNil(t, je) {
-			assert.Equal(t, ErrCodeRejected, je.Code)
-			assert.Equal(t, msg, je.Message)
-		}
-		v, ok := h.lastMemo(MemoNeedsInput)
-		require.True(t, ok)
-		assert.Nil(t, v)
 		assert.Empty(t, h.children)
 	})
 
@@ -820,7 +641,7 @@ func TestExport_ConfigChanged(t *testing.T) {
 
 		require.True(t, first.accepted, "%v", first.rejectErr)
 		assert.Zero(t, first.startedAtDecision)
-		for name, o := range map[string]*exportResume{"old-both": oldBoth, "old-id": oldID, "old-digest": oldDigest} {
+		for name, o := range map[string]*resumeOutcome{"old-both": oldBoth, "old-id": oldID, "old-digest": oldDigest} {
 			assert.False(t, o.accepted, name)
 			requireAppErrType(t, o.rejectErr, RejectInputNotExpected)
 		}
@@ -1337,16 +1158,8 @@ func TestExport_ApprovalFromWorkerCatalog(t *testing.T) {
 func TestExport_Replay(t *testing.T) {
 	for _, file := range []string{"export_v0.json", "export_v1.json"} {
 		t.Run(file, func(t *testing.T) {
-			f, err := os.Open(filepath.Join("testdata", file))
-			require.NoError(t, err)
-			defer f.Close()
-			hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-			require.NoError(t, err)
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflowWithOptions((&Workflows{}).Export, workflow.RegisterOptions{Name: ExportWorkflowName})
 			// The recorded workflow ID: the child ID and artifact prefix are derived from it.
-			require.NoError(t, r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
-				OriginalExecution: workflow.Execution{ID: "acme/export/replay"}}))
+			replay(t, file, "acme/export/replay", ExportWorkflowName, (&Workflows{}).Export)
 		})
 	}
 }

@@ -48,7 +48,7 @@ func TestFirstState(t *testing.T) {
 			h := newHarness(t)
 			out := h.firstState()
 			if c.want == StatusAwaitingInput {
-				h.resumeAt(time.Minute, "r1", h.approval(owner, DecisionReject))
+				h.resumeAt(time.Minute, "r1", h.answer(owner, DecisionReject))
 			}
 			h.execute(evalInput(c.episodes, 1))
 			require.True(t, h.env.IsWorkflowCompleted())

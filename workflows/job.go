@@ -116,10 +116,8 @@ type InputRequest struct {
 func (r *jobRun) askInput(ctx workflow.Context, req InputRequest, progress func(workflow.Context, string) Progress) error {
 	info := workflow.GetInfo(ctx)
 	sum := sha256.Sum256([]byte(info.WorkflowExecution.ID + "|" + info.OriginalRunID))
+	// "approve-<hex>" for the first request: the ID every recorded history carries.
 	id := req.Name + "-" + hex.EncodeToString(sum[:6])
-	if req.Name == "approve" {
-		id = "approve-" + hex.EncodeToString(sum[:6]) // the ID every recorded eval history carries
-	}
 	r.answer = nil
 	r.needs = &NeedsInput{
 		InputID:      id,

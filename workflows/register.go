@@ -19,13 +19,14 @@ type Registry interface {
 	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
 }
 
-// Register registers the kind's workflow (bound to w's injected behaviour), its children and its activities (methods of a, under
-// the names workflows execute them by) with r. It returns the registered names.
+// Register registers the kind's workflow (bound to w's injected behaviour), its auxiliary
+// workflows and its activities (methods of a, under the names workflows execute them by) with
+// r: a worker, or a test environment. It returns the registered names.
 func (k Kind) Register(r Registry, w *Workflows, a *activities.Activities) (workflowNames, activityNames []string, err error) {
 	r.RegisterWorkflowWithOptions(k.Workflow(w), workflow.RegisterOptions{Name: k.WorkflowName})
 	workflowNames = append(workflowNames, k.WorkflowName)
-	for _, name := range slices.Sorted(maps.Keys(k.Children)) {
-		r.RegisterWorkflowWithOptions(k.Children[name], workflow.RegisterOptions{Name: name})
+	for _, name := range slices.Sorted(maps.Keys(k.Auxiliary)) {
+		r.RegisterWorkflowWithOptions(k.Auxiliary[name], workflow.RegisterOptions{Name: name})
 		workflowNames = append(workflowNames, name)
 	}
 	v := reflect.ValueOf(a)

@@ -26,7 +26,7 @@ func (r *recordingRegistry) RegisterActivityWithOptions(_ any, o activity.Regist
 // and none of the others'. A new activity method fails here until a kind lists it.
 func TestKindsClaimEveryActivity(t *testing.T) {
 	owner := map[string]string{}
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		r := &recordingRegistry{}
 		wfs, acts, err := k.Register(r, &Workflows{}, &activities.Activities{})
 		if err != nil {
@@ -61,5 +61,43 @@ func TestKindsClaimEveryActivity(t *testing.T) {
 	}
 	if len(owner) < 2 {
 		t.Fatalf("only %d activities claimed", len(owner))
+	}
+}
+
+// TestKindsAreFreshValues: the registry is no shared mutable state: what one caller changes in
+// the kinds it got, the next caller does not see.
+func TestKindsAreFreshValues(t *testing.T) {
+	names := KindNames()
+	if len(names) < 2 || names[0] != KindEval || names[1] != KindExport {
+		t.Fatalf("KindNames() = %v: eval and export first, in that order", names)
+	}
+	got := Kinds()
+	got[0].Name = "changed"
+	got[1].Activities[0] = "Changed"
+	got[1].Auxiliary["jobgate.Changed"] = nil
+	again := Kinds()
+	if !slices.Equal(KindNames(), names) || again[0].Name != KindEval {
+		t.Fatalf("kinds after a caller's change: %v", KindNames())
+	}
+	if again[1].Activities[0] != "PlanExport" || len(again[1].Auxiliary) != 1 {
+		t.Fatalf("export kind after a caller's change: %v %v", again[1].Activities, again[1].Auxiliary)
+	}
+	if k, ok := LookupKind(KindExport); !ok || k.Unit != "rows" || k.WorkflowName != ExportWorkflowName {
+		t.Fatalf("LookupKind(export) = %+v, %v", k, ok)
+	}
+	if _, ok := LookupKind("changed"); ok {
+		t.Fatal("LookupKind found a kind a caller renamed")
+	}
+}
+
+// TestSearchAttributeNames: the names to register are the keys' names, each once.
+func TestSearchAttributeNames(t *testing.T) {
+	want := []string{"JobTenant", "JobOwner", "JobKind", "JobStatus", "JobAnswerer"}
+	if got := SearchAttributeNames(); !slices.Equal(got, want) {
+		t.Fatalf("SearchAttributeNames() = %v, want %v", got, want)
+	}
+	SearchAttributeNames()[0] = "Changed"
+	if SearchAttributeNames()[0] != "JobTenant" {
+		t.Fatal("a caller's change reached the next caller")
 	}
 }

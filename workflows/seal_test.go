@@ -76,7 +76,7 @@ func TestResumeSeal_Refused(t *testing.T) {
 	withSeal := func(edit func(*ResumeRequest), sealEdit func(id, run *string, r *ResumeRequest, exp *time.Time)) func(h *harness) func() ResumeRequest {
 		return func(h *harness) func() ResumeRequest {
 			return func() ResumeRequest {
-				r := h.approval(owner, DecisionApprove)()
+				r := h.answer(owner, DecisionApprove)()
 				r.Surface, r.SignedInWith = SurfaceTool, SignedInBearerJWT
 				id, run, sr, exp := testJobID, testRunID, r, farFuture
 				sealEdit(&id, &run, &sr, &exp)
@@ -120,7 +120,7 @@ func TestResumeSeal_Refused(t *testing.T) {
 				awaitingAtBad = len(seq) > 0 && seq[len(seq)-1] == StatusAwaitingInput
 			},
 				15*time.Minute)
-			good := h.resumeAt(20*time.Minute, "good", h.approval(owner, DecisionApprove))
+			good := h.resumeAt(20*time.Minute, "good", h.answer(owner, DecisionApprove))
 			h.execute(evalInput(6, 2))
 
 			assert.False(t, bad.accepted, "a resume without a matching seal was accepted")
@@ -128,8 +128,7 @@ func TestResumeSeal_Refused(t *testing.T) {
 			assert.Zero(t, bad.startedAtDecision, "episodes ran before the genuine answer")
 			assert.True(t, awaitingAtBad, "the job must still await input after the refused resume")
 			require.True(t, good.accepted, "the frontend's answer after a refused one: %v", good.rejectErr)
-			var res EvalResult
-			require.NoError(t, h.env.GetWorkflowResult(&res))
+			res := h.result()
 			assert.Equal(t, "ann", res.ApprovedBy)
 		})
 	}
@@ -139,7 +138,7 @@ func TestResumeSeal_Refused(t *testing.T) {
 // correctly sealed one; the job keeps waiting (here until its approval expires).
 func TestResumeSeal_NoKeysFailClosed(t *testing.T) {
 	h := newHarnessWith(t, &Workflows{})
-	got := h.resumeAt(10*time.Minute, "u1", h.approval(owner, DecisionApprove))
+	got := h.resumeAt(10*time.Minute, "u1", h.answer(owner, DecisionApprove))
 	h.execute(evalInput(6, 2))
 	assert.False(t, got.accepted)
 	requireAppErrType(t, got.rejectErr, RejectUnsealed)

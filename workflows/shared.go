@@ -4,11 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows/jobstate"
 )
@@ -16,53 +16,45 @@ import (
 // TaskQueueDefault is the task queue jobgate workers poll unless configured otherwise.
 const TaskQueueDefault = "jobgate"
 
-// Workflow and update names are part of history; never rename them.
+// Update names are part of history; never rename them (each kind's file names its workflows).
 const (
-	EvalWorkflowName      = "jobgate.Eval"
-	ExportWorkflowName    = "jobgate.Export"
-	RetentionWorkflowName = "jobgate.ExportRetention"
-	UpdateResume          = "jobgate.resume"
+	// UpdateResume is the update every job's open input request is answered by.
+	UpdateResume = "jobgate.resume"
 	// UpdateFirstState answers the run's first status past queued (awaiting_input, running,
 	// cancelling or an end) once it is set: start_* sends it with the start (Update-With-Start)
 	// so a job that at once asks its owner is answered with that request, with no polling.
 	UpdateFirstState = "jobgate.first_state"
 )
 
-// Kinds of job. Kinds lists them; nothing else enumerates kinds.
-const (
-	KindEval   = "eval"
-	KindExport = "export"
-)
-
-// Kind is one kind of job as the worker runs it.
+// Kind is one kind of job as the worker runs it. Each kind declares itself once, in its own
+// file (its name, workflow names, evalKind/exportKind); Kinds lists them, and nothing else
+// enumerates kinds.
 type Kind struct {
 	Name         string // KindEval, …: the middle of the job ID and the JobKind search attribute
 	WorkflowName string // registered workflow type
 	// Workflow returns the workflow function of w to register under WorkflowName.
 	Workflow func(w *Workflows) any
 	Unit     string // what progress counts: "episodes", "rows"
-	// Children are the further workflows the kind starts, by registered name.
-	Children map[string]any
+	// Auxiliary are the further workflows the kind starts (children such as the export's
+	// retention), by registered name.
+	Auxiliary map[string]any
 	// Activities are the *activities.Activities methods the kind's workflows execute: a worker
 	// serving the kind (jobgate worker --kinds) registers exactly these, so an eval-only worker
 	// runs no export activity. Each method belongs to exactly one kind (checked by a test).
 	Activities []string
 }
 
-// Kinds is the registry of job kinds; the worker registers each workflow and the frontend
-// serves a tool family per kind.
-var Kinds = []Kind{
-	{Name: KindEval, WorkflowName: EvalWorkflowName, Workflow: func(w *Workflows) any { return w.Eval }, Unit: "episodes",
-		Activities: []string{"RunEpisode"}},
-	{Name: KindExport, WorkflowName: ExportWorkflowName, Workflow: func(w *Workflows) any { return w.Export }, Unit: "rows",
-		Children:   map[string]any{RetentionWorkflowName: ExportRetention},
-		Activities: []string{"PlanExport", "ExportPart", "FinalizeExport", "DeleteExport"}},
-}
+// Kinds returns the registry of job kinds, in the order tools and flags list them: the worker
+// registers each kind (Kind.Register) and the frontend serves a tool family per kind. It is a
+// function returning fresh values, not a package variable, so no caller (or test) can change
+// what another sees.
+func Kinds() []Kind { return []Kind{evalKind(), exportKind()} }
 
 // KindNames lists the kinds' names in registry order.
 func KindNames() []string {
-	out := make([]string, len(Kinds))
-	for i, k := range Kinds {
+	kinds := Kinds()
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
 		out[i] = k.Name
 	}
 	return out
@@ -70,7 +62,7 @@ func KindNames() []string {
 
 // LookupKind finds a kind by name.
 func LookupKind(name string) (Kind, bool) {
-	for _, k := range Kinds {
+	for _, k := range Kinds() {
 		if k.Name == name {
 			return k, true
 		}
@@ -105,8 +97,15 @@ var (
 )
 
 // SearchAttributeNames lists the custom search attributes to register in a namespace (all of
-// type Keyword).
-var SearchAttributeNames = []string{"JobTenant", "JobOwner", "JobKind", "JobStatus", "JobAnswerer"}
+// type Keyword), read from the keys above so that there is one list.
+func SearchAttributeNames() []string {
+	keys := []temporal.SearchAttributeKeyKeyword{SAJobTenant, SAJobOwner, SAJobKind, SAJobStatus, SAJobAnswerer}
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.GetName()
+	}
+	return out
+}
 
 // JobAnswerer values.
 const (
@@ -234,32 +233,11 @@ func Digest(v any) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// Duration is a time.Duration that appears in workflow inputs as "24h0m0s", so the Web UI shows
-// it readably. It also reads the plain nanosecond numbers of histories recorded before it.
-type Duration time.Duration
-
-// D returns d as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var ns int64
-	if json.Unmarshal(b, &ns) == nil {
-		*d = Duration(ns)
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration: want a string like \"90s\" or nanoseconds: %w", err)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
+// Duration is activities.Duration, jobgate's one duration type: "24h0m0s" in workflow inputs,
+// so the Web UI shows it readably, and it reads the nanosecond numbers of histories recorded
+// before that. An alias, so values pass between activities, workflows and the frontend
+// without conversions.
+type Duration = activities.Duration
 
 // Fairness is how a job's tasks share worker slots with other tenants' (Temporal task queue
 // fairness): the tenant is the key, its configured weight the weight. Resolved when the job

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
@@ -125,10 +124,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 	if err := m.loadSecrets(dataDir); err != nil {
 		return err
 	}
-	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range workflows.SearchAttributeNames {
-		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-	}
+	sas := SearchAttributes()
 	ts, err := devtemporal.Start(ctx, devtemporal.Options{
 		DataDir: dataDir, FrontendPort: c.TemporalPort, UIPort: c.UIPort, SearchAttributes: sas,
 		Logger: m.Logger.Named("temporal"),

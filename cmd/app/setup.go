@@ -64,7 +64,7 @@ func (c *SetupConfig) Flags(fs *flag.FlagSet) {
 // SearchAttributes are the custom search attributes jobgate's workflows set and list_jobs queries.
 func SearchAttributes() map[string]enumspb.IndexedValueType {
 	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range workflows.SearchAttributeNames {
+	for _, n := range workflows.SearchAttributeNames() {
 		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
 	}
 	return sas

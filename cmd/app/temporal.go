@@ -8,11 +8,9 @@ import (
 	"io"
 	"os"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/cmd/devtemporal"
-	"github.com/jobgate/jobgate/workflows"
 )
 
 // TemporalConfigDev configures `jobgate temporal`: the embedded Temporal server (SQLite) and its
@@ -62,10 +60,7 @@ func (m *TemporalMain) Run(ctx context.Context) error {
 	} else if dir == "" {
 		return errors.New("--data-dir is required unless --ephemeral")
 	}
-	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range workflows.SearchAttributeNames {
-		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-	}
+	sas := SearchAttributes()
 	srv, err := devtemporal.Start(ctx, devtemporal.Options{DataDir: dir, FrontendPort: m.Config.Port, UIPort: m.Config.UIPort,
 		SearchAttributes: sas, Logger: m.Logger})
 	if err != nil {

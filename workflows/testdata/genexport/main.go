@@ -9,17 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
-
 	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/cmd/devtemporal"
 	"github.com/jobgate/jobgate/workflows"
+	"github.com/jobgate/jobgate/workflows/testdata/gen"
 )
 
 const tq = "genexport"
@@ -51,29 +43,13 @@ func run(out, name string) error {
 	}
 	defer store.Close()
 
-	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range workflows.SearchAttributeNames {
-		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-	}
-	srv, err := devtemporal.Start(ctx, devtemporal.Options{UIPort: devtemporal.UIDisabled, SearchAttributes: sas})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = srv.Stop() }()
-	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Namespace: srv.Namespace()})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	w := worker.New(c, tq, worker.Options{})
-	w.RegisterWorkflowWithOptions(workflows.Export, workflow.RegisterOptions{Name: workflows.ExportWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.ExportRetention, workflow.RegisterOptions{Name: workflows.RetentionWorkflowName})
 	datasets := activities.DemoDatasets(db)
-	w.RegisterActivity(&activities.Activities{Datasets: datasets, Artifacts: store, DB: &activities.DBPool{}})
-	if err := w.Start(); err != nil {
+	e, err := gen.Start(ctx, tq, workflows.KindExport, &workflows.Workflows{},
+		&activities.Activities{Datasets: datasets, Artifacts: store, DB: &activities.DBPool{}})
+	if err != nil {
 		return err
 	}
-	defer w.Stop()
+	defer e.Stop()
 
 	d := datasets["customers"]
 	in := workflows.ExportInput{Tenant: "acme", Owner: "ann",
@@ -82,12 +58,7 @@ func run(out, name string) error {
 		ConfigDigest: d.ConfigDigest(), MaxRows: d.MaxRows, Retention: workflows.Duration(time.Hour),
 		PartRows: 2000, PageRows: 500, Concurrency: 2}
 	id := "acme/export/replay"
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID: id, TaskQueue: tq,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SAJobTenant.ValueSet(in.Tenant), workflows.SAJobOwner.ValueSet(in.Owner),
-			workflows.SAJobKind.ValueSet(workflows.KindExport), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))),
-	}, workflows.ExportWorkflowName, in)
+	run, err := e.StartJob(ctx, id, workflows.KindExport, in.Tenant, in.Owner, in)
 	if err != nil {
 		return err
 	}
@@ -95,19 +66,10 @@ func run(out, name string) error {
 	if err := run.Get(ctx, &res); err != nil {
 		return fmt.Errorf("%s: %w", id, err)
 	}
-	it := c.GetWorkflowHistory(ctx, id, run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	h := &historypb.History{}
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return err
-		}
-		h.Events = append(h.Events, ev)
-	}
-	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
+	events, err := e.Save(ctx, out, name, id, run.GetRunID())
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s: %d events, %d rows, artifact %s\n", name, len(h.Events), res.Manifest.Rows, res.Manifest.Object)
-	return os.WriteFile(filepath.Join(out, name), append(b, '\n'), 0o644)
+	fmt.Printf("%s: %d events, %d rows, artifact %s\n", name, events, res.Manifest.Rows, res.Manifest.Object)
+	return nil
 }

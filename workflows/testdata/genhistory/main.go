@@ -6,26 +6,19 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/cmd/devtemporal"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
+	"github.com/jobgate/jobgate/workflows/testdata/gen"
 )
 
 const tq = "genhistory"
@@ -53,21 +46,6 @@ func main() {
 func run(out string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range workflows.SearchAttributeNames {
-		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-	}
-	srv, err := devtemporal.Start(ctx, devtemporal.Options{UIPort: devtemporal.UIDisabled, SearchAttributes: sas})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = srv.Stop() }()
-	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Namespace: srv.Namespace()})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	w := worker.New(c, tq, worker.Options{})
 	// Resumes are sealed as a frontend seals them (the recorded histories from before seals
 	// carry unsealed requests and still replay: validators do not run on replay).
 	keys, err := handle.NewKeyring("gen", map[string][]byte{"gen": handle.GenerateKey()})
@@ -75,37 +53,23 @@ func run(out string) error {
 		return err
 	}
 	wfs := &workflows.Workflows{Resume: frontend.ResumeVerifier(keys)}
-	w.RegisterWorkflowWithOptions(wfs.Eval, workflow.RegisterOptions{Name: workflows.EvalWorkflowName})
-	w.RegisterActivity(&activities.Activities{Suites: activities.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond})
-	if err := w.Start(); err != nil {
+	e, err := gen.Start(ctx, tq, workflows.KindEval, wfs,
+		&activities.Activities{Suites: activities.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond})
+	if err != nil {
 		return err
 	}
-	defer w.Stop()
+	defer e.Stop()
+	c := e.Client
 
 	start := func(id string, in workflows.EvalInput) (client.WorkflowRun, error) {
-		return c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: id, TaskQueue: tq,
-			TypedSearchAttributes: temporal.NewSearchAttributes(
-				workflows.SAJobTenant.ValueSet(in.Tenant), workflows.SAJobOwner.ValueSet(in.Owner),
-				workflows.SAJobKind.ValueSet(workflows.KindEval), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))),
-		}, workflows.EvalWorkflowName, in)
+		return e.StartJob(ctx, id, workflows.KindEval, in.Tenant, in.Owner, in)
 	}
 	save := func(name, id, runID string) error {
-		it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		h := &historypb.History{}
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				return err
-			}
-			h.Events = append(h.Events, ev)
+		events, err := e.Save(ctx, out, name, id, runID)
+		if err == nil {
+			fmt.Printf("%s: %d events\n", name, events)
 		}
-		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("%s: %d events\n", name, len(h.Events))
-		return os.WriteFile(filepath.Join(out, name), append(b, '\n'), 0o644)
+		return err
 	}
 	waitOpenInput := func(id string) (*workflows.NeedsInput, error) {
 		for range 100 {
