@@ -183,7 +183,7 @@ func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPol
 		owner = tenant + " AND JobOwner = " + qs
 	}
 	const running = " AND ExecutionStatus = 'Running'"
-	evals := tenant + " AND JobKind = '" + workflows.KindEval + "'" + running
+	evals := tenant + " AND " + f.slotKindsQuery() + running
 
 	s := &usageSnap{rs: fl.rs, owner: owner != ""}
 	var pending, pendingMine, pendingEpisodes int
@@ -270,13 +270,13 @@ func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPol
 		}
 	}
 	if episodes {
-		s.held, s.heldMin, s.heldExact = evalsRunning*f.maxEvalSlots(), evalsRunning, false
+		s.held, s.heldMin, s.heldExact = evalsRunning*f.maxJobSlots(), evalsRunning, false
 		fits := s.held+pendingEpisodes+fl.maxEp <= l.EpisodesInFlightPerTenant
 		over := s.heldMin+fl.minEp > l.EpisodesInFlightPerTenant
 		if !fits && !over && hasLedger {
 			// The last listing's sum, with every eval started since at the largest
 			// concurrency (one that finished since still counts: an upper bound).
-			if est := ledger.held + newEvals*f.maxEvalSlots(); est < s.held {
+			if est := ledger.held + newEvals*f.maxJobSlots(); est < s.held {
 				s.held = est
 				fits = s.held+pendingEpisodes+fl.maxEp <= l.EpisodesInFlightPerTenant
 			}
@@ -291,7 +291,7 @@ func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPol
 			}
 			held, all := 0, 0
 			// Without the exclusion: the ledger outlives this flight's reservations.
-			err := f.eachExecution(ctx, "JobTenant = "+qt+" AND JobKind = '"+workflows.KindEval+"'"+running, func(info *workflowpb.WorkflowExecutionInfo) {
+			err := f.eachExecution(ctx, "JobTenant = "+qt+" AND "+f.slotKindsQuery()+running, func(info *workflowpb.WorkflowExecutionInfo) {
 				slots, _ := decodeMemo[int](f.opts.DataConverter, info.GetMemo(), workflows.MemoSlots)
 				all += slots
 				if !mine[info.GetExecution().GetWorkflowId()] {
