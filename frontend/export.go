@@ -84,7 +84,7 @@ type ExportTuning struct {
 
 // ExportKind is the export job kind with options o: start_export exports a configured
 // dataset; the result view adds a download link for the caller, served by its own route
-// GET /artifacts/{token} (download.go).
+// GET /artifacts/{token} (export_download.go).
 func ExportKind(o ExportOptions) KindSpec {
 	if o.Datasets == nil {
 		o.Datasets = activities.Datasets{}

@@ -113,7 +113,7 @@ func decodedResult[R any](_ context.Context, _ authz.Principal, _ *job, decode f
 // a succeeded job's result is rendered (R is the result type, with its own output schema).
 // Idempotent start, describe, view, handle, cancel, resume and the 403 scope table are shared.
 type jobKind[R any] struct {
-	name string // workflows.KindEval, …
+	name string // the kind's name (workflows.Kind.Name)
 	noun string // "eval run", "export": in tool titles and descriptions
 	// result renders a succeeded job's result for the caller; decode reads the workflow result.
 	result func(ctx context.Context, p authz.Principal, j *job, decode func(ptr any) error) (*R, error)
