@@ -62,8 +62,8 @@ type Options struct {
 	// UIURLForAll or UIURLForNone. The Web UI is an operator tool. Defaults to UIURLForAdmin.
 	UIURLFor string
 	// Kinds are the kinds of job this frontend serves (their tools, in this order within each
-	// group of tools/list, their options and routes). Defaults to every kind with its default
-	// options: EvalKind(EvalOptions{}) and ExportKind(ExportOptions{}).
+	// group of tools/list, their options and routes). Defaults to DefaultKinds(): every kind
+	// with its default options.
 	Kinds []KindSpec
 	// DataConverter decodes memos and results; use the one the Temporal client uses.
 	// Defaults to converter.GetDefaultDataConverter().
@@ -132,7 +132,7 @@ func New(opts Options) (*Frontend, error) {
 		opts.TaskQueue = workflows.TaskQueueDefault
 	}
 	if len(opts.Kinds) == 0 {
-		opts.Kinds = defaultKinds()
+		opts.Kinds = DefaultKinds()
 	}
 	if opts.DataConverter == nil {
 		opts.DataConverter = converter.GetDefaultDataConverter()

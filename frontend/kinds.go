@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,10 +43,21 @@ type servedKind struct {
 	maxSlots func() int
 }
 
-// defaultKinds are the kinds a frontend serves when Options.Kinds is empty: every kind with
-// its default options.
-func defaultKinds() []KindSpec {
-	return []KindSpec{EvalKind(EvalOptions{}), ExportKind(ExportOptions{})}
+// DefaultKinds is every kind with its default options (what a frontend serves when
+// Options.Kinds is empty), each replaced by the spec of the same name in with, if any; a spec
+// of another name is added at the end. This list is the one place a kind is registered in
+// the frontend: a server configures the kinds it has options for and gets every other one.
+func DefaultKinds(with ...KindSpec) []KindSpec {
+	out := []KindSpec{EvalKind(EvalOptions{}), ExportKind(ExportOptions{})}
+	for _, w := range with {
+		i := slices.IndexFunc(out, func(k KindSpec) bool { return w != nil && k.Name() == w.Name() })
+		if i < 0 {
+			out = append(out, w)
+		} else {
+			out[i] = w
+		}
+	}
+	return out
 }
 
 // serveKinds binds specs to f, refusing a kind the workflows layer does not know (its jobs

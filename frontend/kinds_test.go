@@ -197,3 +197,23 @@ func TestStartChecksOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultKinds: a configured kind replaces the default of its name in place (tools/list
+// order is unchanged); a kind of another name is added after the defaults.
+func TestDefaultKinds(t *testing.T) {
+	names := func(ks []KindSpec) string {
+		var out []string
+		for _, k := range ks {
+			out = append(out, k.Name())
+		}
+		return strings.Join(out, " ")
+	}
+	ex := ExportKind(ExportOptions{DownloadTTL: 42})
+	got := DefaultKinds(ex)
+	if names(got) != "eval export" || got[1] != ex {
+		t.Fatalf("DefaultKinds(export): %s (configured export in place: %v)", names(got), got[1] == ex)
+	}
+	if got := DefaultKinds(otherKind{}); names(got) != "eval export ingest-unregistered" {
+		t.Fatalf("DefaultKinds(other): %s", names(got))
+	}
+}
