@@ -35,6 +35,9 @@ type KindSpec interface {
 type servedKind struct {
 	name                       string
 	start, get, cancel, resume toolDef
+	// reads and writes are the kind's further tools (beyond start, get, cancel and resume):
+	// tools/list shows reads after the shared list tools, writes after every resume tool.
+	reads, writes []toolDef
 	// routes are the kind's further HTTP routes (ServeMux pattern → handler); they are served
 	// behind the bearer middleware, like /mcp.
 	routes map[string]http.Handler

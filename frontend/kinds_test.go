@@ -217,3 +217,34 @@ func TestDefaultKinds(t *testing.T) {
 		t.Fatalf("DefaultKinds(other): %s", names(got))
 	}
 }
+
+// evalPlus is the eval kind with a further read and write tool, as a kind may declare.
+type evalPlus struct{ KindSpec }
+
+func (e evalPlus) serve(f *Frontend) servedKind {
+	sk := e.KindSpec.serve(f)
+	tool := func(name string, a authz.Action) toolDef {
+		return newTool(f, a, &mcp.Tool{Name: name}, func(context.Context, authz.Principal, HandleIn) (*JobSummary, error) {
+			return nil, toolErr(CodeNotFound, "none")
+		})
+	}
+	sk.reads = []toolDef{tool("list_episodes", authz.ActionGet)}
+	sk.writes = []toolDef{tool("retry_eval", authz.ActionCancel)}
+	return sk
+}
+
+// TestKindsFurtherTools: a kind's further tools are listed with the reads or the writes, and
+// get their 403 scope entry like every other tool.
+func TestKindsFurtherTools(t *testing.T) {
+	f, err := kindsFrontend(t, evalPlus{EvalKind(EvalOptions{})}, ExportKind(ExportOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "get_eval get_export list_jobs list_approvals list_episodes start_eval start_export cancel_eval cancel_export resume_eval resume_export retry_eval"
+	if got := strings.Join(servedToolNames(f), " "); got != want {
+		t.Fatalf("tools:\n got %s\nwant %s", got, want)
+	}
+	if f.actions["list_episodes"] != authz.ActionGet || f.actions["retry_eval"] != authz.ActionCancel {
+		t.Fatalf("scope entries: %v", f.actions)
+	}
+}

@@ -27,19 +27,22 @@ type toolDef struct {
 }
 
 // tools lists every tool, reads first then writes (the order tools/list shows): every kind's
-// get tool, the lists, then every kind's start, cancel and resume tools, kinds in Options order.
+// get tool, the lists, the kinds' further read tools, then every kind's start, cancel and
+// resume tools and the kinds' further write tools; kinds in Options order.
 func (f *Frontend) tools() []toolDef {
 	var defs []toolDef
-	each := func(tool func(servedKind) toolDef) {
+	each := func(tools func(servedKind) []toolDef) {
 		for _, k := range f.kinds {
-			defs = append(defs, tool(k))
+			defs = append(defs, tools(k)...)
 		}
 	}
-	each(func(k servedKind) toolDef { return k.get })
+	each(func(k servedKind) []toolDef { return []toolDef{k.get} })
 	defs = append(defs, f.listJobsTool(), f.listApprovalsTool())
-	each(func(k servedKind) toolDef { return k.start })
-	each(func(k servedKind) toolDef { return k.cancel })
-	each(func(k servedKind) toolDef { return k.resume })
+	each(func(k servedKind) []toolDef { return k.reads })
+	each(func(k servedKind) []toolDef { return []toolDef{k.start} })
+	each(func(k servedKind) []toolDef { return []toolDef{k.cancel} })
+	each(func(k servedKind) []toolDef { return []toolDef{k.resume} })
+	each(func(k servedKind) []toolDef { return k.writes })
 	for _, td := range defs {
 		td.freezeSchemas()
 	}
