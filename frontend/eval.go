@@ -24,53 +24,65 @@ type StartEvalIn struct {
 
 const concurrencyDefaultCap = 8
 
-// evalKind is the eval job kind: its result is the workflow's EvalResult as recorded.
-var evalKind = jobKind[workflows.EvalResult]{
-	name: workflows.KindEval,
-	noun: "eval run",
-	result: func(_ context.Context, _ *Frontend, _ authz.Principal, _ *job, decode func(any) error) (*workflows.EvalResult, error) {
-		var r workflows.EvalResult
-		if err := decode(&r); err != nil {
-			return nil, err
-		}
-		return &r, nil
-	},
+func (in StartEvalIn) idempotencyKey() string { return in.IdempotencyKey }
+
+// EvalOptions configure the eval kind.
+type EvalOptions struct {
+	// Suites are the eval suites callers may name. Defaults to activities.DefaultCatalog().
+	Suites activities.Catalog
 }
 
-func (f *Frontend) startEvalTool() toolDef {
-	return newKindTool(f, evalKind.name, authz.ActionStart, &mcp.Tool{
-		Name:  "start_eval",
+// EvalKind is the eval job kind with options o: start_eval runs episodes of a configured
+// suite; the result is the workflow's EvalResult as recorded; its jobs hold episode slots.
+func EvalKind(o EvalOptions) KindSpec {
+	if o.Suites == nil {
+		o.Suites = activities.DefaultCatalog()
+	}
+	return &evalKind{opts: o}
+}
+
+type evalKind struct{ opts EvalOptions }
+
+func (k *evalKind) Name() string { return workflows.KindEval }
+
+func (k *evalKind) serve(f *Frontend) servedKind {
+	jk := jobKind[workflows.EvalResult]{name: workflows.KindEval, noun: "eval run", result: decodedResult[workflows.EvalResult]}
+	maxConc := k.suiteMax(func(s activities.Suite) int { return s.MaxConcurrency })
+	sk := jk.served(f, startTool(f, jk, &mcp.Tool{
 		Title: "Start an eval run",
 		Description: "Start an eval run of a suite, or find the one already started with this idempotency_key. " +
 			"Returns at once, after the job is durably recorded, with a handle to poll via get_eval. " +
 			"Keys are per owner. Same key and arguments: the same job (created=false). Same key, other arguments: idempotency_key_reused.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
-	}, f.startEval).bounds("episodes", 1, f.suiteMax(func(s activities.Suite) int { return s.MaxEpisodes })).
-		bounds("concurrency", 1, f.suiteMax(func(s activities.Suite) int { return s.MaxConcurrency }))
+	}, func(_ context.Context, p authz.Principal, in StartEvalIn) (startSpec, error) {
+		return k.startSpec(f, p, in)
+	}).
+		bounds("episodes", 1, float64(k.suiteMax(func(s activities.Suite) int { return s.MaxEpisodes }))).
+		bounds("concurrency", 1, float64(maxConc)))
+	// An eval holds at most its concurrency: the largest any suite allows bounds one job.
+	sk.maxSlots = func() int { return maxConc }
+	return sk
 }
 
 // suiteMax is the largest limit any configured suite allows (the schema's bound; each suite
 // is checked exactly at start).
-func (f *Frontend) suiteMax(limit func(activities.Suite) int) float64 {
+func (k *evalKind) suiteMax(limit func(activities.Suite) int) int {
 	m := 1
-	for _, s := range f.opts.Suites {
+	for _, s := range k.opts.Suites {
 		m = max(m, limit(s))
 	}
-	return float64(m)
+	return m
 }
 
 // evalArgs validates and normalizes start_eval's arguments against the suite catalog.
-func (f *Frontend) evalArgs(in StartEvalIn) (workflows.EvalArgs, activities.Suite, error) {
+func (k *evalKind) evalArgs(in StartEvalIn) (workflows.EvalArgs, activities.Suite, error) {
 	var zero workflows.EvalArgs
-	if err := checkKey(in.IdempotencyKey); err != nil {
-		return zero, activities.Suite{}, err
-	}
 	if in.Suite == "" {
-		return zero, activities.Suite{}, invalidArg("suite", "is required (available: %s)", strings.Join(f.opts.Suites.Names(), ", "))
+		return zero, activities.Suite{}, invalidArg("suite", "is required (available: %s)", strings.Join(k.opts.Suites.Names(), ", "))
 	}
-	s, ok := f.opts.Suites[in.Suite]
+	s, ok := k.opts.Suites[in.Suite]
 	if !ok {
-		return zero, activities.Suite{}, invalidArg("suite", "unknown suite %q (available: %s)", truncate(in.Suite, 64), strings.Join(f.opts.Suites.Names(), ", "))
+		return zero, activities.Suite{}, invalidArg("suite", "unknown suite %q (available: %s)", truncate(in.Suite, 64), strings.Join(k.opts.Suites.Names(), ", "))
 	}
 	if in.Episodes < 1 || in.Episodes > s.MaxEpisodes {
 		return zero, s, invalidArg("episodes", "must be between 1 and %d", s.MaxEpisodes)
@@ -93,17 +105,14 @@ func (f *Frontend) evalArgs(in StartEvalIn) (workflows.EvalArgs, activities.Suit
 	return workflows.EvalArgs{Suite: s.Name, Episodes: in.Episodes, Concurrency: conc, Params: params}, s, nil
 }
 
-func (f *Frontend) startEval(ctx context.Context, p authz.Principal, in StartEvalIn) (*KindView[workflows.EvalResult], error) {
-	if authz.Decide(p, authz.ActionStart, authz.Job{}) != authz.Allow {
-		return nil, toolErr(CodeForbidden, "starting jobs needs jobs:write")
-	}
-	args, suite, err := f.evalArgs(in)
+// startSpec validates start_eval's arguments (past the key) and says what to start.
+func (k *evalKind) startSpec(f *Frontend, p authz.Principal, in StartEvalIn) (startSpec, error) {
+	args, suite, err := k.evalArgs(in)
 	if err != nil {
-		return nil, err
+		return startSpec{}, err
 	}
 	hash := workflows.Digest(args)
-	return evalKind.start(ctx, f, p, startSpec{
-		key:  in.IdempotencyKey,
+	return startSpec{
 		hash: hash,
 		input: workflows.EvalInput{
 			Tenant: p.Tenant, Owner: p.Subject, Args: args,
@@ -123,7 +132,7 @@ func (f *Frontend) startEval(ctx context.Context, p authz.Principal, in StartEva
 		summary: fmt.Sprintf("eval %s · %d episodes · owner %s", args.Suite, args.Episodes, p.Subject),
 		details: fmt.Sprintf("**eval** of suite `%s`\n\n- owner: `%s` (tenant `%s`)\n- episodes: %d, concurrency: %d\n- idempotency key: `%s`\n- args digest: `%s`",
 			args.Suite, p.Subject, p.Tenant, args.Episodes, args.Concurrency, in.IdempotencyKey, hash),
-	})
+	}, nil
 }
 
 func truncate(s string, n int) string {

@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -38,15 +39,74 @@ type StartExportIn struct {
 // manifest summary and a short-lived download link for the caller.
 type ExportResultView = wire.ExportResultView
 
-// exportKind is the export job kind; its result view adds a download link for the caller.
-var exportKind = jobKind[ExportResultView]{
-	name:   workflows.KindExport,
-	noun:   "export",
-	result: exportResult,
+func (in StartExportIn) idempotencyKey() string { return in.IdempotencyKey }
+
+// ExportOptions configure the export kind.
+type ExportOptions struct {
+	// Datasets are the export datasets callers may name. Defaults to none.
+	Datasets activities.Datasets
+	// Artifacts is the artifact store downloads read from. Required for downloads; without
+	// it a succeeded export has no download_url.
+	Artifacts *activities.ArtifactStore
+	// DownloadTTL is how long a download link stays valid. Defaults to DownloadTTLDefault (5 minutes).
+	DownloadTTL time.Duration
+	// Tuning sizes the export jobs this frontend starts. Zero fields take the workflow defaults.
+	Tuning ExportTuning
+}
+
+// ExportTuning sizes export jobs; it is recorded in each job's input when it starts.
+type ExportTuning struct {
+	// PartRows is rows per part (one activity each). Defaults to activities.PartRowsDefault.
+	PartRows int
+	// PageRows is rows per query page and chunk object. Defaults to activities.PageRowsDefault.
+	PageRows int
+	// Concurrency bounds parts in flight. Defaults to workflows.ExportConcurrencyDefault.
+	Concurrency int
+	// PartHeartbeatTimeout is how soon a part of a dead worker is retried. Defaults to 20 seconds.
+	PartHeartbeatTimeout time.Duration
+}
+
+// ExportKind is the export job kind with options o: start_export exports a configured
+// dataset; the result view adds a download link for the caller, served by its own route
+// GET /artifacts/{token} (export_download.go).
+func ExportKind(o ExportOptions) KindSpec {
+	if o.Datasets == nil {
+		o.Datasets = activities.Datasets{}
+	}
+	if o.DownloadTTL <= 0 {
+		o.DownloadTTL = DownloadTTLDefault
+	}
+	return &exportKind{opts: o}
+}
+
+type exportKind struct{ opts ExportOptions }
+
+func (k *exportKind) Name() string { return workflows.KindExport }
+
+func (k *exportKind) serve(f *Frontend) servedKind {
+	jk := jobKind[ExportResultView]{name: workflows.KindExport, noun: "export",
+		result: func(_ context.Context, p authz.Principal, j *job, decode func(any) error) (*ExportResultView, error) {
+			return k.result(f, p, j, decode)
+		}}
+	sk := jk.served(f, startTool(f, jk, &mcp.Tool{
+		Title: "Start a data export",
+		Description: "Export your tenant's rows of a server-configured dataset to a gzip file (jsonl or csv), or find the export " +
+			"already started with this idempotency_key (keys are per owner). Returns at once with a handle to poll via get_export. Exports that " +
+			"include a sensitive column wait (awaiting_input) until an approver other than you confirms the exact scope; " +
+			"no row is read before that. When succeeded, get_export gives a short-lived download_url.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
+	}, func(_ context.Context, p authz.Principal, in StartExportIn) (startSpec, error) {
+		return k.startSpec(f, p, in)
+	}).
+		enum("format", activities.Formats()...))
+	sk.routes = map[string]http.Handler{
+		"GET /artifacts/{token}": f.metrics.countDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.download(f, w, r) })),
+	}
+	return sk
 }
 
 // exportResult renders a succeeded export for p, with a download link bound to p.
-func exportResult(_ context.Context, f *Frontend, p authz.Principal, j *job, decode func(any) error) (*ExportResultView, error) {
+func (k *exportKind) result(f *Frontend, p authz.Principal, j *job, decode func(any) error) (*ExportResultView, error) {
 	var r workflows.ExportResult
 	if err := decode(&r); err != nil {
 		return nil, err
@@ -59,12 +119,12 @@ func exportResult(_ context.Context, f *Frontend, p authz.Principal, j *job, dec
 	case !now.Before(m.ExpiresAt):
 		v.Expired = true
 		v.Note = "the artifact was deleted after its retention period; start a new export (with a new idempotency_key) to get the data again"
-	case f.opts.Artifacts == nil:
+	case k.opts.Artifacts == nil:
 		v.Note = "this server has no artifact store configured for downloads"
 	case authz.Decide(p, authz.ActionDownload, j.policyJob()) == authz.Allow:
 		// Not capped at the artifact's expiry: a link used after retention answers 410, which
 		// says more than a link-expired 404.
-		exp := now.Add(f.opts.DownloadTTL).Truncate(time.Second)
+		exp := now.Add(k.opts.DownloadTTL).Truncate(time.Second)
 		tok := f.opts.Keys.SealDownload(handle.Download{Tenant: j.tenant, WorkflowID: j.id, Subject: p.Subject,
 			Digest: m.SHA256, Expiry: exp})
 		if tok != "" {
@@ -86,32 +146,17 @@ func (f *Frontend) publicBase() string {
 	return u.Scheme + "://" + u.Host
 }
 
-func (f *Frontend) startExportTool() toolDef {
-	return newKindTool(f, exportKind.name, authz.ActionStart, &mcp.Tool{
-		Name:  "start_export",
-		Title: "Start a data export",
-		Description: "Export your tenant's rows of a server-configured dataset to a gzip file (jsonl or csv), or find the export " +
-			"already started with this idempotency_key (keys are per owner). Returns at once with a handle to poll via get_export. Exports that " +
-			"include a sensitive column wait (awaiting_input) until an approver other than you confirms the exact scope; " +
-			"no row is read before that. When succeeded, get_export gives a short-lived download_url.",
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
-	}, f.startExport).enum("format", activities.Formats()...)
-}
-
 // exportArgs validates and normalizes start_export's arguments against the dataset catalog.
-func (f *Frontend) exportArgs(in StartExportIn) (workflows.ExportArgs, activities.Dataset, error) {
+func (k *exportKind) exportArgs(in StartExportIn) (workflows.ExportArgs, activities.Dataset, error) {
 	var zero workflows.ExportArgs
-	if err := checkKey(in.IdempotencyKey); err != nil {
-		return zero, activities.Dataset{}, err
-	}
-	names := strings.Join(f.opts.Datasets.Names(), ", ")
+	names := strings.Join(k.opts.Datasets.Names(), ", ")
 	if names == "" {
 		names = "none configured"
 	}
 	if in.Dataset == "" {
 		return zero, activities.Dataset{}, invalidArg("dataset", "is required (available: %s)", names)
 	}
-	d, ok := f.opts.Datasets[in.Dataset]
+	d, ok := k.opts.Datasets[in.Dataset]
 	if !ok {
 		return zero, d, invalidArg("dataset", "unknown dataset %q (available: %s)", truncate(in.Dataset, 64), names)
 	}
@@ -152,13 +197,11 @@ func (f *Frontend) exportArgs(in StartExportIn) (workflows.ExportArgs, activitie
 	return workflows.ExportArgs{Dataset: d.Name, Format: in.Format, Columns: slices.Clone(cols), Purpose: purpose}, d, nil
 }
 
-func (f *Frontend) startExport(ctx context.Context, p authz.Principal, in StartExportIn) (*KindView[ExportResultView], error) {
-	if authz.Decide(p, authz.ActionStart, authz.Job{}) != authz.Allow {
-		return nil, toolErr(CodeForbidden, "starting jobs needs jobs:write")
-	}
-	args, d, err := f.exportArgs(in)
+// startSpec validates start_export's arguments (past the key) and says what to start.
+func (k *exportKind) startSpec(f *Frontend, p authz.Principal, in StartExportIn) (startSpec, error) {
+	args, d, err := k.exportArgs(in)
 	if err != nil {
-		return nil, err
+		return startSpec{}, err
 	}
 	var sensitive []string
 	for _, c := range args.Columns {
@@ -172,21 +215,20 @@ func (f *Frontend) startExport(ctx context.Context, p authz.Principal, in StartE
 		Approval: workflows.ExportApproval{Required: len(sensitive) > 0, AllowSelf: d.AllowSelfApproval,
 			Timeout: d.ApprovalTimeout, Sensitive: sensitive},
 		Retention: d.Retention,
-		PartRows:  f.opts.Export.PartRows, PageRows: f.opts.Export.PageRows, Concurrency: f.opts.Export.Concurrency,
-		PartHeartbeatTimeout: workflows.Duration(f.opts.Export.PartHeartbeatTimeout),
+		PartRows:  k.opts.Tuning.PartRows, PageRows: k.opts.Tuning.PageRows, Concurrency: k.opts.Tuning.Concurrency,
+		PartHeartbeatTimeout: workflows.Duration(k.opts.Tuning.PartHeartbeatTimeout),
 	}
 	approval := "no approval needed"
 	if len(sensitive) > 0 {
 		approval = "needs an approver (sensitive: " + strings.Join(sensitive, ", ") + ")"
 	}
 	wfIn.Fairness = f.fairness(p.Tenant)
-	return exportKind.start(ctx, f, p, startSpec{
-		key:     in.IdempotencyKey,
+	return startSpec{
 		hash:    hash,
 		input:   wfIn,
 		summary: fmt.Sprintf("export %s · %s · %d columns · owner %s", args.Dataset, args.Format, len(args.Columns), p.Subject),
 		details: fmt.Sprintf("**export** of dataset `%s` as %s\n\n- owner: `%s` (tenant `%s`)\n- columns: %s\n- %s\n- purpose: %s\n- idempotency key: `%s`\n- dataset config: `%s`",
 			args.Dataset, args.Format, p.Subject, p.Tenant, strings.Join(args.Columns, ", "), approval, args.Purpose,
 			in.IdempotencyKey, wfIn.ConfigDigest),
-	})
+	}, nil
 }

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 
-	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/wire"
@@ -63,17 +62,10 @@ type Options struct {
 	// UIURLFor is who gets ui_url in job views: UIURLForAdmin (principals with jobs:admin),
 	// UIURLForAll or UIURLForNone. The Web UI is an operator tool. Defaults to UIURLForAdmin.
 	UIURLFor string
-	// Suites are the eval suites callers may name. Defaults to activities.DefaultCatalog().
-	Suites activities.Catalog
-	// Datasets are the export datasets callers may name. Defaults to none.
-	Datasets activities.Datasets
-	// Artifacts is the export artifact store downloads read from. Required for downloads;
-	// without it a succeeded export has no download_url.
-	Artifacts *activities.ArtifactStore
-	// DownloadTTL is how long a download link stays valid. Defaults to 5 minutes.
-	DownloadTTL time.Duration
-	// Export tunes export jobs started by this frontend. Zero fields take the workflow defaults.
-	Export ExportTuning
+	// Kinds are the kinds of job this frontend serves (their tools, in this order within each
+	// group of tools/list, their options and routes). Defaults to DefaultKinds(): every kind
+	// with its default options.
+	Kinds []KindSpec
 	// DataConverter decodes memos and results; use the one the Temporal client uses.
 	// Defaults to converter.GetDefaultDataConverter().
 	DataConverter converter.DataConverter
@@ -94,18 +86,6 @@ type Options struct {
 	Now func() time.Time
 }
 
-// ExportTuning sizes export jobs; it is recorded in each job's input when it starts.
-type ExportTuning struct {
-	// PartRows is rows per part (one activity each). Defaults to activities.PartRowsDefault.
-	PartRows int
-	// PageRows is rows per query page and chunk object. Defaults to activities.PageRowsDefault.
-	PageRows int
-	// Concurrency bounds parts in flight. Defaults to workflows.ExportConcurrencyDefault.
-	Concurrency int
-	// PartHeartbeatTimeout is how soon a part of a dead worker is retried. Defaults to 20 seconds.
-	PartHeartbeatTimeout time.Duration
-}
-
 // Frontend serves the MCP endpoint and its HTTP neighbours.
 type Frontend struct {
 	opts    Options
@@ -121,6 +101,8 @@ type Frontend struct {
 	ready       *readiness  // Temporal's health for /readyz, cached (readyz.go)
 	store       jobStore    // the jobs (store.go): Temporal, or a unit test's fake
 	quotas      quotas      // this replica's admitted starts visibility may not show yet
+	// kinds are the served kinds (Options.Kinds bound to this frontend), in Options order.
+	kinds []servedKind
 }
 
 // New validates opts and builds the MCP server once; it is shared by all requests because the
@@ -156,14 +138,8 @@ func newFrontend(opts Options, store jobStore) (*Frontend, error) {
 	if opts.TaskQueue == "" {
 		opts.TaskQueue = workflows.TaskQueueDefault
 	}
-	if opts.Suites == nil {
-		opts.Suites = activities.DefaultCatalog()
-	}
-	if opts.Datasets == nil {
-		opts.Datasets = activities.Datasets{}
-	}
-	if opts.DownloadTTL <= 0 {
-		opts.DownloadTTL = DownloadTTLDefault
+	if len(opts.Kinds) == 0 {
+		opts.Kinds = DefaultKinds()
 	}
 	if opts.DataConverter == nil {
 		opts.DataConverter = converter.GetDefaultDataConverter()
@@ -204,6 +180,9 @@ func newFrontend(opts Options, store jobStore) (*Frontend, error) {
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "jobgate", Title: "jobgate — durable jobs for agents", Version: Version},
 		&mcp.ServerOptions{Instructions: serverInstructions})
 	f.server.AddReceivingMiddleware(refuseUndeclared)
+	if f.kinds, err = serveKinds(f, opts.Kinds); err != nil {
+		return nil, err
+	}
 	f.actions = map[string]authz.Action{}
 	for _, t := range f.tools() {
 		if authz.ActionScopes(t.action) == nil {

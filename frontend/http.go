@@ -31,7 +31,11 @@ func (f *Frontend) routes() http.Handler {
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytesDefault})
 	bearer := invalidTokenChallenge(auth.RequireBearerToken(f.verifyToken, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metaURL}))
 	mux.Handle("/mcp", f.metrics.countMissingBearer(bearer(f.requireToolScope(metaURL, f.tasksLayer(metaURL, mcpHandler)))))
-	mux.Handle("GET /artifacts/{token}", f.metrics.countMissingBearer(bearer(f.metrics.countDownloads(http.HandlerFunc(f.download)))))
+	for _, k := range f.kinds {
+		for pattern, h := range k.routes {
+			mux.Handle(pattern, f.metrics.countMissingBearer(bearer(h)))
+		}
+	}
 
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               f.opts.ResourceURI,

@@ -27,7 +27,7 @@ var (
 	coreAdmin = authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}}
 	// coreKind is a kind as the core sees it (its result is never read by these tests).
 	coreKind = jobKind[struct{}]{name: workflows.KindEval, noun: "eval run",
-		result: func(context.Context, *Frontend, authz.Principal, *job, func(any) error) (*struct{}, error) {
+		result: func(context.Context, authz.Principal, *job, func(any) error) (*struct{}, error) {
 			return &struct{}{}, nil
 		}}
 )

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -13,21 +15,126 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
+// KindSpec is one kind of job as a frontend serves it, declared once in the kind's own file:
+// its start tool and arguments, its options, its result view and whatever else it serves
+// (HTTP routes, the quota slots its jobs hold). Build one with EvalKind, ExportKind, …;
+// Options.Kinds lists the kinds a frontend serves, and everything else loops over them.
+type KindSpec interface {
+	// Name is the kind's name as the workflows layer registers it (workflows.Kind.Name): the
+	// suffix of its tools and the JobKind search attribute.
+	Name() string
+	// serve binds the kind to f, once, in New.
+	serve(f *Frontend) servedKind
+}
+
+// servedKind is a kind bound to one Frontend: its tools and what else it serves.
+type servedKind struct {
+	name                       string
+	start, get, cancel, resume toolDef
+	// reads and writes are the kind's further tools (beyond start, get, cancel and resume):
+	// tools/list shows reads after the shared list tools, writes after every resume tool.
+	reads, writes []toolDef
+	// routes are the kind's further HTTP routes (ServeMux pattern → handler); they are served
+	// behind the bearer middleware, like /mcp.
+	routes map[string]http.Handler
+	// maxSlots is set by a kind whose jobs hold episode slots while unfinished (quota
+	// episodes_in_flight_per_tenant, memo "slots"): the most one of its jobs can hold.
+	maxSlots func() int
+}
+
+// DefaultKinds is every kind with its default options (what a frontend serves when
+// Options.Kinds is empty), each replaced by the spec of the same name in with, if any; a spec
+// of another name is added at the end. This list is the one place a kind is registered in
+// the frontend: a server configures the kinds it has options for and gets every other one.
+func DefaultKinds(with ...KindSpec) []KindSpec {
+	out := []KindSpec{EvalKind(EvalOptions{}), ExportKind(ExportOptions{})}
+	for _, w := range with {
+		i := slices.IndexFunc(out, func(k KindSpec) bool { return w != nil && k.Name() == w.Name() })
+		if i < 0 {
+			out = append(out, w)
+		} else {
+			out[i] = w
+		}
+	}
+	return out
+}
+
+// serveKinds binds specs to f, refusing a kind the workflows layer does not know (its jobs
+// could never start) and a kind listed twice (its tools would clash).
+func serveKinds(f *Frontend, specs []KindSpec) ([]servedKind, error) {
+	out := make([]servedKind, 0, len(specs))
+	seen := map[string]bool{}
+	for _, spec := range specs {
+		if spec == nil {
+			return nil, fmt.Errorf("frontend: Kinds holds a nil kind")
+		}
+		name := spec.Name()
+		if _, ok := workflows.LookupKind(name); !ok {
+			return nil, fmt.Errorf("frontend: kind %q is not registered in workflows", name)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("frontend: kind %q is listed twice", name)
+		}
+		seen[name] = true
+		out = append(out, spec.serve(f))
+	}
+	return out, nil
+}
+
+// served binds kind k to f with its start tool: get, cancel and resume are the same for every kind.
+func (k jobKind[R]) served(f *Frontend, start toolDef) servedKind {
+	get, cancel, resume := k.jobTools(f)
+	return servedKind{name: k.name, start: start, get: get, cancel: cancel, resume: resume}
+}
+
+// startIn is what every start tool's arguments carry: the caller's idempotency key.
+type startIn interface{ idempotencyKey() string }
+
+// startTool is kind k's start_<kind> tool. The start permission and the idempotency key are
+// checked here, once for every kind, before args validates the rest of the arguments and says
+// what to start (spec.key is filled in from in).
+func startTool[In startIn, R any](f *Frontend, k jobKind[R], t *mcp.Tool, args func(ctx context.Context, p authz.Principal, in In) (startSpec, error)) toolDef {
+	t.Name = "start_" + k.name
+	return newKindTool(f, k.name, authz.ActionStart, t, func(ctx context.Context, p authz.Principal, in In) (*KindView[R], error) {
+		if authz.Decide(p, authz.ActionStart, authz.Job{}) != authz.Allow {
+			return nil, toolErr(CodeForbidden, "starting jobs needs jobs:write")
+		}
+		if err := checkKey(in.idempotencyKey()); err != nil {
+			return nil, err
+		}
+		spec, err := args(ctx, p, in)
+		if err != nil {
+			return nil, err
+		}
+		spec.key = in.idempotencyKey()
+		return k.start(ctx, f, p, spec)
+	})
+}
+
+// decodedResult is the result view of a kind whose result is the workflow's, as recorded.
+func decodedResult[R any](_ context.Context, _ authz.Principal, _ *job, decode func(any) error) (*R, error) {
+	var r R
+	if err := decode(&r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // jobKind is what one kind supplies to the job core: its name, how tools call its jobs, and how
 // a succeeded job's result is rendered (R is the result type, with its own output schema).
 // Idempotent start, describe, view, handle, cancel, resume and the 403 scope table are shared.
 type jobKind[R any] struct {
-	name string // workflows.KindEval, …
+	name string // the kind's name (workflows.Kind.Name)
 	noun string // "eval run", "export": in tool titles and descriptions
 	// result renders a succeeded job's result for the caller; decode reads the workflow result.
-	result func(ctx context.Context, f *Frontend, p authz.Principal, j *job, decode func(ptr any) error) (*R, error)
+	result func(ctx context.Context, p authz.Principal, j *job, decode func(ptr any) error) (*R, error)
 }
 
 // view renders a job for the caller with a fresh handle and, once succeeded, its result.
 func (k jobKind[R]) view(ctx context.Context, f *Frontend, p authz.Principal, j *job) (*KindView[R], error) {
 	v := &KindView[R]{JobSummary: f.summary(p, j)}
 	if v.Status == workflows.StatusSucceeded {
-		res, err := k.result(ctx, f, p, j, func(ptr any) error { return f.readResult(ctx, j, ptr) })
+		res, err := k.result(ctx, p, j, func(ptr any) error { return f.readResult(ctx, j, ptr) })
 		if err != nil {
 			return nil, err
 		}
@@ -49,7 +156,7 @@ func checkKey(key string) error {
 
 // startSpec is a validated start request of some kind.
 type startSpec struct {
-	key   string // the caller's idempotency key
+	key   string // the caller's idempotency key (checked by startTool)
 	hash  string // idempotency fingerprint of the normalized arguments
 	input any    // the workflow input
 	total int    // progress total known at start (0 when not yet known)
@@ -57,16 +164,15 @@ type startSpec struct {
 	summary, details string
 	// ownerInput: the job will at once ask its owner for input (an MRTR client is asked then).
 	ownerInput bool
-	// slots is the episode concurrency the job holds while unfinished (quota); 0 for non-evals.
+	// slots is the episode concurrency the job holds while unfinished (quota); 0 for a kind
+	// without maxSlots.
 	slots int
 }
 
 // start starts the job for spec, or finds it: same key and fingerprint → the same job
 // (created=false); anything else → idempotency_key_reused, nothing started.
+// The key was checked by startTool.
 func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, spec startSpec) (*KindView[R], error) {
-	if err := checkKey(spec.key); err != nil {
-		return nil, err
-	}
 	kind, ok := workflows.LookupKind(k.name)
 	if !ok {
 		return nil, fmt.Errorf("kind %q is not registered in workflows.Kinds", k.name)

@@ -70,7 +70,7 @@ func (f *Frontend) listJobsTool() toolDef {
 // listFilter is list_jobs' validated, normalized filter set. Every field is either zero or one
 // of our own constants: nothing the caller typed reaches a query.
 type listFilter struct {
-	kind     string           // "" (any) or workflows.KindEval / KindExport
+	kind     string           // "" (any) or a registered kind's name (workflows)
 	status   workflows.Status // "" (any) or one of listStatuses
 	pageSize int              // 1..ListPageSizeMax
 	all      bool             // tenant-wide (jobs:admin) rather than the caller's own jobs

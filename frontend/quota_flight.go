@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/workflows"
 )
 
 // flightKey names whose starts share a check: one owner of one tenant.
@@ -181,7 +180,7 @@ func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPol
 		owner = tenant + " AND JobOwner = " + qs
 	}
 	const running = " AND ExecutionStatus = 'Running'"
-	evals := tenant + " AND JobKind = '" + workflows.KindEval + "'" + running
+	evals := tenant + " AND " + f.slotKindsQuery() + running
 
 	s := &usageSnap{rs: fl.rs, owner: owner != ""}
 	var pending, pendingMine, pendingEpisodes int
@@ -268,13 +267,13 @@ func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPol
 		}
 	}
 	if episodes {
-		s.held, s.heldMin, s.heldExact = evalsRunning*f.maxEvalSlots(), evalsRunning, false
+		s.held, s.heldMin, s.heldExact = evalsRunning*f.maxJobSlots(), evalsRunning, false
 		fits := s.held+pendingEpisodes+fl.maxEp <= l.EpisodesInFlightPerTenant
 		over := s.heldMin+fl.minEp > l.EpisodesInFlightPerTenant
 		if !fits && !over && hasLedger {
 			// The last listing's sum, with every eval started since at the largest
 			// concurrency (one that finished since still counts: an upper bound).
-			if est := ledger.held + newEvals*f.maxEvalSlots(); est < s.held {
+			if est := ledger.held + newEvals*f.maxJobSlots(); est < s.held {
 				s.held = est
 				fits = s.held+pendingEpisodes+fl.maxEp <= l.EpisodesInFlightPerTenant
 			}
@@ -289,7 +288,7 @@ func (f *Frontend) measure(ctx context.Context, k flightKey, pol authz.TenantPol
 			}
 			held, all := 0, 0
 			// Without the exclusion: the ledger outlives this flight's reservations.
-			err := f.eachExecution(ctx, "JobTenant = "+qt+" AND JobKind = '"+workflows.KindEval+"'"+running, func(j *job) {
+			err := f.eachExecution(ctx, "JobTenant = "+qt+" AND "+f.slotKindsQuery()+running, func(j *job) {
 				all += j.slots
 				if !mine[j.id] {
 					held += j.slots

@@ -3,9 +3,8 @@
 package frontend
 
 import (
+	"strings"
 	"time"
-
-	"github.com/jobgate/jobgate/activities"
 )
 
 // visibilityLag bounds how long visibility may take to show a start: a listing read at t is
@@ -46,7 +45,28 @@ func (q *quotas) setLedger(tenant string, l slotLedger) {
 	q.ledgers[tenant] = l
 }
 
-// maxEvalSlots bounds the episode concurrency one eval holds: the largest concurrency any suite allows.
-func (f *Frontend) maxEvalSlots() int {
-	return int(f.suiteMax(func(s activities.Suite) int { return s.MaxConcurrency }))
+// maxJobSlots bounds the episode slots one job of a slot-holding kind holds.
+func (f *Frontend) maxJobSlots() int {
+	m := 0
+	for _, k := range f.kinds {
+		if k.maxSlots != nil {
+			m = max(m, k.maxSlots())
+		}
+	}
+	return m
+}
+
+// slotKindsQuery is the visibility clause selecting the jobs of the kinds that hold slots
+// (their names are our registered kinds', never a caller's string).
+func (f *Frontend) slotKindsQuery() string {
+	var names []string
+	for _, k := range f.kinds {
+		if k.maxSlots != nil {
+			names = append(names, "'"+k.name+"'")
+		}
+	}
+	if len(names) == 1 {
+		return "JobKind = " + names[0]
+	}
+	return "JobKind IN (" + strings.Join(names, ", ") + ")"
 }

@@ -42,7 +42,8 @@ func newResultFixture(t *testing.T, artifacts *activities.ArtifactStore) *result
 		t.Fatal(err)
 	}
 	fx.f, err = newFrontend(Options{Verifier: v, Keys: taskKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
-		UIBaseURL: "http://ui.test", Artifacts: artifacts, Now: func() time.Time { return fx.now }}, fx.tc)
+		UIBaseURL: "http://ui.test", Kinds: []KindSpec{EvalKind(EvalOptions{}), ExportKind(ExportOptions{Artifacts: artifacts})},
+		Now: func() time.Time { return fx.now }}, fx.tc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,19 +26,23 @@ type toolDef struct {
 	action  authz.Action
 }
 
-// tools lists every tool, reads first then writes (the order tools/list shows): per kind a
-// start tool plus the shared get, cancel and resume tools.
+// tools lists every tool, reads first then writes (the order tools/list shows): every kind's
+// get tool, the lists, the kinds' further read tools, then every kind's start, cancel and
+// resume tools and the kinds' further write tools; kinds in Options order.
 func (f *Frontend) tools() []toolDef {
-	eg, ec, er := evalKind.jobTools(f)
-	xg, xc, xr := exportKind.jobTools(f)
-	defs := []toolDef{
-		eg, xg,
-		f.listJobsTool(),
-		f.listApprovalsTool(),
-		f.startEvalTool(), f.startExportTool(),
-		ec, xc,
-		er, xr,
+	var defs []toolDef
+	each := func(tools func(servedKind) []toolDef) {
+		for _, k := range f.kinds {
+			defs = append(defs, tools(k)...)
+		}
 	}
+	each(func(k servedKind) []toolDef { return []toolDef{k.get} })
+	defs = append(defs, f.listJobsTool(), f.listApprovalsTool())
+	each(func(k servedKind) []toolDef { return k.reads })
+	each(func(k servedKind) []toolDef { return []toolDef{k.start} })
+	each(func(k servedKind) []toolDef { return []toolDef{k.cancel} })
+	each(func(k servedKind) []toolDef { return []toolDef{k.resume} })
+	each(func(k servedKind) []toolDef { return k.writes })
 	for _, td := range defs {
 		td.freezeSchemas()
 	}

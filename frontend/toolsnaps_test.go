@@ -5,11 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"go.temporal.io/sdk/client"
-
-	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend/handle"
 )
 
 // TestToolSnapshots keeps every tool's public schema in __toolsnaps__/<tool>.snap, so any schema
@@ -54,19 +49,7 @@ func TestToolSnapshots(t *testing.T) {
 
 func newTestFrontend(t *testing.T) *Frontend {
 	t.Helper()
-	c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", []byte("0123456789abcdef0123456789abcdef"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := handle.NewKeyring("k1", map[string][]byte{"k1": handle.GenerateKey()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(Options{Temporal: c, Verifier: v, Keys: k, ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp"})
+	f, err := kindsFrontend(t) // the default kinds
 	if err != nil {
 		t.Fatal(err)
 	}

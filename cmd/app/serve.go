@@ -295,8 +295,13 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 	return frontend.New(frontend.Options{
 		Temporal: m.Client, Namespace: c.Temporal.Namespace, TaskQueue: c.Temporal.TaskQueue,
 		Verifier: m.Verifier, Keys: m.Keys, ResumeKeys: m.ResumeKeys, ResourceURI: c.ResourceURI, AuthorizationServers: authServers,
-		UIBaseURL: c.UIBaseURL, UIURLFor: c.UIURLFor, Suites: suites, Datasets: datasets, Artifacts: m.artifacts, DownloadTTL: c.DownloadTTL,
-		Export: c.Export, HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger, Metrics: m.metrics.registerer(),
+		UIBaseURL: c.UIBaseURL, UIURLFor: c.UIURLFor,
+		// Every kind is served; these take their options from the flags.
+		Kinds: frontend.DefaultKinds(
+			frontend.EvalKind(frontend.EvalOptions{Suites: suites}),
+			frontend.ExportKind(frontend.ExportOptions{Datasets: datasets, Artifacts: m.artifacts, DownloadTTL: c.DownloadTTL, Tuning: c.Export}),
+		),
+		HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger, Metrics: m.metrics.registerer(),
 		DataConverter: c.Temporal.DataConverter(), Tenants: tenants,
 	})
 }

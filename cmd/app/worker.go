@@ -161,27 +161,14 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	exports := m.Config.serves(workflows.KindExport)
-	datasets := m.Config.Datasets
-	if !exports {
-		// The point of a worker without exports is to hold none of their credentials: refuse
-		// them rather than open them unused.
-		if m.Config.DatasetsFile != "" || len(datasets) > 0 || m.Config.ArtifactsURL != "" {
-			return fmt.Errorf("--datasets and --artifacts serve the export kind, which this worker does not (--kinds %s): "+
-				"leave them unset so it holds no dataset or artifact credentials", strings.Join(kinds, ","))
+	acts := &activities.Activities{Suites: suites, QueryHook: m.QueryHook}
+	for _, wk := range workerKinds() {
+		if wk.prepare == nil {
+			continue
 		}
-		datasets = nil
-	} else if datasets == nil {
-		if datasets, err = activities.LoadDatasets(m.Config.DatasetsFile); err != nil {
+		if err := wk.prepare(ctx, m, acts, m.Config.serves(wk.name)); err != nil {
 			return err
 		}
-	}
-	if m.Config.ArtifactsURL != "" {
-		if m.artifacts, err = activities.OpenArtifactStore(ctx, m.Config.ArtifactsURL); err != nil {
-			return err
-		}
-	} else if len(datasets) > 0 {
-		return errors.New("--artifacts is required when datasets are configured (exports write there)")
 	}
 	if m.ResumeKeys == nil {
 		// The worker is the side that verifies: a public placeholder here would let anyone with
@@ -233,18 +220,17 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		DefaultHeartbeatThrottleInterval: hb,
 	}
 	m.db = &activities.DBPool{}
-	acts := &activities.Activities{Suites: suites, Datasets: datasets, Artifacts: m.artifacts, DB: m.db, QueryHook: m.QueryHook}
+	acts.DB = m.db
 	queues := map[string][]string{tq: kinds}
-	if m.Config.ServeSuiteQueues && m.Config.serves(workflows.KindEval) {
-		for _, q := range suites.TaskQueues() {
-			if q != tq {
-				queues[q] = []string{workflows.KindEval}
+	for _, wk := range workerKinds() {
+		if wk.queues == nil || !m.Config.serves(wk.name) {
+			continue
+		}
+		for _, q := range wk.queues(m, acts, tq) {
+			if q != tq && !slices.Contains(queues[q], wk.name) {
+				queues[q] = append(queues[q], wk.name)
 			}
 		}
-	}
-	// The workers that write artifacts warn; serve replicas do not repeat the check.
-	if m.Config.serves(workflows.KindExport) {
-		go warnRetention(ctx, m.Client, m.Config.Temporal.Namespace, datasets, m.Logger)
 	}
 	m.registered = map[string][]string{}
 	for _, q := range slices.Sorted(maps.Keys(queues)) {
@@ -269,29 +255,16 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		}
 		m.workers = append(m.workers, w)
 	}
-	m.warnCommandSuites(suites, tq, datasets)
+	for _, wk := range workerKinds() {
+		if wk.polling != nil && m.Config.serves(wk.name) {
+			wk.polling(ctx, m, acts, tq)
+		}
+	}
 	m.Logger.Info("worker polling", zap.String("task_queue", tq), zap.Strings("kinds", kinds),
-		zap.Strings("suites", suites.Names()), zap.Strings("datasets", datasets.Names()),
+		zap.Strings("suites", suites.Names()), zap.Strings("datasets", acts.Datasets.Names()),
 		zap.Strings("suite_queues", slices.DeleteFunc(slices.Sorted(maps.Keys(queues)), func(q string) bool { return q == tq })),
 		zap.Any("registered", m.registered))
 	return nil
-}
-
-// warnCommandSuites warns about command suites whose episodes this worker runs while it holds
-// dataset or artifact credentials: give such a suite a task_queue served by a worker without
-// them (README "Command episodes").
-func (m *WorkerMain) warnCommandSuites(suites activities.Catalog, tq string, datasets activities.Datasets) {
-	if !m.Config.serves(workflows.KindEval) || (len(datasets) == 0 && m.artifacts == nil) {
-		return
-	}
-	for _, name := range suites.Names() {
-		s := suites[name]
-		if s.Kind == activities.SuiteCommand && (s.TaskQueue == "" || s.TaskQueue == tq) {
-			m.Logger.Warn("command suite's episodes run on a worker holding dataset or artifact credentials; "+
-				"give the suite a task_queue served by a worker started with --kinds eval",
-				zap.String("suite", name), zap.String("task_queue", tq))
-		}
-	}
 }
 
 // Registered lists what Run registered on each task queue it polls ("workflow:<name>",

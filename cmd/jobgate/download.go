@@ -52,7 +52,7 @@ func runJobsDownload(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	v := &j.view
-	if j.kind != "export" {
+	if !cliKindOf(j.kind).download {
 		return &exitError{code: 1, err: fmt.Errorf("jobs download: %s is an %s job; only exports have a file to download", clean(v.JobID), j.kind)}
 	}
 	if v.Status != "succeeded" {

@@ -237,35 +237,11 @@ func printJob(w io.Writer, j *job, now time.Time) {
 	}
 }
 
-// printResult prints a succeeded job's result: an export's manifest and how to download it;
-// any other kind's result as indented JSON.
+// printResult prints a succeeded job's result: in its kind's own form where it has one (an
+// export's manifest and how to download it), otherwise as indented JSON.
 func printResult(w io.Writer, j *job) {
-	raw, err := json.Marshal(j.view.Result)
-	if err != nil {
+	if k := cliKindOf(j.kind); k.printResult != nil && k.printResult(w, j) {
 		return
-	}
-	if j.kind == "export" {
-		var r wire.ExportResultView
-		if json.Unmarshal(raw, &r) == nil {
-			var f fields
-			f.add("rows", strconv.Itoa(r.Rows))
-			f.add("file", clean(r.FileName)+" ("+strconv.FormatInt(r.Bytes, 10)+" bytes, gzip)")
-			f.add("format", clean(r.Format))
-			f.add("columns", clean(strings.Join(r.Columns, ", ")))
-			f.add("sha256", clean(r.SHA256))
-			if r.ApprovedBy != "" {
-				f.add("approved by", clean(r.ApprovedBy))
-			}
-			f.add("kept until", timeText(r.ExpiresAt))
-			switch {
-			case r.DownloadURL != "":
-				f.add("download", "jobgate jobs download "+j.view.Handle)
-			case r.Note != "":
-				f.add("download", "not available: "+clean(r.Note))
-			}
-			f.write(w, "  ")
-			return
-		}
 	}
 	var buf strings.Builder
 	enc := json.NewEncoder(&buf)

@@ -162,7 +162,7 @@ func runJobsWatch(args []string, stdout, stderr io.Writer) error {
 	v := &j.view
 	switch v.Status {
 	case "succeeded":
-		if j.kind == "export" {
+		if cliKindOf(j.kind).download {
 			fmt.Fprintf(stdout, "download: jobgate jobs download %s\n", v.Handle)
 		}
 		return nil

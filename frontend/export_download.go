@@ -17,12 +17,12 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// download serves GET /artifacts/<token> behind the bearer middleware (a missing or invalid
+// download serves the export kind's GET /artifacts/<token> behind the bearer middleware (a missing or invalid
 // bearer token is a 401 challenge, which says nothing about any artifact). Everything else
 // that is wrong — tampered or expired link, another tenant, another principal, a job the
 // caller may not read, a link to other bytes — is the same bare 404; an artifact past its
 // retention is 410.
-func (f *Frontend) download(w http.ResponseWriter, r *http.Request) {
+func (k *exportKind) download(f *Frontend, w http.ResponseWriter, r *http.Request) {
 	p, ok := principalFromRequest(r)
 	notFound := func(why string) {
 		f.log.Info("download refused", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("why", why))
@@ -83,11 +83,11 @@ func (f *Frontend) download(w http.ResponseWriter, r *http.Request) {
 		gone()
 		return
 	}
-	if f.opts.Artifacts == nil {
+	if k.opts.Artifacts == nil {
 		notFound("no artifact store")
 		return
 	}
-	rd, err := f.opts.Artifacts.OpenArtifact(r.Context(), m)
+	rd, err := k.opts.Artifacts.OpenArtifact(r.Context(), m)
 	if errors.Is(err, activities.ErrArtifactGone) {
 		gone()
 		return

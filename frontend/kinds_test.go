@@ -1,0 +1,250 @@
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/client"
+
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/authz"
+)
+
+// kindsFrontend is a frontend serving kinds (nil: the defaults) over a Temporal client that
+// never connects: enough for tools, routes and argument checks.
+func kindsFrontend(t *testing.T, kinds ...KindSpec) (*Frontend, error) {
+	t.Helper()
+	c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", []byte("0123456789abcdef0123456789abcdef"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Options{Temporal: c, Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
+		ResourceURI: "http://localhost/mcp", Kinds: kinds})
+}
+
+func servedToolNames(f *Frontend) []string {
+	var out []string
+	for _, td := range f.tools() {
+		out = append(out, td.tool.Name)
+	}
+	return out
+}
+
+// TestKindsToolOrder: tools/list is built by looping over the served kinds, in Options order:
+// every get tool, the lists, then starts, cancels and resumes. The default (no Kinds) is the
+// order the snapshots and clients know.
+func TestKindsToolOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		kinds []KindSpec
+		want  string
+	}{
+		{"default", nil, "get_eval get_export list_jobs list_approvals start_eval start_export cancel_eval cancel_export resume_eval resume_export"},
+		{"reversed", []KindSpec{ExportKind(ExportOptions{}), EvalKind(EvalOptions{})},
+			"get_export get_eval list_jobs list_approvals start_export start_eval cancel_export cancel_eval resume_export resume_eval"},
+		{"eval only", []KindSpec{EvalKind(EvalOptions{})}, "get_eval list_jobs list_approvals start_eval cancel_eval resume_eval"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := kindsFrontend(t, tc.kinds...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(servedToolNames(f), " "); got != tc.want {
+				t.Fatalf("tools:\n got %s\nwant %s", got, tc.want)
+			}
+			// What the MCP server lists is what tools() builds, scope table included.
+			for _, n := range servedToolNames(f) {
+				if _, ok := f.actions[n]; !ok {
+					t.Errorf("%s has no 403 scope entry", n)
+				}
+			}
+		})
+	}
+}
+
+// TestKindsRoutes: a kind's HTTP routes are served, behind the bearer check, only when the
+// kind is: an eval-only frontend has no /artifacts.
+func TestKindsRoutes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		kinds []KindSpec
+		want  int
+	}{
+		{"default", nil, http.StatusUnauthorized},
+		{"export", []KindSpec{ExportKind(ExportOptions{})}, http.StatusUnauthorized},
+		{"eval only", []KindSpec{EvalKind(EvalOptions{})}, http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := kindsFrontend(t, tc.kinds...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			f.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/artifacts/some-token", nil))
+			if rec.Code != tc.want {
+				t.Fatalf("GET /artifacts without a token: %d, want %d", rec.Code, tc.want)
+			}
+		})
+	}
+}
+
+// otherKind is a kind the workflows layer does not register.
+type otherKind struct{}
+
+func (otherKind) Name() string               { return "ingest-unregistered" }
+func (otherKind) serve(*Frontend) servedKind { panic("never served") }
+
+// TestKindsRefused: a kind listed twice, one the workflows layer does not know, and a nil one
+// are configuration errors at New, not panics or clashing tools.
+func TestKindsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		kinds []KindSpec
+		want  string
+	}{
+		{"twice", []KindSpec{EvalKind(EvalOptions{}), ExportKind(ExportOptions{}), EvalKind(EvalOptions{})}, `kind "eval" is listed twice`},
+		{"unregistered", []KindSpec{EvalKind(EvalOptions{}), otherKind{}}, `kind "ingest-unregistered" is not registered in workflows`},
+		{"nil", []KindSpec{nil}, "nil kind"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := kindsFrontend(t, tc.kinds...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestKindsSlots: the episode-slot quota counts the jobs of the kinds that hold slots, and one
+// job holds at most what its kind allows; a frontend without such a kind has none.
+func TestKindsSlots(t *testing.T) {
+	suites := activities.DefaultCatalog()
+	big := suites["demo"]
+	big.Name, big.MaxConcurrency = "big", 777
+	suites["big"] = big
+	f, err := kindsFrontend(t, ExportKind(ExportOptions{}), EvalKind(EvalOptions{Suites: suites}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.slotKindsQuery(); got != "JobKind = 'eval'" {
+		t.Errorf("slot kinds query %q, want JobKind = 'eval'", got)
+	}
+	if got := f.maxJobSlots(); got != 777 {
+		t.Errorf("max slots %d, want 777 (the largest suite concurrency)", got)
+	}
+	f, err = kindsFrontend(t, ExportKind(ExportOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.maxJobSlots(); got != 0 {
+		t.Errorf("export-only max slots %d, want 0", got)
+	}
+}
+
+// TestStartChecksOnce: every kind's start checks the start permission first, then the
+// idempotency key, before its own arguments (startTool, once for all kinds).
+func TestStartChecksOnce(t *testing.T) {
+	f, err := kindsFrontend(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(tool string, p authz.Principal, args map[string]any) *ToolError {
+		t.Helper()
+		i := slices.IndexFunc(f.tools(), func(td toolDef) bool { return td.tool.Name == tool })
+		raw, _ := json.Marshal(args)
+		res, err := f.tools()[i].handler(context.Background(), &mcp.CallToolRequest{
+			Params: &mcp.CallToolParamsRaw{Name: tool, Arguments: raw},
+			Extra:  &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{Extra: map[string]any{principalKey: p}}},
+		})
+		if err != nil || !res.IsError {
+			t.Fatalf("%s: %v %+v, want a tool error", tool, err, res)
+		}
+		var te ToolError
+		if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &te); err != nil {
+			t.Fatal(err)
+		}
+		return &te
+	}
+	reader := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}
+	writer := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeWrite}}
+	for _, tool := range []string{"start_eval", "start_export"} {
+		// Bad key and unknown suite/dataset: the permission is checked first, then the key.
+		bad := map[string]any{"idempotency_key": "/bad", "suite": "nope", "dataset": "nope", "episodes": 1, "format": "csv", "purpose": "x"}
+		if tool == "start_eval" {
+			delete(bad, "dataset")
+			delete(bad, "format")
+			delete(bad, "purpose")
+		} else {
+			delete(bad, "suite")
+			delete(bad, "episodes")
+		}
+		if te := call(tool, reader, bad); te.Code != CodeForbidden {
+			t.Errorf("%s without jobs:write: %s %q, want forbidden", tool, te.Code, te.Message)
+		}
+		if te := call(tool, writer, bad); te.Code != CodeInvalidArgument || !strings.HasPrefix(te.Message, "idempotency_key") {
+			t.Errorf("%s with a bad key: %s %q, want invalid_argument naming idempotency_key", tool, te.Code, te.Message)
+		}
+	}
+}
+
+// TestDefaultKinds: a configured kind replaces the default of its name in place (tools/list
+// order is unchanged); a kind of another name is added after the defaults.
+func TestDefaultKinds(t *testing.T) {
+	names := func(ks []KindSpec) string {
+		var out []string
+		for _, k := range ks {
+			out = append(out, k.Name())
+		}
+		return strings.Join(out, " ")
+	}
+	ex := ExportKind(ExportOptions{DownloadTTL: 42})
+	got := DefaultKinds(ex)
+	if names(got) != "eval export" || got[1] != ex {
+		t.Fatalf("DefaultKinds(export): %s (configured export in place: %v)", names(got), got[1] == ex)
+	}
+	if got := DefaultKinds(otherKind{}); names(got) != "eval export ingest-unregistered" {
+		t.Fatalf("DefaultKinds(other): %s", names(got))
+	}
+}
+
+// evalPlus is the eval kind with a further read and write tool, as a kind may declare.
+type evalPlus struct{ KindSpec }
+
+func (e evalPlus) serve(f *Frontend) servedKind {
+	sk := e.KindSpec.serve(f)
+	tool := func(name string, a authz.Action) toolDef {
+		return newTool(f, a, &mcp.Tool{Name: name}, func(context.Context, authz.Principal, HandleIn) (*JobSummary, error) {
+			return nil, toolErr(CodeNotFound, "none")
+		})
+	}
+	sk.reads = []toolDef{tool("list_episodes", authz.ActionGet)}
+	sk.writes = []toolDef{tool("retry_eval", authz.ActionCancel)}
+	return sk
+}
+
+// TestKindsFurtherTools: a kind's further tools are listed with the reads or the writes, and
+// get their 403 scope entry like every other tool.
+func TestKindsFurtherTools(t *testing.T) {
+	f, err := kindsFrontend(t, evalPlus{EvalKind(EvalOptions{})}, ExportKind(ExportOptions{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "get_eval get_export list_jobs list_approvals list_episodes start_eval start_export cancel_eval cancel_export resume_eval resume_export retry_eval"
+	if got := strings.Join(servedToolNames(f), " "); got != want {
+		t.Fatalf("tools:\n got %s\nwant %s", got, want)
+	}
+	if f.actions["list_episodes"] != authz.ActionGet || f.actions["retry_eval"] != authz.ActionCancel {
+		t.Fatalf("scope entries: %v", f.actions)
+	}
+}
