@@ -30,7 +30,7 @@ func (f *Frontend) routes() http.Handler {
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytesDefault})
 	bearer := invalidTokenChallenge(auth.RequireBearerToken(f.verifyToken, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metaURL}))
-	mux.Handle("/mcp", f.metrics.countMissingBearer(bearer(f.requireToolScope(metaURL, f.tasksLayer(metaURL, mcpHandler)))))
+	mux.Handle("/mcp", f.metrics.countMissingBearer(bearer(f.frontDoor(metaURL, mcpHandler))))
 	mux.Handle("GET /artifacts/{token}", f.metrics.countMissingBearer(bearer(f.metrics.countDownloads(http.HandlerFunc(f.download)))))
 
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
@@ -97,10 +97,21 @@ func principalFrom(ti *auth.TokenInfo) (authz.Principal, bool) {
 	return p, ok
 }
 
-// requireToolScope answers 403 with an insufficient_scope challenge before a tool runs when the
-// token has none of the scopes the tool needs. The body is authoritative for the tool name; the
-// SDK separately rejects a 2026-07-28 Mcp-Name header that disagrees with it.
-func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Handler {
+// frontDoor is everything in front of the SDK's handler, on one parse of the body (parseBody),
+// which it hands on in the request context to every handler behind (tasks/*, the task answer
+// of start_*). It does only what the SDK cannot:
+//   - refuse a body the SDK might read otherwise (checkStrictJSON): 400 before anything runs;
+//   - answer 403 with an insufficient_scope challenge when the token has none of the scopes of
+//     the tool, or of the tasks/* method, called: an HTTP answer with a WWW-Authenticate
+//     header, which a method handler cannot give (the SDK writes the status and headers of
+//     every answer it sends);
+//   - for tasks/*: answer requests of other protocol versions as the SDK answers a method it
+//     does not know (registering tasks/* makes them known to every era), check Mcp-Name
+//     against params.taskId (checkTaskName), and keep a task answer's HTTP status (taskHTTP).
+//
+// The body is authoritative for the tool name; the SDK separately rejects a 2026-07-28
+// Mcp-Name header that disagrees with it.
+func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
@@ -132,10 +143,64 @@ func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Hand
 			f.denyScope(w, metaURL, name, need, p)
 			return
 		}
-		// The layers behind (tasksLayer) read the same parse; the body itself is left unread.
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), parsedBodyKey{}, pb)))
+		ctx := context.WithValue(r.Context(), parsedBodyKey{}, pb)
+		// A tasks/* request the SDK's transport takes (whatever it would refuse — Host,
+		// Content-Type, Accept — it refuses first).
+		if req, ok := pb.request(); ok && sdkTransportOK(r) {
+			if action, isTask := taskActions[req.method]; isTask {
+				if r.Header.Get(headerProtocolVersion) != protocolMRTR {
+					refuseUnknownMethod(w, r, req)
+					return
+				}
+				if need := authz.ActionScopes(action); !hasAny(p, need) {
+					f.denyScope(w, metaURL, req.method, need, p)
+					return
+				}
+				if rerr := checkTaskName(r.Header, req); rerr != nil {
+					writeRPC(w, http.StatusBadRequest, req.id, nil, rerr)
+					return
+				}
+				th := &taskHTTP{}
+				ctx = context.WithValue(ctx, taskHTTPKey{}, th)
+				w = &taskWriter{ResponseWriter: w, th: th}
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
+
+// refuseUnknownMethod answers a tasks/* request of another protocol version as the SDK answers
+// a method it does not know (go-sdk v1.8.0 mcp/streamable.go:1479-1490): 404 with a JSON-RPC
+// method-not-found from 2026-07-28 on, a plain 400 before.
+func refuseUnknownMethod(w http.ResponseWriter, r *http.Request, req *rpcRequest) {
+	msg := fmt.Sprintf("JSON RPC not handled: %q unsupported", req.method)
+	if r.Header.Get(headerProtocolVersion) >= protocolMRTR {
+		writeRPC(w, http.StatusNotFound, req.id, nil, &rpcError{Code: jsonrpc.CodeMethodNotFound, Message: msg})
+		return
+	}
+	http.Error(w, msg, http.StatusBadRequest)
+}
+
+// taskWriter sends a task's answer with 200 where the SDK would send 400 (see taskHTTP).
+type taskWriter struct {
+	http.ResponseWriter
+	th *taskHTTP
+}
+
+func (w *taskWriter) WriteHeader(code int) {
+	if code == http.StatusBadRequest && w.th.answered.Load() {
+		code = http.StatusOK
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *taskWriter) Flush() {
+	if fl, ok := w.ResponseWriter.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+func (w *taskWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // bufferBody reads the request body (bounded) and puts it back for the next handler, so the
 // layers in front of the SDK can look at the JSON-RPC message. On failure it has answered.
@@ -170,7 +235,7 @@ func (f *Frontend) denyScope(w http.ResponseWriter, metaURL, what string, need [
 }
 
 // parsedBody is a request body as the layers in front of the SDK read it, parsed once (by
-// requireToolScope, which puts it in the request context for tasksLayer). Keys are matched
+// frontDoor, which puts it in the request context for the handlers behind). Keys are matched
 // exactly, as the SDK's decoder does: encoding/json's case-insensitive struct matching would let
 // {"name":"start_eval","Name":"get_eval"} pass a check as get_eval while the SDK runs
 // start_eval. A body the SDK might read otherwise than encoding/json (checkStrictJSON: trailing
