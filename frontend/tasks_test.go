@@ -412,6 +412,18 @@ func FuzzTaskRequest(f *testing.F) {
 				t.Fatalf("headers accepted for taskId %q, Mcp-Name %q", id, h.Get("Mcp-Name"))
 			}
 		}
+		// A handler reached without the front door reads the params as the front door does.
+		raw, ok := parseBody(body).msgs[0].m["params"]
+		if !ok {
+			return
+		}
+		pr, _ := paramsRequest(req.method, raw)
+		id, okID := req.taskID()
+		pid, okP := pr.taskID()
+		if id != pid || okID != okP || string(req.meta()[mcp.MetaKeyProtocolVersion]) != string(pr.meta()[mcp.MetaKeyProtocolVersion]) ||
+			string(req.params["inputResponses"]) != string(pr.params["inputResponses"]) {
+			t.Fatalf("params read otherwise: taskId %q/%q, params %v / %v", id, pid, req.params, pr.params)
+		}
 	})
 }
 
@@ -662,6 +674,27 @@ func TestTasksLayerFake(t *testing.T) {
 			map[string]string{"MCP-Protocol-Version": "2025-11-25"})
 		if rec.Code == http.StatusOK && strings.Contains(rec.Body.String(), `"taskId"`) {
 			t.Fatalf("a 2025-11-25 tasks/get was answered as a 2026 task: %s", rec.Body)
+		}
+		// tasks/* of another protocol version is answered as the SDK answers a method it does
+		// not know (here one nobody registered), whatever the version.
+		for _, version := range []string{"2025-11-25", "2025-06-18", "2027-01-01"} {
+			for _, m := range []string{methodTasksGet, methodTasksUpdate, methodTasksCancel} {
+				hdr := map[string]string{"MCP-Protocol-Version": version}
+				params := func() map[string]any {
+					return map[string]any{"taskId": fx.id["running"], "_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": version,
+						"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}}}
+				}
+				fx.nextN = 0
+				got := fx.post(t, taskAna, m, fx.id["running"], params(), hdr)
+				fx.nextN = 0
+				want := fx.post(t, taskAna, "tasks/nope", fx.id["running"], params(), hdr)
+				if got.Code != want.Code || got.Body.String() != strings.ReplaceAll(want.Body.String(), "tasks/nope", m) {
+					t.Errorf("%s %s: %d %s, want %d %s", version, m, got.Code, got.Body, want.Code, want.Body)
+				}
+			}
+		}
+		if len(fx.tc.cancels) != 1 {
+			t.Fatalf("a tasks/cancel of another version ran: %v", fx.tc.cancels)
 		}
 	})
 }
