@@ -247,8 +247,9 @@ type parsedBody struct {
 	msgs  []parsedMsg // the top-level messages, one unless batch
 }
 
-// parsedMsg is one top-level message: its members, and its method, params and params.name,
-// each decoded at most once for all the layers that look at them.
+// parsedMsg is one top-level message: its members and its params' members (parseBody reads
+// both), and its method and params.name, each decoded at most once for all the layers that
+// look at them.
 type parsedMsg struct {
 	m map[string]json.RawMessage
 
@@ -261,39 +262,13 @@ type parsedMsg struct {
 
 type parsedBodyKey struct{}
 
-func parseBody(body []byte) *parsedBody {
-	pb := &parsedBody{}
-	if pb.err = checkStrictJSON(body); pb.err != nil {
-		return pb
-	}
-	body = bytes.TrimSpace(body)
-	if len(body) > 0 && body[0] == '[' {
-		pb.batch = true
-		var ms []map[string]json.RawMessage
-		_ = json.Unmarshal(body, &ms)
-		pb.msgs = make([]parsedMsg, len(ms))
-		for i, m := range ms {
-			pb.msgs[i].m = m
-		}
-	} else if len(body) > 0 && body[0] == '{' {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(body, &m) == nil {
-			pb.msgs = []parsedMsg{{m: m}}
-		}
-	}
-	return pb
-}
-
-// decode decodes the message's method, params and params.name, once.
+// decode decodes the message's method and params.name, once (parseBody split params).
 func (pm *parsedMsg) decode() {
 	if pm.decoded {
 		return
 	}
 	pm.decoded = true
 	pm.method, pm.methodOK = jsonString(pm.m["method"])
-	if json.Unmarshal(pm.m["params"], &pm.params) != nil {
-		pm.params = nil
-	}
 	pm.name, _ = jsonString(pm.params["name"])
 }
 
