@@ -128,11 +128,14 @@ func frontRequest(ctx context.Context) (*rpcRequest, bool) {
 	return pb.request()
 }
 
-// paramsRequest reads a method's raw params as the front door reads a body's (exact keys).
+// paramsRequest reads a method's raw params with the front door's parser (exact keys, its
+// strict rules): the members of a params object, none otherwise.
 func paramsRequest(method string, raw json.RawMessage) (*rpcRequest, bool) {
 	r := &rpcRequest{method: method}
-	if json.Unmarshal(raw, &r.params) != nil {
-		r.params = nil
+	s := strictScanner{b: raw}
+	s.ws()
+	if m := map[string]json.RawMessage{}; s.i < len(s.b) && s.b[s.i] == '{' && s.objectInto(1, m, nil) == nil {
+		r.params = m
 	}
 	r.name, _ = jsonString(r.params["name"])
 	return r, true
