@@ -107,7 +107,8 @@ func principalFrom(ti *auth.TokenInfo) (authz.Principal, bool) {
 //     every answer it sends);
 //   - for tasks/*: answer requests of other protocol versions as the SDK answers a method it
 //     does not know (registering tasks/* makes them known to every era), check Mcp-Name
-//     against params.taskId (checkTaskName), and keep a task answer's HTTP status (taskHTTP).
+//     against params.taskId (checkTaskName), mark the request checked and keep a task answer's
+//     HTTP status (taskGate).
 //
 // The body is authoritative for the tool name; the SDK separately rejects a 2026-07-28
 // Mcp-Name header that disagrees with it.
@@ -160,9 +161,9 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 					writeRPC(w, http.StatusBadRequest, req.id, nil, rerr)
 					return
 				}
-				th := &taskHTTP{}
-				ctx = context.WithValue(ctx, taskHTTPKey{}, th)
-				w = &taskWriter{ResponseWriter: w, th: th}
+				gate := &taskGate{}
+				ctx = context.WithValue(ctx, taskGateKey{}, gate)
+				w = &taskWriter{ResponseWriter: w, gate: gate}
 			}
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
@@ -181,14 +182,14 @@ func refuseUnknownMethod(w http.ResponseWriter, r *http.Request, req *rpcRequest
 	http.Error(w, msg, http.StatusBadRequest)
 }
 
-// taskWriter sends a task's answer with 200 where the SDK would send 400 (see taskHTTP).
+// taskWriter sends a task's answer with 200 where the SDK would send 400 (see taskGate).
 type taskWriter struct {
 	http.ResponseWriter
-	th *taskHTTP
+	gate *taskGate
 }
 
 func (w *taskWriter) WriteHeader(code int) {
-	if code == http.StatusBadRequest && w.th.answered.Load() {
+	if code == http.StatusBadRequest && w.gate.answered.Load() {
 		code = http.StatusOK
 	}
 	w.ResponseWriter.WriteHeader(code)

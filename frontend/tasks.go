@@ -29,7 +29,7 @@ import (
 // them like any method), and the task answer of start_* and the extension in server/discover's
 // capabilities come from a receiving middleware. What the SDK cannot do stays in the front door
 // (frontDoor in http.go): the 403 insufficient_scope answer, the Mcp-Name check of tasks/*, and
-// the HTTP status of a task's answer (see taskHTTP). Nothing keeps state: a taskId is the job's
+// the HTTP status of a task's answer (see taskGate). Nothing keeps state: a taskId is the job's
 // signed handle (tenant-bound, unforgeable, expiring), and every task request runs the same tool
 // code as get_*, resume_* and cancel_*.
 
@@ -141,35 +141,31 @@ func (*task) SetMeta(map[string]any) {}
 func (*ack) SetMeta(map[string]any) {}
 
 // taskParams are the params of a tasks/* request as the SDK hands them over. The handler reads
-// the front door's parse of the body instead (exact keys, the one parse every check saw); the
-// SDK's decode keeps the raw bytes only, for a handler reached without the front door.
+// the front door's parse of the body instead (exact keys, the one parse every check saw), so
+// the SDK's decode is a no-op: whatever the params' shape, the answer is the handler's to give
+// (a numeric taskId is the unknown task, not a decoding error of the SDK).
 type taskParams struct {
 	mcp.ParamsBase
-	raw json.RawMessage
 }
 
-// UnmarshalJSON keeps the bytes: whatever their shape, the answer is the handler's to give
-// (a numeric taskId is the unknown task, not a decoding error of the SDK).
-func (p *taskParams) UnmarshalJSON(b []byte) error {
-	p.raw = append(json.RawMessage(nil), b...)
-	return nil
-}
+// UnmarshalJSON: see taskParams.
+func (p *taskParams) UnmarshalJSON([]byte) error { return nil }
 
 // ---------------------------------------------------------------- registration
 
 // registerTasks adds tasks/* to the SDK server and the middleware that turns a task-creating
 // start_* call's job view into a task and advertises the extension in server/discover.
 func (f *Frontend) registerTasks() error {
-	get := func(ctx context.Context, ss *mcp.ServerSession, p *taskParams) (*task, error) {
-		res, err := f.serveTask(ctx, ss, methodTasksGet, p)
+	get := func(ctx context.Context, ss *mcp.ServerSession, _ *taskParams) (*task, error) {
+		res, err := f.serveTask(ctx, ss, methodTasksGet)
 		if err != nil {
 			return nil, err
 		}
 		return res.(*task), nil
 	}
 	answer := func(method string) func(context.Context, *mcp.ServerSession, *taskParams) (*ack, error) {
-		return func(ctx context.Context, ss *mcp.ServerSession, p *taskParams) (*ack, error) {
-			res, err := f.serveTask(ctx, ss, method, p)
+		return func(ctx context.Context, ss *mcp.ServerSession, _ *taskParams) (*ack, error) {
+			res, err := f.serveTask(ctx, ss, method)
 			if err != nil {
 				return nil, err
 			}
@@ -230,27 +226,29 @@ func (f *Frontend) createsTask(ctx context.Context, req *mcp.CallToolRequest) bo
 
 // ---------------------------------------------------------------- tasks/*
 
-// taskHTTP is the front door's note, in the request context, of how a tasks/* answer goes out
-// over HTTP. The SDK sends every -32602 of a 2026-07-28 request with HTTP 400 (SEP-2575, for
-// protocol-level errors: streamable.go extractErrorStatus); the answer about a task (not found,
-// expired, a refused update) is the method's answer, sent with 200 as before, so the handler
-// marks it and frontDoor's writer keeps that status.
-type taskHTTP struct{ answered atomic.Bool }
+// taskGate is the front door's mark, in the request context, on a tasks/* request it checked
+// (scope, Mcp-Name): the handler answers only such requests, so a request that reached the SDK
+// another way (a batch of an older era, or a transport check of sdkTransportOK that drifted from
+// the SDK's) is not served unchecked. It also says how the answer goes out over HTTP: the SDK
+// sends every -32602 of a 2026-07-28 request with HTTP 400 (SEP-2575 for protocol-level errors:
+// go-sdk v1.8.0 mcp/streamable.go:1046-1064, 1926); an answer about the task (not found,
+// expired, a refused update) is the method's answer, sent with 200 as it always was, so the
+// handler marks it and the front door's taskWriter keeps that status.
+type taskGate struct{ answered atomic.Bool }
 
-type taskHTTPKey struct{}
+type taskGateKey struct{}
 
 // serveTask answers one tasks/* request: the era and the capability check, then the taskId,
 // then the method. The 403 scope check and the Mcp-Name check ran in the front door, the
 // version and Mcp-Method checks in the SDK's transport.
-func (f *Frontend) serveTask(ctx context.Context, ss *mcp.ServerSession, method string, params *taskParams) (mcp.Result, error) {
+func (f *Frontend) serveTask(ctx context.Context, ss *mcp.ServerSession, method string) (mcp.Result, error) {
 	start := time.Now()
+	gate, checked := ctx.Value(taskGateKey{}).(*taskGate)
 	req, ok := frontRequest(ctx)
-	if !ok && params != nil { // not behind the front door: read the SDK's bytes the same way
-		req, ok = paramsRequest(method, params.raw)
-	}
-	if ip := ss.InitializeParams(); !ok || req.method != method || ip == nil || ip.ProtocolVersion != protocolMRTR {
-		// Older eras had other tasks/* (2025-11-25) or none: not ours to answer.
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%q is not offered in this protocol version", method)}
+	if ip := ss.InitializeParams(); !checked || !ok || req.method != method || ip == nil || ip.ProtocolVersion != protocolMRTR {
+		// Not checked by the front door, or of an older era (2025-11-25 had other tasks/*):
+		// not ours to answer.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%q is not offered here", method)}
 	}
 	p, ok := principalFrom(auth.TokenInfoFromContext(ctx))
 	if !ok {
@@ -288,9 +286,7 @@ func (f *Frontend) serveTask(ctx context.Context, ss *mcp.ServerSession, method 
 			code = CodeNotFound
 		}
 		f.log.Info("task call", append(fields, zap.String("code", code))...)
-		if th, ok := ctx.Value(taskHTTPKey{}).(*taskHTTP); ok {
-			th.answered.Store(true)
-		}
+		gate.answered.Store(true)
 		return nil, rerr.wire()
 	}
 	f.log.Info("task call", append(fields, zap.String("code", "ok"))...)

@@ -128,19 +128,6 @@ func frontRequest(ctx context.Context) (*rpcRequest, bool) {
 	return pb.request()
 }
 
-// paramsRequest reads a method's raw params with the front door's parser (exact keys, its
-// strict rules): the members of a params object, none otherwise.
-func paramsRequest(method string, raw json.RawMessage) (*rpcRequest, bool) {
-	r := &rpcRequest{method: method}
-	s := strictScanner{b: raw}
-	s.ws()
-	if m := map[string]json.RawMessage{}; s.i < len(s.b) && s.b[s.i] == '{' && s.objectInto(1, m, nil) == nil {
-		r.params = m
-	}
-	r.name, _ = jsonString(r.params["name"])
-	return r, true
-}
-
 // sdkTransportOK: the SDK's stateless transport would take this POST (DNS-rebinding Host
 // check, Content-Type, Accept). When not, the layer lets the SDK give its own answer.
 func sdkTransportOK(r *http.Request) bool {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	enumspb "go.temporal.io/api/enums/v1"
 	namespacepb "go.temporal.io/api/namespace/v1"
@@ -412,18 +414,6 @@ func FuzzTaskRequest(f *testing.F) {
 				t.Fatalf("headers accepted for taskId %q, Mcp-Name %q", id, h.Get("Mcp-Name"))
 			}
 		}
-		// A handler reached without the front door reads the params as the front door does.
-		raw, ok := parseBody(body).msgs[0].m["params"]
-		if !ok {
-			return
-		}
-		pr, _ := paramsRequest(req.method, raw)
-		id, okID := req.taskID()
-		pid, okP := pr.taskID()
-		if id != pid || okID != okP || string(req.meta()[mcp.MetaKeyProtocolVersion]) != string(pr.meta()[mcp.MetaKeyProtocolVersion]) ||
-			string(req.params["inputResponses"]) != string(pr.params["inputResponses"]) {
-			t.Fatalf("params read otherwise: taskId %q/%q, params %v / %v", id, pid, req.params, pr.params)
-		}
 	})
 }
 
@@ -714,4 +704,43 @@ func (fx *taskFixture) postRaw(t *testing.T, p authz.Principal, body, version st
 	rec := httptest.NewRecorder()
 	fx.h.ServeHTTP(rec, req)
 	return rec
+}
+
+// TestTaskNotServedUnchecked: a tasks/* request that reaches the SDK without the front door's
+// checks (scope, Mcp-Name) is not answered, and nothing runs: here the SDK's handler behind the
+// bearer middleware alone, and behind one that hands on the body's parse but checks nothing,
+// with a token that lacks the scope tasks/cancel needs and with one that has it.
+func TestTaskNotServedUnchecked(t *testing.T) {
+	fx := newTaskFixture(t)
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return fx.f.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	bearer := auth.RequireBearerToken(fx.f.verifyToken, nil)
+	parseOnly := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := bufferBody(w, r)
+		if !ok {
+			return
+		}
+		sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), parsedBodyKey{}, parseBody(body))))
+	})
+	anaRO := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}
+	for i, p := range []authz.Principal{anaRO, taskAna, anaRO, taskAna} {
+		saved := fx.h
+		fx.h = bearer(sdk)
+		if i >= 2 {
+			fx.h = bearer(parseOnly)
+		}
+		rec := fx.post(t, p, methodTasksCancel, fx.id["running"], map[string]any{"taskId": fx.id["running"]}, nil)
+		fx.h = saved
+		var msg struct{ Error *rpcError }
+		if json.Unmarshal(rec.Body.Bytes(), &msg) != nil || msg.Error == nil || msg.Error.Code != jsonrpc.CodeMethodNotFound {
+			t.Errorf("%v: %d %s", p.Scopes, rec.Code, rec.Body)
+		}
+	}
+	if len(fx.tc.cancels) != 0 {
+		t.Fatalf("an unchecked tasks/cancel ran: %v", fx.tc.cancels)
+	}
+	// Through the front door the same cancel runs.
+	if rec := fx.post(t, taskAna, methodTasksCancel, fx.id["running"], map[string]any{"taskId": fx.id["running"]}, nil); rec.Code != http.StatusOK || len(fx.tc.cancels) != 1 {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
 }
