@@ -92,7 +92,9 @@ type Frontend struct {
 	server  *mcp.Server
 	log     *zap.Logger
 	actions map[string]authz.Action // tool name → the action its 403 check is for
-	metrics *metrics
+	// handlers are the tools' handlers by name, for tasks/* to run get_* and cancel_* in process.
+	handlers map[string]mcp.ToolHandler
+	metrics  *metrics
 	// results are the results of succeeded runs by workflow and run ID (resultcache.go).
 	results *resultCache
 	// needsInputs are decoded open input requests by memo payload bytes (memocache.go).
@@ -184,13 +186,18 @@ func newFrontend(opts Options, store jobStore) (*Frontend, error) {
 		return nil, err
 	}
 	f.actions = map[string]authz.Action{}
+	f.handlers = map[string]mcp.ToolHandler{}
 	for _, t := range f.tools() {
 		if authz.ActionScopes(t.action) == nil {
 			return nil, fmt.Errorf("frontend: tool %s has no policy action", t.tool.Name) // never fail open
 		}
 		f.actions[t.tool.Name] = t.action
 		f.metrics.knownScopeFor[t.tool.Name] = true
+		f.handlers[t.tool.Name] = t.handler
 		f.server.AddTool(t.tool, t.handler)
+	}
+	if err := f.registerTasks(); err != nil {
+		return nil, fmt.Errorf("frontend: tasks: %w", err)
 	}
 	return f, nil
 }

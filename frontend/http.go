@@ -30,7 +30,7 @@ func (f *Frontend) routes() http.Handler {
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytesDefault})
 	bearer := invalidTokenChallenge(auth.RequireBearerToken(f.verifyToken, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metaURL}))
-	mux.Handle("/mcp", f.metrics.countMissingBearer(bearer(f.requireToolScope(metaURL, f.tasksLayer(metaURL, mcpHandler)))))
+	mux.Handle("/mcp", f.metrics.countMissingBearer(bearer(f.frontDoor(metaURL, mcpHandler))))
 	for _, k := range f.kinds {
 		for pattern, h := range k.routes {
 			mux.Handle(pattern, f.metrics.countMissingBearer(bearer(h)))
@@ -101,10 +101,22 @@ func principalFrom(ti *auth.TokenInfo) (authz.Principal, bool) {
 	return p, ok
 }
 
-// requireToolScope answers 403 with an insufficient_scope challenge before a tool runs when the
-// token has none of the scopes the tool needs. The body is authoritative for the tool name; the
-// SDK separately rejects a 2026-07-28 Mcp-Name header that disagrees with it.
-func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Handler {
+// frontDoor is everything in front of the SDK's handler, on one parse of the body (parseBody),
+// which it hands on in the request context to every handler behind (tasks/*, the task answer
+// of start_*). It does only what the SDK cannot:
+//   - refuse a body the SDK might read otherwise (checkStrictJSON): 400 before anything runs;
+//   - answer 403 with an insufficient_scope challenge when the token has none of the scopes of
+//     the tool, or of the tasks/* method, called: an HTTP answer with a WWW-Authenticate
+//     header, which a method handler cannot give (the SDK writes the status and headers of
+//     every answer it sends);
+//   - for tasks/*: answer requests of other protocol versions as the SDK answers a method it
+//     does not know (registering tasks/* makes them known to every era), check Mcp-Name
+//     against params.taskId (checkTaskName), mark the request checked and keep a task answer's
+//     HTTP status (taskGate).
+//
+// The body is authoritative for the tool name; the SDK separately rejects a 2026-07-28
+// Mcp-Name header that disagrees with it.
+func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
@@ -136,10 +148,64 @@ func (f *Frontend) requireToolScope(metaURL string, next http.Handler) http.Hand
 			f.denyScope(w, metaURL, name, need, p)
 			return
 		}
-		// The layers behind (tasksLayer) read the same parse; the body itself is left unread.
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), parsedBodyKey{}, pb)))
+		ctx := context.WithValue(r.Context(), parsedBodyKey{}, pb)
+		// A tasks/* request the SDK's transport takes (whatever it would refuse — Host,
+		// Content-Type, Accept — it refuses first).
+		if req, ok := pb.request(); ok && sdkTransportOK(r) {
+			if action, isTask := taskActions[req.method]; isTask {
+				if r.Header.Get(headerProtocolVersion) != protocolMRTR {
+					refuseUnknownMethod(w, r, req)
+					return
+				}
+				if need := authz.ActionScopes(action); !hasAny(p, need) {
+					f.denyScope(w, metaURL, req.method, need, p)
+					return
+				}
+				if rerr := checkTaskName(r.Header, req); rerr != nil {
+					writeRPC(w, http.StatusBadRequest, req.id, nil, rerr)
+					return
+				}
+				gate := &taskGate{}
+				ctx = context.WithValue(ctx, taskGateKey{}, gate)
+				w = &taskWriter{ResponseWriter: w, gate: gate}
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
+
+// refuseUnknownMethod answers a tasks/* request of another protocol version as the SDK answers
+// a method it does not know (go-sdk v1.8.0 mcp/streamable.go:1479-1490): 404 with a JSON-RPC
+// method-not-found from 2026-07-28 on, a plain 400 before.
+func refuseUnknownMethod(w http.ResponseWriter, r *http.Request, req *rpcRequest) {
+	msg := fmt.Sprintf("JSON RPC not handled: %q unsupported", req.method)
+	if r.Header.Get(headerProtocolVersion) >= protocolMRTR {
+		writeRPC(w, http.StatusNotFound, req.id, nil, &rpcError{Code: jsonrpc.CodeMethodNotFound, Message: msg})
+		return
+	}
+	http.Error(w, msg, http.StatusBadRequest)
+}
+
+// taskWriter sends a task's answer with 200 where the SDK would send 400 (see taskGate).
+type taskWriter struct {
+	http.ResponseWriter
+	gate *taskGate
+}
+
+func (w *taskWriter) WriteHeader(code int) {
+	if code == http.StatusBadRequest && w.gate.answered.Load() {
+		code = http.StatusOK
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *taskWriter) Flush() {
+	if fl, ok := w.ResponseWriter.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+func (w *taskWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // bufferBody reads the request body (bounded) and puts it back for the next handler, so the
 // layers in front of the SDK can look at the JSON-RPC message. On failure it has answered.
@@ -174,7 +240,7 @@ func (f *Frontend) denyScope(w http.ResponseWriter, metaURL, what string, need [
 }
 
 // parsedBody is a request body as the layers in front of the SDK read it, parsed once (by
-// requireToolScope, which puts it in the request context for tasksLayer). Keys are matched
+// frontDoor, which puts it in the request context for the handlers behind). Keys are matched
 // exactly, as the SDK's decoder does: encoding/json's case-insensitive struct matching would let
 // {"name":"start_eval","Name":"get_eval"} pass a check as get_eval while the SDK runs
 // start_eval. A body the SDK might read otherwise than encoding/json (checkStrictJSON: trailing
@@ -186,8 +252,9 @@ type parsedBody struct {
 	msgs  []parsedMsg // the top-level messages, one unless batch
 }
 
-// parsedMsg is one top-level message: its members, and its method, params and params.name,
-// each decoded at most once for all the layers that look at them.
+// parsedMsg is one top-level message: its members and its params' members (parseBody reads
+// both), and its method and params.name, each decoded at most once for all the layers that
+// look at them.
 type parsedMsg struct {
 	m map[string]json.RawMessage
 
@@ -200,39 +267,13 @@ type parsedMsg struct {
 
 type parsedBodyKey struct{}
 
-func parseBody(body []byte) *parsedBody {
-	pb := &parsedBody{}
-	if pb.err = checkStrictJSON(body); pb.err != nil {
-		return pb
-	}
-	body = bytes.TrimSpace(body)
-	if len(body) > 0 && body[0] == '[' {
-		pb.batch = true
-		var ms []map[string]json.RawMessage
-		_ = json.Unmarshal(body, &ms)
-		pb.msgs = make([]parsedMsg, len(ms))
-		for i, m := range ms {
-			pb.msgs[i].m = m
-		}
-	} else if len(body) > 0 && body[0] == '{' {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(body, &m) == nil {
-			pb.msgs = []parsedMsg{{m: m}}
-		}
-	}
-	return pb
-}
-
-// decode decodes the message's method, params and params.name, once.
+// decode decodes the message's method and params.name, once (parseBody split params).
 func (pm *parsedMsg) decode() {
 	if pm.decoded {
 		return
 	}
 	pm.decoded = true
 	pm.method, pm.methodOK = jsonString(pm.m["method"])
-	if json.Unmarshal(pm.m["params"], &pm.params) != nil {
-		pm.params = nil
-	}
 	pm.name, _ = jsonString(pm.params["name"])
 }
 

@@ -100,7 +100,90 @@ func (s *strictScanner) literal(lit string) error {
 	return nil
 }
 
-func (s *strictScanner) object(depth int) error {
+// parseBody is the one parse of a request body in front of the SDK: the strict check
+// (checkStrictJSON's rules) and, in the same pass, the members of each top-level message and of
+// its params object, as the raw values encoding/json would put in a map[string]json.RawMessage.
+// A refused body has err set and no messages. A batch has one message per element (no members
+// for an element that is not an object); a body that is neither object nor array has none.
+func parseBody(body []byte) *parsedBody {
+	pb := &parsedBody{}
+	s := strictScanner{b: body}
+	if pb.err = s.top(pb); pb.err != nil {
+		pb.batch, pb.msgs = false, nil
+	}
+	return pb
+}
+
+// top scans the whole body into pb.
+func (s *strictScanner) top(pb *parsedBody) error {
+	s.ws()
+	if s.i == len(s.b) {
+		return errStrictEmpty
+	}
+	switch s.b[s.i] {
+	case '{':
+		pb.msgs = []parsedMsg{{m: map[string]json.RawMessage{}}}
+		if err := s.objectInto(1, pb.msgs[0].m, &pb.msgs[0].params); err != nil {
+			return err
+		}
+	case '[':
+		pb.batch = true
+		if err := s.batch(pb); err != nil {
+			return err
+		}
+	default:
+		if err := s.value(0); err != nil {
+			return err
+		}
+	}
+	s.ws()
+	if s.i != len(s.b) {
+		return fmt.Errorf("%w (offset %d)", errStrictTrailing, s.i)
+	}
+	return nil
+}
+
+// batch scans a top-level array (s.array's rules), one message per element.
+func (s *strictScanner) batch(pb *parsedBody) error {
+	s.i++ // '['
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == ']' {
+		s.i++
+		return nil
+	}
+	for {
+		s.ws()
+		var pm parsedMsg
+		if s.i < len(s.b) && s.b[s.i] == '{' {
+			pm.m = map[string]json.RawMessage{}
+			if err := s.objectInto(2, pm.m, &pm.params); err != nil {
+				return err
+			}
+		} else if err := s.value(1); err != nil {
+			return err
+		}
+		pb.msgs = append(pb.msgs, pm)
+		s.ws()
+		if s.i >= len(s.b) {
+			return s.errAt("array")
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return nil
+		default:
+			return s.errAt("after array element")
+		}
+	}
+}
+
+func (s *strictScanner) object(depth int) error { return s.objectInto(depth, nil, nil) }
+
+// objectInto scans an object at s.i; with m, its members go into m (raw values), and with
+// params, the members of its "params" member when that is an object go into a new *params.
+func (s *strictScanner) objectInto(depth int, m map[string]json.RawMessage, params *map[string]json.RawMessage) error {
 	if depth > maxJSONDepth {
 		return errStrictDepth
 	}
@@ -150,8 +233,18 @@ func (s *strictScanner) object(depth int) error {
 		}
 		s.i++
 		s.ws()
-		if err := s.value(depth); err != nil {
+		start := s.i
+		if params != nil && key == "params" && s.i < len(s.b) && s.b[s.i] == '{' {
+			pm := map[string]json.RawMessage{}
+			if err := s.objectInto(depth+1, pm, nil); err != nil {
+				return err
+			}
+			*params = pm
+		} else if err := s.value(depth); err != nil {
 			return err
+		}
+		if m != nil {
+			m[key] = s.b[start:s.i]
 		}
 		s.ws()
 		if s.i >= len(s.b) {

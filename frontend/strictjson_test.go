@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -101,6 +102,7 @@ func FuzzStrictBody(f *testing.F) {
 		if !json.Valid(body) {
 			t.Fatalf("took invalid JSON %q", body)
 		}
+		sameAsPlainDecode(t, body, pb)
 		if pb.batch || len(pb.msgs) != 1 {
 			return
 		}
@@ -126,4 +128,53 @@ func FuzzStrictBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sameAsPlainDecode: the members parseBody read in its one pass are what encoding/json reads
+// into map[string]json.RawMessage, for every top-level message and its params object.
+func sameAsPlainDecode(t *testing.T, body []byte, pb *parsedBody) {
+	t.Helper()
+	var msgs []map[string]json.RawMessage
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	switch {
+	case len(trimmed) > 0 && trimmed[0] == '[':
+		var raws []json.RawMessage
+		if err := json.Unmarshal(body, &raws); err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		for _, r := range raws {
+			var m map[string]json.RawMessage
+			_ = json.Unmarshal(r, &m) // not an object: no members
+			msgs = append(msgs, m)
+		}
+	case len(trimmed) > 0 && trimmed[0] == '{':
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(body, &m); err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) != len(pb.msgs) || pb.batch != (len(trimmed) > 0 && trimmed[0] == '[') {
+		t.Fatalf("%q: %d messages (batch %v), encoding/json %d", body, len(pb.msgs), pb.batch, len(msgs))
+	}
+	same := func(a, b map[string]json.RawMessage) bool {
+		if (a == nil) != (b == nil) || len(a) != len(b) {
+			return false
+		}
+		for k, v := range a {
+			if w, ok := b[k]; !ok || !bytes.Equal(v, w) {
+				return false
+			}
+		}
+		return true
+	}
+	for i, m := range msgs {
+		var params map[string]json.RawMessage
+		if json.Unmarshal(m["params"], &params) != nil {
+			params = nil
+		}
+		if !same(m, pb.msgs[i].m) || !same(params, pb.msgs[i].params) {
+			t.Fatalf("%q: message %d: members %q params %q, encoding/json %q %q", body, i, pb.msgs[i].m, pb.msgs[i].params, m, params)
+		}
+	}
 }

@@ -1,11 +1,13 @@
 package frontend
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
+	"maps"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -22,12 +24,14 @@ import (
 // capabilities is answered with resultType "task" once the job is durably started, and
 // tasks/get, tasks/update and tasks/cancel map onto get_*, resume and cancel_* of the same job.
 //
-// The go-sdk rejects methods it does not know (tasks/*) before any middleware runs, and its MRTR
-// middleware overwrites a tool result's resultType; so this is a thin JSON-RPC layer in front of
-// the SDK's HTTP handler, inside the bearer and requireToolScope wrappers. It passes everything
-// else through untouched and keeps no state: a taskId is the job's signed handle (tenant-bound,
-// unforgeable, expiring), and every task request re-runs the same tool code, mostly by
-// forwarding a synthesized tools/call through the SDK handler.
+// All of it runs inside the SDK: tasks/* are methods registered with mcp.AddReceivingCustomMethod
+// (so the SDK's transport, session, per-request _meta and header checks and middleware handle
+// them like any method), and the task answer of start_* and the extension in server/discover's
+// capabilities come from a receiving middleware. What the SDK cannot do stays in the front door
+// (frontDoor in http.go): the 403 insufficient_scope answer, the Mcp-Name check of tasks/*, and
+// the HTTP status of a task's answer (see taskGate). Nothing keeps state: a taskId is the job's
+// signed handle (tenant-bound, unforgeable, expiring), and every task request runs the same tool
+// code as get_*, resume_* and cancel_*.
 
 const (
 	// TasksExtension names the extension in client and server capabilities.
@@ -40,9 +44,7 @@ const (
 	methodDiscover    = "server/discover"
 
 	headerProtocolVersion = "Mcp-Protocol-Version"
-	headerMethod          = "Mcp-Method"
 	headerName            = "Mcp-Name"
-	headerParamPrefix     = "Mcp-Param-"
 
 	// Task statuses (SEP-2663).
 	taskWorking       = "working"
@@ -65,6 +67,17 @@ type rpcError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 	Data    any    `json:"data,omitempty"`
+}
+
+// wire is the error as the SDK sends it (a handler's *jsonrpc.Error goes out unchanged).
+func (e *rpcError) wire() *jsonrpc.Error {
+	we := &jsonrpc.Error{Code: int64(e.Code), Message: e.Message}
+	if e.Data != nil {
+		if b, err := json.Marshal(e.Data); err == nil {
+			we.Data = b
+		}
+	}
+	return we
 }
 
 // errTaskNotFound is the one answer for an unknown, malformed, foreign-tenant or not-yours
@@ -99,6 +112,7 @@ func taskRPCError(te *ToolError, kind string) *rpcError {
 
 // task is a Task (SEP-2663) with the fields of CreateTaskResult and GetTaskResult.
 type task struct {
+	mcp.ResultBase
 	ResultType     string              `json:"resultType"`
 	TaskID         string              `json:"taskId"`
 	Status         string              `json:"status"`
@@ -114,93 +128,152 @@ type task struct {
 
 // ack is the empty acknowledgement of tasks/update and tasks/cancel.
 type ack struct {
+	mcp.ResultBase
 	ResultType string `json:"resultType"`
 }
 
-// ---------------------------------------------------------------- the layer
+// SetMeta keeps the SDK from adding _meta (it sets io.modelcontextprotocol/serverInfo on every
+// 2026-07-28 result, go-sdk v1.8.0 mcp/server.go:2042-2066): a task and an ack are answered
+// as they always were, without _meta. (Drop these two methods to send it, as SEP-2575 suggests.)
+func (*task) SetMeta(map[string]any) {}
 
-// tasksLayer answers tasks/*, turns a task-creating start_* call's job view into a task and
-// advertises the extension in server/discover; everything else goes to next unchanged.
-func (f *Frontend) tasksLayer(metaURL string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.Body == nil {
-			next.ServeHTTP(w, r)
-			return
-		}
-		pb, _ := r.Context().Value(parsedBodyKey{}).(*parsedBody)
-		if pb == nil { // not behind requireToolScope
-			body, ok := bufferBody(w, r)
-			if !ok {
-				return
-			}
-			pb = parseBody(body)
-			if pb.err != nil {
-				refuseBody(w, pb.err)
-				return
-			}
-		}
-		req, ok := pb.request()
-		// Whatever the SDK's transport would refuse (Host, Content-Type, Accept), it refuses.
-		if !ok || !sdkTransportOK(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		version := r.Header.Get(headerProtocolVersion)
-		_, isTask := taskActions[req.method]
-		switch {
-		case req.method == methodDiscover:
-			f.discoverWithTasks(w, r, next)
-		case version != protocolMRTR:
-			// Older eras have no per-request capabilities (and 2025-11-25 had other tasks/*).
-			next.ServeHTTP(w, r)
-		case isTask:
-			f.serveTask(w, r, metaURL, req, next)
-		case req.method == methodToolsCall && f.actions[req.toolName()] == authz.ActionStart && declaresTasks(req.meta()):
-			f.startTask(w, r, next)
-		default:
-			next.ServeHTTP(w, r)
-		}
-	})
+// SetMeta: see task.SetMeta.
+func (*ack) SetMeta(map[string]any) {}
+
+// taskParams are the params of a tasks/* request as the SDK hands them over. The handler reads
+// the front door's parse of the body instead (exact keys, the one parse every check saw), so
+// the SDK's decode is a no-op: whatever the params' shape, the answer is the handler's to give
+// (a numeric taskId is the unknown task, not a decoding error of the SDK).
+type taskParams struct {
+	mcp.ParamsBase
 }
 
-// serveTask answers one tasks/* request: principal, the 403 scope check of the tool it maps
-// to, the header/body check, the capability check, then the method.
-func (f *Frontend) serveTask(w http.ResponseWriter, r *http.Request, metaURL string, req *rpcRequest, next http.Handler) {
+// UnmarshalJSON: see taskParams.
+func (p *taskParams) UnmarshalJSON([]byte) error { return nil }
+
+// ---------------------------------------------------------------- registration
+
+// registerTasks adds tasks/* to the SDK server and the middleware that turns a task-creating
+// start_* call's job view into a task and advertises the extension in server/discover.
+func (f *Frontend) registerTasks() error {
+	get := func(ctx context.Context, ss *mcp.ServerSession, _ *taskParams) (*task, error) {
+		res, err := f.serveTask(ctx, ss, methodTasksGet)
+		if err != nil {
+			return nil, err
+		}
+		return res.(*task), nil
+	}
+	answer := func(method string) func(context.Context, *mcp.ServerSession, *taskParams) (*ack, error) {
+		return func(ctx context.Context, ss *mcp.ServerSession, _ *taskParams) (*ack, error) {
+			res, err := f.serveTask(ctx, ss, method)
+			if err != nil {
+				return nil, err
+			}
+			return res.(*ack), nil
+		}
+	}
+	if err := mcp.AddReceivingCustomMethod(f.server, methodTasksGet, get); err != nil {
+		return err
+	}
+	for _, m := range []string{methodTasksUpdate, methodTasksCancel} {
+		if err := mcp.AddReceivingCustomMethod(f.server, m, answer(m)); err != nil {
+			return err
+		}
+	}
+	f.server.AddReceivingMiddleware(f.tasksMiddleware)
+	return nil
+}
+
+// tasksMiddleware answers a task-creating start_* call with the task and adds the extension to
+// server/discover's capabilities; everything else passes unchanged.
+func (f *Frontend) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case methodDiscover:
+			res, err := next(ctx, method, req)
+			if d, ok := res.(*mcp.DiscoverResult); ok && err == nil {
+				d2 := *d // the capabilities may be the server's own: copy before adding
+				caps := &mcp.ServerCapabilities{}
+				if d.Capabilities != nil {
+					*caps = *d.Capabilities
+				}
+				caps.Extensions = maps.Clone(caps.Extensions)
+				caps.AddExtension(TasksExtension, map[string]any{})
+				d2.Capabilities = caps
+				return &d2, nil
+			}
+			return res, err
+		case methodToolsCall:
+			if ctr, ok := req.(*mcp.CallToolRequest); ok && f.createsTask(ctx, ctr) {
+				res, err := next(ctx, method, req)
+				return f.startTask(ctx, ctr, res, err)
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// createsTask: a 2026-07-28 tools/call of a start_* tool whose own capabilities declare the
+// extension (older eras have no per-request capabilities).
+func (f *Frontend) createsTask(ctx context.Context, req *mcp.CallToolRequest) bool {
+	if req.Params == nil || f.actions[req.Params.Name] != authz.ActionStart || req.Extra == nil ||
+		req.Extra.Header.Get(headerProtocolVersion) != protocolMRTR {
+		return false
+	}
+	r, ok := frontRequest(ctx)
+	return ok && declaresTasks(r.meta())
+}
+
+// ---------------------------------------------------------------- tasks/*
+
+// taskGate is the front door's mark, in the request context, on a tasks/* request it checked
+// (scope, Mcp-Name): the handler answers only such requests, so a request that reached the SDK
+// another way (a batch of an older era, or a transport check of sdkTransportOK that drifted from
+// the SDK's) is not served unchecked. It also says how the answer goes out over HTTP: the SDK
+// sends every -32602 of a 2026-07-28 request with HTTP 400 (SEP-2575 for protocol-level errors:
+// go-sdk v1.8.0 mcp/streamable.go:1046-1064, 1926); an answer about the task (not found,
+// expired, a refused update) is the method's answer, sent with 200 as it always was, so the
+// handler marks it and the front door's taskWriter keeps that status.
+type taskGate struct{ answered atomic.Bool }
+
+type taskGateKey struct{}
+
+// serveTask answers one tasks/* request: the era and the capability check, then the taskId,
+// then the method. The 403 scope check and the Mcp-Name check ran in the front door, the
+// version and Mcp-Method checks in the SDK's transport.
+func (f *Frontend) serveTask(ctx context.Context, ss *mcp.ServerSession, method string) (mcp.Result, error) {
 	start := time.Now()
-	p, ok := principalFrom(auth.TokenInfoFromContext(r.Context()))
+	gate, checked := ctx.Value(taskGateKey{}).(*taskGate)
+	req, ok := frontRequest(ctx)
+	if ip := ss.InitializeParams(); !checked || !ok || req.method != method || ip == nil || ip.ProtocolVersion != protocolMRTR {
+		// Not checked by the front door, or of an older era (2025-11-25 had other tasks/*):
+		// not ours to answer.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%q is not offered here", method)}
+	}
+	p, ok := principalFrom(auth.TokenInfoFromContext(ctx))
 	if !ok {
-		http.Error(w, "no principal", http.StatusUnauthorized)
-		return
-	}
-	if need := authz.ActionScopes(taskActions[req.method]); !hasAny(p, need) {
-		f.denyScope(w, metaURL, req.method, need, p)
-		return
-	}
-	if rerr := checkTaskHeaders(r.Header, req); rerr != nil {
-		writeRPC(w, http.StatusBadRequest, req.id, nil, rerr)
-		return
+		return nil, errNoPrincipal
 	}
 	if !declaresTasks(req.meta()) {
-		writeRPC(w, http.StatusBadRequest, req.id, nil, errMissingTasksCapability)
-		return
+		return nil, errMissingTasksCapability.wire()
 	}
 	taskID, _ := req.taskID()
 	var (
-		res  any
+		res  mcp.Result
 		rerr *rpcError
 	)
 	h, rerr := f.openTaskID(p, taskID)
 	if rerr == nil {
-		switch req.method {
+		switch method {
 		case methodTasksGet:
-			res, rerr = f.taskGet(r, next, p, taskID, h)
+			res, rerr = f.taskGet(ctx, ss, p, taskID, h)
 		case methodTasksUpdate:
-			res, rerr = f.taskUpdate(r.Context(), p, taskID, h, req.params["inputResponses"])
+			res, rerr = f.taskUpdate(ctx, p, taskID, h, req.params["inputResponses"])
 		case methodTasksCancel:
-			res, rerr = f.taskCancel(r, next, taskID, h)
+			res, rerr = f.taskCancel(ctx, ss, taskID, h)
 		}
 	}
-	fields := []zap.Field{zap.String("method", req.method), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject),
+	fields := []zap.Field{zap.String("method", method), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject),
 		zap.Duration("latency", time.Since(start))}
 	if h.WorkflowID != "" {
 		fields = append(fields, zap.String("job_id", h.WorkflowID)) // signature verified: safe to log
@@ -213,15 +286,12 @@ func (f *Frontend) serveTask(w http.ResponseWriter, r *http.Request, metaURL str
 			code = CodeNotFound
 		}
 		f.log.Info("task call", append(fields, zap.String("code", code))...)
-		writeRPC(w, http.StatusOK, req.id, nil, rerr)
-		return
+		gate.answered.Store(true)
+		return nil, rerr.wire()
 	}
 	f.log.Info("task call", append(fields, zap.String("code", "ok"))...)
-	writeRPC(w, http.StatusOK, req.id, res, nil)
+	return res, nil
 }
-
-// denyScope answers 403 with the same insufficient_scope challenge requireToolScope sends;
-// what is the tool or tasks/* method that needed one of need.
 
 // openTaskID opens a taskId (a job handle) for caller p. Malformed, badly signed, another
 // tenant's, or of a kind this server has no tools for: the unknown task. Well-formed and of
@@ -238,59 +308,32 @@ func (f *Frontend) openTaskID(p authz.Principal, id string) (handle.Handle, *rpc
 	return h, nil
 }
 
-// startTask runs a start_* call unchanged through the SDK handler and, when it answers a job
-// view (the workflow is durably started by then), answers the task instead. Tool errors,
-// JSON-RPC errors, MRTR input_required results and anything unexpected pass through as they are.
-func (f *Frontend) startTask(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	rec := newRecorder()
-	next.ServeHTTP(rec, r)
-	resp, reply, ok := rec.toolReply()
-	if !ok || reply.toolError() != nil || (reply.ResultType != "" && reply.ResultType != "complete") {
-		rec.copyTo(w, nil)
-		return
+// startTask turns the job view of a start_* call (the workflow is durably started by then)
+// into the task. Tool errors, JSON-RPC errors, MRTR input_required results and anything
+// unexpected pass through as they are.
+func (f *Frontend) startTask(ctx context.Context, req *mcp.CallToolRequest, res mcp.Result, err error) (mcp.Result, error) {
+	ctr, ok := res.(*mcp.CallToolResult)
+	if err != nil || !ok || ctr.IsError || ctr.NeedsInput() {
+		return res, err
 	}
-	v, ok := reply.view()
-	p, okp := principalFrom(auth.TokenInfoFromContext(r.Context()))
+	v, ok := resultView(ctr)
+	p, okp := principalFrom(req.Extra.TokenInfo)
 	if !ok || !okp || v.Handle == "" {
-		rec.copyTo(w, nil)
-		return
+		return res, nil
 	}
-	h, err := f.opts.Keys.OpenHandle(v.Handle, f.opts.Now())
-	if err != nil {
-		rec.copyTo(w, nil)
-		return
+	h, herr := f.opts.Keys.OpenHandle(v.Handle, f.opts.Now())
+	if herr != nil {
+		return res, nil
 	}
-	t, rerr := f.taskFromView(r.Context(), p, v.Handle, h.Expiry, v, false)
+	t, rerr := f.taskFromView(ctx, p, v.Handle, h.Expiry, v, false)
 	if rerr != nil {
-		rec.copyTo(w, nil) // the job view still names the durable job
-		return
+		return res, nil // the job view still names the durable job
 	}
 	t.ResultType = "task"
 	if v.Created != nil && !*v.Created {
 		t.StatusMessage = "existing job for this idempotency_key: " + t.StatusMessage
 	}
-	b, err := json.Marshal(rpcMessage{JSONRPC: "2.0", ID: resp.ID, Result: t})
-	if err != nil {
-		rec.copyTo(w, nil)
-		return
-	}
 	f.log.Info("task created", zap.String("job_id", v.JobID), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject),
 		zap.String("status", t.Status))
-	rec.copyTo(w, b)
-}
-
-// discoverWithTasks advertises the extension in server/discover's capabilities.extensions.
-func (f *Frontend) discoverWithTasks(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	rec := newRecorder()
-	next.ServeHTTP(rec, r)
-	if rec.code != http.StatusOK {
-		rec.copyTo(w, nil)
-		return
-	}
-	b, ok := addTasksCapability(rec.body.Bytes())
-	if !ok {
-		rec.copyTo(w, nil)
-		return
-	}
-	rec.copyTo(w, b)
+	return t, nil
 }

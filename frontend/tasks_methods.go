@@ -1,5 +1,6 @@
 // tasks_methods.go holds the tasks/get, tasks/update and tasks/cancel methods of the Tasks
-// extension (each mapped onto get_*, resume and cancel_* of the job) and their error mapping.
+// extension (each mapped onto get_*, resume and cancel_* of the job), their error mapping, and
+// the in-process run of a tool's handler they use.
 
 package frontend
 
@@ -8,9 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
+	"fmt"
 	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -20,29 +22,33 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// taskGet is tasks/get: get_<kind> through the SDK handler (the same access rules, the same
-// result), mapped onto the task's status.
-func (f *Frontend) taskGet(r *http.Request, next http.Handler, p authz.Principal, taskID string, h handle.Handle) (any, *rpcError) {
-	reply, err := f.forwardTool(r, next, "get_"+h.Kind, HandleIn{Handle: taskID})
+// taskGet is tasks/get: get_<kind>'s own handler (the same access rules, the same result),
+// mapped onto the task's status. The call declares no client capabilities, so MRTR asks nothing.
+func (f *Frontend) taskGet(ctx context.Context, ss *mcp.ServerSession, p authz.Principal, taskID string, h handle.Handle) (*task, *rpcError) {
+	res, err := f.runTool(ctx, ss, "get_"+h.Kind, HandleIn{Handle: taskID})
 	if err != nil {
 		f.log.Error("task get failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
 		return nil, errTaskInternal
 	}
-	if te := reply.toolError(); te != nil {
+	if te := resultToolError(res); te != nil {
 		return nil, taskRPCError(te, h.Kind)
 	}
-	v, ok := reply.view()
+	v, ok := resultView(res)
 	if !ok {
 		return nil, errTaskInternal
 	}
-	t, rerr := f.taskFromView(r.Context(), p, taskID, h.Expiry, v, true)
+	t, rerr := f.taskFromView(ctx, p, taskID, h.Expiry, v, true)
 	if rerr != nil {
 		return nil, rerr
 	}
 	t.ResultType = "complete"
 	switch v.Status {
 	case workflows.StatusSucceeded:
-		t.Result = withCompleteResultType(reply.raw)
+		raw, err := json.Marshal(res)
+		if err != nil {
+			return nil, errTaskInternal
+		}
+		t.Result = withCompleteResultType(raw)
 	case workflows.StatusFailed:
 		t.Result = failedJobResult(v)
 	}
@@ -52,7 +58,7 @@ func (f *Frontend) taskGet(r *http.Request, next http.Handler, p authz.Principal
 // taskUpdate is tasks/update: the answer to the job's open input request, keyed as tasks/get
 // offered it, becomes the same resume as resume_* (resolve for resume, then resumeJob).
 // Responses to keys that are not outstanding, and declined elicitations, change nothing.
-func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID string, h handle.Handle, raw json.RawMessage) (any, *rpcError) {
+func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID string, h handle.Handle, raw json.RawMessage) (*ack, *rpcError) {
 	// Only the outstanding key's value is read: responses to other keys are ignored whatever
 	// their shape.
 	var resps map[string]json.RawMessage
@@ -97,17 +103,67 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 	return ok, nil
 }
 
-// taskCancel is tasks/cancel: cancel_<kind> through the SDK handler; idempotent.
-func (f *Frontend) taskCancel(r *http.Request, next http.Handler, taskID string, h handle.Handle) (any, *rpcError) {
-	reply, err := f.forwardTool(r, next, "cancel_"+h.Kind, CancelIn{Handle: taskID})
+// taskCancel is tasks/cancel: cancel_<kind>'s own handler; idempotent.
+func (f *Frontend) taskCancel(ctx context.Context, ss *mcp.ServerSession, taskID string, h handle.Handle) (*ack, *rpcError) {
+	res, err := f.runTool(ctx, ss, "cancel_"+h.Kind, CancelIn{Handle: taskID})
 	if err != nil {
 		f.log.Error("task cancel failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
 		return nil, errTaskInternal
 	}
-	if te := reply.toolError(); te != nil {
+	if te := resultToolError(res); te != nil {
 		return nil, taskRPCError(te, h.Kind)
 	}
 	return &ack{ResultType: "complete"}, nil
+}
+
+// runTool runs tool name with args as the handler the SDK calls for a tools/call (principal,
+// arguments, log line and metrics as for any call), in this request's context and session.
+func (f *Frontend) runTool(ctx context.Context, ss *mcp.ServerSession, name string, args any) (*mcp.CallToolResult, error) {
+	h, ok := f.handlers[name]
+	if !ok {
+		return nil, fmt.Errorf("%s: no such tool", name)
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	res, err := h(ctx, &mcp.CallToolRequest{Session: ss, Params: &mcp.CallToolParamsRaw{Name: name, Arguments: raw},
+		Extra: &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx)}})
+	if err == nil && res == nil {
+		err = fmt.Errorf("%s: no result", name)
+	}
+	return res, err
+}
+
+// resultToolError is the tool error of an isError result (a generic one if the text is not ours).
+func resultToolError(res *mcp.CallToolResult) *ToolError {
+	if !res.IsError {
+		return nil
+	}
+	var te ToolError
+	if len(res.Content) == 1 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok && json.Unmarshal([]byte(tc.Text), &te) == nil && te.Code != "" {
+			return &te
+		}
+	}
+	return &ToolError{Code: "internal", Message: "the tool failed"}
+}
+
+// resultView is a successful result's job view.
+func resultView(res *mcp.CallToolResult) (*JobView, bool) {
+	var v JobView
+	raw, ok := res.StructuredContent.(json.RawMessage)
+	if !ok {
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return nil, false
+		}
+		raw = b
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil || v.JobID == "" {
+		return nil, false
+	}
+	return &v, true
 }
 
 // taskFault maps an error of the job core called directly.

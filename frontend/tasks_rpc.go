@@ -1,10 +1,11 @@
 // tasks_rpc.go holds the JSON-RPC plumbing of the tasks layer: request parsing, the tasks/*
-// header and capability checks, the SDK transport check and response writing.
+// Mcp-Name check, the SDK transport check and response writing.
 
 package frontend
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -12,7 +13,6 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -98,25 +98,13 @@ func declaresTasks(meta map[string]json.RawMessage) bool {
 	return ok && json.Unmarshal(raw, &settings) == nil && settings != nil
 }
 
-// checkTaskHeaders applies the 2026-07-28 header rules the SDK applies to tools/call to a
-// tasks/* request: MCP-Protocol-Version equals _meta's protocol version, Mcp-Method the method,
-// and Mcp-Name params.taskId (SEP-2663 "Routing Headers"). The body is authoritative; a
-// disagreeing or missing header is 400 before anything runs.
-func checkTaskHeaders(h http.Header, req *rpcRequest) *rpcError {
+// checkTaskName is the one 2026-07-28 header rule the SDK does not apply to tasks/*: Mcp-Name
+// equals params.taskId (SEP-2663 "Routing Headers"). The SDK checks MCP-Protocol-Version
+// against _meta and Mcp-Method against the method for every request, but Mcp-Name only for
+// tools/call, resources/read and prompts/get (go-sdk v1.8.0 mcp/streamable_headers.go:373).
+// The body is authoritative; a disagreeing or missing header is 400 before anything runs.
+func checkTaskName(h http.Header, req *rpcRequest) *rpcError {
 	mismatch := func(msg string) *rpcError { return &rpcError{Code: mcp.CodeHeaderMismatch, Message: msg} }
-	var metaVersion string
-	if json.Unmarshal(req.meta()[mcp.MetaKeyProtocolVersion], &metaVersion) != nil || metaVersion == "" {
-		return &rpcError{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("missing or invalid _meta field %q", mcp.MetaKeyProtocolVersion)}
-	}
-	if h.Get(headerProtocolVersion) != metaVersion {
-		return mismatch("header mismatch: MCP-Protocol-Version header does not match _meta " + mcp.MetaKeyProtocolVersion)
-	}
-	switch m := h.Get(headerMethod); {
-	case m == "":
-		return mismatch("missing required Mcp-Method header")
-	case m != req.method:
-		return mismatch("header mismatch: Mcp-Method header does not match the request's method")
-	}
 	id, ok := req.taskID()
 	switch n := h.Get(headerName); {
 	case n == "":
@@ -127,6 +115,17 @@ func checkTaskHeaders(h http.Header, req *rpcRequest) *rpcError {
 		return mismatch("header mismatch: Mcp-Name header does not match params.taskId")
 	}
 	return nil
+}
+
+// frontRequest is the front door's parse of this request's body (frontDoor puts it in the
+// request context, which the SDK hands on to every handler of the request): its single
+// JSON-RPC request.
+func frontRequest(ctx context.Context) (*rpcRequest, bool) {
+	pb, _ := ctx.Value(parsedBodyKey{}).(*parsedBody)
+	if pb == nil {
+		return nil, false
+	}
+	return pb.request()
 }
 
 // sdkTransportOK: the SDK's stateless transport would take this POST (DNS-rebinding Host
@@ -166,39 +165,6 @@ func isLoopback(addr string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
-}
-
-// addTasksCapability adds the extension to a server/discover response's capabilities.
-func addTasksCapability(body []byte) ([]byte, bool) {
-	var msg, res, caps, ext map[string]json.RawMessage
-	if json.Unmarshal(body, &msg) != nil || json.Unmarshal(msg["result"], &res) != nil || res == nil {
-		return nil, false
-	}
-	if raw, ok := res["capabilities"]; ok && json.Unmarshal(raw, &caps) != nil {
-		return nil, false
-	}
-	if caps == nil {
-		caps = map[string]json.RawMessage{}
-	}
-	if raw, ok := caps["extensions"]; ok && json.Unmarshal(raw, &ext) != nil {
-		return nil, false
-	}
-	if ext == nil {
-		ext = map[string]json.RawMessage{}
-	}
-	ext[TasksExtension] = json.RawMessage(`{}`)
-	var err error
-	if caps["extensions"], err = json.Marshal(ext); err != nil {
-		return nil, false
-	}
-	if res["capabilities"], err = json.Marshal(caps); err != nil {
-		return nil, false
-	}
-	if msg["result"], err = json.Marshal(res); err != nil {
-		return nil, false
-	}
-	b, err := json.Marshal(msg)
-	return b, err == nil
 }
 
 type rpcMessage struct {

@@ -2,7 +2,9 @@ package frontend
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/jobgate/jobgate/authz"
@@ -88,31 +93,45 @@ func TestTaskParseRPCRequest(t *testing.T) {
 	}
 }
 
+// TestTaskCheckHeaders: the 2026-07-28 header rules hold for tasks/* through the whole handler —
+// MCP-Protocol-Version equals _meta's version and Mcp-Method the method (the SDK's transport
+// checks these), Mcp-Name equals params.taskId (checkTaskName, in the front door) — and a
+// request that breaks one is 400 before anything runs.
 func TestTaskCheckHeaders(t *testing.T) {
-	const body = `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"tid","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+	fx := newTaskFixture(t)
+	tid := fx.id["running"]
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+	body := `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"` + tid + `",` + meta + `}}`
+	post := func(body string, h http.Header) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "http://localhost/mcp", strings.NewReader(body))
+		req.Header = h
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+fx.token(t, taskAna))
+		rec := httptest.NewRecorder()
+		fx.h.ServeHTTP(rec, req)
+		return rec
+	}
 	good := http.Header{}
 	good.Set("MCP-Protocol-Version", "2026-07-28")
-	good.Set("Mcp-Method", "tasks/get")
-	good.Set("Mcp-Name", "tid")
-	req, _ := parseRPCRequest([]byte(body))
-	if err := checkTaskHeaders(good, req); err != nil {
-		t.Fatalf("matching headers refused: %+v", err)
-	}
+	good.Set("Mcp-Method", "tasks/cancel")
+	good.Set("Mcp-Name", tid)
 	for name, c := range map[string]struct {
 		key, val, body string
-		code           int
+		code           int // 0: not a JSON-RPC answer (the SDK's plain refusal of an unknown method)
 	}{
 		"other name":         {"Mcp-Name", "other", "", -32020},
-		"name case":          {"Mcp-Name", "TID", "", -32020},
+		"name case":          {"Mcp-Name", strings.ToUpper(tid), "", -32020},
 		"no name":            {"Mcp-Name", "", "", -32020},
-		"other method":       {"Mcp-Method", "tasks/cancel", "", -32020},
+		"other method":       {"Mcp-Method", "tasks/get", "", -32020},
 		"no method":          {"Mcp-Method", "", "", -32020},
-		"other version":      {"MCP-Protocol-Version", "2025-11-25", "", -32020},
-		"no taskId":          {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, -32020},
-		"numeric taskId":     {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":1,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, -32020},
-		"no _meta version":   {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"tid"}}`, -32602},
-		"_meta not object":   {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"tid","_meta":"2026-07-28"}}`, -32602},
-		"body names another": {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"tid2","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, -32020},
+		"other version":      {"MCP-Protocol-Version", "2025-11-25", "", 0},
+		"no version":         {"MCP-Protocol-Version", "", "", 0},
+		"no taskId":          {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{` + meta + `}}`, -32020},
+		"numeric taskId":     {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":1,` + meta + `}}`, -32020},
+		"no _meta version":   {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"` + tid + `"}}`, -32602},
+		"_meta not object":   {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"` + tid + `","_meta":"2026-07-28"}}`, -32602},
+		"body names another": {"", "", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"taskId":"` + fx.id["awaiting"] + `",` + meta + `}}`, -32020},
 	} {
 		h := good.Clone()
 		if c.key != "" {
@@ -126,13 +145,18 @@ func TestTaskCheckHeaders(t *testing.T) {
 		if c.body != "" {
 			b = c.body
 		}
-		r, ok := parseRPCRequest([]byte(b))
-		if !ok {
-			t.Fatalf("%s: unparsable test body", name)
+		rec := post(b, h)
+		var msg struct{ Error *rpcError }
+		isRPC := json.Unmarshal(rec.Body.Bytes(), &msg) == nil && msg.Error != nil
+		if rec.Code != http.StatusBadRequest || (c.code == 0) == isRPC || (isRPC && msg.Error.Code != c.code) {
+			t.Errorf("%s: %d %s, want 400 with code %d", name, rec.Code, rec.Body, c.code)
 		}
-		if err := checkTaskHeaders(h, r); err == nil || err.Code != c.code {
-			t.Errorf("%s: got %+v, want code %d", name, err, c.code)
-		}
+	}
+	if len(fx.tc.cancels) != 0 {
+		t.Fatalf("a refused tasks/cancel ran: %v", fx.tc.cancels)
+	}
+	if rec := post(body, good); rec.Code != http.StatusOK || len(fx.tc.cancels) != 1 {
+		t.Fatalf("matching headers refused: %d %s", rec.Code, rec.Body)
 	}
 }
 
@@ -186,18 +210,41 @@ func TestTaskInputKey(t *testing.T) {
 	}
 }
 
+// TestTaskAddCapability: the middleware adds the extension to server/discover's capabilities,
+// keeps the others, leaves the server's own capabilities alone, and passes errors and other
+// methods through.
 func TestTaskAddCapability(t *testing.T) {
-	for in, want := range map[string]string{
-		`{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"tools":{}},"supportedVersions":["2026-07-28"]}}`: `{"id":1,"jsonrpc":"2.0","result":{"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}},"tools":{}},"supportedVersions":["2026-07-28"]}}`,
-		`{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"extensions":{"io.example/x":{"a":1}}}}}`:         `{"id":1,"jsonrpc":"2.0","result":{"capabilities":{"extensions":{"io.example/x":{"a":1},"io.modelcontextprotocol/tasks":{}}}}}`,
-		`{"jsonrpc":"2.0","id":1,"result":{}}`:                            `{"id":1,"jsonrpc":"2.0","result":{"capabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}`,
-		`{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"no"}}`: "",
-		`{"jsonrpc":"2.0","id":1,"result":{"capabilities":[]}}`:           "",
-		`not json`: "",
+	f := newTaskFrontend(t, newMemStore())
+	for _, c := range []struct {
+		caps *mcp.ServerCapabilities
+		want string
+	}{
+		{&mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}, `{"extensions":{"io.modelcontextprotocol/tasks":{}},"tools":{}}`},
+		{&mcp.ServerCapabilities{Extensions: map[string]any{"io.example/x": map[string]any{"a": 1}}}, `{"extensions":{"io.example/x":{"a":1},"io.modelcontextprotocol/tasks":{}}}`},
+		{nil, `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`},
 	} {
-		got, ok := addTasksCapability([]byte(in))
-		if (want == "") == ok || (ok && string(got) != want) {
-			t.Errorf("%s:\n got %s (%v)\nwant %s", in, got, ok, want)
+		var before []byte
+		if c.caps != nil {
+			before, _ = json.Marshal(c.caps)
+		}
+		in := &mcp.DiscoverResult{SupportedVersions: []string{"2026-07-28"}, Capabilities: c.caps}
+		res, err := f.tasksMiddleware(func(context.Context, string, mcp.Request) (mcp.Result, error) { return in, nil })(context.Background(), methodDiscover, nil)
+		d, ok := res.(*mcp.DiscoverResult)
+		if err != nil || !ok {
+			t.Fatalf("%v: %T %v", c.caps, res, err)
+		}
+		got, _ := json.Marshal(d.Capabilities)
+		if string(got) != c.want || len(d.SupportedVersions) != 1 {
+			t.Errorf("got %s, want %s", got, c.want)
+		}
+		if after, _ := json.Marshal(c.caps); c.caps != nil && string(after) != string(before) {
+			t.Errorf("the server's capabilities changed: %s, was %s", after, before)
+		}
+	}
+	boom := errors.New("boom")
+	for _, method := range []string{methodDiscover, "tools/list"} {
+		if res, err := f.tasksMiddleware(func(context.Context, string, mcp.Request) (mcp.Result, error) { return nil, boom })(context.Background(), method, nil); err != boom || res != nil {
+			t.Errorf("%s: %v %v", method, res, err)
 		}
 	}
 }
@@ -355,7 +402,7 @@ func FuzzTaskRequest(f *testing.F) {
 		h.Set("MCP-Protocol-Version", "2026-07-28")
 		h.Set("Mcp-Method", req.method)
 		h.Set("Mcp-Name", name)
-		if checkTaskHeaders(h, req) == nil {
+		if checkTaskName(h, req) == nil {
 			if id, ok := req.taskID(); !ok || id != h.Get("Mcp-Name") {
 				t.Fatalf("headers accepted for taskId %q, Mcp-Name %q", id, h.Get("Mcp-Name"))
 			}
@@ -577,6 +624,27 @@ func TestTasksLayerFake(t *testing.T) {
 		if rec.Code == http.StatusOK && strings.Contains(rec.Body.String(), `"taskId"`) {
 			t.Fatalf("a 2025-11-25 tasks/get was answered as a 2026 task: %s", rec.Body)
 		}
+		// tasks/* of another protocol version is answered as the SDK answers a method it does
+		// not know (here one nobody registered), whatever the version.
+		for _, version := range []string{"2025-11-25", "2025-06-18", "2027-01-01"} {
+			for _, m := range []string{methodTasksGet, methodTasksUpdate, methodTasksCancel} {
+				hdr := map[string]string{"MCP-Protocol-Version": version}
+				params := func() map[string]any {
+					return map[string]any{"taskId": fx.id["running"], "_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": version,
+						"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}}}
+				}
+				fx.nextN = 0
+				got := fx.post(t, taskAna, m, fx.id["running"], params(), hdr)
+				fx.nextN = 0
+				want := fx.post(t, taskAna, "tasks/nope", fx.id["running"], params(), hdr)
+				if got.Code != want.Code || got.Body.String() != strings.ReplaceAll(want.Body.String(), "tasks/nope", m) {
+					t.Errorf("%s %s: %d %s, want %d %s", version, m, got.Code, got.Body, want.Code, want.Body)
+				}
+			}
+		}
+		if len(fx.tc.cancels) != 1 {
+			t.Fatalf("a tasks/cancel of another version ran: %v", fx.tc.cancels)
+		}
 	})
 }
 
@@ -595,4 +663,43 @@ func (fx *taskFixture) postRaw(t *testing.T, p authz.Principal, body, version st
 	rec := httptest.NewRecorder()
 	fx.h.ServeHTTP(rec, req)
 	return rec
+}
+
+// TestTaskNotServedUnchecked: a tasks/* request that reaches the SDK without the front door's
+// checks (scope, Mcp-Name) is not answered, and nothing runs: here the SDK's handler behind the
+// bearer middleware alone, and behind one that hands on the body's parse but checks nothing,
+// with a token that lacks the scope tasks/cancel needs and with one that has it.
+func TestTaskNotServedUnchecked(t *testing.T) {
+	fx := newTaskFixture(t)
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return fx.f.server },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	bearer := auth.RequireBearerToken(fx.f.verifyToken, nil)
+	parseOnly := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := bufferBody(w, r)
+		if !ok {
+			return
+		}
+		sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), parsedBodyKey{}, parseBody(body))))
+	})
+	anaRO := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}
+	for i, p := range []authz.Principal{anaRO, taskAna, anaRO, taskAna} {
+		saved := fx.h
+		fx.h = bearer(sdk)
+		if i >= 2 {
+			fx.h = bearer(parseOnly)
+		}
+		rec := fx.post(t, p, methodTasksCancel, fx.id["running"], map[string]any{"taskId": fx.id["running"]}, nil)
+		fx.h = saved
+		var msg struct{ Error *rpcError }
+		if json.Unmarshal(rec.Body.Bytes(), &msg) != nil || msg.Error == nil || msg.Error.Code != jsonrpc.CodeMethodNotFound {
+			t.Errorf("%v: %d %s", p.Scopes, rec.Code, rec.Body)
+		}
+	}
+	if len(fx.tc.cancels) != 0 {
+		t.Fatalf("an unchecked tasks/cancel ran: %v", fx.tc.cancels)
+	}
+	// Through the front door the same cancel runs.
+	if rec := fx.post(t, taskAna, methodTasksCancel, fx.id["running"], map[string]any{"taskId": fx.id["running"]}, nil); rec.Code != http.StatusOK || len(fx.tc.cancels) != 1 {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
 }

@@ -50,7 +50,9 @@ const pairsConcurrency = 32
 // served directly, no client, no socket): the whole server-side call; the bare go-sdk
 // Streamable HTTP handler (stateless, JSON responses, no auth) on a no-op tool; the Temporal
 // Describe (client and the embedded server, which shares the process); and ours, the
-// difference; then the whole call and ours for the succeeded job. Solo32 (only when named in
+// difference; then the whole call and ours for the succeeded job. TasksSeq, Tasks32 and
+// TasksAllocs: the same for tasks/get of the Tasks extension (latency, throughput against a
+// bare Describe, bytes and allocations of the whole server side). Solo32 (only when named in
 // -bench) runs one side of Get32 alone, for a CPU profile of it.
 //
 // The frontend under test is built here (frontend.New) with the production-style JSON logger
@@ -209,6 +211,92 @@ func BenchmarkPairs(b *testing.B) {
 			" + Temporal Describe %.0f B %.0f allocs + ours %.0f B %.0f allocs; succeeded job: whole %.0f B %.0f allocs, ours %.0f B %.0f allocs",
 			whole.bytes, whole.allocs, sdk.bytes, sdk.allocs, desc.bytes, desc.allocs, own.bytes, own.allocs,
 			wholeDone.bytes, wholeDone.allocs, ownDone.bytes, ownDone.allocs)
+	})
+
+	// Tasks: tasks/get (the Tasks extension, 2026-07-28, raw JSON-RPC as tests/tasks_test.go
+	// sends it: the go-sdk client has no Tasks) of the same waiting job — its owner asks, so the
+	// task carries the input request — and of the succeeded one. TasksSeq: p50 latency over
+	// loopback HTTP interleaved with a bare Describe; Tasks32: the pair at 32 concurrent callers;
+	// TasksAllocs: bytes and allocations per call served in-process (the whole server side).
+	taskReq := func(taskID string) recordedReq {
+		body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": map[string]any{
+			"taskId": taskID, "_meta": map[string]any{
+				"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+				"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "jobgate-bench", "version": "1"},
+				"io.modelcontextprotocol/clientCapabilities": tkCaps(),
+			}}})
+		must(b, err)
+		h := http.Header{}
+		h.Set("Content-Type", "application/json")
+		h.Set("Accept", "application/json, text/event-stream")
+		h.Set("Authorization", "Bearer "+bundle.token(ana))
+		h.Set("MCP-Protocol-Version", "2026-07-28")
+		h.Set("Mcp-Method", "tasks/get")
+		h.Set("Mcp-Name", taskID)
+		return recordedReq{header: h, body: body}
+	}
+	taskWaiting, taskDone := taskReq(waiting.Handle), taskReq(done.Handle)
+	taskClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * pairsConcurrency}}
+	tasksGet := func(rr recordedReq, want string) func() {
+		return func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, feURL, bytes.NewReader(rr.body))
+			if err != nil {
+				b.Fatal(err)
+			}
+			req.Header = rr.header.Clone()
+			resp, err := taskClient.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"status":"`+want+`"`)) {
+				b.Fatalf("tasks/get: %d %s %v", resp.StatusCode, body, err)
+			}
+		}
+	}
+	b.Run("TasksSeq", func(b *testing.B) {
+		n := max(b.N, 50)
+		taskLat, rawLat, succLat := make([]time.Duration, 0, n), make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+		get, getDone := tasksGet(taskWaiting, "input_required"), tasksGet(taskDone, "completed")
+		for range n {
+			taskLat = append(taskLat, timed(get))
+			rawLat = append(rawLat, timed(describe))
+			succLat = append(succLat, timed(getDone))
+		}
+		t, r, s := p50(taskLat), p50(rawLat), p50(succLat)
+		b.ReportMetric(ms(t), "tasks_p50_ms")
+		b.ReportMetric(ms(r), "describe_p50_ms")
+		b.ReportMetric(ms(t-r), "delta_p50_ms")
+		b.ReportMetric(ms(s), "succeeded_p50_ms")
+		b.Logf("tasks/get p50 %.3f ms vs Describe %.3f ms: +%.3f ms (succeeded job: %.3f ms)", ms(t), ms(r), ms(t-r), ms(s))
+	})
+	b.Run("Tasks32", func(b *testing.B) {
+		get := tasksGet(taskWaiting, "input_required")
+		runs := roundsCPU(max(b.N, 2000), pairsConcurrency, func(int) { get() }, func(int) { describe() })
+		t, r := runs[0], runs[1]
+		reportPair(b, "tasks32", "calls/s", t.rate, r.rate)
+		b.ReportMetric(ms(t.cpuPerCall), "tasks_cpu_ms/call")
+		b.ReportMetric(ms(r.cpuPerCall), "raw_cpu_ms/call")
+		b.Logf("tasks32 CPU per call: tasks/get %.3f ms vs Describe %.3f ms (+%.3f ms)",
+			ms(t.cpuPerCall), ms(r.cpuPerCall), ms(t.cpuPerCall-r.cpuPerCall))
+	})
+	b.Run("TasksAllocs", func(b *testing.B) {
+		h := fe.Handler()
+		n := max(b.N, 200)
+		whole := allocsPer("tasks_whole", n, func() { serve(b, h, taskWaiting) })
+		wholeDone := allocsPer("tasks_succeeded_whole", n, func() { serve(b, h, taskDone) })
+		for _, l := range []struct {
+			name string
+			l    layer
+		}{{"tasks_whole", whole}, {"tasks_succeeded_whole", wholeDone}} {
+			b.ReportMetric(l.l.bytes, l.name+"_B/op")
+			b.ReportMetric(l.l.allocs, l.name+"_allocs/op")
+		}
+		b.Logf("tasks/get server side per call: %.0f B %.0f allocs; succeeded job: %.0f B %.0f allocs",
+			whole.bytes, whole.allocs, wholeDone.bytes, wholeDone.allocs)
 	})
 
 	// Solo32 runs each side of Get32 alone (no alternation), for a CPU profile of one side:
