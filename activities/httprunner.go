@@ -181,7 +181,7 @@ func (a *Activities) reconcileHTTP(ctx context.Context, base, key string, attemp
 		return EpisodeResult{}, false, ans.retryable("reconcile GET", "nothing was sent again")
 	default:
 		return EpisodeResult{}, false, ans.rejected("reconcile GET",
-			"the receiver must answer 200 {\"score\": …} or 404 for an operation ID (README: HTTP suites)")
+			"the receiver must answer 200 {\"score\": …} or 404 for an operation ID (activities/README.md: HTTP suites)")
 	}
 }
 

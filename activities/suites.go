@@ -28,7 +28,7 @@ const (
 	// SuiteCommand runs a configured command per episode and reads a JSON score from its stdout.
 	SuiteCommand SuiteKind = "command"
 	// SuiteHTTP POSTs each episode to a receiver with an Idempotency-Key (the operation ID) and
-	// reconciles an uncertain attempt with a GET before sending again (README "HTTP suites").
+	// reconciles an uncertain attempt with a GET before sending again (activities/README.md "HTTP suites").
 	SuiteHTTP SuiteKind = "http"
 )
 

@@ -3,18 +3,27 @@
 // # The happy path
 //
 // An agent POSTs tools/call start_eval to /mcp with a bearer token. The go-sdk middleware verifies
-// the token (authz.Verifier) and puts the principal on the request; requireToolScope answers 403
-// with an insufficient_scope challenge if the token holds none of the tool's scopes. The tool
-// decodes its arguments strictly, validates them against the server-side suite catalog, and
-// starts the workflow <tenant>/eval/<owner>/<idempotency_key> with the argument digest in its memo and
+// the token (authz.Verifier) and puts the principal on the request; the front door (frontDoor, one
+// parse of the body) answers 400 to a body the SDK would read differently, and 403 with an
+// insufficient_scope challenge if the token holds none of the tool's scopes. Each kind of job is
+// a KindSpec (EvalKind, ExportKind, listed once in DefaultKinds) that supplies its start tool,
+// options, result view, routes and quota needs; the tool list is built by looping over the kinds.
+// start_eval checks the start permission and the idempotency key once (startTool), decodes its
+// arguments strictly, validates them against the suite catalog, and asks the job store (jobStore,
+// store.go; Temporal is its one production implementation, store_temporal.go) to start the
+// workflow <tenant>/eval/<owner>/<idempotency_key> with the argument digest in its memo and the
 // JobTenant/JobOwner/JobKind/JobStatus search attributes. It returns only once Temporal has
-// durably recorded the start, with a signed handle naming the job.
+// durably recorded the start, with a signed handle naming the job. A job that at once waits for
+// its owner, started by a client that takes elicitations, is started with Update-With-Start so
+// the answer carries the open request without polling.
 //
 // Later, on any replica, get_eval opens the handle (signature, then tenant, then expiry),
-// describes the workflow, re-checks the caller with authz.Decide, and renders the job view from
-// the execution status, search attributes and memo alone, so it answers while no worker runs.
-// resume_eval sends a Temporal Update whose validator re-checks principal, input_id and
-// scope_digest; cancel_eval requests workflow cancellation.
+// describes the workflow through the store, re-checks the caller with authz.Decide, and renders
+// the job view (jobs.go) from the execution status, search attributes and memo alone, so it
+// answers while no worker runs. resume_eval seals the answer (resumeseal.go) and sends a Temporal
+// Update whose validator opens the seal and re-checks principal, input_id and scope_digest;
+// cancel_eval requests workflow cancellation. tasks/* (the Tasks extension) are methods
+// registered with the SDK that run the same get and cancel tools.
 //
 // # Guarantees
 //

@@ -27,7 +27,7 @@ import (
 // this replica holds a reservation for (WorkflowId NOT IN …), so each is counted exactly once.
 // Across replicas the gap stays open: two replicas admitting the same tenant's starts in the same instant may each
 // count the other's start as not yet there. The overshoot is therefore at most the starts of
-// that tenant in flight on the other replicas (README "Fairness and quotas";
+// that tenant in flight on the other replicas (frontend/README.md "Fairness and quotas";
 // tests/quota_test.go measures it).
 
 // quotaPageSize bounds one visibility page read for a quota.

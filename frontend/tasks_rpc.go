@@ -1,4 +1,4 @@
-// tasks_rpc.go holds the JSON-RPC plumbing of the tasks layer: request parsing, the tasks/*
+// tasks_rpc.go holds the JSON-RPC plumbing of the Tasks extension: request parsing, the tasks/*
 // Mcp-Name check, the SDK transport check and response writing.
 
 package frontend

@@ -73,7 +73,7 @@ func (m *metricsServer) close() error {
 
 // temporalMetrics is a hand-written bridge from the Temporal SDK's client.MetricsHandler onto
 // client_golang collectors (the SDK's own tally and OpenTelemetry contrib modules are not used:
-// see README "Metrics"). Collectors are created lazily per metric name; a metric's label names
+// see frontend/README.md "Metrics"). Collectors are created lazily per metric name; a metric's label names
 // are the sorted tag keys of its first use, fixed from then on: a later tag the metric lacks a
 // label for is dropped, a label the later tags lack is "". Names get a temporal_ prefix (the
 // SDK's already have it), counters a _total suffix, timers become histograms in _seconds.

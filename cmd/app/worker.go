@@ -109,7 +109,7 @@ func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL: file:///dir, s3://bucket, gs://bucket, azblob://container (share it with serve)")
 	fs.DurationVar(&c.HeartbeatThrottle, "heartbeat-throttle", HeartbeatThrottleDefault, "longest delay before a cancel reaches a running episode")
 	fs.Var(kindsFlag{&c.Kinds}, "kinds", "job kinds this worker serves on its task queue, comma-separated: "+
-		strings.Join(workflows.KindNames(), ",")+"; without export it holds no dataset or artifact store (README \"Command episodes\")")
+		strings.Join(workflows.KindNames(), ",")+"; without export it holds no dataset or artifact store (activities/README.md \"Command episodes\")")
 	metricsFlag(fs, &c.MetricsListen)
 	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
 	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept resume keys marked "+DevOnlyMarker+" (public placeholders)")

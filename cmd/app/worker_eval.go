@@ -26,7 +26,7 @@ func evalWorker() workerKind {
 
 // warnCommandSuites warns about command suites whose episodes this worker runs while it holds
 // dataset or artifact credentials: give such a suite a task_queue served by a worker without
-// them (README "Command episodes").
+// them (activities/README.md "Command episodes").
 func (m *WorkerMain) warnCommandSuites(suites activities.Catalog, tq string, datasets activities.Datasets) {
 	if len(datasets) == 0 && m.artifacts == nil {
 		return
