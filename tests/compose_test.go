@@ -30,6 +30,7 @@ import (
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/internal/testgate"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -176,6 +177,7 @@ func composeRel(t *testing.T, path string) string {
 }
 
 func TestComposeJobgateFlagsAreReal(t *testing.T) {
+	testgate.Heavy(t, "builds and runs the jobgate binary")
 	p := composeProject(t)
 	bin := jobgateBinary(t)
 	sets := map[string]composeFlags{}

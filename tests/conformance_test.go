@@ -25,6 +25,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
+	"github.com/jobgate/jobgate/internal/testgate"
 )
 
 // conformanceDir holds the official MCP conformance suite (@modelcontextprotocol/conformance),
@@ -163,6 +164,7 @@ type conformanceRun struct {
 // and forwards it otherwise unchanged, Host and Origin included (dns-rebinding-protection is
 // about them). The test first checks that the stack itself refuses a request without a token.
 func TestConformance(t *testing.T) {
+	testgate.Heavy(t, "runs the MCP conformance suite on Node.js")
 	t.Parallel()
 	started := time.Now()
 	node, cli := conformanceSetup(t)
@@ -406,10 +408,7 @@ func conformanceSetup(t *testing.T) (node, cli string) {
 	need := func(msg string) {
 		t.Helper()
 		msg += ": the MCP conformance scenarios (tests/" + conformanceDir + ") need Node.js with npm"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testgate.Missing(t, msg)
 	}
 	sysNode, err := exec.LookPath("node")
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
+	"github.com/jobgate/jobgate/internal/testgate"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -58,17 +58,6 @@ const (
 
 // fairSuites has a demo suite without approval (the demo suite asks above 100 episodes).
 const fairSuites = `{"suites":[{"name":"bulk","kind":"demo","approval_threshold":0}]}`
-
-// fairGuard skips the timing tests in -short mode, except on CI where a skip is a failure.
-func fairGuard(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("fairness timing tests must not be skipped on CI (-short given)")
-		}
-		t.Skip("timing test; skipped with -short")
-	}
-}
 
 // episodeCounter counts the episodes the worker finished, per tenant (the job ID's first
 // segment), and records the fairness each episode task reached the worker with. It is a client
@@ -272,7 +261,7 @@ func cancelAll(t *testing.T, b *testBundle, p principal, ids, handles []string) 
 // job runs about as fast as on an idle system; on the task queue without fairness it waits
 // behind the big evals' backlog (the control: it shows the mechanism, not the weather).
 func TestFairness_SmallJobNotStarved(t *testing.T) {
-	fairGuard(t)
+	testgate.Heavy(t, "fairness timing test")
 	t.Run("Fair", func(t *testing.T) {
 		b := setup(t, setupOpts{noWorker: true, suitesJSON: fairSuites})
 		counter := fairWorker(t, b)
@@ -317,7 +306,7 @@ func TestFairness_SmallJobNotStarved(t *testing.T) {
 // Under contention a tenant of weight 2 gets about twice the episode throughput of a tenant of
 // weight 1 (weights from the frontend's tenants config).
 func TestFairness_WeightsShareSlots(t *testing.T) {
-	fairGuard(t)
+	testgate.Heavy(t, "fairness timing test")
 	double, single := fairTenant("double"), fairTenant("single")
 	tenants := authz.Unlimited()
 	tenants.Tenants = map[string]authz.TenantPolicy{double.tenant: {FairnessWeight: 2}}

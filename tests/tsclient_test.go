@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/internal/testgate"
 )
 
 // tsClientDir holds the contract checks driven by the official TypeScript MCP SDK client.
@@ -29,6 +30,7 @@ var tsSummary = regexp.MustCompile(`^(\d+) passed, (\d+) failed$`)
 // customers export dataset. Artifact downloads go to replica 0: download_url names the bundle's
 // resource URI (a load-balancer name), so the script keeps only its path.
 func TestTypeScriptClient(t *testing.T) {
+	testgate.Heavy(t, "runs the TypeScript MCP client on Node.js")
 	t.Parallel()
 	node := tsNeed(t, "node")
 	if _, err := os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
@@ -163,9 +165,6 @@ func tsNeed(t *testing.T, name string) string {
 		return p
 	}
 	msg := name + " not found on PATH: the TypeScript MCP SDK client checks (tests/" + tsClientDir + ") need Node.js 20+ with npm"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testgate.Missing(t, msg)
 	return ""
 }

@@ -2,9 +2,9 @@
 // directory, pg_ctl start on a free 127.0.0.1 port, every statement logged, and everything
 // stopped and removed when the test ends.
 //
-// The PostgreSQL binaries (initdb, pg_ctl, postgres) must be on PATH. Without them a test is
-// skipped, except under CI=true, where a missing PostgreSQL fails the test: CI must never
-// pass by skipping.
+// The PostgreSQL binaries (initdb, pg_ctl, postgres) must be on PATH. Without them, or with
+// -short (a PostgreSQL server is too heavy for the fast loop), a test is skipped, except under
+// CI=true, where it fails: CI must never pass by skipping (internal/testgate).
 package pgtest
 
 import (
@@ -23,6 +23,8 @@ import (
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"github.com/jobgate/jobgate/internal/testgate"
 )
 
 // Server is one running PostgreSQL server with a fresh database.
@@ -45,6 +47,7 @@ const dbName = "pgtest"
 // Start starts a server for t and stops it when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	testgate.Heavy(t, "pgtest: starts a PostgreSQL server")
 	for _, bin := range []string{"initdb", "pg_ctl", "postgres"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			missing(t, fmt.Sprintf("PostgreSQL binary %s not on PATH", bin))
@@ -125,10 +128,7 @@ func Start(t testing.TB) *Server {
 
 func missing(t testing.TB, why string) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("pgtest: %s; CI must run the PostgreSQL tests, not skip them", why)
-	}
-	t.Skipf("pgtest: %s; skipping (install PostgreSQL 15 to run this test)", why)
+	testgate.Missing(t, fmt.Sprintf("pgtest: %s (install PostgreSQL 15 to run this test)", why))
 }
 
 // run runs a PostgreSQL binary, as the postgres OS user when we are root.
