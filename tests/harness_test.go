@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,6 +83,21 @@ type testBundle struct {
 	datasets  string
 	artifacts string
 	queries   *queryLog
+	// clock is both frontends' clock (ServeMain.Now).
+	clock *testClock
+}
+
+// testClock is real time plus an offset a test moves forward: a TTL test steps past an expiry
+// at once instead of sleeping through it, and everything else sees the time it would anyway.
+type testClock struct{ offset atomic.Int64 }
+
+func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// advanceTo moves the clock forward to at least t.
+func (c *testClock) advanceTo(t time.Time) {
+	if d := time.Until(t) - time.Duration(c.offset.Load()); d > 0 {
+		c.offset.Add(int64(d))
+	}
 }
 
 type setupOpts struct {
@@ -136,7 +152,8 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 	if len(o) > 0 {
 		opts = o[0]
 	}
-	b := &testBundle{t: t, taskQueue: "tq-" + randHex(6), secret: []byte(randHex(32)), queries: &queryLog{}}
+	b := &testBundle{t: t, taskQueue: "tq-" + randHex(6), secret: []byte(randHex(32)), queries: &queryLog{},
+		clock: &testClock{}}
 	if opts.taskQueue != "" {
 		b.taskQueue = opts.taskQueue
 	}
@@ -178,6 +195,7 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 				UIBaseURL: "http://ui.test", SuitesFile: b.suites, HandleTTL: opts.handleTTL, DatasetsFile: b.datasets,
 				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export, Tenants: tenants},
 			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys,
+			Now: b.clock.Now,
 		}
 		must(t, s.Run(context.Background()))
 		t.Cleanup(func() { _ = s.Close() })
