@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // TestChaosWorkerSIGKILL: a worker dies mid-run; a new one finishes the job. Every episode is
 // counted exactly once, and every attempt of an episode carries the same operation ID.
 func TestChaosWorkerSIGKILL(t *testing.T) {
-	testgate.Heavy(t, "spawns jobgate worker processes and SIGKILLs one")
+	testenv.Heavy(t, "spawns jobgate worker processes and SIGKILLs one")
 	t.Parallel()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "episode.sh")
@@ -56,7 +56,7 @@ func TestChaosWorkerSIGKILL(t *testing.T) {
 // TestChaosFrontendSIGKILL: the replica that issued a handle dies; the other resolves it, and
 // a replica restarted from scratch resolves it too.
 func TestChaosFrontendSIGKILL(t *testing.T) {
-	testgate.Heavy(t, "spawns jobgate serve processes and SIGKILLs one")
+	testenv.Heavy(t, "spawns jobgate serve processes and SIGKILLs one")
 	t.Parallel()
 	b := setup(t)
 	dir := t.TempDir()
@@ -100,7 +100,7 @@ func TestChaosFrontendSIGKILL(t *testing.T) {
 // promptly on SIGINT, also when started with SIGINT ignored (Go's Notify re-enables it), as
 // background jobs of non-interactive shells are.
 func TestDevStopsOnSIGINT(t *testing.T) {
-	testgate.Heavy(t, "spawns `jobgate dev`")
+	testenv.Heavy(t, "spawns `jobgate dev`")
 	t.Parallel()
 	bin := jobgateBinary(t)
 	// Exactly what a background job of a non-interactive shell inherits: INT and QUIT ignored.

@@ -21,7 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jobgate/jobgate/frontend"
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 	"github.com/jobgate/jobgate/tests/receiver"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -154,7 +154,7 @@ func (c *cluster) readyz(i int) int {
 // that issued a handle dies, the other resolves it, and an approval goes through the other
 // replica while the first is down.
 func TestClusterReplicasBehindProxy(t *testing.T) {
-	testgate.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
+	testenv.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
 	t.Parallel()
 	c := newCluster(t, 1, "")
 	cs := c.via(ana)
@@ -212,7 +212,7 @@ func TestClusterReplicasBehindProxy(t *testing.T) {
 // on its file database. While it is down /readyz is 503 and tools answer unavailable (retryable);
 // afterwards handles issued before still work and both jobs finish.
 func TestClusterTemporalRestart(t *testing.T) {
-	testgate.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
+	testenv.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
 	t.Parallel()
 	c := newCluster(t, 1, "")
 	cs := c.via(ana)
@@ -264,7 +264,7 @@ func TestClusterTemporalRestart(t *testing.T) {
 // TestClusterConnectionStorm: 64 agents poll their jobs through the proxy while it drops every
 // connection at once, twice. Each recovers by key or handle; visibility shows exactly 64 jobs.
 func TestClusterConnectionStorm(t *testing.T) {
-	testgate.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
+	testenv.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
 	t.Parallel()
 	c := newCluster(t, 1, "")
 	const agents = 64
@@ -445,7 +445,7 @@ func (c *cluster) exactlyOnce(t testing.TB, r *receiver.Receiver, jobID string, 
 // are in flight; after the heartbeat timeout another worker retries them (attempt > 1 in
 // history), reconciling first, and the receiver applies every episode exactly once.
 func TestClusterWorkerDiesMidEpisode(t *testing.T) {
-	testgate.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
+	testenv.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
 	t.Parallel()
 	r, srv := startReceiver(t)
 	r.StallNext(1000, 700*time.Millisecond) // every POST takes a while, so kills land mid-request
@@ -483,7 +483,7 @@ func TestClusterWorkerDiesMidEpisode(t *testing.T) {
 // confirmation), or holds it while the worker is killed after the effect; the retries reconcile
 // and nothing is applied twice or lost.
 func TestClusterLostConfirmations(t *testing.T) {
-	testgate.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
+	testenv.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
 	t.Parallel()
 	r, srv := startReceiver(t)
 	c := newCluster(t, 1, remoteSuite(srv.URL))

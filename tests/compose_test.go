@@ -30,7 +30,7 @@ import (
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -177,7 +177,7 @@ func composeRel(t *testing.T, path string) string {
 }
 
 func TestComposeJobgateFlagsAreReal(t *testing.T) {
-	testgate.Heavy(t, "builds and runs the jobgate binary")
+	testenv.Heavy(t, "builds and runs the jobgate binary")
 	p := composeProject(t)
 	bin := jobgateBinary(t)
 	sets := map[string]composeFlags{}

@@ -25,7 +25,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 )
 
 // conformanceDir holds the official MCP conformance suite (@modelcontextprotocol/conformance),
@@ -164,7 +164,7 @@ type conformanceRun struct {
 // and forwards it otherwise unchanged, Host and Origin included (dns-rebinding-protection is
 // about them). The test first checks that the stack itself refuses a request without a token.
 func TestConformance(t *testing.T) {
-	testgate.Heavy(t, "runs the MCP conformance suite on Node.js")
+	testenv.Heavy(t, "runs the MCP conformance suite on Node.js")
 	t.Parallel()
 	started := time.Now()
 	node, cli := conformanceSetup(t)
@@ -408,7 +408,7 @@ func conformanceSetup(t *testing.T) (node, cli string) {
 	need := func(msg string) {
 		t.Helper()
 		msg += ": the MCP conformance scenarios (tests/" + conformanceDir + ") need Node.js with npm"
-		testgate.Missing(t, msg)
+		testenv.Missing(t, msg)
 	}
 	sysNode, err := exec.LookPath("node")
 	if err != nil {

@@ -13,13 +13,13 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // TestDevStackRestartKeepsJobs runs the real `jobgate dev` wiring twice on one data dir.
 func TestDevStackRestartKeepsJobs(t *testing.T) {
-	testgate.Heavy(t, "starts the dev stack (a Temporal server of its own and the Web UI) twice")
+	testenv.Heavy(t, "starts the dev stack (a Temporal server of its own and the Web UI) twice")
 	t.Parallel()
 	dir := t.TempDir()
 	start := func() (*app.DevMain, *bytes.Buffer) {
@@ -87,7 +87,7 @@ func devSession(t *testing.T, m *app.DevMain) *mcp.ClientSession {
 // TestTwoThousandEpisodes runs one 2,000-episode job through continue-as-new (1,000 episodes a
 // run) and checks nothing is lost or counted twice across runs.
 func TestTwoThousandEpisodes(t *testing.T) {
-	testgate.Heavy(t, "runs 2,000 episodes")
+	testenv.Heavy(t, "runs 2,000 episodes")
 	t.Parallel()
 	b := setup(t, setupOpts{suitesJSON: `{"suites":[{"name":"bulk","kind":"demo","approval_threshold":0}]}`})
 	cs := b.session(ana, 0, "")

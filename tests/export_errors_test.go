@@ -12,7 +12,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 	"github.com/jobgate/jobgate/tests/pgtest"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -22,7 +22,7 @@ import (
 // that names no host, port, user, database or worker (pid@host); the driver's error stays in
 // the job's history for the operator.
 func TestExportFailureMessageIsSafe(t *testing.T) {
-	testgate.Heavy(t, "starts PostgreSQL")
+	testenv.Heavy(t, "starts PostgreSQL")
 	t.Parallel()
 	pg := pgtest.Start(t)
 	u, err := url.Parse(pg.DSN)

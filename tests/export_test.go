@@ -24,7 +24,7 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 	"github.com/jobgate/jobgate/tests/pgtest"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -550,7 +550,7 @@ func pgCustomers(t testing.TB) (*pgtest.Server, activities.Dataset) {
 // TestExportPostgres: the same export against a real PostgreSQL server; its own statement log
 // proves that nothing touched the table before approval.
 func TestExportPostgres(t *testing.T) {
-	testgate.Heavy(t, "starts PostgreSQL")
+	testenv.Heavy(t, "starts PostgreSQL")
 	t.Parallel()
 	pg, d := pgCustomers(t)
 	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, d), export: frontend.ExportTuning{PartRows: 1500, PageRows: 400}})
@@ -592,7 +592,7 @@ func TestExportPostgres(t *testing.T) {
 // worker process finishes it, resuming parts from their heartbeats. The artifact is byte-for-
 // byte the one a clean run produces, and the history shows the retried attempts.
 func TestChaosExportWorkerSIGKILL(t *testing.T) {
-	testgate.Heavy(t, "spawns jobgate worker processes and SIGKILLs one")
+	testenv.Heavy(t, "spawns jobgate worker processes and SIGKILLs one")
 	t.Parallel()
 	b := setup(t, setupOpts{noWorker: true,
 		datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), func(d *activities.Dataset) { d.MaxRowsPerSecond = 400 })),

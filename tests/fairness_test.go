@@ -20,7 +20,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -261,7 +261,7 @@ func cancelAll(t *testing.T, b *testBundle, p principal, ids, handles []string) 
 // job runs about as fast as on an idle system; on the task queue without fairness it waits
 // behind the big evals' backlog (the control: it shows the mechanism, not the weather).
 func TestFairness_SmallJobNotStarved(t *testing.T) {
-	testgate.Heavy(t, "fairness timing test")
+	testenv.Heavy(t, "fairness timing test")
 	t.Run("Fair", func(t *testing.T) {
 		b := setup(t, setupOpts{noWorker: true, suitesJSON: fairSuites})
 		counter := fairWorker(t, b)
@@ -306,7 +306,7 @@ func TestFairness_SmallJobNotStarved(t *testing.T) {
 // Under contention a tenant of weight 2 gets about twice the episode throughput of a tenant of
 // weight 1 (weights from the frontend's tenants config).
 func TestFairness_WeightsShareSlots(t *testing.T) {
-	testgate.Heavy(t, "fairness timing test")
+	testenv.Heavy(t, "fairness timing test")
 	double, single := fairTenant("double"), fairTenant("single")
 	tenants := authz.Unlimited()
 	tenants.Tenants = map[string]authz.TenantPolicy{double.tenant: {FairnessWeight: 2}}

@@ -27,6 +27,7 @@ import (
 	"github.com/jobgate/jobgate/cmd/devtemporal"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/internal/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -369,17 +370,9 @@ func must(t testing.TB, err error) {
 	}
 }
 
-// eventually polls cond until it returns true or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// eventually polls cond until it returns true or the deadline passes (the module's one
+// helper for it, under the short name the package's tests use).
+var eventually = testenv.Eventually
 
 // waitStatus polls get_eval until the job reaches want.
 func waitStatus(t testing.TB, cs *mcp.ClientSession, h string, want workflows.Status, within time.Duration) *frontend.JobView {

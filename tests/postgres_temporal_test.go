@@ -23,7 +23,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 	"github.com/jobgate/jobgate/tests/pgtest"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -49,7 +49,7 @@ func runTool(t *testing.T, env []string, bin string, args ...string) string {
 // (nothing from the dev stack): the eval tour, list_jobs filters, the four-eyes export tour with
 // a verified download, and a worker SIGKILLed mid-run while another one finishes the job.
 func TestPostgresTemporal(t *testing.T) {
-	testgate.Heavy(t, "starts PostgreSQL, a Temporal server and jobgate processes")
+	testenv.Heavy(t, "starts PostgreSQL, a Temporal server and jobgate processes")
 	t.Parallel()
 	const ns = "jobgate-prod"
 	begin := time.Now()

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 )
 
 // goTarget is a main package the process tests build and run: a path in this module, or one
@@ -36,10 +36,10 @@ type goBuild struct {
 var goBuilds sync.Map // goTarget → *goBuild
 
 // buildGo builds the targets concurrently, each at most once per test process, and returns
-// their binaries in order. A test that runs binaries is heavy: -short skips it (testgate).
+// their binaries in order. A test that runs binaries is heavy: -short skips it (testenv.Heavy).
 func buildGo(t testing.TB, targets ...goTarget) []string {
 	t.Helper()
-	testgate.Heavy(t, "builds and runs Go binaries")
+	testenv.Heavy(t, "builds and runs Go binaries")
 	var wg sync.WaitGroup
 	builds := make([]*goBuild, len(targets))
 	for i, tg := range targets {

@@ -19,7 +19,7 @@ import (
 	"github.com/jobgate/jobgate/cmd/devtemporal"
 	"github.com/jobgate/jobgate/cmd/devtemporal/devpki"
 	"github.com/jobgate/jobgate/frontend/handle"
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -67,7 +67,7 @@ func startMutualTLSTemporal(t *testing.T) tlsFiles {
 // certificate fail start-up at once with an error naming TLS and the flag to fix, rather than
 // retrying until the context ends.
 func TestTemporalMutualTLS(t *testing.T) {
-	testgate.Heavy(t, "starts a Temporal server of its own and jobgate processes")
+	testenv.Heavy(t, "starts a Temporal server of its own and jobgate processes")
 	f := startMutualTLSTemporal(t)
 	addr := f.server.FrontendHostPort()
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/frontend/handle"
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 )
 
 // tsClientDir holds the contract checks driven by the official TypeScript MCP SDK client.
@@ -30,7 +30,7 @@ var tsSummary = regexp.MustCompile(`^(\d+) passed, (\d+) failed$`)
 // customers export dataset. Artifact downloads go to replica 0: download_url names the bundle's
 // resource URI (a load-balancer name), so the script keeps only its path.
 func TestTypeScriptClient(t *testing.T) {
-	testgate.Heavy(t, "runs the TypeScript MCP client on Node.js")
+	testenv.Heavy(t, "runs the TypeScript MCP client on Node.js")
 	t.Parallel()
 	node := tsNeed(t, "node")
 	if _, err := os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
@@ -165,6 +165,6 @@ func tsNeed(t *testing.T, name string) string {
 		return p
 	}
 	msg := name + " not found on PATH: the TypeScript MCP SDK client checks (tests/" + tsClientDir + ") need Node.js 20+ with npm"
-	testgate.Missing(t, msg)
+	testenv.Missing(t, msg)
 	return ""
 }

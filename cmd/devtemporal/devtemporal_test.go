@@ -26,7 +26,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 )
 
 var jobAttrs = map[string]enumspb.IndexedValueType{
@@ -216,7 +216,7 @@ func httpGet(t *testing.T, url string) (body, contentType string) {
 }
 
 func TestFileModeSurvivesRestart(t *testing.T) {
-	testgate.Heavy(t, "starts two Temporal servers on one data directory")
+	testenv.Heavy(t, "starts two Temporal servers on one data directory")
 	dir := t.TempDir()
 	opts := Options{DataDir: dir, Namespace: "jobs", SearchAttributes: jobAttrs, UIPort: UIDisabled}
 
@@ -277,7 +277,7 @@ func TestFileModeSurvivesRestart(t *testing.T) {
 }
 
 func TestTwoServersInParallel(t *testing.T) {
-	testgate.Heavy(t, "starts two Temporal servers")
+	testenv.Heavy(t, "starts two Temporal servers")
 	var wg sync.WaitGroup
 	servers := make([]*Server, 2)
 	errs := make([]error, 2)

@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/server/common/dynamicconfig"
 	"go.temporal.io/server/common/log"
 
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 )
 
 func TestFairnessDynamicConfig(t *testing.T) {
@@ -70,7 +70,7 @@ func fairnessWorkflow(ctx workflow.Context, n int) (int, error) {
 // Switching fairness on or off for a task queue (or upgrading a data directory written
 // before it was on) keeps its backlog: the server drains the old task tables.
 func TestFairnessSwitchKeepsBacklog(t *testing.T) {
-	testgate.Heavy(t, "starts three Temporal servers on one data directory and drains backlogs")
+	testenv.Heavy(t, "starts three Temporal servers on one data directory and drains backlogs")
 	dir := t.TempDir()
 	const tq = "tq-switch"
 	const episodes = 5

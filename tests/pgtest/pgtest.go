@@ -4,7 +4,7 @@
 //
 // The PostgreSQL binaries (initdb, pg_ctl, postgres) must be on PATH. Without them, or with
 // -short (a PostgreSQL server is too heavy for the fast loop), a test is skipped, except under
-// CI=true, where it fails: CI must never pass by skipping (internal/testgate).
+// CI=true, where it fails: CI must never pass by skipping (internal/testenv).
 package pgtest
 
 import (
@@ -24,7 +24,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
-	"github.com/jobgate/jobgate/internal/testgate"
+	"github.com/jobgate/jobgate/internal/testenv"
 )
 
 // Server is one running PostgreSQL server with a fresh database.
@@ -47,7 +47,7 @@ const dbName = "pgtest"
 // Start starts a server for t and stops it when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	testgate.Heavy(t, "pgtest: starts a PostgreSQL server")
+	testenv.Heavy(t, "pgtest: starts a PostgreSQL server")
 	for _, bin := range []string{"initdb", "pg_ctl", "postgres"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			missing(t, fmt.Sprintf("PostgreSQL binary %s not on PATH", bin))
@@ -128,7 +128,7 @@ func Start(t testing.TB) *Server {
 
 func missing(t testing.TB, why string) {
 	t.Helper()
-	testgate.Missing(t, fmt.Sprintf("pgtest: %s (install PostgreSQL 15 to run this test)", why))
+	testenv.Missing(t, fmt.Sprintf("pgtest: %s (install PostgreSQL 15 to run this test)", why))
 }
 
 // run runs a PostgreSQL binary, as the postgres OS user when we are root.

@@ -1,4 +1,4 @@
-package testgate
+package testenv
 
 import (
 	"flag"

@@ -1,8 +1,4 @@
-// Package testgate is the one gate for tests that are too heavy for the fast loop
-// (`go test -short ./...`) or that need something outside Go (PostgreSQL, Node.js): it skips them
-// on a developer's machine and fails them under CI=true, where a skip would let CI pass without
-// running them. Tests import it; production code never does.
-package testgate
+package testenv
 
 import (
 	"fmt"
