@@ -179,13 +179,10 @@ func TestCancelWhileAwaitingInput(t *testing.T) {
 	if done.NeedsInput != nil {
 		t.Errorf("needs_input still present: %+v", done.NeedsInput)
 	}
-	evs := acHistory(t, b, v.JobID)
-	if n := acCount(evs, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED); n != 0 {
-		t.Errorf("history has %d ActivityTaskScheduled events, want 0", n)
-	}
-	if n := acCount(evs, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED); n != 1 {
-		t.Errorf("history has %d WorkflowExecutionCanceled events, want 1", n)
-	}
+	acWantCounts(t, acHistory(t, b, v.JobID), map[enumspb.EventType]int{
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:     0,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED: 1,
+	})
 	// The closed request cannot be answered any more.
 	mustErr(t, call(t, cs, "resume_eval", acResumeArgs(w, "approve", nil)), frontend.CodeInputNotExpected)
 }

@@ -409,21 +409,11 @@ func startReceiver(t *testing.T) (*receiver.Receiver, *receiver.Server) {
 	return r, srv
 }
 
-// retriedAttempts counts activity attempts after the first in a job's history (all runs).
+// retriedAttempts counts activity attempts after the first in a job's history (its latest run)
+// on the cluster's own Temporal.
 func (c *cluster) retriedAttempts(t testing.TB, jobID string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	it := c.tc.GetWorkflowHistory(ctx, jobID, "", false, 0)
-	n := 0
-	for it.HasNext() {
-		ev, err := it.Next()
-		must(t, err)
-		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
-			n++
-		}
-	}
-	return n
+	return retriedAttempts(history(t, c.tc, jobID))
 }
 
 // exactlyOnce checks the receiver applied each of the job's n episodes exactly once.

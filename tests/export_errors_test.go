@@ -1,15 +1,12 @@
 package tests
 
 import (
-	"context"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/internal/testenv"
@@ -51,13 +48,8 @@ func TestExportFailureMessageIsSafe(t *testing.T) {
 		}
 	}
 	// The detail is not lost: the activity's failure in history names the refused role.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	it := b.temporal.GetWorkflowHistory(ctx, got.JobID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	found := false
-	for it.HasNext() {
-		ev, err := it.Next()
-		must(t, err)
+	for _, ev := range acHistory(t, b, got.JobID) {
 		if f := ev.GetActivityTaskFailedEventAttributes().GetFailure(); f != nil && strings.Contains(f.String(), role) {
 			found = true
 		}

@@ -607,17 +607,7 @@ func TestChaosExportWorkerSIGKILL(t *testing.T) {
 	b.spawn(t, "worker")
 	killed := exResult(t, exWait(t, b.session(ana, 1, ""), v.Handle, workflows.StatusSucceeded, 2*time.Minute))
 
-	ctx, cancel := contextWithTimeout(30 * time.Second)
-	defer cancel()
-	it := b.temporal.GetWorkflowHistory(ctx, v.JobID, "", false, 0)
-	retried := 0
-	for it.HasNext() {
-		ev, err := it.Next()
-		must(t, err)
-		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
-			retried++
-		}
-	}
+	retried := retriedAttempts(acHistory(t, b, v.JobID))
 	if retried == 0 {
 		t.Fatal("no activity attempt was retried: the kill landed outside the export")
 	}

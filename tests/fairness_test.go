@@ -354,13 +354,8 @@ func TestFairness_PriorityInHistory(t *testing.T) {
 	v := mustView(t, call(t, cs, "start_eval", startArgs(uniqueKey(t), 3, map[string]any{"episode_ms": 0, "fail_rate": 0})))
 	waitStatus(t, cs, v.Handle, workflows.StatusSucceeded, 60*time.Second)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	it := b.temporal.GetWorkflowHistory(ctx, v.JobID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	started, scheduled := 0, 0
-	for it.HasNext() {
-		e, err := it.Next()
-		must(t, err)
+	for _, e := range acHistory(t, b, v.JobID) {
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
 			started++

@@ -51,18 +51,7 @@ func neverCalled(*mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 // acceptedUpdates counts resume updates that reached the job's history.
 func (b *testBundle) acceptedUpdates(t testing.TB, jobID string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	it := b.temporal.GetWorkflowHistory(ctx, jobID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	n := 0
-	for it.HasNext() {
-		ev, err := it.Next()
-		must(t, err)
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
-			n++
-		}
-	}
-	return n
+	return acCount(acHistory(t, b, jobID), enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
 }
 
 // TestMRTRApproval: seed 004's MRTR rows. The steward's 2026 client gets the export's approval as
