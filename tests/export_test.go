@@ -52,6 +52,17 @@ func exStart(t testing.TB, cs *mcp.ClientSession, key, format string, cols []str
 	return call(t, cs, "start_export", args)
 }
 
+// exAwaiting sets up a bundle with the demo customers catalog, in which ana (replica 0) starts
+// an export of cols that waits for an approver: the bundle, ana's session, her start view and
+// the waiting view.
+func exAwaiting(t *testing.T, format string, cols ...string) (*testBundle, *mcp.ClientSession, *frontend.JobView, *frontend.JobView) {
+	t.Helper()
+	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
+	cs := b.session(ana, 0, "")
+	v := mustView(t, exStart(t, cs, uniqueKey(t), format, cols))
+	return b, cs, v, exWait(t, cs, v.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+}
+
 func exResume(t testing.TB, cs *mcp.ClientSession, v *frontend.JobView, decision string) outcome {
 	t.Helper()
 	return call(t, cs, "resume_export", map[string]any{"handle": v.Handle, "input_id": v.NeedsInput.InputID,
@@ -206,10 +217,8 @@ func exDownloadAndCheck(t testing.TB, b *testBundle, p principal, r frontend.Exp
 // answer is refused before history, and no statement reaches the dataset before approval.
 func TestExportFourEyes(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
-	csAna, csSteward := b.session(ana, 0, ""), b.session(steward, 1, "")
-	v := mustView(t, exStart(t, csAna, uniqueKey(t), "jsonl", []string{"id", "name", "email"}))
-	w := exWait(t, csAna, v.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+	b, csAna, v, w := exAwaiting(t, "jsonl", "id", "name", "email")
+	csSteward := b.session(steward, 1, "")
 	ni := w.NeedsInput
 	if ni.Approver != authz.ApproverApprover || ni.RequestedBy != "ana" || ni.SelfApproval ||
 		ni.Scope["purpose"] != "quarterly churn analysis" || ni.Scope["dataset"] != "customers" ||
@@ -280,10 +289,7 @@ func TestExportApprovalExpiryAndReject(t *testing.T) {
 		t.Fatalf("expired approval: %+v", f.Error)
 	}
 
-	b2 := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
-	cs2 := b2.session(ana, 0, "")
-	v2 := mustView(t, exStart(t, cs2, uniqueKey(t), "csv", []string{"id", "email"}))
-	w2 := exWait(t, cs2, v2.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+	b2, cs2, v2, w2 := exAwaiting(t, "csv", "id", "email")
 	mustView(t, exResume(t, b2.session(steward, 0, ""), w2, "reject"))
 	c := exWait(t, cs2, v2.Handle, workflows.StatusCancelled, 30*time.Second)
 	if c.Error == nil || c.Error.Code != workflows.ErrCodeRejected || !strings.Contains(c.Error.Message, "steward") {

@@ -59,10 +59,7 @@ func (b *testBundle) acceptedUpdates(t testing.TB, jobID string) int {
 // expired or tampered state is refused and nothing reaches history before a valid answer.
 func TestMRTRApproval(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
-	csAna := b.session(ana, 0, "")
-	v := mustView(t, exStart(t, csAna, uniqueKey(t), "csv", []string{"id", "email"}))
-	w := exWait(t, csAna, v.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+	b, csAna, v, w := exAwaiting(t, "csv", "id", "email")
 	args := map[string]any{"handle": w.Handle}
 
 	asked := rawCall(t, b.mrtrSession(steward, 0, neverCalled, true), &mcp.CallToolParams{Name: "get_export", Arguments: args})
@@ -154,10 +151,7 @@ func TestMRTRApproval(t *testing.T) {
 // TestMRTRWhoIsAsked: only a 2026 caller who may answer and declared elicitation is asked.
 func TestMRTRWhoIsAsked(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
-	csAna := b.session(ana, 0, "")
-	v := mustView(t, exStart(t, csAna, uniqueKey(t), "csv", []string{"id", "email"}))
-	w := exWait(t, csAna, v.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+	b, _, _, w := exAwaiting(t, "csv", "id", "email")
 	args := map[string]any{"handle": w.Handle}
 	for name, cs := range map[string]*mcp.ClientSession{
 		"OwnerUnderFourEyes":      b.mrtrSession(ana, 0, neverCalled, true),
