@@ -39,6 +39,16 @@ func acStartArgs(key, suite string, episodes, concurrency int, params map[string
 	return a
 }
 
+// acAwaitingOwner sets up a bundle in which ana (replica 0) starts a demo eval over the approval
+// threshold that waits for her, its owner: the bundle, her session, the start and waiting views.
+func acAwaitingOwner(t *testing.T) (*testBundle, *mcp.ClientSession, *frontend.JobView, *frontend.JobView) {
+	t.Helper()
+	b := setup(t)
+	cs := b.session(ana, 0, "")
+	v := mustView(t, call(t, cs, "start_eval", acStartArgs(uniqueKey(t), "demo", acOverThreshold, 20, acFast)))
+	return b, cs, v, acAwaitInput(t, cs, v.Handle, authz.ApproverOwner)
+}
+
 // acAwaitInput polls get_eval until the job waits for input and checks the open request is complete.
 func acAwaitInput(t *testing.T, cs *mcp.ClientSession, h string, approver authz.Approver) *frontend.JobView {
 	t.Helper()
@@ -289,10 +299,7 @@ func TestApproval(t *testing.T) {
 
 func TestApprovalReject(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	cs := b.session(ana, 0, "")
-	v := mustView(t, call(t, cs, "start_eval", acStartArgs(uniqueKey(t), "demo", acOverThreshold, 20, acFast)))
-	w := acAwaitInput(t, cs, v.Handle, authz.ApproverOwner)
+	b, cs, v, w := acAwaitingOwner(t)
 
 	mustView(t, call(t, b.session(ana, 1, ""), "resume_eval", acResumeArgs(w, "reject", map[string]any{"comment": "too expensive"})))
 	done := waitStatus(t, cs, v.Handle, workflows.StatusCancelled, 30*time.Second)

@@ -163,10 +163,7 @@ func TestCancel(t *testing.T) {
 
 func TestCancelWhileAwaitingInput(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	cs := b.session(ana, 0, "")
-	v := mustView(t, call(t, cs, "start_eval", acStartArgs(uniqueKey(t), "demo", acOverThreshold, 20, acFast)))
-	w := acAwaitInput(t, cs, v.Handle, authz.ApproverOwner)
+	b, cs, v, w := acAwaitingOwner(t)
 
 	c := mustView(t, call(t, b.session(ana, 1, ""), "cancel_eval", map[string]any{"handle": v.Handle, "reason": "not needed"}))
 	if c.Status != workflows.StatusCancelling && c.Status != workflows.StatusCancelled {
