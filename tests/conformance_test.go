@@ -424,14 +424,7 @@ func conformanceSetup(t *testing.T) (node, cli string) {
 		if err != nil {
 			need("npm not found on PATH")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = conformanceDir
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("npm ci in tests/%s: %v\n%s", conformanceDir, err, out)
-		}
+		npmCI(t, npm, conformanceDir, 10*time.Minute)
 	}
 	if conformanceExists(bundled) {
 		return bundled, cli

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -133,5 +134,17 @@ func (p *proc) kill(t *testing.T) {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
 		t.Errorf("process %d did not die", p.cmd.Process.Pid)
+	}
+}
+
+// npmCI installs the locked dependencies of the Node.js project in tests/<dir>.
+func npmCI(t *testing.T, npm, dir string, within time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in tests/%s: %v\n%s", dir, err, out)
 	}
 }

@@ -35,14 +35,7 @@ func TestTypeScriptClient(t *testing.T) {
 	node := tsNeed(t, "node")
 	if _, err := os.Stat(filepath.Join(tsClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
 		npm := tsNeed(t, "npm")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = tsClientDir
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("npm ci in tests/%s: %v\n%s", tsClientDir, err, out)
-		}
+		npmCI(t, npm, tsClientDir, 5*time.Minute)
 	}
 
 	// The plan: every check the script will run, by name.
