@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities/receiver"
+	"github.com/jobgate/jobgate/activities/testenv"
 )
 
 const httpJobID = "acme/eval/run-1"
@@ -175,17 +176,6 @@ func appErr(t *testing.T, err error, typ string, retryable bool) *temporal.Appli
 		t.Fatalf("want %s (retryable %v), got %s (non-retryable %v): %v", typ, retryable, ae.Type(), ae.NonRetryable(), err)
 	}
 	return ae
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestHTTPEpisode_HappyPath(t *testing.T) {
@@ -371,7 +361,7 @@ func TestHTTPEpisode_StallBeyondRequestTimeout(t *testing.T) {
 	if took := time.Since(began); took > 2*time.Second || !strings.Contains(ae.Error(), "request_timeout") {
 		t.Fatalf("after %s: %v", took, err)
 	}
-	eventually(t, "the receiver to see the client go", func() bool { return h.outcomes(in.OperationID) == "POST#1 abandoned" })
+	testenv.Eventually(t, 5*time.Second, "the receiver to see the client go", func() bool { return h.outcomes(in.OperationID) == "POST#1 abandoned" })
 	// The retry reconciles first: nothing was applied, so it sends.
 	res, err := h.runAt(in, 2)
 	h.wantScore(res, err, in.OperationID)
@@ -391,7 +381,7 @@ func TestHTTPEpisode_CancelDuringStallReturnsPromptly(t *testing.T) {
 		_, err := result(env.ExecuteActivity(h.a.RunEpisode, in))
 		done <- err
 	}()
-	eventually(t, "the request to stall", func() bool { return h.rcv.Stalling() == 1 })
+	testenv.Eventually(t, 5*time.Second, "the request to stall", func() bool { return h.rcv.Stalling() == 1 })
 	began := time.Now()
 	cancel()
 	select {
@@ -407,7 +397,7 @@ func TestHTTPEpisode_CancelDuringStallReturnsPromptly(t *testing.T) {
 	if took := time.Since(began); took > 2*time.Second {
 		t.Fatalf("took %s", took)
 	}
-	eventually(t, "the receiver to see the client go", func() bool { return h.outcomes(in.OperationID) == "POST#1 abandoned" })
+	testenv.Eventually(t, 5*time.Second, "the receiver to see the client go", func() bool { return h.outcomes(in.OperationID) == "POST#1 abandoned" })
 	h.wantEffects(in.OperationID, 0)
 }
 

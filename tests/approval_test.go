@@ -12,7 +12,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
@@ -38,6 +37,16 @@ func acStartArgs(key, suite string, episodes, concurrency int, params map[string
 		a["params"] = params
 	}
 	return a
+}
+
+// acAwaitingOwner sets up a bundle in which ana (replica 0) starts a demo eval over the approval
+// threshold that waits for her, its owner: the bundle, her session, the start and waiting views.
+func acAwaitingOwner(t *testing.T) (*testBundle, *mcp.ClientSession, *frontend.JobView, *frontend.JobView) {
+	t.Helper()
+	b := setup(t)
+	cs := b.session(ana, 0, "")
+	v := mustView(t, call(t, cs, "start_eval", acStartArgs(uniqueKey(t), "demo", acOverThreshold, 20, acFast)))
+	return b, cs, v, acAwaitInput(t, cs, v.Handle, authz.ApproverOwner)
 }
 
 // acAwaitInput polls get_eval until the job waits for input and checks the open request is complete.
@@ -71,33 +80,6 @@ func acResumeArgs(v *frontend.JobView, decision string, mods map[string]any) map
 		a[k] = x
 	}
 	return a
-}
-
-// acHistory reads the current run's full history.
-func acHistory(t *testing.T, b *testBundle, id string) []*historypb.HistoryEvent {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	it := b.temporal.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var evs []*historypb.HistoryEvent
-	for it.HasNext() {
-		e, err := it.Next()
-		must(t, err)
-		evs = append(evs, e)
-	}
-	return evs
-}
-
-func acCount(evs []*historypb.HistoryEvent, types ...enumspb.EventType) int {
-	n := 0
-	for _, e := range evs {
-		for _, ty := range types {
-			if e.GetEventType() == ty {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 // acNoSideEffects asserts that nothing ran and no update reached the job's history.
@@ -272,15 +254,11 @@ func TestApproval(t *testing.T) {
 			t.Errorf("final progress = %+v", done.Progress)
 		}
 		evs := acHistory(t, b, v.JobID)
-		if n := acCount(evs, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED); n != 1 {
-			t.Errorf("history has %d UpdateAccepted events, want 1", n)
-		}
-		if n := acCount(evs, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED); n != 1 {
-			t.Errorf("history has %d UpdateCompleted events, want 1", n)
-		}
-		if n := acCount(evs, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED); n != acOverThreshold {
-			t.Errorf("history has %d ActivityTaskScheduled events, want %d", n, acOverThreshold)
-		}
+		acWantCounts(t, evs, map[enumspb.EventType]int{
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:  1,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED: 1,
+			enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:             acOverThreshold,
+		})
 		// No episode was scheduled before the approval was accepted.
 		for _, e := range evs {
 			if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
@@ -321,10 +299,7 @@ func TestApproval(t *testing.T) {
 
 func TestApprovalReject(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	cs := b.session(ana, 0, "")
-	v := mustView(t, call(t, cs, "start_eval", acStartArgs(uniqueKey(t), "demo", acOverThreshold, 20, acFast)))
-	w := acAwaitInput(t, cs, v.Handle, authz.ApproverOwner)
+	b, cs, v, w := acAwaitingOwner(t)
 
 	mustView(t, call(t, b.session(ana, 1, ""), "resume_eval", acResumeArgs(w, "reject", map[string]any{"comment": "too expensive"})))
 	done := waitStatus(t, cs, v.Handle, workflows.StatusCancelled, 30*time.Second)
@@ -337,16 +312,11 @@ func TestApprovalReject(t *testing.T) {
 	if done.NeedsInput != nil || done.Result != nil || done.PollAfterMS != 0 {
 		t.Errorf("final view: needs_input=%v result=%v poll_after_ms=%d", done.NeedsInput, done.Result, done.PollAfterMS)
 	}
-	evs := acHistory(t, b, v.JobID)
-	if n := acCount(evs, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED); n != 0 {
-		t.Errorf("history has %d ActivityTaskScheduled events, want 0", n)
-	}
-	if n := acCount(evs, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED); n != 1 {
-		t.Errorf("history has %d UpdateAccepted events, want 1", n)
-	}
-	if n := acCount(evs, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED); n != 1 {
-		t.Errorf("history has %d WorkflowExecutionCanceled events, want 1", n)
-	}
+	acWantCounts(t, acHistory(t, b, v.JobID), map[enumspb.EventType]int{
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:            0,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: 1,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:        1,
+	})
 }
 
 func TestApproverOnlySuite(t *testing.T) {

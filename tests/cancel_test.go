@@ -163,10 +163,7 @@ func TestCancel(t *testing.T) {
 
 func TestCancelWhileAwaitingInput(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	cs := b.session(ana, 0, "")
-	v := mustView(t, call(t, cs, "start_eval", acStartArgs(uniqueKey(t), "demo", acOverThreshold, 20, acFast)))
-	w := acAwaitInput(t, cs, v.Handle, authz.ApproverOwner)
+	b, cs, v, w := acAwaitingOwner(t)
 
 	c := mustView(t, call(t, b.session(ana, 1, ""), "cancel_eval", map[string]any{"handle": v.Handle, "reason": "not needed"}))
 	if c.Status != workflows.StatusCancelling && c.Status != workflows.StatusCancelled {
@@ -179,13 +176,10 @@ func TestCancelWhileAwaitingInput(t *testing.T) {
 	if done.NeedsInput != nil {
 		t.Errorf("needs_input still present: %+v", done.NeedsInput)
 	}
-	evs := acHistory(t, b, v.JobID)
-	if n := acCount(evs, enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED); n != 0 {
-		t.Errorf("history has %d ActivityTaskScheduled events, want 0", n)
-	}
-	if n := acCount(evs, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED); n != 1 {
-		t.Errorf("history has %d WorkflowExecutionCanceled events, want 1", n)
-	}
+	acWantCounts(t, acHistory(t, b, v.JobID), map[enumspb.EventType]int{
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:     0,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED: 1,
+	})
 	// The closed request cannot be answered any more.
 	mustErr(t, call(t, cs, "resume_eval", acResumeArgs(w, "approve", nil)), frontend.CodeInputNotExpected)
 }

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"net"
 	"os"
 	"os/exec"
@@ -12,86 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
-
-// buildGo builds a main package (a path in this module, or one of a dependency such as the
-// Temporal server module's own temporal-sql-tool) once per test binary: chaos and cluster tests
-// run real processes.
-var (
-	builtMu sync.Mutex
-	built   = map[string]string{}
-)
-
-func buildGo(t *testing.T, pkg, name string) string {
-	t.Helper()
-	builtMu.Lock()
-	defer builtMu.Unlock()
-	if p, ok := built[pkg]; ok {
-		return p
-	}
-	dir, err := os.MkdirTemp("", "jobgate-"+name+"-")
-	must(t, err)
-	p := filepath.Join(dir, name)
-	if out, err := exec.Command("go", "build", "-o", p, pkg).CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
-	built[pkg] = p
-	return p
-}
-
-// jobgateBinary is the real jobgate binary.
-func jobgateBinary(t *testing.T) string { return buildGo(t, "../cmd/jobgate", "jobgate") }
-
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	mu   sync.Mutex
-	out  strings.Builder
-}
-
-func (b *testBundle) spawn(t *testing.T, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(jobgateBinary(t), args...)
-	cmd.Env = append(os.Environ(), "JOBGATE_TEMPORAL_ADDRESS="+temporalAddr, "JOBGATE_TASK_QUEUE="+b.taskQueue, "JOBGATE_NAMESPACE="+namespace,
-		"JOBGATE_DATASETS="+b.datasets, "JOBGATE_ARTIFACTS="+b.artifacts, "JOBGATE_RESUME_KEYS="+b.resumeKeySpec)
-	stderr, err := cmd.StderrPipe()
-	must(t, err)
-	must(t, cmd.Start())
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-		}
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() { p.kill(t) })
-	return p
-}
-
-func (p *proc) logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-// kill sends SIGKILL: no shutdown hook, no drain, exactly like a node dying.
-func (p *proc) kill(t *testing.T) {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		t.Errorf("process %d did not die", p.cmd.Process.Pid)
-	}
-}
 
 // TestChaosWorkerSIGKILL: a worker dies mid-run; a new one finishes the job. Every episode is
 // counted exactly once, and every attempt of an episode carries the same operation ID.
 func TestChaosWorkerSIGKILL(t *testing.T) {
+	testenv.Heavy(t, "spawns jobgate worker processes and SIGKILLs one")
 	t.Parallel()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "episode.sh")
@@ -129,6 +56,7 @@ func TestChaosWorkerSIGKILL(t *testing.T) {
 // TestChaosFrontendSIGKILL: the replica that issued a handle dies; the other resolves it, and
 // a replica restarted from scratch resolves it too.
 func TestChaosFrontendSIGKILL(t *testing.T) {
+	testenv.Heavy(t, "spawns jobgate serve processes and SIGKILLs one")
 	t.Parallel()
 	b := setup(t)
 	dir := t.TempDir()
@@ -172,6 +100,7 @@ func TestChaosFrontendSIGKILL(t *testing.T) {
 // promptly on SIGINT, also when started with SIGINT ignored (Go's Notify re-enables it), as
 // background jobs of non-interactive shells are.
 func TestDevStopsOnSIGINT(t *testing.T) {
+	testenv.Heavy(t, "spawns `jobgate dev`")
 	t.Parallel()
 	bin := jobgateBinary(t)
 	// Exactly what a background job of a non-interactive shell inherits: INT and QUIT ignored.

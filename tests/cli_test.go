@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/workflows"
@@ -101,6 +102,7 @@ func listedHandle(t *testing.T, out, id string) (handle, block string) {
 // file; the owner cannot approve their own export (four eyes), and an export awaiting approval
 // has nothing to download.
 func TestCLIApprovalFlow(t *testing.T) {
+	testenv.Heavy(t, "runs the jobgate CLI binary")
 	t.Parallel()
 	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
 	jobgateBinary(t) // build while the exports start
@@ -226,6 +228,7 @@ func TestCLIApprovalFlow(t *testing.T) {
 // TestCLIWatchEval: `jobs watch` follows an eval (the CLI finds its kind from the handle alone)
 // with one plain line per change up to exit 0, and exits 1 naming the error for a cancelled one.
 func TestCLIWatchEval(t *testing.T) {
+	testenv.Heavy(t, "runs the jobgate CLI binary")
 	t.Parallel()
 	b := setup(t)
 	jobgateBinary(t)

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jobgate/jobgate/activities/receiver"
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -46,9 +46,6 @@ type cluster struct {
 	tc           client.Client
 }
 
-// lbproxyBinary is the round-robin proxy process of the cluster tests.
-func lbproxyBinary(t *testing.T) string { return buildGo(t, "./lbproxy", "lbproxy") }
-
 func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -71,6 +68,7 @@ func waitTCP(t testing.TB, addr string, within time.Duration) {
 // newCluster starts Temporal, nServe replicas, nWorkers workers and the proxy.
 func newCluster(t *testing.T, nWorkers int, suitesJSON string) *cluster {
 	t.Helper()
+	buildGo(t, jobgateTarget, lbproxyTarget) // both at once; run below finds them built
 	c := &cluster{testBundle: setup(t, setupOpts{noWorker: true}), t: t, dataDir: t.TempDir(), temporalAddr: freeAddr(t)}
 	dir := t.TempDir()
 	c.secretFile, c.keysFile = filepath.Join(dir, "hs256"), filepath.Join(dir, "handle-keys")
@@ -111,23 +109,7 @@ func (c *cluster) run(bin string, args ...string) *proc {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "JOBGATE_TEMPORAL_ADDRESS="+c.temporalAddr, "JOBGATE_TASK_QUEUE="+c.taskQueue,
 		"JOBGATE_NAMESPACE="+namespace, "JOBGATE_RESUME_KEYS="+c.resumeKeySpec)
-	stderr, err := cmd.StderrPipe()
-	must(c.t, err)
-	cmd.Stdout = cmd.Stderr
-	must(c.t, cmd.Start())
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-		}
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	c.t.Cleanup(func() { p.kill(c.t) })
-	return p
+	return startProc(c.t, cmd, true)
 }
 
 func (c *cluster) startTemporal() {
@@ -172,6 +154,7 @@ func (c *cluster) readyz(i int) int {
 // that issued a handle dies, the other resolves it, and an approval goes through the other
 // replica while the first is down.
 func TestClusterReplicasBehindProxy(t *testing.T) {
+	testenv.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
 	t.Parallel()
 	c := newCluster(t, 1, "")
 	cs := c.via(ana)
@@ -229,6 +212,7 @@ func TestClusterReplicasBehindProxy(t *testing.T) {
 // on its file database. While it is down /readyz is 503 and tools answer unavailable (retryable);
 // afterwards handles issued before still work and both jobs finish.
 func TestClusterTemporalRestart(t *testing.T) {
+	testenv.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
 	t.Parallel()
 	c := newCluster(t, 1, "")
 	cs := c.via(ana)
@@ -280,6 +264,7 @@ func TestClusterTemporalRestart(t *testing.T) {
 // TestClusterConnectionStorm: 64 agents poll their jobs through the proxy while it drops every
 // connection at once, twice. Each recovers by key or handle; visibility shows exactly 64 jobs.
 func TestClusterConnectionStorm(t *testing.T) {
+	testenv.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
 	t.Parallel()
 	c := newCluster(t, 1, "")
 	const agents = 64
@@ -424,21 +409,11 @@ func startReceiver(t *testing.T) (*receiver.Receiver, *receiver.Server) {
 	return r, srv
 }
 
-// retriedAttempts counts activity attempts after the first in a job's history (all runs).
+// retriedAttempts counts activity attempts after the first in a job's history (its latest run)
+// on the cluster's own Temporal.
 func (c *cluster) retriedAttempts(t testing.TB, jobID string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	it := c.tc.GetWorkflowHistory(ctx, jobID, "", false, 0)
-	n := 0
-	for it.HasNext() {
-		ev, err := it.Next()
-		must(t, err)
-		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
-			n++
-		}
-	}
-	return n
+	return retriedAttempts(history(t, c.tc, jobID))
 }
 
 // exactlyOnce checks the receiver applied each of the job's n episodes exactly once.
@@ -460,6 +435,7 @@ func (c *cluster) exactlyOnce(t testing.TB, r *receiver.Receiver, jobID string, 
 // are in flight; after the heartbeat timeout another worker retries them (attempt > 1 in
 // history), reconciling first, and the receiver applies every episode exactly once.
 func TestClusterWorkerDiesMidEpisode(t *testing.T) {
+	testenv.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
 	t.Parallel()
 	r, srv := startReceiver(t)
 	r.StallNext(1000, 700*time.Millisecond) // every POST takes a while, so kills land mid-request
@@ -497,6 +473,7 @@ func TestClusterWorkerDiesMidEpisode(t *testing.T) {
 // confirmation), or holds it while the worker is killed after the effect; the retries reconcile
 // and nothing is applied twice or lost.
 func TestClusterLostConfirmations(t *testing.T) {
+	testenv.Heavy(t, "spawns a Temporal server, jobgate processes and a proxy")
 	t.Parallel()
 	r, srv := startReceiver(t)
 	c := newCluster(t, 1, remoteSuite(srv.URL))

@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/frontend"
@@ -176,6 +177,7 @@ func composeRel(t *testing.T, path string) string {
 }
 
 func TestComposeJobgateFlagsAreReal(t *testing.T) {
+	testenv.Heavy(t, "builds and runs the jobgate binary")
 	p := composeProject(t)
 	bin := jobgateBinary(t)
 	sets := map[string]composeFlags{}

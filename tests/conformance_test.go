@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 )
@@ -163,6 +164,7 @@ type conformanceRun struct {
 // and forwards it otherwise unchanged, Host and Origin included (dns-rebinding-protection is
 // about them). The test first checks that the stack itself refuses a request without a token.
 func TestConformance(t *testing.T) {
+	testenv.Heavy(t, "runs the MCP conformance suite on Node.js")
 	t.Parallel()
 	started := time.Now()
 	node, cli := conformanceSetup(t)
@@ -406,10 +408,7 @@ func conformanceSetup(t *testing.T) (node, cli string) {
 	need := func(msg string) {
 		t.Helper()
 		msg += ": the MCP conformance scenarios (tests/" + conformanceDir + ") need Node.js with npm"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testenv.Missing(t, msg)
 	}
 	sysNode, err := exec.LookPath("node")
 	if err != nil {
@@ -425,14 +424,7 @@ func conformanceSetup(t *testing.T) (node, cli string) {
 		if err != nil {
 			need("npm not found on PATH")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = conformanceDir
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("npm ci in tests/%s: %v\n%s", conformanceDir, err, out)
-		}
+		npmCI(t, npm, conformanceDir, 10*time.Minute)
 	}
 	if conformanceExists(bundled) {
 		return bundled, cli

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/workflows"
@@ -18,6 +19,7 @@ import (
 
 // TestDevStackRestartKeepsJobs runs the real `jobgate dev` wiring twice on one data dir.
 func TestDevStackRestartKeepsJobs(t *testing.T) {
+	testenv.Heavy(t, "starts the dev stack (a Temporal server of its own and the Web UI) twice")
 	t.Parallel()
 	dir := t.TempDir()
 	start := func() (*app.DevMain, *bytes.Buffer) {
@@ -85,6 +87,7 @@ func devSession(t *testing.T, m *app.DevMain) *mcp.ClientSession {
 // TestTwoThousandEpisodes runs one 2,000-episode job through continue-as-new (1,000 episodes a
 // run) and checks nothing is lost or counted twice across runs.
 func TestTwoThousandEpisodes(t *testing.T) {
+	testenv.Heavy(t, "runs 2,000 episodes")
 	t.Parallel()
 	b := setup(t, setupOpts{suitesJSON: `{"suites":[{"name":"bulk","kind":"demo","approval_threshold":0}]}`})
 	cs := b.session(ana, 0, "")

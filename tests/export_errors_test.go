@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"context"
 	"net/url"
 	"os"
 	"strconv"
@@ -9,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -21,6 +19,7 @@ import (
 // that names no host, port, user, database or worker (pid@host); the driver's error stays in
 // the job's history for the operator.
 func TestExportFailureMessageIsSafe(t *testing.T) {
+	testenv.Heavy(t, "starts PostgreSQL")
 	t.Parallel()
 	pg := pgtest.Start(t)
 	u, err := url.Parse(pg.DSN)
@@ -49,13 +48,8 @@ func TestExportFailureMessageIsSafe(t *testing.T) {
 		}
 	}
 	// The detail is not lost: the activity's failure in history names the refused role.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	it := b.temporal.GetWorkflowHistory(ctx, got.JobID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	found := false
-	for it.HasNext() {
-		ev, err := it.Next()
-		must(t, err)
+	for _, ev := range acHistory(t, b, got.JobID) {
 		if f := ev.GetActivityTaskFailedEventAttributes().GetFailure(); f != nil && strings.Contains(f.String(), role) {
 			found = true
 		}

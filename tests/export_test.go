@@ -23,6 +23,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/workflows"
@@ -49,6 +50,17 @@ func exStart(t testing.TB, cs *mcp.ClientSession, key, format string, cols []str
 		args["columns"] = cols
 	}
 	return call(t, cs, "start_export", args)
+}
+
+// exAwaiting sets up a bundle with the demo customers catalog, in which ana (replica 0) starts
+// an export of cols that waits for an approver: the bundle, ana's session, her start view and
+// the waiting view.
+func exAwaiting(t *testing.T, format string, cols ...string) (*testBundle, *mcp.ClientSession, *frontend.JobView, *frontend.JobView) {
+	t.Helper()
+	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
+	cs := b.session(ana, 0, "")
+	v := mustView(t, exStart(t, cs, uniqueKey(t), format, cols))
+	return b, cs, v, exWait(t, cs, v.Handle, workflows.StatusAwaitingInput, 30*time.Second)
 }
 
 func exResume(t testing.TB, cs *mcp.ClientSession, v *frontend.JobView, decision string) outcome {
@@ -205,10 +217,8 @@ func exDownloadAndCheck(t testing.TB, b *testBundle, p principal, r frontend.Exp
 // answer is refused before history, and no statement reaches the dataset before approval.
 func TestExportFourEyes(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
-	csAna, csSteward := b.session(ana, 0, ""), b.session(steward, 1, "")
-	v := mustView(t, exStart(t, csAna, uniqueKey(t), "jsonl", []string{"id", "name", "email"}))
-	w := exWait(t, csAna, v.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+	b, csAna, v, w := exAwaiting(t, "jsonl", "id", "name", "email")
+	csSteward := b.session(steward, 1, "")
 	ni := w.NeedsInput
 	if ni.Approver != authz.ApproverApprover || ni.RequestedBy != "ana" || ni.SelfApproval ||
 		ni.Scope["purpose"] != "quarterly churn analysis" || ni.Scope["dataset"] != "customers" ||
@@ -279,10 +289,7 @@ func TestExportApprovalExpiryAndReject(t *testing.T) {
 		t.Fatalf("expired approval: %+v", f.Error)
 	}
 
-	b2 := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
-	cs2 := b2.session(ana, 0, "")
-	v2 := mustView(t, exStart(t, cs2, uniqueKey(t), "csv", []string{"id", "email"}))
-	w2 := exWait(t, cs2, v2.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+	b2, cs2, v2, w2 := exAwaiting(t, "csv", "id", "email")
 	mustView(t, exResume(t, b2.session(steward, 0, ""), w2, "reject"))
 	c := exWait(t, cs2, v2.Handle, workflows.StatusCancelled, 30*time.Second)
 	if c.Error == nil || c.Error.Code != workflows.ErrCodeRejected || !strings.Contains(c.Error.Message, "steward") {
@@ -386,7 +393,7 @@ func TestExportRowsSQLite(t *testing.T) {
 // TestExportDownload: what a download link is and is not worth.
 func TestExportDownload(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil)), downloadTTL: 2 * time.Second})
+	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil)), downloadTTL: time.Hour})
 	cs := b.session(ana, 0, "")
 	v := mustView(t, exStart(t, cs, uniqueKey(t), "csv", nil))
 	r := exResult(t, exWait(t, cs, v.Handle, workflows.StatusSucceeded, 60*time.Second))
@@ -434,10 +441,10 @@ func TestExportDownload(t *testing.T) {
 		}
 	})
 	t.Run("Expired", func(t *testing.T) {
-		eventually(t, 10*time.Second, "the 2s link to expire", func() bool {
-			resp, _ := exGet(t, url, b.token(ana), nil)
-			return resp.StatusCode == http.StatusNotFound
-		})
+		b.clock.advanceTo(time.Now().Add(time.Hour + time.Second))
+		if resp, _ := exGet(t, url, b.token(ana), nil); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("a link past its hour: %d", resp.StatusCode)
+		}
 		// A fresh view issues a fresh link.
 		r2 := exResult(t, mustView(t, call(t, cs, "get_export", map[string]any{"handle": v.Handle})))
 		if resp, _ := exGet(t, b.onReplica(r2.DownloadURL, 1), b.token(ana), nil); resp.StatusCode != 200 {
@@ -549,6 +556,7 @@ func pgCustomers(t testing.TB) (*pgtest.Server, activities.Dataset) {
 // TestExportPostgres: the same export against a real PostgreSQL server; its own statement log
 // proves that nothing touched the table before approval.
 func TestExportPostgres(t *testing.T) {
+	testenv.Heavy(t, "starts PostgreSQL")
 	t.Parallel()
 	pg, d := pgCustomers(t)
 	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, d), export: frontend.ExportTuning{PartRows: 1500, PageRows: 400}})
@@ -590,6 +598,7 @@ func TestExportPostgres(t *testing.T) {
 // worker process finishes it, resuming parts from their heartbeats. The artifact is byte-for-
 // byte the one a clean run produces, and the history shows the retried attempts.
 func TestChaosExportWorkerSIGKILL(t *testing.T) {
+	testenv.Heavy(t, "spawns jobgate worker processes and SIGKILLs one")
 	t.Parallel()
 	b := setup(t, setupOpts{noWorker: true,
 		datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), func(d *activities.Dataset) { d.MaxRowsPerSecond = 400 })),
@@ -604,17 +613,7 @@ func TestChaosExportWorkerSIGKILL(t *testing.T) {
 	b.spawn(t, "worker")
 	killed := exResult(t, exWait(t, b.session(ana, 1, ""), v.Handle, workflows.StatusSucceeded, 2*time.Minute))
 
-	ctx, cancel := contextWithTimeout(30 * time.Second)
-	defer cancel()
-	it := b.temporal.GetWorkflowHistory(ctx, v.JobID, "", false, 0)
-	retried := 0
-	for it.HasNext() {
-		ev, err := it.Next()
-		must(t, err)
-		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
-			retried++
-		}
-	}
+	retried := retriedAttempts(acHistory(t, b, v.JobID))
 	if retried == 0 {
 		t.Fatal("no activity attempt was retried: the kill landed outside the export")
 	}

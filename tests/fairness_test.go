@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/workflows"
@@ -58,17 +58,6 @@ const (
 
 // fairSuites has a demo suite without approval (the demo suite asks above 100 episodes).
 const fairSuites = `{"suites":[{"name":"bulk","kind":"demo","approval_threshold":0}]}`
-
-// fairGuard skips the timing tests in -short mode, except on CI where a skip is a failure.
-func fairGuard(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("fairness timing tests must not be skipped on CI (-short given)")
-		}
-		t.Skip("timing test; skipped with -short")
-	}
-}
 
 // episodeCounter counts the episodes the worker finished, per tenant (the job ID's first
 // segment), and records the fairness each episode task reached the worker with. It is a client
@@ -272,7 +261,7 @@ func cancelAll(t *testing.T, b *testBundle, p principal, ids, handles []string) 
 // job runs about as fast as on an idle system; on the task queue without fairness it waits
 // behind the big evals' backlog (the control: it shows the mechanism, not the weather).
 func TestFairness_SmallJobNotStarved(t *testing.T) {
-	fairGuard(t)
+	testenv.Heavy(t, "fairness timing test")
 	t.Run("Fair", func(t *testing.T) {
 		b := setup(t, setupOpts{noWorker: true, suitesJSON: fairSuites})
 		counter := fairWorker(t, b)
@@ -317,7 +306,7 @@ func TestFairness_SmallJobNotStarved(t *testing.T) {
 // Under contention a tenant of weight 2 gets about twice the episode throughput of a tenant of
 // weight 1 (weights from the frontend's tenants config).
 func TestFairness_WeightsShareSlots(t *testing.T) {
-	fairGuard(t)
+	testenv.Heavy(t, "fairness timing test")
 	double, single := fairTenant("double"), fairTenant("single")
 	tenants := authz.Unlimited()
 	tenants.Tenants = map[string]authz.TenantPolicy{double.tenant: {FairnessWeight: 2}}
@@ -365,13 +354,8 @@ func TestFairness_PriorityInHistory(t *testing.T) {
 	v := mustView(t, call(t, cs, "start_eval", startArgs(uniqueKey(t), 3, map[string]any{"episode_ms": 0, "fail_rate": 0})))
 	waitStatus(t, cs, v.Handle, workflows.StatusSucceeded, 60*time.Second)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	it := b.temporal.GetWorkflowHistory(ctx, v.JobID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	started, scheduled := 0, 0
-	for it.HasNext() {
-		e, err := it.Next()
-		must(t, err)
+	for _, e := range acHistory(t, b, v.JobID) {
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
 			started++

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
@@ -80,6 +82,21 @@ type testBundle struct {
 	datasets  string
 	artifacts string
 	queries   *queryLog
+	// clock is both frontends' clock (ServeMain.Now).
+	clock *testClock
+}
+
+// testClock is real time plus an offset a test moves forward: a TTL test steps past an expiry
+// at once instead of sleeping through it, and everything else sees the time it would anyway.
+type testClock struct{ offset atomic.Int64 }
+
+func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// advanceTo moves the clock forward to at least t.
+func (c *testClock) advanceTo(t time.Time) {
+	if d := time.Until(t) - time.Duration(c.offset.Load()); d > 0 {
+		c.offset.Add(int64(d))
+	}
 }
 
 type setupOpts struct {
@@ -134,7 +151,8 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 	if len(o) > 0 {
 		opts = o[0]
 	}
-	b := &testBundle{t: t, taskQueue: "tq-" + randHex(6), secret: []byte(randHex(32)), queries: &queryLog{}}
+	b := &testBundle{t: t, taskQueue: "tq-" + randHex(6), secret: []byte(randHex(32)), queries: &queryLog{},
+		clock: &testClock{}}
 	if opts.taskQueue != "" {
 		b.taskQueue = opts.taskQueue
 	}
@@ -176,6 +194,7 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 				UIBaseURL: "http://ui.test", SuitesFile: b.suites, HandleTTL: opts.handleTTL, DatasetsFile: b.datasets,
 				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export, Tenants: tenants},
 			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys,
+			Now: b.clock.Now,
 		}
 		must(t, s.Run(context.Background()))
 		t.Cleanup(func() { _ = s.Close() })
@@ -349,17 +368,9 @@ func must(t testing.TB, err error) {
 	}
 }
 
-// eventually polls cond until it returns true or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// eventually polls cond until it returns true or the deadline passes (the module's one
+// helper for it, under the short name the package's tests use).
+var eventually = testenv.Eventually
 
 // waitStatus polls get_eval until the job reaches want.
 func waitStatus(t testing.TB, cs *mcp.ClientSession, h string, want workflows.Status, within time.Duration) *frontend.JobView {

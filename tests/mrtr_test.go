@@ -51,18 +51,7 @@ func neverCalled(*mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 // acceptedUpdates counts resume updates that reached the job's history.
 func (b *testBundle) acceptedUpdates(t testing.TB, jobID string) int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	it := b.temporal.GetWorkflowHistory(ctx, jobID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	n := 0
-	for it.HasNext() {
-		ev, err := it.Next()
-		must(t, err)
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
-			n++
-		}
-	}
-	return n
+	return acCount(acHistory(t, b, jobID), enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
 }
 
 // TestMRTRApproval: seed 004's MRTR rows. The steward's 2026 client gets the export's approval as
@@ -70,10 +59,7 @@ func (b *testBundle) acceptedUpdates(t testing.TB, jobID string) int {
 // expired or tampered state is refused and nothing reaches history before a valid answer.
 func TestMRTRApproval(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
-	csAna := b.session(ana, 0, "")
-	v := mustView(t, exStart(t, csAna, uniqueKey(t), "csv", []string{"id", "email"}))
-	w := exWait(t, csAna, v.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+	b, csAna, v, w := exAwaiting(t, "csv", "id", "email")
 	args := map[string]any{"handle": w.Handle}
 
 	asked := rawCall(t, b.mrtrSession(steward, 0, neverCalled, true), &mcp.CallToolParams{Name: "get_export", Arguments: args})
@@ -165,10 +151,7 @@ func TestMRTRApproval(t *testing.T) {
 // TestMRTRWhoIsAsked: only a 2026 caller who may answer and declared elicitation is asked.
 func TestMRTRWhoIsAsked(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
-	csAna := b.session(ana, 0, "")
-	v := mustView(t, exStart(t, csAna, uniqueKey(t), "csv", []string{"id", "email"}))
-	w := exWait(t, csAna, v.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+	b, _, _, w := exAwaiting(t, "csv", "id", "email")
 	args := map[string]any{"handle": w.Handle}
 	for name, cs := range map[string]*mcp.ClientSession{
 		"OwnerUnderFourEyes":      b.mrtrSession(ana, 0, neverCalled, true),

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	pgschema "go.temporal.io/server/schema/postgresql/v12"
 
 	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
@@ -49,6 +49,7 @@ func runTool(t *testing.T, env []string, bin string, args ...string) string {
 // (nothing from the dev stack): the eval tour, list_jobs filters, the four-eyes export tour with
 // a verified download, and a worker SIGKILLed mid-run while another one finishes the job.
 func TestPostgresTemporal(t *testing.T) {
+	testenv.Heavy(t, "starts PostgreSQL, a Temporal server and jobgate processes")
 	t.Parallel()
 	const ns = "jobgate-prod"
 	begin := time.Now()
@@ -57,15 +58,9 @@ func TestPostgresTemporal(t *testing.T) {
 
 	// Build the binaries (not counted as start-up below).
 	buildStart := time.Now()
-	var wg sync.WaitGroup
-	var sqlTool, temporalpg string
-	wg.Go(func() { sqlTool = buildGo(t, "go.temporal.io/server/cmd/tools/sql", "temporal-sql-tool") })
-	wg.Go(func() { temporalpg = buildGo(t, "./temporalpg", "temporalpg") })
-	wg.Go(func() { jobgateBinary(t); lbproxyBinary(t) })
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
+	bins := buildGo(t, goTarget{"go.temporal.io/server/cmd/tools/sql", "temporal-sql-tool"}, goTarget{"./temporalpg", "temporalpg"},
+		jobgateTarget, lbproxyTarget)
+	sqlTool, temporalpg := bins[0], bins[1]
 	t.Logf("built temporal-sql-tool, temporalpg, jobgate, lbproxy in %s", time.Since(buildStart).Round(time.Millisecond))
 
 	// 1. Schemas, exactly as an operator runs temporal-sql-tool with its embedded schema files.

@@ -26,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/frontend"
@@ -37,12 +38,7 @@ import (
 // and DeleteExportInput share their field names).
 func retentionChild(t *testing.T, b *testBundle, jobID string) (string, activities.DeleteExportInput) {
 	t.Helper()
-	ctx, cancel := contextWithTimeout(20 * time.Second)
-	defer cancel()
-	it := b.temporal.GetWorkflowHistory(ctx, jobID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		must(t, err)
+	for _, ev := range acHistory(t, b, jobID) {
 		if a := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil {
 			var in activities.DeleteExportInput
 			must(t, converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &in))
@@ -91,6 +87,7 @@ func jsonlLines(t *testing.T, gz []byte, key string) (n int, holds bool) {
 // columns, never the old one with the sensitive column, and the old job's retention child,
 // when it fires, deletes nothing of the new job's.
 func TestExportPurgedKeyReused(t *testing.T) {
+	testenv.Heavy(t, "waits about 30 s for the server to purge a job")
 	t.Parallel()
 	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
 	cs, csSteward := b.session(ana, 0, ""), b.session(steward, 1, "")

@@ -585,7 +585,7 @@ func TestTasksExpireWithTheirHandle(t *testing.T) {
 	}
 	created, err := time.Parse(time.RFC3339, tk.CreatedAt)
 	must(t, err)
-	time.Sleep(time.Until(created.Add(time.Duration(*tk.TTLMs)*time.Millisecond)) + 100*time.Millisecond)
+	b.clock.advanceTo(created.Add(time.Duration(*tk.TTLMs)*time.Millisecond + 100*time.Millisecond))
 	r := b.tkGet(t, 1, ana, tk.TaskID)
 	if msg := r.rpcErr(t, http.StatusOK, -32602); msg != "Failed to retrieve task: Task has expired" || r.errData(t).Code != frontend.CodeHandleExpired {
 		t.Fatalf("expired: %s", r.body)

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
@@ -66,6 +67,7 @@ func startMutualTLSTemporal(t *testing.T) tlsFiles {
 // certificate fail start-up at once with an error naming TLS and the flag to fix, rather than
 // retrying until the context ends.
 func TestTemporalMutualTLS(t *testing.T) {
+	testenv.Heavy(t, "starts a Temporal server of its own and jobgate processes")
 	f := startMutualTLSTemporal(t)
 	addr := f.server.FrontendHostPort()
 

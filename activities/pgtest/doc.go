@@ -2,9 +2,9 @@
 // directory, pg_ctl start on a free 127.0.0.1 port, every statement logged, and everything
 // stopped and removed when the test ends.
 //
-// The PostgreSQL binaries (initdb, pg_ctl, postgres) must be on PATH. Without them a test is
-// skipped, except under CI=true, where a missing PostgreSQL fails the test: CI must never
-// pass by skipping.
+// The PostgreSQL binaries (initdb, pg_ctl, postgres) must be on PATH. Without them, or with
+// -short (a PostgreSQL server is too heavy for the fast loop), a test is skipped, except under
+// CI=true, where it fails: CI must never pass by skipping (activities/testenv).
 //
 // It is a test-support package like net/http/httptest, and lives beside the dataset code whose
 // tests need it (activities' export tests, and the integration tests in tests/): library tests

@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+
+	"github.com/jobgate/jobgate/activities/testenv"
 )
 
 // Server is one running PostgreSQL server with a fresh database.
@@ -38,6 +40,7 @@ const dbName = "pgtest"
 // Start starts a server for t and stops it when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	testenv.Heavy(t, "pgtest: starts a PostgreSQL server")
 	for _, bin := range []string{"initdb", "pg_ctl", "postgres"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			missing(t, fmt.Sprintf("PostgreSQL binary %s not on PATH", bin))
@@ -118,10 +121,7 @@ func Start(t testing.TB) *Server {
 
 func missing(t testing.TB, why string) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("pgtest: %s; CI must run the PostgreSQL tests, not skip them", why)
-	}
-	t.Skipf("pgtest: %s; skipping (install PostgreSQL 15 to run this test)", why)
+	testenv.Missing(t, fmt.Sprintf("pgtest: %s (install PostgreSQL 15 to run this test)", why))
 }
 
 // run runs a PostgreSQL binary, as the postgres OS user when we are root.

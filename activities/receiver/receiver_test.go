@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/activities/testenv"
 )
 
 const testKey = "acme/eval/run-1#7" // shaped like a jobgate operation ID: "/" and "#" need escaping
@@ -94,17 +96,6 @@ func outcomes(as []Attempt) string {
 		out = append(out, s)
 	}
 	return strings.Join(out, ", ")
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestScoreIsDeterministicAndBounded(t *testing.T) {
@@ -188,12 +179,12 @@ func TestStallHonoursTheClient(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan answer, 1)
 	go func() { done <- do(ctx, http.MethodPost, s.URL, testKey, 1) }()
-	eventually(t, "the request to stall", func() bool { return r.Stalling() == 1 })
+	testenv.Eventually(t, 5*time.Second, "the request to stall", func() bool { return r.Stalling() == 1 })
 	cancel()
 	if a := <-done; !errors.Is(a.err, context.Canceled) {
 		t.Fatalf("%+v", a)
 	}
-	eventually(t, "the abandoned attempt", func() bool { return len(r.AttemptsFor(testKey)) == 1 })
+	testenv.Eventually(t, 5*time.Second, "the abandoned attempt", func() bool { return len(r.AttemptsFor(testKey)) == 1 })
 	if o := outcomes(r.AttemptsFor(testKey)); o != "POST abandoned" || r.Effects()[testKey] != 0 || r.Stalling() != 0 {
 		t.Fatalf("attempts %s, effects %v", o, r.Effects())
 	}
@@ -208,7 +199,7 @@ func TestCloseEndsStalls(t *testing.T) {
 	r.StallNext(1, time.Hour)
 	done := make(chan answer, 1)
 	go func() { done <- post(t, s, testKey, 1) }()
-	eventually(t, "the request to stall", func() bool { return r.Stalling() == 1 })
+	testenv.Eventually(t, 5*time.Second, "the request to stall", func() bool { return r.Stalling() == 1 })
 	began := time.Now()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

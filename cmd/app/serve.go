@@ -151,6 +151,9 @@ type ServeMain struct {
 	ResumeKeys *handle.Keyring
 	// Listener, if set, is served instead of binding Config.Listen (dev binds first to learn its port).
 	Listener net.Listener
+	// Now, if set, is the frontend's clock (frontend.Options.Now: handle, cursor and download
+	// link expiry); nil is time.Now. Tests move it past an expiry instead of sleeping.
+	Now func() time.Time
 
 	own       bool
 	ln        net.Listener
@@ -303,6 +306,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		),
 		HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger, Metrics: m.metrics.registerer(),
 		DataConverter: c.Temporal.DataConverter(), Tenants: tenants,
+		Now: m.Now,
 	})
 }
 

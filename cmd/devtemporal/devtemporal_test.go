@@ -25,6 +25,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/jobgate/jobgate/activities/testenv"
 )
 
 var jobAttrs = map[string]enumspb.IndexedValueType{
@@ -214,6 +216,7 @@ func httpGet(t *testing.T, url string) (body, contentType string) {
 }
 
 func TestFileModeSurvivesRestart(t *testing.T) {
+	testenv.Heavy(t, "starts two Temporal servers on one data directory")
 	dir := t.TempDir()
 	opts := Options{DataDir: dir, Namespace: "jobs", SearchAttributes: jobAttrs, UIPort: UIDisabled}
 
@@ -274,6 +277,7 @@ func TestFileModeSurvivesRestart(t *testing.T) {
 }
 
 func TestTwoServersInParallel(t *testing.T) {
+	testenv.Heavy(t, "starts two Temporal servers")
 	var wg sync.WaitGroup
 	servers := make([]*Server, 2)
 	errs := make([]error, 2)

@@ -14,6 +14,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"go.temporal.io/server/common/dynamicconfig"
 	"go.temporal.io/server/common/log"
+
+	"github.com/jobgate/jobgate/activities/testenv"
 )
 
 func TestFairnessDynamicConfig(t *testing.T) {
@@ -68,6 +70,7 @@ func fairnessWorkflow(ctx workflow.Context, n int) (int, error) {
 // Switching fairness on or off for a task queue (or upgrading a data directory written
 // before it was on) keeps its backlog: the server drains the old task tables.
 func TestFairnessSwitchKeepsBacklog(t *testing.T) {
+	testenv.Heavy(t, "starts three Temporal servers on one data directory and drains backlogs")
 	dir := t.TempDir()
 	const tq = "tq-switch"
 	const episodes = 5
