@@ -579,12 +579,18 @@ func TestTasksExportFourEyes(t *testing.T) {
 func TestTasksExpireWithTheirHandle(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{handleTTL: 2 * time.Second})
+	before := b.clock.Now()
 	tk := b.tkStart(t, 0, ana, "start_eval", startArgs(uniqueKey(t), 1, map[string]any{"episode_ms": 0}))
-	if *tk.TTLMs > 2000 || *tk.TTLMs < 500 {
-		t.Fatalf("ttlMs %d for a 2s handle", *tk.TTLMs)
-	}
+	after := b.clock.Now()
 	created, err := time.Parse(time.RFC3339, tk.CreatedAt)
 	must(t, err)
+	// created_at + ttlMs is the handle's expiry: 2 s after the handle was sealed (during the
+	// call), truncated to the second. A start that crosses a second boundary seals its handle
+	// after created_at, so ttlMs may exceed 2000 by the length of the call, never more.
+	if end := created.Add(time.Duration(*tk.TTLMs) * time.Millisecond); *tk.TTLMs <= 0 ||
+		end.After(after.Add(2*time.Second)) || !end.After(before.Add(time.Second)) {
+		t.Fatalf("ttlMs %d for a 2s handle (created %s, call from %s to %s)", *tk.TTLMs, created, before, after)
+	}
 	b.clock.advanceTo(created.Add(time.Duration(*tk.TTLMs)*time.Millisecond + 100*time.Millisecond))
 	r := b.tkGet(t, 1, ana, tk.TaskID)
 	if msg := r.rpcErr(t, http.StatusOK, -32602); msg != "Failed to retrieve task: Task has expired" || r.errData(t).Code != frontend.CodeHandleExpired {
