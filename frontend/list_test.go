@@ -307,16 +307,7 @@ func resumeTestKeys(t testing.TB) *handle.Keyring {
 
 func newListFrontend(t testing.TB, store jobStore) *Frontend {
 	t.Helper()
-	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", bytes.Repeat([]byte{1}, 32), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
-		UIBaseURL: "http://ui.test", Now: func() time.Time { return listNow }}, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return newStoreFrontend(t, store, Options{UIBaseURL: "http://ui.test", Now: func() time.Time { return listNow }})
 }
 
 func sealTestCursor(k *handle.Keyring, p authz.Principal, tool string, lf listFilter, exp time.Time) string {

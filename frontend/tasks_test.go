@@ -298,16 +298,7 @@ func taskSeeds(t testing.TB) map[string]string {
 
 func newTaskFrontend(t testing.TB, store jobStore) *Frontend {
 	t.Helper()
-	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", bytes.Repeat([]byte{1}, 32), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := newFrontend(Options{Verifier: v, Keys: taskKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
-		Now: func() time.Time { return taskNow }}, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return newStoreFrontend(t, store, Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow }})
 }
 
 func TestTaskOpenTaskID(t *testing.T) {
