@@ -77,7 +77,7 @@ type job struct {
 	jobErr     *workflows.JobError
 	// cancelRequested: a cancel is recorded but the workflow may not have run since (no worker).
 	cancelRequested bool
-	// needsInputJSON is needsInput's NeedsInputView as JSON, when decodeNeedsInput had it.
+	// needsInputJSON is needsInput's NeedsInputView as JSON, when the store decoded it (needsInputCache.decode).
 	needsInputJSON []byte
 }
 

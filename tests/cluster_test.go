@@ -65,7 +65,7 @@ func waitTCP(t testing.TB, addr string, within time.Duration) {
 	})
 }
 
-// newCluster starts Temporal, nServe replicas, nWorkers workers and the proxy.
+// newCluster starts Temporal, the serve replicas, nWorkers workers and the proxy.
 func newCluster(t *testing.T, nWorkers int, suitesJSON string) *cluster {
 	t.Helper()
 	buildGo(t, jobgateTarget, lbproxyTarget) // both at once; run below finds them built
