@@ -145,14 +145,7 @@ func (s *strictScanner) top(pb *parsedBody) error {
 
 // batch scans a top-level array (s.array's rules), one message per element.
 func (s *strictScanner) batch(pb *parsedBody) error {
-	s.i++ // '['
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		return nil
-	}
-	for {
-		s.ws()
+	return s.elements(func() error {
 		var pm parsedMsg
 		if s.i < len(s.b) && s.b[s.i] == '{' {
 			pm.m = map[string]json.RawMessage{}
@@ -163,20 +156,8 @@ func (s *strictScanner) batch(pb *parsedBody) error {
 			return err
 		}
 		pb.msgs = append(pb.msgs, pm)
-		s.ws()
-		if s.i >= len(s.b) {
-			return s.errAt("array")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return s.errAt("after array element")
-		}
-	}
+		return nil
+	})
 }
 
 func (s *strictScanner) object(depth int) error { return s.objectInto(depth, nil, nil) }
@@ -266,6 +247,11 @@ func (s *strictScanner) array(depth int) error {
 	if depth > maxJSONDepth {
 		return errStrictDepth
 	}
+	return s.elements(func() error { return s.value(depth) })
+}
+
+// elements scans the array at s.i, each element with elem (called at the element's start).
+func (s *strictScanner) elements(elem func() error) error {
 	s.i++ // '['
 	s.ws()
 	if s.i < len(s.b) && s.b[s.i] == ']' {
@@ -274,7 +260,7 @@ func (s *strictScanner) array(depth int) error {
 	}
 	for {
 		s.ws()
-		if err := s.value(depth); err != nil {
+		if err := elem(); err != nil {
 			return err
 		}
 		s.ws()
