@@ -62,8 +62,8 @@ func TestStrictBody(t *testing.T) {
 }
 
 // TestStrictBodyRefusedBeforeScopeCheck: through the whole handler, a body with trailing bytes
-// or a duplicate key is 400 with a JSON-RPC parse error, whatever the token may do, and no tool
-// runs (the fake Temporal would panic on a start).
+// or a duplicate key is 400 with a JSON-RPC parse error, whatever the token may do: the front
+// door's answer, so no tool runs.
 func TestStrictBodyRefusedBeforeScopeCheck(t *testing.T) {
 	fx := newTaskFixture(t)
 	for _, c := range strictBodySeeds {
