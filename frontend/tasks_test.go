@@ -72,7 +72,7 @@ func TestTaskParseRPCRequest(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/get"`:                            false,
 		``: false,
 	} {
-		req, got := parseRPCRequest([]byte(body))
+		req, got := parseBody([]byte(body)).request()
 		if got != ok {
 			t.Errorf("%s: ok = %v, want %v", body, got, ok)
 		}
@@ -80,11 +80,11 @@ func TestTaskParseRPCRequest(t *testing.T) {
 			t.Errorf("%s: method %q", body, req.method)
 		}
 	}
-	req, _ := parseRPCRequest([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x","TaskId":"y"}}`))
+	req, _ := parseBody([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x","TaskId":"y"}}`)).request()
 	if id, ok := req.taskID(); !ok || id != "x" {
 		t.Errorf("taskId keys must match exactly: %q %v", id, ok)
 	}
-	req, _ = parseRPCRequest([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":7}}`))
+	req, _ = parseBody([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":7}}`)).request()
 	if _, ok := req.taskID(); ok {
 		t.Error("a numeric taskId was read as a string")
 	}
@@ -380,12 +380,12 @@ func FuzzTaskRequest(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1e400,"method":"tasks/cancel","params":{"taskId":{"a":1}}}`), "")
 	f.Add([]byte(`[{"jsonrpc":"2.0"}]`), "y")
 	f.Fuzz(func(t *testing.T, body []byte, name string) {
-		req, ok := parseRPCRequest(body)
+		req, ok := parseBody(body).request()
 		if !ok {
 			return
 		}
 		_ = declaresTasks(req.meta())
-		_ = req.toolName()
+		_ = req.name
 		h := http.Header{}
 		h.Set("MCP-Protocol-Version", "2026-07-28")
 		h.Set("Mcp-Method", req.method)
