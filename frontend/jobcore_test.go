@@ -289,7 +289,7 @@ func TestSummary(t *testing.T) {
 		{"completed", base(runCompleted, workflows.StatusRunning), workflows.StatusSucceeded, 0, ""},
 		{"failed", base(runFailed, workflows.StatusRunning), workflows.StatusFailed, 0, "failed"},
 		{"terminated", base(runTerminated, workflows.StatusRunning), workflows.StatusFailed, 0, "terminated"},
-		{"timed out", base(runTimedOut, workflows.StatusRunning), workflows.StatusFailed, 0, "timed_out"},
+		{"timed out", base(runTimedOut, workflows.StatusRunning), workflows.StatusFailed, 0, "timedout"},
 		{"canceled", base(runCanceled, workflows.StatusRunning), workflows.StatusCancelled, 0, workflows.ErrCodeCancelled},
 		{"failed with its error", func() *job {
 			j := base(runFailed, workflows.StatusFailed)
