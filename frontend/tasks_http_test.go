@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -309,5 +310,30 @@ func TestTaskNotServedUnchecked(t *testing.T) {
 	// Through the front door the same cancel runs.
 	if rec := fx.post(t, taskAna, methodTasksCancel, fx.id["running"], map[string]any{"taskId": fx.id["running"]}, nil); rec.Code != http.StatusOK || len(fx.tc.cancels) != 1 {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestTaskGetSucceededIsGetResult: a succeeded task's result is get_eval's result as a
+// 2026-07-28 tools/call answers it, byte for byte after decoding — the SDK's resultType and its
+// server identity in _meta included (the handler's own result has not been through the SDK).
+func TestTaskGetSucceededIsGetResult(t *testing.T) {
+	fx := newTaskFixture(t)
+	id := "acme/eval/succeeded"
+	j := fx.tc.put(execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusSucceeded))
+	fx.tc.results[j.runID] = workflows.EvalResult{Episodes: 3, Scored: 3, Passed: 2}
+	taskID := fx.f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
+
+	tk, rerr, _ := fx.get(t, taskAna, taskID)
+	if rerr != nil || tk.Status != taskCompleted || tk.Result == nil {
+		t.Fatalf("tasks/get: %+v %+v", tk, rerr)
+	}
+	rec := fx.post(t, taskAna, "tools/call", "get_eval", map[string]any{"name": "get_eval", "arguments": map[string]any{"handle": taskID}}, nil)
+	var msg struct{ Result json.RawMessage }
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &msg) != nil || msg.Result == nil {
+		t.Fatalf("get_eval: %d %s", rec.Code, rec.Body)
+	}
+	var got, want any
+	if json.Unmarshal(tk.Result, &got) != nil || json.Unmarshal(msg.Result, &want) != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("tasks/get result\n %s\nwant get_eval's\n %s", tk.Result, msg.Result)
 	}
 }
