@@ -383,7 +383,7 @@ func TestListJobs_StatusMatchesGetEval(t *testing.T) {
 		"scope_digest": v.NeedsInput.ScopeDigest, "decision": "reject"}))
 	check(wait.Handle, workflows.StatusCancelled)
 
-	// The Web UI saved queries of the README are accepted by the server and find what they say.
+	// The Web UI saved queries of workflows/README.md "Debug a job" are accepted by the server and find what they say.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	vis := func(q string) []string {

@@ -28,7 +28,7 @@ import (
 const pairsConcurrency = 32
 
 // BenchmarkPairs measures the MCP layer side by side with what it wraps, in one process against
-// the embedded Temporal server (README "Performance"):
+// the embedded Temporal server (tests/README.md "Performance"):
 //
 //	go test ./tests -run '^$' -bench Pairs -benchmem -count 3
 //
