@@ -79,12 +79,6 @@ type sideRun struct {
 	cpuPerCall time.Duration
 }
 
-// pairCPU is pair with each side's CPU time per call.
-func pairCPU(n, c int, a, b func(i int)) (sideRun, sideRun) {
-	r := roundsCPU(n, c, a, b)
-	return r[0], r[1]
-}
-
 // roundsCPU runs n calls of each side on c goroutines, in four rounds that each run every side
 // once, in a rotated order (so drift of the shared server hits all sides alike).
 func roundsCPU(n, c int, sides ...func(i int)) []sideRun {
