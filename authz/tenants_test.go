@@ -7,7 +7,7 @@ import (
 )
 
 func TestTenantsFor(t *testing.T) {
-	cfg, err := ParseTenants([]byte(`{
+	_, err := ParseTenants([]byte(`{
 		"defaults": {"running_jobs_per_owner": 5},
 		"tenants": {
 			"acme":   {"fairness_weight": 2, "running_jobs_per_tenant": 50},
@@ -16,7 +16,7 @@ func TestTenantsFor(t *testing.T) {
 	if err == nil {
 		t.Fatal("weight 5000 accepted")
 	}
-	cfg, err = ParseTenants([]byte(`{
+	cfg, err := ParseTenants([]byte(`{
 		"defaults": {"running_jobs_per_owner": 5},
 		"tenants": {
 			"acme":   {"fairness_weight": 2, "running_jobs_per_tenant": 50},

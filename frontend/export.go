@@ -105,7 +105,7 @@ func (k *exportKind) serve(f *Frontend) servedKind {
 	return sk
 }
 
-// exportResult renders a succeeded export for p, with a download link bound to p.
+// result renders a succeeded export for p, with a download link bound to p.
 func (k *exportKind) result(f *Frontend, p authz.Principal, j *job, decode func(any) error) (*ExportResultView, error) {
 	var r workflows.ExportResult
 	if err := decode(&r); err != nil {

@@ -88,8 +88,10 @@ type Options struct {
 
 // Frontend serves the MCP endpoint and its HTTP neighbours.
 type Frontend struct {
-	opts    Options
-	server  *mcp.Server
+	opts   Options
+	server *mcp.Server
+	// impl is the server's identity, as the SDK puts it in each 2026-07-28 result's _meta.
+	impl    *mcp.Implementation
 	log     *zap.Logger
 	actions map[string]authz.Action // tool name → the action its 403 check is for
 	// handlers are the tools' handlers by name, for tasks/* to run get_* and cancel_* in process.
@@ -179,8 +181,8 @@ func newFrontend(opts Options, store jobStore) (*Frontend, error) {
 	if f.metrics, err = newMetrics(opts.Metrics); err != nil {
 		return nil, fmt.Errorf("frontend: metrics: %w", err)
 	}
-	f.server = mcp.NewServer(&mcp.Implementation{Name: "jobgate", Title: "jobgate — durable jobs for agents", Version: Version},
-		&mcp.ServerOptions{Instructions: serverInstructions})
+	f.impl = &mcp.Implementation{Name: "jobgate", Title: "jobgate — durable jobs for agents", Version: Version}
+	f.server = mcp.NewServer(f.impl, &mcp.ServerOptions{Instructions: serverInstructions})
 	f.server.AddReceivingMiddleware(refuseUndeclared)
 	if f.kinds, err = serveKinds(f, opts.Kinds); err != nil {
 		return nil, err

@@ -104,7 +104,7 @@ func principalFrom(ti *auth.TokenInfo) (authz.Principal, bool) {
 // frontDoor is everything in front of the SDK's handler, on one parse of the body (parseBody),
 // which it hands on in the request context to every handler behind (tasks/*, the task answer
 // of start_*). It does only what the SDK cannot:
-//   - refuse a body the SDK might read otherwise (checkStrictJSON): 400 before anything runs;
+//   - refuse a body the SDK might read otherwise (parseBody's strict rules): 400 before anything runs;
 //   - answer 403 with an insufficient_scope challenge when the token has none of the scopes of
 //     the tool, or of the tasks/* method, called: an HTTP answer with a WWW-Authenticate
 //     header, which a method handler cannot give (the SDK writes the status and headers of
@@ -225,7 +225,7 @@ func bufferBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 }
 
 // refuseBody answers 400 with a JSON-RPC parse error (id null: a body we do not read has no
-// id we could trust) for a body checkStrictJSON refused, before the SDK or any tool sees it.
+// id we could trust) for a body parseBody refused, before the SDK or any tool sees it.
 func refuseBody(w http.ResponseWriter, err error) {
 	writeRPC(w, http.StatusBadRequest, json.RawMessage("null"), nil, &rpcError{Code: jsonrpc.CodeParseError, Message: "Parse error: " + err.Error()})
 }
@@ -243,11 +243,11 @@ func (f *Frontend) denyScope(w http.ResponseWriter, metaURL, what string, need [
 // frontDoor, which puts it in the request context for the handlers behind). Keys are matched
 // exactly, as the SDK's decoder does: encoding/json's case-insensitive struct matching would let
 // {"name":"start_eval","Name":"get_eval"} pass a check as get_eval while the SDK runs
-// start_eval. A body the SDK might read otherwise than encoding/json (checkStrictJSON: trailing
+// start_eval. A body the SDK might read otherwise than encoding/json (parseBody's strict rules: trailing
 // bytes, duplicate keys, invalid UTF-8) has err set and no messages, and is refused with 400;
 // other unparseable bodies yield no messages and the MCP handler rejects them.
 type parsedBody struct {
-	err   error       // why checkStrictJSON refused the body; then there are no messages
+	err   error       // why parseBody refused the body; then there are no messages
 	batch bool        // the body is a JSON array
 	msgs  []parsedMsg // the top-level messages, one unless batch
 }
@@ -306,8 +306,6 @@ func jsonString(raw json.RawMessage) (string, bool) {
 }
 
 // toolNames returns the tools a JSON-RPC message (or batch) calls.
-func toolNames(body []byte) []string { return parseBody(body).toolNames() }
-
 func (pb *parsedBody) toolNames() []string {
 	var names []string
 	for i := range pb.msgs {

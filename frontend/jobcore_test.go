@@ -1,7 +1,6 @@
 package frontend
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,18 +31,9 @@ var (
 		}}
 )
 
-func newCoreFrontend(t *testing.T, ms *memStore, tenants authz.Tenants) *Frontend {
+func newCoreFrontend(t *testing.T, ms *memStore) *Frontend {
 	t.Helper()
-	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", bytes.Repeat([]byte{1}, 32), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
-		UIBaseURL: "http://ui.test", Tenants: tenants, Now: func() time.Time { return coreNow }}, ms)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return newStoreFrontend(t, ms, Options{UIBaseURL: "http://ui.test", Now: func() time.Time { return coreNow }})
 }
 
 func coreSpec(key, hash string) startSpec {
@@ -52,7 +42,7 @@ func coreSpec(key, hash string) startSpec {
 
 func TestStart_Idempotent(t *testing.T) {
 	ms := newMemStore()
-	f := newCoreFrontend(t, ms, authz.Tenants{})
+	f := newCoreFrontend(t, ms)
 	ctx := context.Background()
 	v1, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1"))
 	if err != nil || v1.Created == nil || !*v1.Created || v1.Status != workflows.StatusQueued {
@@ -75,7 +65,7 @@ func TestStart_Idempotent(t *testing.T) {
 
 func TestStart_KeyReused(t *testing.T) {
 	ms := newMemStore()
-	f := newCoreFrontend(t, ms, authz.Tenants{})
+	f := newCoreFrontend(t, ms)
 	ctx := context.Background()
 	if _, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1")); err != nil {
 		t.Fatal(err)
@@ -108,7 +98,7 @@ func TestStart_KeyReused(t *testing.T) {
 // A start the quota refuses still answers an idempotent retry with its job, and a reuse as a reuse.
 func TestStart_QuotaRefusedRetry(t *testing.T) {
 	ms := newMemStore()
-	f := newCoreFrontend(t, ms, authz.Tenants{})
+	f := newCoreFrontend(t, ms)
 	ctx := context.Background()
 	if _, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1")); err != nil {
 		t.Fatal(err)
@@ -148,7 +138,7 @@ func openOwnerInput(j *job) {
 func TestStart_FirstState(t *testing.T) {
 	ms := newMemStore()
 	ms.firstState = openOwnerInput
-	f := newCoreFrontend(t, ms, authz.Tenants{})
+	f := newCoreFrontend(t, ms)
 	spec := coreSpec("k1", "h1")
 	spec.ownerInput = true
 	_, err := coreKind.start(mrtrCtx(), f, coreAna, spec)
@@ -197,7 +187,7 @@ func awaitingJob(t *testing.T, f *Frontend, ms *memStore, id string, approver au
 // Every way a resume can fail maps to the contract's error, named for what the caller can do.
 func TestResume_ErrorMapping(t *testing.T) {
 	ms := newMemStore()
-	f := newCoreFrontend(t, ms, authz.Tenants{})
+	f := newCoreFrontend(t, ms)
 	ctx := context.Background()
 	in := ResumeIn{InputID: "approve-1", ScopeDigest: "sha256:d", Decision: workflows.DecisionApprove}
 	reject := func(kind, msg string) func(*job, workflows.ResumeRequest) error {
@@ -276,7 +266,7 @@ func TestResume_ErrorMapping(t *testing.T) {
 // The view: the contract status from the run state and the JobStatus attribute, progress,
 // needs_input while awaiting input, errors of ended jobs, poll_after_ms and the ui_url rule.
 func TestSummary(t *testing.T) {
-	f := newCoreFrontend(t, newMemStore(), authz.Tenants{})
+	f := newCoreFrontend(t, newMemStore())
 	base := func(exec runState, sa workflows.Status) *job {
 		return &job{id: "acme/eval/ana/k", runID: "r1", tenant: "acme", owner: "ana", kind: workflows.KindEval, exec: exec, saStatus: sa,
 			createdAt: coreNow.Add(-time.Hour), closedAt: time.Time{},
@@ -299,7 +289,7 @@ func TestSummary(t *testing.T) {
 		{"completed", base(runCompleted, workflows.StatusRunning), workflows.StatusSucceeded, 0, ""},
 		{"failed", base(runFailed, workflows.StatusRunning), workflows.StatusFailed, 0, "failed"},
 		{"terminated", base(runTerminated, workflows.StatusRunning), workflows.StatusFailed, 0, "terminated"},
-		{"timed out", base(runTimedOut, workflows.StatusRunning), workflows.StatusFailed, 0, "timed_out"},
+		{"timed out", base(runTimedOut, workflows.StatusRunning), workflows.StatusFailed, 0, "timedout"},
 		{"canceled", base(runCanceled, workflows.StatusRunning), workflows.StatusCancelled, 0, workflows.ErrCodeCancelled},
 		{"failed with its error", func() *job {
 			j := base(runFailed, workflows.StatusFailed)

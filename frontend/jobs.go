@@ -45,7 +45,8 @@ func needsInputViewOf(ni *workflows.NeedsInput) NeedsInputView {
 }
 
 // runState is the state of a job's workflow run as the store reports it; the contract status
-// derives from it (job.status). Its values name the failure in a view's error code.
+// derives from it (job.status). Its values name the failure in a view's error code, spelt as
+// views always have: Temporal's status name in lower case, without separators ("timedout").
 type runState string
 
 const (
@@ -54,9 +55,9 @@ const (
 	runCompleted      runState = "completed"
 	runFailed         runState = "failed"
 	runTerminated     runState = "terminated"
-	runTimedOut       runState = "timed_out"
+	runTimedOut       runState = "timedout"
 	runCanceled       runState = "canceled"
-	runContinuedAsNew runState = "continued_as_new"
+	runContinuedAsNew runState = "continuedasnew"
 )
 
 // job is what one Describe tells about a job.
@@ -77,7 +78,7 @@ type job struct {
 	jobErr     *workflows.JobError
 	// cancelRequested: a cancel is recorded but the workflow may not have run since (no worker).
 	cancelRequested bool
-	// needsInputJSON is needsInput's NeedsInputView as JSON, when decodeNeedsInput had it.
+	// needsInputJSON is needsInput's NeedsInputView as JSON, when the store decoded it (needsInputCache.decode).
 	needsInputJSON []byte
 }
 

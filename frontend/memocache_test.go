@@ -200,8 +200,8 @@ func TestParsedBodyMatchesPlainDecode(t *testing.T) {
 		if ok {
 			var name string
 			_ = json.Unmarshal(req.params["name"], &name)
-			if req.method != method || req.toolName() != name {
-				t.Errorf("%s: method %q name %q, want %q %q", body, req.method, req.toolName(), method, name)
+			if req.method != method || req.name != name {
+				t.Errorf("%s: method %q name %q, want %q %q", body, req.method, req.name, method, name)
 			}
 		}
 	}

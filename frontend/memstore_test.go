@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -226,9 +228,30 @@ func jobsOf(infos ...*workflowpb.WorkflowExecutionInfo) []*job {
 	return js
 }
 
-// newStoreFrontend is a frontend over store with the unit tests' keys and verifier.
+// unitSecret signs the unit tests' bearer tokens (newStoreFrontend's verifier).
+var unitSecret = bytes.Repeat([]byte{1}, 32)
+
+// newStoreFrontend is the unit tests' frontend over store: opts's zero Verifier, Keys,
+// ResumeKeys and ResourceURI get the tests' (unitSecret, listTestKeys, resumeTestKeys,
+// http://localhost/mcp); everything else is as given.
 func newStoreFrontend(t testing.TB, store jobStore, opts Options) *Frontend {
 	t.Helper()
+	if opts.ResourceURI == "" {
+		opts.ResourceURI = "http://localhost/mcp"
+	}
+	if opts.Verifier == nil {
+		v, err := authz.NewHS256Verifier("iss", opts.ResourceURI, unitSecret, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Verifier = v
+	}
+	if opts.Keys == nil {
+		opts.Keys = listTestKeys(t)
+	}
+	if opts.ResumeKeys == nil {
+		opts.ResumeKeys = resumeTestKeys(t)
+	}
 	f, err := newFrontend(opts, store)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package frontend
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -17,21 +16,10 @@ import (
 	"github.com/jobgate/jobgate/authz"
 )
 
-var metricsSecret = bytes.Repeat([]byte{7}, 32)
-
 func newMetricsFrontend(t *testing.T) (*Frontend, *prometheus.Registry) {
 	t.Helper()
-	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", metricsSecret, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
-	f, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
-		Metrics: reg}, newMemStore())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f, reg
+	return newStoreFrontend(t, newMemStore(), Options{Metrics: reg}), reg
 }
 
 // metricValue is the value of the series name{labels}, 0 when absent.
@@ -161,7 +149,7 @@ func TestMetricsHTTPRefusals(t *testing.T) {
 	srv := httptest.NewServer(f.Handler())
 	defer srv.Close()
 	mint := func(scopes ...authz.Scope) string {
-		tok, err := authz.MintHS256(metricsSecret, authz.MintOptions{Issuer: "iss", Audience: "http://localhost/mcp",
+		tok, err := authz.MintHS256(unitSecret, authz.MintOptions{Issuer: "iss", Audience: "http://localhost/mcp",
 			Tenant: "tenantsecretx", Subject: "subjectsecrety", Scopes: scopes, TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc/codes"
@@ -54,5 +56,20 @@ func TestTemporalStoreErrors(t *testing.T) {
 	}
 	if err := storeErr("describe j", serviceerror.NewPermissionDenied("no", "")); isUnavailable(err) {
 		t.Errorf("permission denied is not unavailable: %v", err)
+	}
+}
+
+// A run state's value is the error code a view shows for a job whose workflow ended without
+// reporting a reason; it is spelt as before the store existed: Temporal's status name in lower
+// case ("timedout", not "timed_out").
+func TestExecStatusOfSpellsTemporalStatus(t *testing.T) {
+	for v := range enumspb.WorkflowExecutionStatus_name {
+		st := enumspb.WorkflowExecutionStatus(v)
+		if st == enumspb.WORKFLOW_EXECUTION_STATUS_PAUSED {
+			continue // deprecated, never reported for a job
+		}
+		if got, want := string(execStatusOf(st)), strings.ToLower(st.String()); got != want {
+			t.Errorf("%v: run state %q, want %q", st, got, want)
+		}
 	}
 }

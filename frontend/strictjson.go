@@ -18,33 +18,6 @@ var (
 	errStrictDepth    = fmt.Errorf("nesting deeper than %d", maxJSONDepth)
 )
 
-// checkStrictJSON reports whether body is exactly one JSON value (RFC 8259) that every JSON
-// decoder reads the same way, so that what the layers in front of the SDK check is what the
-// SDK runs (CONTRACT semantics 7). The SDK's decoder (segmentio, through a json.Decoder) reads
-// the first value and ignores whatever follows, keeps the last of duplicate keys (but ignores a
-// later null), and replaces invalid UTF-8; encoding/json, which the layers here use, refuses
-// trailing bytes. So a body is refused unless it is:
-//   - one value with only JSON whitespace (space, tab, CR, LF) around it;
-//   - free of duplicate object keys at any depth (compared after unescaping: a key decoders
-//     disagree on is not worth a rule per level, and no honest client sends one);
-//   - valid UTF-8 with no lone surrogate escape (decoders differ in what they make of them);
-//   - nested no deeper than the SDK accepts.
-func checkStrictJSON(body []byte) error {
-	s := strictScanner{b: body}
-	s.ws()
-	if s.i == len(s.b) {
-		return errStrictEmpty
-	}
-	if err := s.value(0); err != nil {
-		return err
-	}
-	s.ws()
-	if s.i != len(s.b) {
-		return fmt.Errorf("%w (offset %d)", errStrictTrailing, s.i)
-	}
-	return nil
-}
-
 type strictScanner struct {
 	b []byte
 	i int
@@ -100,11 +73,23 @@ func (s *strictScanner) literal(lit string) error {
 	return nil
 }
 
-// parseBody is the one parse of a request body in front of the SDK: the strict check
-// (checkStrictJSON's rules) and, in the same pass, the members of each top-level message and of
-// its params object, as the raw values encoding/json would put in a map[string]json.RawMessage.
-// A refused body has err set and no messages. A batch has one message per element (no members
-// for an element that is not an object); a body that is neither object nor array has none.
+// parseBody is the one parse of a request body in front of the SDK: the strict check and, in
+// the same pass, the members of each top-level message and of its params object, as the raw
+// values encoding/json would put in a map[string]json.RawMessage. A refused body has err set and
+// no messages. A batch has one message per element (no members for an element that is not an
+// object); a body that is neither object nor array has none.
+//
+// The strict check takes a body only if it is exactly one JSON value (RFC 8259) that every JSON
+// decoder reads the same way, so that what the layers in front of the SDK check is what the SDK
+// runs (CONTRACT semantics 7). The SDK's decoder (segmentio, through a json.Decoder) reads the
+// first value and ignores whatever follows, keeps the last of duplicate keys (but ignores a later
+// null), and replaces invalid UTF-8; encoding/json, which the layers here use, refuses trailing
+// bytes. So a body is refused unless it is:
+//   - one value with only JSON whitespace (space, tab, CR, LF) around it;
+//   - free of duplicate object keys at any depth (compared after unescaping: a key decoders
+//     disagree on is not worth a rule per level, and no honest client sends one);
+//   - valid UTF-8 with no lone surrogate escape (decoders differ in what they make of them);
+//   - nested no deeper than the SDK accepts.
 func parseBody(body []byte) *parsedBody {
 	pb := &parsedBody{}
 	s := strictScanner{b: body}
@@ -145,14 +130,7 @@ func (s *strictScanner) top(pb *parsedBody) error {
 
 // batch scans a top-level array (s.array's rules), one message per element.
 func (s *strictScanner) batch(pb *parsedBody) error {
-	s.i++ // '['
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		return nil
-	}
-	for {
-		s.ws()
+	return s.elements(func() error {
 		var pm parsedMsg
 		if s.i < len(s.b) && s.b[s.i] == '{' {
 			pm.m = map[string]json.RawMessage{}
@@ -163,20 +141,8 @@ func (s *strictScanner) batch(pb *parsedBody) error {
 			return err
 		}
 		pb.msgs = append(pb.msgs, pm)
-		s.ws()
-		if s.i >= len(s.b) {
-			return s.errAt("array")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return s.errAt("after array element")
-		}
-	}
+		return nil
+	})
 }
 
 func (s *strictScanner) object(depth int) error { return s.objectInto(depth, nil, nil) }
@@ -266,6 +232,11 @@ func (s *strictScanner) array(depth int) error {
 	if depth > maxJSONDepth {
 		return errStrictDepth
 	}
+	return s.elements(func() error { return s.value(depth) })
+}
+
+// elements scans the array at s.i, each element with elem (called at the element's start).
+func (s *strictScanner) elements(elem func() error) error {
 	s.i++ // '['
 	s.ws()
 	if s.i < len(s.b) && s.b[s.i] == ']' {
@@ -274,7 +245,7 @@ func (s *strictScanner) array(depth int) error {
 	}
 	for {
 		s.ws()
-		if err := s.value(depth); err != nil {
+		if err := elem(); err != nil {
 			return err
 		}
 		s.ws()

@@ -48,7 +48,7 @@ var strictBodySeeds = []struct {
 // same: one value, no trailing bytes, no duplicate keys, valid UTF-8.
 func TestStrictBody(t *testing.T) {
 	for _, c := range strictBodySeeds {
-		err := checkStrictJSON([]byte(c.body))
+		err := parseBody([]byte(c.body)).err
 		if (err == nil) != c.ok {
 			t.Errorf("%s: %q: err %v, want ok=%v", c.name, c.body, err, c.ok)
 		}
@@ -62,8 +62,8 @@ func TestStrictBody(t *testing.T) {
 }
 
 // TestStrictBodyRefusedBeforeScopeCheck: through the whole handler, a body with trailing bytes
-// or a duplicate key is 400 with a JSON-RPC parse error, whatever the token may do, and no tool
-// runs (the fake Temporal would panic on a start).
+// or a duplicate key is 400 with a JSON-RPC parse error, whatever the token may do: the front
+// door's answer, so no tool runs.
 func TestStrictBodyRefusedBeforeScopeCheck(t *testing.T) {
 	fx := newTaskFixture(t)
 	for _, c := range strictBodySeeds {
@@ -84,7 +84,7 @@ func TestStrictBodyRefusedBeforeScopeCheck(t *testing.T) {
 	}
 }
 
-// FuzzStrictBody: whatever the body, checkStrictJSON never panics; a body it takes is valid
+// FuzzStrictBody: whatever the body, parseBody never panics; a body it takes is valid
 // JSON; and when the SDK's own decoder (jsonrpc.DecodeMessage) reads a body the layers in front
 // of it take, both read the same method and the same params.name.
 func FuzzStrictBody(f *testing.F) {

@@ -48,7 +48,7 @@ func (f *Frontend) taskGet(ctx context.Context, ss *mcp.ServerSession, p authz.P
 		if err != nil {
 			return nil, errTaskInternal
 		}
-		t.Result = withCompleteResultType(raw)
+		t.Result = withServerInfo(withCompleteResultType(raw), f.impl)
 	case workflows.StatusFailed:
 		t.Result = failedJobResult(v)
 	}
@@ -114,6 +114,39 @@ func (f *Frontend) taskCancel(ctx context.Context, ss *mcp.ServerSession, taskID
 		return nil, taskRPCError(te, h.Kind)
 	}
 	return &ack{ResultType: "complete"}, nil
+}
+
+// withServerInfo is a tool result (raw) with the server's identity in its _meta, as the SDK
+// sends every 2026-07-28 result (go-sdk v1.8.0 mcp/server.go annotateServerInfo): a succeeded
+// task's result is get_*'s as a tools/call of the task's era answers it (the result runTool
+// returns has not been through the SDK's sending). A result with one there, or whose _meta is
+// not an object, stays as it is.
+func withServerInfo(raw json.RawMessage, impl *mcp.Implementation) json.RawMessage {
+	var m, meta map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return raw
+	}
+	if rm, ok := m["_meta"]; ok && (json.Unmarshal(rm, &meta) != nil || meta == nil) {
+		return raw
+	}
+	if _, ok := meta[mcp.MetaKeyServerInfo]; ok {
+		return raw
+	}
+	if meta == nil {
+		meta = map[string]json.RawMessage{}
+	}
+	var err error
+	if meta[mcp.MetaKeyServerInfo], err = json.Marshal(impl); err != nil {
+		return raw
+	}
+	if m["_meta"], err = json.Marshal(meta); err != nil {
+		return raw
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return b
 }
 
 // runTool runs tool name with args as the handler the SDK calls for a tools/call (principal,

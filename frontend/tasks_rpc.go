@@ -26,11 +26,6 @@ type rpcRequest struct {
 	name   string                     // params.name when a JSON string, else ""
 }
 
-// parseRPCRequest reads a single JSON-RPC request (not a notification, not a batch).
-func parseRPCRequest(body []byte) (*rpcRequest, bool) {
-	return parseBody(body).request()
-}
-
 // request is the body's single JSON-RPC request (not a notification, not a batch).
 func (pb *parsedBody) request() (*rpcRequest, bool) {
 	if pb.batch || len(pb.msgs) != 1 {
@@ -73,8 +68,6 @@ func validRPCID(id json.RawMessage) bool {
 func (r *rpcRequest) str(key string) (string, bool) {
 	return jsonString(r.params[key])
 }
-
-func (r *rpcRequest) toolName() string { return r.name }
 
 func (r *rpcRequest) taskID() (string, bool) { return r.str("taskId") }
 

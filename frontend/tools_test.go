@@ -73,7 +73,7 @@ func TestToolNamesMatchKeysExactly(t *testing.T) {
 		{`not json`, nil},
 	}
 	for _, c := range cases {
-		if got := toolNames([]byte(c.body)); !slices.Equal(got, c.want) {
+		if got := parseBody([]byte(c.body)).toolNames(); !slices.Equal(got, c.want) {
 			t.Errorf("%s: got %v want %v", c.body, got, c.want)
 		}
 	}

@@ -44,7 +44,7 @@ const (
 // episodesProfiles numbers the CPU profiles.
 var episodesRound, episodesProfiles int
 
-// BenchmarkEpisodes measures the eval workflow's own overhead on episode throughput (README
+// BenchmarkEpisodes measures the eval workflow's own overhead on episode throughput (tests/README.md
 // "Performance"), side by side in one process against the embedded Temporal server:
 //
 //	go test ./tests -run '^$' -bench Episodes -benchtime 1x -count 3

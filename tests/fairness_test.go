@@ -24,7 +24,7 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// Task queue fairness (README "Fairness"): every job's tasks carry its tenant as fairness key
+// Task queue fairness (frontend/README.md "Fairness"): every job's tasks carry its tenant as fairness key
 // and the tenant's configured weight, and the embedded server dispatches backlogged tasks by
 // weighted round robin over the keys. These tests measure it against the real stack: MCP
 // frontends, the real worker wiring with few episode slots, the embedded server; and compare

@@ -16,7 +16,7 @@ import (
 	"github.com/jobgate/jobgate/frontend"
 )
 
-// BenchmarkQuotaCheck measures what the quota check adds to a start (README "Fairness and
+// BenchmarkQuotaCheck measures what the quota check adds to a start (frontend/README.md "Fairness and
 // quotas"): start_eval p50 for a tenant with quotas (limits far above use, so every start is
 // checked and admitted) against a tenant without any (no check), interleaved one at a time, at
 // 10 and at 500 unfinished jobs of the checked tenant (the visibility read lists them):

@@ -190,7 +190,7 @@ func TestQuotas(t *testing.T) {
 		t.Parallel()
 		// Both replicas take a burst at once. Within a replica, reservations keep the count
 		// exact; across replicas, a start the other replica admitted in the same instant may
-		// not be visible yet. The bound (README): at most the limit per replica, i.e. the
+		// not be visible yet. The bound (frontend/README.md "Fairness and quotas"): at most the limit per replica, i.e. the
 		// overshoot is at most the starts in flight on the other replica.
 		const limit, perReplica = 3, 6
 		b, tenant := quotaBundle(t, authz.Limits{RunningJobsPerTenant: limit})

@@ -67,7 +67,7 @@ func purge(t *testing.T, b *testBundle, jobID string) {
 	})
 }
 
-// jsonlKeys gunzips a jsonl artifact and returns its line count and whether any line holds key.
+// jsonlLines gunzips a jsonl artifact and returns its line count and whether any line holds key.
 func jsonlLines(t *testing.T, gz []byte, key string) (n int, holds bool) {
 	t.Helper()
 	zr, err := gzip.NewReader(bytes.NewReader(gz))

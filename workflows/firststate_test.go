@@ -8,7 +8,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 )
 
-// firstStateAt sends UpdateFirstState as the run starts (as Update-With-Start does) and records
+// firstState sends UpdateFirstState as the run starts (as Update-With-Start does) and records
 // its outcome.
 type firstStateOutcome struct {
 	accepted, completed bool

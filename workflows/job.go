@@ -3,7 +3,6 @@ package workflows
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strings"
 	"time"
 
@@ -258,16 +257,4 @@ func (r *jobRun) resume(ctx workflow.Context, req ResumeRequest) (ResumeResult, 
 	r.decision = decisionRecord(req, prompt, workflow.Now(ctx))
 	r.needs = nil // a second resume, even a concurrent one, is now input_not_expected
 	return ResumeResult{Decision: req.Decision, By: req.Principal.Subject}, nil
-}
-
-// describeScope renders a scope map for prompts ("k: v" pairs in a stable order).
-func describeScope(keys []string, scope map[string]any) string {
-	s := ""
-	for i, k := range keys {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%s: %v", k, scope[k])
-	}
-	return s
 }

@@ -262,7 +262,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 			return nil, err
 		}
 	}
-	tenants := authz.Unlimited()
+	var tenants authz.Tenants
 	if c.Tenants != nil {
 		tenants = *c.Tenants
 	} else if tenants, err = authz.LoadTenants(c.TenantsFile); err != nil {
