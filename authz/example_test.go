@@ -46,7 +46,7 @@ func Example() {
 	fmt.Println("list whole tenant:", authz.ListAll(p))
 
 	forged, _ := authz.MintHS256([]byte("not-the-secret-not-the-secret-!!"), authz.MintOptions{
-		Issuer: iss, Audience: aud, Tenant: "acme", Subject: "mallory", Scopes: authz.AllScopes,
+		Issuer: iss, Audience: aud, Tenant: "acme", Subject: "mallory", Scopes: authz.AllScopes(),
 	})
 	_, err = v.Verify(context.Background(), forged)
 	fmt.Println("401:", err)

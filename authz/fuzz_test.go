@@ -88,7 +88,7 @@ func checkVerifyResult(t *testing.T, token string, c Claims, err error, allowed 
 }
 
 func FuzzVerify(f *testing.F) {
-	valid, err := MintHS256(testSecret, MintOptions{Issuer: testIss, Audience: testAud, Tenant: "acme", Subject: "alice", Scopes: AllScopes, Now: fixedNow})
+	valid, err := MintHS256(testSecret, MintOptions{Issuer: testIss, Audience: testAud, Tenant: "acme", Subject: "alice", Scopes: AllScopes(), Now: fixedNow})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		}
 	}
 	// The valid seed is exactly what MintHS256 produces for the fuzz setup.
-	want, err := MintHS256(testSecret, MintOptions{Issuer: testIss, Audience: testAud, Tenant: "acme", Subject: "alice", Scopes: AllScopes, Now: fixedNow})
+	want, err := MintHS256(testSecret, MintOptions{Issuer: testIss, Audience: testAud, Tenant: "acme", Subject: "alice", Scopes: AllScopes(), Now: fixedNow})
 	if err != nil {
 		t.Fatal(err)
 	}

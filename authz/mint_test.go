@@ -24,7 +24,7 @@ func TestMintRoundTrip(t *testing.T) {
 		{"no scopes", nil, []Scope{}},
 		{"one", []Scope{ScopeApprove}, []Scope{ScopeApprove}},
 		{"dedup and order", []Scope{ScopeAdmin, ScopeRead, ScopeAdmin}, []Scope{ScopeRead, ScopeAdmin}},
-		{"all", AllScopes, AllScopes},
+		{"all", AllScopes(), AllScopes()},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			o := mintOpts()

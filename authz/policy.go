@@ -15,8 +15,11 @@ const (
 	ActionListApprovals Action = "list_approvals"
 )
 
-// AllActions lists every action. Treat it as read-only.
-var AllActions = []Action{ActionStart, ActionGet, ActionList, ActionCancel, ActionResume, ActionDownload, ActionListApprovals}
+// AllActions returns every action. A function, not a package variable, so no
+// caller can change the list for everyone: each call returns a fresh slice.
+func AllActions() []Action {
+	return []Action{ActionStart, ActionGet, ActionList, ActionCancel, ActionResume, ActionDownload, ActionListApprovals}
+}
 
 // Approver says who may answer a job's open input request.
 type Approver string

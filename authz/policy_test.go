@@ -20,7 +20,7 @@ const (
 func TestDecide(t *testing.T) {
 	job := func(open Approver) Job { return Job{Tenant: "acme", Owner: "alice", OpenInput: open} }
 	none, own, appr := job(ApproverNone), job(ApproverOwner), job(ApproverApprover)
-	otherTenant := Principal{Tenant: "globex", Subject: "alice", Scopes: AllScopes}
+	otherTenant := Principal{Tenant: "globex", Subject: "alice", Scopes: AllScopes()}
 
 	tests := []struct {
 		name string
@@ -120,14 +120,14 @@ func TestDecide(t *testing.T) {
 		{"resume bogus-input/approver", pr("dave", Ap), ActionResume, job("bogus"), NotFound},
 
 		// tenants and principals
-		{"empty job tenant", pr("alice", AllScopes...), ActionGet, Job{Owner: "alice"}, NotFound},
-		{"empty principal tenant", Principal{Subject: "alice", Scopes: AllScopes}, ActionGet, Job{Owner: "alice"}, NotFound},
-		{"empty principal tenant start", Principal{Subject: "alice", Scopes: AllScopes}, ActionStart, Job{}, NotFound},
-		{"invalid principal tenant", Principal{Tenant: "acme/x", Subject: "alice", Scopes: AllScopes}, ActionGet, Job{Tenant: "acme/x", Owner: "alice"}, NotFound},
-		{"invalid principal subject", Principal{Tenant: "acme", Subject: "", Scopes: AllScopes}, ActionGet, Job{Tenant: "acme", Owner: ""}, NotFound},
-		{"invalid principal list", Principal{Tenant: "acme", Scopes: AllScopes}, ActionList, Job{}, NotFound},
+		{"empty job tenant", pr("alice", AllScopes()...), ActionGet, Job{Owner: "alice"}, NotFound},
+		{"empty principal tenant", Principal{Subject: "alice", Scopes: AllScopes()}, ActionGet, Job{Owner: "alice"}, NotFound},
+		{"empty principal tenant start", Principal{Subject: "alice", Scopes: AllScopes()}, ActionStart, Job{}, NotFound},
+		{"invalid principal tenant", Principal{Tenant: "acme/x", Subject: "alice", Scopes: AllScopes()}, ActionGet, Job{Tenant: "acme/x", Owner: "alice"}, NotFound},
+		{"invalid principal subject", Principal{Tenant: "acme", Subject: "", Scopes: AllScopes()}, ActionGet, Job{Tenant: "acme", Owner: ""}, NotFound},
+		{"invalid principal list", Principal{Tenant: "acme", Scopes: AllScopes()}, ActionList, Job{}, NotFound},
 		{"empty job owner", pr("alice", R, W), ActionCancel, Job{Tenant: "acme"}, NotFound},
-		{"unknown action", pr("alice", AllScopes...), Action("delete"), none, NotFound},
+		{"unknown action", pr("alice", AllScopes()...), Action("delete"), none, NotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,9 +141,9 @@ func TestDecide(t *testing.T) {
 // scopeSets returns all 16 subsets of AllScopes.
 func scopeSets() [][]Scope {
 	var out [][]Scope
-	for m := 0; m < 1<<len(AllScopes); m++ {
+	for m := 0; m < 1<<len(AllScopes()); m++ {
 		var s []Scope
-		for i, sc := range AllScopes {
+		for i, sc := range AllScopes() {
 			if m&(1<<i) != 0 {
 				s = append(s, sc)
 			}
@@ -156,7 +156,7 @@ func scopeSets() [][]Scope {
 // forEveryCase runs f over every action, scope subset, relation to the job
 // and open input kind.
 func forEveryCase(f func(p Principal, a Action, j Job, rel string)) {
-	for _, a := range AllActions {
+	for _, a := range AllActions() {
 		for _, scopes := range scopeSets() {
 			for _, open := range []Approver{ApproverNone, ApproverOwner, ApproverApprover, "bogus"} {
 				for _, rel := range []string{"owner", "same-tenant", "other-tenant"} {
@@ -215,7 +215,7 @@ func TestDecideProperties(t *testing.T) {
 			t.Errorf("allowed without any of ActionScopes(%s)=%v: %s", a, ActionScopes(a), where)
 		}
 		// Monotonic: adding any scope never lowers the answer.
-		for _, extra := range AllScopes {
+		for _, extra := range AllScopes() {
 			q := p
 			q.Scopes = append(slices.Clone(p.Scopes), extra)
 			if d2 := Decide(q, a, j); rank(d2) < rank(d) {
@@ -229,7 +229,7 @@ func TestDecideProperties(t *testing.T) {
 			t.Errorf("unknown/duplicate scopes changed %s to %v", where, d2)
 		}
 	})
-	if n != len(AllActions)*16*4*3 {
+	if n != len(AllActions())*16*4*3 {
 		t.Fatalf("ran %d cases", n)
 	}
 }
@@ -245,7 +245,7 @@ func TestActionScopes(t *testing.T) {
 		// listing the approvals queue is the approver's own action
 		ActionListApprovals: {Ap},
 	}
-	for _, a := range AllActions {
+	for _, a := range AllActions() {
 		if got := ActionScopes(a); !slices.Equal(got, want[a]) {
 			t.Errorf("ActionScopes(%s) = %v, want %v", a, got, want[a])
 		}

@@ -20,9 +20,11 @@ const (
 	ScopeAdmin   Scope = "jobs:admin"   // read and cancel any job of the same tenant
 )
 
-// AllScopes lists every known scope in canonical order (the order
-// [Principal.Scopes] and [ParseScopes] results use). Treat it as read-only.
-var AllScopes = []Scope{ScopeRead, ScopeWrite, ScopeApprove, ScopeAdmin}
+// AllScopes returns every known scope in canonical order (the order
+// [Principal.Scopes] and [ParseScopes] results use). It is a function, not a
+// package variable, so no caller can change the canonical list for everyone:
+// each call returns a fresh slice the caller may keep or modify.
+func AllScopes() []Scope { return []Scope{ScopeRead, ScopeWrite, ScopeApprove, ScopeAdmin} }
 
 // Known reports whether s is one of [AllScopes].
 func (s Scope) Known() bool { return scopeIndex(s) >= 0 }
@@ -147,9 +149,9 @@ func canonicalScopes(in []string) []Scope {
 	return collect(seen)
 }
 
-// scopeIndex is the position of s in the canonical order, or -1 if unknown.
-// It does not consult the exported AllScopes variable, which callers could
-// modify.
+// scopeIndex is the position of s in the canonical order ([AllScopes]), or
+// -1 if unknown. A switch rather than a search of AllScopes() so that the hot
+// path of every Verify allocates nothing.
 func scopeIndex(s Scope) int {
 	switch s {
 	case ScopeRead:
@@ -165,8 +167,8 @@ func scopeIndex(s Scope) int {
 }
 
 func collect(seen [4]bool) []Scope {
-	canonical := [4]Scope{ScopeRead, ScopeWrite, ScopeApprove, ScopeAdmin}
-	out := make([]Scope, 0, 4)
+	canonical := AllScopes()
+	out := canonical[:0] // filter in place: out never passes the index being read
 	for i, ok := range seen {
 		if ok {
 			out = append(out, canonical[i])

@@ -57,7 +57,7 @@ func TestPrincipal(t *testing.T) {
 	if (Principal{Tenant: "a/b", Subject: "alice"}).Valid() == nil {
 		t.Error("tenant with / is valid")
 	}
-	for _, s := range AllScopes {
+	for _, s := range AllScopes() {
 		if !s.Known() {
 			t.Errorf("%s not known", s)
 		}
@@ -78,7 +78,7 @@ func TestParseScopes(t *testing.T) {
 		{"jobs:read jobs:write", []Scope{R, W}},
 		{"jobs:admin,jobs:read", []Scope{R, Ad}},
 		{" jobs:approve , jobs:write\tjobs:write ", []Scope{W, Ap}},
-		{"jobs:admin jobs:approve jobs:write jobs:read", AllScopes},
+		{"jobs:admin jobs:approve jobs:write jobs:read", AllScopes()},
 	} {
 		got, err := ParseScopes(tt.in)
 		if err != nil || !slices.Equal(got, tt.want) || got == nil {
@@ -98,5 +98,26 @@ func TestParseScopes(t *testing.T) {
 	_, err := ParseScopes("jobs:read jobs:root")
 	if err == nil || !strings.Contains(err.Error(), `"jobs:root"`) {
 		t.Errorf("error %v does not name the unknown scope", err)
+	}
+}
+
+// TestAllFresh checks that AllScopes and AllActions hand out fresh slices: a
+// caller that modifies its copy changes nobody else's list, nor the scope
+// order ParseScopes and Verify produce.
+func TestAllFresh(t *testing.T) {
+	s := AllScopes()
+	want := slices.Clone(s)
+	s[0], s[3] = ScopeAdmin, ScopeRead
+	if got := AllScopes(); !slices.Equal(got, want) {
+		t.Errorf("AllScopes() after a caller changed its copy = %v, want %v", got, want)
+	}
+	if got, err := ParseScopes("jobs:admin jobs:read"); err != nil || !slices.Equal(got, []Scope{ScopeRead, ScopeAdmin}) {
+		t.Errorf("ParseScopes after a caller changed its copy = %v, %v", got, err)
+	}
+	a := AllActions()
+	wantA := slices.Clone(a)
+	a[0] = "delete"
+	if got := AllActions(); !slices.Equal(got, wantA) {
+		t.Errorf("AllActions() after a caller changed its copy = %v, want %v", got, wantA)
 	}
 }

@@ -263,7 +263,7 @@ func TestVerifyScopes(t *testing.T) {
 		{"no scope claims", []any{"scope", nil}, []Scope{}},
 		{"empty scope", []any{"scope", ""}, []Scope{}},
 		{"empty scp", []any{"scope", nil, "scp", []string{}}, []Scope{}},
-		{"all", []any{"scope", "jobs:admin jobs:approve jobs:write jobs:read"}, AllScopes},
+		{"all", []any{"scope", "jobs:admin jobs:approve jobs:write jobs:read"}, AllScopes()},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := v.Verify(context.Background(), sign(t, jwt.SigningMethodHS256, testSecret, with(baseClaims(), tt.kv...)))

@@ -40,7 +40,7 @@ func (f *Frontend) routes() http.Handler {
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               f.opts.ResourceURI,
 		AuthorizationServers:   f.opts.AuthorizationServers,
-		ScopesSupported:        authz.ScopeStrings(authz.AllScopes),
+		ScopesSupported:        authz.ScopeStrings(authz.AllScopes()),
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "jobgate",
 	})

@@ -37,7 +37,7 @@ var (
 	bo      = authz.Principal{Tenant: "acme", Subject: "bo", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
 	steward = authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove}}
 	// A principal of another tenant that happens to share the owner's subject and holds every scope.
-	stranger = authz.Principal{Tenant: "globex", Subject: "ann", Scopes: authz.AllScopes}
+	stranger = authz.Principal{Tenant: "globex", Subject: "ann", Scopes: authz.AllScopes()}
 )
 
 // jobHarness runs one job workflow and records what it makes visible: JobStatus upserts, memo
