@@ -216,15 +216,24 @@ func (r *reloadingPair) get(*tls.CertificateRequestInfo) (*tls.Certificate, erro
 	if err0 != nil || err1 != nil || [2]fileStamp{st0, st1} == r.stamp {
 		return r.pair, nil // unchanged, or mid-rotation: keep what we have
 	}
-	pair, st, err := r.read()
+	return reread(r.log, r.read, &r.pair, &r.stamp, zap.String("cert_file", r.certFile),
+		"temporal client certificate changed but does not load; keeping the previous one",
+		"temporal client certificate reloaded"), nil
+}
+
+// reread re-reads a credential whose file changed. A good read replaces *val and *stamp and is
+// logged as okMsg; a failed one is logged as failMsg and keeps the previous value, so a
+// half-written or broken rotation never takes working credentials away. It returns the value
+// in use afterwards. Shared by the certificate pair and the API key so both reload alike.
+func reread[T, S any](log *zap.Logger, read func() (T, S, error), val *T, stamp *S, file zap.Field, failMsg, okMsg string) T {
+	v, st, err := read()
 	if err != nil {
-		r.log.Warn("temporal client certificate changed but does not load; keeping the previous one",
-			zap.String("cert_file", r.certFile), zap.Error(err))
-		return r.pair, nil
+		log.Warn(failMsg, file, zap.Error(err))
+		return *val
 	}
-	r.pair, r.stamp = pair, st
-	r.log.Info("temporal client certificate reloaded", zap.String("cert_file", r.certFile))
-	return r.pair, nil
+	*val, *stamp = v, st
+	log.Info(okMsg, file)
+	return v
 }
 
 // apiKeyRecheck is how often the API key file is looked at for a change. The key is asked for
@@ -288,15 +297,9 @@ func (r *reloadingKey) get(context.Context) (string, error) {
 	if st, err := stampOf(r.file); err != nil || st == r.stamp {
 		return r.key, nil
 	}
-	key, st, err := r.read()
-	if err != nil {
-		r.log.Warn("temporal API key file changed but does not load; keeping the previous key",
-			zap.String("file", r.file), zap.Error(err))
-		return r.key, nil
-	}
-	r.key, r.stamp = key, st
-	r.log.Info("temporal API key reloaded", zap.String("file", r.file))
-	return r.key, nil
+	return reread(r.log, r.read, &r.key, &r.stamp, zap.String("file", r.file),
+		"temporal API key file changed but does not load; keeping the previous key",
+		"temporal API key reloaded"), nil
 }
 
 // tlsFailure explains a dial error that is a TLS failure (crypto/tls and crypto/x509 errors

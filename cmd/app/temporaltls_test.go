@@ -7,14 +7,18 @@ import (
 	"crypto/x509"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/jobgate/jobgate/cmd/devtemporal"
 	"github.com/jobgate/jobgate/cmd/devtemporal/devpki"
@@ -278,6 +282,32 @@ func TestTemporalTLSReload(t *testing.T) {
 	clock = clock.Add(apiKeyRecheck / 2)
 	if k, _ := r.get(context.Background()); k != "two" {
 		t.Fatalf("rotated key %q", k)
+	}
+}
+
+// TestRereadKeepsPreviousOnFailure checks the shared reload step: a failed read keeps value and
+// stamp and warns with failMsg (and the error); a good one replaces both and logs okMsg.
+func TestRereadKeepsPreviousOnFailure(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	log := zap.New(core)
+	val, stamp := "old", 1
+	file := zap.String("file", "/k")
+	bad := func() (string, int, error) { return "", 2, errors.New("the file is blank") }
+	if got := reread(log, bad, &val, &stamp, file, "fail", "ok"); got != "old" || val != "old" || stamp != 1 {
+		t.Fatalf("failed read: got %q, val %q, stamp %d; want the previous value and stamp", got, val, stamp)
+	}
+	good := func() (string, int, error) { return "new", 3, nil }
+	if got := reread(log, good, &val, &stamp, file, "fail", "ok"); got != "new" || val != "new" || stamp != 3 {
+		t.Fatalf("good read: got %q, val %q, stamp %d; want new, new, 3", got, val, stamp)
+	}
+	var seen []string
+	for _, e := range logs.All() {
+		fields := e.ContextMap()
+		seen = append(seen, e.Level.String()+" "+e.Message+" "+fmt.Sprint(fields["file"], " ", fields["error"]))
+	}
+	want := []string{"warn fail /k the file is blank", "info ok /k <nil>"}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("logs %q, want %q", seen, want)
 	}
 }
 
