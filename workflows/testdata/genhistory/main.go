@@ -107,6 +107,15 @@ func run(out string) error {
 		}
 		return h.Get(ctx, nil)
 	}
+	// startWaiting starts a job that asks for approval and returns once its request is open.
+	startWaiting := func(id string, in workflows.EvalInput) (client.WorkflowRun, *workflows.NeedsInput, error) {
+		run, err := start(id, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		n, err := waitOpenInput(id)
+		return run, n, err
+	}
 
 	// 1. Small run, real demo activity, some simulated failures.
 	{
@@ -127,11 +136,7 @@ func run(out string) error {
 	// 2. Approval: a bad resume (rejected by the validator, so absent from history), then the owner's.
 	{
 		id := "acme/eval/replay-approved"
-		run, err := start(id, input(6, 2, 0, 0))
-		if err != nil {
-			return err
-		}
-		n, err := waitOpenInput(id)
+		run, n, err := startWaiting(id, input(6, 2, 0, 0))
 		if err != nil {
 			return err
 		}
@@ -153,11 +158,7 @@ func run(out string) error {
 	// 3. Rejected by the owner.
 	{
 		id := "acme/eval/replay-rejected"
-		run, err := start(id, input(6, 2, 0, 0))
-		if err != nil {
-			return err
-		}
-		n, err := waitOpenInput(id)
+		run, n, err := startWaiting(id, input(6, 2, 0, 0))
 		if err != nil {
 			return err
 		}
