@@ -161,9 +161,24 @@ func (cl *client) call(ctx context.Context, tool string, args map[string]any, ou
 	return raw, nil
 }
 
-// probeKind is the kind whose get_* getJob asks first. Any kind would do: every kind's get_*
-// answers a handle of another kind with a tool error whose kind field names the handle's kind.
-const probeKind = "export"
+// probeKind is the kind whose get_* getJob asks first: the first get_<kind> tool the server
+// lists (every get_* tool is a kind's, CONTRACT.md "Tools by kind"). Any kind would do, since
+// every kind's get_* answers a handle of another kind with a tool error whose kind field names
+// the handle's kind; asking the server rather than naming a kind here keeps the CLI free of
+// kind names and right against a server that serves only some kinds (only evals, say).
+func (cl *client) probeKind(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	for t, err := range cl.cs.Tools(ctx, nil) {
+		if err != nil {
+			return "", refusal(fmt.Errorf("tools/list: %w%s", err, authHint(err)), err)
+		}
+		if kind, ok := strings.CutPrefix(t.Name, "get_"); ok && kind != "" {
+			return kind, nil
+		}
+	}
+	return "", errors.New("tools/list: the server lists no get_* tool (it serves no kind of job)")
+}
 
 // job is one get_* answer: the view, its raw JSON, and the kind (which tools to use).
 type job struct {
@@ -178,11 +193,14 @@ type job struct {
 // only after the server has verified the handle's signature and tenant, so it leaks nothing —
 // and getJob then asks get_<kind>. It reads the field, never the message. Every other answer
 // (not_found, which carries no kind; invalid_handle, forbidden, …, whose kind is the one asked)
-// is final. One extra call for a handle of another kind, no list scan, and no dependency on the
-// handle's format or on a list of kinds.
+// is final. One tools/list, one get_* call and one more for a handle of another kind; no scan
+// of the jobs, and no dependency on the handle's format or on a list of kinds.
 func (cl *client) getJob(ctx context.Context, h string) (*job, error) {
+	kind, err := cl.probeKind(ctx)
+	if err != nil {
+		return nil, err
+	}
 	tried := map[string]bool{}
-	kind := probeKind
 	for {
 		tried[kind] = true
 		j := &job{kind: kind}

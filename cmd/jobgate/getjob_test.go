@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -44,37 +46,39 @@ func getJobServer(t *testing.T, answers map[string]any) (*client, *[]string) {
 	return &client{cs: cs}, &calls
 }
 
-// TestGetJobFollowsErrorKind: getJob finds a handle's kind from the error's kind field alone,
-// whatever the message says, and takes every other answer as final.
+// TestGetJobFollowsErrorKind: getJob asks the first get_* tool the server lists (the SDK's
+// server lists tools by name, so get_eval here), finds a handle's kind from the error's kind
+// field alone, whatever the message says, and takes every other answer as final.
 func TestGetJobFollowsErrorKind(t *testing.T) {
 	evalView := wire.JobView{JobSummary: wire.JobSummary{Handle: "h", Kind: "eval", Status: "running"}}
+	exportView := wire.JobView{JobSummary: wire.JobSummary{Handle: "h", Kind: "export", Status: "running"}}
 	ctx := context.Background()
 
 	t.Run("another kind", func(t *testing.T) {
 		cl, calls := getJobServer(t, map[string]any{
-			"export": &wire.ToolError{Code: wire.CodeInvalidArgument, Message: "prose that names no kind", Kind: "eval"},
-			"eval":   evalView,
+			"eval":   &wire.ToolError{Code: wire.CodeInvalidArgument, Message: "prose that names no kind", Kind: "export"},
+			"export": exportView,
 		})
 		j, err := cl.getJob(ctx, "h")
-		if err != nil || j.kind != "eval" || j.view.Kind != "eval" || len(*calls) != 2 {
-			t.Fatalf("got %+v, %v after %v; want the eval job after get_export, get_eval", j, err, *calls)
+		if err != nil || j.kind != "export" || j.view.Kind != "export" || !slices.Equal(*calls, []string{"get_eval", "get_export"}) {
+			t.Fatalf("got %+v, %v after %v; want the export job after get_eval, get_export", j, err, *calls)
 		}
 	})
 	t.Run("no kind field is final", func(t *testing.T) {
 		cl, calls := getJobServer(t, map[string]any{
-			"export": &wire.ToolError{Code: wire.CodeInvalidArgument, Message: "handle: names a eval job; use the eval tools for it"},
-			"eval":   evalView,
+			"eval":   &wire.ToolError{Code: wire.CodeInvalidArgument, Message: "handle: names a export job; use the export tools for it"},
+			"export": exportView,
 		})
 		_, err := cl.getJob(ctx, "h")
 		var te *wire.ToolError
 		if !errors.As(err, &te) || te.Code != wire.CodeInvalidArgument || len(*calls) != 1 {
-			t.Fatalf("got %v after %v; want get_export's error, and no message parsed", err, *calls)
+			t.Fatalf("got %v after %v; want get_eval's error, and no message parsed", err, *calls)
 		}
 	})
 	t.Run("the kind asked is final", func(t *testing.T) {
 		cl, calls := getJobServer(t, map[string]any{
-			"export": &wire.ToolError{Code: wire.CodeNotFound, Message: "no such job", Kind: "export"},
-			"eval":   evalView,
+			"eval":   &wire.ToolError{Code: wire.CodeNotFound, Message: "no such job", Kind: "eval"},
+			"export": exportView,
 		})
 		_, err := cl.getJob(ctx, "h")
 		var te *wire.ToolError
@@ -84,11 +88,25 @@ func TestGetJobFollowsErrorKind(t *testing.T) {
 	})
 	t.Run("no loop", func(t *testing.T) {
 		cl, calls := getJobServer(t, map[string]any{
-			"export": &wire.ToolError{Code: wire.CodeInvalidArgument, Message: "x", Kind: "eval"},
 			"eval":   &wire.ToolError{Code: wire.CodeInvalidArgument, Message: "x", Kind: "export"},
+			"export": &wire.ToolError{Code: wire.CodeInvalidArgument, Message: "x", Kind: "eval"},
 		})
 		if _, err := cl.getJob(ctx, "h"); err == nil || len(*calls) != 2 {
 			t.Fatalf("got %v after %v; want an error after each kind was asked once", err, *calls)
+		}
+	})
+	// A server that serves only evals has no get_export: the first probe must be a tool it has.
+	t.Run("eval-only server", func(t *testing.T) {
+		cl, calls := getJobServer(t, map[string]any{"eval": evalView})
+		j, err := cl.getJob(ctx, "h")
+		if err != nil || j.kind != "eval" || j.view.Kind != "eval" || !slices.Equal(*calls, []string{"get_eval"}) {
+			t.Fatalf("got %+v, %v after %v; want the eval job from get_eval alone", j, err, *calls)
+		}
+	})
+	t.Run("no get tool", func(t *testing.T) {
+		cl, calls := getJobServer(t, map[string]any{})
+		if _, err := cl.getJob(ctx, "h"); err == nil || !strings.Contains(err.Error(), "no get_* tool") || len(*calls) != 0 {
+			t.Fatalf("got %v after %v; want an error naming the missing get_* tool and no call", err, *calls)
 		}
 	})
 }
