@@ -212,6 +212,12 @@ func (h Handle) wire() handleWire {
 	return handleWire{V: payloadVersion, T: h.Tenant, W: h.WorkflowID, K: h.Kind, E: h.Expiry.Unix()}
 }
 
+func (w handleWire) header() (int, int64) { return w.V, w.E }
+
+func (w handleWire) token() (Handle, bool) {
+	return Handle{Tenant: w.T, WorkflowID: w.W, Kind: w.K, Expiry: expiryFromUnix(w.E)}, true
+}
+
 func (h Handle) validateFields() error {
 	switch {
 	case !validString(h.Tenant):
@@ -229,57 +235,24 @@ func (h Handle) validateFields() error {
 // Validate reports whether SealHandle can seal h with any keyring: fields
 // set and valid, and the sealed string within [MaxHandleLen].
 func (h Handle) Validate() error {
-	if err := h.validateFields(); err != nil {
-		return err
+	n, err := sealedSize(&handleFormat, h)
+	if err == nil && n > MaxHandleLen {
+		err = fmt.Errorf("handle: sealed handle would be %d bytes, limit %d (tenant or workflow ID too long)", n, MaxHandleLen)
 	}
-	js, _ := json.Marshal(h.wire())
-	if n := handleFormat.sealedLen(len(js), MaxKIDLen); n > MaxHandleLen {
-		return fmt.Errorf("handle: sealed handle would be %d bytes, limit %d (tenant or workflow ID too long)", n, MaxHandleLen)
-	}
-	return nil
+	return err
 }
 
 // SealHandle returns h signed with the current key. It returns "" — which
 // never opens — if h is invalid or too long; use [Handle.Validate] first when
 // the fields are not known to be good.
-func (k *Keyring) SealHandle(h Handle) string {
-	if k == nil || h.validateFields() != nil {
-		return ""
-	}
-	js, err := json.Marshal(h.wire())
-	if err != nil {
-		return ""
-	}
-	return k.seal(handleFormat, js)
-}
+func (k *Keyring) SealHandle(h Handle) string { return sealToken(k, &handleFormat, h) }
 
 // OpenHandle verifies s (in constant time) with the key its kid names and
 // decodes it. Errors match [ErrMalformed] or [ErrExpired]. With ErrExpired
 // the decoded Handle is returned too, so the caller can check the tenant
 // first; with ErrMalformed the Handle is zero.
 func (k *Keyring) OpenHandle(s string, now time.Time) (Handle, error) {
-	js, err := k.open(handleFormat, s)
-	if err != nil {
-		return Handle{}, err
-	}
-	var w handleWire
-	if err := decodeCanonical(js, &w); err != nil {
-		return Handle{}, err
-	}
-	if w.V != payloadVersion {
-		return Handle{}, errVersion
-	}
-	if w.E < 1 || w.E > maxUnixSeconds {
-		return Handle{}, errFields
-	}
-	h := Handle{Tenant: w.T, WorkflowID: w.W, Kind: w.K, Expiry: expiryFromUnix(w.E)}
-	if h.validateFields() != nil {
-		return Handle{}, errFields
-	}
-	if !now.Before(h.Expiry) {
-		return h, ErrExpired
-	}
-	return h, nil
+	return openToken[Handle, handleWire](k, &handleFormat, s, now)
 }
 
 // FilterFingerprint returns a stable 22-character fingerprint (base64url of
