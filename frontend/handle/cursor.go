@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -104,31 +103,9 @@ func (k *Keyring) sealCursorJSON(js []byte, limit int) string {
 // openCursorJSON checks size, shape, prefix and kid, then decrypts and authenticates, and
 // returns the payload JSON.
 func (k *Keyring) openCursorJSON(s string) ([]byte, error) {
-	if k == nil || len(k.keys) == 0 {
-		return nil, errNoKeyring
-	}
-	if len(s) > MaxCursorLen {
-		return nil, errTooLong
-	}
-	dots := 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '.':
-			dots++
-		case !isKIDByte(c):
-			return nil, errCharset
-		}
-	}
-	if dots != 2 {
-		return nil, errShape
-	}
-	prefix, rest, _ := strings.Cut(s, ".")
-	kid, payload, _ := strings.Cut(rest, ".")
-	if prefix != CursorPrefix {
-		return nil, errPrefix
-	}
-	if _, ok := k.keys[kid]; !ok {
-		return nil, errUnknownKID
+	kid, payload, err := k.checkShape(s, MaxCursorLen, 2, CursorPrefix)
+	if err != nil {
+		return nil, err
 	}
 	sealed, err := b64.DecodeString(payload)
 	if err != nil {
@@ -137,7 +114,7 @@ func (k *Keyring) openCursorJSON(s string) ([]byte, error) {
 	if len(sealed) < cursorNonceLen+cursorTagLen {
 		return nil, errSealed
 	}
-	header := prefix + "." + kid
+	header := CursorPrefix + "." + kid
 	ck := k.cursorKeysFor(kid)
 	nonce := sealed[:cursorNonceLen]
 	js, err := ck.aead.Open(nil, nonce, sealed[cursorNonceLen:], []byte(header))

@@ -99,36 +99,47 @@ func (k *Keyring) seal(f format, js []byte) string {
 	return string(buf)
 }
 
-// open checks size, shape, prefix, kid and signature — in that order, and
-// before decoding anything but the signature — and returns the payload JSON.
-func (k *Keyring) open(f format, s string) ([]byte, error) {
+// checkShape runs the checks every sealed string gets before anything of it is decoded, in
+// this order: a ring with keys, the length cap, the alphabet, the number of dots, the prefix and
+// a key ID of the ring. It returns the key ID and what follows it.
+func (k *Keyring) checkShape(s string, limit, dots int, prefix string) (kid, rest string, err error) {
 	if k == nil || len(k.keys) == 0 {
-		return nil, errNoKeyring
+		return "", "", errNoKeyring
 	}
-	if len(s) > f.max {
-		return nil, errTooLong
+	if len(s) > limit {
+		return "", "", errTooLong
 	}
-	dots := 0
+	n := 0
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '.':
-			dots++
+			n++
 		case !isKIDByte(c): // same alphabet as base64url
-			return nil, errCharset
+			return "", "", errCharset
 		}
 	}
-	if dots != 3 {
-		return nil, errShape
+	if n != dots {
+		return "", "", errShape
 	}
-	prefix, rest, _ := strings.Cut(s, ".")
-	kid, rest, _ := strings.Cut(rest, ".")
-	payload, sig, _ := strings.Cut(rest, ".")
-	if prefix != f.prefix {
-		return nil, errPrefix
+	p, rest, _ := strings.Cut(s, ".")
+	kid, rest, _ = strings.Cut(rest, ".")
+	if p != prefix {
+		return "", "", errPrefix
 	}
 	if _, ok := k.keys[kid]; !ok {
-		return nil, errUnknownKID
+		return "", "", errUnknownKID
 	}
+	return kid, rest, nil
+}
+
+// open checks size, shape, prefix, kid and signature — in that order, and
+// before decoding anything but the signature — and returns the payload JSON.
+func (k *Keyring) open(f format, s string) ([]byte, error) {
+	kid, rest, err := k.checkShape(s, f.max, 3, f.prefix)
+	if err != nil {
+		return nil, err
+	}
+	payload, sig, _ := strings.Cut(rest, ".")
 	if len(sig) != sigB64Len {
 		return nil, errSignature
 	}
