@@ -6,10 +6,8 @@ import (
 	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -105,31 +103,9 @@ func (k *Keyring) sealCursorJSON(js []byte, limit int) string {
 // openCursorJSON checks size, shape, prefix and kid, then decrypts and authenticates, and
 // returns the payload JSON.
 func (k *Keyring) openCursorJSON(s string) ([]byte, error) {
-	if k == nil || len(k.keys) == 0 {
-		return nil, errNoKeyring
-	}
-	if len(s) > MaxCursorLen {
-		return nil, errTooLong
-	}
-	dots := 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '.':
-			dots++
-		case !isKIDByte(c):
-			return nil, errCharset
-		}
-	}
-	if dots != 2 {
-		return nil, errShape
-	}
-	prefix, rest, _ := strings.Cut(s, ".")
-	kid, payload, _ := strings.Cut(rest, ".")
-	if prefix != CursorPrefix {
-		return nil, errPrefix
-	}
-	if _, ok := k.keys[kid]; !ok {
-		return nil, errUnknownKID
+	kid, payload, err := k.checkShape(s, MaxCursorLen, 2, CursorPrefix)
+	if err != nil {
+		return nil, err
 	}
 	sealed, err := b64.DecodeString(payload)
 	if err != nil {
@@ -138,7 +114,7 @@ func (k *Keyring) openCursorJSON(s string) ([]byte, error) {
 	if len(sealed) < cursorNonceLen+cursorTagLen {
 		return nil, errSealed
 	}
-	header := prefix + "." + kid
+	header := CursorPrefix + "." + kid
 	ck := k.cursorKeysFor(kid)
 	nonce := sealed[:cursorNonceLen]
 	js, err := ck.aead.Open(nil, nonce, sealed[cursorNonceLen:], []byte(header))
@@ -172,6 +148,12 @@ func (c Cursor) wire() cursorWire {
 	return cursorWire{V: payloadVersion, T: c.Tenant, S: c.Subject, O: c.Tool, F: c.Filter, P: c.PageToken, E: c.Expiry.Unix()}
 }
 
+func (w cursorWire) header() (int, int64) { return w.V, w.E }
+
+func (w cursorWire) token() (Cursor, bool) {
+	return Cursor{Tenant: w.T, Subject: w.S, Tool: w.O, Filter: w.F, PageToken: w.P, Expiry: expiryFromUnix(w.E)}, true
+}
+
 func (c Cursor) validateFields() error {
 	switch {
 	case !validString(c.Tenant):
@@ -194,53 +176,20 @@ func (c Cursor) validateFields() error {
 // Validate reports whether SealCursor can seal c with any keyring: fields
 // set and valid, and the sealed string within [MaxCursorLen].
 func (c Cursor) Validate() error {
-	if err := c.validateFields(); err != nil {
-		return err
+	n, err := sealedSize(cursorSealer{}, c)
+	if err == nil && n > MaxCursorLen {
+		err = fmt.Errorf("handle: sealed cursor would be %d bytes, limit %d (page token is %d bytes)", n, MaxCursorLen, len(c.PageToken))
 	}
-	js, _ := json.Marshal(c.wire())
-	if n := cursorSealedLen(len(js), MaxKIDLen); n > MaxCursorLen {
-		return fmt.Errorf("handle: sealed cursor would be %d bytes, limit %d (page token is %d bytes)", n, MaxCursorLen, len(c.PageToken))
-	}
-	return nil
+	return err
 }
 
 // SealCursor returns c encrypted and authenticated with the current key, or "" if c is
 // invalid or too long (see [Cursor.Validate]).
-func (k *Keyring) SealCursor(c Cursor) string {
-	if k == nil || c.validateFields() != nil {
-		return ""
-	}
-	js, err := json.Marshal(c.wire())
-	if err != nil {
-		return ""
-	}
-	return k.sealCursorJSON(js, MaxCursorLen)
-}
+func (k *Keyring) SealCursor(c Cursor) string { return sealToken(k, cursorSealer{}, c) }
 
 // OpenCursor is OpenHandle for cursors: errors match [ErrMalformed] or
 // [ErrExpired], and with ErrExpired the decoded Cursor is returned so the
 // caller can check Tenant, Subject, Tool and Filter first.
 func (k *Keyring) OpenCursor(s string, now time.Time) (Cursor, error) {
-	js, err := k.openCursorJSON(s)
-	if err != nil {
-		return Cursor{}, err
-	}
-	var w cursorWire
-	if err := decodeCanonical(js, &w); err != nil {
-		return Cursor{}, err
-	}
-	if w.V != payloadVersion {
-		return Cursor{}, errVersion
-	}
-	if w.E < 1 || w.E > maxUnixSeconds {
-		return Cursor{}, errFields
-	}
-	c := Cursor{Tenant: w.T, Subject: w.S, Tool: w.O, Filter: w.F, PageToken: w.P, Expiry: expiryFromUnix(w.E)}
-	if c.validateFields() != nil {
-		return Cursor{}, errFields
-	}
-	if !now.Before(c.Expiry) {
-		return c, ErrExpired
-	}
-	return c, nil
+	return openToken[Cursor, cursorWire](k, cursorSealer{}, s, now)
 }

@@ -1,7 +1,6 @@
 package handle
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -53,6 +52,12 @@ func (d Download) wire() downloadWire {
 	return downloadWire{V: payloadVersion, T: d.Tenant, W: d.WorkflowID, S: d.Subject, D: d.Digest, E: d.Expiry.Unix()}
 }
 
+func (w downloadWire) header() (int, int64) { return w.V, w.E }
+
+func (w downloadWire) token() (Download, bool) {
+	return Download{Tenant: w.T, WorkflowID: w.W, Subject: w.S, Digest: w.D, Expiry: expiryFromUnix(w.E)}, true
+}
+
 // validDigest reports whether s is 64 lowercase hex digits. Only one
 // spelling is accepted, so the digest compares with ==.
 func validDigest(s string) bool {
@@ -86,53 +91,20 @@ func (d Download) validateFields() error {
 // Validate reports whether SealDownload can seal d with any keyring: fields
 // set and valid, and the sealed string within [MaxDownloadLen].
 func (d Download) Validate() error {
-	if err := d.validateFields(); err != nil {
-		return err
+	n, err := sealedSize(&downloadFormat, d)
+	if err == nil && n > MaxDownloadLen {
+		err = fmt.Errorf("handle: sealed download token would be %d bytes, limit %d (tenant, workflow ID or subject too long)", n, MaxDownloadLen)
 	}
-	js, _ := json.Marshal(d.wire())
-	if n := downloadFormat.sealedLen(len(js), MaxKIDLen); n > MaxDownloadLen {
-		return fmt.Errorf("handle: sealed download token would be %d bytes, limit %d (tenant, workflow ID or subject too long)", n, MaxDownloadLen)
-	}
-	return nil
+	return err
 }
 
 // SealDownload returns d signed with the current key, or "" — which never
 // opens — if d is invalid or too long (see [Download.Validate]).
-func (k *Keyring) SealDownload(d Download) string {
-	if k == nil || d.validateFields() != nil {
-		return ""
-	}
-	js, err := json.Marshal(d.wire())
-	if err != nil {
-		return ""
-	}
-	return k.seal(downloadFormat, js)
-}
+func (k *Keyring) SealDownload(d Download) string { return sealToken(k, &downloadFormat, d) }
 
 // OpenDownload is OpenHandle for download tokens: errors match
 // [ErrMalformed] or [ErrExpired], and with ErrExpired the decoded Download is
 // returned too; with ErrMalformed it is zero.
 func (k *Keyring) OpenDownload(s string, now time.Time) (Download, error) {
-	js, err := k.open(downloadFormat, s)
-	if err != nil {
-		return Download{}, err
-	}
-	var w downloadWire
-	if err := decodeCanonical(js, &w); err != nil {
-		return Download{}, err
-	}
-	if w.V != payloadVersion {
-		return Download{}, errVersion
-	}
-	if w.E < 1 || w.E > maxUnixSeconds {
-		return Download{}, errFields
-	}
-	d := Download{Tenant: w.T, WorkflowID: w.W, Subject: w.S, Digest: w.D, Expiry: expiryFromUnix(w.E)}
-	if d.validateFields() != nil {
-		return Download{}, errFields
-	}
-	if !now.Before(d.Expiry) {
-		return d, ErrExpired
-	}
-	return d, nil
+	return openToken[Download, downloadWire](k, &downloadFormat, s, now)
 }

@@ -1,7 +1,6 @@
 package handle
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -78,6 +77,15 @@ func (r Resume) wire() resumeWire {
 		S: r.Subject, P: p, X: r.Decision, C: r.CommentDigest, U: r.Surface, A: r.SignedInWith, E: r.Expiry.Unix()}
 }
 
+func (w resumeWire) header() (int, int64) { return w.V, w.E }
+
+// token refuses a payload without a scope list: wire always writes one (canonical), so a null
+// or missing "p" was not sealed by SealResume.
+func (w resumeWire) token() (Resume, bool) {
+	return Resume{WorkflowID: w.W, RunID: w.R, InputID: w.I, ScopeDigest: w.D, Tenant: w.T, Subject: w.S, Scopes: w.P,
+		Decision: w.X, CommentDigest: w.C, Surface: w.U, SignedInWith: w.A, Expiry: expiryFromUnix(w.E)}, w.P != nil
+}
+
 func (r Resume) validateFields() error {
 	for _, f := range []struct{ name, v string }{{"workflow ID", r.WorkflowID}, {"run ID", r.RunID},
 		{"input ID", r.InputID}, {"scope digest", r.ScopeDigest}, {"tenant", r.Tenant}, {"subject", r.Subject},
@@ -106,53 +114,19 @@ func (r Resume) validateFields() error {
 
 // Validate reports whether SealResume can seal r: fields set and valid, within MaxResumeLen.
 func (r Resume) Validate() error {
-	if err := r.validateFields(); err != nil {
-		return err
+	n, err := sealedSize(&resumeFormat, r)
+	if err == nil && n > MaxResumeLen {
+		err = fmt.Errorf("handle: sealed resume would be %d bytes, limit %d", n, MaxResumeLen)
 	}
-	js, _ := json.Marshal(r.wire())
-	if n := resumeFormat.sealedLen(len(js), MaxKIDLen); n > MaxResumeLen {
-		return fmt.Errorf("handle: sealed resume would be %d bytes, limit %d", n, MaxResumeLen)
-	}
-	return nil
+	return err
 }
 
 // SealResume returns r signed with the current key, or "" (which never opens) if r is invalid.
-func (k *Keyring) SealResume(r Resume) string {
-	if k == nil || r.validateFields() != nil {
-		return ""
-	}
-	js, err := json.Marshal(r.wire())
-	if err != nil {
-		return ""
-	}
-	return k.seal(resumeFormat, js)
-}
+func (k *Keyring) SealResume(r Resume) string { return sealToken(k, &resumeFormat, r) }
 
 // OpenResume is OpenHandle for resume seals: errors match [ErrMalformed] or [ErrExpired]; with
 // ErrExpired the decoded Resume is returned too. The caller compares every field with the
 // request and the run it reached; expiry alone proves nothing.
 func (k *Keyring) OpenResume(str string, now time.Time) (Resume, error) {
-	js, err := k.open(resumeFormat, str)
-	if err != nil {
-		return Resume{}, err
-	}
-	var w resumeWire
-	if err := decodeCanonical(js, &w); err != nil {
-		return Resume{}, err
-	}
-	if w.V != payloadVersion {
-		return Resume{}, errVersion
-	}
-	if w.E < 1 || w.E > maxUnixSeconds || w.P == nil {
-		return Resume{}, errFields
-	}
-	r := Resume{WorkflowID: w.W, RunID: w.R, InputID: w.I, ScopeDigest: w.D, Tenant: w.T, Subject: w.S, Scopes: w.P,
-		Decision: w.X, CommentDigest: w.C, Surface: w.U, SignedInWith: w.A, Expiry: expiryFromUnix(w.E)}
-	if r.validateFields() != nil {
-		return Resume{}, errFields
-	}
-	if !now.Before(r.Expiry) {
-		return r, ErrExpired
-	}
-	return r, nil
+	return openToken[Resume, resumeWire](k, &resumeFormat, str, now)
 }

@@ -1,7 +1,6 @@
 package handle
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -51,6 +50,13 @@ func (s State) wire() stateWire {
 		O: s.Tool, A: s.ArgsDigest, E: s.Expiry.Unix()}
 }
 
+func (w stateWire) header() (int, int64) { return w.V, w.E }
+
+func (w stateWire) token() (State, bool) {
+	return State{Tenant: w.T, Subject: w.S, WorkflowID: w.W, InputID: w.I, ScopeDigest: w.D, Tool: w.O, ArgsDigest: w.A,
+		Expiry: expiryFromUnix(w.E)}, true
+}
+
 func (s State) validateFields() error {
 	for name, v := range map[string]string{"tenant": s.Tenant, "subject": s.Subject, "workflow ID": s.WorkflowID,
 		"input ID": s.InputID, "scope digest": s.ScopeDigest, "tool": s.Tool, "arguments digest": s.ArgsDigest} {
@@ -66,52 +72,18 @@ func (s State) validateFields() error {
 
 // Validate reports whether SealState can seal s: fields set and valid, within MaxStateLen.
 func (s State) Validate() error {
-	if err := s.validateFields(); err != nil {
-		return err
+	n, err := sealedSize(&stateFormat, s)
+	if err == nil && n > MaxStateLen {
+		err = fmt.Errorf("handle: sealed request state would be %d bytes, limit %d", n, MaxStateLen)
 	}
-	js, _ := json.Marshal(s.wire())
-	if n := stateFormat.sealedLen(len(js), MaxKIDLen); n > MaxStateLen {
-		return fmt.Errorf("handle: sealed request state would be %d bytes, limit %d", n, MaxStateLen)
-	}
-	return nil
+	return err
 }
 
 // SealState returns s signed with the current key, or "" (which never opens) if s is invalid.
-func (k *Keyring) SealState(s State) string {
-	if k == nil || s.validateFields() != nil {
-		return ""
-	}
-	js, err := json.Marshal(s.wire())
-	if err != nil {
-		return ""
-	}
-	return k.seal(stateFormat, js)
-}
+func (k *Keyring) SealState(s State) string { return sealToken(k, &stateFormat, s) }
 
 // OpenState is OpenHandle for request states: errors match [ErrMalformed] or [ErrExpired]; with
 // ErrExpired the decoded State is returned too.
 func (k *Keyring) OpenState(str string, now time.Time) (State, error) {
-	js, err := k.open(stateFormat, str)
-	if err != nil {
-		return State{}, err
-	}
-	var w stateWire
-	if err := decodeCanonical(js, &w); err != nil {
-		return State{}, err
-	}
-	if w.V != payloadVersion {
-		return State{}, errVersion
-	}
-	if w.E < 1 || w.E > maxUnixSeconds {
-		return State{}, errFields
-	}
-	s := State{Tenant: w.T, Subject: w.S, WorkflowID: w.W, InputID: w.I, ScopeDigest: w.D, Tool: w.O, ArgsDigest: w.A,
-		Expiry: expiryFromUnix(w.E)}
-	if s.validateFields() != nil {
-		return State{}, errFields
-	}
-	if !now.Before(s.Expiry) {
-		return s, ErrExpired
-	}
-	return s, nil
+	return openToken[State, stateWire](k, &stateFormat, str, now)
 }

@@ -1,0 +1,279 @@
+package handle
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The steps every kind of sealed string shares are written once here; each kind keeps its own
+// wire struct, field rules, error messages, format and limit in its own file. Every kind seals
+// and opens the same way:
+//
+//	seal: fields valid → JSON of the wire struct → sealer (length cap, sign or encrypt)
+//	open: sealer (length cap, shape, key, signature or tag) → canonical JSON → version →
+//	      expiry in range → the kind's own fields → expiry against now
+//
+// so a rule of the sequence (say, check the binding fields before expiry) cannot be forgotten
+// in one kind.
+
+const (
+	payloadVersion = 1
+	sigB64Len      = 43           // base64url, no padding, of 32 bytes
+	maxUnixSeconds = 253402300799 // 9999-12-31T23:59:59Z
+)
+
+var (
+	// ErrMalformed: the string is not a well-formed handle/cursor/download
+	// token signed by a key of the ring (→ invalid_handle / cursor_invalid /
+	// 404).
+	ErrMalformed = errors.New("malformed or badly signed")
+	// ErrExpired: well-formed and correctly signed, but past its expiry
+	// (→ handle_expired / cursor_expired / 404, after checking the binding).
+	ErrExpired = errors.New("expired")
+)
+
+// Details for operator logs; all match ErrMalformed and none carry input.
+var (
+	errNoKeyring  = fmt.Errorf("%w: no keyring", ErrMalformed)
+	errTooLong    = fmt.Errorf("%w: too long", ErrMalformed)
+	errCharset    = fmt.Errorf("%w: character outside [A-Za-z0-9._-]", ErrMalformed)
+	errShape      = fmt.Errorf("%w: want prefix.kid.payload.sig", ErrMalformed)
+	errPrefix     = fmt.Errorf("%w: wrong prefix or version", ErrMalformed)
+	errUnknownKID = fmt.Errorf("%w: unknown key id", ErrMalformed)
+	errSignature  = fmt.Errorf("%w: signature mismatch", ErrMalformed)
+	errPayload    = fmt.Errorf("%w: payload is not base64url", ErrMalformed)
+	errJSON       = fmt.Errorf("%w: payload is not the expected JSON object", ErrMalformed)
+	errVersion    = fmt.Errorf("%w: unsupported payload version", ErrMalformed)
+	errFields     = fmt.Errorf("%w: invalid field value", ErrMalformed)
+)
+
+var b64 = base64.RawURLEncoding.Strict()
+
+// A sealable is the Go value of one kind of sealed string (Handle, Cursor, Download, State,
+// Resume); W is its wire struct, the compact JSON object the string carries.
+type sealable[W any] interface {
+	// wire is the payload to seal, with payloadVersion and the expiry in Unix seconds.
+	wire() W
+	// validateFields is the kind's own check of its fields; its errors are Validate's.
+	validateFields() error
+}
+
+// A payload is the wire struct of sealable T as decoded from a sealed string.
+type payload[T any] interface {
+	// header returns the payload's format version and expiry (Unix seconds).
+	header() (version int, expiry int64)
+	// token returns the T the payload carries; false if it can carry none (a resume seal
+	// without its scope list), which opens as errFields.
+	token() (T, bool)
+}
+
+// A sealer makes a kind's string from its payload JSON and back: signed (format) or
+// encrypted (cursorSealer).
+type sealer interface {
+	// sealedLen is the length of the sealed string for a jsonLen-byte payload and a
+	// kidLen-byte key ID.
+	sealedLen(jsonLen, kidLen int) int
+	// sealJSON seals js with the ring's current key, or returns "" beyond the kind's limit.
+	sealJSON(k *Keyring, js []byte) string
+	// openJSON checks everything but the payload and returns the payload JSON; its errors
+	// match ErrMalformed.
+	openJSON(k *Keyring, s string) ([]byte, error)
+}
+
+// sealedSize returns how long t would be sealed under the longest possible key ID, or t's own
+// field error. Validate methods compare it with their limit and word the error themselves.
+func sealedSize[T sealable[W], W any](s sealer, t T) (int, error) {
+	if err := t.validateFields(); err != nil {
+		return 0, err
+	}
+	js, _ := json.Marshal(t.wire())
+	return s.sealedLen(len(js), MaxKIDLen), nil
+}
+
+// sealToken returns t sealed with k's current key, or "" — which never opens — if k is nil or
+// t is invalid or too long.
+func sealToken[T sealable[W], W any](k *Keyring, s sealer, t T) string {
+	if k == nil || t.validateFields() != nil {
+		return ""
+	}
+	js, err := json.Marshal(t.wire())
+	if err != nil {
+		return ""
+	}
+	return s.sealJSON(k, js)
+}
+
+// openToken opens str as a T. Errors match ErrMalformed (and the T is zero) or ErrExpired (and
+// the decoded T is returned too, so the caller can check its binding before its expiry).
+func openToken[T sealable[W], W payload[T]](k *Keyring, s sealer, str string, now time.Time) (T, error) {
+	var zero T
+	js, err := s.openJSON(k, str)
+	if err != nil {
+		return zero, err
+	}
+	var w W
+	if err := decodeCanonical(js, &w); err != nil {
+		return zero, err
+	}
+	v, e := w.header()
+	if v != payloadVersion {
+		return zero, errVersion
+	}
+	if e < 1 || e > maxUnixSeconds {
+		return zero, errFields
+	}
+	t, ok := w.token()
+	if !ok || t.validateFields() != nil {
+		return zero, errFields
+	}
+	if !now.Before(expiryFromUnix(e)) {
+		return t, ErrExpired
+	}
+	return t, nil
+}
+
+// decodeCanonical decodes js into v (a pointer to a wire struct) and accepts
+// it only if re-encoding v gives back exactly js. That rejects unknown,
+// missing, null, duplicate or differently-cased fields, wrong types,
+// whitespace, alternative escapes and trailing data in one rule.
+//
+// (Unknown fields and trailing space need no check of their own: the re-encoding lacks them.)
+func decodeCanonical(js []byte, v any) error {
+	if err := json.Unmarshal(js, v); err != nil {
+		return errJSON
+	}
+	re, err := json.Marshal(v)
+	if err != nil || string(re) != string(js) {
+		return errJSON
+	}
+	return nil
+}
+
+func validString(s string) bool { return s != "" && utf8.ValidString(s) }
+
+func validExpiry(t time.Time) bool {
+	u := t.Unix()
+	return u >= 1 && u <= maxUnixSeconds
+}
+
+func expiryFromUnix(u int64) time.Time { return time.Unix(u, 0).UTC() }
+
+// ---------------------------------------------------------------- signed strings
+
+// A format is a signed kind of string: prefix.kid.payload.sig, capped at max bytes, the MAC
+// over label || "." || everything before the signature.
+type format struct {
+	prefix, label string
+	max           int
+}
+
+// sealedLen is the length of a sealed string with the given payload and kid.
+func (f format) sealedLen(jsonLen, kidLen int) int {
+	return len(f.prefix) + 1 + kidLen + 1 + b64.EncodedLen(jsonLen) + 1 + sigB64Len
+}
+
+// A format's strings are signed: prefix.kid.payload.sig (handles, download tokens, request
+// states, resume seals).
+func (f *format) sealJSON(k *Keyring, js []byte) string         { return k.seal(*f, js) }
+func (f *format) openJSON(k *Keyring, s string) ([]byte, error) { return k.open(*f, s) }
+
+// seal returns prefix.kid.payload.sig, or "" if that would exceed f.max.
+func (k *Keyring) seal(f format, js []byte) string {
+	kid := k.current
+	n := f.sealedLen(len(js), len(kid))
+	if n > f.max {
+		return ""
+	}
+	var stack [MaxHandleLen]byte // handles fit: one allocation, the string
+	buf := stack[:0]
+	if n > len(stack) {
+		buf = make([]byte, 0, n)
+	}
+	buf = append(buf, f.prefix...)
+	buf = append(buf, '.')
+	buf = append(buf, kid...)
+	buf = append(buf, '.')
+	buf = b64.AppendEncode(buf, js)
+	var sig [sha256.Size]byte
+	macInto(k, kid, f.label, buf, &sig)
+	buf = append(buf, '.')
+	buf = b64.AppendEncode(buf, sig[:])
+	return string(buf)
+}
+
+// checkShape runs the checks every sealed string gets before anything of it is decoded, in
+// this order: a ring with keys, the length cap, the alphabet, the number of dots, the prefix and
+// a key ID of the ring. It returns the key ID and what follows it.
+func (k *Keyring) checkShape(s string, limit, dots int, prefix string) (kid, rest string, err error) {
+	if k == nil || len(k.keys) == 0 {
+		return "", "", errNoKeyring
+	}
+	if len(s) > limit {
+		return "", "", errTooLong
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.':
+			n++
+		case !isKIDByte(c): // same alphabet as base64url
+			return "", "", errCharset
+		}
+	}
+	if n != dots {
+		return "", "", errShape
+	}
+	p, rest, _ := strings.Cut(s, ".")
+	kid, rest, _ = strings.Cut(rest, ".")
+	if p != prefix {
+		return "", "", errPrefix
+	}
+	if _, ok := k.keys[kid]; !ok {
+		return "", "", errUnknownKID
+	}
+	return kid, rest, nil
+}
+
+// open checks size, shape, prefix, kid and signature — in that order, and
+// before decoding anything but the signature — and returns the payload JSON.
+func (k *Keyring) open(f format, s string) ([]byte, error) {
+	kid, rest, err := k.checkShape(s, f.max, 3, f.prefix)
+	if err != nil {
+		return nil, err
+	}
+	payload, sig, _ := strings.Cut(rest, ".")
+	if len(sig) != sigB64Len {
+		return nil, errSignature
+	}
+	var sigBuf [sha256.Size]byte
+	if n, err := b64.Decode(sigBuf[:], []byte(sig)); err != nil || n != sha256.Size {
+		return nil, errSignature
+	}
+	if !verifyMAC(k, kid, f.label, s[:len(s)-len(sig)-1], sigBuf[:]) {
+		return nil, errSignature
+	}
+	// Authenticated from here on.
+	if payload == "" {
+		return nil, errPayload
+	}
+	js, err := b64.DecodeString(payload)
+	if err != nil {
+		return nil, errPayload
+	}
+	return js, nil
+}
+
+// ---------------------------------------------------------------- encrypted strings
+
+// cursorSealer's strings are encrypted: jgc2.kid.ciphertext (cursor.go).
+type cursorSealer struct{}
+
+func (cursorSealer) sealedLen(jsonLen, kidLen int) int             { return cursorSealedLen(jsonLen, kidLen) }
+func (cursorSealer) sealJSON(k *Keyring, js []byte) string         { return k.sealCursorJSON(js, MaxCursorLen) }
+func (cursorSealer) openJSON(k *Keyring, s string) ([]byte, error) { return k.openCursorJSON(s) }
