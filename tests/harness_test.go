@@ -112,6 +112,9 @@ type setupOpts struct {
 	tenants *authz.Tenants
 	// taskQueue replaces the bundle's fresh random task queue (e.g. unfairTaskQueue).
 	taskQueue string
+	// kinds are frontend kind specs the frontends serve instead of those of the same name
+	// built from the fields above (app.ServeConfig.KindSpecs): a kind's tests configure it here.
+	kinds []frontend.KindSpec
 }
 
 // queryLog records every statement in-process workers send to a dataset.
@@ -192,7 +195,8 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 		s := &app.ServeMain{
 			Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: testIssuer,
 				UIBaseURL: "http://ui.test", SuitesFile: b.suites, HandleTTL: opts.handleTTL, DatasetsFile: b.datasets,
-				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export, Tenants: tenants},
+				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export, Tenants: tenants,
+				KindSpecs: opts.kinds},
 			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys,
 			Now: b.clock.Now,
 		}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
 	"github.com/jobgate/jobgate/frontend"
@@ -42,14 +40,15 @@ type DevConfig struct {
 	TemporalPort int
 	// UIPort is the Temporal Web UI port. Defaults to 8233; -1 disables it.
 	UIPort int
-	// SuitesFile adds suites to the demo suite.
+	// SuitesFile adds suites to the demo suite (eval's option, serve_eval.go). Defaults to none.
 	SuitesFile string
 	// TenantsFile holds per-tenant fairness weights and quotas. Defaults to the built-in ones.
 	TenantsFile string
 	// TokenTTL is the lifetime of the printed dev tokens. Defaults to 24 hours.
 	TokenTTL time.Duration
-	// DatasetsFile replaces the built-in demo dataset catalog. Defaults to the demo "customers"
-	// dataset over a seeded SQLite database in the data dir.
+	// DatasetsFile replaces the built-in demo dataset catalog (this and ArtifactsURL are
+	// export's options, serve_export.go). Defaults to the demo "customers" dataset over a
+	// seeded SQLite database in the data dir.
 	DatasetsFile string
 	// ArtifactsURL is the export artifact store. Defaults to file://<data dir>/artifacts.
 	ArtifactsURL string
@@ -62,11 +61,13 @@ func (c *DevConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "MCP frontend listen address")
 	fs.IntVar(&c.TemporalPort, "temporal-port", 7233, "embedded Temporal gRPC port (0 picks one)")
 	fs.IntVar(&c.UIPort, "ui-port", 8233, "Temporal Web UI port (0 picks one, -1 disables)")
-	fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
 	tenantsFlag(fs, &c.TenantsFile)
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of the printed dev tokens")
-	fs.StringVar(&c.DatasetsFile, "datasets", "", "export dataset catalog file (default: the demo customers dataset, seeded in the data dir)")
-	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL (default: file://<data dir>/artifacts)")
+	for _, k := range serveKinds() {
+		if k.devFlags != nil {
+			k.devFlags(fs, c)
+		}
+	}
 }
 
 // DevMain runs the whole stack in one process: embedded Temporal + UI, a worker, the frontend.
@@ -133,11 +134,22 @@ func (m *DevMain) Run(ctx context.Context) error {
 		return fmt.Errorf("embedded temporal: %w", err)
 	}
 	m.temporal = ts
-	datasets, artifacts, err := m.exportSetup(dataDir)
+	tc := TemporalConfig{Address: ts.FrontendHostPort(), Namespace: ts.Namespace(), TaskQueue: workflows.TaskQueueDefault}
+	wc := WorkerConfig{Temporal: tc, MaxConcurrentEpisodes: 200}
+	sc := ServeConfig{Temporal: tc,
+		// The tour links every job to the local UI, whoever asks: dev is one person's machine.
+		Issuer: DevIssuer, UIBaseURL: ts.UIURL(), UIURLFor: frontend.UIURLForAll, TenantsFile: c.TenantsFile}
+	kindDir, err := m.kindDir(dataDir)
 	if err != nil {
 		return err
 	}
-	tc := TemporalConfig{Address: ts.FrontendHostPort(), Namespace: ts.Namespace(), TaskQueue: workflows.TaskQueueDefault}
+	for _, k := range serveKinds() {
+		if k.dev != nil {
+			if err := k.dev(c, kindDir, &wc, &sc); err != nil {
+				return err
+			}
+		}
+	}
 	opts, err := tc.options(m.Logger) // plaintext: the embedded server is loopback-only
 	if err != nil {
 		return err
@@ -146,9 +158,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("temporal client: %w", err)
 	}
-	m.worker = &WorkerMain{Config: WorkerConfig{Temporal: tc, SuitesFile: c.SuitesFile, MaxConcurrentEpisodes: 200,
-		Datasets: datasets, ArtifactsURL: artifacts, ServeSuiteQueues: true},
-		Logger: m.Logger.Named("worker"), Client: m.client, ResumeKeys: m.resumeKeys}
+	m.worker = &WorkerMain{Config: wc, Logger: m.Logger.Named("worker"), Client: m.client, ResumeKeys: m.resumeKeys}
 	if err := m.worker.Run(ctx); err != nil {
 		return err
 	}
@@ -164,11 +174,8 @@ func (m *DevMain) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	m.serve = &ServeMain{
-		Config: ServeConfig{Temporal: tc, Listen: ln.Addr().String(), ResourceURI: m.resource,
-			// The tour links every job to the local UI, whoever asks: dev is one person's machine.
-			Issuer: DevIssuer, UIBaseURL: ts.UIURL(), UIURLFor: frontend.UIURLForAll, SuitesFile: c.SuitesFile,
-			Datasets: datasets, ArtifactsURL: artifacts, TenantsFile: c.TenantsFile},
+	sc.Listen, sc.ResourceURI = ln.Addr().String(), m.resource
+	m.serve = &ServeMain{Config: sc,
 		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: verifier, Keys: m.keys, ResumeKeys: m.resumeKeys,
 		Listener: ln,
 	}
@@ -178,35 +185,17 @@ func (m *DevMain) Run(ctx context.Context) error {
 	return m.banner(time.Since(started))
 }
 
-// exportSetup returns the dataset catalog and artifact store URL: by default the demo
-// "customers" dataset over a SQLite database seeded in the data dir (a temp dir when
-// ephemeral), and artifacts under it.
-func (m *DevMain) exportSetup(dataDir string) (activities.Datasets, string, error) {
-	dir := dataDir
-	if dir == "" {
+// kindDir is the absolute directory the kinds keep their dev data in (serveKind.dev): the
+// data dir, or a temp dir removed on Close when ephemeral (dataDir "").
+func (m *DevMain) kindDir(dataDir string) (string, error) {
+	if dataDir == "" {
 		tmp, err := os.MkdirTemp("", "jobgate-dev-")
 		if err != nil {
-			return nil, "", err
+			return "", err
 		}
-		m.tmpDir, dir = tmp, tmp
+		m.tmpDir, dataDir = tmp, tmp
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, "", err
-	}
-	artifacts := m.Config.ArtifactsURL
-	if artifacts == "" {
-		artifacts = (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(abs, "artifacts"))}).String()
-	}
-	if m.Config.DatasetsFile != "" {
-		ds, err := activities.LoadDatasets(m.Config.DatasetsFile)
-		return ds, artifacts, err
-	}
-	db := filepath.Join(abs, "demo.db")
-	if err := activities.SeedDemoDB(db); err != nil {
-		return nil, "", fmt.Errorf("seed demo dataset: %w", err)
-	}
-	return activities.DemoDatasets(db), artifacts, nil
+	return filepath.Abs(dataDir)
 }
 
 // loadSecrets keeps the token secret, handle keys and resume keys in the data dir, so tokens

@@ -52,18 +52,27 @@ type ServeConfig struct {
 	UIBaseURL string
 	// UIURLFor is who gets ui_url: "admin" (jobs:admin holders, the default), "all" or "none".
 	UIURLFor string
-	// SuitesFile is the suite catalog callers may name (share it with the workers).
+	// SuitesFile is the suite catalog callers may name (share it with the workers); eval's
+	// option (serve_eval.go). Defaults to none: the demo suite only.
 	SuitesFile string
-	// DatasetsFile is the export dataset catalog callers may name (share it with the workers).
+	// DatasetsFile is the export dataset catalog callers may name (share it with the workers);
+	// this and the fields down to Export are export's options (serve_export.go). Defaults to none.
 	DatasetsFile string
 	// Datasets, if set, is used instead of DatasetsFile (dev).
 	Datasets activities.Datasets
 	// ArtifactsURL is the export artifact store downloads read from (share it with the workers).
+	// Defaults to none: no downloads.
 	ArtifactsURL string
-	// HandleTTL defaults to 7 days; CursorTTL to 15 minutes; DownloadTTL to 5 minutes.
-	HandleTTL, CursorTTL, DownloadTTL time.Duration
+	// DownloadTTL defaults to 5 minutes.
+	DownloadTTL time.Duration
 	// Export tunes export jobs (tests); zero fields take the defaults.
 	Export frontend.ExportTuning
+	// KindSpecs, if set, replace the specs serve builds from the fields above for the kinds of
+	// the same name, and add kinds (tests and embedders configure a kind in code, with no field
+	// here). Defaults to none: every kind as its flags say.
+	KindSpecs []frontend.KindSpec
+	// HandleTTL defaults to 7 days; CursorTTL to 15 minutes.
+	HandleTTL, CursorTTL time.Duration
 	// MetricsListen is where Prometheus /metrics is served. Defaults to empty: no metrics.
 	MetricsListen string
 	// TenantsFile holds per-tenant fairness weights and quotas (JSON, authz.Tenants).
@@ -92,10 +101,11 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
 	fs.StringVar(&c.UIBaseURL, "ui-base-url", "", "public Temporal Web UI base URL for ui_url links, e.g. https://temporal.example.com")
 	fs.StringVar(&c.UIURLFor, "ui-url-for", frontend.UIURLForAdmin, "who gets ui_url in job views: admin (jobs:admin holders), all or none; the Web UI is an operator tool")
-	fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
-	fs.StringVar(&c.DatasetsFile, "datasets", "", "JSON export dataset catalog file; share it with the workers")
-	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL (as given to the workers), for downloads")
-	fs.DurationVar(&c.DownloadTTL, "download-ttl", frontend.DownloadTTLDefault, "how long an export's download link stays valid")
+	for _, k := range serveKinds() {
+		if k.flags != nil {
+			k.flags(fs, c)
+		}
+	}
 	fs.DurationVar(&c.HandleTTL, "handle-ttl", frontend.HandleTTLDefault, "how long an issued handle stays valid")
 	fs.DurationVar(&c.CursorTTL, "cursor-ttl", frontend.CursorTTLDefault, "how long a list cursor stays valid")
 	metricsFlag(fs, &c.MetricsListen)
@@ -155,13 +165,16 @@ type ServeMain struct {
 	// link expiry); nil is time.Now. Tests move it past an expiry instead of sleeping.
 	Now func() time.Time
 
-	own       bool
-	ln        net.Listener
-	srv       *http.Server
-	artifacts *activities.ArtifactStore
-	metrics   *metricsServer
-	stop      context.CancelFunc // ends what Run started in the background
+	own     bool
+	ln      net.Listener
+	srv     *http.Server
+	closers []func() error // what the kinds opened (serveKind.spec), released by Close
+	metrics *metricsServer
+	stop    context.CancelFunc // ends what Run started in the background
 }
+
+// closeOnExit has Close call f (a kind's resource, opened by its serveKind.spec).
+func (m *ServeMain) closeOnExit(f func() error) { m.closers = append(m.closers, f) }
 
 // DevOnlyMarker marks a public placeholder secret (cmd/deploy/secrets/DEV-ONLY-*): in the file's
 // name, and in its content, since a mounted secret file loses its name (/run/secrets/...).
@@ -252,26 +265,16 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		}
 		m.ResumeKeys = k
 	}
-	suites, err := activities.LoadCatalog(c.SuitesFile)
-	if err != nil {
-		return nil, err
-	}
-	datasets := c.Datasets
-	if datasets == nil {
-		if datasets, err = activities.LoadDatasets(c.DatasetsFile); err != nil {
-			return nil, err
-		}
-	}
 	var tenants authz.Tenants
+	var err error
 	if c.Tenants != nil {
 		tenants = *c.Tenants
 	} else if tenants, err = authz.LoadTenants(c.TenantsFile); err != nil {
 		return nil, err
 	}
-	if c.ArtifactsURL != "" {
-		if m.artifacts, err = activities.OpenArtifactStore(ctx, c.ArtifactsURL); err != nil {
-			return nil, err
-		}
+	kinds, err := m.kindSpecs(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if m.Client == nil {
 		// Lazy: the frontend starts (and answers /readyz 503) while Temporal is down.
@@ -299,11 +302,8 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		Temporal: m.Client, Namespace: c.Temporal.Namespace, TaskQueue: c.Temporal.TaskQueue,
 		Verifier: m.Verifier, Keys: m.Keys, ResumeKeys: m.ResumeKeys, ResourceURI: c.ResourceURI, AuthorizationServers: authServers,
 		UIBaseURL: c.UIBaseURL, UIURLFor: c.UIURLFor,
-		// Every kind is served; these take their options from the flags.
-		Kinds: frontend.DefaultKinds(
-			frontend.EvalKind(frontend.EvalOptions{Suites: suites}),
-			frontend.ExportKind(frontend.ExportOptions{Datasets: datasets, Artifacts: m.artifacts, DownloadTTL: c.DownloadTTL, Tuning: c.Export}),
-		),
+		// Every kind is served; those in serveKinds take their options from the flags.
+		Kinds:     kinds,
 		HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger, Metrics: m.metrics.registerer(),
 		DataConverter: c.Temporal.DataConverter(), Tenants: tenants,
 		Now: m.Now,
@@ -324,6 +324,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	f, err := m.build(ctx)
 	if err != nil {
 		_ = m.metrics.close()
+		_ = m.closeKinds()
 		return err
 	}
 	ln := m.Listener
@@ -371,11 +372,18 @@ func (m *ServeMain) Close() error {
 		m.Client.Close()
 		m.Client = nil
 	}
-	if m.artifacts != nil {
-		err = errors.Join(err, m.artifacts.Close())
-		m.artifacts = nil
-	}
+	err = errors.Join(err, m.closeKinds())
 	err = errors.Join(err, m.metrics.close())
 	m.metrics = nil
 	return err
+}
+
+// closeKinds releases what the kinds opened, once.
+func (m *ServeMain) closeKinds() error {
+	var errs []error
+	for _, f := range m.closers {
+		errs = append(errs, f())
+	}
+	m.closers = nil
+	return errors.Join(errs...)
 }

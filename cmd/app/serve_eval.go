@@ -1,0 +1,37 @@
+package app
+
+import (
+	"context"
+	"flag"
+
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// evalServe is the eval kind in serve: the suite catalog callers may name.
+func evalServe() serveKind {
+	return serveKind{name: workflows.KindEval,
+		flags: func(fs *flag.FlagSet, c *ServeConfig) {
+			fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
+		},
+		spec: func(_ context.Context, m *ServeMain) (frontend.KindSpec, error) {
+			suites, err := activities.LoadCatalog(m.Config.SuitesFile)
+			if err != nil {
+				return nil, err
+			}
+			return frontend.EvalKind(frontend.EvalOptions{Suites: suites}), nil
+		},
+		devFlags: evalDevFlags, dev: evalDev}
+}
+
+func evalDevFlags(fs *flag.FlagSet, c *DevConfig) {
+	fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
+}
+
+// evalDev gives dev's worker and frontend the same suites; the worker serves every suite's
+// task queue, so a suite with a task_queue of its own runs in dev too.
+func evalDev(c DevConfig, _ string, w *WorkerConfig, s *ServeConfig) error {
+	w.SuitesFile, w.ServeSuiteQueues, s.SuitesFile = c.SuitesFile, true, c.SuitesFile
+	return nil
+}

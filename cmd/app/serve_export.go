@@ -1,0 +1,76 @@
+package app
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"path/filepath"
+
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// exportServe is the export kind in serve: the dataset catalog callers may name, and the
+// artifact store downloads read from.
+func exportServe() serveKind {
+	return serveKind{name: workflows.KindExport,
+		flags: func(fs *flag.FlagSet, c *ServeConfig) {
+			fs.StringVar(&c.DatasetsFile, "datasets", "", "JSON export dataset catalog file; share it with the workers")
+			fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL (as given to the workers), for downloads")
+			fs.DurationVar(&c.DownloadTTL, "download-ttl", frontend.DownloadTTLDefault, "how long an export's download link stays valid")
+		},
+		spec: func(ctx context.Context, m *ServeMain) (frontend.KindSpec, error) {
+			c := m.Config
+			datasets := c.Datasets
+			if datasets == nil {
+				var err error
+				if datasets, err = activities.LoadDatasets(c.DatasetsFile); err != nil {
+					return nil, err
+				}
+			}
+			var artifacts *activities.ArtifactStore
+			if c.ArtifactsURL != "" {
+				var err error
+				if artifacts, err = activities.OpenArtifactStore(ctx, c.ArtifactsURL); err != nil {
+					return nil, err
+				}
+				m.closeOnExit(artifacts.Close)
+			}
+			return frontend.ExportKind(frontend.ExportOptions{Datasets: datasets, Artifacts: artifacts,
+				DownloadTTL: c.DownloadTTL, Tuning: c.Export}), nil
+		},
+		devFlags: exportDevFlags, dev: exportDev}
+}
+
+func exportDevFlags(fs *flag.FlagSet, c *DevConfig) {
+	fs.StringVar(&c.DatasetsFile, "datasets", "", "export dataset catalog file (default: the demo customers dataset, seeded in the data dir)")
+	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL (default: file://<data dir>/artifacts)")
+}
+
+// exportDev gives dev's worker and frontend the same dataset catalog and artifact store: by
+// default the demo "customers" dataset over a SQLite database seeded in dir, and artifacts
+// under it.
+func exportDev(c DevConfig, dir string, w *WorkerConfig, s *ServeConfig) error {
+	artifacts := c.ArtifactsURL
+	if artifacts == "" {
+		artifacts = (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(dir, "artifacts"))}).String()
+	}
+	var datasets activities.Datasets
+	if c.DatasetsFile != "" {
+		var err error
+		if datasets, err = activities.LoadDatasets(c.DatasetsFile); err != nil {
+			return err
+		}
+	} else {
+		db := filepath.Join(dir, "demo.db")
+		if err := activities.SeedDemoDB(db); err != nil {
+			return fmt.Errorf("seed demo dataset: %w", err)
+		}
+		datasets = activities.DemoDatasets(db)
+	}
+	w.Datasets, w.ArtifactsURL = datasets, artifacts
+	s.Datasets, s.ArtifactsURL = datasets, artifacts
+	return nil
+}
