@@ -26,6 +26,7 @@ import (
 	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/workflows"
 )
 
 const composeRoot = ".." // the repository root, from tests/
@@ -357,5 +358,56 @@ func TestComposeOneResourceURIBehindOneLB(t *testing.T) {
 	}
 	if v := composeEnv(ui, "TEMPORAL_DISABLE_WRITE_ACTIONS"); v != "true" {
 		t.Errorf("%s: TEMPORAL_DISABLE_WRITE_ACTIONS=%q, want true", ui.Name, v)
+	}
+}
+
+// composeKindWorkers maps each kind to the worker services that serve it on the task queue the
+// frontends start jobs on (a worker without --kinds serves every kind, as `jobgate worker`
+// does), reading --kinds with the worker's own parser.
+func composeKindWorkers(t *testing.T, p *types.Project) map[string][]string {
+	t.Helper()
+	queues := map[string]bool{}
+	for _, s := range composeServicesByCommand(p, "serve") {
+		q := composeSetting(s, "task-queue")
+		if q == "" {
+			q = workflows.TaskQueueDefault
+		}
+		queues[q] = true
+	}
+	if len(queues) != 1 {
+		t.Fatalf("frontends start jobs on %d task queues, want one: %v", len(queues), slices.Sorted(maps.Keys(queues)))
+	}
+	out := map[string][]string{}
+	for _, s := range composeServicesByCommand(p, "worker") {
+		q := composeSetting(s, "task-queue")
+		if q == "" {
+			q = workflows.TaskQueueDefault
+		}
+		if !queues[q] {
+			continue
+		}
+		kinds := workflows.KindNames()
+		if v := composeSetting(s, "kinds"); v != "" {
+			var err error
+			if kinds, err = app.ParseKinds(v); err != nil {
+				t.Fatalf("%s: --kinds %q: %v", s.Name, v, err)
+			}
+		}
+		for _, k := range kinds {
+			out[k] = append(out[k], s.Name)
+		}
+	}
+	return out
+}
+
+// TestComposeWorkersServeEveryKind: the workers on the frontends' task queue together serve
+// every kind the workflows layer registers, so a kind added later cannot go without a worker
+// in the compose stack (its jobs would sit queued for ever).
+func TestComposeWorkersServeEveryKind(t *testing.T) {
+	served := composeKindWorkers(t, composeProject(t))
+	for _, k := range workflows.KindNames() {
+		if len(served[k]) == 0 {
+			t.Errorf("docker-compose.yml: no worker on the frontends' task queue serves kind %q (check each worker's --kinds)", k)
+		}
 	}
 }
