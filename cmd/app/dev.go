@@ -52,6 +52,9 @@ type DevConfig struct {
 	DatasetsFile string
 	// ArtifactsURL is the export artifact store. Defaults to file://<data dir>/artifacts.
 	ArtifactsURL string
+
+	// kinds are the serveKinds Flags bound (see ServeConfig.kinds); nil is serveKinds().
+	kinds []serveKind
 }
 
 // Flags registers dev's flags.
@@ -63,7 +66,8 @@ func (c *DevConfig) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.UIPort, "ui-port", 8233, "Temporal Web UI port (0 picks one, -1 disables)")
 	tenantsFlag(fs, &c.TenantsFile)
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of the printed dev tokens")
-	for _, k := range serveKinds() {
+	c.kinds = serveKinds()
+	for _, k := range c.kinds {
 		if k.devFlags != nil {
 			k.devFlags(fs, c)
 		}
@@ -143,7 +147,11 @@ func (m *DevMain) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, k := range serveKinds() {
+	kinds := c.kinds
+	if kinds == nil {
+		kinds = serveKinds()
+	}
+	for _, k := range kinds {
 		if k.dev != nil {
 			if err := k.dev(c, kindDir, &wc, &sc); err != nil {
 				return err

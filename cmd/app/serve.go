@@ -83,6 +83,11 @@ type ServeConfig struct {
 	// DevDeployment lets serve start with secrets marked DEV-ONLY (the public placeholders
 	// under cmd/deploy/secrets that docker-compose.yml mounts). Defaults to false: refused.
 	DevDeployment bool
+
+	// kinds are the serveKinds Flags bound, so that build reads the values of the very flags
+	// parsed: a kind may keep its options in its own variables, with no field here. nil (a
+	// config built in code) is serveKinds() as declared, options from the fields above.
+	kinds []serveKind
 }
 
 // Flags registers serve's flags.
@@ -101,7 +106,8 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
 	fs.StringVar(&c.UIBaseURL, "ui-base-url", "", "public Temporal Web UI base URL for ui_url links, e.g. https://temporal.example.com")
 	fs.StringVar(&c.UIURLFor, "ui-url-for", frontend.UIURLForAdmin, "who gets ui_url in job views: admin (jobs:admin holders), all or none; the Web UI is an operator tool")
-	for _, k := range serveKinds() {
+	c.kinds = serveKinds()
+	for _, k := range c.kinds {
 		if k.flags != nil {
 			k.flags(fs, c)
 		}

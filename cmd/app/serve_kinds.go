@@ -14,7 +14,9 @@ import (
 // own needs no entry: frontend.DefaultKinds serves it with its defaults.
 type serveKind struct {
 	name string
-	// flags registers the kind's flags into c; nil for none.
+	// flags registers the kind's flags into c, or into variables of the kind's own (Flags
+	// keeps the serveKind it bound for build, so a kind with options needs no ServeConfig
+	// field; code configures such a kind through ServeConfig.KindSpecs); nil for none.
 	flags func(fs *flag.FlagSet, c *ServeConfig)
 	// spec builds the kind's spec from m.Config, opening what it needs; what it opens it
 	// hands to m.closeOnExit, so Close releases it.
@@ -33,8 +35,12 @@ func serveKinds() []serveKind { return []serveKind{evalServe(), exportServe()} }
 // which replace those of the same name (frontend.DefaultKinds adds every other kind with its
 // defaults).
 func (m *ServeMain) kindSpecs(ctx context.Context) ([]frontend.KindSpec, error) {
+	kinds := m.Config.kinds
+	if kinds == nil {
+		kinds = serveKinds()
+	}
 	var specs []frontend.KindSpec
-	for _, k := range serveKinds() {
+	for _, k := range kinds {
 		s, err := k.spec(ctx, m)
 		if err != nil {
 			return nil, err

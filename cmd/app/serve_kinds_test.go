@@ -34,6 +34,9 @@ func TestServeKinds(t *testing.T) {
 	if c.SuitesFile != "s.json" || c.DatasetsFile != "d.json" || c.ArtifactsURL != "file:///a" || c.DownloadTTL != time.Minute {
 		t.Errorf("serve kind flags: %+v", c)
 	}
+	if len(c.kinds) != len(serveKinds()) {
+		t.Errorf("Flags kept %d serve kinds for build, want %d", len(c.kinds), len(serveKinds()))
+	}
 	var d DevConfig
 	fs = flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -76,5 +79,15 @@ func TestServeKindSpecs(t *testing.T) {
 	}
 	if err := m.Close(); err != nil || m.closers != nil {
 		t.Errorf("Close: %v, closers left %d", err, len(m.closers))
+	}
+
+	// build reads the kinds Flags bound, whose options may live in the kind's own variables.
+	m = &ServeMain{Config: ServeConfig{kinds: []serveKind{{name: workflows.KindEval,
+		spec: func(context.Context, *ServeMain) (frontend.KindSpec, error) { return mine, nil }}}}}
+	if specs, err = m.kindSpecs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(specs, mine) {
+		t.Errorf("kindSpecs did not build the kinds Flags bound")
 	}
 }
