@@ -22,6 +22,15 @@
 // Tests set the Main's fields that replace what the config would build (a ready Temporal
 // client, a verifier, keyrings, a listener) and run the same code the binary runs.
 //
+// # Kinds
+//
+// No command names a job kind outside the kind's own files. The worker side of a kind is
+// worker_<kind>.go, listed in workerKinds (worker_kinds.go); its serve side (flags, and the
+// frontend.KindSpec built from them) and its dev side are serve_<kind>.go, listed in
+// serveKinds (serve_kinds.go). A kind with no options of its own needs neither: the
+// workflows and frontend registries serve it with its defaults. Code configures a kind
+// through ServeConfig.KindSpecs.
+//
 // # Guarantees
 //
 //   - Wiring only: no job logic lives here; blob drivers, metrics exporters and the dev
