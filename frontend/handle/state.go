@@ -57,11 +57,14 @@ func (w stateWire) token() (State, bool) {
 		Expiry: expiryFromUnix(w.E)}, true
 }
 
+// validateFields checks the fields in declaration order (a slice, not a map, as
+// Resume.validateFields does), so a State with several bad fields always names the same one.
 func (s State) validateFields() error {
-	for name, v := range map[string]string{"tenant": s.Tenant, "subject": s.Subject, "workflow ID": s.WorkflowID,
-		"input ID": s.InputID, "scope digest": s.ScopeDigest, "tool": s.Tool, "arguments digest": s.ArgsDigest} {
-		if !validString(v) {
-			return fmt.Errorf("handle: request state %s is empty or not UTF-8", name)
+	for _, f := range []struct{ name, v string }{{"tenant", s.Tenant}, {"subject", s.Subject},
+		{"workflow ID", s.WorkflowID}, {"input ID", s.InputID}, {"scope digest", s.ScopeDigest}, {"tool", s.Tool},
+		{"arguments digest", s.ArgsDigest}} {
+		if !validString(f.v) {
+			return fmt.Errorf("handle: request state %s is empty or not UTF-8", f.name)
 		}
 	}
 	if !validExpiry(s.Expiry) {
