@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/workflows"
 )
 
 // kindsFrontend is a frontend serving kinds (nil: the defaults) over a Temporal client that
@@ -41,16 +42,48 @@ func servedToolNames(f *Frontend) []string {
 	return out
 }
 
+// specNames are the names of kinds, in order.
+func specNames(ks []KindSpec) []string {
+	var out []string
+	for _, k := range ks {
+		out = append(out, k.Name())
+	}
+	return out
+}
+
+// toolOrder is the tools/list order for kinds served in this order: every get tool, the
+// lists, then starts, cancels and resumes (space-separated).
+func toolOrder(kinds ...string) string {
+	var out []string
+	for _, verb := range []string{"get", "", "start", "cancel", "resume"} {
+		if verb == "" {
+			out = append(out, "list_jobs", "list_approvals")
+			continue
+		}
+		for _, k := range kinds {
+			out = append(out, verb+"_"+k)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 // TestKindsToolOrder: tools/list is built by looping over the served kinds, in Options order:
-// every get tool, the lists, then starts, cancels and resumes. The default (no Kinds) is the
-// order the snapshots and clients know.
+// every get tool, the lists, then starts, cancels and resumes. The default (no Kinds) serves
+// every default kind; eval and export come first, in that order, as the snapshots and
+// clients know (a further kind only adds tools after them in each group). The cases with
+// explicit kinds pin the exact text.
 func TestKindsToolOrder(t *testing.T) {
+	defaults := specNames(DefaultKinds())
+	if len(defaults) < 2 || defaults[0] != "eval" || defaults[1] != "export" {
+		t.Fatalf("default kinds %v: want eval and export first, in that order", defaults)
+	}
 	for _, tc := range []struct {
 		name  string
 		kinds []KindSpec
 		want  string
 	}{
-		{"default", nil, "get_eval get_export list_jobs list_approvals start_eval start_export cancel_eval cancel_export resume_eval resume_export"},
+		{"default", nil, toolOrder(defaults...)},
+		{"default kinds listed", DefaultKinds(), toolOrder(defaults...)},
 		{"reversed", []KindSpec{ExportKind(ExportOptions{}), EvalKind(EvalOptions{})},
 			"get_export get_eval list_jobs list_approvals start_export start_eval cancel_export cancel_eval resume_export resume_eval"},
 		{"eval only", []KindSpec{EvalKind(EvalOptions{})}, "get_eval list_jobs list_approvals start_eval cancel_eval resume_eval"},
@@ -198,22 +231,22 @@ func TestStartChecksOnce(t *testing.T) {
 	}
 }
 
-// TestDefaultKinds: a configured kind replaces the default of its name in place (tools/list
-// order is unchanged); a kind of another name is added after the defaults.
+// TestDefaultKinds: the defaults are every kind the workflows layer registers, in registry
+// order; a configured kind replaces the default of its name in place (tools/list order is
+// unchanged); a kind of another name is added after the defaults.
 func TestDefaultKinds(t *testing.T) {
-	names := func(ks []KindSpec) string {
-		var out []string
-		for _, k := range ks {
-			out = append(out, k.Name())
-		}
-		return strings.Join(out, " ")
+	names := func(ks []KindSpec) string { return strings.Join(specNames(ks), " ") }
+	all := strings.Join(workflows.KindNames(), " ")
+	if got := names(DefaultKinds()); got != all {
+		t.Fatalf("DefaultKinds(): %s, want every workflows kind: %s", got, all)
 	}
 	ex := ExportKind(ExportOptions{DownloadTTL: 42})
 	got := DefaultKinds(ex)
-	if names(got) != "eval export" || got[1] != ex {
-		t.Fatalf("DefaultKinds(export): %s (configured export in place: %v)", names(got), got[1] == ex)
+	i := slices.Index(workflows.KindNames(), "export")
+	if names(got) != all || i < 0 || got[i] != ex {
+		t.Fatalf("DefaultKinds(export): %s (configured export in place: %v)", names(got), i >= 0 && got[i] == ex)
 	}
-	if got := DefaultKinds(otherKind{}); names(got) != "eval export ingest-unregistered" {
+	if got := DefaultKinds(otherKind{}); names(got) != all+" ingest-unregistered" {
 		t.Fatalf("DefaultKinds(other): %s", names(got))
 	}
 }

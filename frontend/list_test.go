@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -328,7 +329,7 @@ func TestListJobsTool_Schema(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := schema.Input
-	if len(in.Required) != 0 || strings.Join(in.Properties["kind"].Enum, ",") != "eval,export" ||
+	if len(in.Required) != 0 || !slices.Equal(in.Properties["kind"].Enum, workflows.KindNames()) ||
 		strings.Join(in.Properties["status"].Enum, ",") != "queued,running,awaiting_input,succeeded,failed,cancelling,cancelled" ||
 		in.Properties["page_size"].Minimum == nil || *in.Properties["page_size"].Minimum != 1 ||
 		in.Properties["page_size"].Maximum == nil || *in.Properties["page_size"].Maximum != 100 ||

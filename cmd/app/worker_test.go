@@ -7,9 +7,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jobgate/jobgate/workflows"
 )
 
+// TestWorkerKindsFlag: --kinds takes known kinds, each once; errors and the help default list
+// every kind the workflows layer registers.
 func TestWorkerKindsFlag(t *testing.T) {
+	all := workflows.KindNames()
 	for _, c := range []struct {
 		arg     string
 		want    []string
@@ -19,7 +24,7 @@ func TestWorkerKindsFlag(t *testing.T) {
 		{"export", []string{"export"}, ""},
 		{"eval,export", []string{"eval", "export"}, ""},
 		{" export , eval ", []string{"export", "eval"}, ""},
-		{"evals", nil, `unknown kind "evals" (known: eval, export)`},
+		{"evals", nil, `unknown kind "evals" (known: ` + strings.Join(all, ", ") + `)`},
 		{"eval,exprot", nil, `unknown kind "exprot"`},
 		{"", nil, "empty kind name"},
 		{"eval,", nil, "empty kind name"},
@@ -45,7 +50,7 @@ func TestWorkerKindsFlag(t *testing.T) {
 	var wc WorkerConfig
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	wc.Flags(fs)
-	if wc.Kinds != nil || fs.Lookup("kinds").DefValue != "eval,export" {
+	if wc.Kinds != nil || fs.Lookup("kinds").DefValue != strings.Join(all, ",") {
 		t.Fatalf("default kinds %v, help default %q", wc.Kinds, fs.Lookup("kinds").DefValue)
 	}
 	t.Setenv("JOBGATE_KINDS", "nope")
@@ -70,7 +75,7 @@ func TestWorkerWithoutExportsRefusesCredentials(t *testing.T) {
 		_ = m.Close()
 	}
 	m := &WorkerMain{Config: WorkerConfig{Kinds: []string{}}}
-	if err := m.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "at least one of eval, export") {
+	if err := m.Run(context.Background()); err == nil || !strings.HasSuffix(err.Error(), "at least one of "+strings.Join(workflows.KindNames(), ", ")) {
 		t.Errorf("no kinds: %v", err)
 	}
 	m = &WorkerMain{Config: WorkerConfig{Kinds: []string{"eval", "eval"}}}
