@@ -24,7 +24,7 @@ func allowedReasons() map[string]bool {
 		reasonKeyLookup, reasonSignature, reasonMissingExp, reasonMissingIss, reasonMissingAud,
 		reasonMissingClaim, reasonClaimType, reasonExpired, reasonNotYetValid, reasonIssuedFuture,
 		reasonIssuer, reasonAudience, reasonClaimsInvalid, reasonMissingSub, reasonSubType,
-		reasonSubInvalid, reasonTenantInvalid, reasonScopeType, reasonScpType, reasonNilVerifier,
+		reasonSubInvalid, reasonTenantInvalid, reasonScopeType, reasonScpType, reasonNilVerifier, reasonIDToken,
 		reasonMissingTenant(TenantClaimDefault), reasonTenantType(TenantClaimDefault),
 	} {
 		m[r] = true

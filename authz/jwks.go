@@ -57,6 +57,9 @@ type JWKSOptions struct {
 	// TenantClaim names the string claim holding the tenant, as in
 	// [JWTOptions]. Defaults to "tenant" (TenantClaimDefault).
 	TenantClaim string
+	// ScopeClaim names the one claim holding the scopes, as in
+	// [JWTOptions]. Defaults to "" ("scope" string merged with "scp" array).
+	ScopeClaim string
 	// Leeway is the clock skew tolerated on exp, nbf and iat, as in
 	// [JWTOptions]. Defaults to 30s (LeewayDefault).
 	Leeway time.Duration
@@ -153,6 +156,7 @@ func NewJWKSVerifier(ctx context.Context, opts JWKSOptions) (*JWKSVerifier, erro
 		Issuer:         opts.Issuer,
 		Audience:       opts.Audience,
 		TenantClaim:    opts.TenantClaim,
+		ScopeClaim:     opts.ScopeClaim,
 		Methods:        JWKSAlgorithms(),
 		KeyfuncContext: v.key,
 		Leeway:         opts.Leeway,

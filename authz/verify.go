@@ -17,6 +17,9 @@ type Claims struct {
 	Principal Principal
 	// Expiry is the token's exp claim.
 	Expiry time.Time
+	// Issuer is the token's iss claim (equal to the verifier's issuer), so
+	// a record of who acted can say which identity provider vouched.
+	Issuer string
 }
 
 // Verifier checks a bearer token (without the "Bearer " prefix).
@@ -56,6 +59,12 @@ type JWTOptions struct {
 	// registered claim (iss, sub, aud, exp, nbf, iat, jti) or scope/scp.
 	// Defaults to "tenant" (TenantClaimDefault).
 	TenantClaim string
+	// ScopeClaim names the one claim holding the scopes, a space-separated
+	// string or an array of strings (see [ClaimNames]). It may not be a
+	// registered claim or the tenant claim. Empty means "scope" (a string)
+	// merged with "scp" (an array).
+	// Defaults to "" (ScopeClaimDefault).
+	ScopeClaim string
 	// Methods is the allow-list of JWS algorithms ("HS256", "RS256", "ES256",
 	// "EdDSA", ...); a token whose header names any other is rejected before
 	// its key is looked up. "none" and unregistered names are refused, and so
@@ -83,6 +92,7 @@ type JWTOptions struct {
 // safe for concurrent use. Build it with [NewJWTVerifier] or [NewHS256Verifier].
 type JWTVerifier struct {
 	tenantClaim string
+	scopeClaim  string
 	keyfunc     func(context.Context, *jwt.Token) (any, error)
 	parser      *jwt.Parser
 	now         func() time.Time
@@ -104,6 +114,14 @@ func NewJWTVerifier(opts JWTOptions) (*JWTVerifier, error) {
 	}
 	if err := checkTenantClaim(opts.TenantClaim); err != nil {
 		return nil, fmt.Errorf("authz: JWTOptions.TenantClaim: %w", err)
+	}
+	if opts.ScopeClaim != "" {
+		if err := checkClaimName(opts.ScopeClaim); err != nil {
+			return nil, fmt.Errorf("authz: JWTOptions.ScopeClaim: %w", err)
+		}
+		if opts.ScopeClaim == opts.TenantClaim {
+			return nil, fmt.Errorf("authz: JWTOptions.ScopeClaim: %q is also the tenant claim", opts.ScopeClaim)
+		}
 	}
 	if err := checkMethods(opts.Methods); err != nil {
 		return nil, fmt.Errorf("authz: JWTOptions.Methods: %w", err)
@@ -130,6 +148,7 @@ func NewJWTVerifier(opts JWTOptions) (*JWTVerifier, error) {
 	methods := append([]string(nil), opts.Methods...)
 	return &JWTVerifier{
 		tenantClaim: opts.TenantClaim,
+		scopeClaim:  opts.ScopeClaim,
 		keyfunc:     keyfunc,
 		now:         opts.Now,
 		parser: jwt.NewParser(
@@ -201,6 +220,7 @@ const (
 	reasonScpType       = "scp claim is not an array of strings"
 	reasonNilVerifier   = "verifier not configured"
 	reasonTyp           = "typ header is not JWT or at+jwt"
+	reasonIDToken       = "an ID token is not an access token"
 )
 
 func reasonMissingTenant(claim string) string { return fmt.Sprintf("missing %q (tenant) claim", claim) }
@@ -259,8 +279,9 @@ func typAllowed(h map[string]any) bool {
 // allow-list, the signature, the typ header (absent, JWT or at+jwt), exp (required), nbf and iat (optional) with
 // leeway, iss (exact), aud (must contain the configured audience), sub
 // (required string, ValidSubject), the tenant claim (required string,
-// ValidTenant), then scope (space-separated string) and scp (array of
-// strings), both optional and merged. Unknown scopes are dropped.
+// ValidTenant), then the scope claim(s) (see [ClaimNames]; optional).
+// Unknown scopes are dropped. A token with nonce, at_hash or c_hash is an
+// ID token and is refused. Claims are read by [PrincipalFromClaims].
 func (v *JWTVerifier) Verify(ctx context.Context, token string) (Claims, error) {
 	if v == nil || v.parser == nil {
 		return Claims{}, invalid(nil, reasonNilVerifier)
@@ -288,74 +309,35 @@ func (v *JWTVerifier) Verify(ctx context.Context, token string) (Claims, error) 
 		return Claims{}, invalid(nil, reasonTyp)
 	}
 
-	var reasons []string
-	var p Principal
-
-	switch sub, ok := mc["sub"]; {
-	case !ok || sub == nil || sub == "":
-		reasons = append(reasons, reasonMissingSub)
-	default:
-		s, isString := sub.(string)
-		switch {
-		case !isString:
-			reasons = append(reasons, reasonSubType)
-		case ValidSubject(s) != nil:
-			reasons = append(reasons, reasonSubInvalid)
-		default:
-			p.Subject = s
-		}
+	if idTokenShaped(mc) {
+		return Claims{}, invalid(nil, reasonIDToken)
 	}
-
-	switch ten, ok := mc[v.tenantClaim]; {
-	case !ok || ten == nil || ten == "":
-		reasons = append(reasons, reasonMissingTenant(v.tenantClaim))
-	default:
-		s, isString := ten.(string)
-		switch {
-		case !isString:
-			reasons = append(reasons, reasonTenantType(v.tenantClaim))
-		case ValidTenant(s) != nil:
-			reasons = append(reasons, reasonTenantInvalid)
-		default:
-			p.Tenant = s
-		}
+	p, err := PrincipalFromClaims(mc, ClaimNames{Tenant: v.tenantClaim, Scope: v.scopeClaim})
+	if err != nil {
+		return Claims{}, err
 	}
-
-	var raw []string
-	if sc, ok := mc["scope"]; ok && sc != nil {
-		if s, isString := sc.(string); isString {
-			raw = append(raw, strings.Fields(s)...)
-		} else {
-			reasons = append(reasons, reasonScopeType)
-		}
-	}
-	if scp, ok := mc["scp"]; ok && scp != nil {
-		list, isList := scp.([]any)
-		for _, item := range list {
-			s, isString := item.(string)
-			if !isString {
-				isList = false
-				break
-			}
-			raw = append(raw, s)
-		}
-		if !isList {
-			reasons = append(reasons, reasonScpType)
-		}
-	}
-	if len(reasons) > 0 {
-		return Claims{}, invalid(nil, reasons...)
-	}
-	p.Scopes = canonicalScopes(raw)
 
 	exp, err := mc.GetExpirationTime()
 	if err != nil || exp == nil { // unreachable: the parser required and checked exp
 		return Claims{}, invalid(err, reasonMissingExp)
 	}
-	if err := p.Valid(); err != nil { // unreachable: checked above
-		return Claims{}, invalid(nil, reasonClaimsInvalid)
+	iss, _ := mc.GetIssuer() // the parser checked it equals the configured issuer
+	return Claims{Principal: p, Expiry: exp.Time, Issuer: iss}, nil
+}
+
+// idTokenShaped: the claims hold nonce, at_hash or c_hash, which only OIDC
+// ID tokens carry (OIDC Core §2, §3.1.3.6, §3.3.2.11). An IdP may sign ID
+// tokens with the access tokens' key and, like zitadel's OP, put the resource
+// in their aud and typ JWT, so without this check a client's ID token would
+// pass as a bearer: the confusion RFC 9068 §2.1 and §4 guard against with
+// typ at+jwt, which many IdPs do not set.
+func idTokenShaped(mc jwt.MapClaims) bool {
+	for _, c := range [...]string{"nonce", "at_hash", "c_hash"} {
+		if _, ok := mc[c]; ok {
+			return true
+		}
 	}
-	return Claims{Principal: p, Expiry: exp.Time}, nil
+	return false
 }
 
 // classify turns a jwt parse error into a tokenError with fixed reasons.
@@ -416,11 +398,10 @@ func classify(err error, mc jwt.MapClaims, keyfuncCalled bool) error {
 // checkTenantClaim refuses names that would collide with claims Verify reads
 // for other purposes.
 func checkTenantClaim(name string) error {
-	switch name {
-	case "iss", "sub", "aud", "exp", "nbf", "iat", "jti", "scope", "scp":
+	if name == "scope" || name == "scp" {
 		return fmt.Errorf("%q is a reserved claim name", name)
 	}
-	return nil
+	return checkClaimName(name)
 }
 
 func checkMethods(methods []string) error {
