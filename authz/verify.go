@@ -91,6 +91,7 @@ type JWTOptions struct {
 // JWTVerifier verifies JWT bearer tokens (RFC 7519, RFC 9068 style). It is
 // safe for concurrent use. Build it with [NewJWTVerifier] or [NewHS256Verifier].
 type JWTVerifier struct {
+	issuer      string
 	tenantClaim string
 	scopeClaim  string
 	keyfunc     func(context.Context, *jwt.Token) (any, error)
@@ -147,6 +148,7 @@ func NewJWTVerifier(opts JWTOptions) (*JWTVerifier, error) {
 	}
 	methods := append([]string(nil), opts.Methods...)
 	return &JWTVerifier{
+		issuer:      opts.Issuer,
 		tenantClaim: opts.TenantClaim,
 		scopeClaim:  opts.ScopeClaim,
 		keyfunc:     keyfunc,

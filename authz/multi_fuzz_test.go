@@ -1,0 +1,97 @@
+package authz
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// fuzzMultiSeeds are the committed seeds of FuzzMultiVerify
+// (testdata/fuzz/FuzzMultiVerify), deterministic (HMAC and Ed25519 with fixed
+// keys, fixed time). Only the valid_* ones verify under newTestMulti.
+func fuzzMultiSeeds(t testing.TB) map[string]string {
+	ed := testKeys().ed
+	return map[string]string{
+		"valid_a":        sign(t, jwt.SigningMethodHS256, testSecret, issClaims(multiIssA)),
+		"valid_b":        sign(t, jwt.SigningMethodHS256, multiSecretB, issClaims(multiIssB)),
+		"valid_c":        signKid(t, jwt.SigningMethodEdDSA, ed, "ed1", issClaims(multiIssC)),
+		"a_signed_by_b":  sign(t, jwt.SigningMethodHS256, multiSecretB, issClaims(multiIssA)),
+		"c_signed_by_a":  signKid(t, jwt.SigningMethodHS256, testSecret, "ed1", issClaims(multiIssC)),
+		"a_signed_by_c":  signKid(t, jwt.SigningMethodEdDSA, ed, "ed1", issClaims(multiIssA)),
+		"unknown_iss":    sign(t, jwt.SigningMethodHS256, testSecret, issClaims("https://evil.example")),
+		"no_iss":         sign(t, jwt.SigningMethodHS256, testSecret, with(baseClaims(), "iss", nil)),
+		"iss_array":      sign(t, jwt.SigningMethodHS256, testSecret, with(baseClaims(), "iss", []any{multiIssA})),
+		"id_token_c":     signKid(t, jwt.SigningMethodEdDSA, ed, "ed1", with(issClaims(multiIssC), "nonce", "n-0S6_WzA2Mj")),
+		"duplicate_iss":  b64(`{"alg":"HS256"}`) + "." + b64(`{"iss":"`+multiIssA+`","iss":"`+multiIssB+`"}`) + ".c2ln",
+		"garbage":        "a.b.c",
+		"payload_not_js": b64(`{"alg":"HS256"}`) + "." + b64(`not json`) + ".c2ln",
+	}
+}
+
+func FuzzMultiVerify(f *testing.F) {
+	m := newTestMulti(f)
+	for _, s := range fuzzMultiSeeds(f) {
+		f.Add(s)
+	}
+	allowed := allowedReasons()
+	f.Fuzz(func(t *testing.T, token string) {
+		c, err := m.Verify(context.Background(), token)
+		checkVerifyResult(t, token, c, err, allowed)
+		if err == nil && c.Issuer != multiIssA && c.Issuer != multiIssB && c.Issuer != multiIssC {
+			t.Fatalf("accepted issuer %q", c.Issuer)
+		}
+	})
+}
+
+// TestMultiFuzzSeedCorpus keeps the committed corpus of FuzzMultiVerify equal
+// to fuzzMultiSeeds, with only the valid_* seeds verifying, each under its
+// own issuer.
+func TestMultiFuzzSeedCorpus(t *testing.T) {
+	dir := filepath.Join("testdata", "fuzz", "FuzzMultiVerify")
+	if os.Getenv("WRITE_FUZZ_SEEDS") == "1" { // regenerates the corpus after a deliberate change
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, tok := range fuzzMultiSeeds(t) {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte("go test fuzz v1\nstring("+strconv.Quote(tok)+")\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := fuzzMultiSeeds(t)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != len(want) {
+		t.Errorf("%d seed files, want %d", len(entries), len(want))
+	}
+	m := newTestMulti(t)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, ok := want[e.Name()]
+		if !ok {
+			t.Errorf("seed %s is not in fuzzMultiSeeds", e.Name())
+			continue
+		}
+		if string(b) != "go test fuzz v1\nstring("+strconv.Quote(w)+")\n" {
+			t.Errorf("seed %s differs from fuzzMultiSeeds", e.Name())
+		}
+		c, err := m.Verify(context.Background(), w)
+		valid := strings.HasPrefix(e.Name(), "valid_")
+		if valid != (err == nil) {
+			t.Errorf("seed %s: Verify error = %v", e.Name(), err)
+		}
+		if valid && c.Issuer != map[string]string{"valid_a": multiIssA, "valid_b": multiIssB, "valid_c": multiIssC}[e.Name()] {
+			t.Errorf("seed %s: issuer %q", e.Name(), c.Issuer)
+		}
+	}
+}
