@@ -18,6 +18,15 @@
 //		Tenant: "acme", Subject: "alice", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite},
 //	})
 //
+// To accept several issuers (dev: `jobgate token` HS256 beside the dev
+// identity provider's JWKS), give one verifier per issuer to
+// [NewMultiVerifier]; it picks the verifier by the token's iss, so a token
+// is only ever checked against its own issuer's keys. The claims a
+// principal is read from are named by [ClaimNames] (JWTOptions.TenantClaim
+// and ScopeClaim), and [PrincipalFromClaims] reads them the same way for
+// bearer tokens and for browser sign-in. A JWT with nonce, at_hash or c_hash
+// is an OIDC ID token and never passes as a bearer.
+//
 // For each HTTP request:
 //
 //  1. Take the bearer token from the Authorization header and call
