@@ -69,3 +69,35 @@ func ExampleParseScopes() {
 	// [jobs:read jobs:write] <nil>
 	// unknown scope "jobs:delete" (known: jobs:read, jobs:write, jobs:approve, jobs:admin)
 }
+
+// Two issuers side by side, as in dev: `jobgate token` HS256 tokens and a
+// second issuer (here HS256 too, to stay offline; in dev a JWKS verifier).
+func ExampleNewMultiVerifier() {
+	const aud = "https://jobs.example/mcp"
+	devSecret := []byte("dev-secret-dev-secret-dev-secret")
+	idpSecret := []byte("idp-secret-idp-secret-idp-secret")
+	dev, _ := authz.NewHS256Verifier("jobgate-dev", aud, devSecret, "")
+	idp, _ := authz.NewHS256Verifier("https://idp.example", aud, idpSecret, "")
+	v, err := authz.NewMultiVerifier(dev, idp)
+	if err != nil {
+		panic(err)
+	}
+	mint := func(secret []byte, iss string) string {
+		tok, _ := authz.MintHS256(secret, authz.MintOptions{Issuer: iss, Audience: aud, Tenant: "acme", Subject: "ana"})
+		return tok
+	}
+	for _, tok := range []string{
+		mint(devSecret, "jobgate-dev"),
+		mint(idpSecret, "https://idp.example"),
+		mint(devSecret, "https://idp.example"), // the idp's name, the dev key
+		mint(devSecret, "https://other.example"),
+	} {
+		c, err := v.Verify(context.Background(), tok)
+		fmt.Println(c.Issuer, err)
+	}
+	// Output:
+	// jobgate-dev <nil>
+	// https://idp.example <nil>
+	//  invalid token: signature verification failed
+	//  invalid token: wrong issuer
+}
