@@ -101,7 +101,9 @@ func (m *MultiVerifier) Verify(ctx context.Context, token string) (Claims, error
 		return Claims{}, invalid(nil, reasonTooLarge)
 	}
 	mc := jwt.MapClaims{}
-	if _, _, err := peekParser.ParseUnverified(token, mc); err != nil {
+	// An unknown or missing alg is ErrTokenUnverifiable with the claims
+	// decoded: dispatch anyway, so the answer is the chosen verifier's.
+	if _, _, err := peekParser.ParseUnverified(token, mc); err != nil && !errors.Is(err, jwt.ErrTokenUnverifiable) {
 		return Claims{}, invalid(err, reasonMalformed)
 	}
 	raw, ok := mc["iss"]

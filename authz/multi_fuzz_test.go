@@ -2,6 +2,7 @@ package authz
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,12 +39,21 @@ func FuzzMultiVerify(f *testing.F) {
 	for _, s := range fuzzMultiSeeds(f) {
 		f.Add(s)
 	}
+	a := hsVerifier(f, multiIssA, testSecret)
 	allowed := allowedReasons()
 	f.Fuzz(func(t *testing.T, token string) {
 		c, err := m.Verify(context.Background(), token)
 		checkVerifyResult(t, token, c, err, allowed)
 		if err == nil && c.Issuer != multiIssA && c.Issuer != multiIssB && c.Issuer != multiIssC {
 			t.Fatalf("accepted issuer %q", c.Issuer)
+		}
+		// A token naming issuer A gets exactly A's verifier's answer.
+		mc := jwt.MapClaims{}
+		if _, _, perr := peekParser.ParseUnverified(token, mc); (perr == nil || errors.Is(perr, jwt.ErrTokenUnverifiable)) && mc["iss"] == multiIssA && len(token) <= MaxTokenBytes {
+			ca, ea := a.Verify(context.Background(), token)
+			if (err == nil) != (ea == nil) || err != nil && err.Error() != ea.Error() || c.Principal.Subject != ca.Principal.Subject {
+				t.Fatalf("multi answered %+v, %v; A's verifier %+v, %v", c, err, ca, ea)
+			}
 		}
 	})
 }

@@ -153,3 +153,30 @@ func TestMultiVerifierIssuerGuard(t *testing.T) {
 		t.Fatalf("mismatched issuer accepted: %+v, %v", c, err)
 	}
 }
+
+// TestMultiVerifierAnswersAsTheIssuersVerifier: for a token naming a known
+// issuer, the answer is exactly that issuer's verifier's, whatever is wrong
+// with the token.
+func TestMultiVerifierAnswersAsTheIssuersVerifier(t *testing.T) {
+	m := newTestMulti(t)
+	a := hsVerifier(t, multiIssA, testSecret)
+	valid := sign(t, jwt.SigningMethodHS256, testSecret, issClaims(multiIssA))
+	payload := b64(`{"iss":"` + multiIssA + `","sub":"alice","tenant":"acme","aud":"` + testAud + `","exp":1893553445}`)
+	for name, tok := range map[string]string{
+		"valid":       valid,
+		"alg none":    b64(`{"alg":"none"}`) + "." + payload + ".",
+		"alg unknown": b64(`{"alg":"XS512"}`) + "." + payload + ".c2ln",
+		"no alg":      b64(`{"typ":"JWT"}`) + "." + payload + ".c2ln",
+		"bad typ":     b64(`{"alg":"HS256","typ":"id_token+jwt"}`) + "." + payload + ".c2ln",
+		"id token":    sign(t, jwt.SigningMethodHS256, testSecret, with(issClaims(multiIssA), "c_hash", "x")),
+		"wrong aud":   sign(t, jwt.SigningMethodHS256, testSecret, with(issClaims(multiIssA), "aud", "https://other.example")),
+		"no tenant":   sign(t, jwt.SigningMethodHS256, testSecret, with(issClaims(multiIssA), "tenant", nil)),
+		"bad sig":     valid[:len(valid)-4] + "AAAA",
+	} {
+		cm, em := m.Verify(context.Background(), tok)
+		ca, ea := a.Verify(context.Background(), tok)
+		if (em == nil) != (ea == nil) || em != nil && em.Error() != ea.Error() || cm.Issuer != ca.Issuer || cm.Principal.Subject != ca.Principal.Subject {
+			t.Errorf("%s: multi = %+v, %v; A's verifier = %+v, %v", name, cm, em, ca, ea)
+		}
+	}
+}
