@@ -1,0 +1,165 @@
+package devidp
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+
+	"github.com/jobgate/jobgate/authz"
+)
+
+// User is one dev principal the picker offers.
+type User struct {
+	Subject string
+	Tenant  string
+	Scopes  []authz.Scope
+}
+
+// ScopeList is the user's scopes, space-separated (for the page).
+func (u User) ScopeList() string {
+	s := make([]string, len(u.Scopes))
+	for i, sc := range u.Scopes {
+		s[i] = string(sc)
+	}
+	return strings.Join(s, " ")
+}
+
+// Options configure [New].
+type Options struct {
+	// Issuer is the provider's issuer URL, e.g. http://localhost:8080/oidc.
+	// http is allowed only for a loopback host. Required; no default.
+	Issuer string
+	// Resource is the MCP server's resource URI, put in every access token's
+	// aud. Required; no default.
+	Resource string
+	// Users are the dev principals the picker offers. Required (at least one).
+	Users []User
+	// Dir holds the provider's state (signing key, crypto key, refresh
+	// tokens), created 0700 if missing. Empty means ephemeral: everything in
+	// memory, gone on restart. Default empty.
+	Dir string
+	// Now tells the time, for tests. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// IdP is the dev OpenID Provider.
+type IdP struct {
+	provider *op.Provider
+	store    *storage
+	issuer   string
+	path     string // issuer path, e.g. "/oidc"
+	users    []User
+	csrf     [32]byte
+	handler  http.Handler
+}
+
+//go:embed templates/*.html
+var templatesFS embed.FS
+
+var loginTmpl = template.Must(template.ParseFS(templatesFS, "templates/login.html"))
+
+// New builds the provider, loading or creating its state in opts.Dir.
+func New(opts Options) (*IdP, error) {
+	u, err := url.Parse(opts.Issuer)
+	switch {
+	case opts.Issuer == "":
+		return nil, errors.New("devidp: Options.Issuer is required")
+	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("devidp: Options.Issuer %q is not an http(s) URL without query", opts.Issuer)
+	case u.Scheme == "http" && !loopback(u.Hostname()):
+		return nil, fmt.Errorf("devidp: Options.Issuer %q: http only for a loopback host", opts.Issuer)
+	case opts.Resource == "":
+		return nil, errors.New("devidp: Options.Resource is required")
+	case len(opts.Users) == 0:
+		return nil, errors.New("devidp: Options.Users is empty")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Dir != "" {
+		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("devidp: %w", err)
+		}
+	}
+	key, err := loadOrCreateKey(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	cryptoKey, err := loadOrCreateSecret(opts.Dir, "crypto-key")
+	if err != nil {
+		return nil, err
+	}
+	path := strings.TrimSuffix(u.Path, "/")
+	idp := &IdP{issuer: strings.TrimSuffix(opts.Issuer, "/"), path: path, users: opts.Users}
+	// The CSRF key need not survive a restart: a picker page from before one is simply re-shown.
+	if _, err := randRead(idp.csrf[:]); err != nil {
+		return nil, err
+	}
+	s := &storage{
+		resource: opts.Resource, dir: opts.Dir, now: opts.Now, key: key,
+		users: map[string]User{}, clients: map[string]*client{},
+		authReqs: map[string]*authRequest{}, codes: map[string]string{}, refresh: map[string]*refreshToken{},
+	}
+	for _, usr := range opts.Users {
+		if _, dup := s.users[usr.Subject]; dup || usr.Subject == "" {
+			return nil, fmt.Errorf("devidp: Options.Users: empty or duplicate subject %q", usr.Subject)
+		}
+		s.users[usr.Subject] = usr
+	}
+	cli := cliClient(loginURLFor(path))
+	s.clients[cli.id] = cli
+	if err := s.loadRefresh(); err != nil {
+		return nil, err
+	}
+	idp.store = s
+	cfg := &op.Config{
+		CryptoKey:             cryptoKey,
+		CodeMethodS256:        true,
+		GrantTypeRefreshToken: true,
+		SupportedScopes: []string{oidc.ScopeOpenID, oidc.ScopeOfflineAccess,
+			string(authz.ScopeRead), string(authz.ScopeWrite), string(authz.ScopeApprove), string(authz.ScopeAdmin)},
+	}
+	var popts []op.Option
+	if u.Scheme == "http" {
+		popts = append(popts, op.WithAllowInsecure())
+	}
+	p, err := op.NewProvider(cfg, s, op.StaticIssuer(idp.issuer), popts...)
+	if err != nil {
+		return nil, fmt.Errorf("devidp: %w", err)
+	}
+	idp.provider = p
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+path+"/login", idp.loginPage)
+	// Cross-site POSTs are refused by Sec-Fetch-Site/Origin as well as by the form token.
+	mux.Handle("POST "+path+"/login", http.NewCrossOriginProtection().Handler(http.HandlerFunc(idp.loginSubmit)))
+	if path == "" {
+		mux.Handle("/", p)
+	} else {
+		mux.Handle(path+"/", http.StripPrefix(path, p))
+	}
+	idp.handler = mux
+	return idp, nil
+}
+
+// Handler serves the provider (discovery, keys, authorize, token, ...) and
+// the picker under the issuer's path; mount it at "/" or at that path.
+func (i *IdP) Handler() http.Handler { return i.handler }
+
+// Issuer is the issuer URL tokens carry.
+func (i *IdP) Issuer() string { return i.issuer }
+
+// KeyID is the signing key's kid (stable across restarts with the same Dir).
+func (i *IdP) KeyID() string { return i.store.key.id }
+
+func loopback(host string) bool {
+	return host == "localhost" || host == "127.0.0.1" || host == "::1" || strings.HasPrefix(host, "127.")
+}
