@@ -68,7 +68,7 @@ func cliClient(loginURL func(string) string) *client {
 		redirectURIs: []string{"http://127.0.0.1/callback", "http://localhost/callback", "http://[::1]/callback"},
 		appType:      op.ApplicationTypeNative,
 		authMethod:   oidc.AuthMethodNone,
-		grantTypes:   []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken},
+		grantTypes:   []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken, oidc.GrantTypeDeviceCode},
 		loginURL:     loginURL,
 	}
 }

@@ -39,9 +39,19 @@ type testIdP struct {
 // exists before New so the issuer can name its port.
 func startIdP(t *testing.T, dir string) *testIdP {
 	t.Helper()
+	return startIdPWith(t, Options{Dir: dir})
+}
+
+// startIdPWith fills in Issuer, Resource and Users (when empty).
+func startIdPWith(t *testing.T, o Options) *testIdP {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	issuer := "http://" + srv.Listener.Addr().String() + "/oidc"
-	idp, err := New(Options{Issuer: issuer, Resource: testResource, Users: testUsers, Dir: dir})
+	o.Issuer, o.Resource = issuer, testResource
+	if o.Users == nil {
+		o.Users = testUsers
+	}
+	idp, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,11 +39,7 @@ func (i *IdP) renderLogin(w http.ResponseWriter, status int, d loginData) {
 	d.Action = i.path + "/login"
 	d.CSRF = i.csrfToken(d.AuthRequestID)
 	d.Users = i.users
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	// The picker must never be framed (clickjacking a sign-in).
-	w.Header().Set("X-Frame-Options", "DENY")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	setPageHeaders(w)
 	w.WriteHeader(status)
 	_ = loginTmpl.Execute(w, d)
 }
@@ -65,4 +61,12 @@ func (i *IdP) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := op.ContextWithIssuer(r.Context(), i.issuer)
 	http.Redirect(w, r, op.AuthCallbackURL(i.provider)(ctx, id), http.StatusFound)
+}
+
+func setPageHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	// The picker must never be framed (clickjacking a sign-in).
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
 }

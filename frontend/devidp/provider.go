@@ -47,9 +47,15 @@ type Options struct {
 	// tokens), created 0700 if missing. Empty means ephemeral: everything in
 	// memory, gone on restart. Default empty.
 	Dir string
+	// DeviceCodeLifetime is how long a device code (RFC 8628) may be
+	// approved. Defaults to 10 minutes (DeviceCodeLifetimeDefault).
+	DeviceCodeLifetime time.Duration
 	// Now tells the time, for tests. Defaults to time.Now.
 	Now func() time.Time
 }
+
+// DeviceCodeLifetimeDefault is Options.DeviceCodeLifetime's default.
+const DeviceCodeLifetimeDefault = 10 * time.Minute
 
 // IdP is the dev OpenID Provider.
 type IdP struct {
@@ -65,7 +71,10 @@ type IdP struct {
 //go:embed templates/*.html
 var templatesFS embed.FS
 
-var loginTmpl = template.Must(template.ParseFS(templatesFS, "templates/login.html"))
+var (
+	loginTmpl  = template.Must(template.ParseFS(templatesFS, "templates/login.html"))
+	deviceTmpl = template.Must(template.ParseFS(templatesFS, "templates/device.html"))
+)
 
 // New builds the provider, loading or creating its state in opts.Dir.
 func New(opts Options) (*IdP, error) {
@@ -81,6 +90,12 @@ func New(opts Options) (*IdP, error) {
 		return nil, errors.New("devidp: Options.Resource is required")
 	case len(opts.Users) == 0:
 		return nil, errors.New("devidp: Options.Users is empty")
+	}
+	if opts.DeviceCodeLifetime < 0 {
+		return nil, errors.New("devidp: Options.DeviceCodeLifetime is negative")
+	}
+	if opts.DeviceCodeLifetime == 0 {
+		opts.DeviceCodeLifetime = DeviceCodeLifetimeDefault
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -108,6 +123,7 @@ func New(opts Options) (*IdP, error) {
 		resource: opts.Resource, dir: opts.Dir, now: opts.Now, key: key,
 		users: map[string]User{}, clients: map[string]*client{},
 		authReqs: map[string]*authRequest{}, codes: map[string]string{}, refresh: map[string]*refreshToken{},
+		devices: map[string]*deviceEntry{}, userCodes: map[string]string{},
 	}
 	for _, usr := range opts.Users {
 		if _, dup := s.users[usr.Subject]; dup || usr.Subject == "" {
@@ -127,6 +143,13 @@ func New(opts Options) (*IdP, error) {
 		GrantTypeRefreshToken: true,
 		SupportedScopes: []string{oidc.ScopeOpenID, oidc.ScopeOfflineAccess,
 			string(authz.ScopeRead), string(authz.ScopeWrite), string(authz.ScopeApprove), string(authz.ScopeAdmin)},
+		DeviceAuthorization: op.DeviceAuthorizationConfig{
+			Lifetime:     opts.DeviceCodeLifetime,
+			PollInterval: 5 * time.Second,
+			// UserFormPath replaces the issuer URL's whole path, so it carries the prefix.
+			UserFormPath: path + "/device",
+			UserCode:     op.UserCodeBase20,
+		},
 	}
 	var popts []op.Option
 	if u.Scheme == "http" {
@@ -139,6 +162,8 @@ func New(opts Options) (*IdP, error) {
 	idp.provider = p
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+path+"/login", idp.loginPage)
+	mux.HandleFunc("GET "+path+"/device", idp.devicePage)
+	mux.Handle("POST "+path+"/device", http.NewCrossOriginProtection().Handler(http.HandlerFunc(idp.deviceSubmit)))
 	// Cross-site POSTs are refused by Sec-Fetch-Site/Origin as well as by the form token.
 	mux.Handle("POST "+path+"/login", http.NewCrossOriginProtection().Handler(http.HandlerFunc(idp.loginSubmit)))
 	if path == "" {

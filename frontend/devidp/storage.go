@@ -41,10 +41,12 @@ type storage struct {
 	users    map[string]User
 	clients  map[string]*client
 
-	mu       sync.Mutex
-	authReqs map[string]*authRequest
-	codes    map[string]string // code -> auth request id
-	refresh  map[string]*refreshToken
+	mu        sync.Mutex
+	authReqs  map[string]*authRequest
+	codes     map[string]string // code -> auth request id
+	refresh   map[string]*refreshToken
+	devices   map[string]*deviceEntry // device code -> entry
+	userCodes map[string]string       // normalized user code -> device code
 }
 
 var (
@@ -252,6 +254,8 @@ func (s *storage) CreateAccessAndRefreshTokens(_ context.Context, req op.TokenRe
 	case *refreshRequest:
 		t = r.t
 		t.Scopes = r.scopes
+	case *op.DeviceAuthorizationState:
+		t = refreshToken{ClientID: r.ClientID, Subject: r.Subject, Scopes: r.Scopes, AuthTime: r.AuthTime, AMR: r.AMR}
 	default:
 		return "", "", time.Time{}, fmt.Errorf("devidp: unexpected token request %T", req)
 	}
