@@ -23,6 +23,7 @@ type client struct {
 	authMethod   oidc.AuthMethod
 	grantTypes   []oidc.GrantType
 	loginURL     func(string) string
+	reg          *registration // set for dynamically registered clients
 }
 
 func (c *client) GetID() string                       { return c.id }

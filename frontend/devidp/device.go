@@ -37,7 +37,7 @@ func normalizeUserCode(s string) string {
 }
 
 func (s *storage) StoreDeviceAuthorization(_ context.Context, clientID, deviceCode, userCode string, expires time.Time, scopes []string) error {
-	c, ok := s.clients[clientID]
+	c, ok := s.client(clientID)
 	if !ok {
 		return fmt.Errorf("client %w", errNotFound)
 	}

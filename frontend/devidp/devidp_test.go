@@ -25,6 +25,7 @@ const testResource = "http://localhost:9/mcp"
 
 var testUsers = []User{
 	{Subject: "ana", Tenant: "acme", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}},
+	{Subject: "bo", Tenant: "acme", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}},
 	{Subject: "steward", Tenant: "acme", Scopes: []authz.Scope{authz.ScopeApprove}},
 	{Subject: "gus", Tenant: "globex", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}},
 }
@@ -120,9 +121,10 @@ func get(t *testing.T, c *http.Client, u string) *http.Response {
 
 func location(t *testing.T, base string, resp *http.Response) string {
 	t.Helper()
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusFound && resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("want a redirect, got %s", resp.Status)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		t.Fatalf("%s %s: want a redirect, got %s: %s", resp.Request.Method, resp.Request.URL, resp.Status, b)
 	}
 	b, _ := url.Parse(base)
 	l, err := b.Parse(resp.Header.Get("Location"))
@@ -135,6 +137,12 @@ func location(t *testing.T, base string, resp *http.Response) string {
 // login drives authorize → picker page → picker POST (as user) → callback and
 // returns the code delivered to the redirect URI.
 func (p *testIdP) login(t *testing.T, authURL, user, state string) string {
+	t.Helper()
+	return p.loginTo(t, authURL, user, state, redirectURI)
+}
+
+// loginTo is login for a client whose redirect URI is redirect.
+func (p *testIdP) loginTo(t *testing.T, authURL, user, state, redirect string) string {
 	t.Helper()
 	c := browser()
 	loginURL := location(t, authURL, get(t, c, authURL))
@@ -164,7 +172,7 @@ func (p *testIdP) login(t *testing.T, authURL, user, state string) string {
 	callback := location(t, p.issuer, resp)
 	final := location(t, callback, get(t, c, callback))
 	fu, _ := url.Parse(final)
-	if !strings.HasPrefix(final, redirectURI+"?") || fu.Query().Get("state") != state || fu.Query().Get("code") == "" {
+	if !strings.HasPrefix(final, redirect+"?") || fu.Query().Get("state") != state || fu.Query().Get("code") == "" {
 		t.Fatalf("callback redirected to %q", final)
 	}
 	return fu.Query().Get("code")

@@ -131,8 +131,12 @@ func New(opts Options) (*IdP, error) {
 		}
 		s.users[usr.Subject] = usr
 	}
-	cli := cliClient(loginURLFor(path))
+	s.loginURL = loginURLFor(path)
+	cli := cliClient(s.loginURL)
 	s.clients[cli.id] = cli
+	if err := s.loadClients(); err != nil {
+		return nil, err
+	}
 	if err := s.loadRefresh(); err != nil {
 		return nil, err
 	}
@@ -162,6 +166,9 @@ func New(opts Options) (*IdP, error) {
 	idp.provider = p
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+path+"/login", idp.loginPage)
+	mux.HandleFunc("GET "+path+"/.well-known/openid-configuration", idp.discoveryHandler)
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server"+path, idp.discoveryHandler)
+	mux.HandleFunc("POST "+path+"/register", idp.registerHandler)
 	mux.HandleFunc("GET "+path+"/device", idp.devicePage)
 	mux.Handle("POST "+path+"/device", http.NewCrossOriginProtection().Handler(http.HandlerFunc(idp.deviceSubmit)))
 	// Cross-site POSTs are refused by Sec-Fetch-Site/Origin as well as by the form token.
@@ -175,8 +182,10 @@ func New(opts Options) (*IdP, error) {
 	return idp, nil
 }
 
-// Handler serves the provider (discovery, keys, authorize, token, ...) and
-// the picker under the issuer's path; mount it at "/" or at that path.
+// Handler serves the provider (discovery, keys, authorize, token, ...), the
+// picker, the device page and client registration under the issuer's path,
+// and the RFC 8414 metadata at /.well-known/oauth-authorization-server<path>.
+// Mount it at "/" (or route both that path and the issuer's path to it).
 func (i *IdP) Handler() http.Handler { return i.handler }
 
 // Issuer is the issuer URL tokens carry.

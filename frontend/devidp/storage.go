@@ -39,7 +39,10 @@ type storage struct {
 	now      func() time.Time
 	key      *signingKey
 	users    map[string]User
-	clients  map[string]*client
+	loginURL func(string) string
+
+	clientsMu sync.RWMutex
+	clients   map[string]*client
 
 	mu        sync.Mutex
 	authReqs  map[string]*authRequest
@@ -139,7 +142,7 @@ func (s *storage) CreateAuthRequest(_ context.Context, ar *oidc.AuthRequest, _ s
 	if slices.Contains(ar.Prompt, oidc.PromptNone) {
 		return nil, oidc.ErrLoginRequired()
 	}
-	c, ok := s.clients[ar.ClientID]
+	c, ok := s.client(ar.ClientID)
 	if !ok {
 		return nil, oidc.ErrInvalidClient().WithDescription("unknown client_id")
 	}
@@ -332,10 +335,19 @@ func (s *storage) SignatureAlgorithms(context.Context) ([]jose.SignatureAlgorith
 }
 func (s *storage) KeySet(context.Context) ([]op.Key, error) { return []op.Key{publicKey{s.key}}, nil }
 
-func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {
+func (s *storage) client(id string) (*client, bool) {
+	s.clientsMu.RLock()
+	defer s.clientsMu.RUnlock()
 	c, ok := s.clients[id]
+	return c, ok
+}
+
+func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {
+	c, ok := s.client(id)
 	if !ok {
-		return nil, fmt.Errorf("client %w", errNotFound)
+		// An *oidc.Error: pkg/op passes it through, so the token endpoint
+		// answers invalid_client instead of a 500 server_error.
+		return nil, oidc.ErrInvalidClient().WithDescription("unknown client_id").WithParent(errNotFound)
 	}
 	return c, nil
 }
