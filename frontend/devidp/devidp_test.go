@@ -259,6 +259,11 @@ func TestCodePKCERefreshRestart(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "signing-key.pem")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("signing key file: %v %v", fi, err)
 	}
+	// The data dir holds no usable refresh token, only hashes.
+	b, err := os.ReadFile(filepath.Join(dir, refreshFile))
+	if err != nil || !strings.Contains(string(b), tokenHash(tok3.RefreshToken)) || strings.Contains(string(b), tok3.RefreshToken) {
+		t.Fatalf("%s holds %s (err %v)", refreshFile, b, err)
+	}
 }
 
 // TestScopesFromUser: a client asking for no jobs:* scope gets the user's own

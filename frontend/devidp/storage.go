@@ -3,6 +3,7 @@ package devidp
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -99,9 +100,11 @@ func amrOf(done bool) []string {
 	return []string{"dev"}
 }
 
-// refreshToken is the persisted state behind one refresh token.
+// refreshToken is the persisted state behind one refresh token. Only the
+// token's SHA-256 is kept (in memory and in the data dir), so reading
+// refresh-tokens.json does not give anyone a usable token.
 type refreshToken struct {
-	Token    string    `json:"token"`
+	Hash     string    `json:"sha256"`
 	ClientID string    `json:"client_id"`
 	Subject  string    `json:"sub"`
 	Scopes   []string  `json:"scopes"`
@@ -124,6 +127,11 @@ func (r *refreshRequest) GetClientID() string         { return r.t.ClientID }
 func (r *refreshRequest) GetScopes() []string         { return r.scopes }
 func (r *refreshRequest) GetSubject() string          { return r.t.Subject }
 func (r *refreshRequest) SetCurrentScopes(s []string) { r.scopes = s }
+
+func tokenHash(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return base64.RawURLEncoding.EncodeToString(h[:])
+}
 
 func randomID() string {
 	var b [24]byte
@@ -262,29 +270,30 @@ func (s *storage) CreateAccessAndRefreshTokens(_ context.Context, req op.TokenRe
 	default:
 		return "", "", time.Time{}, fmt.Errorf("devidp: unexpected token request %T", req)
 	}
-	t.Token = randomID()
+	token := randomID()
+	t.Hash = tokenHash(token)
 	t.Expiry = s.now().Add(RefreshTokenTTL)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if current != "" {
 		// Rotation: the presented token is spent; presenting it again fails.
-		old, ok := s.refresh[current]
+		old, ok := s.refresh[tokenHash(current)]
 		if !ok || old.ClientID != t.ClientID {
 			return "", "", time.Time{}, op.ErrInvalidRefreshToken
 		}
-		delete(s.refresh, current)
+		delete(s.refresh, old.Hash)
 	}
-	s.refresh[t.Token] = &t
+	s.refresh[t.Hash] = &t
 	if err := s.saveRefreshLocked(); err != nil {
 		return "", "", time.Time{}, err
 	}
-	return randomID(), t.Token, s.now().Add(AccessTokenTTL), nil
+	return randomID(), token, s.now().Add(AccessTokenTTL), nil
 }
 
 func (s *storage) TokenRequestByRefreshToken(_ context.Context, token string) (op.RefreshTokenRequest, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, ok := s.refresh[token]
+	t, ok := s.refresh[tokenHash(token)]
 	if !ok || !s.now().Before(t.Expiry) {
 		return nil, op.ErrInvalidRefreshToken
 	}
@@ -307,11 +316,11 @@ func (s *storage) TerminateSession(_ context.Context, userID, clientID string) e
 func (s *storage) RevokeToken(_ context.Context, token, _, clientID string) *oidc.Error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.refresh[token]; ok {
+	if t, ok := s.refresh[tokenHash(token)]; ok {
 		if t.ClientID != clientID {
 			return oidc.ErrInvalidClient().WithDescription("token was not issued to this client")
 		}
-		delete(s.refresh, token)
+		delete(s.refresh, t.Hash)
 		if err := s.saveRefreshLocked(); err != nil {
 			return oidc.ErrServerError().WithParent(err)
 		}
@@ -322,11 +331,11 @@ func (s *storage) RevokeToken(_ context.Context, token, _, clientID string) *oid
 func (s *storage) GetRefreshTokenInfo(_ context.Context, clientID, token string) (string, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, ok := s.refresh[token]
+	t, ok := s.refresh[tokenHash(token)]
 	if !ok || t.ClientID != clientID {
 		return "", "", op.ErrInvalidRefreshToken
 	}
-	return t.Subject, t.Token, nil
+	return t.Subject, t.Hash, nil
 }
 
 func (s *storage) SigningKey(context.Context) (op.SigningKey, error) { return s.key, nil }
@@ -431,7 +440,7 @@ func (s *storage) loadRefresh() error {
 	now := s.now()
 	for _, t := range ts {
 		if now.Before(t.Expiry) {
-			s.refresh[t.Token] = t
+			s.refresh[t.Hash] = t
 		}
 	}
 	return nil
@@ -448,7 +457,7 @@ func (s *storage) saveRefreshLocked() error {
 			ts = append(ts, t)
 		}
 	}
-	slices.SortFunc(ts, func(a, b *refreshToken) int { return strings.Compare(a.Token, b.Token) })
+	slices.SortFunc(ts, func(a, b *refreshToken) int { return strings.Compare(a.Hash, b.Hash) })
 	b, err := json.Marshal(ts)
 	if err != nil {
 		return err
