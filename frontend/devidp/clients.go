@@ -24,6 +24,7 @@ type client struct {
 	grantTypes   []oidc.GrantType
 	loginURL     func(string) string
 	reg          *registration // set for dynamically registered clients
+	secret       string        // confidential clients only
 }
 
 func (c *client) GetID() string                       { return c.id }
@@ -71,6 +72,21 @@ func cliClient(loginURL func(string) string) *client {
 		authMethod:   oidc.AuthMethodNone,
 		grantTypes:   []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken, oidc.GrantTypeDeviceCode},
 		loginURL:     loginURL,
+	}
+}
+
+// PagesClientID is the confidential web client jobgate's own pages (the
+// browser sign-in relying party) use; it exists when Options.PagesRedirectURIs is set.
+const PagesClientID = "jobgate-pages"
+
+func pagesClient(loginURL func(string) string, redirects []string, secret string) *client {
+	return &client{
+		id: PagesClientID, redirectURIs: redirects,
+		// Web = confidential: pkg/op requires the secret at the token endpoint
+		// and accepts an http redirect only for such a client (loopback dev).
+		appType: op.ApplicationTypeWeb, authMethod: oidc.AuthMethodBasic,
+		grantTypes: []oidc.GrantType{oidc.GrantTypeCode, oidc.GrantTypeRefreshToken},
+		loginURL:   loginURL, secret: secret,
 	}
 }
 

@@ -2,12 +2,14 @@ package devidp
 
 import (
 	"embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,6 +49,11 @@ type Options struct {
 	// tokens), created 0700 if missing. Empty means ephemeral: everything in
 	// memory, gone on restart. Default empty.
 	Dir string
+	// PagesRedirectURIs, when set, registers the confidential client
+	// jobgate-pages (PagesClientID) with these redirect URIs, for jobgate's
+	// own browser sign-in. Its secret is kept in Dir (see
+	// IdP.PagesClientSecret). Default none: no confidential client.
+	PagesRedirectURIs []string
 	// DeviceCodeLifetime is how long a device code (RFC 8628) may be
 	// approved. Defaults to 10 minutes (DeviceCodeLifetimeDefault).
 	DeviceCodeLifetime time.Duration
@@ -59,13 +66,14 @@ const DeviceCodeLifetimeDefault = 10 * time.Minute
 
 // IdP is the dev OpenID Provider.
 type IdP struct {
-	provider *op.Provider
-	store    *storage
-	issuer   string
-	path     string // issuer path, e.g. "/oidc"
-	users    []User
-	csrf     [32]byte
-	handler  http.Handler
+	provider    *op.Provider
+	store       *storage
+	issuer      string
+	path        string // issuer path, e.g. "/oidc"
+	users       []User
+	csrf        [32]byte
+	pagesSecret string
+	handler     http.Handler
 }
 
 //go:embed templates/*.html
@@ -134,6 +142,19 @@ func New(opts Options) (*IdP, error) {
 	s.loginURL = loginURLFor(path)
 	cli := cliClient(s.loginURL)
 	s.clients[cli.id] = cli
+	if len(opts.PagesRedirectURIs) > 0 {
+		for _, u := range opts.PagesRedirectURIs {
+			if err := checkRedirectURI(u); err != nil {
+				return nil, fmt.Errorf("devidp: Options.PagesRedirectURIs: %w", err)
+			}
+		}
+		sec, err := loadOrCreateSecret(opts.Dir, "pages-client-secret")
+		if err != nil {
+			return nil, err
+		}
+		idp.pagesSecret = base64.RawURLEncoding.EncodeToString(sec[:])
+		s.clients[PagesClientID] = pagesClient(s.loginURL, slices.Clone(opts.PagesRedirectURIs), idp.pagesSecret)
+	}
 	if err := s.loadClients(); err != nil {
 		return nil, err
 	}
@@ -145,6 +166,7 @@ func New(opts Options) (*IdP, error) {
 		CryptoKey:             cryptoKey,
 		CodeMethodS256:        true,
 		GrantTypeRefreshToken: true,
+		AuthMethodPost:        true, // client_secret_post as well as basic, for jobgate-pages
 		SupportedScopes: []string{oidc.ScopeOpenID, oidc.ScopeOfflineAccess,
 			string(authz.ScopeRead), string(authz.ScopeWrite), string(authz.ScopeApprove), string(authz.ScopeAdmin)},
 		DeviceAuthorization: op.DeviceAuthorizationConfig{
@@ -190,6 +212,10 @@ func (i *IdP) Handler() http.Handler { return i.handler }
 
 // Issuer is the issuer URL tokens carry.
 func (i *IdP) Issuer() string { return i.issuer }
+
+// PagesClientSecret is jobgate-pages' client secret ("" without
+// Options.PagesRedirectURIs); stable across restarts with the same Dir.
+func (i *IdP) PagesClientSecret() string { return i.pagesSecret }
 
 // KeyID is the signing key's kid (stable across restarts with the same Dir).
 func (i *IdP) KeyID() string { return i.store.key.id }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -361,9 +362,15 @@ func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, 
 	return c, nil
 }
 
-// AuthorizeClientIDSecret: every dev client is public (token_endpoint_auth_method=none).
-func (s *storage) AuthorizeClientIDSecret(context.Context, string, string) error {
-	return errors.New("devidp: no client has a secret")
+// AuthorizeClientIDSecret checks a confidential client's secret (only
+// jobgate-pages has one) in constant time. An *oidc.Error, so the token
+// endpoint answers invalid_client.
+func (s *storage) AuthorizeClientIDSecret(_ context.Context, id, secret string) error {
+	c, ok := s.client(id)
+	if !ok || c.secret == "" || subtle.ConstantTimeCompare([]byte(c.secret), []byte(secret)) != 1 {
+		return oidc.ErrInvalidClient().WithDescription("client authentication failed")
+	}
+	return nil
 }
 
 func (s *storage) SetUserinfoFromScopes(context.Context, *oidc.UserInfo, string, string, []string) error {
