@@ -312,12 +312,19 @@ func (s *storage) TerminateSession(_ context.Context, userID, clientID string) e
 	return s.saveRefreshLocked()
 }
 
-// RevokeToken revokes refresh tokens; access tokens are self-contained JWTs
+// RevokeToken revokes a refresh token given as the token or its id (hash);
+// access tokens are self-contained JWTs
 // that live out their (short) lifetime, which RFC 7009 §2 allows.
 func (s *storage) RevokeToken(_ context.Context, token, _, clientID string) *oidc.Error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.refresh[tokenHash(token)]; ok {
+	t, ok := s.refresh[tokenHash(token)]
+	if !ok {
+		// pkg/op's revocation endpoint passes the token id from
+		// GetRefreshTokenInfo, which is the hash.
+		t, ok = s.refresh[token]
+	}
+	if ok {
 		if t.ClientID != clientID {
 			return oidc.ErrInvalidClient().WithDescription("token was not issued to this client")
 		}
