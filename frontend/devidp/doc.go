@@ -1,0 +1,37 @@
+// Package devidp is the development OpenID Provider that `jobgate dev` embeds.
+//
+// It is built on zitadel's certified pkg/op (never a hand-written OAuth
+// server): this package only supplies the op.Storage and a dev-user picker
+// in place of a password form. Its users are the dev principals handed in by
+// cmd/app (frontend never imports cmd). Development only: anyone who can
+// reach the login page can sign in as any dev user, and every page says so.
+//
+// Under the issuer URL (e.g. http://localhost:8080/oidc), pkg/op serves
+// /.well-known/openid-configuration (answered by this package, to add
+// registration_endpoint), /keys, /authorize, /oauth/token,
+// /device_authorization, /userinfo, /revoke, /end_session; this package adds
+// /login (the picker), /device (RFC 8628 code entry + picker), /register
+// (RFC 7591, public clients only) and, at the host root,
+// /.well-known/oauth-authorization-server<issuer path> (RFC 8414), which MCP
+// clients try first.
+//
+// Clients: jobgate-cli (public, native: loopback redirects on any port,
+// PKCE required, code + refresh + device), jobgate-pages (confidential, only
+// with Options.PagesRedirectURIs) and dynamically registered public clients.
+//
+// Tokens: access tokens are RS256 JWTs with aud = [resource URI, client id],
+// tenant, and scope = the requested jobs:* scopes the user holds (all of the
+// user's when none are requested), so authz.JWKSVerifier verifies them
+// exactly as production tokens. Refresh tokens rotate on every use and are
+// always issued (offline_access is implied, since MCP clients don't ask for
+// it). No SSO session is kept: every authorize shows the picker, so
+// prompt=login and max_age hold trivially and prompt=none is login_required.
+//
+// State in Options.Dir (files 0600, written atomically; empty Dir = all in
+// memory): signing-key.pem (kid = RFC 7638 thumbprint, so it is stable across
+// restarts), crypto-key, refresh-tokens.json (SHA-256 hashes only),
+// clients.json (registered clients) and pages-client-secret. Auth requests,
+// codes and device codes live in memory: a login in flight does not survive
+// a restart. Refresh-token replay after rotation is detected by absence (the
+// spent hash is deleted), across restarts too.
+package devidp

@@ -1,0 +1,72 @@
+package devidp
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+
+	"github.com/zitadel/oidc/v3/pkg/op"
+)
+
+var randRead = rand.Read
+
+// csrfToken binds the picker form to its auth request: a cross-site page
+// cannot post a login for a request it did not see the page of.
+func (i *IdP) csrfToken(authRequestID string) string {
+	m := hmac.New(sha256.New, i.csrf[:])
+	m.Write([]byte("login\x00" + authRequestID))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+type loginData struct {
+	Action, AuthRequestID, ClientID, CSRF, Error string
+	Users                                        []User
+}
+
+func (i *IdP) loginPage(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("authRequestID")
+	ar, err := i.store.AuthRequestByID(r.Context(), id)
+	if err != nil {
+		http.Error(w, "unknown or expired sign-in request (authRequestID); start again from the application", http.StatusBadRequest)
+		return
+	}
+	i.renderLogin(w, http.StatusOK, loginData{AuthRequestID: id, ClientID: ar.GetClientID()})
+}
+
+func (i *IdP) renderLogin(w http.ResponseWriter, status int, d loginData) {
+	d.Action = i.path + "/login"
+	d.CSRF = i.csrfToken(d.AuthRequestID)
+	d.Users = i.users
+	setPageHeaders(w)
+	w.WriteHeader(status)
+	_ = loginTmpl.Execute(w, d)
+}
+
+func (i *IdP) loginSubmit(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	id := r.PostForm.Get("authRequestID")
+	if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(i.csrfToken(id))) {
+		http.Error(w, "csrf: missing or wrong token; reload the sign-in page", http.StatusForbidden)
+		return
+	}
+	if err := i.store.completeAuth(id, r.PostForm.Get("user")); err != nil {
+		http.Error(w, "user or authRequestID: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	ctx := op.ContextWithIssuer(r.Context(), i.issuer)
+	http.Redirect(w, r, op.AuthCallbackURL(i.provider)(ctx, id), http.StatusFound)
+}
+
+func setPageHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	// The picker must never be framed (clickjacking a sign-in).
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+}

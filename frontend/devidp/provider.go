@@ -1,0 +1,225 @@
+package devidp
+
+import (
+	"embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+
+	"github.com/jobgate/jobgate/authz"
+)
+
+// User is one dev principal the picker offers.
+type User struct {
+	Subject string
+	Tenant  string
+	Scopes  []authz.Scope
+}
+
+// ScopeList is the user's scopes, space-separated (for the page).
+func (u User) ScopeList() string {
+	s := make([]string, len(u.Scopes))
+	for i, sc := range u.Scopes {
+		s[i] = string(sc)
+	}
+	return strings.Join(s, " ")
+}
+
+// Options configure [New].
+type Options struct {
+	// Issuer is the provider's issuer URL, e.g. http://localhost:8080/oidc.
+	// http is allowed only for a loopback host. Required; no default.
+	Issuer string
+	// Resource is the MCP server's resource URI, put in every access token's
+	// aud. Required; no default.
+	Resource string
+	// Users are the dev principals the picker offers. Required (at least one).
+	Users []User
+	// Dir holds the provider's state (signing key, crypto key, refresh
+	// tokens), created 0700 if missing. Empty means ephemeral: everything in
+	// memory, gone on restart. Default empty.
+	Dir string
+	// PagesRedirectURIs, when set, registers the confidential client
+	// jobgate-pages (PagesClientID) with these redirect URIs, for jobgate's
+	// own browser sign-in. Its secret is kept in Dir (see
+	// IdP.PagesClientSecret). Default none: no confidential client.
+	PagesRedirectURIs []string
+	// DeviceCodeLifetime is how long a device code (RFC 8628) may be
+	// approved. Defaults to 10 minutes (DeviceCodeLifetimeDefault).
+	DeviceCodeLifetime time.Duration
+	// Now tells the time, for tests. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// DeviceCodeLifetimeDefault is Options.DeviceCodeLifetime's default.
+const DeviceCodeLifetimeDefault = 10 * time.Minute
+
+// IdP is the dev OpenID Provider.
+type IdP struct {
+	provider    *op.Provider
+	store       *storage
+	issuer      string
+	path        string // issuer path, e.g. "/oidc"
+	users       []User
+	csrf        [32]byte
+	pagesSecret string
+	handler     http.Handler
+}
+
+//go:embed templates/*.html
+var templatesFS embed.FS
+
+var (
+	loginTmpl  = template.Must(template.ParseFS(templatesFS, "templates/login.html"))
+	deviceTmpl = template.Must(template.ParseFS(templatesFS, "templates/device.html"))
+)
+
+// New builds the provider, loading or creating its state in opts.Dir.
+func New(opts Options) (*IdP, error) {
+	u, err := url.Parse(opts.Issuer)
+	switch {
+	case opts.Issuer == "":
+		return nil, errors.New("devidp: Options.Issuer is required")
+	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("devidp: Options.Issuer %q is not an http(s) URL without query", opts.Issuer)
+	case u.Scheme == "http" && !loopback(u.Hostname()):
+		return nil, fmt.Errorf("devidp: Options.Issuer %q: http only for a loopback host", opts.Issuer)
+	case opts.Resource == "":
+		return nil, errors.New("devidp: Options.Resource is required")
+	case len(opts.Users) == 0:
+		return nil, errors.New("devidp: Options.Users is empty")
+	}
+	if opts.DeviceCodeLifetime < 0 {
+		return nil, errors.New("devidp: Options.DeviceCodeLifetime is negative")
+	}
+	if opts.DeviceCodeLifetime == 0 {
+		opts.DeviceCodeLifetime = DeviceCodeLifetimeDefault
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Dir != "" {
+		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("devidp: %w", err)
+		}
+	}
+	key, err := loadOrCreateKey(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	cryptoKey, err := loadOrCreateSecret(opts.Dir, "crypto-key")
+	if err != nil {
+		return nil, err
+	}
+	path := strings.TrimSuffix(u.Path, "/")
+	idp := &IdP{issuer: strings.TrimSuffix(opts.Issuer, "/"), path: path, users: opts.Users}
+	// The CSRF key need not survive a restart: a picker page from before one is simply re-shown.
+	if _, err := randRead(idp.csrf[:]); err != nil {
+		return nil, err
+	}
+	s := &storage{
+		resource: opts.Resource, dir: opts.Dir, now: opts.Now, key: key,
+		users: map[string]User{}, clients: map[string]*client{},
+		authReqs: map[string]*authRequest{}, codes: map[string]string{}, refresh: map[string]*refreshToken{},
+		devices: map[string]*deviceEntry{}, userCodes: map[string]string{},
+	}
+	for _, usr := range opts.Users {
+		if _, dup := s.users[usr.Subject]; dup || usr.Subject == "" {
+			return nil, fmt.Errorf("devidp: Options.Users: empty or duplicate subject %q", usr.Subject)
+		}
+		s.users[usr.Subject] = usr
+	}
+	s.loginURL = loginURLFor(path)
+	cli := cliClient(s.loginURL)
+	s.clients[cli.id] = cli
+	if len(opts.PagesRedirectURIs) > 0 {
+		for _, u := range opts.PagesRedirectURIs {
+			if err := checkRedirectURI(u); err != nil {
+				return nil, fmt.Errorf("devidp: Options.PagesRedirectURIs: %w", err)
+			}
+		}
+		sec, err := loadOrCreateSecret(opts.Dir, "pages-client-secret")
+		if err != nil {
+			return nil, err
+		}
+		idp.pagesSecret = base64.RawURLEncoding.EncodeToString(sec[:])
+		s.clients[PagesClientID] = pagesClient(s.loginURL, slices.Clone(opts.PagesRedirectURIs), idp.pagesSecret)
+	}
+	if err := s.loadClients(); err != nil {
+		return nil, err
+	}
+	if err := s.loadRefresh(); err != nil {
+		return nil, err
+	}
+	idp.store = s
+	cfg := &op.Config{
+		CryptoKey:             cryptoKey,
+		CodeMethodS256:        true,
+		GrantTypeRefreshToken: true,
+		AuthMethodPost:        true, // client_secret_post as well as basic, for jobgate-pages
+		SupportedScopes: []string{oidc.ScopeOpenID, oidc.ScopeOfflineAccess,
+			string(authz.ScopeRead), string(authz.ScopeWrite), string(authz.ScopeApprove), string(authz.ScopeAdmin)},
+		DeviceAuthorization: op.DeviceAuthorizationConfig{
+			Lifetime:     opts.DeviceCodeLifetime,
+			PollInterval: 5 * time.Second,
+			// UserFormPath replaces the issuer URL's whole path, so it carries the prefix.
+			UserFormPath: path + "/device",
+			UserCode:     op.UserCodeBase20,
+		},
+	}
+	var popts []op.Option
+	if u.Scheme == "http" {
+		popts = append(popts, op.WithAllowInsecure())
+	}
+	p, err := op.NewProvider(cfg, s, op.StaticIssuer(idp.issuer), popts...)
+	if err != nil {
+		return nil, fmt.Errorf("devidp: %w", err)
+	}
+	idp.provider = p
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+path+"/login", idp.loginPage)
+	mux.HandleFunc("GET "+path+"/.well-known/openid-configuration", idp.discoveryHandler)
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server"+path, idp.discoveryHandler)
+	mux.HandleFunc("POST "+path+"/register", idp.registerHandler)
+	mux.HandleFunc("GET "+path+"/device", idp.devicePage)
+	mux.Handle("POST "+path+"/device", http.NewCrossOriginProtection().Handler(http.HandlerFunc(idp.deviceSubmit)))
+	// Cross-site POSTs are refused by Sec-Fetch-Site/Origin as well as by the form token.
+	mux.Handle("POST "+path+"/login", http.NewCrossOriginProtection().Handler(http.HandlerFunc(idp.loginSubmit)))
+	if path == "" {
+		mux.Handle("/", p)
+	} else {
+		mux.Handle(path+"/", http.StripPrefix(path, p))
+	}
+	idp.handler = mux
+	return idp, nil
+}
+
+// Handler serves the provider (discovery, keys, authorize, token, ...), the
+// picker, the device page and client registration under the issuer's path,
+// and the RFC 8414 metadata at /.well-known/oauth-authorization-server<path>.
+// Mount it at "/" (or route both that path and the issuer's path to it).
+func (i *IdP) Handler() http.Handler { return i.handler }
+
+// Issuer is the issuer URL tokens carry.
+func (i *IdP) Issuer() string { return i.issuer }
+
+// PagesClientSecret is jobgate-pages' client secret ("" without
+// Options.PagesRedirectURIs); stable across restarts with the same Dir.
+func (i *IdP) PagesClientSecret() string { return i.pagesSecret }
+
+// KeyID is the signing key's kid (stable across restarts with the same Dir).
+func (i *IdP) KeyID() string { return i.store.key.id }
+
+func loopback(host string) bool {
+	return host == "localhost" || host == "127.0.0.1" || host == "::1" || strings.HasPrefix(host, "127.")
+}

@@ -1,0 +1,228 @@
+package devidp
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+)
+
+// Dynamic client registration (RFC 7591). pkg/op has no registration
+// endpoint (its DiscoveryConfiguration only has the field), and MCP clients
+// (the TypeScript SDK, Claude Code) refuse an authorization server without
+// one. So this file adds the smallest safe one: public native clients only
+// (token_endpoint_auth_method "none", PKCE enforced by pkg/op), redirect URIs
+// on loopback http or https, code and refresh grants. Registered clients are
+// kept in <Dir>/clients.json and survive restarts.
+
+const (
+	clientsFile     = "clients.json"
+	maxRegisterBody = 16 << 10
+	maxClients      = 1000 // a dev box; a runaway script should not fill the disk
+	maxRedirectURIs = 10
+)
+
+// registration is the RFC 7591 metadata this provider reads and answers.
+type registration struct {
+	ClientID                string   `json:"client_id,omitempty"`
+	ClientIDIssuedAt        int64    `json:"client_id_issued_at,omitempty"`
+	ClientName              string   `json:"client_name,omitempty"`
+	RedirectURIs            []string `json:"redirect_uris"`
+	GrantTypes              []string `json:"grant_types,omitempty"`
+	ResponseTypes           []string `json:"response_types,omitempty"`
+	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method,omitempty"`
+	Scope                   string   `json:"scope,omitempty"`
+}
+
+type regError struct{ code, desc string }
+
+func (e *regError) Error() string { return e.code + ": " + e.desc }
+
+func badMeta(format string, a ...any) *regError {
+	return &regError{"invalid_client_metadata", fmt.Sprintf(format, a...)}
+}
+
+// validateRegistration checks and normalizes a request; errors name the field.
+func validateRegistration(r *registration) error {
+	if r.ClientID != "" {
+		return badMeta("client_id: chosen by the server, leave it out")
+	}
+	switch r.TokenEndpointAuthMethod {
+	case "", string(oidc.AuthMethodNone):
+		r.TokenEndpointAuthMethod = string(oidc.AuthMethodNone)
+	default:
+		return badMeta("token_endpoint_auth_method: only \"none\" (public client with PKCE) is supported")
+	}
+	if len(r.RedirectURIs) == 0 || len(r.RedirectURIs) > maxRedirectURIs {
+		return &regError{"invalid_redirect_uri", fmt.Sprintf("redirect_uris: 1 to %d URIs required", maxRedirectURIs)}
+	}
+	for _, u := range r.RedirectURIs {
+		if err := checkRedirectURI(u); err != nil {
+			return &regError{"invalid_redirect_uri", "redirect_uris: " + err.Error()}
+		}
+	}
+	if len(r.GrantTypes) == 0 {
+		r.GrantTypes = []string{string(oidc.GrantTypeCode), string(oidc.GrantTypeRefreshToken)}
+	}
+	for _, g := range r.GrantTypes {
+		if g != string(oidc.GrantTypeCode) && g != string(oidc.GrantTypeRefreshToken) {
+			return badMeta("grant_types: %q is not supported (authorization_code, refresh_token)", g)
+		}
+	}
+	if !slices.Contains(r.GrantTypes, string(oidc.GrantTypeCode)) {
+		return badMeta("grant_types: authorization_code is required")
+	}
+	if len(r.ResponseTypes) == 0 {
+		r.ResponseTypes = []string{string(oidc.ResponseTypeCode)}
+	}
+	for _, rt := range r.ResponseTypes {
+		if rt != string(oidc.ResponseTypeCode) {
+			return badMeta("response_types: %q is not supported (code)", rt)
+		}
+	}
+	if len(r.ClientName) > 200 {
+		return badMeta("client_name: at most 200 characters")
+	}
+	return nil
+}
+
+// checkRedirectURI: https anywhere, or http on a loopback host (RFC 8252 §7.3); no fragment.
+func checkRedirectURI(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || !u.IsAbs() || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute URL", s)
+	}
+	if u.Fragment != "" || strings.Contains(s, "#") {
+		return fmt.Errorf("%q has a fragment", s)
+	}
+	switch {
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && loopback(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%q: https, or http on localhost/127.0.0.1/[::1] only", s)
+}
+
+func (s *storage) clientFromRegistration(r registration) *client {
+	gts := make([]oidc.GrantType, len(r.GrantTypes))
+	for i, g := range r.GrantTypes {
+		gts[i] = oidc.GrantType(g)
+	}
+	return &client{
+		id: r.ClientID, redirectURIs: r.RedirectURIs,
+		// Native: pkg/op then accepts the loopback redirect on any port and https as registered.
+		appType: op.ApplicationTypeNative, authMethod: oidc.AuthMethodNone,
+		grantTypes: gts, loginURL: s.loginURL, reg: &r,
+	}
+}
+
+func (s *storage) register(r registration) (registration, error) {
+	if err := validateRegistration(&r); err != nil {
+		return r, err
+	}
+	r.ClientID = "dcr-" + randomID()
+	r.ClientIDIssuedAt = s.now().Unix()
+	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
+	if len(s.clients) >= maxClients {
+		return r, &regError{"invalid_client_metadata", "too many registered clients; remove " + clientsFile + " from the dev data dir"}
+	}
+	s.clients[r.ClientID] = s.clientFromRegistration(r)
+	if err := s.saveClientsLocked(); err != nil {
+		delete(s.clients, r.ClientID)
+		return r, err
+	}
+	return r, nil
+}
+
+func (s *storage) saveClientsLocked() error {
+	if s.dir == "" {
+		return nil
+	}
+	var regs []registration
+	for _, c := range s.clients {
+		if c.reg != nil {
+			regs = append(regs, *c.reg)
+		}
+	}
+	slices.SortFunc(regs, func(a, b registration) int { return strings.Compare(a.ClientID, b.ClientID) })
+	b, err := json.MarshalIndent(regs, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(s.dir, clientsFile), b)
+}
+
+func (s *storage) loadClients() error {
+	if s.dir == "" {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, clientsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("devidp: %w", err)
+	}
+	var regs []registration
+	if err := json.Unmarshal(b, &regs); err != nil {
+		return fmt.Errorf("devidp: %s: %w", clientsFile, err)
+	}
+	for _, r := range regs {
+		id := r.ClientID
+		r.ClientID = ""
+		if err := validateRegistration(&r); err != nil || !strings.HasPrefix(id, "dcr-") {
+			return fmt.Errorf("devidp: %s: client %q: invalid (%v)", clientsFile, id, err)
+		}
+		r.ClientID = id
+		s.clients[id] = s.clientFromRegistration(r)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (i *IdP) registerHandler(w http.ResponseWriter, r *http.Request) {
+	var req registration
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRegisterBody))
+	if err := dec.Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_client_metadata", "error_description": "body: not a JSON object of client metadata"})
+		return
+	}
+	out, err := i.store.register(req)
+	var re *regError
+	switch {
+	case errors.As(err, &re):
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": re.code, "error_description": re.desc})
+	case err != nil:
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "server_error", "error_description": "could not store the client"})
+	default:
+		writeJSON(w, http.StatusCreated, out)
+	}
+}
+
+// discoveryHandler serves pkg/op's discovery document plus the
+// registration_endpoint pkg/op does not know about. It answers both the OIDC
+// location (<issuer>/.well-known/openid-configuration) and the RFC 8414 one
+// (/.well-known/oauth-authorization-server<issuer path>), which MCP clients try first.
+func (i *IdP) discoveryHandler(w http.ResponseWriter, r *http.Request) {
+	ctx := op.ContextWithIssuer(r.Context(), i.issuer)
+	cfg := op.CreateDiscoveryConfig(ctx, i.provider, i.store)
+	cfg.RegistrationEndpoint = i.issuer + "/register"
+	w.Header().Set("Access-Control-Allow-Origin", "*") // public metadata; browser-based MCP clients read it
+	writeJSON(w, http.StatusOK, cfg)
+}

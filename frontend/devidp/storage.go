@@ -1,0 +1,480 @@
+package devidp
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+
+	"github.com/jobgate/jobgate/authz"
+)
+
+// Lifetimes of what the provider hands out. Auth requests and codes stay in
+// memory (a login in flight does not survive a restart); refresh tokens are
+// written to the data dir so a CLI login survives `jobgate dev` restarting.
+const (
+	AccessTokenTTL  = time.Hour
+	RefreshTokenTTL = 30 * 24 * time.Hour
+	authRequestTTL  = 10 * time.Minute
+	refreshFile     = "refresh-tokens.json"
+)
+
+// storage implements op.Storage (plus CanGetPrivateClaimsFromRequest and
+// CanSetUserinfoFromRequest) for the dev provider.
+type storage struct {
+	resource string
+	dir      string // "" = ephemeral
+	now      func() time.Time
+	key      *signingKey
+	users    map[string]User
+	loginURL func(string) string
+
+	clientsMu sync.RWMutex
+	clients   map[string]*client
+
+	mu        sync.Mutex
+	authReqs  map[string]*authRequest
+	codes     map[string]string // code -> auth request id
+	refresh   map[string]*refreshToken
+	devices   map[string]*deviceEntry // device code -> entry
+	userCodes map[string]string       // normalized user code -> device code
+}
+
+var (
+	_ op.Storage                        = (*storage)(nil)
+	_ op.CanGetPrivateClaimsFromRequest = (*storage)(nil)
+	_ op.CanSetUserinfoFromRequest      = (*storage)(nil)
+)
+
+// authRequest is one /authorize in flight; it implements op.AuthRequest.
+type authRequest struct {
+	id, clientID, redirectURI, state, nonce string
+	scopes                                  []string
+	responseType                            oidc.ResponseType
+	responseMode                            oidc.ResponseMode
+	challenge                               *oidc.CodeChallenge
+	audience                                []string
+	created                                 time.Time
+
+	// Set by the picker.
+	subject  string
+	authTime time.Time
+	done     bool
+}
+
+func (a *authRequest) GetID() string                         { return a.id }
+func (a *authRequest) GetACR() string                        { return "" }
+func (a *authRequest) GetAMR() []string                      { return amrOf(a.done) }
+func (a *authRequest) GetAudience() []string                 { return a.audience }
+func (a *authRequest) GetAuthTime() time.Time                { return a.authTime }
+func (a *authRequest) GetClientID() string                   { return a.clientID }
+func (a *authRequest) GetCodeChallenge() *oidc.CodeChallenge { return a.challenge }
+func (a *authRequest) GetNonce() string                      { return a.nonce }
+func (a *authRequest) GetRedirectURI() string                { return a.redirectURI }
+func (a *authRequest) GetResponseType() oidc.ResponseType    { return a.responseType }
+func (a *authRequest) GetResponseMode() oidc.ResponseMode    { return a.responseMode }
+func (a *authRequest) GetScopes() []string                   { return a.scopes }
+func (a *authRequest) GetState() string                      { return a.state }
+func (a *authRequest) GetSubject() string                    { return a.subject }
+func (a *authRequest) Done() bool                            { return a.done }
+
+// amrOf: the picker is the only authentication method ("dev"): no password,
+// no second factor. A later page that demands a stronger amr refuses it.
+func amrOf(done bool) []string {
+	if !done {
+		return nil
+	}
+	return []string{"dev"}
+}
+
+// refreshToken is the persisted state behind one refresh token. Only the
+// token's SHA-256 is kept (in memory and in the data dir), so reading
+// refresh-tokens.json does not give anyone a usable token.
+type refreshToken struct {
+	Hash     string    `json:"sha256"`
+	ClientID string    `json:"client_id"`
+	Subject  string    `json:"sub"`
+	Scopes   []string  `json:"scopes"`
+	AuthTime time.Time `json:"auth_time"`
+	AMR      []string  `json:"amr"`
+	Expiry   time.Time `json:"exp"`
+}
+
+// refreshRequest implements op.RefreshTokenRequest over a stored token.
+type refreshRequest struct {
+	t        refreshToken
+	audience []string
+	scopes   []string
+}
+
+func (r *refreshRequest) GetAMR() []string            { return r.t.AMR }
+func (r *refreshRequest) GetAudience() []string       { return r.audience }
+func (r *refreshRequest) GetAuthTime() time.Time      { return r.t.AuthTime }
+func (r *refreshRequest) GetClientID() string         { return r.t.ClientID }
+func (r *refreshRequest) GetScopes() []string         { return r.scopes }
+func (r *refreshRequest) GetSubject() string          { return r.t.Subject }
+func (r *refreshRequest) SetCurrentScopes(s []string) { r.scopes = s }
+
+func tokenHash(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return base64.RawURLEncoding.EncodeToString(h[:])
+}
+
+func randomID() string {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// audience: aud holds the resource URI (what authz.JWKSVerifier checks) and
+// the client id (what an OIDC relying party checks on the ID token).
+func (s *storage) audience(clientID string) []string { return []string{s.resource, clientID} }
+
+func (s *storage) CreateAuthRequest(_ context.Context, ar *oidc.AuthRequest, _ string) (op.AuthRequest, error) {
+	// No SSO session is kept: every authorize shows the picker, so prompt=none can never succeed.
+	if slices.Contains(ar.Prompt, oidc.PromptNone) {
+		return nil, oidc.ErrLoginRequired()
+	}
+	c, ok := s.client(ar.ClientID)
+	if !ok {
+		return nil, oidc.ErrInvalidClient().WithDescription("unknown client_id")
+	}
+	scopes := slices.Clone([]string(ar.Scopes))
+	// MCP clients (the TS SDK, Claude Code) do not ask for offline_access, yet
+	// must be able to refresh: pkg/op only issues a refresh token when the
+	// stored scopes contain it.
+	if c.allows(oidc.GrantTypeRefreshToken) && !slices.Contains(scopes, oidc.ScopeOfflineAccess) {
+		scopes = append(scopes, oidc.ScopeOfflineAccess)
+	}
+	a := &authRequest{
+		id: randomID(), clientID: ar.ClientID, redirectURI: ar.RedirectURI, state: ar.State, nonce: ar.Nonce,
+		scopes: scopes, responseType: ar.ResponseType, responseMode: ar.ResponseMode,
+		audience: s.audience(ar.ClientID), created: s.now(),
+	}
+	if ar.CodeChallenge != "" {
+		a.challenge = &oidc.CodeChallenge{Challenge: ar.CodeChallenge, Method: ar.CodeChallengeMethod}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gcLocked()
+	s.authReqs[a.id] = a
+	return a, nil
+}
+
+// gcLocked drops auth requests (and their codes) older than authRequestTTL.
+func (s *storage) gcLocked() {
+	cut := s.now().Add(-authRequestTTL)
+	for id, a := range s.authReqs {
+		if a.created.Before(cut) {
+			delete(s.authReqs, id)
+		}
+	}
+	for code, id := range s.codes {
+		if _, ok := s.authReqs[id]; !ok {
+			delete(s.codes, code)
+		}
+	}
+}
+
+var errNotFound = errors.New("not found")
+
+func (s *storage) AuthRequestByID(_ context.Context, id string) (op.AuthRequest, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.authReqs[id]
+	if !ok || a.created.Before(s.now().Add(-authRequestTTL)) {
+		return nil, fmt.Errorf("auth request %w", errNotFound)
+	}
+	return a, nil
+}
+
+func (s *storage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
+	s.mu.Lock()
+	id, ok := s.codes[code]
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("code %w", errNotFound)
+	}
+	return s.AuthRequestByID(ctx, id)
+}
+
+func (s *storage) SaveAuthCode(_ context.Context, id, code string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.authReqs[id]; !ok {
+		return fmt.Errorf("auth request %w", errNotFound)
+	}
+	s.codes[code] = id
+	return nil
+}
+
+// DeleteAuthRequest is called once the code is exchanged: the code cannot be used twice.
+func (s *storage) DeleteAuthRequest(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.authReqs, id)
+	for code, rid := range s.codes {
+		if rid == id {
+			delete(s.codes, code)
+		}
+	}
+	return nil
+}
+
+// completeAuth is the picker's POST: the request is now done for subject.
+func (s *storage) completeAuth(id, subject string) error {
+	if _, ok := s.users[subject]; !ok {
+		return fmt.Errorf("user %w", errNotFound)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.authReqs[id]
+	if !ok || a.created.Before(s.now().Add(-authRequestTTL)) {
+		return fmt.Errorf("auth request %w", errNotFound)
+	}
+	a.subject, a.authTime, a.done = subject, s.now(), true
+	return nil
+}
+
+// The access token is a JWT built by pkg/op; its id is the jti. Nothing is
+// stored: the resource server verifies it by signature alone.
+func (s *storage) CreateAccessToken(context.Context, op.TokenRequest) (string, time.Time, error) {
+	return randomID(), s.now().Add(AccessTokenTTL), nil
+}
+
+func (s *storage) CreateAccessAndRefreshTokens(_ context.Context, req op.TokenRequest, current string) (string, string, time.Time, error) {
+	var t refreshToken
+	switch r := req.(type) {
+	case *authRequest:
+		t = refreshToken{ClientID: r.clientID, Subject: r.subject, Scopes: r.scopes, AuthTime: r.authTime, AMR: r.GetAMR()}
+	case *refreshRequest:
+		t = r.t
+		t.Scopes = r.scopes
+	case *op.DeviceAuthorizationState:
+		t = refreshToken{ClientID: r.ClientID, Subject: r.Subject, Scopes: r.Scopes, AuthTime: r.AuthTime, AMR: r.AMR}
+	default:
+		return "", "", time.Time{}, fmt.Errorf("devidp: unexpected token request %T", req)
+	}
+	token := randomID()
+	t.Hash = tokenHash(token)
+	t.Expiry = s.now().Add(RefreshTokenTTL)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if current != "" {
+		// Rotation: the presented token is spent; presenting it again fails.
+		old, ok := s.refresh[tokenHash(current)]
+		if !ok || old.ClientID != t.ClientID {
+			return "", "", time.Time{}, op.ErrInvalidRefreshToken
+		}
+		delete(s.refresh, old.Hash)
+	}
+	s.refresh[t.Hash] = &t
+	if err := s.saveRefreshLocked(); err != nil {
+		return "", "", time.Time{}, err
+	}
+	return randomID(), token, s.now().Add(AccessTokenTTL), nil
+}
+
+func (s *storage) TokenRequestByRefreshToken(_ context.Context, token string) (op.RefreshTokenRequest, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.refresh[tokenHash(token)]
+	if !ok || !s.now().Before(t.Expiry) {
+		return nil, op.ErrInvalidRefreshToken
+	}
+	return &refreshRequest{t: *t, audience: s.audience(t.ClientID), scopes: slices.Clone(t.Scopes)}, nil
+}
+
+func (s *storage) TerminateSession(_ context.Context, userID, clientID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, t := range s.refresh {
+		if t.Subject == userID && t.ClientID == clientID {
+			delete(s.refresh, k)
+		}
+	}
+	return s.saveRefreshLocked()
+}
+
+// RevokeToken revokes a refresh token given as the token or its id (hash);
+// access tokens are self-contained JWTs
+// that live out their (short) lifetime, which RFC 7009 §2 allows.
+func (s *storage) RevokeToken(_ context.Context, token, _, clientID string) *oidc.Error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.refresh[tokenHash(token)]
+	if !ok {
+		// pkg/op's revocation endpoint passes the token id from
+		// GetRefreshTokenInfo, which is the hash.
+		t, ok = s.refresh[token]
+	}
+	if ok {
+		if t.ClientID != clientID {
+			return oidc.ErrInvalidClient().WithDescription("token was not issued to this client")
+		}
+		delete(s.refresh, t.Hash)
+		if err := s.saveRefreshLocked(); err != nil {
+			return oidc.ErrServerError().WithParent(err)
+		}
+	}
+	return nil
+}
+
+func (s *storage) GetRefreshTokenInfo(_ context.Context, clientID, token string) (string, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.refresh[tokenHash(token)]
+	if !ok || t.ClientID != clientID {
+		return "", "", op.ErrInvalidRefreshToken
+	}
+	return t.Subject, t.Hash, nil
+}
+
+func (s *storage) SigningKey(context.Context) (op.SigningKey, error) { return s.key, nil }
+func (s *storage) SignatureAlgorithms(context.Context) ([]jose.SignatureAlgorithm, error) {
+	return []jose.SignatureAlgorithm{jose.RS256}, nil
+}
+func (s *storage) KeySet(context.Context) ([]op.Key, error) { return []op.Key{publicKey{s.key}}, nil }
+
+func (s *storage) client(id string) (*client, bool) {
+	s.clientsMu.RLock()
+	defer s.clientsMu.RUnlock()
+	c, ok := s.clients[id]
+	return c, ok
+}
+
+func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {
+	c, ok := s.client(id)
+	if !ok {
+		// An *oidc.Error: pkg/op passes it through, so the token endpoint
+		// answers invalid_client instead of a 500 server_error.
+		return nil, oidc.ErrInvalidClient().WithDescription("unknown client_id").WithParent(errNotFound)
+	}
+	return c, nil
+}
+
+// AuthorizeClientIDSecret checks a confidential client's secret (only
+// jobgate-pages has one) in constant time. An *oidc.Error, so the token
+// endpoint answers invalid_client.
+func (s *storage) AuthorizeClientIDSecret(_ context.Context, id, secret string) error {
+	c, ok := s.client(id)
+	if !ok || c.secret == "" || subtle.ConstantTimeCompare([]byte(c.secret), []byte(secret)) != 1 {
+		return oidc.ErrInvalidClient().WithDescription("client authentication failed")
+	}
+	return nil
+}
+
+func (s *storage) SetUserinfoFromScopes(context.Context, *oidc.UserInfo, string, string, []string) error {
+	return nil
+}
+
+func (s *storage) SetUserinfoFromRequest(_ context.Context, ui *oidc.UserInfo, req op.IDTokenRequest, _ []string) error {
+	ui.Subject = req.GetSubject()
+	return nil
+}
+
+func (s *storage) SetUserinfoFromToken(_ context.Context, ui *oidc.UserInfo, _, subject, _ string) error {
+	ui.Subject = subject
+	return nil
+}
+
+func (s *storage) SetIntrospectionFromToken(_ context.Context, ir *oidc.IntrospectionResponse, _, subject, clientID string) error {
+	ir.Subject, ir.ClientID = subject, clientID
+	return nil
+}
+
+func (s *storage) GetPrivateClaimsFromRequest(_ context.Context, req op.TokenRequest, scopes []string) (map[string]any, error) {
+	return s.privateClaims(req.GetSubject(), scopes)
+}
+
+func (s *storage) GetPrivateClaimsFromScopes(_ context.Context, userID, _ string, scopes []string) (map[string]any, error) {
+	return s.privateClaims(userID, scopes)
+}
+
+// privateClaims are the access token's tenant and scope claims. scope is the
+// requested jobs:* scopes the user holds; a request naming none of them (a
+// plain OIDC client) gets all of the user's scopes. It is a space-separated
+// string (RFC 9068 §2.2.3), the form authz reads.
+func (s *storage) privateClaims(subject string, requested []string) (map[string]any, error) {
+	u, ok := s.users[subject]
+	if !ok {
+		return nil, fmt.Errorf("user %w", errNotFound)
+	}
+	asked := slices.ContainsFunc(requested, func(r string) bool { return strings.HasPrefix(r, "jobs:") })
+	var granted []string
+	for _, sc := range u.Scopes {
+		if !asked || slices.Contains(requested, string(sc)) {
+			granted = append(granted, string(sc))
+		}
+	}
+	return map[string]any{authz.TenantClaimDefault: u.Tenant, "scope": strings.Join(granted, " ")}, nil
+}
+
+func (s *storage) GetKeyByIDAndClientID(context.Context, string, string) (*jose.JSONWebKey, error) {
+	return nil, errors.New("devidp: JWT profile grant is not supported")
+}
+
+func (s *storage) ValidateJWTProfileScopes(context.Context, string, []string) ([]string, error) {
+	return nil, errors.New("devidp: JWT profile grant is not supported")
+}
+
+func (s *storage) Health(context.Context) error { return nil }
+
+func (s *storage) loadRefresh() error {
+	if s.dir == "" {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(s.dir, refreshFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("devidp: %w", err)
+	}
+	var ts []*refreshToken
+	if err := json.Unmarshal(b, &ts); err != nil {
+		return fmt.Errorf("devidp: %s: %w", refreshFile, err)
+	}
+	now := s.now()
+	for _, t := range ts {
+		if now.Before(t.Expiry) {
+			s.refresh[t.Hash] = t
+		}
+	}
+	return nil
+}
+
+func (s *storage) saveRefreshLocked() error {
+	if s.dir == "" {
+		return nil
+	}
+	ts := make([]*refreshToken, 0, len(s.refresh))
+	now := s.now()
+	for _, t := range s.refresh {
+		if now.Before(t.Expiry) {
+			ts = append(ts, t)
+		}
+	}
+	slices.SortFunc(ts, func(a, b *refreshToken) int { return strings.Compare(a.Hash, b.Hash) })
+	b, err := json.Marshal(ts)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(s.dir, refreshFile), b)
+}
