@@ -21,8 +21,8 @@ func TestRevokeRefreshToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	revoke := func(clientID string) int {
-		resp, err := http.PostForm(p.issuer+"/revoke", url.Values{"token": {tok.RefreshToken}, "token_type_hint": {"refresh_token"}, "client_id": {clientID}})
+	revoke := func(clientID, token string) int {
+		resp, err := http.PostForm(p.issuer+"/revoke", url.Values{"token": {token}, "token_type_hint": {"refresh_token"}, "client_id": {clientID}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,13 +33,19 @@ func TestRevokeRefreshToken(t *testing.T) {
 	if status != http.StatusCreated {
 		t.Fatalf("register: %d %v", status, m)
 	}
-	if got := revoke(m["client_id"].(string)); got == http.StatusOK {
-		t.Fatal("another client revoked ana's refresh token")
+	// Another client's attempt must revoke nothing. Its answer is usually invalid_client, but
+	// RFC 7009 lets a server answer 200 for a token it does not recognise, and pkg/op does when
+	// its decryption of the foreign token happens to yield an "id:subject" shape (about 1 in 20
+	// random tokens): so the test checks the token, not the status.
+	revoke(m["client_id"].(string), tok.RefreshToken)
+	tok2, err := refresh(context.Background(), cfg, tok.RefreshToken)
+	if err != nil {
+		t.Fatalf("refresh after another client's revocation: %v (it revoked ana's token)", err)
 	}
-	if got := revoke(CLIClientID); got != http.StatusOK {
+	if got := revoke(CLIClientID, tok2.RefreshToken); got != http.StatusOK {
 		t.Fatalf("revoke: %d", got)
 	}
-	if _, err := refresh(context.Background(), cfg, tok.RefreshToken); !isOAuthError(err, "invalid_grant") {
+	if _, err := refresh(context.Background(), cfg, tok2.RefreshToken); !isOAuthError(err, "invalid_grant") {
 		t.Fatalf("refresh after revocation: %v, want invalid_grant", err)
 	}
 }
