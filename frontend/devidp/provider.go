@@ -79,9 +79,11 @@ type IdP struct {
 //go:embed templates/*.html
 var templatesFS embed.FS
 
+// The page comes first in each parse so it names the template; layout.html holds the head, the
+// development-only banner and the user buttons both pages share.
 var (
-	loginTmpl  = template.Must(template.ParseFS(templatesFS, "templates/login.html"))
-	deviceTmpl = template.Must(template.ParseFS(templatesFS, "templates/device.html"))
+	loginTmpl  = template.Must(template.ParseFS(templatesFS, "templates/login.html", "templates/layout.html"))
+	deviceTmpl = template.Must(template.ParseFS(templatesFS, "templates/device.html", "templates/layout.html"))
 )
 
 // New builds the provider, loading or creating its state in opts.Dir.
