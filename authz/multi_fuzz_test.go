@@ -5,9 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jobgate/jobgate/activities/testenv"
 
 	"github.com/golang-jwt/jwt/v5"
 )
@@ -63,45 +64,18 @@ func FuzzMultiVerify(f *testing.F) {
 // own issuer.
 func TestMultiFuzzSeedCorpus(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzMultiVerify")
-	if os.Getenv("WRITE_FUZZ_SEEDS") == "1" { // regenerates the corpus after a deliberate change
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for name, tok := range fuzzMultiSeeds(t) {
-			if err := os.WriteFile(filepath.Join(dir, name), []byte("go test fuzz v1\nstring("+strconv.Quote(tok)+")\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	want := fuzzMultiSeeds(t)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(entries) != len(want) {
-		t.Errorf("%d seed files, want %d", len(entries), len(want))
-	}
+	// WRITE_FUZZ_SEEDS=1 regenerates the corpus after a deliberate change.
+	testenv.SeedCorpus(t, dir, want, os.Getenv("WRITE_FUZZ_SEEDS") == "1", true)
 	m := newTestMulti(t)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, ok := want[e.Name()]
-		if !ok {
-			t.Errorf("seed %s is not in fuzzMultiSeeds", e.Name())
-			continue
-		}
-		if string(b) != "go test fuzz v1\nstring("+strconv.Quote(w)+")\n" {
-			t.Errorf("seed %s differs from fuzzMultiSeeds", e.Name())
-		}
+	for name, w := range want {
 		c, err := m.Verify(context.Background(), w)
-		valid := strings.HasPrefix(e.Name(), "valid_")
+		valid := strings.HasPrefix(name, "valid_")
 		if valid != (err == nil) {
-			t.Errorf("seed %s: Verify error = %v", e.Name(), err)
+			t.Errorf("seed %s: Verify error = %v", name, err)
 		}
-		if valid && c.Issuer != map[string]string{"valid_a": multiIssA, "valid_b": multiIssB, "valid_c": multiIssC}[e.Name()] {
-			t.Errorf("seed %s: issuer %q", e.Name(), c.Issuer)
+		if valid && c.Issuer != map[string]string{"valid_a": multiIssA, "valid_b": multiIssB, "valid_c": multiIssC}[name] {
+			t.Errorf("seed %s: issuer %q", name, c.Issuer)
 		}
 	}
 }

@@ -3,12 +3,12 @@ package frontend
 import (
 	"bytes"
 	"errors"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/activities/testenv"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
@@ -128,19 +128,9 @@ func listSeeds(t testing.TB) map[string]string {
 func TestListCursorSeedCorpus(t *testing.T) {
 	f := newListFrontend(t, newMemStore())
 	dir := filepath.Join("testdata", "fuzz", "FuzzListCursor")
-	for name, s := range listSeeds(t) {
-		want := "go test fuzz v1\nstring(" + strconv.Quote(s) + ")\n"
-		path := filepath.Join(dir, name)
-		if *updateListSeeds {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		} else if got, err := os.ReadFile(path); err != nil || string(got) != want {
-			t.Errorf("%s is missing or stale (err %v); run go test ./frontend -run TestListCursorSeedCorpus -update-list-seeds", path, err)
-		}
+	seeds := listSeeds(t)
+	testenv.SeedCorpus(t, dir, seeds, *updateListSeeds, false)
+	for name, s := range seeds {
 		_, err := f.openListCursor(listAna, listToolName, s, listSeedFilter.fingerprint())
 		switch {
 		case strings.HasPrefix(name, "ok_"):

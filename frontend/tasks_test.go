@@ -8,12 +8,12 @@ import (
 	"flag"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/activities/testenv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -323,20 +323,7 @@ func TestTaskOpenTaskID(t *testing.T) {
 // Rewrite with: go test ./frontend -run TestTaskIDSeedCorpus -update-task-seeds
 func TestTaskIDSeedCorpus(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzTaskID")
-	for name, s := range taskSeeds(t) {
-		want := "go test fuzz v1\nstring(" + strconv.Quote(s) + ")\n"
-		path := filepath.Join(dir, name)
-		if *updateTaskSeeds {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		} else if got, err := os.ReadFile(path); err != nil || string(got) != want {
-			t.Errorf("%s is missing or stale (err %v); run go test ./frontend -run TestTaskIDSeedCorpus -update-task-seeds", path, err)
-		}
-	}
+	testenv.SeedCorpus(t, dir, taskSeeds(t), *updateTaskSeeds, false)
 }
 
 // FuzzTaskID: whatever the string, openTaskID opens only a handle this service sealed for the

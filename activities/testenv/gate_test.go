@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,9 @@ func (r *recorder) Skip(args ...any) {
 }
 func (r *recorder) Fatalf(format string, args ...any) {
 	r.calls = append(r.calls, "fatal")
+}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.calls = append(r.calls, "error: "+fmt.Sprintf(format, args...))
 }
 
 func setShort(t *testing.T, v string) {

@@ -4,13 +4,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/activities/testenv"
 )
 
 var updateSeeds = flag.Bool("update-seeds", false, "rewrite the committed fuzz seed corpus under testdata/fuzz")
@@ -200,20 +201,8 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		"FuzzOpenResume":   seedResumes(t),
 	} {
 		dir := filepath.Join("testdata", "fuzz", target)
+		testenv.SeedCorpus(t, dir, seeds, *updateSeeds, false)
 		for name, s := range seeds {
-			want := "go test fuzz v1\nstring(" + strconv.Quote(s) + ")\n"
-			path := filepath.Join(dir, name)
-			if *updateSeeds {
-				if err := os.MkdirAll(dir, 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			} else if got, err := os.ReadFile(path); err != nil || string(got) != want {
-				t.Errorf("%s is missing or stale (err %v); run go test -run TestFuzzSeedCorpus -update-seeds", path, err)
-			}
-
 			err := openers[target](s)
 			switch {
 			case strings.HasPrefix(name, "valid"):
