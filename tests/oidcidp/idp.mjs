@@ -58,7 +58,9 @@ const provider = new Provider(issuer, {
   clients: cfg.clients || [],
   jwks: { keys: [jwk] },
   cookies: { keys: [randomBytes(32).toString('hex')] },
-  scopes: ['openid', 'offline_access', 'profile', 'email'],
+  // The resource scopes are listed too: a DCR request's `scope` metadata (the TypeScript SDK
+  // sends the protected-resource metadata's scopes_supported) may only name scopes listed here.
+  scopes: ['openid', 'offline_access', 'profile', 'email', ...resourceScopes],
   claims: { openid: ['sub', ...claimNames] },
   // The ID token carries the claims too (tenant among them): a relying party reads them there.
   conformIdTokenClaims: false,
