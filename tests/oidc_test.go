@@ -41,16 +41,17 @@ type loginIdP struct {
 	token func(t *testing.T, sub string) string
 }
 
-// oidcIdPs are the providers every login test runs against: the npm oidc-provider (OpenID
+// oidcIdPs are the providers every login test runs against, each as a stack: the IdP and a
+// jobgate MCP endpoint (its resource URI) that trusts it. The npm oidc-provider (OpenID
 // Certified, a separate process) and frontend/devidp (zitadel/oidc pkg/op), here mounted by hand
-// on a server of its own. `jobgate dev` serves devidp at <listen>/oidc; the lead adds a row for
-// that wiring once it is merged.
+// on a server of its own, each beside a frontend built by oidcStack. `jobgate dev` serves devidp
+// at <listen>/oidc and trusts it itself: its row starts dev and returns its IdP and /mcp.
 var oidcIdPs = []struct {
 	name  string
-	start func(t *testing.T, resource string) loginIdP
+	stack func(t *testing.T) (idp loginIdP, resource string)
 }{
-	{"oidc-provider", startOIDCProvider},
-	{"devidp", startDevIdP},
+	{"oidc-provider", func(t *testing.T) (loginIdP, string) { return oidcStack(t, startOIDCProvider) }},
+	{"devidp", func(t *testing.T) (loginIdP, string) { return oidcStack(t, startDevIdP) }},
 }
 
 // oidcUsers are the dev principals (tests/harness_test.go), plus nobody: a user whose tokens
@@ -235,7 +236,7 @@ func TestOIDCMCPClientLogsIn(t *testing.T) {
 	}
 	for _, row := range oidcIdPs {
 		t.Run(row.name, func(t *testing.T) {
-			idp, resource := oidcStack(t, row.start)
+			idp, resource := row.stack(t)
 			origin := strings.TrimSuffix(resource, "/mcp")
 
 			// The metadata names the IdP, the first thing an MCP client reads.
@@ -335,7 +336,7 @@ func TestOIDCJWKSVerification(t *testing.T) {
 	list := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_jobs","arguments":{}}}`
 	for _, row := range oidcIdPs {
 		t.Run(row.name, func(t *testing.T) {
-			idp, resource := oidcStack(t, row.start)
+			idp, resource := row.stack(t)
 			resp, body := postMCP(t, http.DefaultClient, resource, "Bearer "+idp.token(t, ana.sub), list)
 			if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"jobs"`) {
 				t.Fatalf("ana's token: %d %s", resp.StatusCode, body)

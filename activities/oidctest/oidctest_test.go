@@ -13,6 +13,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/jobgate/jobgate/activities/oidctest"
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -184,5 +185,45 @@ func TestDevice(t *testing.T) {
 	var re *oauth2.RetrieveError
 	if !errors.As(err, &re) || re.ErrorCode != "access_denied" {
 		t.Errorf("aborted device code: %v, want access_denied", err)
+	}
+}
+
+// A device code nobody approves expires: the poll ends with expired_token (RFC 8628 §3.5).
+func TestDeviceCodeExpires(t *testing.T) {
+	p := oidctest.Start(t, oidctest.Config{Resource: resource, DeviceCodeTTL: 2 * time.Second,
+		Users: []oidctest.User{{Sub: "ana", Tenant: "acme", Scopes: []string{"jobs:read"}}}, Clients: []oidctest.Client{oidctest.PublicClient("cli")}})
+	d := discovery(t, p)
+	cfg := oauth2.Config{ClientID: "cli", Scopes: []string{"jobs:read"}, Endpoint: oauth2.Endpoint{
+		DeviceAuthURL: d["device_authorization_endpoint"].(string), TokenURL: d["token_endpoint"].(string),
+		AuthStyle: oauth2.AuthStyleInParams}}
+	da, err := cfg.DeviceAuth(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if da.Expiry.IsZero() || time.Until(da.Expiry) > 5*time.Second {
+		t.Fatalf("expires_in gives %v, want the configured 2s", da.Expiry)
+	}
+	// x/oauth2's poll gives up at the expiry itself (a context deadline), so poll by hand:
+	// pending (or slow_down) until the provider itself says expired_token.
+	poll := func() string {
+		resp, err := http.PostForm(cfg.Endpoint.TokenURL, url.Values{"grant_type": {oidctest.GrantDeviceCode},
+			"device_code": {da.DeviceCode}, "client_id": {"cli"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return e.Error
+	}
+	var last string
+	testenv.Eventually(t, 30*time.Second, "the device code to expire", func() bool {
+		last = poll()
+		return last != "authorization_pending" && last != "slow_down"
+	})
+	if last != "expired_token" {
+		t.Fatalf("poll of an unapproved code answered %q, want expired_token", last)
 	}
 }
