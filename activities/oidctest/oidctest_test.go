@@ -227,3 +227,42 @@ func TestDeviceCodeExpires(t *testing.T) {
 		t.Fatalf("poll of an unapproved code answered %q, want expired_token", last)
 	}
 }
+
+// A confidential client (what jobgate's pages register) gets tokens with its secret and PKCE;
+// a wrong secret is invalid_client, and (the provider authenticates the client before it looks
+// at the code) the code still works with the right one.
+func TestConfidentialClient(t *testing.T) {
+	p := oidctest.Start(t, oidctest.Config{Resource: resource,
+		Users:   []oidctest.User{{Sub: "ana", Tenant: "acme", Scopes: []string{"jobs:read"}}},
+		Clients: []oidctest.Client{{ID: "pages", Secret: "s3cret", RedirectURIs: []string{"http://127.0.0.1:7777/auth/callback"}}}})
+	d := discovery(t, p)
+	cfg := oauth2.Config{ClientID: "pages", ClientSecret: "wrong", RedirectURL: "http://127.0.0.1:7777/auth/callback",
+		Scopes: []string{"openid", "jobs:read"}, Endpoint: oauth2.Endpoint{AuthURL: d["authorization_endpoint"].(string),
+			TokenURL: d["token_endpoint"].(string), AuthStyle: oauth2.AuthStyleInHeader}}
+	pkce := oauth2.GenerateVerifier()
+	back := p.Login(t, nil, cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(pkce)), "ana")
+	u, err := url.Parse(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := u.Query().Get("code")
+	if u.Query().Get("iss") != p.Issuer || code == "" {
+		t.Fatalf("redirect %s, want code and iss (RFC 9207)", back)
+	}
+	_, err = cfg.Exchange(context.Background(), code, oauth2.VerifierOption(pkce))
+	var re *oauth2.RetrieveError
+	if !errors.As(err, &re) || re.ErrorCode != "invalid_client" {
+		t.Fatalf("wrong secret: %v, want invalid_client", err)
+	}
+	cfg.ClientSecret = "s3cret"
+	tok, err := cfg.Exchange(context.Background(), code, oauth2.VerifierOption(pkce))
+	if err != nil {
+		t.Fatalf("right secret: %v", err)
+	}
+	if idt, _ := tok.Extra("id_token").(string); idt == "" {
+		t.Error("no id_token for scope openid")
+	}
+	if _, err := verifier(t, p).Verify(context.Background(), tok.AccessToken); err != nil {
+		t.Errorf("access token: %v", err)
+	}
+}
