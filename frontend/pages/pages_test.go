@@ -533,3 +533,60 @@ func TestNewRefuses(t *testing.T) {
 		t.Errorf("https: cookie %q secure %v", p.sessionCookie, p.secure)
 	}
 }
+
+// TestSecureCookies: with an https public URL the session cookie is __Host-jobgate_session
+// (Secure, Path=/) and the login cookie __Secure-jobgate_login (Secure, Path=/auth); a cookie
+// without the prefix (which any subdomain or http page could plant) is not read.
+func TestSecureCookies(t *testing.T) {
+	const public = "https://jobs.example.com"
+	idpSrv := httptest.NewUnstartedServer(nil)
+	issuer := "http://" + idpSrv.Listener.Addr().String() + "/oidc"
+	idp, err := devidp.New(devidp.Options{Issuer: issuer, Resource: testResource, Users: devUsers, PagesRedirectURIs: []string{public + PathCallback}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idpSrv.Config.Handler = idp.Handler()
+	idpSrv.Start()
+	defer idpSrv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	v, err := authz.NewJWKSVerifier(ctx, authz.JWKSOptions{URL: issuer + "/keys", Issuer: issuer, Audience: testResource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	keys := testKeys(t)
+	p, err := New(Config{Issuer: issuer, ClientID: devidp.PagesClientID, ClientSecret: idp.PagesClientSecret(), PublicURL: public,
+		AccessVerifier: v, Keys: keys, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(target string, cookies ...*http.Cookie) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", target, nil)
+		for _, c := range cookies {
+			req.AddCookie(c)
+		}
+		rec := httptest.NewRecorder()
+		p.Handler().ServeHTTP(rec, req)
+		return rec
+	}
+	login := serve(public + "/login")
+	lc := cookieNamed(login.Header(), "__Secure-jobgate_login")
+	if login.Code != http.StatusFound || lc == nil || !lc.Secure || !lc.HttpOnly || lc.Path != "/auth" || lc.SameSite != http.SameSiteLaxMode {
+		t.Fatalf("/login: %d, login cookie %+v", login.Code, lc)
+	}
+	e := &env{issuer: issuer, base: public}
+	back := e.pick(t, browser(t), login.Header().Get("Location"), "ana")
+	cb := serve(back, lc)
+	sc := cookieNamed(cb.Header(), "__Host-jobgate_session")
+	if cb.Code != http.StatusSeeOther || cb.Header().Get("Location") != public+"/me" || sc == nil || !sc.Secure || !sc.HttpOnly || sc.Path != "/" || sc.Domain != "" {
+		t.Fatalf("callback: %d %s, session cookie %+v", cb.Code, cb.Body, sc)
+	}
+	if me := serve(public+"/me", sc); me.Code != 200 || !strings.Contains(me.Body.String(), "Signed in as ana") {
+		t.Fatalf("/me: %d %s", me.Code, me.Body)
+	}
+	// The same value under the unprefixed name is not the session.
+	if me := serve(public+"/me", &http.Cookie{Name: "jobgate_session", Value: sc.Value}); me.Code != http.StatusSeeOther {
+		t.Fatalf("/me with an unprefixed cookie: %d", me.Code)
+	}
+}

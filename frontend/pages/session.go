@@ -15,6 +15,10 @@ import (
 
 type sessionKey struct{}
 
+// maxFormBytes bounds the body of a POST the pages parse for its CSRF field (the forms are a
+// few fields; Go's own default would read 10 MB).
+const maxFormBytes = 64 << 10
+
 // SessionFrom returns the session RequireSession put in the request's context.
 func SessionFrom(ctx context.Context) (handle.Session, bool) {
 	s, ok := ctx.Value(sessionKey{}).(handle.Session)
@@ -72,6 +76,7 @@ func (p *Pages) RequireSession(maxAge time.Duration, next http.Handler) http.Han
 			return
 		}
 		if !safe {
+			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 			if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.CSRF)) != 1 {
 				p.fail(w, r, http.StatusForbidden, "This form is out of date or was sent from another site (CSRF check failed); reload the page and try again.", nil)
 				return
@@ -99,6 +104,7 @@ func (p *Pages) logout(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, p.base+PathSignedOut, http.StatusSeeOther)
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.CSRF)) != 1 {
 		p.fail(w, r, http.StatusForbidden, "This form is out of date or was sent from another site (CSRF check failed); reload the page and try again.", nil)
 		return
