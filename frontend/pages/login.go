@@ -92,6 +92,7 @@ func randomToken() string {
 
 // idClaims are the ID token claims the session keeps besides those PrincipalFromClaims reads.
 type idClaims struct {
+	AZP      string   `json:"azp"`
 	AuthTime int64    `json:"auth_time"`
 	ACR      string   `json:"acr"`
 	AMR      []string `json:"amr"`
@@ -166,7 +167,8 @@ func (p *Pages) callback(w http.ResponseWriter, r *http.Request) {
 	idt, err := d.verifier.Verify(ctx, rawID)
 	if err != nil {
 		var exp *oidc.TokenExpiredError
-		if errors.As(err, &exp) || strings.Contains(err.Error(), "before the nbf") || strings.Contains(err.Error(), "used before") {
+		// go-oidc has a type for expiry only; its nbf failure is an error string.
+		if errors.As(err, &exp) || strings.Contains(err.Error(), "before the nbf") {
 			p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token is already expired or not yet valid: this server's clock and the provider's disagree (clock skew).", err)
 		} else {
 			p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token did not verify.", err)
@@ -185,6 +187,12 @@ func (p *Pages) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := idt.Claims(&extra); err != nil {
 		p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token has a malformed auth_time, acr, amr, name or email claim.", err)
+		return
+	}
+	// go-oidc checks that aud contains our client ID; an authorized party, when named, must be
+	// us too (OIDC Core 3.1.3.7), or the token was issued to another client.
+	if extra.AZP != "" && extra.AZP != p.cfg.ClientID {
+		p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token was issued to another client (azp).", nil)
 		return
 	}
 	var authTime time.Time

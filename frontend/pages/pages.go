@@ -101,9 +101,15 @@ type Pages struct {
 	loginCookie   string
 	handler       http.Handler
 
-	mu   sync.Mutex
-	disc *discovered // memoised once discovery succeeded
+	mu       sync.Mutex
+	disc     *discovered // memoised once discovery succeeded
+	lastErr  error       // the last failed discovery, answered again for failureMemo
+	lastFail time.Time
 }
+
+// failureMemo is how long a failed discovery is answered from memory, so that a provider that is
+// down costs one request (and one timeout) per few seconds, not one per page view.
+const failureMemo = 5 * time.Second
 
 // discovered is what the provider's discovery document gave.
 type discovered struct {
@@ -208,17 +214,29 @@ func (p *Pages) Check(ctx context.Context) error {
 	return err
 }
 
-// discover fetches the provider's metadata once; a failure is not memoised, so the next
-// request tries again.
+// discover fetches the provider's metadata once; a failure is remembered for failureMemo, then
+// tried again.
 func (p *Pages) discover(ctx context.Context) (*discovered, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.disc != nil {
 		return p.disc, nil
 	}
-	// The provider keeps this context for fetching keys later: not the request's, which ends.
-	pctx := oidc.ClientContext(context.WithoutCancel(ctx), p.cfg.HTTPClient)
-	prov, err := oidc.NewProvider(pctx, p.cfg.Issuer)
+	if p.lastErr != nil && time.Since(p.lastFail) < failureMemo {
+		return nil, p.lastErr
+	}
+	d, err := p.fetchDiscovery(ctx)
+	if err != nil {
+		p.lastErr, p.lastFail = err, time.Now()
+		return nil, err
+	}
+	p.disc, p.lastErr = d, nil
+	return d, nil
+}
+
+func (p *Pages) fetchDiscovery(ctx context.Context) (*discovered, error) {
+	// The provider keeps the HTTP client (not the context) for fetching its keys later.
+	prov, err := oidc.NewProvider(oidc.ClientContext(ctx, p.cfg.HTTPClient), p.cfg.Issuer)
 	if err != nil {
 		return nil, fmt.Errorf("OIDC issuer %s: discovery failed: %s", p.cfg.Issuer, oneLine(err.Error()))
 	}
@@ -236,13 +254,12 @@ func (p *Pages) discover(ctx context.Context) (*discovered, error) {
 	if p.cfg.ClientSecret == "" {
 		ep.AuthStyle = oauth2.AuthStyleInParams // a public client names itself in the body
 	}
-	p.disc = &discovered{
+	return &discovered{
 		oauth: &oauth2.Config{ClientID: p.cfg.ClientID, ClientSecret: p.cfg.ClientSecret, Endpoint: ep,
 			RedirectURL: p.redirectURL, Scopes: p.cfg.Scopes},
 		verifier:   prov.Verifier(&oidc.Config{ClientID: p.cfg.ClientID, Now: p.cfg.Now}),
 		endSession: meta.EndSession,
-	}
-	return p.disc, nil
+	}, nil
 }
 
 // oneLine keeps an error on one line of bounded length (providers put HTML in error bodies).

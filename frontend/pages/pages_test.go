@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -471,6 +472,50 @@ func TestProviderProblems(t *testing.T) {
 // TestMaxAge: a session older than RequireSession's maxAge is sent back to the IdP with
 // prompt=login&max_age=, and comes back fresh; an IdP answer whose auth_time is still too old
 // is refused.
+// TestDiscoveryMemo: a provider that fails discovery is asked again only after failureMemo, so
+// a down provider costs one request per few seconds, not one per page view; success is kept.
+func TestDiscoveryMemo(t *testing.T) {
+	var hits atomic.Int32
+	var up atomic.Bool
+	idpSrv := httptest.NewUnstartedServer(nil)
+	issuer := "http://" + idpSrv.Listener.Addr().String()
+	idpSrv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if !up.Load() {
+			http.Error(w, "<html>down\nfor maintenance</html>", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"issuer":"`+issuer+`","authorization_endpoint":"`+issuer+`/a","token_endpoint":"`+issuer+`/t","jwks_uri":"`+issuer+`/k"}`)
+	})
+	idpSrv.Start()
+	defer idpSrv.Close()
+	p, err := New(Config{Issuer: issuer, ClientID: "c", PublicURL: "http://127.0.0.1:2", Keys: testKeys(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := p.Check(context.Background()); err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "503 Service Unavailable") {
+			t.Fatalf("Check: %v", err)
+		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("%d discovery requests for 3 checks within %s", n, failureMemo)
+	}
+	up.Store(true)
+	p.mu.Lock()
+	p.lastFail = time.Now().Add(-failureMemo) // as if failureMemo had passed
+	p.mu.Unlock()
+	for range 3 {
+		if err := p.Check(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := hits.Load(); n != 2 {
+		t.Fatalf("%d discovery requests, want 2", n)
+	}
+}
+
 func TestMaxAge(t *testing.T) {
 	e := startEnv(t, envOpts{maxAge: 5 * time.Minute})
 	c := browser(t)

@@ -56,7 +56,11 @@ func (p *Pages) fail(w http.ResponseWriter, r *http.Request, status int, msg str
 	if detail != nil {
 		fields = append(fields, zap.Error(detail))
 	}
-	p.cfg.Logger.Info("sign-in page error", fields...)
+	if status >= 500 {
+		p.cfg.Logger.Warn("sign-in page error", fields...) // the provider or this server's configuration
+	} else {
+		p.cfg.Logger.Info("sign-in page error", fields...)
+	}
 	render(w, status, "message", pageData{Title: "Sign-in problem", Message: msg, Login: p.base + PathLogin})
 }
 

@@ -87,7 +87,11 @@ func (p *Pages) RequireSession(maxAge time.Duration, next http.Handler) http.Han
 				p.fail(w, r, http.StatusForbidden, "This action needs a fresh sign-in; reload the page to sign in again.", nil)
 				return
 			}
-			p.startLogin(w, r, r.URL.RequestURI(), maxAge)
+			ret := r.URL.RequestURI()
+			if !localPath(ret) {
+				ret = PathMe
+			}
+			p.startLogin(w, r, ret, maxAge)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, s)))
