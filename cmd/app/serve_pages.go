@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/devidp"
 	"github.com/jobgate/jobgate/frontend/pages"
 )
 
@@ -47,6 +48,16 @@ func (c *PagesConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ScopeClaim, "oidc-scope-claim", authz.ScopeClaimDefault, "claim holding the scopes (string or array); default: scope (string) merged with scp (array)")
 	fs.StringVar(&c.Scopes, "oidc-scopes", strings.Join(pages.DefaultScopes(), " "), "scopes requested at sign-in, space-separated (openid is always added)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", pages.SessionTTLDefault, "how long a browser session lasts (at most 24h)")
+}
+
+// devPagesConfig is the pages' configuration for `jobgate dev`: its identity provider (issuer,
+// e.g. http://localhost:8080/oidc, served on the same listener) with the confidential client
+// jobgate-pages and its secret (devidp.IdP.PagesClientSecret), on the listener's base URL
+// (http://localhost:8080). Register base+pages.PathCallback as devidp.Options.PagesRedirectURIs
+// and base+pages.PathSignedOut as PagesPostLogoutRedirectURIs. The other fields' zero values
+// are their defaults.
+func devPagesConfig(issuer, secret, base string) PagesConfig {
+	return PagesConfig{Issuer: issuer, ClientID: devidp.PagesClientID, ClientSecret: secret, PublicURL: base}
 }
 
 // buildPages makes the pages when --oidc-issuer is set (nil otherwise). It needs build's

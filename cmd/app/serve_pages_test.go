@@ -3,16 +3,51 @@ package app
 import (
 	"context"
 	"flag"
+	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/devidp"
+	"github.com/jobgate/jobgate/frontend/pages"
 )
+
+var devIdPTestUsers = []devidp.User{{Subject: "ana", Tenant: "acme", Scopes: []authz.Scope{authz.ScopeRead}}}
+
+// signInThroughPicker signs in at base as user through the dev IdP's picker, as a browser
+// without script would (a cookie jar, each redirect followed), and returns /me's page.
+func signInThroughPicker(t *testing.T, base, issuer, user string) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	resp, err := c.Get(base + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	id := regexp.MustCompile(`name="authRequestID" value="([^"]+)"`).FindSubmatch(page)
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+	if resp.StatusCode != 200 || id == nil || csrf == nil || !strings.HasPrefix(resp.Request.URL.String(), issuer+"/login?") {
+		t.Fatalf("picker: %s at %s: %s", resp.Status, resp.Request.URL, page)
+	}
+	resp, err = c.PostForm(issuer+"/login", url.Values{"authRequestID": {string(id[1])}, "csrf": {string(csrf[1])}, "user": {user}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	me, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Request.URL.String() != base+"/me" {
+		t.Fatalf("after the picker: %s at %s: %s", resp.Status, resp.Request.URL, me)
+	}
+	return string(me)
+}
 
 // TestServePages runs ServeMain with --oidc-* against the dev IdP on its own listener (and a
 // Temporal nobody listens on): /login sends the browser to the IdP with the redirect URI
@@ -89,6 +124,35 @@ func TestServePages(t *testing.T) {
 	}
 	if resp := get(base + "/healthz"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("/healthz: %s", resp.Status)
+	}
+
+	// The whole sign-in through serve, configured as dev configures it: /login → the IdP's
+	// picker (ana) → /auth/callback → /me shows ana of acme.
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base2 := "http://" + ln2.Addr().String()
+	idpSrv2 := httptest.NewUnstartedServer(nil)
+	issuer2 := "http://" + idpSrv2.Listener.Addr().String() + "/oidc"
+	idp2, err := devidp.New(devidp.Options{Issuer: issuer2, Resource: base2 + "/mcp", Users: devIdPTestUsers,
+		PagesRedirectURIs: []string{base2 + pages.PathCallback}, PagesPostLogoutRedirectURIs: []string{base2 + pages.PathSignedOut}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idpSrv2.Config.Handler = idp2.Handler()
+	idpSrv2.Start()
+	defer idpSrv2.Close()
+	dc := config(base2 + "/mcp")
+	dc.Issuer, dc.JWKSURL = issuer2, issuer2+"/keys"
+	dc.Pages = devPagesConfig(issuer2, idp2.PagesClientSecret(), base2)
+	s4 := &ServeMain{Config: dc, Listener: ln2}
+	if err := s4.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s4.Close()
+	if me := signInThroughPicker(t, base2, issuer2, "ana"); !strings.Contains(me, "Signed in as ana") || !strings.Contains(me, "<code>acme</code>") {
+		t.Fatalf("/me after signing in through serve: %s", me)
 	}
 
 	// Pages off: their paths are not served.
