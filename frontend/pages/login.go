@@ -120,6 +120,11 @@ func (p *Pages) callback(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, http.StatusBadRequest, "The sign-in response does not belong to this browser's sign-in (state mismatch); sign in again.", nil)
 		return
 	}
+	// RFC 9207: a provider that names itself in the response must be ours (mix-up defence).
+	if q.Has("iss") && q.Get("iss") != p.cfg.Issuer {
+		p.fail(w, r, http.StatusBadRequest, "The sign-in response comes from another identity provider (iss mismatch); sign in again.", nil)
+		return
+	}
 	if e := q.Get("error"); e != "" {
 		status, msg := http.StatusBadGateway, "The identity provider could not sign you in ("+shortCode(e)+")."
 		switch e {

@@ -385,6 +385,15 @@ func TestCallbackRefusals(t *testing.T) {
 		bu.RawQuery = q.Encode()
 		noSession(t, do(t, c, "GET", bu.String(), nil), 400, "state mismatch")
 	})
+	t.Run("iss mismatch", func(t *testing.T) {
+		c := browser(t)
+		back := e.pick(t, c, wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer), "ana")
+		bu, _ := url.Parse(back)
+		q := bu.Query()
+		q.Set("iss", "https://evil.example")
+		bu.RawQuery = q.Encode()
+		noSession(t, do(t, c, "GET", bu.String(), nil), 400, "iss mismatch")
+	})
 	t.Run("nonce mismatch", func(t *testing.T) {
 		c := browser(t)
 		back := e.pick(t, c, wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer), "ana")
