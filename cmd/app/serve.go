@@ -20,6 +20,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/pages"
 )
 
 // ServeConfig configures `jobgate serve`.
@@ -83,6 +84,8 @@ type ServeConfig struct {
 	// DevDeployment lets serve start with secrets marked DEV-ONLY (the public placeholders
 	// under cmd/deploy/secrets that docker-compose.yml mounts). Defaults to false: refused.
 	DevDeployment bool
+	// Pages is browser sign-in for jobgate's pages (serve_pages.go). Defaults to off.
+	Pages PagesConfig
 
 	// kinds are the serveKinds Flags bound, so that build reads the values of the very flags
 	// parsed: a kind may keep its options in its own variables, with no field here. nil (a
@@ -117,6 +120,7 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	metricsFlag(fs, &c.MetricsListen)
 	tenantsFlag(fs, &c.TenantsFile)
 	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept secrets marked "+DevOnlyMarker+" (public placeholders)")
+	c.Pages.Flags(fs)
 }
 
 func resumeKeysFlags(fs *flag.FlagSet, spec, file *string) {
@@ -177,6 +181,7 @@ type ServeMain struct {
 	closers []func() error // what the kinds opened (serveKind.spec), released by Close
 	metrics *metricsServer
 	stop    context.CancelFunc // ends what Run started in the background
+	pages   *pages.Pages       // browser sign-in, when configured (serve_pages.go)
 }
 
 // closeOnExit has Close call f (a kind's resource, opened by its serveKind.spec).
@@ -333,6 +338,11 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		_ = m.closeKinds()
 		return err
 	}
+	handler, err := m.withPages(f.Handler())
+	if err != nil {
+		_ = m.Close()
+		return err
+	}
 	ln := m.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", m.Config.Listen); err != nil {
@@ -340,7 +350,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		}
 	}
 	m.ln = ln
-	srv := &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute}
 	m.srv = srv
 	go func() {
@@ -349,6 +359,10 @@ func (m *ServeMain) Run(ctx context.Context) error {
 			m.Logger.Error("http server", zap.Error(err))
 		}
 	}()
+	if err := m.checkPages(ctx); err != nil {
+		_ = m.Close()
+		return err
+	}
 	m.Logger.Info("frontend listening", zap.String("addr", ln.Addr().String()), zap.String("resource", m.Config.ResourceURI))
 	return nil
 }

@@ -25,11 +25,12 @@ type client struct {
 	loginURL     func(string) string
 	reg          *registration // set for dynamically registered clients
 	secret       string        // confidential clients only
+	postLogout   []string      // post_logout_redirect_uri values end_session accepts
 }
 
 func (c *client) GetID() string                       { return c.id }
 func (c *client) RedirectURIs() []string              { return c.redirectURIs }
-func (c *client) PostLogoutRedirectURIs() []string    { return nil }
+func (c *client) PostLogoutRedirectURIs() []string    { return c.postLogout }
 func (c *client) ApplicationType() op.ApplicationType { return c.appType }
 func (c *client) AuthMethod() oidc.AuthMethod         { return c.authMethod }
 func (c *client) ResponseTypes() []oidc.ResponseType {

@@ -68,5 +68,8 @@ func setPageHeaders(w http.ResponseWriter) {
 	w.Header().Set("Cache-Control", "no-store")
 	// The picker must never be framed (clickjacking a sign-in).
 	w.Header().Set("X-Frame-Options", "DENY")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	// No form-action: browsers apply it to the redirects after a submit too, and the picker's
+	// POST ends at the client's redirect URI on another origin (a loopback CLI, jobgate's pages),
+	// which form-action 'self' blocked in Chromium. The forms are this package's own.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
 }

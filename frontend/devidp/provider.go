@@ -54,6 +54,10 @@ type Options struct {
 	// own browser sign-in. Its secret is kept in Dir (see
 	// IdP.PagesClientSecret). Default none: no confidential client.
 	PagesRedirectURIs []string
+	// PagesPostLogoutRedirectURIs are where jobgate-pages may send the browser after
+	// RP-initiated logout at /end_session (frontend/pages uses <public URL>/auth/signed-out).
+	// Default none: end_session then refuses a post_logout_redirect_uri.
+	PagesPostLogoutRedirectURIs []string
 	// DeviceCodeLifetime is how long a device code (RFC 8628) may be
 	// approved. Defaults to 10 minutes (DeviceCodeLifetimeDefault).
 	DeviceCodeLifetime time.Duration
@@ -155,7 +159,9 @@ func New(opts Options) (*IdP, error) {
 			return nil, err
 		}
 		idp.pagesSecret = base64.RawURLEncoding.EncodeToString(sec[:])
-		s.clients[PagesClientID] = pagesClient(s.loginURL, slices.Clone(opts.PagesRedirectURIs), idp.pagesSecret)
+		pc := pagesClient(s.loginURL, slices.Clone(opts.PagesRedirectURIs), idp.pagesSecret)
+		pc.postLogout = slices.Clone(opts.PagesPostLogoutRedirectURIs)
+		s.clients[PagesClientID] = pc
 	}
 	if err := s.loadClients(); err != nil {
 		return nil, err

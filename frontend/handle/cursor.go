@@ -38,21 +38,39 @@ const (
 )
 
 // errSealed: the ciphertext does not authenticate under the key its kid names (tampered,
-// truncated, another ring's, or not made by SealCursor).
-var errSealed = fmt.Errorf("%w: cursor does not authenticate", ErrMalformed)
+// truncated, another ring's, or not made by this package).
+var errSealed = fmt.Errorf("%w: ciphertext does not authenticate", ErrMalformed)
 
-// cursorKeys are one keyring key's derived cursor keys. cipher.AEAD is safe for concurrent use.
-type cursorKeys struct {
+// An aeadSealer is an encrypted kind of string: prefix.kid.base64url(nonce || AES-256-GCM || tag),
+// at most max bytes, its keys derived from the ring's key kid with HKDF-SHA256 under its own
+// info strings (so no two kinds, and never the handle MAC, share a key). Cursors are the first
+// such kind; browser sessions and login states (session.go) are the others. Every kind seals
+// exactly as the cursor always has, so cursors stay byte-identical.
+type aeadSealer struct {
+	prefix, encInfo, nonceInfo string
+	max                        int
+}
+
+var cursorAEAD = &aeadSealer{CursorPrefix, cursorEncInfo, cursorNonceInfo, MaxCursorLen}
+
+// aeadSealers are the encrypted kinds; NewKeyring derives each one's keys once per key.
+var aeadSealers = []*aeadSealer{cursorAEAD, sessionAEAD, loginStateAEAD}
+
+// aeadKeys are one keyring key's derived keys for one kind. cipher.AEAD is safe for concurrent use.
+type aeadKeys struct {
 	aead     cipher.AEAD
 	nonceKey []byte
 }
 
-func deriveCursorKeys(key []byte) *cursorKeys {
-	enc, err := hkdf.Key(sha256.New, key, nil, cursorEncInfo, 32)
+// aeadID names one kind's derived keys of one key ID in Keyring.aeads.
+type aeadID struct{ prefix, kid string }
+
+func (a *aeadSealer) deriveKeys(key []byte) *aeadKeys {
+	enc, err := hkdf.Key(sha256.New, key, nil, a.encInfo, 32)
 	if err != nil {
 		panic("handle: HKDF: " + err.Error()) // only for lengths HKDF-SHA256 cannot produce
 	}
-	nk, err := hkdf.Key(sha256.New, key, nil, cursorNonceInfo, 32)
+	nk, err := hkdf.Key(sha256.New, key, nil, a.nonceInfo, 32)
 	if err != nil {
 		panic("handle: HKDF: " + err.Error())
 	}
@@ -64,46 +82,55 @@ func deriveCursorKeys(key []byte) *cursorKeys {
 	if err != nil {
 		panic("handle: GCM: " + err.Error())
 	}
-	return &cursorKeys{aead: aead, nonceKey: nk}
+	return &aeadKeys{aead: aead, nonceKey: nk}
 }
 
-// cursorKeysFor returns the derived keys of kid (which must be in the ring).
-func (k *Keyring) cursorKeysFor(kid string) *cursorKeys {
-	if ck := k.cursors[kid]; ck != nil {
-		return ck
+// aeadKeysFor returns a's derived keys of kid (which must be in the ring).
+func (k *Keyring) aeadKeysFor(a *aeadSealer, kid string) *aeadKeys {
+	if ak := k.aeads[aeadID{a.prefix, kid}]; ak != nil {
+		return ak
 	}
-	return deriveCursorKeys(k.keys[kid])
+	return a.deriveKeys(k.keys[kid])
 }
 
-func (ck *cursorKeys) nonce(header string, js []byte) []byte {
-	m := hmac.New(sha256.New, ck.nonceKey)
+func (ak *aeadKeys) nonce(header string, js []byte) []byte {
+	m := hmac.New(sha256.New, ak.nonceKey)
 	m.Write([]byte(header))
 	m.Write(js)
 	return m.Sum(nil)[:cursorNonceLen]
 }
 
-// cursorSealedLen is the length of a sealed cursor with a jsonLen-byte payload and kid.
-func cursorSealedLen(jsonLen, kidLen int) int {
-	return len(CursorPrefix) + 1 + kidLen + 1 + b64.EncodedLen(cursorNonceLen+jsonLen+cursorTagLen)
+// sealedLen is the length of a sealed string with a jsonLen-byte payload and kid.
+func (a *aeadSealer) sealedLen(jsonLen, kidLen int) int {
+	return len(a.prefix) + 1 + kidLen + 1 + b64.EncodedLen(cursorNonceLen+jsonLen+cursorTagLen)
 }
 
-// sealCursorJSON encrypts js with the current key, or returns "" beyond limit bytes.
+func (a *aeadSealer) sealJSON(k *Keyring, js []byte) string         { return k.sealAEAD(a, js, a.max) }
+func (a *aeadSealer) openJSON(k *Keyring, s string) ([]byte, error) { return k.openAEAD(a, s) }
+
+// sealCursorJSON encrypts js as a cursor with the current key, or returns "" beyond limit
+// bytes (tests seal arbitrary payloads with it).
 func (k *Keyring) sealCursorJSON(js []byte, limit int) string {
+	return k.sealAEAD(cursorAEAD, js, limit)
+}
+
+// sealAEAD encrypts js as a's kind with the current key, or returns "" beyond limit bytes.
+func (k *Keyring) sealAEAD(a *aeadSealer, js []byte, limit int) string {
 	kid := k.current
-	if cursorSealedLen(len(js), len(kid)) > limit {
+	if a.sealedLen(len(js), len(kid)) > limit {
 		return ""
 	}
-	header := CursorPrefix + "." + kid
-	ck := k.cursorKeysFor(kid)
-	nonce := ck.nonce(header, js)
-	sealed := ck.aead.Seal(append(make([]byte, 0, cursorNonceLen+len(js)+cursorTagLen), nonce...), nonce, js, []byte(header))
+	header := a.prefix + "." + kid
+	ak := k.aeadKeysFor(a, kid)
+	nonce := ak.nonce(header, js)
+	sealed := ak.aead.Seal(append(make([]byte, 0, cursorNonceLen+len(js)+cursorTagLen), nonce...), nonce, js, []byte(header))
 	return header + "." + b64.EncodeToString(sealed)
 }
 
-// openCursorJSON checks size, shape, prefix and kid, then decrypts and authenticates, and
-// returns the payload JSON.
-func (k *Keyring) openCursorJSON(s string) ([]byte, error) {
-	kid, payload, err := k.checkShape(s, MaxCursorLen, 2, CursorPrefix)
+// openAEAD checks size, shape, prefix and kid, then decrypts and authenticates, and returns
+// the payload JSON.
+func (k *Keyring) openAEAD(a *aeadSealer, s string) ([]byte, error) {
+	kid, payload, err := k.checkShape(s, a.max, 2, a.prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -114,11 +141,11 @@ func (k *Keyring) openCursorJSON(s string) ([]byte, error) {
 	if len(sealed) < cursorNonceLen+cursorTagLen {
 		return nil, errSealed
 	}
-	header := CursorPrefix + "." + kid
-	ck := k.cursorKeysFor(kid)
+	header := a.prefix + "." + kid
+	ak := k.aeadKeysFor(a, kid)
 	nonce := sealed[:cursorNonceLen]
-	js, err := ck.aead.Open(nil, nonce, sealed[cursorNonceLen:], []byte(header))
-	if err != nil || !hmac.Equal(nonce, ck.nonce(header, js)) {
+	js, err := ak.aead.Open(nil, nonce, sealed[cursorNonceLen:], []byte(header))
+	if err != nil || !hmac.Equal(nonce, ak.nonce(header, js)) {
 		return nil, errSealed
 	}
 	return js, nil
@@ -176,7 +203,7 @@ func (c Cursor) validateFields() error {
 // Validate reports whether SealCursor can seal c with any keyring: fields
 // set and valid, and the sealed string within [MaxCursorLen].
 func (c Cursor) Validate() error {
-	n, err := sealedSize(cursorSealer{}, c)
+	n, err := sealedSize(cursorAEAD, c)
 	if err == nil && n > MaxCursorLen {
 		err = fmt.Errorf("handle: sealed cursor would be %d bytes, limit %d (page token is %d bytes)", n, MaxCursorLen, len(c.PageToken))
 	}
@@ -185,11 +212,11 @@ func (c Cursor) Validate() error {
 
 // SealCursor returns c encrypted and authenticated with the current key, or "" if c is
 // invalid or too long (see [Cursor.Validate]).
-func (k *Keyring) SealCursor(c Cursor) string { return sealToken(k, cursorSealer{}, c) }
+func (k *Keyring) SealCursor(c Cursor) string { return sealToken(k, cursorAEAD, c) }
 
 // OpenCursor is OpenHandle for cursors: errors match [ErrMalformed] or
 // [ErrExpired], and with ErrExpired the decoded Cursor is returned so the
 // caller can check Tenant, Subject, Tool and Filter first.
 func (k *Keyring) OpenCursor(s string, now time.Time) (Cursor, error) {
-	return openToken[Cursor, cursorWire](k, cursorSealer{}, s, now)
+	return openToken[Cursor, cursorWire](k, cursorAEAD, s, now)
 }

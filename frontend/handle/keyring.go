@@ -34,9 +34,9 @@ type Keyring struct {
 	current string
 	keys    map[string][]byte
 	macs    map[string]*macPool // by key ID, the same keys; nil in a ring built without NewKeyring
-	// cursors holds each key's derived cursor encryption keys (cursor.go); nil in a ring built
-	// without NewKeyring, which derives them per use.
-	cursors map[string]*cursorKeys
+	// aeads holds each key's derived encryption keys of each encrypted kind (cursor.go); nil in
+	// a ring built without NewKeyring, which derives them per use.
+	aeads map[aeadID]*aeadKeys
 }
 
 // NewKeyring returns a keyring whose current (signing) key is
@@ -47,7 +47,7 @@ func NewKeyring(currentKID string, keys map[string][]byte) (*Keyring, error) {
 		return nil, errors.New("handle: keyring has no keys")
 	}
 	kr := &Keyring{current: currentKID, keys: make(map[string][]byte, len(keys)), macs: make(map[string]*macPool, len(keys)),
-		cursors: make(map[string]*cursorKeys, len(keys))}
+		aeads: make(map[aeadID]*aeadKeys, len(keys)*len(aeadSealers))}
 	for _, kid := range slices.Sorted(maps.Keys(keys)) {
 		if !validKID(kid) {
 			return nil, fmt.Errorf("handle: invalid key ID %q (want 1-%d characters of [A-Za-z0-9_-])", kid, MaxKIDLen)
@@ -58,7 +58,9 @@ func NewKeyring(currentKID string, keys map[string][]byte) (*Keyring, error) {
 		}
 		kr.keys[kid] = slices.Clone(key)
 		kr.macs[kid] = newMACPool(kr.keys[kid])
-		kr.cursors[kid] = deriveCursorKeys(kr.keys[kid])
+		for _, a := range aeadSealers {
+			kr.aeads[aeadID{a.prefix, kid}] = a.deriveKeys(kr.keys[kid])
+		}
 	}
 	if _, ok := kr.keys[currentKID]; !ok {
 		if !validKID(currentKID) {

@@ -74,7 +74,7 @@ type payload[T any] interface {
 }
 
 // A sealer makes a kind's string from its payload JSON and back: signed (format) or
-// encrypted (cursorSealer).
+// encrypted (aeadSealer).
 type sealer interface {
 	// sealedLen is the length of the sealed string for a jsonLen-byte payload and a
 	// kidLen-byte key ID.
@@ -269,11 +269,4 @@ func (k *Keyring) open(f format, s string) ([]byte, error) {
 	return js, nil
 }
 
-// ---------------------------------------------------------------- encrypted strings
-
-// cursorSealer's strings are encrypted: jgc2.kid.ciphertext (cursor.go).
-type cursorSealer struct{}
-
-func (cursorSealer) sealedLen(jsonLen, kidLen int) int             { return cursorSealedLen(jsonLen, kidLen) }
-func (cursorSealer) sealJSON(k *Keyring, js []byte) string         { return k.sealCursorJSON(js, MaxCursorLen) }
-func (cursorSealer) openJSON(k *Keyring, s string) ([]byte, error) { return k.openCursorJSON(s) }
+// Encrypted strings (cursors, sessions, login states): aeadSealer, cursor.go.

@@ -1,0 +1,164 @@
+package pages
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/jobgate/jobgate/activities/testenv"
+)
+
+// chromiumPath is Debian's chromium (apt-get install chromium); never a downloaded browser.
+const chromiumPath = "/usr/bin/chromium"
+
+// TestBrowser drives a real Chromium (headless) through sign-in against the dev IdP: the picker,
+// /me showing ana of acme, a cross-site POST refused, sign-out, /me then asking to sign in
+// again, a forged cookie refused, gus of globex never seeing acme, and the error page.
+// Screenshots at 1200 and 390 px go to $JOBGATE_SCREENSHOTS (default: the test's temp dir).
+func TestBrowser(t *testing.T) {
+	testenv.Heavy(t, "starts Chromium")
+	if _, err := exec.LookPath(chromiumPath); err != nil {
+		testenv.Missing(t, chromiumPath+" is not installed (apt-get install chromium)")
+	}
+	shots := os.Getenv("JOBGATE_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	e := startEnv(t, envOpts{})
+	// Another site (localhost is not 127.0.0.1's site) with a form posting to our /logout.
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, `<!doctype html><form method="post" action="`+e.base+`/logout"><input type="hidden" name="csrf" value="guess"><button id="go">win a prize</button></form>`)
+	}))
+	defer evil.Close()
+	evilURL := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(chromiumPath), chromedp.Headless,
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1200, 900),
+		chromedp.UserDataDir(t.TempDir()))
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	if err := chromedp.Do(ctx); err != nil { // starts the browser; no timeout on this first call
+		t.Fatal(err)
+	}
+	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		defer scancel()
+		if err := chromedp.Do(sctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	// at waits until the page's URL starts with prefix and the document has loaded.
+	at := func(prefix string) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				loc, err := chromedp.Location()(ctx, tg)
+				if err != nil {
+					return err
+				}
+				ready, err := chromedp.Evaluate[string]("document.readyState")(ctx, tg)
+				if err == nil && strings.HasPrefix(loc, prefix) && ready == "complete" {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("waiting for %s, at %s: %w", prefix, loc, ctx.Err())
+				case <-tick.C:
+				}
+			}
+		})
+	}
+	text := func() string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string]("document.body.innerText"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	shoot := func(name string) {
+		t.Helper()
+		for _, w := range []int64{1200, 390} {
+			var png []byte
+			sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+			err := chromedp.Do(sctx, chromedp.EmulateViewport(w, 844), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+				var err error
+				png, err = chromedp.FullScreenshot(100)(ctx, tg)
+				return err
+			}))
+			scancel()
+			if err != nil {
+				t.Fatalf("screenshot %s: %v", name, err)
+			}
+			if err := os.WriteFile(filepath.Join(shots, fmt.Sprintf("%s-%d.png", name, w)), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		step("viewport back", chromedp.EmulateViewport(1200, 900))
+	}
+
+	// Signing in starts at a protected page: the picker of the dev IdP.
+	step("open /me", chromedp.Navigate(e.base+"/me"), at(e.issuer+"/login?"))
+	shoot("picker")
+	step("pick ana", chromedp.Click(chromedp.CSS(`button[value="ana"]`)), at(e.base+"/me"))
+	body := text()
+	for _, want := range []string{"Signed in as ana", "acme", "jobs:read jobs:write", "Sign out"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("/me lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "globex") {
+		t.Fatalf("ana's page names globex:\n%s", body)
+	}
+	shoot("me")
+
+	// A form on another site posting to /logout is refused; the session stays.
+	step("cross-site form", chromedp.Navigate(evilURL), chromedp.Click(chromedp.CSS("#go")), at(e.base+"/logout"))
+	if body := text(); !strings.Contains(body, "came from another site") {
+		t.Fatalf("cross-site POST:\n%s", body)
+	}
+	step("still signed in", chromedp.Navigate(e.base+"/me"), at(e.base+"/me"))
+
+	// Sign out (through the IdP's end_session), then /me asks to sign in again.
+	step("sign out", chromedp.Click(chromedp.CSS(`form[action$="/logout"] button`)), at(e.base+PathSignedOut))
+	if body := text(); !strings.Contains(body, "You are signed out") {
+		t.Fatalf("signed-out page:\n%s", body)
+	}
+	shoot("signed-out")
+	step("/me after sign-out", chromedp.Navigate(e.base+"/me"), at(e.issuer+"/login?"))
+
+	// A forged session cookie (set by script on our origin) is no session.
+	step("forge", chromedp.Navigate(e.base+PathSignedOut), at(e.base+PathSignedOut), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[string](`document.cookie = "jobgate_session=jgx1.k1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA; path=/"; document.cookie`)(ctx, tg)
+		return err
+	}))
+	step("/me with a forged cookie", chromedp.Navigate(e.base+"/me"), at(e.issuer+"/login?"))
+
+	// Tenant B: gus of globex never sees acme.
+	step("pick gus", chromedp.Click(chromedp.CSS(`button[value="gus"]`)), at(e.base+"/me"))
+	if body := text(); !strings.Contains(body, "Signed in as gus") || !strings.Contains(body, "globex") || strings.Contains(body, "acme") {
+		t.Fatalf("gus's /me:\n%s", body)
+	}
+
+	// The error page: a return address off the site.
+	step("bad return", chromedp.Navigate(e.base+"/login?return=//evil.example"), at(e.base+"/login"))
+	if body := text(); !strings.Contains(body, "must be a path on this site") {
+		t.Fatalf("error page:\n%s", body)
+	}
+	shoot("error")
+	t.Logf("screenshots in %s", shots)
+}
