@@ -46,6 +46,11 @@ type ServeConfig struct {
 	JWKSRefresh, JWKSUnknownKIDInterval time.Duration
 	// TenantClaim names the tenant claim. Defaults to "tenant".
 	TenantClaim string
+	// ScopeClaim names the one claim the identity provider's tokens (JWKSURL) carry their
+	// scopes in, a space-separated string or an array: "scp" for Entra ID (a string) and Okta
+	// (an array). Defaults to "" (authz.ScopeClaimDefault): "scope" as a string merged with "scp"
+	// as an array. HS256 tokens always use "scope".
+	ScopeClaim string
 	// HandleKeys is "kid:hexkey,kid2:hexkey" (first signs); HandleKeysFile reads the same from a file.
 	HandleKeys, HandleKeysFile string
 	// ResumeKeys (or ResumeKeysFile) is the resume keyring, same syntax: it seals every answer
@@ -104,6 +109,7 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.JWKSRefresh, "jwks-refresh", authz.JWKSRefreshIntervalDefault, "how often the JWK Set is re-fetched (outages keep the keys held)")
 	fs.DurationVar(&c.JWKSUnknownKIDInterval, "jwks-unknown-kid-interval", authz.JWKSUnknownKIDIntervalDefault, "least time between JWK Set re-fetches caused by tokens with an unknown kid")
 	fs.StringVar(&c.TenantClaim, "tenant-claim", authz.TenantClaimDefault, "token claim naming the tenant")
+	fs.StringVar(&c.ScopeClaim, "scope-claim", authz.ScopeClaimDefault, "the one claim holding the identity provider's scopes (string or array), e.g. scp for Entra ID; default: scope (string) merged with scp (array)")
 	fs.StringVar(&c.HandleKeys, "handle-keys", "", "handle/cursor HMAC keys \"kid:hex,...\"; the first signs, all verify (prefer --handle-keys-file)")
 	fs.StringVar(&c.HandleKeysFile, "handle-keys-file", "", "file holding --handle-keys")
 	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
@@ -246,7 +252,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 			}
 			// The background refresh ends with ctx (serve's lifetime).
 			v, err := authz.NewJWKSVerifier(ctx, authz.JWKSOptions{URL: c.JWKSURL, Issuer: c.Issuer, Audience: c.ResourceURI,
-				TenantClaim: c.TenantClaim, RefreshInterval: c.JWKSRefresh, UnknownKIDInterval: c.JWKSUnknownKIDInterval,
+				TenantClaim: c.TenantClaim, ScopeClaim: c.ScopeClaim, RefreshInterval: c.JWKSRefresh, UnknownKIDInterval: c.JWKSUnknownKIDInterval,
 				RefreshError: func(u string, err error) {
 					log.Warn("JWK Set refresh failed; keeping the keys held", zap.String("url", u), zap.Error(err))
 				}})

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +112,40 @@ func TestServeDiscoversJWKS(t *testing.T) {
 			}
 		})
 	}
+	// Entra ID's scp is a space-separated string: read with --scope-claim scp, list_jobs passes
+	// the scope check (and reaches the unreachable Temporal); by default it is refused.
+	t.Run("scope claim scp", func(t *testing.T) {
+		tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": idp.URL, "aud": "http://localhost/mcp", "sub": "ana",
+			"tenant": "acme", "exp": time.Now().Add(time.Hour).Unix(), "scp": "jobs:read jobs:write"})
+		tok.Header["kid"] = "k1"
+		entra, err := tok.SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for claim, want := range map[string]string{"scp": `\"code\":\"unavailable\"`, "": "401"} {
+			c := config(idp.URL)
+			c.ScopeClaim = claim
+			s := &ServeMain{Config: c}
+			if err := s.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			req, _ := http.NewRequest(http.MethodPost, "http://"+s.Addr()+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_jobs","arguments":{}}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+			req.Header.Set("Authorization", "Bearer "+entra)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			s.Close()
+			if got := strconv.Itoa(resp.StatusCode) + " " + string(b); !strings.Contains(got, want) {
+				t.Errorf("--scope-claim %q: %s, want %s", claim, got, want)
+			}
+		}
+	})
 	for _, tc := range []struct{ issuer, want string }{
 		{dead, "--issuer " + dead + ": cannot discover its JWK Set (" + dead + "/.well-known/openid-configuration: dial tcp"},
 		{idp.URL + "/none", "/.well-known/openid-configuration: HTTP 404; " + idp.URL + "/.well-known/oauth-authorization-server/none: HTTP 404); give --jwks-url"},
