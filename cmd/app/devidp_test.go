@@ -7,6 +7,7 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -314,4 +315,23 @@ func TestDevIdentityProvider(t *testing.T) {
 	listJobs(t, m2, tok.AccessToken)
 	// The registered client can still start a fresh login.
 	listJobs(t, m2, codeLogin(t, dcr, "gus").AccessToken)
+}
+
+// TestLoopbackBase: dev fetches its IdP's key set from its own listener, whatever --listen says.
+func TestLoopbackBase(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:8080": "http://127.0.0.1:8080",
+		"0.0.0.0:8080":   "http://127.0.0.1:8080",
+		"[::]:8080":      "http://[::1]:8080",
+		"[::1]:9":        "http://[::1]:9",
+		"10.1.2.3:80":    "http://10.1.2.3:80",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := loopbackBase(a); got != want {
+			t.Errorf("loopbackBase(%s) = %s, want %s", in, got, want)
+		}
+	}
 }
