@@ -231,6 +231,50 @@ func TestDevIdentityProvider(t *testing.T) {
 	if sc, _ := res.StructuredContent.(map[string]any); sc == nil || sc["jobs"] == nil {
 		t.Fatalf("list_jobs with a dev IdP token: %+v", res.StructuredContent)
 	}
+	// The device grant (RFC 8628), approved as ops on the device page under /oidc/device.
+	dev := &oauth2.Config{ClientID: devidp.CLIClientID, Endpoint: oauth2.Endpoint{DeviceAuthURL: issuer + "/device_authorization",
+		TokenURL: issuer + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}, Scopes: []string{"jobs:read", "jobs:admin"}}
+	da, err := dev.DeviceAuth(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if da.VerificationURI != issuer+"/device" {
+		t.Fatalf("verification_uri %s", da.VerificationURI)
+	}
+	resp, err := http.Get(da.VerificationURI + "?user_code=" + url.QueryEscape(da.UserCode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	csrf := reCSRFField.FindSubmatch(page)
+	if resp.StatusCode != http.StatusOK || csrf == nil {
+		t.Fatalf("device page: %s\n%s", resp.Status, page)
+	}
+	resp, err = http.PostForm(da.VerificationURI, url.Values{"user_code": {da.UserCode}, "csrf": {string(csrf[1])}, "user": {"ops"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("device approval: %s", resp.Status)
+	}
+	// Approved already, so one token request answers (no polling interval to wait out).
+	resp, err = http.PostForm(issuer+"/oauth/token", url.Values{"grant_type": {"urn:ietf:params:oauth:grant-type:device_code"},
+		"device_code": {da.DeviceCode}, "client_id": {devidp.CLIClientID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dtr struct {
+		AccessToken string `json:"access_token"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&dtr)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || dtr.AccessToken == "" {
+		t.Fatalf("device token: %s %v", resp.Status, err)
+	}
+	listJobs(t, m, dtr.AccessToken)
+
 	// `jobgate token` (HS256, iss jobgate-dev) keeps working beside it.
 	hs, err := m.MintDevToken("acme", "bo", []authz.Scope{authz.ScopeRead}, time.Hour)
 	if err != nil {
@@ -274,7 +318,7 @@ func TestDevIdentityProvider(t *testing.T) {
 	}
 
 	// An MCP client registers itself (RFC 7591) and logs in on its own loopback port.
-	resp, err := http.Post(issuer+"/register", "application/json", strings.NewReader(
+	resp, err = http.Post(issuer+"/register", "application/json", strings.NewReader(
 		`{"client_name":"test agent","redirect_uris":["http://localhost:33418/callback"],"token_endpoint_auth_method":"none","grant_types":["authorization_code","refresh_token"],"response_types":["code"]}`))
 	if err != nil {
 		t.Fatal(err)
