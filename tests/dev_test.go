@@ -3,8 +3,11 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +34,7 @@ func TestDevStackRestartKeepsJobs(t *testing.T) {
 		return m, &out
 	}
 	m, out := start()
-	for _, want := range []string{"MCP endpoint", "Temporal Web UI", "acme    ana", "acme    steward", "globex  gus", `"mcpServers"`} {
+	for _, want := range []string{"MCP endpoint", "Identity provider " + m.IdPIssuer() + " (dev only)", "Temporal Web UI", "acme    ana", "acme    steward", "globex  gus", `"mcpServers"`} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("banner lacks %q:\n%s", want, out)
 		}
@@ -66,6 +69,41 @@ func TestDevStackRestartKeepsJobs(t *testing.T) {
 	done := waitStatus(t, cs2, v.Handle, workflows.StatusSucceeded, 60*time.Second)
 	if done.Progress.Done+done.Progress.Failed != 101 {
 		t.Fatalf("progress %+v", done.Progress)
+	}
+}
+
+// TestDevProcessNamesIdP: the real `jobgate dev` binary prints its identity provider's issuer,
+// and the MCP endpoint's RFC 9728 metadata names that issuer, whose RFC 8414 metadata answers
+// where MCP clients look first.
+func TestDevProcessNamesIdP(t *testing.T) {
+	testenv.Heavy(t, "spawns `jobgate dev`")
+	t.Parallel()
+	p := startProc(t, exec.Command(jobgateBinary(t), "dev", "--ephemeral", "--listen", "127.0.0.1:0", "--temporal-port", "0", "--ui-port", "-1"), true)
+	eventually(t, 90*time.Second, "dev banner", func() bool { return strings.Contains(p.logs(), "Ctrl-C stops") })
+	banner := p.logs()
+	mcpURL := regexp.MustCompile(`MCP endpoint +(http://localhost:[0-9]+)/mcp\n`).FindStringSubmatch(banner)
+	iss := regexp.MustCompile(`Identity provider (http://localhost:[0-9]+/oidc) \(dev only\)\n`).FindStringSubmatch(banner)
+	if mcpURL == nil || iss == nil || iss[1] != mcpURL[1]+"/oidc" ||
+		!strings.Contains(banner, "claude mcp add --transport http jobgate "+mcpURL[1]+"/mcp\n") {
+		t.Fatalf("banner:\n%s", banner)
+	}
+	getJSON := func(u string) map[string]any {
+		resp, err := http.Get(u)
+		must(t, err)
+		defer resp.Body.Close()
+		var v map[string]any
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&v) != nil {
+			t.Fatalf("GET %s: %s", u, resp.Status)
+		}
+		return v
+	}
+	prm := getJSON(mcpURL[1] + "/.well-known/oauth-protected-resource/mcp")
+	if as, _ := prm["authorization_servers"].([]any); len(as) != 1 || as[0] != iss[1] {
+		t.Fatalf("RFC 9728 metadata: %v, want authorization_servers [%s]", prm, iss[1])
+	}
+	md := getJSON(mcpURL[1] + "/.well-known/oauth-authorization-server/oidc")
+	if md["issuer"] != iss[1] || md["registration_endpoint"] != iss[1]+"/register" {
+		t.Fatalf("RFC 8414 metadata: %v", md)
 	}
 }
 

@@ -21,11 +21,14 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/devidp"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// DevIssuer is the issuer of tokens minted for the dev stack.
+// DevIssuer is the issuer of the HS256 tokens minted for the dev stack (`jobgate token`, the
+// banner's); the dev identity provider's tokens carry its URL instead (DevMain.IdPIssuer).
 const DevIssuer = "jobgate-dev"
 
 // DevConfig configures `jobgate dev`.
@@ -91,6 +94,9 @@ type DevMain struct {
 	resumeKeys *handle.Keyring
 	resource   string
 	tmpDir     string // ephemeral stacks keep demo data and artifacts here, removed on Close
+	// idp is the dev identity provider (devidp.go); stopIdP ends its JWK Set refresh.
+	idp     *devidp.IdP
+	stopIdP context.CancelFunc
 }
 
 // DevToken is one printed dev principal.
@@ -142,7 +148,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 	wc := WorkerConfig{Temporal: tc, MaxConcurrentEpisodes: 200}
 	sc := ServeConfig{Temporal: tc,
 		// The tour links every job to the local UI, whoever asks: dev is one person's machine.
-		Issuer: DevIssuer, UIBaseURL: ts.UIURL(), UIURLFor: frontend.UIURLForAll, TenantsFile: c.TenantsFile}
+		UIBaseURL: ts.UIURL(), UIURLFor: frontend.UIURLForAll, TenantsFile: c.TenantsFile}
 	kindDir, err := m.kindDir(dataDir)
 	if err != nil {
 		return err
@@ -176,20 +182,36 @@ func (m *DevMain) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", c.Listen, err)
 	}
-	m.resource = "http://localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port) + "/mcp"
-	verifier, err := authz.NewHS256Verifier(DevIssuer, m.resource, m.secret, "")
+	port := ln.Addr().(*net.TCPAddr).Port
+	m.resource = "http://localhost:" + strconv.Itoa(port) + "/mcp"
+	idp, mounts, err := m.newDevIdP(port, dataDir)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	sc.Listen, sc.ResourceURI = ln.Addr().String(), m.resource
+	m.idp = idp
+	// The RFC 9728 metadata names the identity provider, so MCP clients find where to log in.
+	sc.Listen, sc.ResourceURI, sc.Issuer = ln.Addr().String(), m.resource, idp.Issuer()
+	// People sign in to jobgate's pages (/login, /me) at the same provider, as jobgate-pages.
+	sc.Pages = devPagesConfig(idp.Issuer(), idp.PagesClientSecret(), "http://localhost:"+strconv.Itoa(port))
+	// Until the verifier is set below (the IdP's keys are only reachable once this listener
+	// serves), every token is refused with 401, never accepted.
+	late := &authz.LateVerifier{}
 	m.serve = &ServeMain{Config: sc,
-		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: verifier, Keys: m.keys, ResumeKeys: m.resumeKeys,
-		Listener: ln,
+		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: late, Keys: m.keys, ResumeKeys: m.resumeKeys,
+		Listener: ln, Mounts: mounts,
 	}
 	if err := m.serve.Run(ctx); err != nil {
 		return err
 	}
+	// The JWK Set refresh lives as long as the stack (Close), not as long as Run's ctx.
+	idpCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	m.stopIdP = stop
+	v, err := m.devVerifier(idpCtx, ln.Addr(), idp.Issuer())
+	if err != nil {
+		return fmt.Errorf("dev identity provider: %w", err)
+	}
+	late.Set(v)
 	return m.banner(time.Since(started))
 }
 
@@ -270,6 +292,18 @@ func (m *DevMain) MintDevToken(tenant, sub string, scopes []authz.Scope, ttl tim
 		Subject: sub, Scopes: scopes, TTL: ttl})
 }
 
+// IdPIssuer is the dev identity provider's issuer URL, e.g. http://localhost:8080/oidc.
+func (m *DevMain) IdPIssuer() string {
+	if m.idp == nil {
+		return ""
+	}
+	return m.idp.Issuer()
+}
+
+// IdP is the dev identity provider (nil before Run): its PagesClientSecret is what jobgate's
+// own pages sign in with as the confidential client devidp.PagesClientID.
+func (m *DevMain) IdP() *devidp.IdP { return m.idp }
+
 // ResourceURI is the frontend's resource URI (and the dev tokens' audience).
 func (m *DevMain) ResourceURI() string { return m.resource }
 
@@ -286,16 +320,22 @@ func (m *DevMain) banner(took time.Duration) error {
 	}
 	w := m.Out
 	fmt.Fprintf(w, "\njobgate dev stack ready in %s\n\n", took.Round(10*time.Millisecond))
-	fmt.Fprintf(w, "  MCP endpoint     %s\n", m.resource)
+	fmt.Fprintf(w, "  MCP endpoint      %s\n", m.resource)
+	fmt.Fprintf(w, "  Identity provider %s (dev only)\n", m.IdPIssuer())
 	if u := m.temporal.UIURL(); u != "" {
-		fmt.Fprintf(w, "  Temporal Web UI  %s\n", u)
+		fmt.Fprintf(w, "  Temporal Web UI   %s\n", u)
 	}
-	fmt.Fprintf(w, "  Temporal gRPC    %s (namespace %s)\n", m.temporal.FrontendHostPort(), m.temporal.Namespace())
+	fmt.Fprintf(w, "  Temporal gRPC     %s (namespace %s)\n", m.temporal.FrontendHostPort(), m.temporal.Namespace())
 	if m.Config.Ephemeral {
-		fmt.Fprintf(w, "  Storage          in memory (--ephemeral): nothing survives exit\n")
+		fmt.Fprintf(w, "  Storage           in memory (--ephemeral): nothing survives exit\n")
 	} else {
-		fmt.Fprintf(w, "  Storage          %s (restarts keep every job)\n", m.Config.DataDir)
+		fmt.Fprintf(w, "  Storage           %s (restarts keep every job and sign-in)\n", m.Config.DataDir)
 	}
+	// Sign-in goes through the identity provider: its login page lists the dev users to pick.
+	fmt.Fprintf(w, "\nSign in (the identity provider's page lets you pick any dev user; no password):\n")
+	fmt.Fprintf(w, "  jobgate login --url %s\n", m.resource)
+	fmt.Fprintf(w, "  claude mcp add --transport http jobgate %s\n", m.resource)
+	fmt.Fprintf(w, "  browser: %s\n", strings.TrimSuffix(m.resource, "/mcp")+pages.PathMe)
 	fmt.Fprintf(w, "\nDev tokens (valid %s):\n", ttl)
 	var first string
 	for _, p := range DevPrincipals() {
@@ -320,6 +360,9 @@ func (m *DevMain) Close() error {
 	var errs []error
 	if m.serve != nil {
 		errs = append(errs, m.serve.Close())
+	}
+	if m.stopIdP != nil {
+		m.stopIdP()
 	}
 	if m.worker != nil {
 		errs = append(errs, m.worker.Close())

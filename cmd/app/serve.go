@@ -6,10 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,16 +36,22 @@ type ServeConfig struct {
 	// Issuer is the exact iss tokens must carry. Required.
 	Issuer string
 	// HS256SecretFile holds the shared HS256 secret (>= 32 bytes), for dev.
-	// Exactly one of HS256SecretFile and JWKSURL is required.
+	// At most one of HS256SecretFile and JWKSURL; with neither, JWKSURL is discovered.
 	HS256SecretFile string
 	// JWKSURL is the identity provider's JWK Set URL: tokens are RS256, ES256 or EdDSA
-	// signed by its keys. It must answer at start-up.
+	// signed by its keys. It must answer at start-up. Defaults to the jwks_uri of Issuer's
+	// metadata (OpenID Connect Discovery, else RFC 8414) when HS256SecretFile is empty too.
 	JWKSURL string
 	// JWKSRefresh is how often the JWK Set is re-fetched (default 1h); JWKSUnknownKIDInterval is
 	// the least time between re-fetches caused by an unknown kid (default 5m).
 	JWKSRefresh, JWKSUnknownKIDInterval time.Duration
 	// TenantClaim names the tenant claim. Defaults to "tenant".
 	TenantClaim string
+	// ScopeClaim names the one claim the identity provider's tokens (JWKSURL) carry their
+	// scopes in, a space-separated string or an array: "scp" for Entra ID (a string) and Okta
+	// (an array). Defaults to "" (authz.ScopeClaimDefault): "scope" as a string merged with "scp"
+	// as an array. HS256 tokens always use "scope".
+	ScopeClaim string
 	// HandleKeys is "kid:hexkey,kid2:hexkey" (first signs); HandleKeysFile reads the same from a file.
 	HandleKeys, HandleKeysFile string
 	// ResumeKeys (or ResumeKeysFile) is the resume keyring, same syntax: it seals every answer
@@ -99,11 +107,12 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&c.ResourceURI, "resource-uri", "http://localhost:8080/mcp", "this server's OAuth resource URI (tokens' aud must contain it)")
 	fs.StringVar(&c.Issuer, "issuer", "", "required: exact token issuer (iss)")
-	fs.StringVar(&c.HS256SecretFile, "hs256-secret-file", "", "file holding the HS256 token secret (>= 32 bytes), for dev; exactly one of this and --jwks-url")
-	fs.StringVar(&c.JWKSURL, "jwks-url", "", "identity provider's JWK Set URL (RS256/ES256/EdDSA tokens); exactly one of this and --hs256-secret-file")
+	fs.StringVar(&c.HS256SecretFile, "hs256-secret-file", "", "file holding the HS256 token secret (>= 32 bytes), for dev; not with --jwks-url")
+	fs.StringVar(&c.JWKSURL, "jwks-url", "", "identity provider's JWK Set URL (RS256/ES256/EdDSA tokens); not with --hs256-secret-file; default: the jwks_uri of --issuer's discovery metadata")
 	fs.DurationVar(&c.JWKSRefresh, "jwks-refresh", authz.JWKSRefreshIntervalDefault, "how often the JWK Set is re-fetched (outages keep the keys held)")
 	fs.DurationVar(&c.JWKSUnknownKIDInterval, "jwks-unknown-kid-interval", authz.JWKSUnknownKIDIntervalDefault, "least time between JWK Set re-fetches caused by tokens with an unknown kid")
 	fs.StringVar(&c.TenantClaim, "tenant-claim", authz.TenantClaimDefault, "token claim naming the tenant")
+	fs.StringVar(&c.ScopeClaim, "scope-claim", authz.ScopeClaimDefault, "the one claim holding the identity provider's scopes (string or array), e.g. scp for Entra ID; default: scope (string) merged with scp (array)")
 	fs.StringVar(&c.HandleKeys, "handle-keys", "", "handle/cursor HMAC keys \"kid:hex,...\"; the first signs, all verify (prefer --handle-keys-file)")
 	fs.StringVar(&c.HandleKeysFile, "handle-keys-file", "", "file holding --handle-keys")
 	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
@@ -171,6 +180,11 @@ type ServeMain struct {
 	ResumeKeys *handle.Keyring
 	// Listener, if set, is served instead of binding Config.Listen (dev binds first to learn its port).
 	Listener net.Listener
+	// Mounts are extra handlers served on the same listener beside the frontend's routes:
+	// net/http.ServeMux pattern → handler (dev mounts its identity provider under "/oidc/").
+	// The most specific pattern wins, as in ServeMux; a pattern that conflicts with another
+	// mount or with "/" (the frontend) fails Run. Defaults to none.
+	Mounts map[string]http.Handler
 	// Now, if set, is the frontend's clock (frontend.Options.Now: handle, cursor and download
 	// link expiry); nil is time.Now. Tests move it past an expiry instead of sleeping.
 	Now func() time.Time
@@ -222,8 +236,19 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		if c.Issuer == "" {
 			return nil, errors.New("--issuer is required")
 		}
-		if (c.JWKSURL == "") == (c.HS256SecretFile == "") {
+		if c.JWKSURL != "" && c.HS256SecretFile != "" {
 			return nil, errors.New("exactly one of --jwks-url and --hs256-secret-file is required")
+		}
+		if c.JWKSURL == "" && c.HS256SecretFile == "" {
+			// A standard IdP names its JWK Set in its metadata: --issuer alone is enough.
+			u, err := discoverJWKSURL(ctx, c.Issuer, nil)
+			if err != nil {
+				return nil, err
+			}
+			c.JWKSURL = u
+			if m.Logger != nil {
+				m.Logger.Info("JWK Set discovered from the issuer's metadata", zap.String("issuer", c.Issuer), zap.String("jwks_url", u))
+			}
 		}
 		if c.JWKSURL != "" {
 			log := m.Logger
@@ -232,7 +257,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 			}
 			// The background refresh ends with ctx (serve's lifetime).
 			v, err := authz.NewJWKSVerifier(ctx, authz.JWKSOptions{URL: c.JWKSURL, Issuer: c.Issuer, Audience: c.ResourceURI,
-				TenantClaim: c.TenantClaim, RefreshInterval: c.JWKSRefresh, UnknownKIDInterval: c.JWKSUnknownKIDInterval,
+				TenantClaim: c.TenantClaim, ScopeClaim: c.ScopeClaim, RefreshInterval: c.JWKSRefresh, UnknownKIDInterval: c.JWKSUnknownKIDInterval,
 				RefreshError: func(u string, err error) {
 					log.Warn("JWK Set refresh failed; keeping the keys held", zap.String("url", u), zap.Error(err))
 				}})
@@ -338,7 +363,11 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		_ = m.closeKinds()
 		return err
 	}
-	handler, err := m.withPages(f.Handler())
+	// The pages wrap the frontend's routes; Mounts (the dev identity provider) wrap both.
+	h, err := m.withPages(f.Handler())
+	if err == nil {
+		h, err = m.handler(h)
+	}
 	if err != nil {
 		_ = m.Close()
 		return err
@@ -350,7 +379,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		}
 	}
 	m.ln = ln
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute}
 	m.srv = srv
 	go func() {
@@ -364,6 +393,35 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		return err
 	}
 	m.Logger.Info("frontend listening", zap.String("addr", ln.Addr().String()), zap.String("resource", m.Config.ResourceURI))
+	return nil
+}
+
+// handler joins Mounts around the frontend's routes (front).
+func (m *ServeMain) handler(front http.Handler) (http.Handler, error) {
+	if len(m.Mounts) == 0 {
+		return front, nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", front)
+	for _, p := range slices.Sorted(maps.Keys(m.Mounts)) {
+		if err := mount(mux, p, m.Mounts[p]); err != nil {
+			return nil, err
+		}
+	}
+	return mux, nil
+}
+
+// mount turns ServeMux's panic on a bad or conflicting pattern into Run's error.
+func mount(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	if h == nil {
+		return fmt.Errorf("ServeMain.Mounts[%q] is nil", pattern)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("ServeMain.Mounts[%q]: %v", pattern, r)
+		}
+	}()
+	mux.Handle(pattern, h)
 	return nil
 }
 

@@ -164,7 +164,9 @@ func TestServeVerifierConfig(t *testing.T) {
 		mod  func(*ServeConfig)
 		want string
 	}{
-		{"neither", func(c *ServeConfig) {}, "exactly one of --jwks-url and --hs256-secret-file"},
+		// Neither: the JWK Set is discovered from --issuer (serve_discovery_test.go), which answers nothing here.
+		{"neither", func(c *ServeConfig) { c.Issuer = strings.TrimSuffix(deadJWKS, "/jwks.json") },
+			"--issuer " + strings.TrimSuffix(deadJWKS, "/jwks.json") + ": cannot discover its JWK Set"},
 		{"both", func(c *ServeConfig) { c.JWKSURL, c.HS256SecretFile = deadJWKS, "/nonexistent" }, "exactly one of --jwks-url and --hs256-secret-file"},
 		{"JWKS unreachable", func(c *ServeConfig) { c.JWKSURL = deadJWKS }, "cannot fetch the JWK Set at " + deadJWKS + " at start-up"},
 	} {

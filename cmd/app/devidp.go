@@ -1,0 +1,103 @@
+package app
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/devidp"
+	"github.com/jobgate/jobgate/frontend/pages"
+)
+
+// DevIdPPath is where `jobgate dev` serves its identity provider, on the MCP endpoint's own
+// listener: the issuer is http://localhost:<port>/oidc.
+const DevIdPPath = "/oidc"
+
+// devIdPDir is the identity provider's state (signing key, registered clients, refresh-token
+// hashes, the pages client's secret) under the dev data dir.
+const devIdPDir = "dev-idp"
+
+// devIdPUsers are the dev principals as the identity provider's picker offers them.
+func devIdPUsers() []devidp.User {
+	ps := DevPrincipals()
+	us := make([]devidp.User, len(ps))
+	for i, p := range ps {
+		us[i] = devidp.User{Subject: p.Subject, Tenant: p.Tenant, Scopes: p.Scopes}
+	}
+	return us
+}
+
+// newDevIdP builds the dev identity provider for the frontend bound at port, keeping its state
+// in dataDir/dev-idp ("" = in memory, --ephemeral), and the handlers that mount it: the issuer's
+// path, and the RFC 8414 metadata location that MCP clients try first
+// (/.well-known/oauth-authorization-server/oidc, outside the issuer's path).
+func (m *DevMain) newDevIdP(port int, dataDir string) (*devidp.IdP, map[string]http.Handler, error) {
+	base := "http://localhost:" + strconv.Itoa(port)
+	dir := ""
+	if dataDir != "" {
+		dir = filepath.Join(dataDir, devIdPDir)
+	}
+	idp, err := devidp.New(devidp.Options{
+		Issuer: base + DevIdPPath, Resource: m.resource, Users: devIdPUsers(), Dir: dir,
+		// jobgate's own pages sign in as the confidential client jobgate-pages.
+		PagesRedirectURIs: []string{base + pages.PathCallback},
+		// and sign out there too (RP-initiated logout), landing on the signed-out page.
+		PagesPostLogoutRedirectURIs: []string{base + pages.PathSignedOut},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	h := idp.Handler() // routes by full path, so it is mounted unchanged
+	return idp, map[string]http.Handler{
+		DevIdPPath + "/": h,
+		"/.well-known/oauth-authorization-server" + DevIdPPath: h,
+	}, nil
+}
+
+// devVerifier accepts the dev stack's two kinds of tokens: HS256 ones (`jobgate token`, the
+// banner's) under DevIssuer, and the identity provider's RS256 ones, verified through its JWK
+// Set exactly as `serve --jwks-url` verifies a production IdP's. It is built once the
+// listener serves, since NewJWKSVerifier fetches the key set at once; the key set is fetched
+// from the listener's own loopback address, so a --listen of any interface works (the issuer
+// and tokens still say localhost). The JWKS refresh ends with ctx.
+func (m *DevMain) devVerifier(ctx context.Context, ln net.Addr, issuer string) (authz.Verifier, error) {
+	hs, err := authz.NewHS256Verifier(DevIssuer, m.resource, m.secret, "")
+	if err != nil {
+		return nil, err
+	}
+	jwks, err := authz.NewJWKSVerifier(ctx, authz.JWKSOptions{URL: loopbackBase(ln) + DevIdPPath + "/keys", Issuer: issuer, Audience: m.resource,
+		RefreshError: func(u string, err error) {
+			m.Logger.Warn("dev identity provider: JWK Set refresh failed; keeping the keys held", zap.String("url", u), zap.Error(err))
+		}})
+	if err != nil {
+		return nil, err
+	}
+	mv, err := authz.NewMultiVerifier(hs, jwks)
+	if err != nil {
+		jwks.Close()
+		return nil, err
+	}
+	return mv, nil
+}
+
+// loopbackBase is an http base URL that reaches the listener at a from this process: an
+// unspecified address (0.0.0.0, ::) is reached at the loopback address of its family.
+func loopbackBase(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return "http://" + a.String()
+	}
+	ip := ta.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+		if ta.IP != nil && ta.IP.To4() == nil {
+			ip = net.IPv6loopback
+		}
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(ta.Port))
+}
