@@ -371,7 +371,8 @@ func TestDeviceLoginRefreshWhoamiLogout(t *testing.T) {
 	}
 	l = readStore(t, store).Logins[0]
 	if l.AccessToken == first.AccessToken || l.RefreshToken == first.RefreshToken || time.Until(l.Expiry) < 50*time.Minute {
-		t.Fatalf("whoami did not refresh and save the expired sign-in: %+v", l)
+		t.Fatalf("whoami did not refresh and save the expiring sign-in: new access token %v, new refresh token %v, expires in %s",
+			l.AccessToken != first.AccessToken, l.RefreshToken != first.RefreshToken, time.Until(l.Expiry))
 	}
 	checkStoreFile(t, store)
 	verifyAccess(t, p, l.AccessToken, "ana", "acme")
