@@ -329,21 +329,32 @@ func testCLILogin(t *testing.T, d idpDriver) {
 	if code, _, stderr := runCLIEnv(t, env, "login"); code != 2 || !strings.Contains(stderr, `names its resource "http://localhost/mcp"`) || strings.Count(stderr, "\n") != 1 {
 		t.Fatalf("login without --resource: exit %d, %q", code, stderr)
 	}
-	// Denied at the IdP: one line, nothing stored.
-	p := startCLI(t, env, "login", "--resource", resource)
-	m := p.await(t, reDeviceBlock)
-	idp.ApproveDevice(t, m[1], m[2], "")
-	if code := p.wait(t); code != 2 || !strings.Contains(p.stderr.String(), "sign-in was denied") {
-		t.Fatalf("denied login: exit %d, %s", code, p.stderr.String())
+	// An identity provider that does not answer: one line.
+	if code, _, stderr := runCLIEnv(t, env, "login", "--resource", resource, "--issuer", "http://127.0.0.1:1/oidc"); code != 2 ||
+		!strings.Contains(stderr, "cannot reach the identity provider http://127.0.0.1:1/oidc") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("login at an unreachable issuer: exit %d, %q", code, stderr)
 	}
-	if _, mode := readTokenStore(t, home); mode != 0 {
-		t.Fatal("a denied login stored a token file")
+	// Denied at the IdP, and a token without the tenant claim the CLI was told to expect: one
+	// line each, nothing stored.
+	for _, tc := range []struct{ user, claim, want string }{
+		{"", "tenant", "sign-in was denied"},
+		{ana.sub, "org", `missing "org" (tenant) claim`},
+	} {
+		p := startCLI(t, env, "login", "--resource", resource, "--tenant-claim", tc.claim)
+		m := p.await(t, reDeviceBlock)
+		idp.ApproveDevice(t, m[1], m[2], tc.user)
+		if code := p.wait(t); code != 2 || !strings.Contains(p.stderr.String(), tc.want) || strings.Count(p.stderr.String(), "\n") != 1 {
+			t.Fatalf("login (user %q, tenant claim %q): exit %d, %q", tc.user, tc.claim, code, p.stderr.String())
+		}
+		if _, mode := readTokenStore(t, home); mode != 0 {
+			t.Fatal("a failed login stored a token file")
+		}
 	}
 
 	// Device login as ana, with tokens that expire within the refresh margin.
 	short := idp.ShortTokens(true)
-	p = startCLI(t, env, "login", "--resource", resource)
-	m = p.await(t, reDeviceBlock)
+	p := startCLI(t, env, "login", "--resource", resource)
+	m := p.await(t, reDeviceBlock)
 	if !strings.HasPrefix(m[1], idp.Issuer()) {
 		t.Fatalf("verification URI %s is not the issuer's", m[1])
 	}
