@@ -115,6 +115,11 @@ type setupOpts struct {
 	// kinds are frontend kind specs the frontends serve instead of those of the same name
 	// built from the fields above (app.ServeConfig.KindSpecs): a kind's tests configure it here.
 	kinds []frontend.KindSpec
+	// verifier, when set, replaces the frontends' HS256 verifier (e.g. an authz.MultiVerifier
+	// holding an identity provider's JWKS beside it), and authServer is the issuer their RFC 9728
+	// metadata names (ServeConfig.Issuer). Default: HS256 of testIssuer, which the metadata names.
+	verifier   authz.Verifier
+	authServer string
 }
 
 // queryLog records every statement in-process workers send to a dataset.
@@ -189,11 +194,19 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 		u := authz.Unlimited()
 		tenants = &u
 	}
+	issuer := testIssuer
+	if opts.authServer != "" {
+		issuer = opts.authServer
+	}
 	for i := 0; i < 2; i++ {
-		v, err := authz.NewHS256Verifier(testIssuer, b.resource(), b.secret, "")
-		must(t, err)
+		var v authz.Verifier = opts.verifier
+		if v == nil {
+			hv, err := authz.NewHS256Verifier(testIssuer, b.resource(), b.secret, "")
+			must(t, err)
+			v = hv
+		}
 		s := &app.ServeMain{
-			Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: testIssuer,
+			Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: issuer,
 				UIBaseURL: "http://ui.test", SuitesFile: b.suites, HandleTTL: opts.handleTTL, DatasetsFile: b.datasets,
 				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export, Tenants: tenants,
 				KindSpecs: opts.kinds},

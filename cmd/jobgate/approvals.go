@@ -18,7 +18,7 @@ const approvalsUsage = `Usage:
   jobgate approvals reject <handle> [--comment text]     reject it
 
 For approvers (a token with jobs:approve): MCP clients of --url (env JOBGATE_URL) with your own
---token (env JOBGATE_TOKEN). approve and reject first read the job and print exactly what is
+--token (env JOBGATE_TOKEN, else your 'jobgate login'). approve and reject first read the job and print exactly what is
 being answered; the answer is bound to that scope (its scope_digest), so a request that changed
 in between is refused, never approved unseen. The job's owner cannot approve their own request
 (four eyes) unless the dataset allows self-approval.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
 
 	"github.com/jobgate/jobgate/frontend/wire"
 )
@@ -36,74 +37,118 @@ type connFlags struct {
 func (c *connFlags) register(fs *flag.FlagSet, cmd string) {
 	c.cmd = cmd
 	fs.StringVar(&c.url, "url", envOr("JOBGATE_URL", defaultURL), "MCP endpoint (env JOBGATE_URL)")
-	fs.StringVar(&c.token, "token", "", "bearer token (default: env JOBGATE_TOKEN); mint one with 'jobgate token'")
+	fs.StringVar(&c.token, "token", "", "bearer token (default: env JOBGATE_TOKEN, else the 'jobgate login' of --url)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the bearer token")
 }
 
-// bearer picks the token: --token, then --token-file, then JOBGATE_TOKEN.
-func (c connFlags) bearer() (string, error) {
-	tok := c.token
+// explicitToken is the token the person gave: --token, then --token-file, then JOBGATE_TOKEN;
+// "" when none was given. desc says which, for whoami.
+func (c connFlags) explicitToken() (tok, desc string, err error) {
+	tok, desc = c.token, "--token"
 	switch {
 	case tok != "" && c.tokenFile != "":
-		return "", fmt.Errorf("%s: give --token or --token-file, not both", c.cmd)
+		return "", "", fmt.Errorf("%s: give --token or --token-file, not both", c.cmd)
 	case tok == "" && c.tokenFile != "":
 		b, err := os.ReadFile(c.tokenFile)
 		if err != nil {
-			return "", fmt.Errorf("--token-file: %w", err)
+			return "", "", fmt.Errorf("--token-file: %w", err)
 		}
-		tok = string(b)
+		tok, desc = string(b), "--token-file "+c.tokenFile
 	case tok == "":
-		tok = os.Getenv("JOBGATE_TOKEN")
+		tok, desc = os.Getenv("JOBGATE_TOKEN"), "env JOBGATE_TOKEN"
 	}
 	tok = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(tok), "Bearer "))
 	if tok == "" {
-		return "", fmt.Errorf("%s: no token; pass --token or --token-file, or set JOBGATE_TOKEN (mint one with 'jobgate token')", c.cmd)
+		return "", "", nil
 	}
 	if strings.ContainsAny(tok, " \t\r\n") {
-		return "", fmt.Errorf("%s: the token contains whitespace", c.cmd)
+		return "", "", fmt.Errorf("%s: the token contains whitespace", c.cmd)
 	}
-	return tok, nil
+	return tok, desc, nil
 }
 
-// client is a connected MCP client session plus what commands need besides it (the token for
-// artifact downloads, the endpoint URL).
+// tokenSource picks the credentials: a token the person gave (explicitToken), else the
+// 'jobgate login' of --url from the token store, refreshed when it expires.
+func (c connFlags) tokenSource() (*credentials, error) {
+	tok, desc, err := c.explicitToken()
+	if err != nil {
+		return nil, err
+	}
+	if tok != "" {
+		return &credentials{static: tok, desc: desc}, nil
+	}
+	path, err := tokenStorePath()
+	if err != nil {
+		return nil, err
+	}
+	tf, err := loadTokens(path)
+	if err != nil {
+		return nil, err
+	}
+	l := tf.forURL(c.url)
+	if l == nil {
+		return nil, fmt.Errorf("%s: no token; run 'jobgate login' (for --url %s), or pass --token or --token-file, or set JOBGATE_TOKEN", c.cmd, c.url)
+	}
+	return &credentials{login: l, path: path, desc: "jobgate login (" + path + ")"}, nil
+}
+
+// client is a connected MCP client session plus what commands need besides it (the
+// credentials for artifact downloads, the endpoint URL).
 type client struct {
 	cs       *mcp.ClientSession
 	endpoint string
-	token    string
+	creds    *credentials
 }
 
-// connect resolves the token and connects to the endpoint.
+// connect resolves the credentials and connects to the endpoint. A stored sign-in that
+// expired is refreshed first, so a refresh that fails is its own one-line error.
 func (c connFlags) connect() (*client, error) {
-	token, err := c.bearer()
+	creds, err := c.tokenSource()
 	if err != nil {
 		return nil, err
 	}
-	cs, err := connectMCP(c.url, token)
+	if _, err := creds.Token(); err != nil {
+		return nil, err
+	}
+	cs, err := connectMCP(c.url, creds)
 	if err != nil {
 		return nil, err
 	}
-	return &client{cs: cs, endpoint: c.url, token: token}, nil
+	return &client{cs: cs, endpoint: c.url, creds: creds}, nil
+}
+
+// bearer is the current access token (refreshed if it expired).
+func (cl *client) bearer() (string, error) {
+	t, err := cl.creds.Token()
+	if err != nil {
+		return "", err
+	}
+	return t.AccessToken, nil
 }
 
 func (cl *client) Close() error { return cl.cs.Close() }
 
-// bearerTransport adds the Authorization header to every request of the MCP client.
+// bearerTransport adds the Authorization header to every request of the MCP client, asking
+// the token source each time, so a long `jobs watch` outlives its first access token.
 type bearerTransport struct {
-	token string
-	base  http.RoundTripper
+	src  oauth2.TokenSource
+	base http.RoundTripper
 }
 
 func (t bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	tok, err := t.src.Token()
+	if err != nil {
+		return nil, err
+	}
 	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+t.token)
+	r.Header.Set("Authorization", "Bearer "+tok.AccessToken)
 	return t.base.RoundTrip(r)
 }
 
 // connectMCP connects a go-sdk MCP client over Streamable HTTP, without the standalone SSE
 // stream (the server is stateless and has none).
-func connectMCP(endpoint, token string) (*mcp.ClientSession, error) {
-	hc := &http.Client{Transport: bearerTransport{token: token, base: http.DefaultTransport}, Timeout: callTimeout}
+func connectMCP(endpoint string, src oauth2.TokenSource) (*mcp.ClientSession, error) {
+	hc := &http.Client{Transport: bearerTransport{src: src, base: http.DefaultTransport}, Timeout: callTimeout}
 	c := mcp.NewClient(&mcp.Implementation{Name: "jobgate-cli", Version: wire.Version}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()

@@ -5,6 +5,8 @@
 //	jobgate worker   the Temporal worker that runs the jobs
 //	jobgate setup    register jobgate's search attributes in your own Temporal (once)
 //	jobgate token    mint an HS256 token for development
+//	jobgate login    sign in at the server's identity provider (device code, or --browser)
+//	jobgate whoami   who the client commands act as; jobgate logout revokes and forgets it
 //	jobgate jobs       list, show, watch and download jobs through the MCP endpoint
 //	jobgate approvals  list and answer the input requests waiting for you (approvers)
 //	jobgate temporal   the embedded Temporal server and Web UI as a process of their own
@@ -28,8 +30,11 @@
 //   - Every server flag has a JOBGATE_* environment variable; `jobgate <command> -h` lists
 //     flags, variables and defaults.
 //   - The client commands (jobs, approvals) are plain MCP clients of --url (JOBGATE_URL) with
-//     the caller's own bearer token (--token, --token-file or JOBGATE_TOKEN): they can do nothing
-//     the caller's token cannot do through the tools.
+//     the caller's own bearer token (--token, --token-file or JOBGATE_TOKEN, else the stored
+//     `jobgate login` of --url): they can do nothing the caller's token cannot do through the tools.
+//   - login stores tokens only once the access token is a JWT naming the server's resource and
+//     carrying the tenant; the store (user config dir, tokens.json, 0600) is replaced atomically,
+//     so a failed login or refresh never leaves half a sign-in.
 //   - approvals approve/reject read the job first, print exactly what is being answered and bind
 //     the answer to that scope digest, so a request that changed meanwhile is refused.
 //   - jobs download keeps a file only once its SHA-256 matches the export's manifest and the

@@ -92,7 +92,11 @@ func runJobsDownload(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("jobs download: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+cl.token)
+	bearer, err := cl.bearer()
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+bearer)
 	req.Header.Set("Accept-Encoding", "identity") // the file is gzip itself; take its bytes as they are
 	hc := &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, ResponseHeaderTimeout: time.Minute,
 		TLSHandshakeTimeout: 15 * time.Second, DisableCompression: true}}

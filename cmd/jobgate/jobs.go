@@ -19,7 +19,7 @@ const jobsUsage = `Usage:
   jobgate jobs watch <handle> [--interval d] follow a job until it finishes (exit 0 only if it succeeded)
   jobgate jobs download <handle> [-o file]   fetch a succeeded export's file and verify its SHA-256
 
-All are MCP clients of --url (env JOBGATE_URL) with your own --token (env JOBGATE_TOKEN).
+All are MCP clients of --url (env JOBGATE_URL) with your own --token (env JOBGATE_TOKEN, else your 'jobgate login').
 Handles come from 'jobgate jobs list', start_* or 'jobgate approvals list'.
 Run 'jobgate jobs <command> -h' for a command's flags.
 `

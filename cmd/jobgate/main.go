@@ -29,7 +29,12 @@ Usage:
   jobgate setup    [flags]   one-time: make your own Temporal's namespace ready (search attributes)
   jobgate token    [flags]   mint a dev HS256 bearer token
 
-Clients (MCP clients of --url, env JOBGATE_URL, with your own --token, env JOBGATE_TOKEN):
+Sign in (people; the client commands then need no token):
+  jobgate login  [--browser]                sign in at the server's identity provider (device code by default)
+  jobgate whoami                            who the client commands act as: issuer, subject, tenant, scopes
+  jobgate logout                            revoke and delete the stored sign-in
+
+Clients (MCP clients of --url, env JOBGATE_URL, with --token, env JOBGATE_TOKEN, else your 'jobgate login'):
   jobgate jobs list [flags]                 list your jobs (pages with the cursor)
   jobgate jobs get <handle> [--json]        show one job: status, progress, input request, result
   jobgate jobs watch <handle>               follow a job to the end (exit 0 only if it succeeded)
@@ -75,6 +80,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runJobs(args, stdout, stderr)
 	case "approvals":
 		return runApprovals(args, stdout, stderr)
+	case "login":
+		return runLogin(args, stdout, stderr)
+	case "logout":
+		return runLogout(args, stdout, stderr)
+	case "whoami":
+		return runWhoami(args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
