@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/activities/oidctest"
 	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/devidp"
@@ -33,9 +34,10 @@ import (
 // The test is a table over identity-provider drivers: the dev IdP (frontend/devidp, zitadel's
 // pkg/op) now; a second, independent provider (npm oidc-provider) is one more row.
 
-// loginIdP is what the test needs from an identity provider.
-type loginIdP interface {
+// cliLoginIdP is what the test needs from an identity provider.
+type cliLoginIdP interface {
 	Issuer() string
+	JWKSURL() string
 	// ApproveDevice enters userCode at verificationURI and signs in as user ("" denies).
 	ApproveDevice(t *testing.T, verificationURI, userCode, user string)
 	// BrowserSignIn follows authURL (the CLI's printed URL) as user, up to and including the
@@ -48,21 +50,21 @@ type loginIdP interface {
 
 type idpDriver struct {
 	name  string
-	start func(t *testing.T, resource string) loginIdP
+	start func(t *testing.T, resource string) cliLoginIdP
 }
 
-var loginIdPDrivers = []idpDriver{{name: "devidp", start: startDevIdP}}
+var loginIdPDrivers = []idpDriver{{name: "devidp", start: startCLIDevIdP}, {name: "oidc-provider", start: startCLINodeIdP}}
 
-// devIdP is frontend/devidp on a loopback listener.
-type devIdP struct {
+// cliDevIdP is frontend/devidp on a loopback listener.
+type cliDevIdP struct {
 	*devidp.IdP
 	issuer string
 	offset atomic.Int64 // the provider's clock offset (ShortTokens)
 }
 
-func startDevIdP(t *testing.T, resource string) loginIdP {
+func startCLIDevIdP(t *testing.T, resource string) cliLoginIdP {
 	srv := httptest.NewUnstartedServer(nil)
-	p := &devIdP{issuer: "http://" + srv.Listener.Addr().String() + "/oidc"}
+	p := &cliDevIdP{issuer: "http://" + srv.Listener.Addr().String() + "/oidc"}
 	idp, err := devidp.New(devidp.Options{Issuer: p.issuer, Resource: resource, Dir: t.TempDir(),
 		Now: func() time.Time { return time.Now().Add(time.Duration(p.offset.Load())) },
 		Users: []devidp.User{
@@ -77,9 +79,10 @@ func startDevIdP(t *testing.T, resource string) loginIdP {
 	return p
 }
 
-func (p *devIdP) Issuer() string { return p.issuer }
+func (p *cliDevIdP) Issuer() string  { return p.issuer }
+func (p *cliDevIdP) JWKSURL() string { return p.issuer + "/keys" }
 
-func (p *devIdP) ShortTokens(on bool) bool {
+func (p *cliDevIdP) ShortTokens(on bool) bool {
 	var off time.Duration
 	if on {
 		// An IdP clock almost a token lifetime behind issues tokens that expire in 15s.
@@ -124,7 +127,7 @@ func redirectOf(t *testing.T, resp *http.Response) string {
 	return l.String()
 }
 
-func (p *devIdP) ApproveDevice(t *testing.T, verificationURI, userCode, user string) {
+func (p *cliDevIdP) ApproveDevice(t *testing.T, verificationURI, userCode, user string) {
 	t.Helper()
 	c := pageBrowser()
 	resp, page := browse(t, c, http.MethodGet, verificationURI+"?user_code="+url.QueryEscape(userCode), nil)
@@ -141,7 +144,7 @@ func (p *devIdP) ApproveDevice(t *testing.T, verificationURI, userCode, user str
 	}
 }
 
-func (p *devIdP) BrowserSignIn(t *testing.T, authURL, user string) int {
+func (p *cliDevIdP) BrowserSignIn(t *testing.T, authURL, user string) int {
 	t.Helper()
 	c := pageBrowser()
 	resp, _ := browse(t, c, http.MethodGet, authURL, nil)
@@ -305,7 +308,7 @@ func testCLILogin(t *testing.T, d idpDriver) {
 	idp := d.start(t, resource)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	jwks, err := authz.NewJWKSVerifier(ctx, authz.JWKSOptions{URL: idp.Issuer() + "/keys", Issuer: idp.Issuer(), Audience: resource})
+	jwks, err := authz.NewJWKSVerifier(ctx, authz.JWKSOptions{URL: idp.JWKSURL(), Issuer: idp.Issuer(), Audience: resource})
 	must(t, err)
 	t.Cleanup(func() { jwks.Close() })
 	secret := []byte(randHex(32))
@@ -375,8 +378,9 @@ func testCLILogin(t *testing.T, d idpDriver) {
 	}
 	st, _ = readTokenStore(t, home)
 	if short && (st.Logins[0].AccessToken == first.AccessToken || st.Logins[0].RefreshToken == first.RefreshToken ||
-		time.Until(st.Logins[0].Expiry) < 30*time.Minute) {
-		t.Fatal("jobs list did not refresh the expiring sign-in and keep the rotated tokens")
+		st.Logins[0].Expiry.Before(first.Expiry)) {
+		t.Fatalf("jobs list did not refresh the expiring sign-in and keep the rotated tokens (access changed %v, refresh changed %v, expiry %s → %s)",
+			st.Logins[0].AccessToken != first.AccessToken, st.Logins[0].RefreshToken != first.RefreshToken, first.Expiry, st.Logins[0].Expiry)
 	}
 	code, out, _ = runCLIEnv(t, env, "whoami")
 	for _, want := range []string{"issuer:   " + idp.Issuer(), "subject:  ana", "tenant:   acme", "jobs:read jobs:write", "jobgate login ("} {
@@ -412,4 +416,45 @@ func testCLILogin(t *testing.T, d idpDriver) {
 	if code, out, _ := runCLIEnv(t, env, "whoami"); code != 0 || !strings.Contains(out, "tenant:   globex") {
 		t.Fatalf("whoami as gus: exit %d\n%s", code, out)
 	}
+}
+
+// cliNodeIdP is npm oidc-provider (activities/oidctest), an independent certified provider, as
+// its own process. Its access tokens live 20 seconds throughout (inside the CLI's 30-second
+// refresh margin), so every CLI command refreshes and saves the rotated tokens.
+type cliNodeIdP struct{ *oidctest.Provider }
+
+func startCLINodeIdP(t *testing.T, resource string) cliLoginIdP {
+	return cliNodeIdP{oidctest.Start(t, oidctest.Config{
+		Resource: resource, AccessTokenTTL: 20 * time.Second,
+		Users: []oidctest.User{
+			{Sub: ana.sub, Tenant: ana.tenant, Scopes: authz.ScopeStrings(ana.scopes)},
+			{Sub: gus.sub, Tenant: gus.tenant, Scopes: authz.ScopeStrings(gus.scopes)},
+		},
+		Clients: []oidctest.Client{oidctest.PublicClient("jobgate-cli")},
+	})}
+}
+
+func (p cliNodeIdP) Issuer() string  { return p.Provider.Issuer }
+func (p cliNodeIdP) JWKSURL() string { return p.Provider.JWKSURL }
+
+// ShortTokens: the tokens are short from the start; it cannot switch.
+func (p cliNodeIdP) ShortTokens(bool) bool { return true }
+
+func (p cliNodeIdP) ApproveDevice(t *testing.T, verificationURI, userCode, user string) {
+	t.Helper()
+	if user == "" {
+		p.Provider.DenyDevice(t, userCode)
+		return
+	}
+	p.Provider.ApproveDevice(t, userCode, user)
+}
+
+func (p cliNodeIdP) BrowserSignIn(t *testing.T, authURL, user string) int {
+	t.Helper()
+	loopback := p.Provider.Login(t, nil, authURL, user)
+	if !strings.HasPrefix(loopback, "http://127.0.0.1:") {
+		t.Fatalf("the IdP redirected to %s, not the CLI's loopback", loopback)
+	}
+	resp, _ := browse(t, pageBrowser(), http.MethodGet, loopback, nil)
+	return resp.StatusCode
 }
