@@ -44,6 +44,12 @@ type signInStack struct {
 	confirmLogout *signInConfirm
 	// noTenant is a user whose tokens carry no tenant claim ("" when the provider has none).
 	noTenant string
+	// deny is the CSS selector of the picker's Deny button ("" when it has none).
+	deny string
+	// logs are the jobgate process's logs so far.
+	logs func() string
+	// secrets must never appear in the logs (the client secret; tokens are checked apart).
+	secrets []string
 }
 
 type signInConfirm struct{ at, button string }
@@ -78,8 +84,30 @@ func TestBrowserSignIn(t *testing.T) {
 			s := row.stack(t)
 			b := newBrowser(t, filepath.Join(shots, row.name))
 			walkSignIn(t, b, s)
+			// Nothing secret reaches the logs: no token (a JWT starts eyJ), no client secret.
+			logs := s.logs()
+			for _, secret := range append([]string{"eyJ"}, s.secrets...) {
+				if strings.Contains(logs, secret) {
+					t.Errorf("jobgate logged a secret (%.6s…):\n%s", secret, logs)
+				}
+			}
 		})
 	}
+
+	// jobgate holds the wrong client secret: the provider refuses the code exchange, and the
+	// person reads one line telling the operator what to check; no session.
+	t.Run("serve-wrong-secret", func(t *testing.T) {
+		base, p, serve := startServeWithProvider(t, randHex(24), "not-the-secret")
+		b := newBrowser(t, filepath.Join(shots, "serve-wrong-secret"))
+		b.step("open /me", chromedp.Navigate(base+pages.PathMe), b.at(p.Issuer+"/interaction/"))
+		b.step("pick ana", chromedp.Click(chromedp.CSS(`button[name=sub][value="ana"]`)), b.at(base+pages.PathCallback))
+		b.oneLineNoSession(base, "refused this server's client credentials (invalid_client)")
+		b.shoot("wrong-secret")
+		// The provider's answer is for the operator: in the log, with the error code, not on the page.
+		if logs := serve.logs(); !strings.Contains(logs, "invalid_client") || strings.Contains(logs, "not-the-secret") {
+			t.Errorf("serve's log lacks invalid_client or holds the secret:\n%s", logs)
+		}
+	})
 }
 
 // walkSignIn is the whole walk of TestBrowserSignIn on one stack.
@@ -186,30 +214,52 @@ func walkSignIn(t *testing.T, b *browser, s signInStack) {
 	}))
 	b.step("open /me", chromedp.Navigate(me), b.at(s.picker))
 	b.step("pick "+s.noTenant, chromedp.Click(chromedp.CSS(s.user(s.noTenant))), b.at(s.base+pages.PathCallback))
-	alert := b.eval(`document.querySelector("[role=alert]").innerText`)
-	if !strings.Contains(alert, `carry no "tenant" (tenant) claim`) || strings.Contains(alert, "\n") {
-		t.Fatalf("no-tenant page says %q, want one line naming the tenant claim:\n%s", alert, b.text())
-	}
-	if c := b.cookie(s.base, "jobgate_session"); c != nil {
-		t.Fatalf("a session cookie for a user without a tenant: %+v", c)
-	}
+	b.oneLineNoSession(s.base, `carry no "tenant" (tenant) claim`)
 	b.shoot("no-tenant")
+
+	if s.deny == "" {
+		return
+	}
+	// The person presses Deny at the provider: one line, no session.
+	b.step("forget everything", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{})
+		return err
+	}))
+	b.step("open /me", chromedp.Navigate(me), b.at(s.picker))
+	b.step("deny", chromedp.Click(chromedp.CSS(s.deny)), b.at(s.base+pages.PathCallback))
+	b.oneLineNoSession(s.base, "Sign-in was refused at the identity provider (access_denied).")
+}
+
+// oneLineNoSession checks the page's alert is one line containing want and that the browser
+// holds no session cookie for origin.
+func (b *browser) oneLineNoSession(origin, want string) {
+	b.t.Helper()
+	alert := b.eval(`(document.querySelector("[role=alert]") || document.body).innerText`)
+	if !strings.Contains(alert, want) || strings.Contains(alert, "\n") {
+		b.t.Fatalf("the page says %q, want one line with %q:\n%s", alert, want, b.text())
+	}
+	if c := b.cookie(origin, "jobgate_session"); c != nil {
+		b.t.Fatalf("a session cookie after a failed sign-in: %+v", c)
+	}
 }
 
 // browserDevStack is the built `jobgate dev --ephemeral` binary: its pages and its identity
 // provider share one listener, named localhost in the banner.
 func browserDevStack(t *testing.T) signInStack {
-	mcpURL, issuer := startDevProcess(t)
+	mcpURL, issuer, p := startDevProcess(t)
 	base := strings.TrimSuffix(mcpURL, "/mcp")
+	// The banner prints dev tokens on purpose; the logs checked are what follows it.
+	banner := len(p.logs())
 	return signInStack{base: base, other: strings.Replace(base, "localhost", "127.0.0.1", 1), picker: issuer + "/login?",
-		user: func(sub string) string { return `button[name=user][value="` + sub + `"]` }}
+		user: func(sub string) string { return `button[name=user][value="` + sub + `"]` },
+		logs: func() string { return p.logs()[banner:] }}
 }
 
 // startDevProcess runs the built `jobgate dev --ephemeral` binary until the test ends and
 // returns its MCP endpoint and its identity provider's issuer, read from the banner.
-func startDevProcess(t *testing.T) (mcpURL, issuer string) {
+func startDevProcess(t *testing.T) (mcpURL, issuer string, p *proc) {
 	t.Helper()
-	p := startProc(t, exec.Command(jobgateBinary(t), "dev", "--ephemeral", "--listen", "127.0.0.1:0", "--temporal-port", "0", "--ui-port", "-1"), true)
+	p = startProc(t, exec.Command(jobgateBinary(t), "dev", "--ephemeral", "--listen", "127.0.0.1:0", "--temporal-port", "0", "--ui-port", "-1"), true)
 	eventually(t, 90*time.Second, "dev banner", func() bool { return strings.Contains(p.logs(), "Ctrl-C stops") })
 	banner := p.logs()
 	m := regexp.MustCompile(`MCP endpoint +(http://localhost:[0-9]+/mcp)\n`).FindStringSubmatch(banner)
@@ -217,24 +267,28 @@ func startDevProcess(t *testing.T) (mcpURL, issuer string) {
 	if m == nil || iss == nil {
 		t.Fatalf("banner:\n%s", banner)
 	}
-	return m[1], iss[1]
+	return m[1], iss[1], p
 }
 
 // browserServeStack is the built `jobgate serve` with --oidc-issuer naming an oidc-provider
 // process, where jobgate is the confidential client jobgate-pages (secret in a file), on
 // 127.0.0.1.
 func browserServeStack(t *testing.T) signInStack {
-	base, p := startServeWithProvider(t)
+	secret := randHex(24)
+	base, p, serve := startServeWithProvider(t, secret, secret)
 	return signInStack{base: base, other: strings.Replace(base, "127.0.0.1", "localhost", 1), picker: p.Issuer + "/interaction/",
 		user:          func(sub string) string { return `button[name=sub][value="` + sub + `"]` },
 		confirmLogout: &signInConfirm{at: p.Issuer + "/session/end", button: `button[name=logout][value=yes]`},
-		noTenant:      "nobody"}
+		noTenant:      "nobody", deny: `button[name=action][value=deny]`,
+		logs: serve.logs, secrets: []string{secret}}
 }
 
 // startServeWithProvider starts an oidc-provider (the dev principals and nobody, without a
 // tenant) with the confidential client jobgate-pages, and the built `jobgate serve` signing
-// people in there and verifying MCP tokens through its JWK Set. It returns the pages' base URL.
-func startServeWithProvider(t *testing.T) (string, *oidctest.Provider) {
+// people in there and verifying MCP tokens through its JWK Set. The provider knows the client
+// by clientSecret, jobgate reads fileSecret from its --oidc-client-secret-file (another one is
+// the operator's mistake). It returns the pages' base URL, the provider and the serve process.
+func startServeWithProvider(t *testing.T, clientSecret, fileSecret string) (string, *oidctest.Provider, *proc) {
 	t.Helper()
 	bin := jobgateBinary(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -242,14 +296,13 @@ func startServeWithProvider(t *testing.T) (string, *oidctest.Provider) {
 	addr := ln.Addr().String()
 	ln.Close()
 	base := "http://" + addr
-	secret := randHex(24)
 	p := oidctest.Start(t, oidctest.Config{Resource: base + "/mcp", Users: oidcUsers(), Clients: []oidctest.Client{{
-		ID: "jobgate-pages", Secret: secret, RedirectURIs: []string{base + pages.PathCallback},
+		ID: "jobgate-pages", Secret: clientSecret, RedirectURIs: []string{base + pages.PathCallback},
 		GrantTypes: []string{"authorization_code", "refresh_token"}, PostLogoutRedirectURIs: []string{base + pages.PathSignedOut},
 	}}})
 	dir := t.TempDir()
 	secretFile := filepath.Join(dir, "oidc-client-secret")
-	must(t, os.WriteFile(secretFile, []byte(secret+"\n"), 0o600))
+	must(t, os.WriteFile(secretFile, []byte(fileSecret+"\n"), 0o600))
 	proc := startProc(t, exec.Command(bin, "serve", "--listen", addr, "--resource-uri", base+"/mcp",
 		"--issuer", p.Issuer, "--handle-keys", "k1:"+hex.EncodeToString(handle.GenerateKey()),
 		"--resume-keys", "r1:"+hex.EncodeToString(handle.GenerateKey()),
@@ -269,7 +322,7 @@ func startServeWithProvider(t *testing.T) (string, *oidctest.Provider) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return base, p
+	return base, p, proc
 }
 
 // TestServeOIDCIssuerUnreachable: the built `jobgate serve` with an --oidc-issuer nobody answers

@@ -59,7 +59,7 @@ var oidcIdPs = []struct {
 // provider at <listen>/oidc (the picker driven by formLogin, the pre-registered public client
 // jobgate-cli for the quick token) and its own /mcp, which trusts that provider's JWK Set.
 func devOIDCStack(t *testing.T) (loginIdP, string) {
-	mcpURL, issuer := startDevProcess(t)
+	mcpURL, issuer, _ := startDevProcess(t)
 	d := discoveryOf(t, issuer)
 	l := loginIdP{issuer: issuer, jwksURL: d["jwks_uri"].(string)}
 	l.login = func(t *testing.T, authorizeURL, sub string) string { return formLogin(t, issuer, authorizeURL, sub) }
