@@ -52,6 +52,22 @@ var oidcIdPs = []struct {
 }{
 	{"oidc-provider", func(t *testing.T) (loginIdP, string) { return oidcStack(t, startOIDCProvider) }},
 	{"devidp", func(t *testing.T) (loginIdP, string) { return oidcStack(t, startDevIdP) }},
+	{"jobgate-dev", devOIDCStack},
+}
+
+// devOIDCStack is the built `jobgate dev --ephemeral` binary as a process: its identity
+// provider at <listen>/oidc (the picker driven by formLogin, the pre-registered public client
+// jobgate-cli for the quick token) and its own /mcp, which trusts that provider's JWK Set.
+func devOIDCStack(t *testing.T) (loginIdP, string) {
+	mcpURL, issuer, _ := startDevProcess(t)
+	d := discoveryOf(t, issuer)
+	l := loginIdP{issuer: issuer, jwksURL: d["jwks_uri"].(string)}
+	l.login = func(t *testing.T, authorizeURL, sub string) string { return formLogin(t, issuer, authorizeURL, sub) }
+	l.token = func(t *testing.T, sub string) string {
+		return pkceToken(t, d, "jobgate-cli", "http://127.0.0.1:4321/callback", "openid jobs:read jobs:write", mcpURL,
+			func(u string) string { return l.login(t, u, sub) })
+	}
+	return l, mcpURL
 }
 
 // oidcUsers are the dev principals (tests/harness_test.go), plus nobody: a user whose tokens

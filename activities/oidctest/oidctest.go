@@ -51,6 +51,9 @@ type Client struct {
 	GrantTypes []string
 	// Native (application_type native): http loopback redirect URIs match on any port (RFC 8252).
 	Native bool
+	// PostLogoutRedirectURIs are where RP-initiated logout (/session/end) may send the browser
+	// back to; none: the provider refuses a post_logout_redirect_uri.
+	PostLogoutRedirectURIs []string
 }
 
 // PublicClient is a native public client with a loopback redirect on any port, allowed the
@@ -240,6 +243,9 @@ func (c Config) fileConfig() map[string]any {
 		}
 		if cl.Native {
 			m["application_type"] = "native"
+		}
+		if len(cl.PostLogoutRedirectURIs) > 0 {
+			m["post_logout_redirect_uris"] = cl.PostLogoutRedirectURIs
 		}
 		clients = append(clients, m)
 	}

@@ -101,10 +101,15 @@ func (p *Pages) RequireSession(maxAge time.Duration, next http.Handler) http.Han
 // logout: POST /logout with the session's CSRF token. It clears the cookie and continues with
 // the provider's RP-initiated logout when it has one.
 func (p *Pages) logout(w http.ResponseWriter, r *http.Request) {
-	s, _, err := p.session(r)
+	s, present, err := p.session(r)
 	if err != nil {
-		// Nothing to protect: clearing no session (or a dead one) harms no one.
-		p.clearSession(w)
+		// No session to protect, so no CSRF token to check. A dead cookie that came with the
+		// request is cleared; none is cleared when none came: a cross-site POST gets no cookie
+		// (SameSite=Lax), and should it pass the origin check it must not delete the live
+		// session the browser holds (logout CSRF).
+		if present {
+			p.clearSession(w)
+		}
 		http.Redirect(w, r, p.base+PathSignedOut, http.StatusSeeOther)
 		return
 	}

@@ -109,6 +109,19 @@ const provider = new Provider(issuer, {
     revocation: { enabled: true },
     introspection: { enabled: true },
     userinfo: { enabled: true },
+    // RP-initiated logout (/session/end): a plain confirm page, as the others (the library's default
+    // imports a web font, which a test browser without network would wait for).
+    rpInitiatedLogout: {
+      enabled: true,
+      async logoutSource(ctx, form) {
+        ctx.body = page('Sign out', `<h1>Sign out of the test IdP?</h1>${form}
+<button type="submit" form="op.logoutForm" name="logout" value="yes">Yes, sign me out</button>
+<button class="deny" type="submit" form="op.logoutForm">No, stay signed in</button>`);
+      },
+      async postLogoutSuccessSource(ctx) {
+        ctx.body = page('Signed out', '<p id="signed-out">You are signed out of the test IdP.</p>');
+      },
+    },
     deviceFlow: {
       enabled: true,
       async userCodeInputSource(ctx, form, out, err) {

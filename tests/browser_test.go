@@ -1,0 +1,476 @@
+package tests
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/jobgate/jobgate/activities/oidctest"
+	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/pages"
+)
+
+// chromiumPath is Debian's chromium (apt-get install chromium); never a downloaded browser.
+const chromiumPath = "/usr/bin/chromium"
+
+// signInStack is a jobgate whose pages sign people in at an OpenID Provider, as a browser
+// sees it.
+type signInStack struct {
+	// base is the pages' origin (no trailing slash); other is the same listener under the
+	// other loopback name (localhost ↔ 127.0.0.1): another site for the browser.
+	base, other string
+	// picker is the URL prefix of the provider's user picker.
+	picker string
+	// user is the CSS selector of sub's button on the picker.
+	user func(sub string) string
+	// confirmLogout, when the provider asks before ending its session, presses its Yes.
+	confirmLogout *signInConfirm
+	// noTenant is a user whose tokens carry no tenant claim ("" when the provider has none).
+	noTenant string
+	// deny is the CSS selector of the picker's Deny button ("" when it has none).
+	deny string
+	// logs are the jobgate process's logs so far.
+	logs func() string
+	// secrets must never appear in the logs (the client secret; tokens are checked apart).
+	secrets []string
+}
+
+type signInConfirm struct{ at, button string }
+
+// TestBrowserSignIn drives a real Chromium (Debian's, headless) through sign-in to jobgate's
+// pages on two whole stacks: the built `jobgate dev` binary with its own identity provider at
+// /oidc, and a built `jobgate serve` with --oidc-issuer naming the npm oidc-provider (a
+// confidential client with a secret file). On each: /me → the provider's picker → ana → /me
+// shows ana of acme and never globex; a cross-site form POST to /logout is refused and the
+// session stays; sign-out (RP-initiated, through the provider) → the signed-out page, no session
+// cookie → /me goes back to the picker; a session cookie edited or forged by script is refused;
+// gus of globex never sees acme. On oidc-provider also: a user whose tokens carry no tenant
+// claim gets one clear line and no session cookie. Screenshots (1200 and 390 px) of the picker,
+// /me, the signed-out page and the error pages go to a temp dir, or to $JOBGATE_SCREENSHOTS.
+func TestBrowserSignIn(t *testing.T) {
+	testenv.Heavy(t, "builds jobgate, starts Chromium and an OpenID Provider on Node.js")
+	if _, err := exec.LookPath(chromiumPath); err != nil {
+		testenv.Missing(t, chromiumPath+" is not installed (apt-get install chromium)")
+	}
+	shots := os.Getenv("JOBGATE_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	for _, row := range []struct {
+		name  string
+		stack func(t *testing.T) signInStack
+	}{
+		{"dev", browserDevStack},
+		{"serve-oidc-provider", browserServeStack},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			s := row.stack(t)
+			b := newBrowser(t, filepath.Join(shots, row.name))
+			walkSignIn(t, b, s)
+			// Nothing secret reaches the logs: no token (a JWT starts eyJ), no client secret.
+			logs := s.logs()
+			for _, secret := range append([]string{"eyJ"}, s.secrets...) {
+				if strings.Contains(logs, secret) {
+					t.Errorf("jobgate logged a secret (%.6s…):\n%s", secret, logs)
+				}
+			}
+		})
+	}
+
+	// jobgate holds the wrong client secret: the provider refuses the code exchange, and the
+	// person reads one line telling the operator what to check; no session.
+	t.Run("serve-wrong-secret", func(t *testing.T) {
+		base, p, serve := startServeWithProvider(t, randHex(24), "not-the-secret")
+		b := newBrowser(t, filepath.Join(shots, "serve-wrong-secret"))
+		b.step("open /me", chromedp.Navigate(base+pages.PathMe), b.at(p.Issuer+"/interaction/"))
+		b.step("pick ana", chromedp.Click(chromedp.CSS(`button[name=sub][value="ana"]`)), b.at(base+pages.PathCallback))
+		b.oneLineNoSession(base, "refused this server's client credentials (invalid_client)")
+		b.shoot("wrong-secret")
+		// The provider's answer is for the operator: in the log, with the error code, not on the page.
+		if logs := serve.logs(); !strings.Contains(logs, "invalid_client") || strings.Contains(logs, "not-the-secret") {
+			t.Errorf("serve's log lacks invalid_client or holds the secret:\n%s", logs)
+		}
+	})
+}
+
+// walkSignIn is the whole walk of TestBrowserSignIn on one stack.
+func walkSignIn(t *testing.T, b *browser, s signInStack) {
+	me, signedOut := s.base+pages.PathMe, s.base+pages.PathSignedOut
+
+	// Signing in starts at a protected page: the provider's picker.
+	b.step("open /me", chromedp.Navigate(me), b.at(s.picker))
+	b.shoot("picker")
+	b.step("pick ana", chromedp.Click(chromedp.CSS(s.user(ana.sub))), b.at(me))
+	body := b.text()
+	for _, want := range []string{"Signed in as ana", "acme", "jobs:read jobs:write", "Sign out"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("/me lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "globex") {
+		t.Fatalf("ana's page names globex:\n%s", body)
+	}
+	b.shoot("me")
+	sess := b.cookie(s.base, "jobgate_session")
+	if sess == nil || !sess.HTTPOnly || sess.SameSite != network.CookieSameSiteLax || sess.Path != "/" {
+		t.Fatalf("session cookie %+v, want HttpOnly, SameSite=Lax, Path=/", sess)
+	}
+	if c := b.cookie(s.base, "jobgate_login"); c != nil {
+		t.Fatalf("the login cookie outlived its callback: %+v", c)
+	}
+
+	// A form on another site (the other loopback name) posting to /logout is refused; the
+	// session stays.
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, `<!doctype html><form method="post" action="`+s.base+pages.PathLogout+
+			`"><input type="hidden" name="csrf" value="guess"><button id="go">win a prize</button></form>`)
+	}))
+	defer evil.Close()
+	evilURL := strings.Replace(evil.URL, "127.0.0.1", hostOf(s.other), 1)
+	b.step("cross-site form", chromedp.Navigate(evilURL), chromedp.Click(chromedp.CSS("#go")), b.at(s.base+pages.PathLogout))
+	if body := b.text(); !strings.Contains(body, "came from another site") {
+		t.Fatalf("cross-site POST:\n%s", body)
+	}
+	b.step("still signed in", chromedp.Navigate(me), b.at(me))
+	if body := b.text(); !strings.Contains(body, "Signed in as ana") {
+		t.Fatalf("after the refused POST:\n%s", body)
+	}
+
+	// Sign out: jobgate clears its cookie, then the provider ends its session (RP-initiated
+	// logout) and sends the browser back to the signed-out page.
+	b.step("sign out", chromedp.Click(chromedp.CSS(`form[action$="/logout"] button`)))
+	if c := s.confirmLogout; c != nil {
+		b.step("provider's sign-out", b.at(c.at), chromedp.Click(chromedp.CSS(c.button)))
+	}
+	b.step("signed out", b.at(signedOut))
+	if body := b.text(); !strings.Contains(body, "You are signed out") {
+		t.Fatalf("signed-out page:\n%s", body)
+	}
+	if c := b.cookie(s.base, "jobgate_session"); c != nil {
+		t.Fatalf("session cookie after sign-out: %+v", c)
+	}
+	b.shoot("signed-out")
+	b.step("/me after sign-out", chromedp.Navigate(me), b.at(s.picker))
+
+	// ana's real cookie with one character of its ciphertext changed, set by script: no
+	// session, back to the picker; likewise a cookie made up from nothing.
+	edited := []byte(sess.Value)
+	i := len(edited) / 2
+	if edited[i] == 'A' {
+		edited[i] = 'B'
+	} else {
+		edited[i] = 'A'
+	}
+	for _, forged := range []string{string(edited), "jgx1.k1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"} {
+		b.step("set a forged cookie", chromedp.Navigate(signedOut), b.at(signedOut), b.setCookie(s.base, "jobgate_session", forged))
+		if c := b.cookie(s.base, "jobgate_session"); c == nil || c.Value != forged {
+			t.Fatalf("the forged cookie did not stick: %+v", c)
+		}
+		b.step("/me with a forged cookie", chromedp.Navigate(me), b.at(s.picker))
+		if c := b.cookie(s.base, "jobgate_session"); c != nil {
+			t.Fatalf("a refused cookie was kept: %+v", c)
+		}
+	}
+
+	// Tenant B: gus of globex never sees acme.
+	b.step("pick gus", chromedp.Click(chromedp.CSS(s.user(gus.sub))), b.at(me))
+	if body := b.text(); !strings.Contains(body, "Signed in as gus") || !strings.Contains(body, "globex") || strings.Contains(body, "acme") {
+		t.Fatalf("gus's /me:\n%s", body)
+	}
+
+	// The error page: a return address off the site.
+	b.step("bad return", chromedp.Navigate(s.base+pages.PathLogin+"?return=//evil.example"), b.at(s.base+pages.PathLogin))
+	if body := b.text(); !strings.Contains(body, "must be a path on this site") {
+		t.Fatalf("error page:\n%s", body)
+	}
+	b.shoot("error")
+	t.Logf("screenshots in %s", b.shots)
+
+	if s.noTenant == "" {
+		return
+	}
+	// Signed in at the provider, but its tokens carry no tenant: one clear line, no session.
+	b.step("forget everything", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{})
+		return err
+	}))
+	b.step("open /me", chromedp.Navigate(me), b.at(s.picker))
+	b.step("pick "+s.noTenant, chromedp.Click(chromedp.CSS(s.user(s.noTenant))), b.at(s.base+pages.PathCallback))
+	b.oneLineNoSession(s.base, `carry no "tenant" (tenant) claim`)
+	b.shoot("no-tenant")
+
+	if s.deny == "" {
+		return
+	}
+	// The person presses Deny at the provider: one line, no session.
+	b.step("forget everything", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{})
+		return err
+	}))
+	b.step("open /me", chromedp.Navigate(me), b.at(s.picker))
+	b.step("deny", chromedp.Click(chromedp.CSS(s.deny)), b.at(s.base+pages.PathCallback))
+	b.oneLineNoSession(s.base, "Sign-in was refused at the identity provider (access_denied).")
+}
+
+// oneLineNoSession checks the page's alert is one line containing want and that the browser
+// holds no session cookie for origin.
+func (b *browser) oneLineNoSession(origin, want string) {
+	b.t.Helper()
+	alert := b.eval(`(document.querySelector("[role=alert]") || document.body).innerText`)
+	if !strings.Contains(alert, want) || strings.Contains(alert, "\n") {
+		b.t.Fatalf("the page says %q, want one line with %q:\n%s", alert, want, b.text())
+	}
+	if c := b.cookie(origin, "jobgate_session"); c != nil {
+		b.t.Fatalf("a session cookie after a failed sign-in: %+v", c)
+	}
+}
+
+// browserDevStack is the built `jobgate dev --ephemeral` binary: its pages and its identity
+// provider share one listener, named localhost in the banner.
+func browserDevStack(t *testing.T) signInStack {
+	mcpURL, issuer, p := startDevProcess(t)
+	base := strings.TrimSuffix(mcpURL, "/mcp")
+	// The banner prints dev tokens on purpose; the logs checked are what follows it.
+	banner := len(p.logs())
+	return signInStack{base: base, other: strings.Replace(base, "localhost", "127.0.0.1", 1), picker: issuer + "/login?",
+		user: func(sub string) string { return `button[name=user][value="` + sub + `"]` },
+		logs: func() string { return p.logs()[banner:] }}
+}
+
+// startDevProcess runs the built `jobgate dev --ephemeral` binary until the test ends and
+// returns its MCP endpoint and its identity provider's issuer, read from the banner.
+func startDevProcess(t *testing.T) (mcpURL, issuer string, p *proc) {
+	t.Helper()
+	p = startProc(t, exec.Command(jobgateBinary(t), "dev", "--ephemeral", "--listen", "127.0.0.1:0", "--temporal-port", "0", "--ui-port", "-1"), true)
+	eventually(t, 90*time.Second, "dev banner", func() bool { return strings.Contains(p.logs(), "Ctrl-C stops") })
+	banner := p.logs()
+	m := regexp.MustCompile(`MCP endpoint +(http://localhost:[0-9]+/mcp)\n`).FindStringSubmatch(banner)
+	iss := regexp.MustCompile(`Identity provider (http://localhost:[0-9]+/oidc) \(dev only\)\n`).FindStringSubmatch(banner)
+	if m == nil || iss == nil {
+		t.Fatalf("banner:\n%s", banner)
+	}
+	return m[1], iss[1], p
+}
+
+// browserServeStack is the built `jobgate serve` with --oidc-issuer naming an oidc-provider
+// process, where jobgate is the confidential client jobgate-pages (secret in a file), on
+// 127.0.0.1.
+func browserServeStack(t *testing.T) signInStack {
+	secret := randHex(24)
+	base, p, serve := startServeWithProvider(t, secret, secret)
+	return signInStack{base: base, other: strings.Replace(base, "127.0.0.1", "localhost", 1), picker: p.Issuer + "/interaction/",
+		user:          func(sub string) string { return `button[name=sub][value="` + sub + `"]` },
+		confirmLogout: &signInConfirm{at: p.Issuer + "/session/end", button: `button[name=logout][value=yes]`},
+		noTenant:      "nobody", deny: `button[name=action][value=deny]`,
+		logs: serve.logs, secrets: []string{secret}}
+}
+
+// startServeWithProvider starts an oidc-provider (the dev principals and nobody, without a
+// tenant) with the confidential client jobgate-pages, and the built `jobgate serve` signing
+// people in there and verifying MCP tokens through its JWK Set. The provider knows the client
+// by clientSecret, jobgate reads fileSecret from its --oidc-client-secret-file (another one is
+// the operator's mistake). It returns the pages' base URL, the provider and the serve process.
+func startServeWithProvider(t *testing.T, clientSecret, fileSecret string) (string, *oidctest.Provider, *proc) {
+	t.Helper()
+	bin := jobgateBinary(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	base := "http://" + addr
+	p := oidctest.Start(t, oidctest.Config{Resource: base + "/mcp", Users: oidcUsers(), Clients: []oidctest.Client{{
+		ID: "jobgate-pages", Secret: clientSecret, RedirectURIs: []string{base + pages.PathCallback},
+		GrantTypes: []string{"authorization_code", "refresh_token"}, PostLogoutRedirectURIs: []string{base + pages.PathSignedOut},
+	}}})
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "oidc-client-secret")
+	must(t, os.WriteFile(secretFile, []byte(fileSecret+"\n"), 0o600))
+	proc := startProc(t, exec.Command(bin, "serve", "--listen", addr, "--resource-uri", base+"/mcp",
+		"--issuer", p.Issuer, "--handle-keys", "k1:"+hex.EncodeToString(handle.GenerateKey()),
+		"--resume-keys", "r1:"+hex.EncodeToString(handle.GenerateKey()),
+		"--temporal-address", temporalAddr, "--namespace", namespace, "--task-queue", "tq-"+randHex(6),
+		"--oidc-issuer", p.Issuer, "--oidc-client-id", "jobgate-pages", "--oidc-client-secret-file", secretFile,
+		"--public-url", base), true)
+	eventually(t, 30*time.Second, "serve on "+addr, func() bool {
+		select {
+		case <-proc.done:
+			t.Fatalf("serve exited:\n%s", proc.logs())
+		default:
+		}
+		resp, err := http.Get(base + pages.PathSignedOut)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return base, p, proc
+}
+
+// TestServeOIDCIssuerUnreachable: the built `jobgate serve` with an --oidc-issuer nobody answers
+// at exits non-zero at start-up with one line naming the flag.
+func TestServeOIDCIssuerUnreachable(t *testing.T) {
+	testenv.Heavy(t, "builds and runs jobgate serve")
+	t.Parallel()
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "hs256")
+	must(t, os.WriteFile(secret, []byte(randHex(32)), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, jobgateBinary(t), "serve", "--listen", "127.0.0.1:0", "--issuer", testIssuer,
+		"--hs256-secret-file", secret, "--handle-keys", "k1:"+hex.EncodeToString(handle.GenerateKey()),
+		"--resume-keys", "r1:"+hex.EncodeToString(handle.GenerateKey()), "--temporal-address", temporalAddr,
+		"--oidc-issuer", "http://127.0.0.1:1", "--oidc-client-id", "jobgate-pages")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("serve still running after a minute:\n%s", stderr.String())
+	}
+	var ee *exec.ExitError
+	if err == nil || !errors.As(err, &ee) || ee.ExitCode() == 0 {
+		t.Fatalf("serve with an unreachable --oidc-issuer: %v, want a non-zero exit", err)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	want := "jobgate: --oidc-issuer: OIDC issuer http://127.0.0.1:1: discovery failed: "
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], "connection refused") || stdout.Len() != 0 {
+		t.Fatalf("stderr %q (stdout %q), want one line starting %q", stderr.String(), stdout.String(), want)
+	}
+}
+
+func hostOf(origin string) string {
+	h := strings.TrimPrefix(strings.TrimPrefix(origin, "http://"), "https://")
+	if i := strings.LastIndex(h, ":"); i >= 0 {
+		h = h[:i]
+	}
+	return h
+}
+
+// browser is one headless Chromium with a fresh profile, closed when the test ends.
+type browser struct {
+	t     *testing.T
+	ctx   context.Context
+	shots string
+}
+
+func newBrowser(t *testing.T, shots string) *browser {
+	t.Helper()
+	must(t, os.MkdirAll(shots, 0o755))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(chromiumPath), chromedp.Headless,
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1200, 900),
+		chromedp.UserDataDir(t.TempDir()))
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser; no timeout on this first call
+		t.Fatal(err)
+	}
+	return &browser{t: t, ctx: ctx, shots: shots}
+}
+
+// step runs the actions within 30 seconds or fails the test.
+func (b *browser) step(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// at waits until the page's URL starts with prefix and the document has loaded.
+func (b *browser) at(prefix string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			loc, err := chromedp.Location()(ctx, tg)
+			if err != nil {
+				return err
+			}
+			ready, err := chromedp.Evaluate[string]("document.readyState")(ctx, tg)
+			if err == nil && strings.HasPrefix(loc, prefix) && ready == "complete" {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for %s, at %s: %w", prefix, loc, ctx.Err())
+			case <-tick.C:
+			}
+		}
+	})
+}
+
+func (b *browser) eval(js string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.t.Fatalf("%s: %v", js, err)
+	}
+	return s
+}
+
+func (b *browser) text() string { b.t.Helper(); return b.eval("document.body.innerText") }
+
+// cookie is the browser's cookie name for origin (nil: none), read through the DevTools
+// protocol: the session cookie is HttpOnly, no page script sees it.
+func (b *browser) cookie(origin, name string) *network.Cookie {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{origin + "/"}})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for _, c := range res.Cookies {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// setCookie sets (or replaces) cookie name for origin as the server would have: HttpOnly,
+// SameSite=Lax, Path=/.
+func (b *browser) setCookie(origin, name, value string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		yes := true
+		_, err := chromedp.Call(ctx, network.SetCookie, network.SetCookieParams{Name: name, Value: value, URL: origin + "/",
+			Path: "/", HTTPOnly: &yes, SameSite: network.CookieSameSiteLax})
+		return err
+	})
+}
+
+// shoot saves full-page screenshots of the current page at 1200 and 390 px wide.
+func (b *browser) shoot(name string) {
+	b.t.Helper()
+	for _, w := range []int64{1200, 390} {
+		var png []byte
+		b.step("screenshot "+name, chromedp.EmulateViewport(w, 844), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			var err error
+			png, err = chromedp.FullScreenshot(100)(ctx, tg)
+			return err
+		}))
+		must(b.t, os.WriteFile(filepath.Join(b.shots, fmt.Sprintf("%s-%d.png", name, w)), png, 0o644))
+	}
+	b.step("viewport back", chromedp.EmulateViewport(1200, 900))
+}
