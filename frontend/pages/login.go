@@ -79,7 +79,10 @@ func (p *Pages) startLogin(w http.ResponseWriter, r *http.Request, ret string, m
 		opts = append(opts, oauth2.SetAuthURLParam("max_age", strconv.FormatInt(int64(ls.MaxAge/time.Second), 10)),
 			oauth2.SetAuthURLParam("prompt", "login"))
 	}
-	http.SetCookie(w, &http.Cookie{Name: p.loginCookie, Value: sealed, Path: "/auth", MaxAge: int(handle.LoginStateTTL / time.Second),
+	// Path=/ (not /auth): behind a proxy that adds a path prefix the callback is
+	// <prefix>/auth/callback, which a cookie set for /auth would never reach; and __Host-
+	// demands Path=/.
+	http.SetCookie(w, &http.Cookie{Name: p.loginCookie, Value: sealed, Path: "/", MaxAge: int(handle.LoginStateTTL / time.Second),
 		HttpOnly: true, Secure: p.secure, SameSite: http.SameSiteLaxMode})
 	http.Redirect(w, r, d.oauth.AuthCodeURL(ls.State, opts...), http.StatusFound)
 }
@@ -103,7 +106,7 @@ type idClaims struct {
 // callback finishes a sign-in: GET /auth/callback?code=&state= (or ?error=).
 func (p *Pages) callback(w http.ResponseWriter, r *http.Request) {
 	// The login cookie is spent whatever happens: a callback is never replayed.
-	http.SetCookie(w, &http.Cookie{Name: p.loginCookie, Path: "/auth", MaxAge: -1, HttpOnly: true, Secure: p.secure, SameSite: http.SameSiteLaxMode})
+	http.SetCookie(w, &http.Cookie{Name: p.loginCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: p.secure, SameSite: http.SameSiteLaxMode})
 	now := p.cfg.Now()
 	q := r.URL.Query()
 	c, err := r.Cookie(p.loginCookie)

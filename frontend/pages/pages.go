@@ -172,9 +172,9 @@ func New(cfg Config) (*Pages, error) {
 	p.redirectURL = p.base + PathCallback
 	p.sessionCookie, p.loginCookie = "jobgate_session", "jobgate_login"
 	if p.secure {
-		// __Host-: Secure, Path=/, no Domain, so no subdomain can plant one. The login cookie
-		// is scoped to /auth and can only be __Secure-.
-		p.sessionCookie, p.loginCookie = "__Host-jobgate_session", "__Secure-jobgate_login"
+		// __Host-: Secure, Path=/, no Domain, so no sibling subdomain can plant one (a planted
+		// login cookie would carry an attacker's state, nonce and PKCE verifier: login CSRF).
+		p.sessionCookie, p.loginCookie = "__Host-jobgate_session", "__Host-jobgate_login"
 	}
 	p.handler = p.routes()
 	return p, nil

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"regexp"
 	"strings"
@@ -58,6 +59,9 @@ type envOpts struct {
 	mutate func(*Config) // adjusts the pages config before New
 	maxAge time.Duration // RequireSession's at /protected
 	public bool          // a dynamically registered public client instead of jobgate-pages
+	// prefix, when set (e.g. "/jobs"), puts the pages behind a reverse proxy that strips it:
+	// the public URL is the proxy's URL + prefix.
+	prefix string
 }
 
 func startEnv(t *testing.T, o envOpts) *env {
@@ -65,6 +69,14 @@ func startEnv(t *testing.T, o envOpts) *env {
 	e := &env{keys: testKeys(t), resource: testResource}
 	e.srv = httptest.NewUnstartedServer(nil)
 	e.base = "http://" + e.srv.Listener.Addr().String()
+	var proxy *httptest.Server
+	if o.prefix != "" {
+		// The pages server is reached only through the proxy, at <proxy>/prefix/… .
+		proxy = httptest.NewUnstartedServer(nil)
+		backend, _ := url.Parse(e.base)
+		proxy.Config.Handler = http.StripPrefix(o.prefix, httputil.NewSingleHostReverseProxy(backend))
+		e.base = "http://" + proxy.Listener.Addr().String() + o.prefix
+	}
 	e.idpSrv = httptest.NewUnstartedServer(nil)
 	e.issuer = "http://" + e.idpSrv.Listener.Addr().String() + "/oidc"
 	idp, err := devidp.New(devidp.Options{Issuer: e.issuer, Resource: testResource, Users: devUsers,
@@ -114,6 +126,10 @@ func startEnv(t *testing.T, o envOpts) *env {
 	e.srv.Config.Handler = mux
 	e.srv.Start()
 	t.Cleanup(e.srv.Close)
+	if proxy != nil {
+		proxy.Start()
+		t.Cleanup(proxy.Close)
+	}
 	return e
 }
 
@@ -314,6 +330,34 @@ func TestPublicClient(t *testing.T) {
 	}
 }
 
+// TestPathPrefix: behind a proxy that serves the pages under /jobs and strips the prefix, the
+// redirect URI is <public>/jobs/auth/callback and sign-in completes: the login cookie reaches
+// the callback (it once had Path=/auth, which the browser never sent to /jobs/auth/callback),
+// and every redirect keeps the prefix.
+func TestPathPrefix(t *testing.T) {
+	e := startEnv(t, envOpts{prefix: "/jobs"})
+	if !strings.HasSuffix(e.base, "/jobs") {
+		t.Fatalf("base %s", e.base)
+	}
+	c := browser(t)
+	wantRedirect(t, do(t, c, "GET", e.base+"/me", nil), e.base+"/login?return=%2Fme")
+	cb := e.signIn(t, c, "ana", "/me")
+	wantRedirect(t, cb, e.base+"/me")
+	if lc := cookieNamed(cb.header, "jobgate_login"); lc == nil || lc.Path != "/" || lc.MaxAge >= 0 {
+		t.Fatalf("login cookie not spent at Path=/: %+v", lc)
+	}
+	me := do(t, c, "GET", e.base+"/me", nil)
+	if me.status != 200 || !strings.Contains(me.body, "Signed in as ana") || !strings.Contains(me.body, "<code>acme</code>") {
+		t.Fatalf("/me behind the proxy: %d %s", me.status, me.body)
+	}
+	s := reCSRF.FindStringSubmatch(me.body)
+	if s == nil {
+		t.Fatal("no CSRF token on /me")
+	}
+	end := wantRedirect(t, do(t, c, "POST", e.base+PathLogout, url.Values{"csrf": {s[1]}}), e.issuer+"/end_session?")
+	wantRedirect(t, do(t, c, "GET", end, nil), e.base+PathSignedOut)
+}
+
 // TestCookiesRefused: a forged, tampered, expired or other-issuer session cookie is no session:
 // the browser is sent to sign in (and the cookie cleared); a POST is refused, not redirected.
 func TestCookiesRefused(t *testing.T) {
@@ -407,7 +451,7 @@ func TestCallbackRefusals(t *testing.T) {
 			t.Fatal("no login cookie")
 		}
 		ls.Nonce = "another"
-		c.Jar.SetCookies(&url.URL{Scheme: "http", Host: u.Host, Path: "/auth"}, []*http.Cookie{{Name: "jobgate_login", Value: e.keys.SealLoginState(ls), Path: "/auth"}})
+		c.Jar.SetCookies(u, []*http.Cookie{{Name: "jobgate_login", Value: e.keys.SealLoginState(ls), Path: "/"}})
 		noSession(t, do(t, c, "GET", back, nil), 400, "nonce mismatch")
 	})
 	t.Run("no login cookie", func(t *testing.T) {
@@ -589,8 +633,9 @@ func TestNewRefuses(t *testing.T) {
 }
 
 // TestSecureCookies: with an https public URL the session cookie is __Host-jobgate_session
-// (Secure, Path=/) and the login cookie __Secure-jobgate_login (Secure, Path=/auth); a cookie
-// without the prefix (which any subdomain or http page could plant) is not read.
+// and the login cookie __Host-jobgate_login (both Secure, Path=/, no Domain: no sibling
+// subdomain can plant them); a cookie without the prefix (which any subdomain or http page
+// could plant) is not read.
 func TestSecureCookies(t *testing.T) {
 	const public = "https://jobs.example.com"
 	idpSrv := httptest.NewUnstartedServer(nil)
@@ -625,8 +670,8 @@ func TestSecureCookies(t *testing.T) {
 		return rec
 	}
 	login := serve(public + "/login")
-	lc := cookieNamed(login.Header(), "__Secure-jobgate_login")
-	if login.Code != http.StatusFound || lc == nil || !lc.Secure || !lc.HttpOnly || lc.Path != "/auth" || lc.SameSite != http.SameSiteLaxMode {
+	lc := cookieNamed(login.Header(), "__Host-jobgate_login")
+	if login.Code != http.StatusFound || lc == nil || !lc.Secure || !lc.HttpOnly || lc.Path != "/" || lc.Domain != "" || lc.SameSite != http.SameSiteLaxMode {
 		t.Fatalf("/login: %d, login cookie %+v", login.Code, lc)
 	}
 	e := &env{issuer: issuer, base: public}
@@ -642,5 +687,12 @@ func TestSecureCookies(t *testing.T) {
 	// The same value under the unprefixed name is not the session.
 	if me := serve(public+"/me", &http.Cookie{Name: "jobgate_session", Value: sc.Value}); me.Code != http.StatusSeeOther {
 		t.Fatalf("/me with an unprefixed cookie: %d", me.Code)
+	}
+	// Nor is a login cookie under the __Secure- name a sibling subdomain could set.
+	login = serve(public + "/login")
+	lc = cookieNamed(login.Header(), "__Host-jobgate_login")
+	back = e.pick(t, browser(t), login.Header().Get("Location"), "ana")
+	if cb := serve(back, &http.Cookie{Name: "__Secure-jobgate_login", Value: lc.Value}); cb.Code != http.StatusBadRequest || cookieNamed(cb.Header(), "__Host-jobgate_session") != nil {
+		t.Fatalf("callback with a __Secure- login cookie: %d %v", cb.Code, cb.Header()["Set-Cookie"])
 	}
 }
