@@ -87,6 +87,15 @@ func (p *Pages) startLogin(w http.ResponseWriter, r *http.Request, ret string, m
 	http.Redirect(w, r, d.oauth.AuthCodeURL(ls.State, opts...), http.StatusFound)
 }
 
+// freshEnough reports whether an authentication at authTime (zero: unknown) meets maxAge at
+// now, allowing authTimeLeeway of clock skew between this server and the provider. The
+// callback and RequireSession must both use it: were RequireSession stricter than the
+// callback, a fresh login that the callback accepts inside the leeway would be sent straight
+// back to the provider, for ever.
+func freshEnough(authTime, now time.Time, maxAge time.Duration) bool {
+	return !authTime.IsZero() && now.Sub(authTime) <= maxAge+authTimeLeeway
+}
+
 func randomToken() string {
 	var b [18]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
@@ -207,7 +216,7 @@ func (p *Pages) callback(w http.ResponseWriter, r *http.Request) {
 	if extra.AuthTime > 0 {
 		authTime = time.Unix(extra.AuthTime, 0).UTC()
 	}
-	if ls.MaxAge > 0 && (authTime.IsZero() || now.Sub(authTime) > ls.MaxAge+authTimeLeeway) {
+	if ls.MaxAge > 0 && !freshEnough(authTime, now, ls.MaxAge) {
 		p.fail(w, r, http.StatusForbidden, "This page needs a fresh sign-in, and the identity provider did not perform one (auth_time missing or too old).", nil)
 		return
 	}

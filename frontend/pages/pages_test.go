@@ -604,6 +604,29 @@ func TestMaxAge(t *testing.T) {
 	noSession(t, do(t, c, "GET", late.pick(t, c, authorize, "steward"), nil), 403, "did not perform one")
 }
 
+// TestMaxAgeSkew: with this server's clock 5m30s ahead of the provider's and a 5-minute
+// max_age, the fresh authentication is inside max_age + leeway; the callback accepts it, and
+// RequireSession must serve the page too. It once compared without the leeway and sent the
+// browser back to the provider (prompt=login) after every fresh sign-in: a redirect loop.
+func TestMaxAgeSkew(t *testing.T) {
+	e := startEnv(t, envOpts{maxAge: 5 * time.Minute, mutate: func(c *Config) {
+		c.Now = func() time.Time { return time.Now().Add(5*time.Minute + 30*time.Second) }
+	}})
+	c := browser(t)
+	u, _ := url.Parse(e.base)
+	stale := handle.Session{Issuer: e.issuer, Subject: "steward", Tenant: "acme", Scopes: []string{"jobs:approve"}, CSRF: "tok",
+		AuthTime: time.Now().Add(-time.Hour), Expiry: time.Now().Add(2 * time.Hour)}
+	c.Jar.SetCookies(u, []*http.Cookie{{Name: "jobgate_session", Value: e.keys.SealSession(stale)}})
+	authorize := wantRedirect(t, do(t, c, "GET", e.base+"/protected?id=7", nil), e.issuer+"/authorize?")
+	if !strings.Contains(authorize, "prompt=login") {
+		t.Fatalf("re-login URL %s", authorize)
+	}
+	wantRedirect(t, do(t, c, "GET", e.pick(t, c, authorize, "steward"), nil), e.base+"/protected?id=7")
+	if p := do(t, c, "GET", e.base+"/protected?id=7", nil); p.status != 200 || p.body != "protected GET for steward of acme" {
+		t.Fatalf("after the fresh sign-in (a redirect here is the loop): %d to %q", p.status, p.loc)
+	}
+}
+
 func TestNewRefuses(t *testing.T) {
 	k := testKeys(t)
 	ok := Config{Issuer: "https://idp.example.com", ClientID: "c", PublicURL: "https://jobs.example.com", Keys: k}

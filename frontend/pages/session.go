@@ -82,7 +82,7 @@ func (p *Pages) RequireSession(maxAge time.Duration, next http.Handler) http.Han
 				return
 			}
 		}
-		if maxAge > 0 && (s.AuthTime.IsZero() || p.cfg.Now().Sub(s.AuthTime) > maxAge) {
+		if maxAge > 0 && !freshEnough(s.AuthTime, p.cfg.Now(), maxAge) {
 			if !safe {
 				p.fail(w, r, http.StatusForbidden, "This action needs a fresh sign-in; reload the page to sign in again.", nil)
 				return
