@@ -132,9 +132,21 @@ func (p *Pages) callback(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, http.StatusBadRequest, "The sign-in response does not belong to this browser's sign-in (state mismatch); sign in again.", nil)
 		return
 	}
-	// RFC 9207: a provider that names itself in the response must be ours (mix-up defence).
-	if q.Has("iss") && q.Get("iss") != p.cfg.Issuer {
+	// Discovery was memoised when this sign-in started; it says whether iss is mandatory.
+	d, err := p.discover(r.Context())
+	if err != nil {
+		p.fail(w, r, http.StatusBadGateway, "The identity provider cannot be reached; try again later.", err)
+		return
+	}
+	// RFC 9207 (mix-up defence): a provider that names itself in the response must be ours, and
+	// one that advertises the iss parameter must name itself, or an attacker's provider could
+	// answer in its place by leaving iss out.
+	switch {
+	case q.Has("iss") && q.Get("iss") != p.cfg.Issuer:
 		p.fail(w, r, http.StatusBadRequest, "The sign-in response comes from another identity provider (iss mismatch); sign in again.", nil)
+		return
+	case !q.Has("iss") && d.issParam:
+		p.fail(w, r, http.StatusBadRequest, "The sign-in response does not name its identity provider, which promises to (iss missing); sign in again.", nil)
 		return
 	}
 	if e := q.Get("error"); e != "" {
@@ -151,11 +163,6 @@ func (p *Pages) callback(w http.ResponseWriter, r *http.Request) {
 	code := q.Get("code")
 	if code == "" {
 		p.fail(w, r, http.StatusBadRequest, "The sign-in response carries no authorization code; sign in again.", nil)
-		return
-	}
-	d, err := p.discover(r.Context())
-	if err != nil {
-		p.fail(w, r, http.StatusBadGateway, "The identity provider cannot be reached; try again later.", err)
 		return
 	}
 	ctx := oidc.ClientContext(r.Context(), p.cfg.HTTPClient)

@@ -116,6 +116,9 @@ type discovered struct {
 	oauth      *oauth2.Config
 	verifier   *oidc.IDTokenVerifier
 	endSession string
+	// issParam: the provider advertises authorization_response_iss_parameter_supported, so
+	// every authorization response must carry iss (RFC 9207 §2.4).
+	issParam bool
 }
 
 // New checks cfg and builds the pages. It does not contact the provider: discovery happens on
@@ -243,6 +246,7 @@ func (p *Pages) fetchDiscovery(ctx context.Context) (*discovered, error) {
 	var meta struct {
 		EndSession string   `json:"end_session_endpoint"`
 		Challenges []string `json:"code_challenge_methods_supported"`
+		IssParam   bool     `json:"authorization_response_iss_parameter_supported"`
 	}
 	if err := prov.Claims(&meta); err != nil {
 		return nil, fmt.Errorf("OIDC issuer %s: discovery document: %s", p.cfg.Issuer, oneLine(err.Error()))
@@ -259,6 +263,7 @@ func (p *Pages) fetchDiscovery(ctx context.Context) (*discovered, error) {
 			RedirectURL: p.redirectURL, Scopes: p.cfg.Scopes},
 		verifier:   prov.Verifier(&oidc.Config{ClientID: p.cfg.ClientID, Now: p.cfg.Now}),
 		endSession: meta.EndSession,
+		issParam:   meta.IssParam,
 	}, nil
 }
 

@@ -62,6 +62,8 @@ type envOpts struct {
 	// prefix, when set (e.g. "/jobs"), puts the pages behind a reverse proxy that strips it:
 	// the public URL is the proxy's URL + prefix.
 	prefix string
+	// idpWrap, when set, wraps the dev IdP's handler (to change what it advertises).
+	idpWrap func(http.Handler) http.Handler
 }
 
 func startEnv(t *testing.T, o envOpts) *env {
@@ -86,6 +88,9 @@ func startEnv(t *testing.T, o envOpts) *env {
 	}
 	e.idp = idp
 	e.idpSrv.Config.Handler = idp.Handler()
+	if o.idpWrap != nil {
+		e.idpSrv.Config.Handler = o.idpWrap(e.idpSrv.Config.Handler)
+	}
 	e.idpSrv.Start()
 	t.Cleanup(e.idpSrv.Close)
 
@@ -486,6 +491,52 @@ func TestCallbackRefusals(t *testing.T) {
 			t.Fatalf("landed: %s", p.body)
 		}
 	})
+}
+
+// TestIssRequired: a provider whose discovery advertises
+// authorization_response_iss_parameter_supported must put iss in every authorization response
+// (RFC 9207); a callback without it is refused (an attacker's provider, in a mix-up, would leave
+// it out), one with the right iss signs in. The dev IdP (zitadel) does not send iss, so the
+// test adds the promise to its discovery document and iss to the callback by hand.
+func TestIssRequired(t *testing.T) {
+	e := startEnv(t, envOpts{idpWrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, "/.well-known/openid-configuration") {
+				next.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			var m map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
+				t.Errorf("discovery: %v", err)
+			}
+			m["authorization_response_iss_parameter_supported"] = true
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(m)
+		})
+	}})
+	withIss := func(back, iss string) string {
+		bu, _ := url.Parse(back)
+		q := bu.Query()
+		q.Set("iss", iss)
+		bu.RawQuery = q.Encode()
+		return bu.String()
+	}
+	c := browser(t)
+	back := e.pick(t, c, wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer), "ana")
+	noSession(t, do(t, c, "GET", back, nil), 400, "iss missing")
+
+	c = browser(t)
+	back = e.pick(t, c, wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer), "ana")
+	noSession(t, do(t, c, "GET", withIss(back, "https://evil.example"), nil), 400, "iss mismatch")
+
+	c = browser(t)
+	back = e.pick(t, c, wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer), "ana")
+	wantRedirect(t, do(t, c, "GET", withIss(back, e.issuer), nil), e.base+"/me")
+	if me := do(t, c, "GET", e.base+"/me", nil); me.status != 200 || !strings.Contains(me.body, "Signed in as ana") {
+		t.Fatalf("/me: %d %s", me.status, me.body)
+	}
 }
 
 func TestProviderProblems(t *testing.T) {
