@@ -678,6 +678,23 @@ func TestMaxAgeSkew(t *testing.T) {
 	}
 }
 
+// TestLongReturn: a page address longer than a login may carry (maxReturnLen) is not put in
+// return= (where /login would refuse it with 400): the sign-in goes back to /me instead.
+func TestLongReturn(t *testing.T) {
+	e := startEnv(t, envOpts{})
+	long := "/protected?q=" + strings.Repeat("x", maxReturnLen)
+	c := browser(t)
+	login := wantRedirect(t, do(t, c, "GET", e.base+long, nil), e.base+"/login?")
+	if login != e.base+"/login?return=%2Fme" {
+		t.Fatalf("redirect to %s", login)
+	}
+	authorize := wantRedirect(t, do(t, c, "GET", login, nil), e.issuer+"/authorize?")
+	wantRedirect(t, do(t, c, "GET", e.pick(t, c, authorize, "ana"), nil), e.base+"/me")
+	// A return path that fits still comes back to the page.
+	fits := "/protected?q=" + strings.Repeat("x", 100)
+	wantRedirect(t, do(t, browser(t), "GET", e.base+fits, nil), e.base+"/login?"+url.Values{"return": {fits}}.Encode())
+}
+
 func TestNewRefuses(t *testing.T) {
 	k := testKeys(t)
 	ok := Config{Issuer: "https://idp.example.com", ClientID: "c", PublicURL: "https://jobs.example.com", Keys: k}

@@ -72,7 +72,7 @@ func (p *Pages) RequireSession(maxAge time.Duration, next http.Handler) http.Han
 				p.fail(w, r, http.StatusUnauthorized, "You are not signed in (or your session ended); sign in and try again.", nil)
 				return
 			}
-			http.Redirect(w, r, p.base+PathLogin+"?"+url.Values{"return": {r.URL.RequestURI()}}.Encode(), http.StatusSeeOther)
+			http.Redirect(w, r, p.base+PathLogin+"?"+url.Values{"return": {returnPath(r)}}.Encode(), http.StatusSeeOther)
 			return
 		}
 		if !safe {
@@ -87,15 +87,21 @@ func (p *Pages) RequireSession(maxAge time.Duration, next http.Handler) http.Han
 				p.fail(w, r, http.StatusForbidden, "This action needs a fresh sign-in; reload the page to sign in again.", nil)
 				return
 			}
-			ret := r.URL.RequestURI()
-			if !localPath(ret) {
-				ret = PathMe
-			}
-			p.startLogin(w, r, ret, maxAge)
+			p.startLogin(w, r, returnPath(r), maxAge)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, s)))
 	}))
+}
+
+// returnPath is where a sign-in started by RequireSession comes back to: this request's path and
+// query, or /me when that is no local path /login accepts (over maxReturnLen, which a long query
+// reaches): a page that cannot be returned to is better than a sign-in that fails with 400.
+func returnPath(r *http.Request) string {
+	if ret := r.URL.RequestURI(); localPath(ret) {
+		return ret
+	}
+	return PathMe
 }
 
 // logout: POST /logout with the session's CSRF token. It clears the cookie and continues with
