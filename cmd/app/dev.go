@@ -193,7 +193,10 @@ func (m *DevMain) Run(ctx context.Context) error {
 	// The RFC 9728 metadata names the identity provider, so MCP clients find where to log in.
 	sc.Listen, sc.ResourceURI, sc.Issuer = ln.Addr().String(), m.resource, idp.Issuer()
 	// People sign in to jobgate's pages (/login, /me) at the same provider, as jobgate-pages.
-	sc.Pages = devPagesConfig(idp.Issuer(), idp.PagesClientSecret(), "http://localhost:"+strconv.Itoa(port))
+	if sc.Pages, err = devPagesConfig(idp.Issuer(), idp.PagesClientSecret(), "http://localhost:"+strconv.Itoa(port), ln.Addr()); err != nil {
+		ln.Close()
+		return err
+	}
 	// Until the verifier is set below (the IdP's keys are only reachable once this listener
 	// serves), every token is refused with 401, never accepted.
 	late := &authz.LateVerifier{}
@@ -322,6 +325,10 @@ func (m *DevMain) banner(took time.Duration) error {
 	fmt.Fprintf(w, "\njobgate dev stack ready in %s\n\n", took.Round(10*time.Millisecond))
 	fmt.Fprintf(w, "  MCP endpoint      %s\n", m.resource)
 	fmt.Fprintf(w, "  Identity provider %s (dev only)\n", m.IdPIssuer())
+	if !loopbackListener(m.serve.ln.Addr()) {
+		// devidp.Options.AllowRemote stays off: its picker hands out any dev user's token.
+		fmt.Fprintf(w, "  %-17s the identity provider answers loopback clients only (--listen %s is not loopback): sign in on this machine; other hosts use the dev tokens below\n", "", m.Addr())
+	}
 	if u := m.temporal.UIURL(); u != "" {
 		fmt.Fprintf(w, "  Temporal Web UI   %s\n", u)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strconv"
 
@@ -62,15 +63,21 @@ func (m *DevMain) newDevIdP(port int, dataDir string) (*devidp.IdP, map[string]h
 // devVerifier accepts the dev stack's two kinds of tokens: HS256 ones (`jobgate token`, the
 // banner's) under DevIssuer, and the identity provider's RS256 ones, verified through its JWK
 // Set exactly as `serve --jwks-url` verifies a production IdP's. It is built once the
-// listener serves, since NewJWKSVerifier fetches the key set at once; the key set is fetched
-// from the listener's own loopback address, so a --listen of any interface works (the issuer
-// and tokens still say localhost). The JWKS refresh ends with ctx.
+// listener serves, since NewJWKSVerifier fetches the key set at once; the key set
+// (issuer/keys, http://localhost:<port>/oidc/keys) is fetched through listenerClient, which
+// dials the listener itself, so a --listen of any interface works, a specific non-loopback
+// address included (the issuer and tokens still say localhost). The JWKS refresh ends with ctx.
 func (m *DevMain) devVerifier(ctx context.Context, ln net.Addr, issuer string) (authz.Verifier, error) {
 	hs, err := authz.NewHS256Verifier(DevIssuer, m.resource, m.secret, "")
 	if err != nil {
 		return nil, err
 	}
-	jwks, err := authz.NewJWKSVerifier(ctx, authz.JWKSOptions{URL: loopbackBase(ln) + DevIdPPath + "/keys", Issuer: issuer, Audience: m.resource,
+	iu, err := url.Parse(issuer)
+	if err != nil {
+		return nil, err
+	}
+	jwks, err := authz.NewJWKSVerifier(ctx, authz.JWKSOptions{URL: issuer + "/keys", Issuer: issuer, Audience: m.resource,
+		HTTPClient: listenerClient(iu.Host, ln),
 		RefreshError: func(u string, err error) {
 			m.Logger.Warn("dev identity provider: JWK Set refresh failed; keeping the keys held", zap.String("url", u), zap.Error(err))
 		}})
@@ -100,4 +107,12 @@ func loopbackBase(a net.Addr) string {
 		}
 	}
 	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(ta.Port))
+}
+
+// loopbackListener reports whether the listener at a serves loopback clients only (what the
+// dev identity provider's pages answer, devidp.Options.AllowRemote): false for an unspecified
+// address (0.0.0.0, ::) or any other host's.
+func loopbackListener(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -36,6 +37,9 @@ type PagesConfig struct {
 	Scopes string
 	// SessionTTL is how long a browser session lasts. Defaults to 8h; at most 24h.
 	SessionTTL time.Duration
+	// HTTPClient calls the provider (no flag: dev sets one that dials its own listener,
+	// devPagesConfig). Defaults to nil: pages.Config's default client.
+	HTTPClient *http.Client
 }
 
 // Flags registers the pages' flags on serve.
@@ -51,13 +55,37 @@ func (c *PagesConfig) Flags(fs *flag.FlagSet) {
 }
 
 // devPagesConfig is the pages' configuration for `jobgate dev`: its identity provider (issuer,
-// e.g. http://localhost:8080/oidc, served on the same listener) with the confidential client
+// e.g. http://localhost:8080/oidc, served on the same listener ln) with the confidential client
 // jobgate-pages and its secret (devidp.IdP.PagesClientSecret), on the listener's base URL
 // (http://localhost:8080). Register base+pages.PathCallback as devidp.Options.PagesRedirectURIs
-// and base+pages.PathSignedOut as PagesPostLogoutRedirectURIs. The other fields' zero values
-// are their defaults.
-func devPagesConfig(issuer, secret, base string) PagesConfig {
-	return PagesConfig{Issuer: issuer, ClientID: devidp.PagesClientID, ClientSecret: secret, PublicURL: base}
+// and base+pages.PathSignedOut as PagesPostLogoutRedirectURIs. The pages reach the provider
+// through listenerClient, so a --listen on a specific non-loopback address (where nothing
+// answers at localhost) still starts. The other fields' zero values are their defaults.
+func devPagesConfig(issuer, secret, base string, ln net.Addr) (PagesConfig, error) {
+	u, err := url.Parse(issuer)
+	if err != nil || u.Host == "" {
+		return PagesConfig{}, fmt.Errorf("dev identity provider issuer %q: not a URL", issuer)
+	}
+	return PagesConfig{Issuer: issuer, ClientID: devidp.PagesClientID, ClientSecret: secret, PublicURL: base,
+		HTTPClient: listenerClient(u.Host, ln)}, nil
+}
+
+// listenerClient is an HTTP client that dials the listener ln (at its loopback address when
+// it listens on all interfaces, loopbackBase) whenever a URL names host (e.g. localhost:8080,
+// the dev issuer's), and dials everything else as usual. devVerifier does the same for the
+// key set. No proxy: the provider is this very process.
+func listenerClient(host string, ln net.Addr) *http.Client {
+	target := strings.TrimPrefix(loopbackBase(ln), "http://")
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == host {
+			addr = target
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	return &http.Client{Timeout: pages.HTTPTimeoutDefault, Transport: tr}
 }
 
 // buildPages makes the pages when --oidc-issuer is set (nil otherwise). It needs build's
@@ -96,7 +124,7 @@ func (m *ServeMain) buildPages() (*pages.Pages, error) {
 	p, err := pages.New(pages.Config{Issuer: c.Issuer, ClientID: c.ClientID, ClientSecret: secret, PublicURL: public,
 		Resource: m.Config.ResourceURI, Scopes: strings.Fields(c.Scopes),
 		Claims:         authz.ClaimNames{Tenant: c.TenantClaim, Scope: c.ScopeClaim},
-		AccessVerifier: m.Verifier, SessionTTL: c.SessionTTL, Keys: m.Keys, Now: m.Now, Logger: m.Logger})
+		AccessVerifier: m.Verifier, SessionTTL: c.SessionTTL, Keys: m.Keys, HTTPClient: c.HTTPClient, Now: m.Now, Logger: m.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("browser sign-in (--oidc-*, --public-url): %s", strings.TrimPrefix(err.Error(), "pages: "))
 	}

@@ -145,7 +145,9 @@ func TestServePages(t *testing.T) {
 	defer idpSrv2.Close()
 	dc := config(base2 + "/mcp")
 	dc.Issuer, dc.JWKSURL = issuer2, issuer2+"/keys"
-	dc.Pages = devPagesConfig(issuer2, idp2.PagesClientSecret(), base2)
+	if dc.Pages, err = devPagesConfig(issuer2, idp2.PagesClientSecret(), base2, idpSrv2.Listener.Addr()); err != nil {
+		t.Fatal(err)
+	}
 	s4 := &ServeMain{Config: dc, Listener: ln2}
 	if err := s4.Run(ctx); err != nil {
 		t.Fatal(err)

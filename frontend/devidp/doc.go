@@ -5,6 +5,8 @@
 // in place of a password form. Its users are the dev principals handed in by
 // cmd/app (frontend never imports cmd). Development only: anyone who can
 // reach the login page can sign in as any dev user, and every page says so.
+// So the picker, the device page and /register answer loopback clients only
+// (403 and one line to any other RemoteAddr) unless Options.AllowRemote.
 //
 // Under the issuer URL (e.g. http://localhost:8080/oidc), pkg/op serves
 // /.well-known/openid-configuration (answered by this package, to add

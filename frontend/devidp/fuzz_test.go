@@ -30,7 +30,9 @@ func FuzzRegister(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := httptest.NewRecorder()
-		idp.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/oidc/register", strings.NewReader(body)))
+		req := httptest.NewRequest("POST", "/oidc/register", strings.NewReader(body))
+		req.RemoteAddr = "127.0.0.1:40000" // /register answers loopback clients only (Options.AllowRemote)
+		idp.Handler().ServeHTTP(rec, req)
 		switch rec.Code {
 		case http.StatusBadRequest:
 			return

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -63,6 +64,15 @@ type Options struct {
 	DeviceCodeLifetime time.Duration
 	// Now tells the time, for tests. Defaults to time.Now.
 	Now func() time.Time
+	// AllowRemote lets clients other than loopback ones use the human-facing
+	// pages: the picker (/login), the device page (/device) and client
+	// registration (/register). Default false: a request whose RemoteAddr is
+	// not a loopback address gets 403 and a one-line page there, because
+	// anyone who reaches the passwordless picker gets a token as any dev user
+	// (a `jobgate dev --listen 0.0.0.0:8080` would hand them to the LAN).
+	// Discovery, keys, token and the other protocol endpoints answer anyone:
+	// they give nothing without a sign-in on those pages.
+	AllowRemote bool
 }
 
 // DeviceCodeLifetimeDefault is Options.DeviceCodeLifetime's default.
@@ -78,6 +88,7 @@ type IdP struct {
 	csrf        [32]byte
 	pagesSecret string
 	handler     http.Handler
+	allowRemote bool // Options.AllowRemote
 }
 
 //go:embed templates/*.html
@@ -128,7 +139,7 @@ func New(opts Options) (*IdP, error) {
 		return nil, err
 	}
 	path := strings.TrimSuffix(u.Path, "/")
-	idp := &IdP{issuer: strings.TrimSuffix(opts.Issuer, "/"), path: path, users: opts.Users}
+	idp := &IdP{issuer: strings.TrimSuffix(opts.Issuer, "/"), path: path, users: opts.Users, allowRemote: opts.AllowRemote}
 	// The CSRF key need not survive a restart: a picker page from before one is simply re-shown.
 	if _, err := randRead(idp.csrf[:]); err != nil {
 		return nil, err
@@ -195,14 +206,15 @@ func New(opts Options) (*IdP, error) {
 	}
 	idp.provider = p
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+path+"/login", idp.loginPage)
+	local := idp.loopbackOnly
+	mux.Handle("GET "+path+"/login", local(http.HandlerFunc(idp.loginPage)))
 	mux.HandleFunc("GET "+path+"/.well-known/openid-configuration", idp.discoveryHandler)
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server"+path, idp.discoveryHandler)
-	mux.HandleFunc("POST "+path+"/register", idp.registerHandler)
-	mux.HandleFunc("GET "+path+"/device", idp.devicePage)
-	mux.Handle("POST "+path+"/device", http.NewCrossOriginProtection().Handler(http.HandlerFunc(idp.deviceSubmit)))
+	mux.Handle("POST "+path+"/register", local(http.HandlerFunc(idp.registerHandler)))
+	mux.Handle("GET "+path+"/device", local(http.HandlerFunc(idp.devicePage)))
+	mux.Handle("POST "+path+"/device", local(http.NewCrossOriginProtection().Handler(http.HandlerFunc(idp.deviceSubmit))))
 	// Cross-site POSTs are refused by Sec-Fetch-Site/Origin as well as by the form token.
-	mux.Handle("POST "+path+"/login", http.NewCrossOriginProtection().Handler(http.HandlerFunc(idp.loginSubmit)))
+	mux.Handle("POST "+path+"/login", local(http.NewCrossOriginProtection().Handler(http.HandlerFunc(idp.loginSubmit))))
 	if path == "" {
 		mux.Handle("/", p)
 	} else {
@@ -227,6 +239,37 @@ func (i *IdP) PagesClientSecret() string { return i.pagesSecret }
 
 // KeyID is the signing key's kid (stable across restarts with the same Dir).
 func (i *IdP) KeyID() string { return i.store.key.id }
+
+// RemoteOnlyMessage is the one-line page a non-loopback client gets from the picker, the
+// device page and /register without Options.AllowRemote.
+const RemoteOnlyMessage = "403: this development identity provider answers loopback clients only (devidp.Options.AllowRemote is off); open it from the machine it runs on"
+
+// loopbackOnly refuses h to a client whose address is not loopback, unless AllowRemote.
+// RemoteAddr is the TCP peer (http.Server sets it; no header is trusted), so a proxy on the
+// same machine counts as loopback: the dev stack is not meant to sit behind one.
+func (i *IdP) loopbackOnly(h http.Handler) http.Handler {
+	if i.allowRemote {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackPeer(r.RemoteAddr) {
+			w.Header().Set("Cache-Control", "no-store")
+			http.Error(w, RemoteOnlyMessage, http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// loopbackPeer reports whether RemoteAddr ("ip:port") is a loopback address (IPv4-mapped
+// IPv6 included). Anything unparseable is not.
+func loopbackPeer(remoteAddr string) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	return ap.Addr().Unmap().IsLoopback()
+}
 
 func loopback(host string) bool {
 	return host == "localhost" || host == "127.0.0.1" || host == "::1" || strings.HasPrefix(host, "127.")
