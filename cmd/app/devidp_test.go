@@ -452,8 +452,9 @@ func TestDevNonLoopbackListen(t *testing.T) {
 	testenv.Heavy(t, "starts the dev stack (embedded Temporal) twice")
 	ip := nonLoopbackIP(t)
 	if ip == "" {
-		// TestListenerClient and devidp's TestLoopbackOnly cover the parts without one.
-		t.Skip("this machine has no non-loopback IPv4 address to listen on")
+		// TestListenerClient and devidp's TestLoopbackOnly cover the parts without one; a skip
+		// still fails CI, which must run the whole stack on such an address.
+		testenv.Missing(t, "this machine has no non-loopback IPv4 address to listen on")
 	}
 	get := func(u string) (int, string) {
 		t.Helper()
