@@ -194,8 +194,8 @@ func login(ctx context.Context, o loginOpts, stdout io.Writer) error {
 	if err := saveTokens(path, tf); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "Signed in to %s as %s (tenant %s; scopes %s) for %s.\n", meta.Issuer, info.Subject, info.Tenant,
-		orNone(info.Scopes), resource)
+	fmt.Fprintf(stdout, "Signed in to %s as %s (tenant %s; scopes %s) for %s.\n", cleanText(meta.Issuer), cleanText(info.Subject), cleanText(info.Tenant),
+		cleanText(orNone(info.Scopes)), resource)
 	refresh := "no refresh token: run 'jobgate login' again when it expires"
 	if tok.RefreshToken != "" {
 		refresh = "refreshed automatically"
@@ -385,10 +385,13 @@ func deviceLogin(ctx context.Context, cfg *oauth2.Config, m *serverMetadata, std
 	if da.VerificationURI == "" || da.UserCode == "" || da.DeviceCode == "" {
 		return nil, fmt.Errorf("login: %s answered the device authorization without a verification_uri, user_code or device_code", m.Issuer)
 	}
+	// The IdP's text goes to a terminal: cleanText drops control characters, so an IdP (or
+	// whoever answers in its place) cannot send escape sequences that rewrite the screen, the
+	// window title or the clipboard.
 	var b strings.Builder
-	fmt.Fprintf(&b, "To sign in, open\n\n    %s\n\nand enter the code\n\n    %s\n\n", da.VerificationURI, da.UserCode)
+	fmt.Fprintf(&b, "To sign in, open\n\n    %s\n\nand enter the code\n\n    %s\n\n", cleanText(da.VerificationURI), cleanText(da.UserCode))
 	if da.VerificationURIComplete != "" {
-		fmt.Fprintf(&b, "(or open %s)\n", da.VerificationURIComplete)
+		fmt.Fprintf(&b, "(or open %s)\n", cleanText(da.VerificationURIComplete))
 	}
 	if !da.Expiry.IsZero() {
 		fmt.Fprintf(&b, "Waiting for you to approve (the code expires in %s)...\n", shortDuration(time.Until(da.Expiry).Round(time.Second)))

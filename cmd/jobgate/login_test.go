@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +48,10 @@ type loginIdP struct {
 	offset atomic.Int64
 	// prm is the RFC 9728 document served; nil serves 404.
 	prm atomic.Pointer[map[string]any]
+	// metaPatch, when set, is merged into the issuer's metadata documents (a null deletes).
+	metaPatch atomic.Pointer[map[string]any]
+	// mux serves the whole origin; tests add endpoints of their own to it.
+	mux *http.ServeMux
 }
 
 func startLoginIdP(t *testing.T, o devidp.Options) *loginIdP {
@@ -74,7 +79,31 @@ func startLoginIdP(t *testing.T, o devidp.Options) *loginIdP {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(*m)
 	})
-	mux.Handle("/", idp.Handler())
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		patch := p.metaPatch.Load()
+		if patch == nil || !strings.Contains(r.URL.Path, "/.well-known/") {
+			idp.Handler().ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		idp.Handler().ServeHTTP(rec, r)
+		var m map[string]any
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &m) != nil {
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+			return
+		}
+		for k, v := range *patch {
+			if v == nil {
+				delete(m, k)
+			} else {
+				m[k] = v
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(m)
+	}))
+	p.mux = mux
 	p.srv.Config.Handler = mux
 	p.srv.Start()
 	t.Cleanup(p.srv.Close)
@@ -726,5 +755,41 @@ func TestIdPTransportAddsResource(t *testing.T) {
 	want := []string{"POST /token resource=http://r/mcp basic=:", "POST /device resource=http://r/mcp basic=c+i:s%26t", "POST /other resource= basic=:"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("requests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestDeviceCodeTextIsCleaned: the device authorization answer is printed to a terminal, so
+// control characters in it (escape sequences that retitle the window or rewrite the screen)
+// never reach stdout.
+func TestDeviceCodeTextIsCleaned(t *testing.T) {
+	store := isolate(t)
+	p := startLoginIdP(t, devidp.Options{})
+	const esc = "\x1b]0;pwned\x07\x1b[2J"
+	p.mux.HandleFunc("POST /evil/device", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"device_code": "dc", "user_code": "AB" + esc + "CD",
+			"verification_uri": p.base + "/device" + esc, "verification_uri_complete": p.base + "/device?c=1" + esc, "expires_in": 60, "interval": 1})
+	})
+	p.metaPatch.Store(&map[string]any{"device_authorization_endpoint": p.base + "/evil/device"})
+	c := start("login", "--url", p.resource)
+	err := c.wait(t)
+	out := c.out.String()
+	if strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, "AB ]0;pwned [2JCD") {
+		t.Fatalf("device text printed raw:\n%q", out)
+	}
+	// The IdP knows no device code "dc": the polling fails (pkg/op says access_denied), in one
+	// line, storing nothing.
+	checkOneLineFailure(t, err, store, "login: ")
+}
+
+// TestWhoamiCleansClaims: whoami shows claims of a token it has not verified; control
+// characters in them are not written to the terminal.
+func TestWhoamiCleansClaims(t *testing.T) {
+	isolate(t)
+	claims, _ := json.Marshal(map[string]any{"iss": "https://i\x1b[2J", "sub": "ana\x1b]0;pwned\x07", "tenant": "acme\r", "exp": time.Now().Add(time.Hour).Unix()})
+	t.Setenv("JOBGATE_TOKEN", "e30."+base64.RawURLEncoding.EncodeToString(claims)+".sig")
+	out := runOK(t, "whoami", "--url", "http://127.0.0.1:1/mcp")
+	if strings.ContainsAny(out, "\x1b\x07\r") || !strings.Contains(out, "subject:  ana ]0;pwned\n") {
+		t.Fatalf("whoami printed claims raw:\n%q", out)
 	}
 }

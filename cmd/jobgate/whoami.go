@@ -195,7 +195,8 @@ func runWhoami(args []string, stdout, stderr io.Writer) error {
 		{"issuer", i.Issuer}, {"subject", i.Subject}, {"tenant", tenant},
 		{"scopes", orNone(i.Scopes)}, {"audience", strings.Join(i.Audience, " ")}, {"expires", exp}, {"token", src.desc},
 	} {
-		fmt.Fprintf(stdout, "%-9s %s\n", row[0]+":", row[1])
+		// Claims are the IdP's (or a token's forger's) text: no control characters to the terminal.
+		fmt.Fprintf(stdout, "%-9s %s\n", row[0]+":", cleanText(row[1]))
 	}
 	fmt.Fprintln(stdout, "(claims read from the token without verifying it; the server verifies it on every call)")
 	return nil
