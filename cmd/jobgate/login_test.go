@@ -793,3 +793,56 @@ func TestWhoamiCleansClaims(t *testing.T) {
 		t.Fatalf("whoami printed claims raw:\n%q", out)
 	}
 }
+
+// TestTokenStoreRefusesUnsafe: a tokens.json that is a symlink or not a file, and a store
+// directory others may write, are refused on read (and the directory on write) with what to
+// do, in one line.
+func TestTokenStoreRefusesUnsafe(t *testing.T) {
+	store := isolate(t)
+	dir := filepath.Dir(store)
+	if err := saveTokens(store, &tokenFile{}); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(t.TempDir(), "planted.json")
+	if err := os.WriteFile(elsewhere, []byte(`{"version":1,"logins":[{"issuer":"https://evil"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(store); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, store); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadTokens(store); err == nil || !strings.Contains(err.Error(), "is a symlink") {
+		t.Errorf("symlinked store: %v", err)
+	}
+	if err := os.Remove(store); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadTokens(store); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("a directory as store: %v", err)
+	}
+	if err := os.Remove(store); err != nil {
+		t.Fatal(err)
+	}
+	if err := saveTokens(store, &tokenFile{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	want := "token store directory " + dir + " is writable by others (mode 0777); run 'chmod 700 " + dir + "'"
+	if _, err := loadTokens(store); err == nil || err.Error() != want {
+		t.Errorf("load from a world-writable dir: %v", err)
+	}
+	if err := saveTokens(store, &tokenFile{}); err == nil || err.Error() != want {
+		t.Errorf("save into a world-writable dir: %v", err)
+	}
+	c := start("whoami", "--url", "http://127.0.0.1:1/mcp")
+	if err := c.wait(t); err == nil || err.Error() != want {
+		t.Errorf("whoami with a world-writable store dir: %v", err)
+	}
+}
