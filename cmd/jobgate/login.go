@@ -105,6 +105,10 @@ func login(ctx context.Context, o loginOpts, stdout io.Writer) error {
 	if _, ok := normURL(o.url); !ok {
 		return fmt.Errorf("login: --url %q is not an http(s) URL", o.url)
 	}
+	// The commands send the stored token to --url: refuse before the person signs in.
+	if err := secureURL("--url", o.url); err != nil {
+		return fmt.Errorf("login: %w; the token would cross the network in clear", err)
+	}
 	// The server's RFC 9728 metadata: issuer, resource and scopes. With --issuer and --resource
 	// it is optional (a server that publishes none can still be signed in to).
 	prm, prmErr := fetchResourceMetadata(ctx, hc, o.url)
@@ -234,6 +238,9 @@ func discoverIssuer(ctx context.Context, hc *http.Client, issuer string) (*serve
 	if err != nil || iu.Host == "" || (iu.Scheme != "https" && iu.Scheme != "http") || iu.RawQuery != "" || iu.Fragment != "" {
 		return nil, fmt.Errorf("login: issuer %q is not an http(s) URL without query", issuer)
 	}
+	if err := secureURL("issuer", issuer); err != nil {
+		return nil, fmt.Errorf("login: %w", err)
+	}
 	origin := iu.Scheme + "://" + iu.Host
 	p := strings.TrimSuffix(iu.EscapedPath(), "/")
 	urls := []string{origin + "/.well-known/oauth-authorization-server" + p, origin + "/.well-known/openid-configuration" + p}
@@ -253,7 +260,43 @@ func discoverIssuer(ctx context.Context, hc *http.Client, issuer string) (*serve
 	case m.TokenEndpoint == "":
 		return nil, fmt.Errorf("login: the metadata of %s has no token_endpoint", issuer)
 	}
+	// Codes, tokens and the client secret go to these endpoints, and the authorization
+	// endpoint is handed to the desktop's URL opener: each must be https (or loopback http),
+	// whatever the issuer's own URL was.
+	for _, e := range []struct{ name, u string }{
+		{"authorization_endpoint", m.AuthorizationEndpoint}, {"token_endpoint", m.TokenEndpoint},
+		{"device_authorization_endpoint", m.DeviceAuthorizationEndpoint}, {"revocation_endpoint", m.RevocationEndpoint},
+	} {
+		if e.u == "" {
+			continue
+		}
+		if err := secureURL(e.name, e.u); err != nil {
+			return nil, fmt.Errorf("login: the metadata of %s: %w", issuer, err)
+		}
+	}
 	return &m, nil
+}
+
+// secureURL refuses a URL that credentials would cross a network in clear to: it must be
+// https, or http to a loopback host (127.0.0.0/8, ::1, localhost), where nothing leaves the
+// machine (as serve's --issuer discovery and RFC 8252 §8.3 allow). The error names the URL.
+func secureURL(what, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("%s %q is not an absolute http(s) URL", what, cleanText(raw))
+	}
+	if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+		return fmt.Errorf("%s %s must use https (plain http only to a loopback host: 127.0.0.0/8, ::1, localhost)", what, cleanText(raw))
+	}
+	return nil
+}
+
+func loopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // getFirstJSON decodes the first of urls that answers 200 into out. A 404 (or 405/400 from

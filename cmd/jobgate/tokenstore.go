@@ -299,6 +299,9 @@ func (c *credentials) refreshLocked() error {
 	if l.RefreshToken == "" {
 		return fail("the identity provider gave no refresh token")
 	}
+	if err := secureURL("token_endpoint", l.TokenEndpoint); err != nil {
+		return fail(err.Error()) // login checked it; the file may be older or edited
+	}
 	secret, err := readClientSecret(l.ClientSecretFile)
 	if err != nil {
 		return fail(err.Error())

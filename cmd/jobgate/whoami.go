@@ -250,6 +250,9 @@ func runLogout(args []string, stdout, stderr io.Writer) error {
 
 // revoke is an RFC 7009 request for the login's refresh token, authenticated as its client.
 func revoke(l storedLogin) error {
+	if err := secureURL("revocation_endpoint", l.RevocationEndpoint); err != nil {
+		return err // login checked it; the file may be older or edited
+	}
 	form := url.Values{"token": {l.RefreshToken}, "token_type_hint": {"refresh_token"}}
 	secret, err := readClientSecret(l.ClientSecretFile)
 	if err != nil {
