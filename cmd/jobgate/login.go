@@ -98,6 +98,8 @@ type serverMetadata struct {
 	DeviceAuthorizationEndpoint string   `json:"device_authorization_endpoint"`
 	RevocationEndpoint          string   `json:"revocation_endpoint"`
 	CodeChallengeMethods        []string `json:"code_challenge_methods_supported"`
+	// IssInResponse: the IdP puts iss in every authorization response (RFC 9207 §3).
+	IssInResponse bool `json:"authorization_response_iss_parameter_supported"`
 }
 
 func login(ctx context.Context, o loginOpts, stdout io.Writer) error {
@@ -493,7 +495,16 @@ func browserLogin(ctx context.Context, cfg *oauth2.Config, m *serverMetadata, re
 			return
 		}
 		var res result
+		// RFC 9207 §2.4: a response naming another issuer is a mix-up (a code from another
+		// IdP, or one an attacker's IdP obtained, to be redeemed here): refuse it, error
+		// responses included; and an IdP that says it sends iss must send it. Compared as
+		// strings, against the issuer its metadata names.
+		iss, hasIss := q.Get("iss"), q.Has("iss")
 		switch e := q.Get("error"); {
+		case hasIss && iss != m.Issuer:
+			res.err = fmt.Errorf("login: the sign-in response names issuer %q, not %s (RFC 9207: a mix-up of identity providers); nothing was stored", cleanText(iss), m.Issuer)
+		case !hasIss && m.IssInResponse:
+			res.err = fmt.Errorf("login: the sign-in response has no iss, though %s advertises authorization_response_iss_parameter_supported (RFC 9207); nothing was stored", m.Issuer)
 		case e != "":
 			res.err = idpError("browser sign-in", c.ClientID, &oauth2.RetrieveError{ErrorCode: e, ErrorDescription: q.Get("error_description")})
 		case q.Get("code") == "":

@@ -272,6 +272,13 @@ func loginByDevice(t *testing.T, p *loginIdP, user string, args ...string) (*cmd
 // callback → the CLI's loopback redirect. It returns the loopback's answer.
 func browserSignIn(t *testing.T, p *loginIdP, authURL, user string) (int, string) {
 	t.Helper()
+	return browserSignInEdit(t, p, authURL, user, nil)
+}
+
+// browserSignInEdit is browserSignIn with edit applied to the redirect's query before the
+// browser follows it to the loopback (an IdP that adds or changes parameters).
+func browserSignInEdit(t *testing.T, p *loginIdP, authURL, user string, edit func(url.Values)) (int, string) {
+	t.Helper()
 	c := noRedirect()
 	next := func(resp *http.Response) string {
 		t.Helper()
@@ -292,6 +299,13 @@ func browserSignIn(t *testing.T, p *loginIdP, authURL, user string) (int, string
 	loopback := next(resp)
 	if !strings.HasPrefix(loopback, "http://127.0.0.1:") || !strings.Contains(loopback, "/callback?") {
 		t.Fatalf("the IdP redirected to %q, not the CLI's loopback", loopback)
+	}
+	if edit != nil {
+		lu, _ := url.Parse(loopback)
+		q := lu.Query()
+		edit(q)
+		lu.RawQuery = q.Encode()
+		loopback = lu.String()
 	}
 	resp, page = fetch(t, c, http.MethodGet, loopback, nil)
 	return resp.StatusCode, page
@@ -914,4 +928,35 @@ func TestSecureURL(t *testing.T) {
 			t.Errorf("secureURL(%s): %v, want ok=%v", u, err, ok)
 		}
 	}
+}
+
+// TestBrowserLoginChecksIss: RFC 9207 on the loopback callback. A response whose iss names
+// another issuer is refused even when the IdP does not advertise iss; when its metadata says
+// authorization_response_iss_parameter_supported, a response without iss is refused and one
+// with the right iss signs in. Each refusal ends the login in one line, storing nothing.
+func TestBrowserLoginChecksIss(t *testing.T) {
+	store := isolate(t)
+	p := startLoginIdP(t, devidp.Options{})
+	signIn := func(edit func(url.Values)) (int, string, error) {
+		t.Helper()
+		c := start("login", "--url", p.resource, "--browser", "--open=false")
+		m := c.out.await(t, reAuthURL, c.done)
+		status, page := browserSignInEdit(t, p, m[1], "ana", edit)
+		return status, page, c.wait(t)
+	}
+	status, page, err := signIn(func(q url.Values) { q.Set("iss", "https://evil.example") })
+	checkOneLineFailure(t, err, store, `login: the sign-in response names issuer "https://evil.example", not `+p.issuer+" (RFC 9207")
+	if status != http.StatusBadRequest || !strings.Contains(page, "RFC 9207") {
+		t.Errorf("loopback answered %d: %s", status, page)
+	}
+
+	p.metaPatch.Store(&map[string]any{"authorization_response_iss_parameter_supported": true})
+	_, _, err = signIn(nil) // pkg/op sends no iss
+	checkOneLineFailure(t, err, store, "login: the sign-in response has no iss, though "+p.issuer+" advertises authorization_response_iss_parameter_supported")
+
+	status, page, err = signIn(func(q url.Values) { q.Set("iss", p.issuer) })
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("with the right iss: %v (%d %s)", err, status, page)
+	}
+	verifyAccess(t, p, readStore(t, store).Logins[0].AccessToken, "ana", "acme")
 }
