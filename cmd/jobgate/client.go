@@ -89,6 +89,10 @@ func (c connFlags) tokenSource() (*credentials, error) {
 	if l == nil {
 		return nil, fmt.Errorf("%s: no token; run 'jobgate login' (for --url %s), or pass --token or --token-file, or set JOBGATE_TOKEN", c.cmd, c.url)
 	}
+	// forURL matches by URL, so the check is on the URL the token is about to be sent to.
+	if err := secureURL("--url", c.url); err != nil {
+		return nil, fmt.Errorf("%s: %w; the stored sign-in is not sent in clear", c.cmd, err)
+	}
 	return &credentials{login: l, path: path, desc: "jobgate login (" + path + ")"}, nil
 }
 

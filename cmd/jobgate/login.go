@@ -98,12 +98,18 @@ type serverMetadata struct {
 	DeviceAuthorizationEndpoint string   `json:"device_authorization_endpoint"`
 	RevocationEndpoint          string   `json:"revocation_endpoint"`
 	CodeChallengeMethods        []string `json:"code_challenge_methods_supported"`
+	// IssInResponse: the IdP puts iss in every authorization response (RFC 9207 §3).
+	IssInResponse bool `json:"authorization_response_iss_parameter_supported"`
 }
 
 func login(ctx context.Context, o loginOpts, stdout io.Writer) error {
 	hc := &http.Client{Timeout: loginHTTPTimeout}
 	if _, ok := normURL(o.url); !ok {
 		return fmt.Errorf("login: --url %q is not an http(s) URL", o.url)
+	}
+	// The commands send the stored token to --url: refuse before the person signs in.
+	if err := secureURL("--url", o.url); err != nil {
+		return fmt.Errorf("login: %w; the token would cross the network in clear", err)
 	}
 	// The server's RFC 9728 metadata: issuer, resource and scopes. With --issuer and --resource
 	// it is optional (a server that publishes none can still be signed in to).
@@ -194,8 +200,8 @@ func login(ctx context.Context, o loginOpts, stdout io.Writer) error {
 	if err := saveTokens(path, tf); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "Signed in to %s as %s (tenant %s; scopes %s) for %s.\n", meta.Issuer, info.Subject, info.Tenant,
-		orNone(info.Scopes), resource)
+	fmt.Fprintf(stdout, "Signed in to %s as %s (tenant %s; scopes %s) for %s.\n", cleanText(meta.Issuer), cleanText(info.Subject), cleanText(info.Tenant),
+		cleanText(orNone(info.Scopes)), resource)
 	refresh := "no refresh token: run 'jobgate login' again when it expires"
 	if tok.RefreshToken != "" {
 		refresh = "refreshed automatically"
@@ -234,6 +240,9 @@ func discoverIssuer(ctx context.Context, hc *http.Client, issuer string) (*serve
 	if err != nil || iu.Host == "" || (iu.Scheme != "https" && iu.Scheme != "http") || iu.RawQuery != "" || iu.Fragment != "" {
 		return nil, fmt.Errorf("login: issuer %q is not an http(s) URL without query", issuer)
 	}
+	if err := secureURL("issuer", issuer); err != nil {
+		return nil, fmt.Errorf("login: %w", err)
+	}
 	origin := iu.Scheme + "://" + iu.Host
 	p := strings.TrimSuffix(iu.EscapedPath(), "/")
 	urls := []string{origin + "/.well-known/oauth-authorization-server" + p, origin + "/.well-known/openid-configuration" + p}
@@ -253,7 +262,43 @@ func discoverIssuer(ctx context.Context, hc *http.Client, issuer string) (*serve
 	case m.TokenEndpoint == "":
 		return nil, fmt.Errorf("login: the metadata of %s has no token_endpoint", issuer)
 	}
+	// Codes, tokens and the client secret go to these endpoints, and the authorization
+	// endpoint is handed to the desktop's URL opener: each must be https (or loopback http),
+	// whatever the issuer's own URL was.
+	for _, e := range []struct{ name, u string }{
+		{"authorization_endpoint", m.AuthorizationEndpoint}, {"token_endpoint", m.TokenEndpoint},
+		{"device_authorization_endpoint", m.DeviceAuthorizationEndpoint}, {"revocation_endpoint", m.RevocationEndpoint},
+	} {
+		if e.u == "" {
+			continue
+		}
+		if err := secureURL(e.name, e.u); err != nil {
+			return nil, fmt.Errorf("login: the metadata of %s: %w", issuer, err)
+		}
+	}
 	return &m, nil
+}
+
+// secureURL refuses a URL that credentials would cross a network in clear to: it must be
+// https, or http to a loopback host (127.0.0.0/8, ::1, localhost), where nothing leaves the
+// machine (as serve's --issuer discovery and RFC 8252 §8.3 allow). The error names the URL.
+func secureURL(what, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("%s %q is not an absolute http(s) URL", what, cleanText(raw))
+	}
+	if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+		return fmt.Errorf("%s %s must use https (plain http only to a loopback host: 127.0.0.0/8, ::1, localhost)", what, cleanText(raw))
+	}
+	return nil
+}
+
+func loopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // getFirstJSON decodes the first of urls that answers 200 into out. A 404 (or 405/400 from
@@ -385,10 +430,13 @@ func deviceLogin(ctx context.Context, cfg *oauth2.Config, m *serverMetadata, std
 	if da.VerificationURI == "" || da.UserCode == "" || da.DeviceCode == "" {
 		return nil, fmt.Errorf("login: %s answered the device authorization without a verification_uri, user_code or device_code", m.Issuer)
 	}
+	// The IdP's text goes to a terminal: cleanText drops control characters, so an IdP (or
+	// whoever answers in its place) cannot send escape sequences that rewrite the screen, the
+	// window title or the clipboard.
 	var b strings.Builder
-	fmt.Fprintf(&b, "To sign in, open\n\n    %s\n\nand enter the code\n\n    %s\n\n", da.VerificationURI, da.UserCode)
+	fmt.Fprintf(&b, "To sign in, open\n\n    %s\n\nand enter the code\n\n    %s\n\n", cleanText(da.VerificationURI), cleanText(da.UserCode))
 	if da.VerificationURIComplete != "" {
-		fmt.Fprintf(&b, "(or open %s)\n", da.VerificationURIComplete)
+		fmt.Fprintf(&b, "(or open %s)\n", cleanText(da.VerificationURIComplete))
 	}
 	if !da.Expiry.IsZero() {
 		fmt.Fprintf(&b, "Waiting for you to approve (the code expires in %s)...\n", shortDuration(time.Until(da.Expiry).Round(time.Second)))
@@ -447,7 +495,16 @@ func browserLogin(ctx context.Context, cfg *oauth2.Config, m *serverMetadata, re
 			return
 		}
 		var res result
+		// RFC 9207 §2.4: a response naming another issuer is a mix-up (a code from another
+		// IdP, or one an attacker's IdP obtained, to be redeemed here): refuse it, error
+		// responses included; and an IdP that says it sends iss must send it. Compared as
+		// strings, against the issuer its metadata names.
+		iss, hasIss := q.Get("iss"), q.Has("iss")
 		switch e := q.Get("error"); {
+		case hasIss && iss != m.Issuer:
+			res.err = fmt.Errorf("login: the sign-in response names issuer %q, not %s (RFC 9207: a mix-up of identity providers); nothing was stored", cleanText(iss), m.Issuer)
+		case !hasIss && m.IssInResponse:
+			res.err = fmt.Errorf("login: the sign-in response has no iss, though %s advertises authorization_response_iss_parameter_supported (RFC 9207); nothing was stored", m.Issuer)
 		case e != "":
 			res.err = idpError("browser sign-in", c.ClientID, &oauth2.RetrieveError{ErrorCode: e, ErrorDescription: q.Get("error_description")})
 		case q.Get("code") == "":

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +48,10 @@ type loginIdP struct {
 	offset atomic.Int64
 	// prm is the RFC 9728 document served; nil serves 404.
 	prm atomic.Pointer[map[string]any]
+	// metaPatch, when set, is merged into the issuer's metadata documents (a null deletes).
+	metaPatch atomic.Pointer[map[string]any]
+	// mux serves the whole origin; tests add endpoints of their own to it.
+	mux *http.ServeMux
 }
 
 func startLoginIdP(t *testing.T, o devidp.Options) *loginIdP {
@@ -74,7 +79,31 @@ func startLoginIdP(t *testing.T, o devidp.Options) *loginIdP {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(*m)
 	})
-	mux.Handle("/", idp.Handler())
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		patch := p.metaPatch.Load()
+		if patch == nil || !strings.Contains(r.URL.Path, "/.well-known/") {
+			idp.Handler().ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		idp.Handler().ServeHTTP(rec, r)
+		var m map[string]any
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &m) != nil {
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+			return
+		}
+		for k, v := range *patch {
+			if v == nil {
+				delete(m, k)
+			} else {
+				m[k] = v
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(m)
+	}))
+	p.mux = mux
 	p.srv.Config.Handler = mux
 	p.srv.Start()
 	t.Cleanup(p.srv.Close)
@@ -243,6 +272,13 @@ func loginByDevice(t *testing.T, p *loginIdP, user string, args ...string) (*cmd
 // callback → the CLI's loopback redirect. It returns the loopback's answer.
 func browserSignIn(t *testing.T, p *loginIdP, authURL, user string) (int, string) {
 	t.Helper()
+	return browserSignInEdit(t, p, authURL, user, nil)
+}
+
+// browserSignInEdit is browserSignIn with edit applied to the redirect's query before the
+// browser follows it to the loopback (an IdP that adds or changes parameters).
+func browserSignInEdit(t *testing.T, p *loginIdP, authURL, user string, edit func(url.Values)) (int, string) {
+	t.Helper()
 	c := noRedirect()
 	next := func(resp *http.Response) string {
 		t.Helper()
@@ -263,6 +299,13 @@ func browserSignIn(t *testing.T, p *loginIdP, authURL, user string) (int, string
 	loopback := next(resp)
 	if !strings.HasPrefix(loopback, "http://127.0.0.1:") || !strings.Contains(loopback, "/callback?") {
 		t.Fatalf("the IdP redirected to %q, not the CLI's loopback", loopback)
+	}
+	if edit != nil {
+		lu, _ := url.Parse(loopback)
+		q := lu.Query()
+		edit(q)
+		lu.RawQuery = q.Encode()
+		loopback = lu.String()
 	}
 	resp, page = fetch(t, c, http.MethodGet, loopback, nil)
 	return resp.StatusCode, page
@@ -727,4 +770,193 @@ func TestIdPTransportAddsResource(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("requests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// TestDeviceCodeTextIsCleaned: the device authorization answer is printed to a terminal, so
+// control characters in it (escape sequences that retitle the window or rewrite the screen)
+// never reach stdout.
+func TestDeviceCodeTextIsCleaned(t *testing.T) {
+	store := isolate(t)
+	p := startLoginIdP(t, devidp.Options{})
+	const esc = "\x1b]0;pwned\x07\x1b[2J"
+	p.mux.HandleFunc("POST /evil/device", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"device_code": "dc", "user_code": "AB" + esc + "CD",
+			"verification_uri": p.base + "/device" + esc, "verification_uri_complete": p.base + "/device?c=1" + esc, "expires_in": 60, "interval": 1})
+	})
+	p.metaPatch.Store(&map[string]any{"device_authorization_endpoint": p.base + "/evil/device"})
+	c := start("login", "--url", p.resource)
+	err := c.wait(t)
+	out := c.out.String()
+	if strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, "AB ]0;pwned [2JCD") {
+		t.Fatalf("device text printed raw:\n%q", out)
+	}
+	// The IdP knows no device code "dc": the polling fails (pkg/op says access_denied), in one
+	// line, storing nothing.
+	checkOneLineFailure(t, err, store, "login: ")
+}
+
+// TestWhoamiCleansClaims: whoami shows claims of a token it has not verified; control
+// characters in them are not written to the terminal.
+func TestWhoamiCleansClaims(t *testing.T) {
+	isolate(t)
+	claims, _ := json.Marshal(map[string]any{"iss": "https://i\x1b[2J", "sub": "ana\x1b]0;pwned\x07", "tenant": "acme\r", "exp": time.Now().Add(time.Hour).Unix()})
+	t.Setenv("JOBGATE_TOKEN", "e30."+base64.RawURLEncoding.EncodeToString(claims)+".sig")
+	out := runOK(t, "whoami", "--url", "http://127.0.0.1:1/mcp")
+	if strings.ContainsAny(out, "\x1b\x07\r") || !strings.Contains(out, "subject:  ana ]0;pwned\n") {
+		t.Fatalf("whoami printed claims raw:\n%q", out)
+	}
+}
+
+// TestTokenStoreRefusesUnsafe: a tokens.json that is a symlink or not a file, and a store
+// directory others may write, are refused on read (and the directory on write) with what to
+// do, in one line.
+func TestTokenStoreRefusesUnsafe(t *testing.T) {
+	store := isolate(t)
+	dir := filepath.Dir(store)
+	if err := saveTokens(store, &tokenFile{}); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(t.TempDir(), "planted.json")
+	if err := os.WriteFile(elsewhere, []byte(`{"version":1,"logins":[{"issuer":"https://evil"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(store); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, store); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadTokens(store); err == nil || !strings.Contains(err.Error(), "is a symlink") {
+		t.Errorf("symlinked store: %v", err)
+	}
+	if err := os.Remove(store); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadTokens(store); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("a directory as store: %v", err)
+	}
+	if err := os.Remove(store); err != nil {
+		t.Fatal(err)
+	}
+	if err := saveTokens(store, &tokenFile{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	want := "token store directory " + dir + " is writable by others (mode 0777); run 'chmod 700 " + dir + "'"
+	if _, err := loadTokens(store); err == nil || err.Error() != want {
+		t.Errorf("load from a world-writable dir: %v", err)
+	}
+	if err := saveTokens(store, &tokenFile{}); err == nil || err.Error() != want {
+		t.Errorf("save into a world-writable dir: %v", err)
+	}
+	c := start("whoami", "--url", "http://127.0.0.1:1/mcp")
+	if err := c.wait(t); err == nil || err.Error() != want {
+		t.Errorf("whoami with a world-writable store dir: %v", err)
+	}
+}
+
+// TestPlainHTTPRefused: the issuer, every endpoint its metadata names, and --url must be https
+// or http to a loopback host; each refusal is one line naming the URL, before anything is
+// sent or stored. A stored sign-in is not sent to a plain-http --url off loopback.
+func TestPlainHTTPRefused(t *testing.T) {
+	store := isolate(t)
+	p := startLoginIdP(t, devidp.Options{})
+	const off = "http://idp.example/oidc"
+	const must = " must use https (plain http only to a loopback host: 127.0.0.0/8, ::1, localhost)"
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		prm   map[string]any
+		patch map[string]any
+		want  string
+	}{
+		{name: "--url", args: []string{"--url", "http://jobs.example/mcp"}, want: "login: --url http://jobs.example/mcp" + must},
+		{name: "--issuer", args: []string{"--issuer", off, "--resource", p.resource}, want: "login: issuer " + off + must},
+		{name: "issuer from PRM", prm: map[string]any{"resource": p.resource, "authorization_servers": []string{off}}, want: "login: issuer " + off + must},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.prm != nil {
+				p.setPRM(tc.prm)
+				defer p.setPRM(map[string]any{"resource": p.resource, "authorization_servers": []string{p.issuer}})
+			}
+			c := start(append([]string{"login", "--url", p.resource}, tc.args...)...)
+			checkOneLineFailure(t, c.wait(t), store, tc.want)
+		})
+	}
+	for _, ep := range []string{"authorization_endpoint", "token_endpoint", "device_authorization_endpoint", "revocation_endpoint"} {
+		t.Run(ep, func(t *testing.T) {
+			p.metaPatch.Store(&map[string]any{ep: off + "/" + ep})
+			defer p.metaPatch.Store(nil)
+			c := start("login", "--url", p.resource, "--browser", "--open=false", "--timeout", "5s")
+			checkOneLineFailure(t, c.wait(t), store, "login: the metadata of "+p.issuer+": "+ep+" "+off+"/"+ep+must)
+			if strings.Contains(c.out.String(), "open") {
+				t.Errorf("printed a sign-in URL before refusing:\n%s", c.out.String())
+			}
+		})
+	}
+
+	// A stored sign-in for a plain-http URL off loopback (an older or edited store) stays home.
+	// jobs.example is never resolved: the refusal comes first (with the check broken, the
+	// command fails on DNS instead).
+	u := "http://jobs.example/mcp"
+	tf := &tokenFile{Logins: []storedLogin{{Issuer: p.issuer, Resource: u, URL: u, ClientID: defaultClientID,
+		TokenEndpoint: p.issuer + "/oauth/token", TenantClaim: "tenant", AccessToken: "secret.access.token",
+		Expiry: time.Now().Add(time.Hour), SavedAt: time.Now()}}}
+	if err := saveTokens(store, tf); err != nil {
+		t.Fatal(err)
+	}
+	c := start("jobs", "list", "--url", u)
+	if err := c.wait(t); err == nil || err.Error() != "jobs list: --url "+u+must+"; the stored sign-in is not sent in clear" {
+		t.Errorf("jobs list with a stored sign-in over plain http: %v", err)
+	}
+}
+
+func TestSecureURL(t *testing.T) {
+	for u, ok := range map[string]bool{
+		"https://idp.example/oidc": true, "http://127.0.0.1:8080/oidc": true, "http://127.9.9.9/x": true,
+		"http://[::1]:9/x": true, "http://localhost:1/x": true, "http://LOCALHOST/x": true,
+		"http://idp.example/oidc": false, "http://10.0.0.1/x": false, "http://localhost.example/x": false,
+		"http://[::ffff:10.0.0.1]/x": false, "ftp://127.0.0.1/x": false, "/relative": false, "https://u:p@idp.example/": false,
+	} {
+		if err := secureURL("x", u); (err == nil) != ok {
+			t.Errorf("secureURL(%s): %v, want ok=%v", u, err, ok)
+		}
+	}
+}
+
+// TestBrowserLoginChecksIss: RFC 9207 on the loopback callback. A response whose iss names
+// another issuer is refused even when the IdP does not advertise iss; when its metadata says
+// authorization_response_iss_parameter_supported, a response without iss is refused and one
+// with the right iss signs in. Each refusal ends the login in one line, storing nothing.
+func TestBrowserLoginChecksIss(t *testing.T) {
+	store := isolate(t)
+	p := startLoginIdP(t, devidp.Options{})
+	signIn := func(edit func(url.Values)) (int, string, error) {
+		t.Helper()
+		c := start("login", "--url", p.resource, "--browser", "--open=false")
+		m := c.out.await(t, reAuthURL, c.done)
+		status, page := browserSignInEdit(t, p, m[1], "ana", edit)
+		return status, page, c.wait(t)
+	}
+	status, page, err := signIn(func(q url.Values) { q.Set("iss", "https://evil.example") })
+	checkOneLineFailure(t, err, store, `login: the sign-in response names issuer "https://evil.example", not `+p.issuer+" (RFC 9207")
+	if status != http.StatusBadRequest || !strings.Contains(page, "RFC 9207") {
+		t.Errorf("loopback answered %d: %s", status, page)
+	}
+
+	p.metaPatch.Store(&map[string]any{"authorization_response_iss_parameter_supported": true})
+	_, _, err = signIn(nil) // pkg/op sends no iss
+	checkOneLineFailure(t, err, store, "login: the sign-in response has no iss, though "+p.issuer+" advertises authorization_response_iss_parameter_supported")
+
+	status, page, err = signIn(func(q url.Values) { q.Set("iss", p.issuer) })
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("with the right iss: %v (%d %s)", err, status, page)
+	}
+	verifyAccess(t, p, readStore(t, store).Logins[0].AccessToken, "ana", "acme")
 }

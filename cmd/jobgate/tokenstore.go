@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -59,22 +60,45 @@ func tokenStorePath() (string, error) {
 	return filepath.Join(d, "jobgate", "tokens.json"), nil
 }
 
-// loadTokens reads the store; a missing file is an empty store. A file others may read is
-// refused (as ssh refuses such a key): its tokens may have leaked, and using them quietly
-// would hide that.
+// loadTokens reads the store; a missing file is an empty store. The file is opened once and
+// checked through that open file (no stat of the path afterwards, which a swap between the two
+// could fool), not through a symlink. A file others may read is refused (as ssh refuses such a
+// key): its tokens may have leaked, and using them quietly would hide that. So is a store in a
+// directory others may write, or one owned by another user: they could replace the file.
 func loadTokens(path string) (*tokenFile, error) {
-	b, err := os.ReadFile(path)
+	if err := checkStoreDir(filepath.Dir(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|openNoFollow, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &tokenFile{Version: tokenFileVersion}, nil
 	}
 	if err != nil {
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("token store %s is a symlink; jobgate keeps it as a plain file: remove the link and run 'jobgate login'", path)
+		}
 		return nil, fmt.Errorf("token store: %w", err)
 	}
-	if runtime.GOOS != "windows" {
-		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			return nil, fmt.Errorf("token store %s is readable by others (mode %04o); run 'chmod 600 %s' (and 'jobgate login' again if others could read it)",
-				path, fi.Mode().Perm(), path)
-		}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("token store: %w", err)
+	}
+	switch {
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("token store %s is not a regular file (mode %s); remove it and run 'jobgate login'", path, fi.Mode())
+	case runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0:
+		return nil, fmt.Errorf("token store %s is readable by others (mode %04o); run 'chmod 600 %s' (and 'jobgate login' again if others could read it)",
+			path, fi.Mode().Perm(), path)
+	case foreignOwner(fi):
+		return nil, fmt.Errorf("token store %s belongs to another user; remove it and run 'jobgate login'", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("token store: %w", err)
+	}
+	if len(b) > maxTokenFile {
+		return nil, fmt.Errorf("token store %s is larger than %d bytes; delete it and run 'jobgate login'", path, maxTokenFile)
 	}
 	var tf tokenFile
 	if err := json.Unmarshal(b, &tf); err != nil {
@@ -84,6 +108,30 @@ func loadTokens(path string) (*tokenFile, error) {
 		return nil, fmt.Errorf("token store %s: version %d, this jobgate reads version %d; delete it and run 'jobgate login'", path, tf.Version, tokenFileVersion)
 	}
 	return &tf, nil
+}
+
+// maxTokenFile bounds what loadTokens reads: a store holds a few logins of a few kB each.
+const maxTokenFile = 4 << 20
+
+// checkStoreDir refuses a store directory that another user owns or may write into: whoever
+// can write there can rename their own tokens.json over ours (commands would then act as
+// them) or delete it. MkdirAll does not check a directory that already exists, so this does.
+// A symlinked directory is followed (dotfile managers link ~/.config); what it points to is
+// checked.
+func checkStoreDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("token store: %s is not a directory", dir)
+	case runtime.GOOS != "windows" && fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("token store directory %s is writable by others (mode %04o); run 'chmod 700 %s'", dir, fi.Mode().Perm(), dir)
+	case foreignOwner(fi):
+		return fmt.Errorf("token store directory %s belongs to another user; remove it or set XDG_CONFIG_HOME", dir)
+	}
+	return nil
 }
 
 // saveTokens writes the store atomically: a temporary file (0600) in the same directory,
@@ -97,6 +145,9 @@ func saveTokens(path string, tf *tokenFile) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("token store: %w", err)
+	}
+	if err := checkStoreDir(dir); err != nil {
+		return err
 	}
 	f, err := os.CreateTemp(dir, ".tokens-*.json")
 	if err != nil {
@@ -247,6 +298,9 @@ func (c *credentials) refreshLocked() error {
 	}
 	if l.RefreshToken == "" {
 		return fail("the identity provider gave no refresh token")
+	}
+	if err := secureURL("token_endpoint", l.TokenEndpoint); err != nil {
+		return fail(err.Error()) // login checked it; the file may be older or edited
 	}
 	secret, err := readClientSecret(l.ClientSecretFile)
 	if err != nil {

@@ -195,7 +195,8 @@ func runWhoami(args []string, stdout, stderr io.Writer) error {
 		{"issuer", i.Issuer}, {"subject", i.Subject}, {"tenant", tenant},
 		{"scopes", orNone(i.Scopes)}, {"audience", strings.Join(i.Audience, " ")}, {"expires", exp}, {"token", src.desc},
 	} {
-		fmt.Fprintf(stdout, "%-9s %s\n", row[0]+":", row[1])
+		// Claims are the IdP's (or a token's forger's) text: no control characters to the terminal.
+		fmt.Fprintf(stdout, "%-9s %s\n", row[0]+":", cleanText(row[1]))
 	}
 	fmt.Fprintln(stdout, "(claims read from the token without verifying it; the server verifies it on every call)")
 	return nil
@@ -249,6 +250,9 @@ func runLogout(args []string, stdout, stderr io.Writer) error {
 
 // revoke is an RFC 7009 request for the login's refresh token, authenticated as its client.
 func revoke(l storedLogin) error {
+	if err := secureURL("revocation_endpoint", l.RevocationEndpoint); err != nil {
+		return err // login checked it; the file may be older or edited
+	}
 	form := url.Values{"token": {l.RefreshToken}, "token_type_hint": {"refresh_token"}}
 	secret, err := readClientSecret(l.ClientSecretFile)
 	if err != nil {
