@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
+	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -40,6 +43,10 @@ type TenantPolicy struct {
 type Tenants struct {
 	Defaults TenantPolicy            `json:"defaults"`
 	Tenants  map[string]TenantPolicy `json:"tenants,omitempty"`
+	// Notify are the endpoints each tenant's events are sent to, by tenant (activities/README.md
+	// "Notifications"). Kept apart from the policies so that no tenant ever inherits another's
+	// endpoints. Defaults to none: no notification is sent.
+	Notify map[string][]NotifyEndpoint `json:"notify,omitempty"`
 }
 
 // Built-in defaults of [DefaultTenants]: generous enough that only a runaway caller meets them.
@@ -138,6 +145,11 @@ func ParseTenants(raw []byte) (Tenants, error) {
 			return Tenants{}, fmt.Errorf("tenants file: tenant %s: fairness_weight must be in (0, 1000]", n)
 		}
 	}
+	for _, n := range slices.Sorted(maps.Keys(t.Notify)) {
+		if err := checkNotify(t.Notify[n]); err != nil {
+			return Tenants{}, fmt.Errorf("tenants file: notify.%s%s", n, err)
+		}
+	}
 	return t, nil
 }
 
@@ -188,3 +200,152 @@ func CheckQuota(p TenantPolicy, u Usage, episodes int, now time.Time) *QuotaRefu
 	}
 	return nil
 }
+
+// Notification event types an endpoint may subscribe to.
+const (
+	// EventApprovalRequested: a job started waiting for an answer (owner or approver).
+	EventApprovalRequested = "approval.requested"
+	// EventJobFinished: a job ended (succeeded, failed, cancelled). Opt-in.
+	EventJobFinished = "job.finished"
+)
+
+// Notification body formats.
+const (
+	// NotifyFormatStandard is a Standard Webhooks JSON event (type, timestamp, data).
+	NotifyFormatStandard = "standard"
+	// NotifyFormatSlack is a Slack incoming-webhook message (blocks and a button to the page),
+	// signed with the same Standard Webhooks headers.
+	NotifyFormatSlack = "slack"
+)
+
+// NotifyEndpoint is one place a tenant's events are sent to. Only the operator names URLs
+// (here, in the tenants file); nothing a caller sends ever becomes one.
+type NotifyEndpoint struct {
+	// Name identifies the endpoint in logs, metrics and the delivery's heartbeat. Defaults to
+	// the URL's host.
+	Name string `json:"name,omitempty"`
+	// URL is where events are POSTed: http or https, no user info. Required.
+	URL string `json:"url"`
+	// SecretFile holds the Standard Webhooks signing secret ("whsec_<base64>", or raw bytes),
+	// read by the worker at start. Required: every delivery is signed.
+	SecretFile string `json:"secret_file"`
+	// Events are the event types sent (EventApprovalRequested, EventJobFinished). Defaults to
+	// [approval.requested]; job.finished is opt-in.
+	Events []string `json:"events,omitempty"`
+	// Format is the body: "standard" (default) or "slack".
+	Format string `json:"format,omitempty"`
+	// AllowPrivate lets URL name (or resolve to) a loopback, private, link-local or otherwise
+	// non-public address. Defaults to false: such addresses are refused at load and at dial.
+	AllowPrivate bool `json:"allow_private,omitempty"`
+}
+
+// Wants reports whether e is sent events of type event.
+func (e NotifyEndpoint) Wants(event string) bool {
+	if len(e.Events) == 0 {
+		return event == EventApprovalRequested
+	}
+	return slices.Contains(e.Events, event)
+}
+
+// EndpointName is e's Name, or its URL's host when unnamed.
+func (e NotifyEndpoint) EndpointName() string {
+	if e.Name != "" {
+		return e.Name
+	}
+	if u, err := url.Parse(e.URL); err == nil {
+		return u.Host
+	}
+	return e.URL
+}
+
+// Endpoints are tenant's notification endpoints that want event.
+func (t Tenants) Endpoints(tenant, event string) []NotifyEndpoint {
+	var out []NotifyEndpoint
+	for _, e := range t.Notify[tenant] {
+		if e.Wants(event) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// checkNotify validates one tenant's notify list; an error starts with the field's path below
+// it ("[0].url: …").
+func checkNotify(list []NotifyEndpoint) error {
+	names := map[string]bool{}
+	for i, e := range list {
+		field := fmt.Sprintf("[%d]", i)
+		u, err := url.Parse(e.URL)
+		switch {
+		case e.URL == "":
+			return fmt.Errorf("%s.url: required", field)
+		case err != nil:
+			return fmt.Errorf("%s.url: %v", field, err)
+		case u.Scheme != "http" && u.Scheme != "https":
+			return fmt.Errorf("%s.url: %q: the scheme must be http or https", field, e.URL)
+		case u.Host == "" || u.Hostname() == "":
+			return fmt.Errorf("%s.url: %q has no host", field, e.URL)
+		case u.User != nil:
+			return fmt.Errorf("%s.url: user info is not allowed in a URL; the secret_file signs deliveries", field)
+		}
+		if !e.AllowPrivate {
+			if why := PrivateHost(u.Hostname()); why != "" {
+				return fmt.Errorf("%s.url: %q names %s; set \"allow_private\": true on this endpoint to allow it", field, e.URL, why)
+			}
+		}
+		if e.SecretFile == "" {
+			return fmt.Errorf("%s.secret_file: required (a file holding the signing secret, whsec_<base64>)", field)
+		}
+		for _, ev := range e.Events {
+			if ev != EventApprovalRequested && ev != EventJobFinished {
+				return fmt.Errorf("%s.events: unknown event %q (known: %s, %s)", field, ev, EventApprovalRequested, EventJobFinished)
+			}
+		}
+		if e.Format != "" && e.Format != NotifyFormatStandard && e.Format != NotifyFormatSlack {
+			return fmt.Errorf("%s.format: %q (want %s or %s)", field, e.Format, NotifyFormatStandard, NotifyFormatSlack)
+		}
+		if n := e.EndpointName(); names[n] {
+			return fmt.Errorf("%s.name: %q is used twice; name the endpoints apart", field, n)
+		} else {
+			names[n] = true
+		}
+	}
+	return nil
+}
+
+// PrivateHost says why host (a name or an IP literal) is not a public address: "a loopback
+// address", …; "" for a public IP or a name other than localhost. Names are checked again,
+// resolved, when a delivery dials (see [PrivateIP]).
+func PrivateHost(host string) string {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return "a loopback address"
+	}
+	if ip, err := netip.ParseAddr(h); err == nil {
+		return PrivateIP(ip)
+	}
+	return ""
+}
+
+// PrivateIP says why ip is not a public unicast address ("" when it is): loopback, private
+// (RFC 1918, RFC 4193), link-local (cloud metadata lives there), unspecified, multicast, CGNAT.
+func PrivateIP(ip netip.Addr) string {
+	ip = ip.Unmap()
+	switch {
+	case ip.IsLoopback():
+		return "a loopback address"
+	case ip.IsPrivate():
+		return "a private address"
+	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
+		return "a link-local address"
+	case ip.IsUnspecified():
+		return "an unspecified address"
+	case ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
+		return "a multicast address"
+	case cgnat.Contains(ip):
+		return "a shared (CGNAT) address"
+	}
+	return ""
+}
+
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")

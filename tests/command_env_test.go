@@ -19,6 +19,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -177,7 +178,9 @@ func TestCommandWorkerKindsEvalServesNoExport(t *testing.T) {
 		TaskQueue: queue}, MaxConcurrentEpisodes: 10, Kinds: []string{workflows.KindEval}}}
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
-	want := []string{"activity:RunEpisode", "workflow:" + workflows.EvalWorkflowName}
+	// Plus the notification delivery every kind's jobs use.
+	want := []string{"activity:" + activities.NotifyActivityName, "activity:RunEpisode", "workflow:" + workflows.EvalWorkflowName,
+		"workflow:" + workflows.NotifyWorkflowName}
 	if got := w.Registered(); len(got) != 1 || !slices.Equal(slices.Sorted(slices.Values(got[queue])), want) {
 		t.Fatalf("registered %v, want only %v on %s", got, want, queue)
 	}

@@ -28,6 +28,8 @@ type jobRun struct {
 	status Status
 	// verifier opens resume seals; nil refuses every resume.
 	verifier ResumeVerifier
+	// notifications says which events the tenant wants sent; nil: none.
+	notifications Notifications
 }
 
 // newJobRun checks the run belongs to tenant, then registers the resume update (validator next
@@ -39,6 +41,7 @@ func newJobRun(ctx workflow.Context, w *Workflows, tenant, owner string) (*jobRu
 	r := &jobRun{tenant: tenant, owner: owner}
 	if w != nil {
 		r.verifier = w.Resume
+		r.notifications = w.Notify
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResume, r.resume,
 		workflow.UpdateHandlerOptions{Validator: r.validateResume}); err != nil {
@@ -94,6 +97,7 @@ func (r *jobRun) finish(ctx workflow.Context, s Status, jerr *JobError, p Progre
 		m[MemoError] = jerr
 	}
 	r.upsertMemo(dctx, m)
+	r.notifyFinished(dctx, s, jerr)
 }
 
 // InputRequest is what a workflow asks a person before it goes on.
@@ -131,6 +135,10 @@ func (r *jobRun) askInput(ctx workflow.Context, req InputRequest, progress func(
 	}
 	r.setStatus(ctx, StatusAwaitingInput)
 	r.upsertMemo(ctx, map[string]any{MemoNeedsInput: r.needs, MemoProgress: progress(ctx, "waiting for approval")})
+	// Tell the approvers (never waited for); the delivery stops once the request is answered,
+	// expires or the job is cancelled: nobody needs to be told about a request no longer open.
+	stopNotify := r.notifyApproval(ctx)
+	defer stopNotify()
 
 	// A named timer, so the UI's timeline says what the job is waiting for.
 	answered, err := workflow.AwaitWithOptions(ctx, workflow.AwaitOptions{Timeout: req.Timeout,

@@ -59,6 +59,9 @@ type Workflows struct {
 	// Resume opens resume seals. Nil makes every resume refused (fail closed): a worker without
 	// resume keys cannot tell a frontend's answer from a forged one.
 	Resume ResumeVerifier
+	// Notify says which events a tenant has notification endpoints for (wired in cmd from the
+	// tenants file). Nil sends none.
+	Notify Notifications
 }
 
 // DecisionRecord is who answered a job's input request, when, through which surface and how

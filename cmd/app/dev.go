@@ -145,7 +145,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 	}
 	m.temporal = ts
 	tc := TemporalConfig{Address: ts.FrontendHostPort(), Namespace: ts.Namespace(), TaskQueue: workflows.TaskQueueDefault}
-	wc := WorkerConfig{Temporal: tc, MaxConcurrentEpisodes: 200}
+	wc := WorkerConfig{Temporal: tc, MaxConcurrentEpisodes: 200, TenantsFile: c.TenantsFile}
 	sc := ServeConfig{Temporal: tc,
 		// The tour links every job to the local UI, whoever asks: dev is one person's machine.
 		UIBaseURL: ts.UIURL(), UIURLFor: frontend.UIURLForAll, TenantsFile: c.TenantsFile}

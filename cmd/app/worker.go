@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
@@ -59,6 +60,12 @@ type WorkerConfig struct {
 	ResumeKeys, ResumeKeysFile string
 	// DevDeployment lets the worker verify with resume keys marked DEV-ONLY (public placeholders).
 	DevDeployment bool
+	// TenantsFile names the notification endpoints (its "notify" section; share it with serve).
+	// Defaults to none: no notification is sent.
+	TenantsFile string
+	// PublicURL is the browser-facing base URL of the frontends; notifications link to
+	// <public-url>/approvals/<job-id>. Defaults to empty: links are relative paths.
+	PublicURL string
 }
 
 // kindsFlag is --kinds: a comma-separated list of known kinds, each at most once.
@@ -113,6 +120,8 @@ func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 	metricsFlag(fs, &c.MetricsListen)
 	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
 	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept resume keys marked "+DevOnlyMarker+" (public placeholders)")
+	fs.StringVar(&c.TenantsFile, "tenants", "", "JSON tenants file; its \"notify\" section names each tenant's notification endpoints (share it with serve); without it no notification is sent")
+	fs.StringVar(&c.PublicURL, "public-url", "", "browser-facing base URL of the frontends, for the links in notifications (<public-url>/approvals/<job-id>)")
 }
 
 // serves reports whether the worker serves kind.
@@ -179,7 +188,15 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		}
 		m.ResumeKeys = k
 	}
-	wfs := &workflows.Workflows{}
+	tenants, err := authz.LoadTenants(m.Config.TenantsFile)
+	if err != nil {
+		return err
+	}
+	notes, err := loadNotifications(tenants, m.Config.TenantsFile)
+	if err != nil {
+		return err
+	}
+	wfs := &workflows.Workflows{Notify: notes}
 	if m.ResumeKeys != nil {
 		wfs.Resume = frontend.ResumeVerifier(m.ResumeKeys)
 	} else {
@@ -221,6 +238,8 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	}
 	m.db = &activities.DBPool{}
 	acts.DB = m.db
+	notifier := &activities.Notifier{Targets: notes.Targets, PublicURL: m.Config.PublicURL,
+		Observe: notifyDeliveries(m.metrics.registerer())}
 	queues := map[string][]string{tq: kinds}
 	for _, wk := range workerKinds() {
 		if wk.queues == nil || !m.Config.serves(wk.name) {
@@ -248,6 +267,11 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 			for _, n := range as {
 				m.registered[q] = append(m.registered[q], "activity:"+n)
 			}
+		}
+		// Every kind's jobs notify, on their workflow's queue (further queues only run episodes).
+		if q == tq {
+			workflows.RegisterNotify(w, notifier)
+			m.registered[q] = append(m.registered[q], "workflow:"+workflows.NotifyWorkflowName, "activity:"+activities.NotifyActivityName)
 		}
 		if err := w.Start(); err != nil {
 			m.stopWorkers()

@@ -1,0 +1,125 @@
+package activities
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/jobgate/jobgate/authz"
+)
+
+// TestNotifySecretSpecVector: a whsec_ secret file signs exactly as the spec's test vector
+// (standard-webhooks libraries/go webhook_test.go, TestSign).
+func TestNotifySecretSpecVector(t *testing.T) {
+	secret, err := ReadNotifySecret([]byte("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, _ := standardwebhooks.NewWebhookRaw(secret)
+	sig, err := wh.Sign("msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`))
+	if err != nil || sig != "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=" {
+		t.Fatalf("signature %q, %v", sig, err)
+	}
+	for _, bad := range []string{"", "  \n", "whsec_!!notbase64"} {
+		if _, err := ReadNotifySecret([]byte(bad)); err == nil {
+			t.Errorf("secret %q accepted", bad)
+		}
+	}
+}
+
+type notifyHit struct {
+	header http.Header
+	body   []byte
+}
+
+// TestNotifyOutcomes: a 2xx is delivered (signed, with the event's ID as webhook-id), a 410 is
+// rejected for good, a 500 fails the attempt (retried), and a retry skips what is done.
+func TestNotifyOutcomes(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string][]notifyHit{}
+	status := map[string]int{"/ok": 204, "/gone": 410, "/down": 500, "/busy": 429}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got[r.URL.Path] = append(got[r.URL.Path], notifyHit{r.Header.Clone(), b})
+		mu.Unlock()
+		w.WriteHeader(status[r.URL.Path])
+	}))
+	defer srv.Close()
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	target := func(path, format string) NotifyTarget {
+		return NotifyTarget{NotifyEndpoint: authz.NotifyEndpoint{Name: path, URL: srv.URL + path, Format: format, AllowPrivate: true}, Secret: secret}
+	}
+	var observed []string
+	n := &Notifier{PublicURL: "https://jobgate.example/", Targets: func(tenant, event string) []NotifyTarget {
+		if tenant != "acme" || event != authz.EventApprovalRequested {
+			return nil
+		}
+		return []NotifyTarget{target("/ok", ""), target("/gone", "slack"), target("/down", ""), target("/busy", "")}
+	}, Observe: func(e, o string) { observed = append(observed, e+"="+o) }}
+	ev := NotifyEvent{ID: "evt_1", Type: authz.EventApprovalRequested, Tenant: "acme", JobID: "acme/export/ana/k 1",
+		Kind: "export", Meaning: "Allow ana to export email", At: time.Unix(1700000000, 0)}
+
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(n.Notify)
+	_, err := env.ExecuteActivity(n.Notify, NotifyInput{Event: ev})
+	if err == nil || !strings.Contains(err.Error(), "/down: HTTP 500") || !strings.Contains(err.Error(), "/busy: HTTP 429") {
+		t.Fatalf("error %v, want the 500 and 429 endpoints pending", err)
+	}
+	want := "/ok=delivered /gone=rejected /down=retry /busy=retry"
+	if strings.Join(observed, " ") != want {
+		t.Fatalf("outcomes %v, want %s", observed, want)
+	}
+	wh, _ := standardwebhooks.NewWebhookRaw(secret)
+	ok := got["/ok"][0]
+	if err := wh.Verify(ok.body, ok.header); err != nil || ok.header.Get("webhook-id") != "evt_1" {
+		t.Fatalf("delivery not verifiable: %v, id %q", err, ok.header.Get("webhook-id"))
+	}
+	var std struct {
+		Type string         `json:"type"`
+		Data map[string]any `json:"data"`
+	}
+	if err := json.Unmarshal(ok.body, &std); err != nil {
+		t.Fatal(err)
+	}
+	if std.Type != "approval.requested" || std.Data["link"] != "https://jobgate.example/approvals/acme%2Fexport%2Fana%2Fk%201" || std.Data["meaning"] != ev.Meaning {
+		t.Fatalf("standard body %s", ok.body)
+	}
+	slack := string(got["/gone"][0].body)
+	if !strings.Contains(slack, `"blocks"`) || !strings.Contains(slack, `"url":"https://jobgate.example/approvals/acme%2Fexport%2Fana%2Fk%201"`) {
+		t.Fatalf("slack body %s", slack)
+	}
+	if wh.Verify(got["/gone"][0].body, got["/gone"][0].header) != nil {
+		t.Fatal("slack delivery not signed")
+	}
+}
+
+// TestNotifyRefusesPrivateAtDial: without allow_private, the dialer refuses the address it
+// would connect to, whatever name led there (here localhost, resolving to loopback).
+func TestNotifyRefusesPrivateAtDial(t *testing.T) {
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++ }))
+	defer srv.Close()
+	u := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	n := &Notifier{}
+	out, err := n.deliver(t.Context(), NotifyTarget{NotifyEndpoint: authz.NotifyEndpoint{URL: u}, Secret: []byte("k")},
+		NotifyEvent{ID: "evt_2", Type: authz.EventApprovalRequested})
+	var refused *refusedAddrError
+	if out != OutcomeRefused || !errors.As(err, &refused) || hits != 0 {
+		t.Fatalf("outcome %s, error %v, hits %d: want refused before connecting", out, err, hits)
+	}
+	if out, err := n.deliver(t.Context(), NotifyTarget{NotifyEndpoint: authz.NotifyEndpoint{URL: u, AllowPrivate: true}, Secret: []byte("k")},
+		NotifyEvent{ID: "evt_2", Type: authz.EventApprovalRequested}); out != OutcomeDelivered || err != nil || hits != 1 {
+		t.Fatalf("allow_private: outcome %s, %v, hits %d", out, err, hits)
+	}
+}

@@ -1,0 +1,73 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/authz"
+)
+
+// notifications is the worker's view of the tenants file's notify endpoints: the targets with
+// their secrets read, by tenant. It answers workflows.Notifications and feeds the Notifier.
+type notifications struct {
+	targets map[string][]activities.NotifyTarget
+}
+
+// loadNotifications reads every endpoint's secret file (relative names are relative to the
+// tenants file's directory). A missing or unreadable secret is an error at start, naming the
+// endpoint's field, never a failed delivery later.
+func loadNotifications(t authz.Tenants, tenantsFile string) (*notifications, error) {
+	n := &notifications{targets: map[string][]activities.NotifyTarget{}}
+	for tenant, list := range t.Notify {
+		for i, e := range list {
+			p := e.SecretFile
+			if !filepath.IsAbs(p) && tenantsFile != "" {
+				p = filepath.Join(filepath.Dir(tenantsFile), p)
+			}
+			raw, err := os.ReadFile(p)
+			if err == nil {
+				var secret []byte
+				if secret, err = activities.ReadNotifySecret(raw); err == nil {
+					n.targets[tenant] = append(n.targets[tenant], activities.NotifyTarget{NotifyEndpoint: e, Secret: secret})
+					continue
+				}
+			}
+			return nil, fmt.Errorf("tenants file: notify.%s[%d].secret_file: %v", tenant, i, err)
+		}
+	}
+	return n, nil
+}
+
+// Wants implements workflows.Notifications.
+func (n *notifications) Wants(tenant, event string) bool { return len(n.Targets(tenant, event)) > 0 }
+
+// Targets are tenant's endpoints that want event.
+func (n *notifications) Targets(tenant, event string) []activities.NotifyTarget {
+	if n == nil {
+		return nil
+	}
+	var out []activities.NotifyTarget
+	for _, t := range n.targets[tenant] {
+		if t.Wants(event) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// notifyDeliveries is jobgate_notify_deliveries_total{endpoint, outcome}: one per delivery
+// attempt per endpoint, by outcome (activities.Outcome*).
+func notifyDeliveries(reg prometheus.Registerer) func(endpoint, outcome string) {
+	if reg == nil {
+		return nil
+	}
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jobgate_notify_deliveries_total",
+		Help: "Notification delivery attempts by endpoint and outcome (delivered, retry, rejected, refused)."},
+		[]string{"endpoint", "outcome"})
+	reg.MustRegister(c)
+	return func(endpoint, outcome string) { c.WithLabelValues(endpoint, outcome).Inc() }
+}
