@@ -13,6 +13,9 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/activities/webhookrecv"
@@ -185,6 +188,7 @@ func TestNotifyRetriedDeliveryIsOneEvent(t *testing.T) {
 		ev.WebhookID != workflows.NotifyEventID(jobID, firstRunOf(t, b, jobID), authz.EventJobFinished, "") {
 		t.Fatalf("job.finished event %s (id %s)", ev.Body, ev.WebhookID)
 	}
+	replayWithoutNotifier(t, b, jobID)
 	t.Logf("attempts %d, events %d; metrics:\n%s", len(f.attempts(t)), len(f.events(t)), grepLines(m, "jobgate_notify_deliveries_total"))
 }
 
@@ -265,6 +269,66 @@ func TestNotifyDisallowedURLRefusedAtLoad(t *testing.T) {
 	want := `tenants file: notify.acme[0].url: "http://127.0.0.1:9/hooks" names a loopback address; set "allow_private": true on this endpoint to allow it`
 	if err.Error() != want {
 		t.Fatalf("error %q, want %q", err, want)
+	}
+}
+
+// replayWithoutNotifier replays the job's closed history on a worker that has no notification
+// endpoints at all: the recorded SideEffect, not the worker's config, decides, so it replays.
+func replayWithoutNotifier(t *testing.T, b *testBundle, jobID string) {
+	t.Helper()
+	it := b.temporal.GetWorkflowHistory(context.Background(), jobID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	hist := &historypb.History{}
+	for it.HasNext() {
+		e, err := it.Next()
+		must(t, err)
+		hist.Events = append(hist.Events, e)
+	}
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflowWithOptions((&workflows.Workflows{}).Eval, workflow.RegisterOptions{Name: workflows.EvalWorkflowName})
+	must(t, r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: jobID}}))
+}
+
+// TestNotifyCancelledWithTheJob: while the receiver is down, the job is cancelled; its
+// pending approval delivery is cancelled with it, and the receiver, once up, is never told of
+// the request (only, as opted in, that the job ended).
+func TestNotifyCancelledWithTheJob(t *testing.T) {
+	t.Parallel()
+	f := newNotifyFixture(t)
+	b := setup(t, setupOpts{noWorker: true})
+	f.worker(t, b)
+	h, jobID := askingEval(t, b)
+	eventually(t, time.Minute, "the delivery failing", func() bool {
+		d, err := b.temporal.DescribeWorkflowExecution(context.Background(), jobID, "")
+		must(t, err)
+		for _, p := range d.GetPendingActivities() {
+			if p.GetActivityType().GetName() == activities.NotifyActivityName && p.GetLastFailure() != nil {
+				return true
+			}
+		}
+		return false
+	})
+	cs := b.session(ana, 0, "")
+	call(t, cs, "cancel_eval", map[string]any{"handle": h})
+	waitStatus(t, cs, h, workflows.StatusCancelled, time.Minute)
+	cancelRequested := 0
+	it := b.temporal.GetWorkflowHistory(context.Background(), jobID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		must(t, err)
+		if e.GetEventType() == enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED {
+			cancelRequested++
+		}
+	}
+	if cancelRequested != 1 {
+		t.Fatalf("%d activity cancel requests in the job's history, want 1 (the delivery)", cancelRequested)
+	}
+	f.receiver(t)
+	eventually(t, 2*time.Minute, "job.finished accepted", func() bool { return len(f.events(t)) >= 1 })
+	for _, ev := range f.events(t) {
+		if strings.Contains(string(ev.Body), authz.EventApprovalRequested) {
+			t.Fatalf("the cancelled job's approval request was still sent: %s", ev.Body)
+		}
 	}
 }
 
