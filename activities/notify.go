@@ -270,7 +270,7 @@ func (n *Notifier) deliver(ctx context.Context, t NotifyTarget, ev NotifyEvent) 
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, t.URL, bytes.NewReader(body))
 	if err != nil {
-		return OutcomeRejected, err
+		return OutcomeRejected, errors.New("the endpoint's URL does not make a request")
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "jobgate-notify/1")
@@ -280,6 +280,12 @@ func (n *Notifier) deliver(ctx context.Context, t NotifyTarget, ev NotifyEvent) 
 	client := n.clientFor(t.AllowPrivate)
 	resp, err := client.Do(req)
 	if err != nil {
+		// A *url.Error names the URL, and an incoming-webhook URL's path is its credential
+		// (Slack's /services/T…/B…/secret): keep only the cause, for logs and for history.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
 		var refused *refusedAddrError
 		if errors.As(err, &refused) {
 			return OutcomeRefused, err

@@ -123,3 +123,17 @@ func TestNotifyRefusesPrivateAtDial(t *testing.T) {
 		t.Fatalf("allow_private: outcome %s, %v, hits %d", out, err, hits)
 	}
 }
+
+// TestNotifyErrorsKeepTheURLOut: a failed delivery's error (logged, and recorded in history as
+// the attempt's failure) never carries the URL, whose path may be the endpoint's credential.
+func TestNotifyErrorsKeepTheURLOut(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	u := srv.URL + "/services/T000/B000/s3cr3tpath"
+	srv.Close() // nothing listens any more: a connection error
+	n := &Notifier{}
+	out, err := n.deliver(t.Context(), NotifyTarget{NotifyEndpoint: authz.NotifyEndpoint{URL: u, AllowPrivate: true}, Secret: []byte("k")},
+		NotifyEvent{ID: "evt_3", Type: authz.EventApprovalRequested})
+	if out != OutcomeRetry || err == nil || strings.Contains(err.Error(), "s3cr3tpath") {
+		t.Fatalf("outcome %s, error %v: want a retry whose error leaves the URL out", out, err)
+	}
+}
