@@ -137,3 +137,16 @@ func TestNotifyErrorsKeepTheURLOut(t *testing.T) {
 		t.Fatalf("outcome %s, error %v: want a retry whose error leaves the URL out", out, err)
 	}
 }
+
+// FuzzReadNotifySecret: any secret file either gives a non-empty key or an error; never a panic.
+func FuzzReadNotifySecret(f *testing.F) {
+	f.Add([]byte("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
+	f.Add([]byte("plain secret\n"))
+	f.Add([]byte("whsec_"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		k, err := ReadNotifySecret(raw)
+		if err == nil && len(k) == 0 {
+			t.Fatalf("secret %q gave an empty key", raw)
+		}
+	})
+}
