@@ -146,6 +146,11 @@ func (m *DevMain) Run(ctx context.Context) error {
 	m.temporal = ts
 	tc := TemporalConfig{Address: ts.FrontendHostPort(), Namespace: ts.Namespace(), TaskQueue: workflows.TaskQueueDefault}
 	wc := WorkerConfig{Temporal: tc, MaxConcurrentEpisodes: 200, TenantsFile: c.TenantsFile}
+	// Notifications link to the pages, at the origin the frontend will serve (known here only
+	// for a fixed port; with :0 the links stay relative paths).
+	if _, p, err := net.SplitHostPort(c.Listen); err == nil && p != "0" && p != "" {
+		wc.PublicURL = "http://localhost:" + p
+	}
 	sc := ServeConfig{Temporal: tc,
 		// The tour links every job to the local UI, whoever asks: dev is one person's machine.
 		UIBaseURL: ts.UIURL(), UIURLFor: frontend.UIURLForAll, TenantsFile: c.TenantsFile}
