@@ -22,6 +22,10 @@
 // members, the last key heartbeated), FinalizeExport (one artifact and its manifest of sizes and
 // SHA-256 digests) and, on cancel or at the end of retention, DeleteExport.
 //
+// Notifications are [Notifier.Notify], its own type registered once per task queue (every kind
+// uses it): one event (a stable ID the workflow derived) signed per Standard Webhooks and POSTed
+// to the tenant's endpoints from the tenants file; a retry sends only to the endpoints not done.
+//
 // # Guarantees
 //
 //   - Side effects outside Temporal carry a stable, run-scoped operation ID; an uncertain
@@ -35,9 +39,12 @@
 //     job under a reused workflow ID never reads or deletes an old one's objects.
 //   - Workflow history holds references and digests only, never rows; errors quote at most a
 //     bounded, operator-safe excerpt of what a receiver or command said.
+//   - A notification carries no row data and no handle; every attempt of one event has the same
+//     webhook-id; it only reaches URLs from operator config, and a non-public address only
+//     where the endpoint allows it (checked on the address dialled).
 //   - A command episode sees none of the worker's environment beyond PATH, HOME, LANG, LC_ALL,
 //     TZ, the variables its suite names and its own JOBGATE_* episode variables.
 //
 // README.md in this directory is the operator's reference: the catalog formats, what a command
-// sees, the http receiver protocol and how an export runs.
+// sees, the http receiver protocol, how an export runs and how notifications are delivered.
 package activities
