@@ -221,6 +221,8 @@ func TestNotifyReceiverDownGetsEventLater(t *testing.T) {
 	if v := mustView(t, call(t, b.session(ana, 0, ""), "get_eval", map[string]any{"handle": h})); v.Status != workflows.StatusAwaitingInput {
 		t.Fatalf("job status %s while notifying, want awaiting_input", v.Status)
 	}
+	_, last := notifyActivities(t, b, jobID)
+	t.Logf("receiver down for %d attempts; accepted on attempt %d; receiver saw %d request(s)", last-1, last, len(f.attempts(t)))
 }
 
 // TestNotifyWorkerSIGKILLMidDelivery: the worker process dies while its delivery is in flight
