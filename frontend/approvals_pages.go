@@ -112,6 +112,11 @@ func (pf *pagesFE) failPage(w http.ResponseWriter, r *http.Request, err error) {
 		case CodeInvalidArgument:
 			pf.render(w, http.StatusBadRequest, "message", pageView{Title: "Bad request", Message: te.Message})
 			return
+		case CodeCursorInvalid, CodeCursorExpired:
+			// The tool's message names tool arguments; a person follows links.
+			pf.render(w, http.StatusBadRequest, "message", pageView{Title: "Page link out of date",
+				Message: "This page link is out of date or was made for someone else; start again from the first page."})
+			return
 		}
 	}
 	pf.f.log.Warn("page: job store", zap.String("path", r.URL.Path), zap.Error(err))
