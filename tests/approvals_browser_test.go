@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -27,7 +29,8 @@ import (
 // the inbox, opens it, reads what approving means and approves; the job runs to succeeded with
 // the steward as approver. ana sees her own request but no decision form (four eyes), and her
 // job with a download button under "my jobs"; gus of globex sees an empty inbox and gets 404 on
-// the job's guessed URL. Screenshots (1200 and 390 px) of the inbox, the request, the outcome,
+// the job's guessed URL. The steward's sign-in aged by an hour cannot approve ana's second
+// sensitive export; reloading signs them in again (prompt=login) and then it can. Screenshots (1200 and 390 px) of the inbox, the request, the outcome,
 // my jobs and the job page go to a temp dir, or to $JOBGATE_SCREENSHOTS/approvals.
 func TestBrowserApprovals(t *testing.T) {
 	testenv.Heavy(t, "builds jobgate, runs jobgate dev and Chromium")
@@ -38,7 +41,8 @@ func TestBrowserApprovals(t *testing.T) {
 	if shots == "" {
 		shots = t.TempDir()
 	}
-	mcpURL, issuer, p := startDevProcess(t)
+	dataDir := t.TempDir()
+	mcpURL, issuer, p := startDevProcessIn(t, dataDir)
 	base := strings.TrimSuffix(mcpURL, "/mcp")
 	tok := regexp.MustCompile(`\n +acme +ana +[a-z: ]+?(eyJ[A-Za-z0-9_.-]+)\n`).FindStringSubmatch(p.logs())
 	if tok == nil {
@@ -84,7 +88,7 @@ func TestBrowserApprovals(t *testing.T) {
 		"renewal mailing for Q3", w.NeedsInput.ScopeDigest, "Approve", "Reject")
 	b.shoot("request")
 	b.step("approve", chromedp.SendKeys(chromedp.CSS("#comment"), "ok for the Q3 mailing"),
-		chromedp.Click(chromedp.CSS(`button[value=approve]`)), b.at(reqURL))
+		chromedp.Click(chromedp.CSS(`button[value=approve]`)), b.at(reqURL), shows("Decision recorded"))
 	has("the outcome page", "Decision recorded", "You approved this request", "ok for the Q3 mailing")
 	b.shoot("outcome")
 	done := exWait(t, cs, v.Handle, workflows.StatusSucceeded, 90*time.Second)
@@ -117,5 +121,72 @@ func TestBrowserApprovals(t *testing.T) {
 	}
 	b.step("guessed URL", chromedp.Navigate(reqURL), b.at(reqURL))
 	has("gus on ana's request", "There is no such request or job for you")
+
+	// An old sign-in: the steward's session cookie, re-sealed with the dev stack's handle keys
+	// with an auth_time an hour back. Approving from the open form is refused; reloading the
+	// page goes back to the identity provider (prompt=login), and after a fresh sign-in the
+	// approval goes through.
+	req2 := base + frontend.ApprovalPagePath(v2.JobID)
+	signIn("steward", frontend.ApprovalPagePath(v2.JobID))
+	has("the second request", "second look", "Approve")
+	spec, err := os.ReadFile(filepath.Join(dataDir, "dev-handle-keys"))
+	must(t, err)
+	keys, err := handle.ParseKeyring(strings.TrimSpace(string(spec)))
+	must(t, err)
+	c := b.cookie(base, "jobgate_session")
+	if c == nil {
+		t.Fatal("no session cookie")
+	}
+	sess, err := keys.OpenSession(c.Value, time.Now())
+	must(t, err)
+	if time.Since(sess.AuthTime) > time.Minute {
+		t.Fatalf("the fresh sign-in's auth_time is %s", sess.AuthTime)
+	}
+	sess.AuthTime = time.Now().Add(-time.Hour)
+	b.step("age the sign-in", b.setCookie(base, "jobgate_session", keys.SealSession(sess)))
+	b.step("approve with an old sign-in", chromedp.Click(chromedp.CSS(`button[value=approve]`)), b.at(req2), shows("fresh sign-in"))
+	has("the refusal", "needs a fresh sign-in")
+	if got := mustView(t, call(t, cs, "get_export", map[string]any{"handle": v2.Handle})); got.Status != workflows.StatusAwaitingInput {
+		t.Fatalf("approved with an old sign-in: %s", got.Status)
+	}
+	b.step("reload: sign in again", chromedp.Navigate(req2), b.at(issuer+"/login?"))
+	b.step("pick steward again", chromedp.Click(chromedp.CSS(`button[name=user][value="steward"]`)), b.at(req2))
+	b.step("approve", chromedp.Click(chromedp.CSS(`button[value=approve]`)), b.at(req2), shows("Decision recorded"))
+	has("the second outcome", "You approved this request")
+	exWait(t, cs, v2.Handle, workflows.StatusSucceeded, 90*time.Second)
 	t.Logf("screenshots in %s", b.shots)
+}
+
+// shows waits until the page's text holds want: a form posted to the page's own URL leaves
+// the URL as it was, so at alone cannot tell the answer from the page it came from.
+func shows(want string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			body, err := chromedp.Evaluate[string]("document.readyState == 'complete' ? document.body.innerText : ''")(ctx, tg)
+			if err == nil && strings.Contains(body, want) {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for %q on the page: %w", want, ctx.Err())
+			case <-tick.C:
+			}
+		}
+	})
+}
+
+// startDevProcessIn is startDevProcess on data dir dir (its dev secrets readable by the test).
+func startDevProcessIn(t *testing.T, dir string) (mcpURL, issuer string, p *proc) {
+	t.Helper()
+	p = startProc(t, exec.Command(jobgateBinary(t), "dev", "--data-dir", dir, "--listen", "127.0.0.1:0", "--temporal-port", "0", "--ui-port", "-1"), true)
+	eventually(t, 90*time.Second, "dev banner", func() bool { return strings.Contains(p.logs(), "Ctrl-C stops") })
+	banner := p.logs()
+	m := regexp.MustCompile(`MCP endpoint +(http://localhost:[0-9]+/mcp)\n`).FindStringSubmatch(banner)
+	iss := regexp.MustCompile(`Identity provider (http://localhost:[0-9]+/oidc) \(dev only\)\n`).FindStringSubmatch(banner)
+	if m == nil || iss == nil {
+		t.Fatalf("banner:\n%s", banner)
+	}
+	return m[1], iss[1], p
 }
