@@ -112,6 +112,27 @@ func TestBrowserApprovals(t *testing.T) {
 	b.step("the job", chromedp.Navigate(base+frontend.JobPagePath(v.JobID)), b.at(base+frontend.JobPagePath(v.JobID)))
 	has("ana's job page", "succeeded", "steward", "Download the file")
 	b.shoot("job")
+	// The button's link, fetched with ana's session cookie, is the artifact (its digest the
+	// result's); without the cookie, or with the steward's link rule broken, it is a 404.
+	href := b.eval(`document.querySelector("a[download]").getAttribute("href")`)
+	get := func(cookie string) *http.Response {
+		req, err := http.NewRequest("GET", base+href, nil)
+		must(t, err)
+		if cookie != "" {
+			req.AddCookie(&http.Cookie{Name: "jobgate_session", Value: cookie})
+		}
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		must(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	res, _ := done.Result.(map[string]any)
+	if resp := get(b.cookie(base, "jobgate_session").Value); resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") != `"`+res["sha256"].(string)+`"` {
+		t.Fatalf("download with ana's session: %s, ETag %s, want %s", resp.Status, resp.Header.Get("ETag"), res["sha256"])
+	}
+	if resp := get(""); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("download without a session: %s, want 303 to sign in", resp.Status)
+	}
 
 	// gus of globex: nothing in the inbox, and the guessed URL is the 404 of a missing job.
 	signIn("gus", frontend.PathApprovals)
@@ -121,6 +142,9 @@ func TestBrowserApprovals(t *testing.T) {
 	}
 	b.step("guessed URL", chromedp.Navigate(reqURL), b.at(reqURL))
 	has("gus on ana's request", "There is no such request or job for you")
+	if resp := get(b.cookie(base, "jobgate_session").Value); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("ana's download link with gus's session: %s, want 404", resp.Status)
+	}
 
 	// An old sign-in: the steward's session cookie, re-sealed with the dev stack's handle keys
 	// with an auth_time an hour back. Approving from the open form is refused; reloading the
