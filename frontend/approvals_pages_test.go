@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
@@ -23,7 +24,7 @@ import (
 // dev).
 
 type pagesEnv struct {
-	t    *testing.T
+	t    testing.TB
 	ms   *memStore
 	f    *Frontend
 	srv  *httptest.Server
@@ -31,7 +32,7 @@ type pagesEnv struct {
 	keys *handle.Keyring
 }
 
-func newPagesEnv(t *testing.T) *pagesEnv {
+func newPagesEnv(t testing.TB) *pagesEnv {
 	t.Helper()
 	e := &pagesEnv{t: t, ms: newMemStore()}
 	e.idp = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -296,4 +297,34 @@ func TestApprovalsPages_MyJobs(t *testing.T) {
 	if r := e.do("GET", pathPageDownload+"bogus", ana, nil); r.status != 404 {
 		t.Fatalf("bogus download: %d", r.status)
 	}
+}
+
+// FuzzApprovalsPagesDecide: whatever path segment and form a signed-in approver sends, the
+// page never fails (5xx) nor panics, and a decision reaches the job only for its open
+// input_id and scope_digest with approve, or reject with a comment.
+func FuzzApprovalsPagesDecide(f *testing.F) {
+	f.Add(pageJobID, "approve", "sha256:d1", "approve", "")
+	f.Add(pageJobID, "approve", "sha256:d1", "reject", "")
+	f.Add(pageJobID, "approve", "sha256:d1", "reject", "why")
+	f.Add("acme/export/ana/q3/../x", "approve", "sha256:d0", "approve", "")
+	f.Add("globex/export/gus/k", "approve", "sha256:d1", "approve", "x")
+	f.Add("acme\x00", "\xff", "", "APPROVE", strings.Repeat("é", 1001))
+	e := newPagesEnv(f) // one stack; each input gets the open request afresh
+	steward := e.session("steward", "acme", time.Minute, approver...)
+	f.Fuzz(func(t *testing.T, id, inputID, digest, decision, comment string) {
+		e.t = t
+		e.ms.mu.Lock()
+		e.ms.resumes = nil
+		e.ms.mu.Unlock()
+		e.exportAwaiting(pageJobID, "ana", "sha256:d1")
+		r := e.do("POST", "/approvals/"+url.PathEscape(id), steward, form("csrf-steward", inputID, digest, decision, comment))
+		if r.status >= 500 {
+			t.Fatalf("%d:\n%s", r.status, r.body)
+		}
+		valid := id == pageJobID && inputID == "approve" && digest == "sha256:d1" &&
+			(decision == "approve" || decision == "reject" && strings.TrimSpace(comment) != "") && utf8.RuneCountInString(strings.TrimSpace(comment)) <= commentMax
+		if got := len(e.ms.resumes); got != map[bool]int{true: 1, false: 0}[valid] {
+			t.Fatalf("%d resumes for id %q input %q digest %q decision %q comment %q", got, id, inputID, digest, decision, comment)
+		}
+	})
 }
