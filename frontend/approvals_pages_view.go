@@ -316,7 +316,7 @@ func (pf *pagesFE) jobViewOf(ctx context.Context, p authz.Principal, j *job) *jo
 	if js.Error != nil {
 		v.Error = js.Error.Message + " (" + js.Error.Code + ")"
 	}
-	if js.NeedsInput != nil && js.NeedsInput.Approver == authz.ApproverApprover {
+	if js.NeedsInput != nil && (js.NeedsInput.Approver == authz.ApproverApprover || authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Allow) {
 		v.ApprovalLink = ApprovalPagePath(j.id)
 	}
 	if js.Status == workflows.StatusSucceeded && j.kind == workflows.KindExport && authz.Decide(p, authz.ActionGet, j.policyJob()) == authz.Allow {
