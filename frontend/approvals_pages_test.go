@@ -195,6 +195,13 @@ func TestApprovalsPages_Approve(t *testing.T) {
 	if len(e.ms.resumes) != 1 {
 		t.Fatalf("replay sent a second decision (%d resumes)", len(e.ms.resumes))
 	}
+	// Someone who still sees the job (its owner) posting the old form reads that it was answered.
+	ana := e.session("ana", "acme", time.Minute, authz.ScopeRead, authz.ScopeWrite)
+	mustContain(t, e.do("POST", reqPath, ana, form("csrf-ana", "approve", "sha256:d1", "approve", "")), 409,
+		"This request was already answered or is no longer open; nothing was changed.", "running")
+	if len(e.ms.resumes) != 1 {
+		t.Fatalf("a second decision (%d resumes)", len(e.ms.resumes))
+	}
 }
 
 // A page left open while the scope changed shows the new scope and decides nothing; reject
