@@ -99,6 +99,7 @@ func (k *exportKind) serve(f *Frontend) servedKind {
 		return k.startSpec(f, p, in)
 	}).
 		enum("format", activities.Formats()...))
+	f.export = k // the pages' job view and download (approvals_pages.go)
 	sk.routes = map[string]http.Handler{
 		"GET /artifacts/{token}": f.metrics.countDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.download(f, w, r) })),
 	}

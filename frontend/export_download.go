@@ -24,6 +24,13 @@ import (
 // retention is 410.
 func (k *exportKind) download(f *Frontend, w http.ResponseWriter, r *http.Request) {
 	p, ok := principalFromRequest(r)
+	k.serveDownload(f, w, r, p, ok)
+}
+
+// serveDownload is download for principal p (ok: there is one), however p was authenticated:
+// the bearer token of /artifacts, or the session of the pages' /jobs/download (the same rule
+// and the same bare 404s either way).
+func (k *exportKind) serveDownload(f *Frontend, w http.ResponseWriter, r *http.Request, p authz.Principal, ok bool) {
 	notFound := func(why string) {
 		f.log.Info("download refused", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("why", why))
 		http.NotFound(w, r)

@@ -107,6 +107,9 @@ type Frontend struct {
 	quotas      quotas      // this replica's admitted starts visibility may not show yet
 	// kinds are the served kinds (Options.Kinds bound to this frontend), in Options order.
 	kinds []servedKind
+	// export is the export kind when served (nil otherwise): the pages' download goes through
+	// its download rule.
+	export *exportKind
 }
 
 // New validates opts and builds the MCP server once; it is shared by all requests because the

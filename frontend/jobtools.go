@@ -96,6 +96,12 @@ func (f *Frontend) resume(ctx context.Context, p authz.Principal, in ResumeIn, k
 // sealed with the resume keys for exactly this run, request, principal and answer: the
 // validator refuses anything unsealed, so no other Temporal client can answer for anyone.
 func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in ResumeIn, surface string) (*job, error) {
+	return f.resumeJobAs(ctx, p, j, in, surface, workflows.SignedInBearerJWT)
+}
+
+// resumeJobAs is resumeJob for a principal signed in with signedInWith (a bearer JWT for the
+// tools, an OIDC session for the pages), which the seal and the decision record carry.
+func (f *Frontend) resumeJobAs(ctx context.Context, p authz.Principal, j *job, in ResumeIn, surface, signedInWith string) (*job, error) {
 	if authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Forbidden {
 		return nil, toolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.policyJob()))
 	}
@@ -108,7 +114,7 @@ func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in 
 	tctx, cancel := context.WithTimeout(ctx, ResumeTimeoutDefault)
 	defer cancel()
 	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,
-		Decision: in.Decision, Comment: in.Comment, Surface: surface, SignedInWith: workflows.SignedInBearerJWT}
+		Decision: in.Decision, Comment: in.Comment, Surface: surface, SignedInWith: signedInWith}
 	req.Seal = SealResume(f.opts.ResumeKeys, j.id, j.runID, req, f.opts.Now().Add(ResumeSealTTL).Truncate(time.Second))
 	if req.Seal == "" {
 		// Only an oversized principal or a describe without a run ID gets here; the worker would

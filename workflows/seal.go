@@ -42,10 +42,15 @@ const (
 	SurfaceTool  = "tool"  // resume_* tool call
 	SurfaceMRTR  = "mrtr"  // an MRTR answer to a get_* elicitation
 	SurfaceTasks = "tasks" // tasks/update answering a task's input request
+	SurfacePage  = "page"  // the /approvals web page, by a person signed in with an OIDC session
 )
 
 // SignedInBearerJWT is ResumeRequest.SignedInWith for a principal from a verified bearer JWT.
 const SignedInBearerJWT = "bearer-jwt"
+
+// SignedInOIDCSession is ResumeRequest.SignedInWith for a person signed in to jobgate's pages
+// (an OpenID Connect session cookie, frontend/pages).
+const SignedInOIDCSession = "oidc-session"
 
 // CommentDigest is the lowercase hex SHA-256 of a resume's comment, as sealed.
 func CommentDigest(comment string) string {

@@ -364,7 +364,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		return err
 	}
 	// The pages wrap the frontend's routes; Mounts (the dev identity provider) wrap both.
-	h, err := m.withPages(f.Handler())
+	h, err := m.withPages(f)
 	if err == nil {
 		h, err = m.handler(h)
 	}

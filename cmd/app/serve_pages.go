@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/devidp"
 	"github.com/jobgate/jobgate/frontend/pages"
 )
@@ -37,6 +38,10 @@ type PagesConfig struct {
 	Scopes string
 	// SessionTTL is how long a browser session lasts. Defaults to 8h; at most 24h.
 	SessionTTL time.Duration
+	// ApprovalMaxAge is how recent a person's sign-in must be to approve a sensitive scope on
+	// the /approvals pages (older: signed in again with prompt=login). Defaults to 5m
+	// (frontend.ApprovalMaxAgeDefault).
+	ApprovalMaxAge time.Duration
 	// HTTPClient calls the provider (no flag: dev sets one that dials its own listener,
 	// devPagesConfig). Defaults to nil: pages.Config's default client.
 	HTTPClient *http.Client
@@ -52,6 +57,7 @@ func (c *PagesConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ScopeClaim, "oidc-scope-claim", authz.ScopeClaimDefault, "claim holding the scopes (string or array); default: scope (string) merged with scp (array)")
 	fs.StringVar(&c.Scopes, "oidc-scopes", strings.Join(pages.DefaultScopes(), " "), "scopes requested at sign-in, space-separated (openid is always added)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", pages.SessionTTLDefault, "how long a browser session lasts (at most 24h)")
+	fs.DurationVar(&c.ApprovalMaxAge, "approval-max-age", frontend.ApprovalMaxAgeDefault, "how recent a sign-in must be to approve a sensitive scope on /approvals (older: sign in again)")
 }
 
 // devPagesConfig is the pages' configuration for `jobgate dev`: its identity provider (issuer,
@@ -131,8 +137,10 @@ func (m *ServeMain) buildPages() (*pages.Pages, error) {
 	return p, nil
 }
 
-// withPages serves the pages' paths beside h (the frontend's handler), when they are on.
-func (m *ServeMain) withPages(h http.Handler) (http.Handler, error) {
+// withPages serves the pages' paths (sign-in, and the frontend's /approvals and /jobs behind
+// it) beside f's handler, when they are on.
+func (m *ServeMain) withPages(f *frontend.Frontend) (http.Handler, error) {
+	h := f.Handler()
 	p, err := m.buildPages()
 	if err != nil || p == nil {
 		return h, err
@@ -141,6 +149,10 @@ func (m *ServeMain) withPages(h http.Handler) (http.Handler, error) {
 	mux := http.NewServeMux()
 	for _, pat := range pages.Patterns() {
 		mux.Handle(pat, p.Handler())
+	}
+	people := f.PagesHandler(p, m.Config.Pages.ApprovalMaxAge)
+	for _, pat := range frontend.PagePatterns() {
+		mux.Handle(pat, people)
 	}
 	mux.Handle("/", h)
 	return mux, nil

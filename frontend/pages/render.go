@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"embed"
 	"html/template"
+	"io/fs"
 	"net/http"
 	"strings"
 	"time"
@@ -77,3 +78,18 @@ func (p *Pages) me(w http.ResponseWriter, r *http.Request) {
 func (p *Pages) signedOut(w http.ResponseWriter, r *http.Request) {
 	render(w, http.StatusOK, "message", pageData{Title: "Signed out", Message: "You are signed out of jobgate.", Login: p.base + PathLogin})
 }
+
+// ParseWithLayout parses the page templates of fsys (patterns as template.ParseFS takes them)
+// together with these pages' layout, so other packages' pages (frontend's /approvals and /jobs)
+// look like /me: their page calls {{template "head" .Title}} … {{template "foot"}}.
+func ParseWithLayout(fsys fs.FS, patterns ...string) (*template.Template, error) {
+	t, err := template.ParseFS(fsys, patterns...)
+	if err != nil {
+		return nil, err
+	}
+	return t.ParseFS(templatesFS, "templates/layout.html")
+}
+
+// SecurityHeaders sets the headers every page of jobgate sends (no script, no framing, no
+// caching, no referrer), for pages served by other packages.
+func SecurityHeaders(next http.Handler) http.Handler { return securityHeaders(next) }

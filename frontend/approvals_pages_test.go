@@ -1,0 +1,337 @@
+package frontend
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/pages"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// The people's pages over the in-memory store behind the real frontend/pages sessions: cookies
+// sealed with the handle keys as a sign-in would, and a discovery document for the re-login
+// redirect (the full sign-in round trip is tests/approvals_browser_test.go's, against jobgate
+// dev).
+
+type pagesEnv struct {
+	t    testing.TB
+	ms   *memStore
+	f    *Frontend
+	srv  *httptest.Server
+	idp  *httptest.Server
+	keys *handle.Keyring
+}
+
+func newPagesEnv(t testing.TB) *pagesEnv {
+	t.Helper()
+	e := &pagesEnv{t: t, ms: newMemStore()}
+	e.idp = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		base := "http://" + r.Host
+		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": base, "authorization_endpoint": base + "/authorize",
+			"token_endpoint": base + "/token", "jwks_uri": base + "/jwks", "code_challenge_methods_supported": []string{"S256"}})
+	}))
+	t.Cleanup(e.idp.Close)
+	e.f = newStoreFrontend(t, e.ms, Options{Now: func() time.Time { return coreNow }})
+	e.keys = e.f.opts.Keys
+	p, err := pages.New(pages.Config{Issuer: e.idp.URL, ClientID: "jobgate-pages", PublicURL: "http://localhost",
+		Keys: e.keys, Now: func() time.Time { return coreNow }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = httptest.NewServer(e.f.PagesHandler(p, 0))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// session is a signed-in person's cookie value.
+func (e *pagesEnv) session(sub, tenant string, authAge time.Duration, scopes ...authz.Scope) string {
+	s := handle.Session{Issuer: e.idp.URL, Subject: sub, Tenant: tenant, Scopes: authz.ScopeStrings(scopes),
+		AuthTime: coreNow.Add(-authAge), CSRF: "csrf-" + sub, Expiry: coreNow.Add(time.Hour)}
+	v := e.keys.SealSession(s)
+	if v == "" {
+		e.t.Fatal("session not sealed")
+	}
+	return v
+}
+
+type pageResp struct {
+	status int
+	body   string
+	loc    string
+}
+
+func (e *pagesEnv) do(method, path, cookie string, form url.Values, hdr ...string) pageResp {
+	e.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	req.AddCookie(&http.Cookie{Name: "jobgate_session", Value: cookie})
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return pageResp{status: resp.StatusCode, body: string(b), loc: resp.Header.Get("Location")}
+}
+
+const pageJobID = "acme/export/ana/q3"
+
+// exportAwaiting stores ana's export of customers with the sensitive column email, waiting for
+// an approver, and returns its digest.
+func (e *pagesEnv) exportAwaiting(id, owner, digest string) *job {
+	j := &job{id: id, runID: "run-" + id, tenant: "acme", owner: owner, kind: workflows.KindExport, exec: runRunning,
+		saStatus: workflows.StatusAwaitingInput, createdAt: coreNow.Add(-12 * time.Minute),
+		needsInput: &workflows.NeedsInput{InputID: "approve", Prompt: owner + " asks to export dataset \"customers\"",
+			ScopeDigest: digest, Approver: authz.ApproverApprover, RequestedBy: owner, ExpiresAt: coreNow.Add(24 * time.Hour),
+			Scope: map[string]any{"dataset": "customers", "columns": []any{"id", "name", "email"}, "format": "csv",
+				"purpose": "renewal mailing for Q3", "sensitive_columns": []any{"email"}, "max_rows": float64(1000000),
+				"config_digest": "sha256:cfg"}}}
+	e.ms.jobs[id] = j
+	return j
+}
+
+func form(csrf, inputID, digest, decision, comment string) url.Values {
+	return url.Values{"csrf": {csrf}, "input_id": {inputID}, "scope_digest": {digest}, "decision": {decision}, "comment": {comment}}
+}
+
+func mustContain(t *testing.T, r pageResp, status int, subs ...string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d; body:\n%s", r.status, status, r.body)
+	}
+	for _, s := range subs {
+		if !strings.Contains(r.body, s) {
+			t.Fatalf("page lacks %q:\n%s", s, r.body)
+		}
+	}
+}
+
+var (
+	reqPath  = ApprovalPagePath(pageJobID)
+	approver = []authz.Scope{authz.ScopeApprove}
+	owner    = []authz.Scope{authz.ScopeRead, authz.ScopeWrite}
+)
+
+// The inbox lists exactly what list_approvals' rule gives the steward (the query excludes the
+// steward's own jobs; a row the policy refuses is dropped), with the request in words.
+func TestApprovalsPages_Inbox(t *testing.T) {
+	e := newPagesEnv(t)
+	mine := e.exportAwaiting("acme/export/steward/own", "steward", "sha256:own")
+	j := e.exportAwaiting(pageJobID, "ana", "sha256:d1")
+	e.ms.pages = []memPage{{jobs: []*job{j, mine}, next: []byte("tok")}}
+	steward := e.session("steward", "acme", time.Minute, approver...)
+	r := e.do("GET", PathApprovals, steward, nil)
+	mustContain(t, r, 200, "ana", "renewal mailing for Q3", "customers", `<strong class="sensitive">email (sensitive)</strong>`,
+		"1,000,000", "12 min", "2030-01-02 12:00 UTC", `href="/approvals/acme%2Fexport%2Fana%2Fq3"`, `rel="next"`, `<th scope="col">`)
+	if strings.Contains(r.body, "steward%2Fown") {
+		t.Fatalf("the steward's own request is listed:\n%s", r.body)
+	}
+	if q := e.ms.lists[0].q; !strings.Contains(q, "JobOwner != 'steward'") || !strings.Contains(q, "TenantID = 'acme'") && !strings.Contains(q, "acme") {
+		t.Fatalf("inbox query %q is not list_approvals' rule", q)
+	}
+	// The next page's cursor is list_approvals' signed cursor: it opens for the steward only.
+	next := r.body[strings.Index(r.body, "/approvals?cursor="):]
+	next = strings.ReplaceAll(next[:strings.Index(next, `"`)], "&amp;", "&")
+	mustContain(t, e.do("GET", next, steward, nil), 200, "Nothing is waiting")
+	bo := e.session("bo", "acme", time.Minute, approver...)
+	if r := e.do("GET", next, bo, nil); r.status != http.StatusBadRequest {
+		t.Fatalf("another person's cursor: %d, want 400", r.status)
+	}
+	// Empty state; no jobs:approve: a clear refusal.
+	mustContain(t, e.do("GET", PathApprovals, steward, nil), 200, "Nothing is waiting for your answer")
+	mustContain(t, e.do("GET", PathApprovals, e.session("ana", "acme", time.Minute, owner...), nil), 403, "jobs:approve")
+	// Not signed in: sent to sign in and back.
+	if r := e.do("GET", PathApprovals, "", nil); r.status != http.StatusSeeOther || !strings.Contains(r.loc, "/login?return=%2Fapprovals") {
+		t.Fatalf("no session: %d %q", r.status, r.loc)
+	}
+}
+
+// The steward opens the request, sees its meaning, approves through the resume path (surface
+// page); the form replayed decides nothing twice.
+func TestApprovalsPages_Approve(t *testing.T) {
+	e := newPagesEnv(t)
+	e.exportAwaiting(pageJobID, "ana", "sha256:d1")
+	steward := e.session("steward", "acme", time.Minute, approver...)
+	r := e.do("GET", reqPath, steward, nil)
+	mustContain(t, r, 200, "Allow ana to export id, name and <strong class=\"sensitive\">email (sensitive)</strong> of customers (up to 1,000,000 rows), csv, for &#39;renewal mailing for Q3&#39;.",
+		`name="input_id" value="approve"`, `name="scope_digest" value="sha256:d1"`, `name="csrf" value="csrf-steward"`,
+		"sha256:d1", `<label for="comment">`, "config_digest")
+	mustContain(t, e.do("POST", reqPath, steward, form("csrf-steward", "approve", "sha256:d1", "approve", "ok for Q3")), 200,
+		"You approved this request", "running")
+	if len(e.ms.resumes) != 1 {
+		t.Fatalf("%d resumes, want 1", len(e.ms.resumes))
+	}
+	req := e.ms.resumes[0].req
+	if req.Surface != workflows.SurfacePage || req.SignedInWith != workflows.SignedInOIDCSession || req.Principal.Subject != "steward" ||
+		req.Decision != "approve" || req.Comment != "ok for Q3" || req.ScopeDigest != "sha256:d1" || req.Seal == "" {
+		t.Fatalf("resume request %+v", req)
+	}
+	// The same form again: the request is answered, the steward no longer sees the job; nothing is sent.
+	r = e.do("POST", reqPath, steward, form("csrf-steward", "approve", "sha256:d1", "approve", "ok for Q3"))
+	mustContain(t, r, 404, notFoundMsg)
+	if len(e.ms.resumes) != 1 {
+		t.Fatalf("replay sent a second decision (%d resumes)", len(e.ms.resumes))
+	}
+	// Someone who still sees the job (its owner) posting the old form reads that it was answered.
+	ana := e.session("ana", "acme", time.Minute, authz.ScopeRead, authz.ScopeWrite)
+	mustContain(t, e.do("POST", reqPath, ana, form("csrf-ana", "approve", "sha256:d1", "approve", "")), 409,
+		"This request was already answered or is no longer open; nothing was changed.", "running")
+	if len(e.ms.resumes) != 1 {
+		t.Fatalf("a second decision (%d resumes)", len(e.ms.resumes))
+	}
+}
+
+// A page left open while the scope changed shows the new scope and decides nothing; reject
+// needs a comment; the owner cannot approve her own sensitive export.
+func TestApprovalsPages_Refusals(t *testing.T) {
+	e := newPagesEnv(t)
+	j := e.exportAwaiting(pageJobID, "ana", "sha256:d1")
+	steward := e.session("steward", "acme", time.Minute, approver...)
+	j.needsInput.InputID, j.needsInput.ScopeDigest = "approve-2", "sha256:d2" // the scope changed
+	mustContain(t, e.do("POST", reqPath, steward, form("csrf-steward", "approve", "sha256:d1", "approve", "")), 409,
+		"The request changed since you opened this page", `name="scope_digest" value="sha256:d2"`, `name="input_id" value="approve-2"`)
+	mustContain(t, e.do("POST", reqPath, steward, form("csrf-steward", "approve-2", "sha256:d2", "reject", "  ")), 400,
+		"A comment is required to reject")
+	mustContain(t, e.do("POST", reqPath, steward, form("csrf-steward", "approve-2", "sha256:d2", "maybe", "")), 400, "Choose Approve or Reject")
+	// ana holds jobs:approve too, but four eyes: she sees her request, no form, and a POST is refused.
+	ana := e.session("ana", "acme", time.Minute, authz.ScopeRead, authz.ScopeWrite, authz.ScopeApprove)
+	r := e.do("GET", reqPath, ana, nil)
+	mustContain(t, r, 200, "You cannot decide this request: four eyes")
+	if strings.Contains(r.body, `name="decision"`) {
+		t.Fatal("the owner is offered the decision form")
+	}
+	mustContain(t, e.do("POST", reqPath, ana, form("csrf-ana", "approve-2", "sha256:d2", "approve", "")), 403, "four eyes")
+	// Cross-site POST and a wrong CSRF token: 403.
+	if r := e.do("POST", reqPath, steward, form("csrf-steward", "approve-2", "sha256:d2", "approve", ""), "Sec-Fetch-Site", "cross-site"); r.status != 403 {
+		t.Fatalf("cross-site POST: %d", r.status)
+	}
+	if r := e.do("POST", reqPath, steward, form("csrf-other", "approve-2", "sha256:d2", "approve", "")); r.status != 403 {
+		t.Fatalf("wrong csrf: %d", r.status)
+	}
+	if len(e.ms.resumes) != 0 {
+		t.Fatalf("%d resumes sent, want none", len(e.ms.resumes))
+	}
+	// A reject with a comment goes through.
+	mustContain(t, e.do("POST", reqPath, steward, form("csrf-steward", "approve-2", "sha256:d2", "reject", "not for Q3")), 200, "You rejected")
+	if len(e.ms.resumes) != 1 || e.ms.resumes[0].req.Decision != "reject" {
+		t.Fatalf("resumes %+v", e.ms.resumes)
+	}
+}
+
+// Another tenant's job, a guessed ID and a job the approver may not see read the same 404.
+func TestApprovalsPages_NotFoundSameBytes(t *testing.T) {
+	e := newPagesEnv(t)
+	e.exportAwaiting(pageJobID, "ana", "sha256:d1")
+	e.ms.jobs["acme/export/ana/done"] = &job{id: "acme/export/ana/done", runID: "r", tenant: "acme", owner: "ana", kind: workflows.KindExport, exec: runCompleted}
+	gus := e.session("gus", "globex", time.Minute, authz.ScopeRead, authz.ScopeWrite, authz.ScopeApprove)
+	steward := e.session("steward", "acme", time.Minute, approver...)
+	want := e.do("GET", ApprovalPagePath("acme/export/ana/nope"), steward, nil)
+	mustContain(t, want, 404, notFoundMsg)
+	for _, c := range []struct{ cookie, path string }{
+		{gus, reqPath}, {gus, JobPagePath(pageJobID)}, {steward, ApprovalPagePath("acme/export/ana/done")},
+		{steward, JobPagePath("acme/export/ana/done")}, {steward, "/approvals/x"}, {gus, ApprovalPagePath("globex/export/gus/nope")},
+	} {
+		if r := e.do("GET", c.path, c.cookie, nil); r.status != 404 || r.body != want.body {
+			t.Fatalf("%s: %d, body differs from a missing job's:\n%s", c.path, r.status, r.body)
+		}
+	}
+	if r := e.do("POST", reqPath, gus, form("csrf-gus", "approve", "sha256:d1", "approve", "")); r.status != 404 || r.body != want.body {
+		t.Fatalf("gus POST: %d", r.status)
+	}
+	if len(e.ms.resumes) != 0 {
+		t.Fatal("a resume was sent")
+	}
+}
+
+// An old sign-in: the request page goes back to the provider with prompt=login&max_age, and an
+// approval POST is refused without deciding.
+func TestApprovalsPages_FreshLogin(t *testing.T) {
+	e := newPagesEnv(t)
+	e.exportAwaiting(pageJobID, "ana", "sha256:d1")
+	old := e.session("steward", "acme", time.Hour, approver...)
+	r := e.do("GET", reqPath, old, nil)
+	if r.status != http.StatusFound || !strings.HasPrefix(r.loc, e.idp.URL+"/authorize?") ||
+		!strings.Contains(r.loc, "prompt=login") || !strings.Contains(r.loc, "max_age=300") {
+		t.Fatalf("old sign-in: %d %q", r.status, r.loc)
+	}
+	mustContain(t, e.do("POST", reqPath, old, form("csrf-steward", "approve", "sha256:d1", "approve", "")), 403, "fresh sign-in")
+	if len(e.ms.resumes) != 0 {
+		t.Fatal("approved with an old sign-in")
+	}
+	// Rejecting needs no fresh sign-in (it exposes nothing).
+	mustContain(t, e.do("POST", reqPath, old, form("csrf-steward", "approve", "sha256:d1", "reject", "no")), 200, "You rejected")
+}
+
+// My jobs and the job page: status, progress, result and a download link bound to the person.
+func TestApprovalsPages_MyJobs(t *testing.T) {
+	e := newPagesEnv(t)
+	id := "acme/export/ana/done"
+	j := &job{id: id, runID: "run-done", tenant: "acme", owner: "ana", kind: workflows.KindExport, exec: runCompleted,
+		createdAt: coreNow.Add(-time.Hour), progress: workflows.Progress{Done: 3, Total: 3, Unit: "rows"}}
+	e.ms.jobs[id] = j
+	e.ms.results["run-done"] = workflows.ExportResult{ApprovedBy: "steward", Manifest: activities.Manifest{Rows: 3, Format: "csv",
+		Columns: []string{"id", "email"}, FileName: "q3.csv.gz", SHA256: strings.Repeat("ab", 32), ExpiresAt: coreNow.Add(time.Hour)}}
+	e.ms.pages = []memPage{{jobs: []*job{j}}}
+	ana := e.session("ana", "acme", time.Hour, owner...)
+	mustContain(t, e.do("GET", PathJobs, ana, nil), 200, `href="/jobs/acme%2Fexport%2Fana%2Fdone"`, "succeeded", "3 of 3 rows")
+	mustContain(t, e.do("GET", JobPagePath(id), ana, nil), 200, "succeeded", "q3.csv.gz", "steward", strings.Repeat("ab", 32))
+	// bo (same tenant, not the owner) gets the 404.
+	mustContain(t, e.do("GET", JobPagePath(id), e.session("bo", "acme", time.Hour, owner...), nil), 404, notFoundMsg)
+	// A download link of the pages refuses a token that is not bound to the person.
+	if r := e.do("GET", pathPageDownload+"bogus", ana, nil); r.status != 404 {
+		t.Fatalf("bogus download: %d", r.status)
+	}
+}
+
+// FuzzApprovalsPagesDecide: whatever path segment and form a signed-in approver sends, the
+// page never fails (5xx) nor panics, and a decision reaches the job only for its open
+// input_id and scope_digest with approve, or reject with a comment.
+func FuzzApprovalsPagesDecide(f *testing.F) {
+	f.Add(pageJobID, "approve", "sha256:d1", "approve", "")
+	f.Add(pageJobID, "approve", "sha256:d1", "reject", "")
+	f.Add(pageJobID, "approve", "sha256:d1", "reject", "why")
+	f.Add("acme/export/ana/q3/../x", "approve", "sha256:d0", "approve", "")
+	f.Add("globex/export/gus/k", "approve", "sha256:d1", "approve", "x")
+	f.Add("acme\x00", "\xff", "", "APPROVE", strings.Repeat("é", 1001))
+	e := newPagesEnv(f) // one stack; each input gets the open request afresh
+	steward := e.session("steward", "acme", time.Minute, approver...)
+	f.Fuzz(func(t *testing.T, id, inputID, digest, decision, comment string) {
+		e.t = t
+		e.ms.mu.Lock()
+		e.ms.resumes = nil
+		e.ms.mu.Unlock()
+		e.exportAwaiting(pageJobID, "ana", "sha256:d1")
+		r := e.do("POST", "/approvals/"+url.PathEscape(id), steward, form("csrf-steward", inputID, digest, decision, comment))
+		if r.status >= 500 {
+			t.Fatalf("%d:\n%s", r.status, r.body)
+		}
+		valid := id == pageJobID && inputID == "approve" && digest == "sha256:d1" &&
+			(decision == "approve" || decision == "reject" && strings.TrimSpace(comment) != "") && utf8.RuneCountInString(strings.TrimSpace(comment)) <= commentMax
+		if got := len(e.ms.resumes); got != map[bool]int{true: 1, false: 0}[valid] {
+			t.Fatalf("%d resumes for id %q input %q digest %q decision %q comment %q", got, id, inputID, digest, decision, comment)
+		}
+	})
+}

@@ -1,0 +1,345 @@
+package frontend
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"html/template"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/pages"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+//go:embed pagetemplates/*.html
+var pageTemplatesFS embed.FS
+
+// pageTmpl are the people's pages, each parsed with frontend/pages' layout (one look for /me,
+// /approvals and /jobs).
+var pageTmpl = func() map[string]*template.Template {
+	m := map[string]*template.Template{}
+	for _, name := range []string{"inbox", "request", "outcome", "jobs", "job", "message"} {
+		m[name] = template.Must(pages.ParseWithLayout(pageTemplatesFS, "pagetemplates/"+name+".html", "pagetemplates/parts.html"))
+	}
+	return m
+}()
+
+// pageView is what every people's page template gets.
+type pageView struct {
+	Title   string
+	Message string // an error or explanation, shown as an alert
+	Notice  string // a success, shown as a status
+	Session *handle.Session
+	Rows    []requestRow // inbox
+	JobRows []jobRow     // my jobs
+	Next    string       // the next page's link (signed cursor)
+	Req     *requestView
+	Job     *jobView
+	// Decision and Comment: the outcome page's decision as sent.
+	Decision, Comment string
+}
+
+// Who names the signed-in person for the header.
+func (v pageView) Who() string {
+	if v.Session == nil {
+		return ""
+	}
+	if v.Session.Name != "" {
+		return v.Session.Name
+	}
+	return v.Session.Subject
+}
+
+type column struct {
+	Name      string
+	Sensitive bool
+}
+
+// requestRow is one open request as the inbox lists it.
+type requestRow struct {
+	Link, JobID, Kind, RequestedBy, Purpose, Dataset, Format, MaxRows string
+	Columns                                                           []column
+	Waited, Expires, ExpiresISO                                       string
+}
+
+// meaningPart is a piece of the meaning sentence; Strong marks a sensitive column.
+type meaningPart struct {
+	Text   string
+	Strong bool
+}
+
+// requestView is the request page.
+type requestView struct {
+	requestRow
+	Meaning     []meaningPart
+	Prompt      string
+	InputID     string
+	ScopeDigest string
+	Other       [][2]string // scope fields not shown above, sorted by name
+	Open        bool        // the request is open
+	CanDecide   bool        // the person may answer it
+	Refusal     string      // why not, when open and CanDecide is false
+	Sensitive   bool
+	Action      string // the form's action
+	CSRF        string
+	Comment     string // the comment typed before an error, kept
+	JobLink     string // the job page, for those who may read it
+	Status      string
+}
+
+// jobView is a job's page and the outcome page.
+type jobView struct {
+	JobID, Kind, Status, Owner, Created, Updated string
+	Progress                                     string
+	Error                                        string
+	Result                                       [][2]string
+	Download                                     string
+	ApprovalLink                                 string
+	Link                                         string
+}
+
+// jobRow is one row of "my jobs".
+type jobRow struct {
+	Link, JobID, Kind, Status, Created, Progress string
+}
+
+func (pf *pagesFE) render(w http.ResponseWriter, status int, page string, v pageView) {
+	var b bytes.Buffer
+	if err := pageTmpl[page].Execute(&b, v); err != nil {
+		pf.f.log.Error("page rendering failed: " + err.Error())
+		http.Error(w, "page rendering failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// scopeStrings reads a list of strings from a scope value (decoded JSON or Go values).
+func scopeStrings(v any) []string {
+	switch l := v.(type) {
+	case []string:
+		return l
+	case []any:
+		out := make([]string, 0, len(l))
+		for _, x := range l {
+			out = append(out, fmt.Sprint(x))
+		}
+		return out
+	}
+	return nil
+}
+
+func scopeString(scope map[string]any, k string) string {
+	if v, ok := scope[k]; ok && v != nil {
+		return fmt.Sprint(v)
+	}
+	return ""
+}
+
+// groupDigits writes n as 1,000,000.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func scopeRows(scope map[string]any) string {
+	switch n := scope["max_rows"].(type) {
+	case float64:
+		if n > 0 {
+			return groupDigits(int64(n))
+		}
+	case int:
+		if n > 0 {
+			return groupDigits(int64(n))
+		}
+	case int64:
+		if n > 0 {
+			return groupDigits(n)
+		}
+	}
+	return ""
+}
+
+// sensitive reports whether the request's scope names a sensitive column: approving it needs a
+// recent sign-in.
+func sensitive(ni *workflows.NeedsInput) bool {
+	return len(scopeStrings(ni.Scope["sensitive_columns"])) > 0
+}
+
+func when(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+
+// waited says a duration the way people do: "under a minute", "12 min", "3 h 5 min", "2 days".
+func waited(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return "under a minute"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h %d min", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return fmt.Sprintf("%d days", int(d/(24*time.Hour)))
+}
+
+// requestRowOf renders an open request of job summary js. How long it has waited counts from
+// the job's last change (entering awaiting_input), or its creation.
+func requestRowOf(js JobSummary, now time.Time) requestRow {
+	ni := js.NeedsInput
+	r := requestRow{Link: ApprovalPagePath(js.JobID), JobID: js.JobID, Kind: js.Kind, RequestedBy: ni.RequestedBy,
+		Purpose: scopeString(ni.Scope, "purpose"), Dataset: scopeString(ni.Scope, "dataset"),
+		Format: scopeString(ni.Scope, "format"), MaxRows: scopeRows(ni.Scope)}
+	if r.RequestedBy == "" {
+		r.RequestedBy = js.Owner
+	}
+	sens := map[string]bool{}
+	for _, c := range scopeStrings(ni.Scope["sensitive_columns"]) {
+		sens[c] = true
+	}
+	for _, c := range scopeStrings(ni.Scope["columns"]) {
+		r.Columns = append(r.Columns, column{Name: c, Sensitive: sens[c]})
+	}
+	since := latest(js.CreatedAt, js.UpdatedAt)
+	if !since.IsZero() && now.After(since) {
+		r.Waited = waited(now.Sub(since))
+	}
+	if !ni.ExpiresAt.IsZero() {
+		r.Expires, r.ExpiresISO = when(ni.ExpiresAt), ni.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	return r
+}
+
+// pageMeaning is what approving means, in words: for an export "Allow ana to export id, name
+// and email (sensitive) of customers (up to 1,000,000 rows), csv, for 'renewal mailing'"; for
+// other kinds the request's prompt. The one place the meaning is made (lane 18-A's record may
+// carry its own text, which should replace this one).
+func pageMeaning(r requestRow, prompt string) []meaningPart {
+	if r.Dataset == "" || len(r.Columns) == 0 {
+		return []meaningPart{{Text: prompt}}
+	}
+	parts := []meaningPart{{Text: "Allow " + r.RequestedBy + " to export "}}
+	for i, c := range r.Columns {
+		switch {
+		case i == 0:
+		case i == len(r.Columns)-1:
+			parts = append(parts, meaningPart{Text: " and "})
+		default:
+			parts = append(parts, meaningPart{Text: ", "})
+		}
+		if c.Sensitive {
+			parts = append(parts, meaningPart{Text: c.Name + " (sensitive)", Strong: true})
+		} else {
+			parts = append(parts, meaningPart{Text: c.Name})
+		}
+	}
+	tail := " of " + r.Dataset
+	if r.MaxRows != "" {
+		tail += " (up to " + r.MaxRows + " rows)"
+	}
+	if r.Format != "" {
+		tail += ", " + r.Format
+	}
+	if r.Purpose != "" {
+		tail += ", for '" + r.Purpose + "'"
+	}
+	return append(parts, meaningPart{Text: tail + "."})
+}
+
+// shownScopeKeys are the scope fields the request page shows in words; the rest are listed.
+var shownScopeKeys = map[string]bool{"dataset": true, "columns": true, "sensitive_columns": true, "purpose": true, "format": true, "max_rows": true}
+
+// renderRequest shows job j's request page to p, with msg as an alert (an error or a refusal)
+// and comment kept in the form.
+func (pf *pagesFE) renderRequest(w http.ResponseWriter, status int, s handle.Session, p authz.Principal, j *job, msg, comment string) {
+	v := pageView{Title: "Approval request", Session: &s, Message: msg}
+	rv := &requestView{Status: string(j.status()), Comment: comment, CSRF: s.CSRF, Action: ApprovalPagePath(j.id)}
+	if authz.Decide(p, authz.ActionGet, workflows.PolicyJob(j.tenant, j.owner, nil)) == authz.Allow {
+		rv.JobLink = JobPagePath(j.id)
+	}
+	if ni := j.needsInput; ni != nil && j.status() == workflows.StatusAwaitingInput {
+		js := pf.f.summary(p, j)
+		rv.requestRow = requestRowOf(js, pf.f.opts.Now())
+		rv.Prompt, rv.InputID, rv.ScopeDigest, rv.Open, rv.Sensitive = ni.Prompt, ni.InputID, ni.ScopeDigest, true, sensitive(ni)
+		rv.Meaning = pageMeaning(rv.requestRow, ni.Prompt)
+		for k, val := range ni.Scope {
+			if !shownScopeKeys[k] {
+				rv.Other = append(rv.Other, [2]string{k, fmt.Sprint(val)})
+			}
+		}
+		sort.Slice(rv.Other, func(a, b int) bool { return rv.Other[a][0] < rv.Other[b][0] })
+		if authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Allow {
+			rv.CanDecide = true
+		} else {
+			rv.Refusal = "You cannot decide this request: " + authz.ResumeRefusal(p, j.policyJob()) + "."
+		}
+	} else {
+		rv.JobID, rv.Kind = j.id, j.kind
+	}
+	v.Req = rv
+	pf.render(w, status, "request", v)
+}
+
+// jobViewOf renders job j for p: status, progress, error, and for a succeeded export its
+// result and a download link bound to p.
+func (pf *pagesFE) jobViewOf(ctx context.Context, p authz.Principal, j *job) *jobView {
+	js := pf.f.summary(p, j)
+	v := &jobView{JobID: j.id, Kind: j.kind, Status: strings.ReplaceAll(string(js.Status), "_", " "), Owner: j.owner,
+		Created: when(js.CreatedAt), Updated: when(js.UpdatedAt), Link: JobPagePath(j.id)}
+	if pr := js.Progress; pr.Total > 0 || pr.Done > 0 || pr.Message != "" {
+		v.Progress = fmt.Sprintf("%s of %s %s", groupDigits(int64(pr.Done)), groupDigits(int64(pr.Total)), pr.Unit)
+		if pr.Total == 0 {
+			v.Progress = groupDigits(int64(pr.Done)) + " " + pr.Unit
+		}
+		if pr.Message != "" {
+			v.Progress = strings.TrimSpace(v.Progress + " — " + pr.Message)
+		}
+	}
+	if js.Error != nil {
+		v.Error = js.Error.Message + " (" + js.Error.Code + ")"
+	}
+	if js.NeedsInput != nil && (js.NeedsInput.Approver == authz.ApproverApprover || authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Allow) {
+		v.ApprovalLink = ApprovalPagePath(j.id)
+	}
+	if js.Status == workflows.StatusSucceeded && j.kind == workflows.KindExport && authz.Decide(p, authz.ActionGet, j.policyJob()) == authz.Allow {
+		var res workflows.ExportResult
+		if err := pf.f.readResult(ctx, j, &res); err == nil {
+			m := res.Manifest
+			v.Result = [][2]string{{"Rows", groupDigits(int64(m.Rows))}, {"Format", m.Format},
+				{"Columns", strings.Join(m.Columns, ", ")}, {"File", m.FileName}, {"SHA-256", m.SHA256},
+				{"Available until", when(m.ExpiresAt)}}
+			if res.ApprovedBy != "" {
+				v.Result = append(v.Result, [2]string{"Approved by", res.ApprovedBy})
+			}
+			v.Download = pf.pageDownloadPath(p, j, exportManifestRef{sha256: m.SHA256, expires: m.ExpiresAt})
+		}
+	}
+	return v
+}
+
+func jobRowOf(js JobSummary) jobRow {
+	r := jobRow{Link: JobPagePath(js.JobID), JobID: js.JobID, Kind: js.Kind, Status: strings.ReplaceAll(string(js.Status), "_", " "),
+		Created: when(js.CreatedAt)}
+	if pr := js.Progress; pr.Total > 0 {
+		r.Progress = fmt.Sprintf("%s of %s %s", groupDigits(int64(pr.Done)), groupDigits(int64(pr.Total)), pr.Unit)
+	}
+	return r
+}
