@@ -110,10 +110,32 @@ type FinalizeExportInput struct {
 	Decision *DecisionRecord `json:"decision,omitempty"`
 }
 
+// Identity is what a frontend knows of the person behind a principal beyond tenant and
+// subject, when their token or sign-in session says it (every field optional: "" or zero
+// when unknown). It is embedded (flattened) in the resume request and the decision record.
+type Identity struct {
+	// Issuer is the identity provider that vouched for the principal (the token's iss).
+	Issuer string `json:"issuer,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Email  string `json:"email,omitempty"`
+	// AuthTime is when the person last authenticated at the identity provider (auth_time).
+	AuthTime time.Time `json:"auth_time,omitzero"`
+	// AMR and ACR say how they authenticated (authentication methods and context class).
+	AMR []string `json:"amr,omitempty"`
+	ACR string   `json:"acr,omitempty"`
+}
+
 // DecisionRecord is who answered a job's input request, when, through which surface and how
 // they signed in, what they were shown and exactly what they answered, with the frontend's
-// resume seal over it (verifiable with the resume keys; expired minutes after the decision).
+// resume seal over it (an HMAC with the resume keys; expired minutes after the decision, which
+// `jobgate verify` allows: it checks the signature and that At is before the expiry). Every
+// field the seal binds is here in full (the comment and the meaning as text, the seal binds
+// their SHA-256), so a holder of the resume keys can check the record against the seal.
+// Records made before a field existed lack it (omitempty).
 type DecisionRecord struct {
+	// WorkflowID and RunID name the job and the run that accepted the answer (sealed).
+	WorkflowID   string    `json:"workflow_id,omitempty"`
+	RunID        string    `json:"run_id,omitempty"`
 	InputID      string    `json:"input_id"`
 	ScopeDigest  string    `json:"scope_digest"`
 	Decision     string    `json:"decision"`
@@ -123,6 +145,9 @@ type DecisionRecord struct {
 	At           time.Time `json:"at"`
 	Surface      string    `json:"surface,omitempty"`
 	SignedInWith string    `json:"signed_in_with,omitempty"`
+	Identity
+	// Comment is the approver's comment, in full.
+	Comment string `json:"comment,omitempty"`
 	// Prompt is the meaning shown to the approver (the input request's prompt).
 	Prompt string `json:"prompt,omitempty"`
 	Seal   string `json:"seal,omitempty"`

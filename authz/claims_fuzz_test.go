@@ -49,3 +49,32 @@ func FuzzPrincipalFromClaims(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPersonFromClaims: any JSON object yields a Person within the limits (printable UTF-8,
+// bounded), never a panic; it is a pure function of the claims. Seeds:
+// testdata/fuzz/FuzzPersonFromClaims.
+func FuzzPersonFromClaims(f *testing.F) {
+	f.Fuzz(func(t *testing.T, payload string) {
+		var claims map[string]any
+		if json.Unmarshal([]byte(payload), &claims) != nil {
+			return
+		}
+		p := PersonFromClaims(claims)
+		for _, s := range append([]string{p.Name, p.Email, p.ACR}, p.AMR...) {
+			if s != "" && personString(s) != s {
+				t.Fatalf("kept %q", s)
+			}
+		}
+		if len(p.AMR) > MaxPersonAMR || p.AMR != nil && len(p.AMR) == 0 {
+			t.Fatalf("amr %v", p.AMR)
+		}
+		for _, a := range p.AMR {
+			if a == "" {
+				t.Fatalf("empty amr value kept: %v", p.AMR)
+			}
+		}
+		if !p.AuthTime.IsZero() && (p.AuthTime.Unix() < 1 || p.AuthTime.Nanosecond() != 0) {
+			t.Fatalf("auth_time %v", p.AuthTime)
+		}
+	})
+}

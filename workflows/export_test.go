@@ -400,7 +400,7 @@ func TestExport_Approval(t *testing.T) {
 		// The decision record: who, when (workflow time of acceptance), surface, sign-in, scope.
 		ni := h.openInput()
 		require.NotNil(t, res.Decision)
-		assert.Equal(t, &DecisionRecord{InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Decision: DecisionApprove,
+		assert.Equal(t, &DecisionRecord{WorkflowID: exportJobID, RunID: testRunID, InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Decision: DecisionApprove,
 			Tenant: "acme", By: "steward", Scopes: []string{string(authz.ScopeApprove)}, At: start.Add(30 * time.Minute).UTC(),
 			Surface: SurfaceTool, SignedInWith: SignedInBearerJWT, Prompt: ni.Prompt, Seal: res.Decision.Seal}, res.Decision)
 		assert.NotEmpty(t, res.Decision.Seal)

@@ -34,6 +34,27 @@ func TestResume_RoundTrip(t *testing.T) {
 
 // A seal made with another ring (e.g. the handle keys, or an attacker's) never opens, and no
 // other kind of sealed string opens as a resume seal, even with the same keys.
+// TestResume_RoundTripApprover: the optional approver fields (issuer, name, email, auth_time,
+// amr, acr, meaning digest) are sealed and open to the same values.
+func TestResume_RoundTripApprover(t *testing.T) {
+	ring := testRing(t)
+	want := testResume()
+	want.Issuer, want.Name, want.Email = "https://idp.acme.example", "Stew Ard", "steward@acme.example"
+	want.AuthTime = testNow.Add(-2 * time.Minute).Truncate(time.Second).UTC()
+	want.AMR, want.ACR = []string{"pwd", "otp"}, "urn:acme:loa:2"
+	want.MeaningDigest = commentDigest("Allow ann@acme to export id of customers")
+	s := ring.SealResume(want)
+	got, err := ring.OpenResume(s, testNow)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("OpenResume = %+v, %v; want %+v", got, err, want)
+	}
+	// A seal without them (every seal made before they existed) opens with them zero.
+	plain, err := ring.OpenResume(ring.SealResume(testResume()), testNow)
+	if err != nil || !plain.AuthTime.IsZero() || plain.AMR != nil || plain.Name != "" || plain.MeaningDigest != "" {
+		t.Fatalf("plain seal opened as %+v, %v", plain, err)
+	}
+}
+
 func TestResume_OtherRingsAndFormats(t *testing.T) {
 	ring := testRing(t)
 	other, err := NewKeyring("k1", map[string][]byte{"k1": testKey("other")})
@@ -60,6 +81,11 @@ func TestResume_Invalid(t *testing.T) {
 		"empty scope":    func(r *Resume) { r.Scopes = []string{""} },
 		"no expiry":      func(r *Resume) { r.Expiry = time.Time{} },
 		"too many scope": func(r *Resume) { r.Scopes = make([]string, maxResumeScopes+1) },
+		"bad meaning":    func(r *Resume) { r.MeaningDigest = "sha256:00" },
+		"empty amr":      func(r *Resume) { r.AMR = []string{""} },
+		"too many amr":   func(r *Resume) { r.AMR = make([]string, maxResumeAMR+1) },
+		"bad name":       func(r *Resume) { r.Name = "\xff" },
+		"auth_time 0":    func(r *Resume) { r.AuthTime = time.Unix(0, 0) },
 	} {
 		r := testResume()
 		edit(&r)
