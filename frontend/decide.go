@@ -20,10 +20,8 @@ const identityKey = "jobgate.identity"
 // SignedInOIDCSession is the SignedInWith of an answer given in a browser session (pages).
 const SignedInOIDCSession = "oidc-session"
 
-// MetaSurface is the _meta key of a tools/call through which a client declares the surface it
-// answers from (resume_*): only "cli" is taken, and only as what a client holding a valid
-// token said, recorded as such; anything else records "tool".
-const MetaSurface = "io.jobgate/surface"
+// MetaSurface is wire.MetaSurface: the _meta key by which a resume_* call declares its surface.
+const MetaSurface = wire.MetaSurface
 
 func identityOf(c authz.Claims) workflows.Identity {
 	return workflows.Identity{Issuer: c.Issuer, Name: c.Person.Name, Email: c.Person.Email,
@@ -50,7 +48,7 @@ func callIdentity(ctx context.Context) workflows.Identity {
 // callSurface is the surface a resume_* call declares in its _meta (see MetaSurface).
 func callSurface(ctx context.Context) string {
 	if rec, ok := ctx.Value(callRecordKey{}).(*callRecord); ok && rec.req != nil && rec.req.Params != nil {
-		if s, _ := rec.req.Params.GetMeta()[MetaSurface].(string); s == workflows.SurfaceCLI {
+		if s, _ := rec.req.Params.GetMeta()[MetaSurface].(string); s == wire.SurfaceCLI {
 			return workflows.SurfaceCLI
 		}
 	}

@@ -200,6 +200,14 @@ func contentText(res *mcp.CallToolResult) string {
 
 // ---------------------------------------------------------------- decisions
 
+// MetaSurface is the _meta key of a resume_* tools/call by which a client declares the surface
+// it answers from; only SurfaceCLI is taken (anything else records "tool"). It is the word of a
+// client holding a valid token, recorded as such, not a proof.
+const (
+	MetaSurface = "io.jobgate/surface"
+	SurfaceCLI  = "cli"
+)
+
 // Approver is who answers a job's input request beyond the principal, as the surface that
 // carried the answer knows them (frontend.Decide): the identity provider that vouched, the
 // person's name and email, when and how they last authenticated, which surface and sign-in.
