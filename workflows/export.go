@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/workflows/jobstate"
 )
 
 // Defaults for ExportInput fields left zero.
@@ -98,6 +99,17 @@ type ExportInput struct {
 	PartHeartbeatTimeout Duration `json:"part_heartbeat_timeout,omitempty"`
 	// Fairness keys the job's part activities by tenant; zero dispatches without a key.
 	Fairness Fairness `json:"fairness,omitzero"`
+}
+
+// changeMeaningPrompt is the workflow.GetVersion change ID of the export's prompt becoming its
+// meaning sentence (jobstate.ExportMeaning); part of history, never rename it.
+const changeMeaningPrompt = "export-meaning-prompt"
+
+// Meaning is what approving the export allows, in words (its prompt for new runs).
+func (in ExportInput) Meaning() jobstate.ExportMeaning {
+	return jobstate.ExportMeaning{Requester: in.Owner, Tenant: in.Tenant, Dataset: in.Args.Dataset,
+		Columns: in.Args.Columns, Sensitive: in.Approval.Sensitive, MaxRows: in.MaxRows, Format: in.Args.Format,
+		Purpose: in.Args.Purpose}
 }
 
 // Scope is the approval scope of the job for a dataset config digest.
@@ -260,6 +272,11 @@ func (r *exportRun) askApproval(ctx workflow.Context, digest string, changes int
 		"Approve only if this purpose justifies these columns. No row is read until this is answered.",
 		in.Owner, in.Args.Dataset, strings.Join(in.Args.Columns, ", "), strings.Join(in.Approval.Sensitive, ", "),
 		in.Args.Format, in.Args.Purpose)
+	// Runs from now on ask with the meaning sentence every surface shows (and the decision
+	// record keeps); recorded runs keep their prompt, so their memo upserts replay unchanged.
+	if workflow.GetVersion(ctx, changeMeaningPrompt, workflow.DefaultVersion, 1) >= 1 {
+		prompt = in.Meaning().Text()
+	}
 	if changes > 0 {
 		name = fmt.Sprintf("approve-%d", changes+1)
 		prompt = "The dataset's configuration changed since the last approval, so it is asked again. " + prompt

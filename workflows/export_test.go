@@ -427,8 +427,9 @@ func TestExport_Approval(t *testing.T) {
 		assert.Equal(t, "churn analysis", n.Scope["purpose"])
 		assert.Equal(t, cfg1, n.Scope["config_digest"])
 		assert.Equal(t, []string{"email"}, n.Scope["sensitive_columns"])
-		assert.Contains(t, n.Prompt, `"customers"`)
-		assert.Contains(t, n.Prompt, "email")
+		// New runs ask with the meaning sentence (GetVersion export-meaning-prompt).
+		assert.Equal(t, in.Meaning().Text(), n.Prompt)
+		assert.Contains(t, n.Prompt, "Allow ann@acme to export id, **email** and plan of customers")
 		assert.Contains(t, n.Prompt, "churn analysis")
 		assert.True(t, start.Add(4*time.Hour).Equal(n.ExpiresAt), "expires_at %v, started %v", n.ExpiresAt, start)
 		v, ok := h.lastMemo(MemoNeedsInput)
