@@ -117,3 +117,14 @@ func shownPrompt(j *job, inputID string) string {
 	}
 	return j.needsInput.Prompt
 }
+
+// decisionView is a decision record as get_* shows it (nil for none): everything but the seal,
+// which stays in the manifest for `jobgate verify`.
+func decisionView(d *workflows.DecisionRecord) *wire.Decision {
+	if d == nil {
+		return nil
+	}
+	return &wire.Decision{Decision: d.Decision, By: d.By, Issuer: d.Issuer, Name: d.Name, Email: d.Email, At: d.At,
+		AuthTime: d.AuthTime, AMR: d.AMR, ACR: d.ACR, Surface: d.Surface, SignedInWith: d.SignedInWith, Meaning: d.Prompt,
+		ScopeDigest: d.ScopeDigest, Comment: d.Comment, Sealed: d.Seal != ""}
+}

@@ -113,6 +113,7 @@ type ExportResultView struct {
 	FileName             string     `json:"file_name" jsonschema:"suggested file name"`
 	Parts                int        `json:"parts" jsonschema:"how many parallel parts the file was assembled from"`
 	ApprovedBy           string     `json:"approved_by,omitempty" jsonschema:"who approved the scope, when a sensitive column needed approval"`
+	Decision             *Decision  `json:"decision,omitempty" jsonschema:"the record of the approval the export ran under (who, when, how signed in, through which surface, what they were shown); its seal is in the artifact's manifest.json (jobgate verify)"`
 	ExpiresAt            time.Time  `json:"expires_at" jsonschema:"when the artifact is deleted (retention)"`
 	Expired              bool       `json:"expired,omitempty" jsonschema:"true once the artifact is past retention: it can no longer be downloaded"`
 	DownloadURL          string     `json:"download_url,omitempty" jsonschema:"GET it with your own bearer token (Authorization header) before download_url_expires_at; call get_export again for a fresh link"`
