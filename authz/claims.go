@@ -177,10 +177,12 @@ type Person struct {
 }
 
 // Limits of PersonFromClaims: a value over them is dropped, not cut, so the record never
-// holds half a name.
+// holds half a name. They keep the frontend's resume seal, which carries them, within its
+// bound (frontend/handle.MaxResumeLen) whatever a token holds.
 const (
-	MaxPersonFieldLen = 256 // runes of name, email, acr and each amr value
-	MaxPersonAMR      = 16  // amr values
+	MaxPersonFieldLen = 256 // bytes of name, email and acr
+	MaxPersonAMRLen   = 32  // bytes of each amr value (RFC 8176 values are a few letters)
+	MaxPersonAMR      = 8   // amr values
 )
 
 // PersonFromClaims reads Person from verified claims. It never fails: a claim of the wrong
@@ -188,9 +190,9 @@ const (
 // not authorize, so a token is not refused for them).
 func PersonFromClaims(claims map[string]any) Person {
 	var p Person
-	p.Name = personString(claims["name"])
-	p.Email = personString(claims["email"])
-	p.ACR = personString(claims["acr"])
+	p.Name = personString(claims["name"], MaxPersonFieldLen)
+	p.Email = personString(claims["email"], MaxPersonFieldLen)
+	p.ACR = personString(claims["acr"], MaxPersonFieldLen)
 	var f float64
 	switch v := claims["auth_time"].(type) {
 	case float64:
@@ -203,7 +205,7 @@ func PersonFromClaims(claims map[string]any) Person {
 	}
 	if list, ok := stringList(claims["amr"]); ok && len(list) <= MaxPersonAMR {
 		for _, a := range list {
-			if personString(a) == "" {
+			if personString(a, MaxPersonAMRLen) == "" {
 				return Person{Name: p.Name, Email: p.Email, AuthTime: p.AuthTime, ACR: p.ACR}
 			}
 		}
@@ -214,9 +216,10 @@ func PersonFromClaims(claims map[string]any) Person {
 	return p
 }
 
-func personString(v any) string {
+// personString is v if it is a printable UTF-8 string of 1 to max bytes, else "".
+func personString(v any, max int) string {
 	s, ok := v.(string)
-	if !ok || s == "" || len(s) > MaxPersonFieldLen*utf8.UTFMax || !utf8.ValidString(s) || utf8.RuneCountInString(s) > MaxPersonFieldLen {
+	if !ok || s == "" || len(s) > max || !utf8.ValidString(s) {
 		return ""
 	}
 	for _, r := range s {

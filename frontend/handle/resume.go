@@ -8,9 +8,10 @@ import (
 
 const (
 	// MaxResumeLen is the longest string OpenResume looks at; SealResume never produces one.
-	// It leaves room for a principal with a few dozen scopes and workflow IDs of a few hundred
-	// bytes.
-	MaxResumeLen = 4096
+	// It leaves room for a principal with a few dozen scopes, workflow IDs of a few hundred
+	// bytes and an approver at authz's Person limits (name, email, acr of 256 bytes, 8 amr
+	// values of 32, each JSON-escaped up to six times over).
+	MaxResumeLen = 16384
 
 	// ResumePrefix starts every resume seal; the digit is the format version.
 	ResumePrefix = "jgr1"

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,6 +53,25 @@ func TestResume_RoundTripApprover(t *testing.T) {
 	plain, err := ring.OpenResume(ring.SealResume(testResume()), testNow)
 	if err != nil || !plain.AuthTime.IsZero() || plain.AMR != nil || plain.Name != "" || plain.MeaningDigest != "" {
 		t.Fatalf("plain seal opened as %+v, %v", plain, err)
+	}
+}
+
+// TestResume_LargestApproverSeals: an approver at authz's Person limits, written in the
+// characters JSON escapes most (<, >, & become six bytes each), with long IDs, still seals:
+// nobody is unable to approve because of their name.
+func TestResume_LargestApproverSeals(t *testing.T) {
+	r := testResume()
+	r.WorkflowID = "acme/export/" + strings.Repeat("k", 300)
+	r.Issuer = "https://" + strings.Repeat("i", 200)
+	r.Name, r.Email, r.ACR = strings.Repeat("<", 256), strings.Repeat(">", 256), strings.Repeat("&", 256)
+	r.AMR = make([]string, 8)
+	for i := range r.AMR {
+		r.AMR[i] = strings.Repeat("<", 32)
+	}
+	r.AuthTime = testNow
+	r.MeaningDigest = commentDigest("m")
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 
