@@ -108,6 +108,22 @@ type FinalizeExportInput struct {
 	// Decision is the approval the export ran under (nil: none was needed); it is written into
 	// the manifest, so the artifact carries who approved what.
 	Decision *DecisionRecord `json:"decision,omitempty"`
+	// Scope is what Decision approved, the fields its scope_digest is the digest of; it goes to
+	// the manifest so an auditor can recompute the digest (jobgate verify). Nil without a
+	// decision, and in inputs recorded before it existed.
+	Scope *ApprovedScope `json:"scope,omitempty"`
+}
+
+// ApprovedScope is an export's approval scope (workflows.ExportScope, the same JSON in the
+// same field order): "sha256:" + hex SHA-256 of its JSON encoding is the scope_digest the
+// decision record and its seal carry.
+type ApprovedScope struct {
+	Tenant       string   `json:"tenant"`
+	Dataset      string   `json:"dataset"`
+	ConfigDigest string   `json:"config_digest"`
+	Columns      []string `json:"columns"`
+	Format       string   `json:"format"`
+	Purpose      string   `json:"purpose"`
 }
 
 // Identity is what a frontend knows of the person behind a principal beyond tenant and
@@ -181,6 +197,8 @@ type Manifest struct {
 	InputDigest string `json:"input_digest,omitempty"`
 	// Decision records the approval the export ran under; nil when none was needed.
 	Decision *DecisionRecord `json:"decision,omitempty"`
+	// Scope is what Decision approved (FinalizeExportInput.Scope).
+	Scope *ApprovedScope `json:"scope,omitempty"`
 }
 
 // DeleteExportInput removes every object of one export job.

@@ -151,6 +151,7 @@ func TestDecisionRecordEverySurface(t *testing.T) {
 		t.Logf("jobgate verify (%s):\n%s", c.surface, out)
 		if code != 0 || !strings.Contains(out, "ok   decision seal: approve by steward@acme") ||
 			!strings.Contains(out, " via "+c.surface+" at ") || !strings.Contains(out, "ok   artifact: ") ||
+			!strings.Contains(out, "ok   decision scope: approved export of id, email of customers as csv for 'quarterly churn analysis'") ||
 			strings.Contains(out, "FAIL") {
 			t.Errorf("%s: verify exit %d:\n%s", c.surface, code, out)
 		}

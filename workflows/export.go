@@ -142,8 +142,10 @@ type exportRun struct {
 	// firstRun is the job's first run ID, scoping its artifacts and retention child; "" for a
 	// job started before run-scoped artifacts (legacy prefix and child ID).
 	firstRun string
-	rows     int // rows exported so far
-	total    int // rows planned; 0 until planned
+	// asked is the scope of the last approval asked for: what an accepted decision approved.
+	asked *ExportScope
+	rows  int // rows exported so far
+	total int // rows planned; 0 until planned
 }
 
 func (r *exportRun) progress(ctx workflow.Context, msg string) Progress {
@@ -267,6 +269,7 @@ func (r *exportRun) approvalFromCatalog(plan activities.PlanExportResult) bool {
 func (r *exportRun) askApproval(ctx workflow.Context, digest string, changes int) error {
 	in := r.in
 	scope := in.Scope(digest)
+	r.asked = &scope
 	name := "approve"
 	prompt := fmt.Sprintf("%s asks to export dataset %q (columns %s; sensitive: %s) as %s, purpose: %q. "+
 		"Approve only if this purpose justifies these columns. No row is read until this is answered.",
@@ -375,9 +378,16 @@ func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []activit
 	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "finalizing")})
 	expires := workflow.Now(ctx).Add(in.Retention.D()).UTC().Truncate(time.Second)
 	var m activities.Manifest
+	fin := activities.FinalizeExportInput{JobID: jobID, FirstRunID: r.firstRun, Format: in.Args.Format, Columns: in.Args.Columns,
+		Parts: parts, ExpiresAt: expires, Decision: r.decision}
+	if r.decision != nil && r.asked != nil && r.decision.ScopeDigest == Digest(*r.asked) {
+		// The manifest carries what was approved, so its digest can be recomputed from it. An
+		// activity's input is not compared on replay: no version gate is needed.
+		s := activities.ApprovedScope(*r.asked)
+		fin.Scope = &s
+	}
 	err := workflow.ExecuteActivity(r.activityOptions(ctx, "finalize: assemble artifact and manifest", time.Hour, time.Minute),
-		a.FinalizeExport, activities.FinalizeExportInput{JobID: jobID, FirstRunID: r.firstRun, Format: in.Args.Format, Columns: in.Args.Columns,
-			Parts: parts, ExpiresAt: expires, Decision: r.decision}).Get(ctx, &m)
+		a.FinalizeExport, fin).Get(ctx, &m)
 	if err != nil {
 		return ExportResult{}, r.activityFailure(ctx, jobID, err)
 	}

@@ -36,7 +36,12 @@ func TestExport_DecisionRecordFull(t *testing.T) {
 	assert.Equal(t, exportJobID, d.WorkflowID)
 	assert.Equal(t, testRunID, d.RunID)
 	require.NotEmpty(t, h.finalizes)
-	assert.Equal(t, d, h.finalizes[len(h.finalizes)-1].Decision)
+	fin := h.finalizes[len(h.finalizes)-1]
+	assert.Equal(t, d, fin.Decision)
+	// The approved scope goes to the manifest: its digest is the record's.
+	require.NotNil(t, fin.Scope)
+	assert.Equal(t, d.ScopeDigest, Digest(*fin.Scope))
+	assert.Equal(t, []string{"id", "email", "plan"}, fin.Scope.Columns)
 }
 
 // TestExport_StaleMeaningRefused: an answer whose surface showed another meaning than the

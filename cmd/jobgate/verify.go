@@ -26,13 +26,15 @@ const verifySummary = `Checks an export's manifest.json as an auditor holding on
     (job, run, input_id, scope_digest, tenant, subject, scopes, decision, comment, surface,
     sign-in, issuer, name, email, auth_time, amr, acr, meaning), and the decision was accepted
     before the seal expired;
-  - the record names the job whose artifact the manifest describes;
+  - the record names the job whose artifact the manifest describes, and the approved scope the
+    manifest carries (dataset, columns, format, purpose, config digest) has the sealed
+    scope_digest and the artifact's columns and format;
   - the artifact's size and SHA-256, and each part's, when the artifact file is next to the
     manifest (its object name or file_name) or given with --artifact.
 One line per check; exit 0 when all pass, 1 when any fails, 2 for usage errors.
-The seal binds the decision to the job and scope, not to the manifest's bytes: a manifest
-without a decision record is reported, and the artifact digests are only as good as the
-manifest they come from.`
+The seal binds the decision to the job and scope, not to the manifest's other bytes: a
+manifest without a decision record is reported, and the artifact digests are only as good as
+the manifest they come from.`
 
 // The manifest as the worker writes it (activities.Manifest; a test keeps them in step): only
 // what verify reads, so the client links no worker code.
@@ -46,8 +48,23 @@ type verifyManifest struct {
 		Bytes  int64  `json:"bytes"`
 		SHA256 string `json:"sha256"`
 	} `json:"parts"`
+	Format   string          `json:"format"`
+	Columns  []string        `json:"columns"`
 	RunID    string          `json:"run_id"`
 	Decision *verifyDecision `json:"decision"`
+	// Scope is what the decision approved (activities.ApprovedScope), kept as the JSON object
+	// it is, so its digest is recomputed over exactly the fields the worker wrote.
+	Scope *verifyScope `json:"scope"`
+}
+
+// verifyScope is activities.ApprovedScope, in its field order (the digest is over its JSON).
+type verifyScope struct {
+	Tenant       string   `json:"tenant"`
+	Dataset      string   `json:"dataset"`
+	ConfigDigest string   `json:"config_digest"`
+	Columns      []string `json:"columns"`
+	Format       string   `json:"format"`
+	Purpose      string   `json:"purpose"`
 }
 
 // verifyDecision is activities.DecisionRecord as JSON.
@@ -200,6 +217,35 @@ func verifyDecisionRecord(rep *verifyReport, m *verifyManifest, keys *handle.Key
 		return
 	}
 	rep.ok("decision job: the record and the artifact are of job %s", clean(d.WorkflowID))
+	verifyScopeOf(rep, m)
+}
+
+// verifyScopeOf checks the approved scope the manifest carries (manifests written since it
+// existed): its digest is the sealed scope_digest, and the artifact's columns and format are
+// the approved ones.
+func verifyScopeOf(rep *verifyReport, m *verifyManifest) {
+	sc := m.Scope
+	if sc == nil {
+		rep.ok("decision scope: the manifest does not carry the approved scope (written before it did); only its digest is sealed")
+		return
+	}
+	b, err := json.Marshal(sc)
+	if err != nil {
+		rep.fail("decision scope: %v", err)
+		return
+	}
+	sum := sha256.Sum256(b)
+	switch {
+	case "sha256:"+hex.EncodeToString(sum[:]) != m.Decision.ScopeDigest:
+		rep.fail("decision scope: the manifest's scope does not have the sealed scope_digest")
+	case sc.Tenant != m.Decision.Tenant:
+		rep.fail("decision scope: the scope's tenant is not the record's")
+	case !slices.Equal(sc.Columns, m.Columns) || sc.Format != m.Format:
+		rep.fail("decision scope: the artifact's columns or format are not the approved ones")
+	default:
+		rep.ok("decision scope: approved export of %s of %s as %s for '%s' is the artifact's (digest matches)",
+			clean(strings.Join(sc.Columns, ", ")), clean(sc.Dataset), clean(sc.Format), clean(sc.Purpose))
+	}
 }
 
 // sealMismatch names the first field where the record differs from its seal ("" if none).

@@ -34,8 +34,11 @@ func writeSignedExport(t *testing.T) (manifestPath, keysFile string) {
 		t.Fatal(err)
 	}
 	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	scope := &activities.ApprovedScope{Tenant: "acme", Dataset: "customers", ConfigDigest: "sha256:" + strings.Repeat("c0", 32),
+		Columns: []string{"id", "email"}, Format: "csv", Purpose: "renewal mailing for Q3"}
+	sb, _ := json.Marshal(scope)
 	d := &activities.DecisionRecord{WorkflowID: "acme/export/ana/q3", RunID: "run-2", InputID: "approve-0a1b2c3d4e5f",
-		ScopeDigest: "sha256:" + strings.Repeat("5f", 32), Decision: "approve", Tenant: "acme", By: "steward",
+		ScopeDigest: "sha256:" + hexSHA256(string(sb)), Decision: "approve", Tenant: "acme", By: "steward",
 		Scopes: []string{"jobs:approve"}, At: at, Surface: "page", SignedInWith: "oidc-session",
 		Identity: activities.Identity{Issuer: "https://idp.acme.example", Name: "Stew Ard", Email: "steward@acme.example",
 			AuthTime: at.Add(-2 * time.Minute), AMR: []string{"pwd"}, ACR: "1"},
@@ -53,7 +56,7 @@ func writeSignedExport(t *testing.T) (manifestPath, keysFile string) {
 	hx := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 	m := activities.Manifest{Object: activities.ExportPrefix(d.WorkflowID, "run-1") + "acme-export-ana-q3.csv.gz",
 		FileName: "acme-export-ana-q3.csv.gz", Format: "csv", Columns: []string{"id", "email"}, Rows: 3,
-		Bytes: int64(len(art)), SHA256: hx(art), RunID: "run-1", Decision: d,
+		Bytes: int64(len(art)), SHA256: hx(art), RunID: "run-1", Decision: d, Scope: scope,
 		Parts: []activities.ManifestPart{{Part: 1, Rows: 2, Bytes: int64(len(p1)), SHA256: hx(p1)}, {Part: 2, Rows: 1, Bytes: int64(len(p2)), SHA256: hx(p2)}}}
 	b, _ := json.Marshal(m)
 	manifestPath = filepath.Join(dir, "manifest.json")
@@ -78,7 +81,8 @@ func TestVerify(t *testing.T) {
 	if err != nil {
 		t.Fatalf("verify: %v\n%s", err, out)
 	}
-	for _, want := range []string{"ok   decision seal: approve by steward@acme <steward@acme.example> via page", "ok   decision job:", "ok   artifact:"} {
+	for _, want := range []string{"ok   decision seal: approve by steward@acme <steward@acme.example> via page", "ok   decision job:",
+		"ok   decision scope: approved export of id, email of customers as csv for 'renewal mailing for Q3'", "ok   artifact:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -98,6 +102,8 @@ func TestVerify(t *testing.T) {
 		"decision": {`"decision":"approve"`, `"decision":"reject!"`, "FAIL decision seal: the record's decision"},
 		"seal":     {`"seal":"jgr1.r1.`, `"seal":"jgr1.r1.A`, "FAIL decision seal: does not open"},
 		"digest":   {`"sha256":"` + string(orig[strings.Index(string(orig), `"sha256":"`)+10]), `"sha256":"x`, "FAIL artifact:"},
+		"purpose":  {`"purpose":"renewal mailing for Q3"`, `"purpose":"renewal mailing for Q4"`, "FAIL decision scope: the manifest's scope does not have the sealed scope_digest"},
+		"columns":  {`"columns":["id","email"],"rows"`, `"columns":["id","emaik"],"rows"`, "FAIL decision scope: the artifact's columns or format are not the approved ones"},
 		"job":      {`"object":"exports/runs/run-1/acme%2Fexport%2Fana%2Fq3/`, `"object":"exports/runs/run-1/acme%2Fexport%2Fana%2Fq4/`, "FAIL decision job:"},
 	} {
 		flipped := strings.Replace(string(orig), c.from, c.to, 1)
