@@ -135,6 +135,7 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 		RunID:       in.FirstRunID,
 		InputDigest: digest,
 		Decision:    in.Decision,
+		Scope:       in.Scope,
 	}
 	for _, p := range parts {
 		ph := sha256.New()

@@ -108,12 +108,50 @@ type FinalizeExportInput struct {
 	// Decision is the approval the export ran under (nil: none was needed); it is written into
 	// the manifest, so the artifact carries who approved what.
 	Decision *DecisionRecord `json:"decision,omitempty"`
+	// Scope is what Decision approved, the fields its scope_digest is the digest of; it goes to
+	// the manifest so an auditor can recompute the digest (jobgate verify). Nil without a
+	// decision, and in inputs recorded before it existed.
+	Scope *ApprovedScope `json:"scope,omitempty"`
+}
+
+// ApprovedScope is an export's approval scope (workflows.ExportScope, the same JSON in the
+// same field order): "sha256:" + hex SHA-256 of its JSON encoding is the scope_digest the
+// decision record and its seal carry.
+type ApprovedScope struct {
+	Tenant       string   `json:"tenant"`
+	Dataset      string   `json:"dataset"`
+	ConfigDigest string   `json:"config_digest"`
+	Columns      []string `json:"columns"`
+	Format       string   `json:"format"`
+	Purpose      string   `json:"purpose"`
+}
+
+// Identity is what a frontend knows of the person behind a principal beyond tenant and
+// subject, when their token or sign-in session says it (every field optional: "" or zero
+// when unknown). It is embedded (flattened) in the resume request and the decision record.
+type Identity struct {
+	// Issuer is the identity provider that vouched for the principal (the token's iss).
+	Issuer string `json:"issuer,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Email  string `json:"email,omitempty"`
+	// AuthTime is when the person last authenticated at the identity provider (auth_time).
+	AuthTime time.Time `json:"auth_time,omitzero"`
+	// AMR and ACR say how they authenticated (authentication methods and context class).
+	AMR []string `json:"amr,omitempty"`
+	ACR string   `json:"acr,omitempty"`
 }
 
 // DecisionRecord is who answered a job's input request, when, through which surface and how
 // they signed in, what they were shown and exactly what they answered, with the frontend's
-// resume seal over it (verifiable with the resume keys; expired minutes after the decision).
+// resume seal over it (an HMAC with the resume keys; expired minutes after the decision, which
+// `jobgate verify` allows: it checks the signature and that At is before the expiry). Every
+// field the seal binds is here in full (the comment and the meaning as text, the seal binds
+// their SHA-256), so a holder of the resume keys can check the record against the seal.
+// Records made before a field existed lack it (omitempty).
 type DecisionRecord struct {
+	// WorkflowID and RunID name the job and the run that accepted the answer (sealed).
+	WorkflowID   string    `json:"workflow_id,omitempty"`
+	RunID        string    `json:"run_id,omitempty"`
 	InputID      string    `json:"input_id"`
 	ScopeDigest  string    `json:"scope_digest"`
 	Decision     string    `json:"decision"`
@@ -123,6 +161,9 @@ type DecisionRecord struct {
 	At           time.Time `json:"at"`
 	Surface      string    `json:"surface,omitempty"`
 	SignedInWith string    `json:"signed_in_with,omitempty"`
+	Identity
+	// Comment is the approver's comment, in full.
+	Comment string `json:"comment,omitempty"`
 	// Prompt is the meaning shown to the approver (the input request's prompt).
 	Prompt string `json:"prompt,omitempty"`
 	Seal   string `json:"seal,omitempty"`
@@ -156,6 +197,8 @@ type Manifest struct {
 	InputDigest string `json:"input_digest,omitempty"`
 	// Decision records the approval the export ran under; nil when none was needed.
 	Decision *DecisionRecord `json:"decision,omitempty"`
+	// Scope is what Decision approved (FinalizeExportInput.Scope).
+	Scope *ApprovedScope `json:"scope,omitempty"`
 }
 
 // DeleteExportInput removes every object of one export job.

@@ -1,8 +1,13 @@
 package authz
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ScopeClaimDefault is the empty ClaimNames.Scope: read "scope" (a
@@ -157,4 +162,70 @@ func stringList(v any) ([]string, bool) {
 		return out, true
 	}
 	return nil, false
+}
+
+// Person is what a verified token may say of the person behind its principal beyond tenant
+// and subject, for the record of a decision: every field optional (zero when the token has no
+// usable value). Only identity providers put them in access tokens (name, email: OIDC
+// standard claims; auth_time, amr, acr: OIDC Core §2), so most bearer tokens carry none.
+type Person struct {
+	Name     string
+	Email    string
+	AuthTime time.Time // second precision
+	AMR      []string
+	ACR      string
+}
+
+// Limits of PersonFromClaims: a value over them is dropped, not cut, so the record never
+// holds half a name. They keep the frontend's resume seal, which carries them, within its
+// bound (frontend/handle.MaxResumeLen) whatever a token holds.
+const (
+	MaxPersonFieldLen = 256 // bytes of name, email and acr
+	MaxPersonAMRLen   = 32  // bytes of each amr value (RFC 8176 values are a few letters)
+	MaxPersonAMR      = 8   // amr values
+)
+
+// PersonFromClaims reads Person from verified claims. It never fails: a claim of the wrong
+// type, not printable UTF-8 or over the limits is left out (these claims describe, they do
+// not authorize, so a token is not refused for them).
+func PersonFromClaims(claims map[string]any) Person {
+	var p Person
+	p.Name = personString(claims["name"], MaxPersonFieldLen)
+	p.Email = personString(claims["email"], MaxPersonFieldLen)
+	p.ACR = personString(claims["acr"], MaxPersonFieldLen)
+	var f float64
+	switch v := claims["auth_time"].(type) {
+	case float64:
+		f = v
+	case json.Number: // a parser decoding with UseNumber
+		f, _ = v.Float64()
+	}
+	if f >= 1 && f < 1<<35 { // seconds since 1970, before the year 3058; NaN fails too
+		p.AuthTime = time.Unix(int64(f), 0).UTC()
+	}
+	if list, ok := stringList(claims["amr"]); ok && len(list) <= MaxPersonAMR {
+		for _, a := range list {
+			if personString(a, MaxPersonAMRLen) == "" {
+				return Person{Name: p.Name, Email: p.Email, AuthTime: p.AuthTime, ACR: p.ACR}
+			}
+		}
+		if len(list) > 0 {
+			p.AMR = slices.Clone(list) // never share the claims' slice
+		}
+	}
+	return p
+}
+
+// personString is v if it is a printable UTF-8 string of 1 to max bytes, else "".
+func personString(v any, max int) string {
+	s, ok := v.(string)
+	if !ok || s == "" || len(s) > max || !utf8.ValidString(s) {
+		return ""
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return ""
+		}
+	}
+	return s
 }

@@ -49,3 +49,37 @@ func FuzzPrincipalFromClaims(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPersonFromClaims: any JSON object yields a Person within the limits (printable UTF-8,
+// bounded), never a panic; it is a pure function of the claims. Seeds:
+// testdata/fuzz/FuzzPersonFromClaims.
+func FuzzPersonFromClaims(f *testing.F) {
+	f.Fuzz(func(t *testing.T, payload string) {
+		var claims map[string]any
+		if json.Unmarshal([]byte(payload), &claims) != nil {
+			return
+		}
+		p := PersonFromClaims(claims)
+		for _, s := range []string{p.Name, p.Email, p.ACR} {
+			if s != "" && personString(s, MaxPersonFieldLen) != s {
+				t.Fatalf("kept %q", s)
+			}
+		}
+		for _, s := range p.AMR {
+			if personString(s, MaxPersonAMRLen) != s {
+				t.Fatalf("kept amr %q", s)
+			}
+		}
+		if len(p.AMR) > MaxPersonAMR || p.AMR != nil && len(p.AMR) == 0 {
+			t.Fatalf("amr %v", p.AMR)
+		}
+		for _, a := range p.AMR {
+			if a == "" {
+				t.Fatalf("empty amr value kept: %v", p.AMR)
+			}
+		}
+		if !p.AuthTime.IsZero() && (p.AuthTime.Unix() < 1 || p.AuthTime.Nanosecond() != 0) {
+			t.Fatalf("auth_time %v", p.AuthTime)
+		}
+	})
+}

@@ -140,3 +140,19 @@ func TestVerifyRefusesIDTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestPersonFromClaims: the person's claims are read when usable and dropped (never refused)
+// when not.
+func TestPersonFromClaims(t *testing.T) {
+	p := PersonFromClaims(map[string]any{"name": "Stew Ard", "email": "steward@acme.example",
+		"auth_time": float64(1764575000), "amr": []any{"pwd", "otp"}, "acr": "urn:acme:loa:2"})
+	if p.Name != "Stew Ard" || p.Email != "steward@acme.example" || p.AuthTime.Unix() != 1764575000 ||
+		len(p.AMR) != 2 || p.AMR[1] != "otp" || p.ACR != "urn:acme:loa:2" {
+		t.Errorf("got %+v", p)
+	}
+	bad := PersonFromClaims(map[string]any{"name": "a\u202eb", "email": 7, "auth_time": "1764575000",
+		"amr": []any{"pwd", 3}, "acr": strings.Repeat("x", MaxPersonFieldLen+1)})
+	if bad.Name != "" || bad.Email != "" || !bad.AuthTime.IsZero() || bad.AMR != nil || bad.ACR != "" {
+		t.Errorf("kept unusable values: %+v", bad)
+	}
+}

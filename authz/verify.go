@@ -20,6 +20,9 @@ type Claims struct {
 	// Issuer is the token's iss claim (equal to the verifier's issuer), so
 	// a record of who acted can say which identity provider vouched.
 	Issuer string
+	// Person is what the token says of the person (name, email, auth_time, amr, acr), when
+	// it does (PersonFromClaims); it goes to decision records, never to authorization.
+	Person Person
 }
 
 // Verifier checks a bearer token (without the "Bearer " prefix).
@@ -324,7 +327,7 @@ func (v *JWTVerifier) Verify(ctx context.Context, token string) (Claims, error) 
 		return Claims{}, invalid(err, reasonMissingExp)
 	}
 	iss, _ := mc.GetIssuer() // the parser checked it equals the configured issuer
-	return Claims{Principal: p, Expiry: exp.Time, Issuer: iss}, nil
+	return Claims{Principal: p, Expiry: exp.Time, Issuer: iss, Person: PersonFromClaims(mc)}, nil
 }
 
 // idTokenShaped: the claims hold nonce, at_hash or c_hash, which only OIDC

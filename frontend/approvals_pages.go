@@ -14,6 +14,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/pages"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -272,10 +273,12 @@ func (pf *pagesFE) send(w http.ResponseWriter, r *http.Request, s handle.Session
 
 // decideFromPage is the one place a page's decision enters the resume path (the same update,
 // validator, seal and four-eyes rule as resume_*), recorded as surface "page" signed in with an
-// OIDC session. s is the session (name, e-mail, auth_time, amr, acr) for the decision record.
+// OIDC session, with the session's person (issuer, name, e-mail, auth_time, amr, acr) and the
+// meaning the page showed in the sealed decision record.
 func (f *Frontend) decideFromPage(ctx context.Context, s handle.Session, p authz.Principal, j *job, in ResumeIn) (*job, error) {
-	_ = s // the decision record's person details arrive with lane 18-A's decide function
-	return f.resumeJobAs(ctx, p, j, in, workflows.SurfacePage, workflows.SignedInOIDCSession)
+	who := answererOf(wire.Approver{Issuer: s.Issuer, Name: s.Name, Email: s.Email, AuthTime: s.AuthTime, AMR: s.AMR, ACR: s.ACR,
+		Surface: workflows.SurfacePage, SignedInWith: SignedInOIDCSession})
+	return f.resumeJob(ctx, p, j, in, who, shownPrompt(j, in.InputID))
 }
 
 func (pf *pagesFE) myJobs(w http.ResponseWriter, r *http.Request) {

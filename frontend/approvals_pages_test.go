@@ -56,7 +56,8 @@ func newPagesEnv(t testing.TB) *pagesEnv {
 // session is a signed-in person's cookie value.
 func (e *pagesEnv) session(sub, tenant string, authAge time.Duration, scopes ...authz.Scope) string {
 	s := handle.Session{Issuer: e.idp.URL, Subject: sub, Tenant: tenant, Scopes: authz.ScopeStrings(scopes),
-		AuthTime: coreNow.Add(-authAge), CSRF: "csrf-" + sub, Expiry: coreNow.Add(time.Hour)}
+		AuthTime: coreNow.Add(-authAge), CSRF: "csrf-" + sub, Expiry: coreNow.Add(time.Hour),
+		Name: "Person " + sub, Email: sub + "@" + tenant + ".example", AMR: []string{"pwd"}, ACR: "1"}
 	v := e.keys.SealSession(s)
 	if v == "" {
 		e.t.Fatal("session not sealed")
@@ -176,7 +177,7 @@ func TestApprovalsPages_Approve(t *testing.T) {
 	e.exportAwaiting(pageJobID, "ana", "sha256:d1")
 	steward := e.session("steward", "acme", time.Minute, approver...)
 	r := e.do("GET", reqPath, steward, nil)
-	mustContain(t, r, 200, "Allow ana to export id, name and <strong class=\"sensitive\">email (sensitive)</strong> of customers (up to 1,000,000 rows), csv, for &#39;renewal mailing for Q3&#39;.",
+	mustContain(t, r, 200, "Allow ana@acme to export id, name and <strong class=\"sensitive\">email (sensitive)</strong> of customers (up to 1,000,000 rows), csv, for &#39;renewal mailing for Q3&#39;",
 		`name="input_id" value="approve"`, `name="scope_digest" value="sha256:d1"`, `name="csrf" value="csrf-steward"`,
 		"sha256:d1", `<label for="comment">`, "config_digest")
 	mustContain(t, e.do("POST", reqPath, steward, form("csrf-steward", "approve", "sha256:d1", "approve", "ok for Q3")), 200,
@@ -185,9 +186,14 @@ func TestApprovalsPages_Approve(t *testing.T) {
 		t.Fatalf("%d resumes, want 1", len(e.ms.resumes))
 	}
 	req := e.ms.resumes[0].req
-	if req.Surface != workflows.SurfacePage || req.SignedInWith != workflows.SignedInOIDCSession || req.Principal.Subject != "steward" ||
+	if req.Surface != workflows.SurfacePage || req.SignedInWith != SignedInOIDCSession || req.Principal.Subject != "steward" ||
 		req.Decision != "approve" || req.Comment != "ok for Q3" || req.ScopeDigest != "sha256:d1" || req.Seal == "" {
 		t.Fatalf("resume request %+v", req)
+	}
+	// The session's person goes into the sealed record: who vouched, name, e-mail, how and when.
+	if id := req.Identity; id.Issuer != e.idp.URL || id.Name != "Person steward" || id.Email != "steward@acme.example" ||
+		id.AuthTime.IsZero() || len(id.AMR) != 1 || id.ACR != "1" {
+		t.Fatalf("decision identity %+v, want the session's", id)
 	}
 	// The same form again: the request is answered, the steward no longer sees the job; nothing is sent.
 	r = e.do("POST", reqPath, steward, form("csrf-steward", "approve", "sha256:d1", "approve", "ok for Q3"))

@@ -16,6 +16,7 @@ import (
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/workflows"
+	"github.com/jobgate/jobgate/workflows/jobstate"
 )
 
 //go:embed pagetemplates/*.html
@@ -228,40 +229,23 @@ func requestRowOf(js JobSummary, now time.Time) requestRow {
 	return r
 }
 
-// pageMeaning is what approving means, in words: for an export "Allow ana to export id, name
-// and email (sensitive) of customers (up to 1,000,000 rows), csv, for 'renewal mailing'"; for
-// other kinds the request's prompt. The one place the meaning is made (lane 18-A's record may
-// carry its own text, which should replace this one).
-func pageMeaning(r requestRow, prompt string) []meaningPart {
-	if r.Dataset == "" || len(r.Columns) == 0 {
+// pageMeaning is what approving means, in words: for an export the sentence every surface shows
+// and the decision record keeps (jobstate.ExportMeaning), with sensitive columns in <strong> and
+// said in words too, e.g. "Allow ana@acme to export id, name and email (sensitive) of customers
+// (up to 1,000,000 rows), csv, for 'renewal mailing'"; for other kinds the request's prompt.
+func pageMeaning(requestedBy, tenant string, scope map[string]any, prompt string) []meaningPart {
+	m, ok := jobstate.ExportMeaningFromScope(requestedBy, tenant, scope)
+	if !ok {
 		return []meaningPart{{Text: prompt}}
 	}
-	parts := []meaningPart{{Text: "Allow " + r.RequestedBy + " to export "}}
-	for i, c := range r.Columns {
-		switch {
-		case i == 0:
-		case i == len(r.Columns)-1:
-			parts = append(parts, meaningPart{Text: " and "})
-		default:
-			parts = append(parts, meaningPart{Text: ", "})
+	var parts []meaningPart
+	for _, p := range m.Parts() {
+		if p.Sensitive {
+			p.Text += " (sensitive)" // bold alone is not read out by screen readers
 		}
-		if c.Sensitive {
-			parts = append(parts, meaningPart{Text: c.Name + " (sensitive)", Strong: true})
-		} else {
-			parts = append(parts, meaningPart{Text: c.Name})
-		}
+		parts = append(parts, meaningPart{Text: p.Text, Strong: p.Sensitive})
 	}
-	tail := " of " + r.Dataset
-	if r.MaxRows != "" {
-		tail += " (up to " + r.MaxRows + " rows)"
-	}
-	if r.Format != "" {
-		tail += ", " + r.Format
-	}
-	if r.Purpose != "" {
-		tail += ", for '" + r.Purpose + "'"
-	}
-	return append(parts, meaningPart{Text: tail + "."})
+	return parts
 }
 
 // shownScopeKeys are the scope fields the request page shows in words; the rest are listed.
@@ -279,7 +263,7 @@ func (pf *pagesFE) renderRequest(w http.ResponseWriter, status int, s handle.Ses
 		js := pf.f.summary(p, j)
 		rv.requestRow = requestRowOf(js, pf.f.opts.Now())
 		rv.Prompt, rv.InputID, rv.ScopeDigest, rv.Open, rv.Sensitive = ni.Prompt, ni.InputID, ni.ScopeDigest, true, sensitive(ni)
-		rv.Meaning = pageMeaning(rv.requestRow, ni.Prompt)
+		rv.Meaning = pageMeaning(rv.RequestedBy, j.tenant, ni.Scope, ni.Prompt)
 		for k, val := range ni.Scope {
 			if !shownScopeKeys[k] {
 				rv.Other = append(rv.Other, [2]string{k, fmt.Sprint(val)})

@@ -114,7 +114,8 @@ func (k *exportKind) result(f *Frontend, p authz.Principal, j *job, decode func(
 	}
 	m := r.Manifest
 	v := &ExportResultView{Rows: m.Rows, Bytes: m.Bytes, SHA256: m.SHA256, Format: m.Format, Columns: m.Columns,
-		FileName: m.FileName, Parts: len(m.Parts), ApprovedBy: r.ApprovedBy, ExpiresAt: m.ExpiresAt}
+		FileName: m.FileName, Parts: len(m.Parts), ApprovedBy: r.ApprovedBy, ExpiresAt: m.ExpiresAt,
+		Decision: decisionView(r.Decision)}
 	now := f.opts.Now()
 	switch {
 	case !now.Before(m.ExpiresAt):

@@ -213,14 +213,14 @@ func TestResume_ErrorMapping(t *testing.T) {
 	} {
 		ms.resume = c.resume
 		j := awaitingJob(t, f, ms, "acme/eval/ana/r", authz.ApproverOwner)
-		_, err := f.resumeJob(ctx, coreAna, j, in, workflows.SurfaceTool)
+		_, err := f.resumeJob(ctx, coreAna, j, in, tokenAnswerer(ctx, workflows.SurfaceTool), "")
 		if te := wantCode(t, c.name, err, c.code); te != nil && !strings.Contains(te.Message, c.msg) {
 			t.Errorf("%s: message %q does not say %q", c.name, te.Message, c.msg)
 		}
 	}
 	// Anything else is an internal error, not a tool error.
 	ms.resume = func(*job, workflows.ResumeRequest) error { return errors.New("boom") }
-	if _, err := f.resumeJob(ctx, coreAna, awaitingJob(t, f, ms, "acme/eval/ana/r", authz.ApproverOwner), in, workflows.SurfaceTool); err == nil {
+	if _, err := f.resumeJob(ctx, coreAna, awaitingJob(t, f, ms, "acme/eval/ana/r", authz.ApproverOwner), in, tokenAnswerer(ctx, workflows.SurfaceTool), ""); err == nil {
 		t.Error("unknown store error: no error")
 	} else if _, ok := asToolError(err); ok {
 		t.Errorf("unknown store error became a tool error: %v", err)
@@ -230,18 +230,18 @@ func TestResume_ErrorMapping(t *testing.T) {
 	ms.resume = nil
 	n := len(ms.resumes)
 	opsW := authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeWrite, authz.ScopeAdmin}}
-	_, err := f.resumeJob(ctx, opsW, awaitingJob(t, f, ms, "acme/eval/ana/o", authz.ApproverOwner), in, workflows.SurfaceTool)
+	_, err := f.resumeJob(ctx, opsW, awaitingJob(t, f, ms, "acme/eval/ana/o", authz.ApproverOwner), in, tokenAnswerer(ctx, workflows.SurfaceTool), "")
 	if te := wantCode(t, "an admin on an owner request", err, CodeForbidden); te != nil && !strings.Contains(te.Message, "owner") {
 		t.Errorf("wrong answerer: %q", te.Message)
 	}
 	anaAppr := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeWrite, authz.ScopeApprove}}
-	_, err = f.resumeJob(ctx, anaAppr, awaitingJob(t, f, ms, "acme/eval/ana/a", authz.ApproverApprover), in, workflows.SurfaceTool)
+	_, err = f.resumeJob(ctx, anaAppr, awaitingJob(t, f, ms, "acme/eval/ana/a", authz.ApproverApprover), in, tokenAnswerer(ctx, workflows.SurfaceTool), "")
 	if te := wantCode(t, "four eyes", err, CodeForbidden); te != nil && !strings.Contains(te.Message, "four eyes") {
 		t.Errorf("four eyes: %q", te.Message)
 	}
 	running := awaitingJob(t, f, ms, "acme/eval/ana/x", authz.ApproverOwner)
 	running.needsInput, running.saStatus = nil, workflows.StatusRunning
-	_, err = f.resumeJob(ctx, coreAna, running, in, workflows.SurfaceTool)
+	_, err = f.resumeJob(ctx, coreAna, running, in, tokenAnswerer(ctx, workflows.SurfaceTool), "")
 	wantCode(t, "not awaiting input", err, CodeInputNotExpected)
 	if len(ms.resumes) != n {
 		t.Fatalf("%d refused resumes reached the store", len(ms.resumes)-n)
@@ -249,7 +249,7 @@ func TestResume_ErrorMapping(t *testing.T) {
 
 	// Accepted: the update carries the run, a sealed request and a deduplicating ID.
 	j := awaitingJob(t, f, ms, "acme/eval/ana/ok", authz.ApproverApprover)
-	got, err := f.resumeJob(ctx, coreAppr, j, in, workflows.SurfaceTool)
+	got, err := f.resumeJob(ctx, coreAppr, j, in, tokenAnswerer(ctx, workflows.SurfaceTool), "")
 	if err != nil || got.status() != workflows.StatusRunning {
 		t.Fatalf("approver's resume: %+v, %v", got, err)
 	}
@@ -258,7 +258,7 @@ func TestResume_ErrorMapping(t *testing.T) {
 		t.Fatalf("resume request: %+v", r)
 	}
 	ms.jobs[j.id] = j // again, the same answer: the same update ID (Temporal deduplicates)
-	if _, err := f.resumeJob(ctx, coreAppr, j, in, workflows.SurfaceTool); err != nil || ms.resumes[len(ms.resumes)-1].updateID != r.updateID {
+	if _, err := f.resumeJob(ctx, coreAppr, j, in, tokenAnswerer(ctx, workflows.SurfaceTool), ""); err != nil || ms.resumes[len(ms.resumes)-1].updateID != r.updateID {
 		t.Fatalf("repeated resume: %v, update IDs %s / %s", err, r.updateID, ms.resumes[len(ms.resumes)-1].updateID)
 	}
 }

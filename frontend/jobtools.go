@@ -69,39 +69,47 @@ func (f *Frontend) cancel(ctx context.Context, p authz.Principal, in CancelIn, k
 // resume answers the job's open input request through the workflow's validated update and
 // returns the job as it is afterwards.
 func (f *Frontend) resume(ctx context.Context, p authz.Principal, in ResumeIn, kind string) (*job, error) {
-	switch {
-	case in.InputID == "":
-		return nil, invalidArg("input_id", "is required (needs_input.input_id)")
-	case in.ScopeDigest == "":
-		return nil, invalidArg("scope_digest", "is required (needs_input.scope_digest)")
-	case in.Decision != workflows.DecisionApprove && in.Decision != workflows.DecisionReject:
-		return nil, invalidArg("decision", "must be approve or reject")
-	case utf8.RuneCountInString(in.Comment) > commentMax:
-		return nil, invalidArg("comment", "at most %d characters", commentMax)
-	case len(in.InputID) > 128:
-		return nil, invalidArg("input_id", "at most 128 characters")
-	case len(in.ScopeDigest) > 128:
-		return nil, invalidArg("scope_digest", "at most 128 characters")
+	if err := checkAnswer(in.InputID, in.ScopeDigest, in.Decision, in.Comment); err != nil {
+		return nil, err
 	}
 	j, err := f.resolve(ctx, p, in.Handle, kind, authz.ActionResume)
 	if err != nil {
 		return nil, err
 	}
-	return f.resumeJob(ctx, p, j, in, workflows.SurfaceTool)
+	meaning := ""
+	if j.needsInput != nil {
+		meaning = j.needsInput.Prompt // what get_* showed as needs_input.prompt
+	}
+	return f.resumeJob(ctx, p, j, in, tokenAnswerer(ctx, callSurface(ctx)), meaning)
+}
+
+// checkAnswer validates an answer's fields, naming the one at fault.
+func checkAnswer(inputID, scopeDigest, decision, comment string) error {
+	in := ResumeIn{InputID: inputID, ScopeDigest: scopeDigest, Decision: decision, Comment: comment}
+	switch {
+	case in.InputID == "":
+		return invalidArg("input_id", "is required (needs_input.input_id)")
+	case in.ScopeDigest == "":
+		return invalidArg("scope_digest", "is required (needs_input.scope_digest)")
+	case in.Decision != workflows.DecisionApprove && in.Decision != workflows.DecisionReject:
+		return invalidArg("decision", "must be approve or reject")
+	case utf8.RuneCountInString(in.Comment) > commentMax:
+		return invalidArg("comment", "at most %d characters", commentMax)
+	case len(in.InputID) > 128:
+		return invalidArg("input_id", "at most 128 characters")
+	case len(in.ScopeDigest) > 128:
+		return invalidArg("scope_digest", "at most 128 characters")
+	}
+	return nil
 }
 
 // resumeJob delivers an answer to job j, which the caller has resolved: the jobgate.resume
 // update, whose validator re-checks principal, input_id and scope_digest before history.
-// resume_*, MRTR retries and Tasks updates all end here, and surface says which. The request is
+// resume_*, MRTR retries, Tasks updates and the pages (Decide) all end here, and who says
+// which surface and who answered beyond p; meaning is the text the surface showed. The request is
 // sealed with the resume keys for exactly this run, request, principal and answer: the
 // validator refuses anything unsealed, so no other Temporal client can answer for anyone.
-func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in ResumeIn, surface string) (*job, error) {
-	return f.resumeJobAs(ctx, p, j, in, surface, workflows.SignedInBearerJWT)
-}
-
-// resumeJobAs is resumeJob for a principal signed in with signedInWith (a bearer JWT for the
-// tools, an OIDC session for the pages), which the seal and the decision record carry.
-func (f *Frontend) resumeJobAs(ctx context.Context, p authz.Principal, j *job, in ResumeIn, surface, signedInWith string) (*job, error) {
+func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in ResumeIn, who answerer, meaning string) (*job, error) {
 	if authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Forbidden {
 		return nil, toolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.policyJob()))
 	}
@@ -114,7 +122,8 @@ func (f *Frontend) resumeJobAs(ctx context.Context, p authz.Principal, j *job, i
 	tctx, cancel := context.WithTimeout(ctx, ResumeTimeoutDefault)
 	defer cancel()
 	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,
-		Decision: in.Decision, Comment: in.Comment, Surface: surface, SignedInWith: signedInWith}
+		Decision: in.Decision, Comment: in.Comment, Surface: who.surface, SignedInWith: who.signedInWith,
+		Identity: who.id, Meaning: meaning}
 	req.Seal = SealResume(f.opts.ResumeKeys, j.id, j.runID, req, f.opts.Now().Add(ResumeSealTTL).Truncate(time.Second))
 	if req.Seal == "" {
 		// Only an oversized principal or a describe without a run ID gets here; the worker would

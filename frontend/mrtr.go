@@ -243,7 +243,8 @@ func (f *Frontend) answerFrom(ctx context.Context, p authz.Principal, j *job) (*
 	if !answered {
 		return j, "the elicitation was declined or dismissed: nothing changed, the job keeps waiting for input", nil
 	}
-	j2, err := f.resumeJob(ctx, p, j, ResumeIn{InputID: st.InputID, ScopeDigest: st.ScopeDigest, Decision: decision, Comment: comment}, workflows.SurfaceMRTR)
+	j2, err := f.resumeJob(ctx, p, j, ResumeIn{InputID: st.InputID, ScopeDigest: st.ScopeDigest, Decision: decision, Comment: comment},
+		tokenAnswerer(ctx, workflows.SurfaceMRTR), shownPrompt(j, st.InputID))
 	if err != nil {
 		return nil, "", err
 	}

@@ -22,7 +22,8 @@ func SealResume(keys *handle.Keyring, workflowID, runID string, req workflows.Re
 	return keys.SealResume(handle.Resume{WorkflowID: workflowID, RunID: runID, InputID: req.InputID,
 		ScopeDigest: req.ScopeDigest, Tenant: p.Tenant, Subject: p.Subject, Scopes: scopes, Decision: req.Decision,
 		CommentDigest: workflows.CommentDigest(req.Comment), Surface: req.Surface, SignedInWith: req.SignedInWith,
-		Expiry: expiry})
+		Issuer: req.Issuer, Name: req.Name, Email: req.Email, AuthTime: req.AuthTime, AMR: req.AMR, ACR: req.ACR,
+		MeaningDigest: workflows.MeaningDigest(req.Meaning), Expiry: expiry})
 }
 
 // ResumeVerifier opens resume seals made with keys (the resume keys) for the workflows'
@@ -53,5 +54,6 @@ func (v resumeVerifier) OpenResumeSeal(seal string, now time.Time) (workflows.Re
 	}
 	return workflows.ResumeSeal{WorkflowID: r.WorkflowID, RunID: r.RunID, InputID: r.InputID, ScopeDigest: r.ScopeDigest,
 		Principal: p, Decision: r.Decision, CommentDigest: r.CommentDigest, Surface: r.Surface,
-		SignedInWith: r.SignedInWith, Expiry: r.Expiry}, nil
+		SignedInWith: r.SignedInWith, Expiry: r.Expiry, MeaningDigest: r.MeaningDigest,
+		Identity: workflows.Identity{Issuer: r.Issuer, Name: r.Name, Email: r.Email, AuthTime: r.AuthTime, AMR: r.AMR, ACR: r.ACR}}, nil
 }

@@ -62,14 +62,19 @@ func TestResumeVerifier(t *testing.T) {
 	p := authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove, authz.ScopeRead}}
 	seal := SealResume(keys, "acme/export/q3", "r1", workflows.ResumeRequest{Principal: p, InputID: "approve-1",
 		ScopeDigest: "sha256:ab", Decision: workflows.DecisionApprove, Comment: "fine", Surface: workflows.SurfaceMRTR,
-		SignedInWith: workflows.SignedInBearerJWT}, now.Add(ResumeSealTTL))
+		SignedInWith: workflows.SignedInBearerJWT, Meaning: "Allow ann@acme to export id of customers",
+		Identity: workflows.Identity{Issuer: "https://idp", Name: "Stew", Email: "s@acme.example",
+			AuthTime: now.Add(-time.Minute), AMR: []string{"pwd"}, ACR: "1"}}, now.Add(ResumeSealTTL))
 	got, err := ResumeVerifier(keys).OpenResumeSeal(seal, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.WorkflowID != "acme/export/q3" || got.RunID != "r1" || got.Principal.Subject != "steward" ||
 		len(got.Principal.Scopes) != 2 || got.Principal.Scopes[1] != authz.ScopeRead ||
-		got.CommentDigest != workflows.CommentDigest("fine") || got.Surface != workflows.SurfaceMRTR {
+		got.CommentDigest != workflows.CommentDigest("fine") || got.Surface != workflows.SurfaceMRTR ||
+		got.MeaningDigest != workflows.MeaningDigest("Allow ann@acme to export id of customers") ||
+		workflows.IdentityMismatch(got.Identity, workflows.Identity{Issuer: "https://idp", Name: "Stew", Email: "s@acme.example",
+			AuthTime: now.Add(-time.Minute), AMR: []string{"pwd"}, ACR: "1"}) != "" {
 		t.Errorf("opened %+v", got)
 	}
 	if _, err := ResumeVerifier(keys).OpenResumeSeal(seal, now.Add(ResumeSealTTL)); err == nil {

@@ -92,7 +92,7 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 		return nil, f.taskFault(invalidArg("inputResponses", "content.comment: at most %d characters", commentMax), h)
 	}
 	_, err = f.resumeJob(ctx, p, j, ResumeIn{InputID: j.needsInput.InputID, ScopeDigest: j.needsInput.ScopeDigest,
-		Decision: decision, Comment: comment}, workflows.SurfaceTasks)
+		Decision: decision, Comment: comment}, tokenAnswerer(ctx, workflows.SurfaceTasks), shownPrompt(j, j.needsInput.InputID))
 	var te *ToolError
 	if errors.As(err, &te) && te.Code == CodeInputNotExpected {
 		return ok, nil // superseded meanwhile (answered, expired, cancelled): ignored

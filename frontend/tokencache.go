@@ -101,6 +101,6 @@ func tokenInfo(c authz.Claims) *auth.TokenInfo {
 		Scopes:     authz.ScopeStrings(c.Principal.Scopes),
 		Expiration: c.Expiry,
 		UserID:     c.Principal.Tenant + "/" + c.Principal.Subject,
-		Extra:      map[string]any{principalKey: c.Principal},
+		Extra:      map[string]any{principalKey: c.Principal, identityKey: identityOf(c)},
 	}
 }

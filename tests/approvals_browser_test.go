@@ -84,7 +84,7 @@ func TestBrowserApprovals(t *testing.T) {
 	has("the steward's inbox", "Approvals waiting for you", "ana", "renewal mailing for Q3", "customers", "email (sensitive)")
 	b.shoot("inbox")
 	b.step("open the request", chromedp.Click(chromedp.CSS(`a[href="`+frontend.ApprovalPagePath(v.JobID)+`"]`)), b.at(reqURL))
-	has("the request page", "What approving means", "Allow ana to export id, name and email (sensitive) of customers",
+	has("the request page", "What approving means", "Allow ana@acme to export id, name and email (sensitive) of customers",
 		"renewal mailing for Q3", w.NeedsInput.ScopeDigest, "Approve", "Reject")
 	b.shoot("request")
 	b.step("approve", chromedp.SendKeys(chromedp.CSS("#comment"), "ok for the Q3 mailing"),

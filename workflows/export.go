@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/workflows/jobstate"
 )
 
 // Defaults for ExportInput fields left zero.
@@ -100,6 +101,17 @@ type ExportInput struct {
 	Fairness Fairness `json:"fairness,omitzero"`
 }
 
+// changeMeaningPrompt is the workflow.GetVersion change ID of the export's prompt becoming its
+// meaning sentence (jobstate.ExportMeaning); part of history, never rename it.
+const changeMeaningPrompt = "export-meaning-prompt"
+
+// Meaning is what approving the export allows, in words (its prompt for new runs).
+func (in ExportInput) Meaning() jobstate.ExportMeaning {
+	return jobstate.ExportMeaning{Requester: in.Owner, Tenant: in.Tenant, Dataset: in.Args.Dataset,
+		Columns: in.Args.Columns, Sensitive: in.Approval.Sensitive, MaxRows: in.MaxRows, Format: in.Args.Format,
+		Purpose: in.Args.Purpose}
+}
+
 // Scope is the approval scope of the job for a dataset config digest.
 func (in ExportInput) Scope(configDigest string) ExportScope {
 	return ExportScope{Tenant: in.Tenant, Dataset: in.Args.Dataset, ConfigDigest: configDigest,
@@ -130,8 +142,10 @@ type exportRun struct {
 	// firstRun is the job's first run ID, scoping its artifacts and retention child; "" for a
 	// job started before run-scoped artifacts (legacy prefix and child ID).
 	firstRun string
-	rows     int // rows exported so far
-	total    int // rows planned; 0 until planned
+	// asked is the scope of the last approval asked for: what an accepted decision approved.
+	asked *ExportScope
+	rows  int // rows exported so far
+	total int // rows planned; 0 until planned
 }
 
 func (r *exportRun) progress(ctx workflow.Context, msg string) Progress {
@@ -255,11 +269,17 @@ func (r *exportRun) approvalFromCatalog(plan activities.PlanExportResult) bool {
 func (r *exportRun) askApproval(ctx workflow.Context, digest string, changes int) error {
 	in := r.in
 	scope := in.Scope(digest)
+	r.asked = &scope
 	name := "approve"
 	prompt := fmt.Sprintf("%s asks to export dataset %q (columns %s; sensitive: %s) as %s, purpose: %q. "+
 		"Approve only if this purpose justifies these columns. No row is read until this is answered.",
 		in.Owner, in.Args.Dataset, strings.Join(in.Args.Columns, ", "), strings.Join(in.Approval.Sensitive, ", "),
 		in.Args.Format, in.Args.Purpose)
+	// Runs from now on ask with the meaning sentence every surface shows (and the decision
+	// record keeps); recorded runs keep their prompt, so their memo upserts replay unchanged.
+	if workflow.GetVersion(ctx, changeMeaningPrompt, workflow.DefaultVersion, 1) >= 1 {
+		prompt = in.Meaning().Text()
+	}
 	if changes > 0 {
 		name = fmt.Sprintf("approve-%d", changes+1)
 		prompt = "The dataset's configuration changed since the last approval, so it is asked again. " + prompt
@@ -358,9 +378,16 @@ func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []activit
 	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "finalizing")})
 	expires := workflow.Now(ctx).Add(in.Retention.D()).UTC().Truncate(time.Second)
 	var m activities.Manifest
+	fin := activities.FinalizeExportInput{JobID: jobID, FirstRunID: r.firstRun, Format: in.Args.Format, Columns: in.Args.Columns,
+		Parts: parts, ExpiresAt: expires, Decision: r.decision}
+	if r.decision != nil && r.asked != nil && r.decision.ScopeDigest == Digest(*r.asked) {
+		// The manifest carries what was approved, so its digest can be recomputed from it. An
+		// activity's input is not compared on replay: no version gate is needed.
+		s := activities.ApprovedScope(*r.asked)
+		fin.Scope = &s
+	}
 	err := workflow.ExecuteActivity(r.activityOptions(ctx, "finalize: assemble artifact and manifest", time.Hour, time.Minute),
-		a.FinalizeExport, activities.FinalizeExportInput{JobID: jobID, FirstRunID: r.firstRun, Format: in.Args.Format, Columns: in.Args.Columns,
-			Parts: parts, ExpiresAt: expires, Decision: r.decision}).Get(ctx, &m)
+		a.FinalizeExport, fin).Get(ctx, &m)
 	if err != nil {
 		return ExportResult{}, r.activityFailure(ctx, jobID, err)
 	}

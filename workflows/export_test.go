@@ -400,7 +400,7 @@ func TestExport_Approval(t *testing.T) {
 		// The decision record: who, when (workflow time of acceptance), surface, sign-in, scope.
 		ni := h.openInput()
 		require.NotNil(t, res.Decision)
-		assert.Equal(t, &DecisionRecord{InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Decision: DecisionApprove,
+		assert.Equal(t, &DecisionRecord{WorkflowID: exportJobID, RunID: testRunID, InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Decision: DecisionApprove,
 			Tenant: "acme", By: "steward", Scopes: []string{string(authz.ScopeApprove)}, At: start.Add(30 * time.Minute).UTC(),
 			Surface: SurfaceTool, SignedInWith: SignedInBearerJWT, Prompt: ni.Prompt, Seal: res.Decision.Seal}, res.Decision)
 		assert.NotEmpty(t, res.Decision.Seal)
@@ -427,8 +427,9 @@ func TestExport_Approval(t *testing.T) {
 		assert.Equal(t, "churn analysis", n.Scope["purpose"])
 		assert.Equal(t, cfg1, n.Scope["config_digest"])
 		assert.Equal(t, []string{"email"}, n.Scope["sensitive_columns"])
-		assert.Contains(t, n.Prompt, `"customers"`)
-		assert.Contains(t, n.Prompt, "email")
+		// New runs ask with the meaning sentence (GetVersion export-meaning-prompt).
+		assert.Equal(t, in.Meaning().Text(), n.Prompt)
+		assert.Contains(t, n.Prompt, "Allow ann@acme to export id, **email** and plan of customers")
 		assert.Contains(t, n.Prompt, "churn analysis")
 		assert.True(t, start.Add(4*time.Hour).Equal(n.ExpiresAt), "expires_at %v, started %v", n.ExpiresAt, start)
 		v, ok := h.lastMemo(MemoNeedsInput)

@@ -250,6 +250,11 @@ func (r *jobRun) validateResume(ctx workflow.Context, req ResumeRequest) error {
 	if req.ScopeDigest != r.needs.ScopeDigest {
 		return reject(RejectInputNotExpected, "scope_digest does not match the scope awaiting approval")
 	}
+	if req.Meaning != "" && req.Meaning != r.needs.Prompt {
+		// The surface showed another text than the open request's: answering would approve
+		// words the approver never read. A validator is no command, so histories replay.
+		return reject(RejectInputNotExpected, "the request changed since it was shown (its meaning differs); read it again and answer the current one")
+	}
 	if req.Decision != DecisionApprove && req.Decision != DecisionReject {
 		return reject(RejectInvalidArgument, "decision must be approve or reject")
 	}
@@ -262,7 +267,7 @@ func (r *jobRun) resume(ctx workflow.Context, req ResumeRequest) (ResumeResult, 
 	if r.needs != nil { // set whenever the validator admitted the update
 		prompt = r.needs.Prompt
 	}
-	r.decision = decisionRecord(req, prompt, workflow.Now(ctx))
+	r.decision = decisionRecord(req, workflow.GetInfo(ctx), prompt, workflow.Now(ctx))
 	r.needs = nil // a second resume, even a concurrent one, is now input_not_expected
 	return ResumeResult{Decision: req.Decision, By: req.Principal.Subject}, nil
 }

@@ -34,6 +34,9 @@ type ResumeSeal struct {
 	CommentDigest string
 	Surface       string
 	SignedInWith  string
+	Identity      Identity
+	// MeaningDigest is TextDigest of the meaning shown ("" for none).
+	MeaningDigest string
 	Expiry        time.Time
 }
 
@@ -42,20 +45,30 @@ const (
 	SurfaceTool  = "tool"  // resume_* tool call
 	SurfaceMRTR  = "mrtr"  // an MRTR answer to a get_* elicitation
 	SurfaceTasks = "tasks" // tasks/update answering a task's input request
-	SurfacePage  = "page"  // the /approvals web page, by a person signed in with an OIDC session
+	SurfacePage  = "page"  // the /approvals web pages, by a signed-in person
+	// SurfaceCLI: `jobgate approvals` says so in the request (_meta); self-declared by a client
+	// holding a valid token, so it records what the client claimed, not a proof.
+	SurfaceCLI = "cli"
 )
 
 // SignedInBearerJWT is ResumeRequest.SignedInWith for a principal from a verified bearer JWT.
 const SignedInBearerJWT = "bearer-jwt"
 
-// SignedInOIDCSession is ResumeRequest.SignedInWith for a person signed in to jobgate's pages
-// (an OpenID Connect session cookie, frontend/pages).
-const SignedInOIDCSession = "oidc-session"
-
 // CommentDigest is the lowercase hex SHA-256 of a resume's comment, as sealed.
-func CommentDigest(comment string) string {
-	sum := sha256.Sum256([]byte(comment))
+func CommentDigest(comment string) string { return TextDigest(comment) }
+
+// TextDigest is the lowercase hex SHA-256 of s: how the seal binds a comment or a meaning.
+func TextDigest(s string) string {
+	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// MeaningDigest is the sealed digest of a meaning text: "" for none, else TextDigest.
+func MeaningDigest(meaning string) string {
+	if meaning == "" {
+		return ""
+	}
+	return TextDigest(meaning)
 }
 
 // Workflows are the job kinds' workflow functions together with the behaviour the worker
@@ -74,10 +87,13 @@ type Workflows struct {
 // to the export's result and manifest. The accepted ResumeRequest is in history as well.
 type DecisionRecord = activities.DecisionRecord
 
-func decisionRecord(req ResumeRequest, prompt string, at time.Time) *DecisionRecord {
+func decisionRecord(req ResumeRequest, info *workflow.Info, prompt string, at time.Time) *DecisionRecord {
 	d := &DecisionRecord{InputID: req.InputID, ScopeDigest: req.ScopeDigest, Decision: req.Decision,
 		Tenant: req.Principal.Tenant, By: req.Principal.Subject, At: at, Surface: req.Surface, SignedInWith: req.SignedInWith,
-		Prompt: prompt, Seal: req.Seal}
+		Identity: req.Identity, Comment: req.Comment, Prompt: prompt, Seal: req.Seal}
+	if req.Seal != "" { // records of answers from before seals carry neither (replays stay the same)
+		d.WorkflowID, d.RunID = info.WorkflowExecution.ID, info.WorkflowExecution.RunID
+	}
 	for _, s := range req.Principal.Scopes {
 		d.Scopes = append(d.Scopes, string(s))
 	}
@@ -122,10 +138,37 @@ func (r *jobRun) checkSeal(ctx workflow.Context, req ResumeRequest) error {
 		field = "comment"
 	case s.Surface != req.Surface || s.SignedInWith != req.SignedInWith:
 		field = "surface"
+	default:
+		field = IdentityMismatch(s.Identity, req.Identity)
+		if field == "" && s.MeaningDigest != MeaningDigest(req.Meaning) {
+			field = "meaning"
+		}
 	}
 	if field != "" {
 		log.Warn("resume refused: seal does not match the request", "workflow_id", info.WorkflowExecution.ID, "field", field)
 		return reject(RejectUnsealed, "the answer's seal does not match its "+field)
 	}
 	return nil
+}
+
+// IdentityMismatch names the first approver field where sealed and got differ ("" when they
+// agree): issuer, name, email, auth_time, amr or acr. auth_time compares to the second, as
+// sealed. Shared by the validator and `jobgate verify`'s record check.
+func IdentityMismatch(sealed, got Identity) string {
+	switch {
+	case sealed.Issuer != got.Issuer:
+		return "issuer"
+	case sealed.Name != got.Name:
+		return "name"
+	case sealed.Email != got.Email:
+		return "email"
+	case sealed.AuthTime.IsZero() != got.AuthTime.IsZero() ||
+		!sealed.AuthTime.IsZero() && sealed.AuthTime.Unix() != got.AuthTime.Unix():
+		return "auth_time"
+	case !slices.Equal(sealed.AMR, got.AMR):
+		return "amr"
+	case sealed.ACR != got.ACR:
+		return "acr"
+	}
+	return ""
 }

@@ -48,7 +48,7 @@ var farFuture = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
 func sealOf(id, runID string, req ResumeRequest, exp time.Time) string {
 	b, _ := json.Marshal(ResumeSeal{WorkflowID: id, RunID: runID, InputID: req.InputID, ScopeDigest: req.ScopeDigest,
 		Principal: req.Principal, Decision: req.Decision, CommentDigest: CommentDigest(req.Comment), Surface: req.Surface,
-		SignedInWith: req.SignedInWith, Expiry: exp})
+		SignedInWith: req.SignedInWith, Identity: req.Identity, MeaningDigest: MeaningDigest(req.Meaning), Expiry: exp})
 	return testSealPrefix + string(b)
 }
 
@@ -107,7 +107,19 @@ func TestResumeSeal_Refused(t *testing.T) {
 		"AlteredInputID": withSeal(none, func(_, _ *string, r *ResumeRequest, _ *time.Time) { r.InputID = "approve-000000000000" }),
 		"AlteredComment": withSeal(func(r *ResumeRequest) { r.Comment = "approved by the board" }, func(*string, *string, *ResumeRequest, *time.Time) {}),
 		"AlteredSurface": withSeal(func(r *ResumeRequest) { r.Surface = SurfaceTasks }, func(*string, *string, *ResumeRequest, *time.Time) {}),
+		"AlteredIssuer":  withSeal(func(r *ResumeRequest) { r.Issuer = "https://evil.example" }, func(*string, *string, *ResumeRequest, *time.Time) {}),
+		"AlteredName":    withSeal(func(r *ResumeRequest) { r.Name = "Someone Else" }, func(*string, *string, *ResumeRequest, *time.Time) {}),
+		"AlteredEmail":   withSeal(func(r *ResumeRequest) { r.Email = "boss@acme.example" }, func(*string, *string, *ResumeRequest, *time.Time) {}),
+		"AlteredAuthTime": withSeal(func(r *ResumeRequest) { r.AuthTime = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) },
+			func(*string, *string, *ResumeRequest, *time.Time) {}),
+		"AlteredAMR":     withSeal(func(r *ResumeRequest) { r.AMR = []string{"mfa"} }, func(*string, *string, *ResumeRequest, *time.Time) {}),
+		"AlteredACR":     withSeal(func(r *ResumeRequest) { r.ACR = "gold" }, func(*string, *string, *ResumeRequest, *time.Time) {}),
+		"AlteredMeaning": withSeal(func(r *ResumeRequest) { r.Meaning = "Allow nothing" }, func(*string, *string, *ResumeRequest, *time.Time) {}),
 	}
+	// The refusal names the field that differs from the seal.
+	wantField := map[string]string{"AlteredIssuer": "issuer", "AlteredName": "name", "AlteredEmail": "email",
+		"AlteredAuthTime": "auth_time", "AlteredAMR": "amr", "AlteredACR": "acr", "AlteredMeaning": "meaning",
+		"AlteredComment": "comment", "AlteredSurface": "surface", "AlteredDecision": "decision"}
 	for name, req := range cases {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
@@ -125,6 +137,9 @@ func TestResumeSeal_Refused(t *testing.T) {
 
 			assert.False(t, bad.accepted, "a resume without a matching seal was accepted")
 			requireAppErrType(t, bad.rejectErr, RejectUnsealed)
+			if f, ok := wantField[name]; ok {
+				assert.ErrorContains(t, bad.rejectErr, "does not match its "+f)
+			}
 			assert.Zero(t, bad.startedAtDecision, "episodes ran before the genuine answer")
 			assert.True(t, awaitingAtBad, "the job must still await input after the refused resume")
 			require.True(t, good.accepted, "the frontend's answer after a refused one: %v", good.rejectErr)

@@ -212,10 +212,20 @@ type ResumeRequest struct {
 	// principal signed in (SignedInBearerJWT); both are sealed and go to the decision record.
 	Surface      string `json:"surface,omitempty"`
 	SignedInWith string `json:"signed_in_with,omitempty"`
+	// Identity is what the token or session says of the approver beyond the principal (issuer,
+	// name, email, auth_time, amr, acr; each optional), sealed and recorded.
+	Identity
+	// Meaning is the text the approver was shown for the request (its prompt), sealed by
+	// digest and recorded; the validator refuses an answer shown another meaning than the open
+	// request's (a page left open while the request changed). "" when the surface showed none.
+	Meaning string `json:"meaning,omitempty"`
 	// Seal is the frontend's resume seal over all of the above, the workflow and run ID and an
 	// expiry (frontend/handle, jgr1); opaque here, opened by the injected ResumeVerifier.
 	Seal string `json:"seal,omitempty"`
 }
+
+// Identity is activities.Identity (the approver beyond the principal).
+type Identity = activities.Identity
 
 // ResumeResult is what an accepted resume returns.
 type ResumeResult struct {

@@ -9,6 +9,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/jobgate/jobgate/frontend/wire"
 )
 
@@ -183,7 +185,10 @@ func runApprovalsAnswer(args []string, decision string, stdout, stderr io.Writer
 		args2["comment"] = comment
 	}
 	var after wire.JobView
-	if _, err := cl.call(ctx, "resume_"+j.kind, args2, &after); err != nil {
+	// The decision record says the answer came from the CLI: declared in _meta, which the
+	// server takes as the client's word (any holder of a valid token could say it).
+	meta := mcp.Meta{wire.MetaSurface: wire.SurfaceCLI}
+	if _, err := cl.callMeta(ctx, "resume_"+j.kind, args2, meta, &after); err != nil {
 		return err
 	}
 	past := map[string]string{"approve": "approved", "reject": "rejected"}[decision]

@@ -186,9 +186,14 @@ func refusal(wrapped, cause error) error {
 // structuredContent as JSON (for --json). A tool error comes back as the *wire.ToolError
 // itself, so it prints as "code: message" and exits 1.
 func (cl *client) call(ctx context.Context, tool string, args map[string]any, out any) (json.RawMessage, error) {
+	return cl.callMeta(ctx, tool, args, nil, out)
+}
+
+// callMeta is call with the request's _meta (nil for none).
+func (cl *client) callMeta(ctx context.Context, tool string, args map[string]any, meta mcp.Meta, out any) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	res, err := cl.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	res, err := cl.cs.CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: tool, Arguments: args})
 	if err != nil {
 		return nil, refusal(fmt.Errorf("%s: %w%s", tool, err, authHint(err)), err)
 	}

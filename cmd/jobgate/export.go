@@ -33,6 +33,7 @@ func printExportResult(w io.Writer, j *job) bool {
 	if r.ApprovedBy != "" {
 		f.add("approved by", clean(r.ApprovedBy))
 	}
+	addDecision(&f, r.Decision)
 	f.add("kept until", timeText(r.ExpiresAt))
 	switch {
 	case r.DownloadURL != "":
@@ -42,4 +43,38 @@ func printExportResult(w io.Writer, j *job) bool {
 	}
 	f.write(w, "  ")
 	return true
+}
+
+// addDecision adds the decision record's lines (get_*'s decision), if any.
+func addDecision(f *fields, d *wire.Decision) {
+	if d == nil {
+		return
+	}
+	who := clean(d.By)
+	if d.Name != "" || d.Email != "" {
+		who += " (" + strings.TrimSpace(clean(d.Name)+" <"+clean(d.Email)+">") + ")"
+	}
+	if d.Issuer != "" {
+		who += " of " + clean(d.Issuer)
+	}
+	f.add("decision", clean(d.Decision)+" by "+who+" at "+timeText(d.At))
+	how := "via " + clean(d.Surface) + ", signed in with " + clean(d.SignedInWith)
+	if !d.AuthTime.IsZero() {
+		how += ", authenticated " + timeText(d.AuthTime)
+	}
+	if len(d.AMR) > 0 {
+		how += " (" + clean(strings.Join(d.AMR, "+")) + ")"
+	}
+	f.add("decided", how)
+	if d.Meaning != "" {
+		f.add("meaning shown", clean(d.Meaning))
+	}
+	if d.Comment != "" {
+		f.add("comment", clean(d.Comment))
+	}
+	sealed := "no seal"
+	if d.Sealed {
+		sealed = "sealed; check it in manifest.json with jobgate verify"
+	}
+	f.add("record", "scope "+clean(d.ScopeDigest)+", "+sealed)
 }

@@ -43,6 +43,10 @@ Clients (MCP clients of --url, env JOBGATE_URL, with --token, env JOBGATE_TOKEN,
   jobgate approvals approve <handle>        approve the job's open request [--comment text]
   jobgate approvals reject <handle>         reject it [--comment text]
 
+Audit (offline, no server):
+  jobgate verify <manifest.json> [--resume-keys-file F] [--artifact P]
+                                            check an export's decision record seal and artifact digests
+
 Every server flag has an environment variable: --temporal-address is JOBGATE_TEMPORAL_ADDRESS.
 Run 'jobgate <command> -h' for a command's flags. Exit status: 0 ok, 1 refused by the server
 (a tool error such as forbidden or not_found) or the job failed, 2 usage or connection error.
@@ -80,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runJobs(args, stdout, stderr)
 	case "approvals":
 		return runApprovals(args, stdout, stderr)
+	case "verify":
+		return runVerify(args, stdout, stderr)
 	case "login":
 		return runLogin(args, stdout, stderr)
 	case "logout":

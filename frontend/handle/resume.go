@@ -8,9 +8,10 @@ import (
 
 const (
 	// MaxResumeLen is the longest string OpenResume looks at; SealResume never produces one.
-	// It leaves room for a principal with a few dozen scopes and workflow IDs of a few hundred
-	// bytes.
-	MaxResumeLen = 4096
+	// It leaves room for a principal with a few dozen scopes, workflow IDs of a few hundred
+	// bytes and an approver at authz's Person limits (name, email, acr of 256 bytes, 8 amr
+	// values of 32, each JSON-escaped up to six times over).
+	MaxResumeLen = 16384
 
 	// ResumePrefix starts every resume seal; the digit is the format version.
 	ResumePrefix = "jgr1"
@@ -19,6 +20,8 @@ const (
 
 	// maxResumeScopes bounds the scopes a sealed principal may carry.
 	maxResumeScopes = 64
+	// maxResumeAMR bounds the authentication methods a sealed approver may carry.
+	maxResumeAMR = 16
 )
 
 var resumeFormat = format{ResumePrefix, resumeLabel, MaxResumeLen}
@@ -49,7 +52,20 @@ type Resume struct {
 	// SignedInWith how the principal authenticated ("bearer-jwt"); both go to the decision record.
 	Surface      string
 	SignedInWith string
-	Expiry       time.Time // second precision: sealing truncates to the second
+	// Who the approver is beyond the principal, when the token or session says (all optional,
+	// "" or zero when unknown): the token's issuer, the person's name and email, when they last
+	// authenticated at the identity provider (auth_time, second precision) and how (amr, acr).
+	// They go to the decision record, so the seal binds them too.
+	Issuer   string
+	Name     string
+	Email    string
+	AuthTime time.Time // zero: unknown
+	AMR      []string
+	ACR      string
+	// MeaningDigest is the hex SHA-256 of the meaning text the approver was shown (the input
+	// request's prompt); "" for none. The record carries the text, the seal binds its digest.
+	MeaningDigest string
+	Expiry        time.Time // second precision: sealing truncates to the second
 }
 
 type resumeWire struct {
@@ -66,6 +82,14 @@ type resumeWire struct {
 	U string   `json:"u"` // surface
 	A string   `json:"a"` // how the principal signed in
 	E int64    `json:"e"` // expiry, Unix seconds
+	// Optional approver details (omitted when unknown, so seals made before them still open).
+	Iss string   `json:"iss,omitempty"`
+	N   string   `json:"n,omitempty"`   // name
+	M   string   `json:"m,omitempty"`   // email
+	AT  int64    `json:"at,omitempty"`  // auth_time, Unix seconds
+	AMR []string `json:"amr,omitempty"` // authentication methods
+	ACR string   `json:"acr,omitempty"` // authentication context class
+	MD  string   `json:"md,omitempty"`  // meaning digest
 }
 
 func (r Resume) wire() resumeWire {
@@ -73,8 +97,13 @@ func (r Resume) wire() resumeWire {
 	if p == nil {
 		p = []string{} // canonical: the wire always has a list
 	}
+	var at int64
+	if !r.AuthTime.IsZero() {
+		at = r.AuthTime.Unix()
+	}
 	return resumeWire{V: payloadVersion, W: r.WorkflowID, R: r.RunID, I: r.InputID, D: r.ScopeDigest, T: r.Tenant,
-		S: r.Subject, P: p, X: r.Decision, C: r.CommentDigest, U: r.Surface, A: r.SignedInWith, E: r.Expiry.Unix()}
+		S: r.Subject, P: p, X: r.Decision, C: r.CommentDigest, U: r.Surface, A: r.SignedInWith, E: r.Expiry.Unix(),
+		Iss: r.Issuer, N: r.Name, M: r.Email, AT: at, AMR: r.AMR, ACR: r.ACR, MD: r.MeaningDigest}
 }
 
 func (w resumeWire) header() (int, int64) { return w.V, w.E }
@@ -82,8 +111,14 @@ func (w resumeWire) header() (int, int64) { return w.V, w.E }
 // token refuses a payload without a scope list: wire always writes one (canonical), so a null
 // or missing "p" was not sealed by SealResume.
 func (w resumeWire) token() (Resume, bool) {
-	return Resume{WorkflowID: w.W, RunID: w.R, InputID: w.I, ScopeDigest: w.D, Tenant: w.T, Subject: w.S, Scopes: w.P,
-		Decision: w.X, CommentDigest: w.C, Surface: w.U, SignedInWith: w.A, Expiry: expiryFromUnix(w.E)}, w.P != nil
+	r := Resume{WorkflowID: w.W, RunID: w.R, InputID: w.I, ScopeDigest: w.D, Tenant: w.T, Subject: w.S, Scopes: w.P,
+		Decision: w.X, CommentDigest: w.C, Surface: w.U, SignedInWith: w.A, Expiry: expiryFromUnix(w.E),
+		Issuer: w.Iss, Name: w.N, Email: w.M, AMR: w.AMR, ACR: w.ACR, MeaningDigest: w.MD}
+	if w.AT != 0 {
+		r.AuthTime = time.Unix(w.AT, 0).UTC()
+	}
+	// An empty amr list is not canonical (wire omits it), so it was not sealed by SealResume.
+	return r, w.P != nil && (w.AMR == nil || len(w.AMR) > 0)
 }
 
 func (r Resume) validateFields() error {
@@ -96,6 +131,25 @@ func (r Resume) validateFields() error {
 	}
 	if !validDigest(r.CommentDigest) {
 		return errors.New("handle: resume seal comment digest is not 64 lowercase hex digits (SHA-256)")
+	}
+	for _, f := range []struct{ name, v string }{{"issuer", r.Issuer}, {"name", r.Name}, {"email", r.Email}, {"acr", r.ACR}} {
+		if f.v != "" && !validString(f.v) { // optional: "" is unknown
+			return fmt.Errorf("handle: resume seal %s is not UTF-8", f.name)
+		}
+	}
+	if r.MeaningDigest != "" && !validDigest(r.MeaningDigest) {
+		return errors.New("handle: resume seal meaning digest is not 64 lowercase hex digits (SHA-256)")
+	}
+	if !r.AuthTime.IsZero() && !validExpiry(r.AuthTime) {
+		return errors.New("handle: resume seal auth_time is out of range")
+	}
+	if len(r.AMR) > maxResumeAMR {
+		return fmt.Errorf("handle: resume seal has %d amr values, limit %d", len(r.AMR), maxResumeAMR)
+	}
+	for _, a := range r.AMR {
+		if !validString(a) {
+			return errors.New("handle: resume seal amr value is empty or not UTF-8")
+		}
 	}
 	if len(r.Scopes) > maxResumeScopes {
 		return fmt.Errorf("handle: resume seal has %d scopes, limit %d", len(r.Scopes), maxResumeScopes)

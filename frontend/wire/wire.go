@@ -113,6 +113,7 @@ type ExportResultView struct {
 	FileName             string     `json:"file_name" jsonschema:"suggested file name"`
 	Parts                int        `json:"parts" jsonschema:"how many parallel parts the file was assembled from"`
 	ApprovedBy           string     `json:"approved_by,omitempty" jsonschema:"who approved the scope, when a sensitive column needed approval"`
+	Decision             *Decision  `json:"decision,omitempty" jsonschema:"the record of the approval the export ran under (who, when, how signed in, through which surface, what they were shown); its seal is in the artifact's manifest.json (jobgate verify)"`
 	ExpiresAt            time.Time  `json:"expires_at" jsonschema:"when the artifact is deleted (retention)"`
 	Expired              bool       `json:"expired,omitempty" jsonschema:"true once the artifact is past retention: it can no longer be downloaded"`
 	DownloadURL          string     `json:"download_url,omitempty" jsonschema:"GET it with your own bearer token (Authorization header) before download_url_expires_at; call get_export again for a fresh link"`
@@ -196,4 +197,65 @@ func contentText(res *mcp.CallToolResult) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// ---------------------------------------------------------------- decisions
+
+// MetaSurface is the _meta key of a resume_* tools/call by which a client declares the surface
+// it answers from; only SurfaceCLI is taken (anything else records "tool"). It is the word of a
+// client holding a valid token, recorded as such, not a proof.
+const (
+	MetaSurface = "io.jobgate/surface"
+	SurfaceCLI  = "cli"
+)
+
+// Approver is who answers a job's input request beyond the principal, as the surface that
+// carried the answer knows them (frontend.Decide): the identity provider that vouched, the
+// person's name and email, when and how they last authenticated, which surface and sign-in.
+// Every field but Surface is optional ("" or zero when unknown); all go, sealed, to the
+// decision record.
+type Approver struct {
+	Issuer   string
+	Name     string
+	Email    string
+	AuthTime time.Time // auth_time, second precision; zero when unknown
+	AMR      []string
+	ACR      string
+	// Surface is where the decision was made ("page" for the /approvals pages).
+	Surface string
+	// SignedInWith is how the principal signed in ("oidc-session" for a browser session,
+	// "bearer-jwt" for a token).
+	SignedInWith string
+}
+
+// Answer is a decision on a job's open input request, bound to it by InputID and ScopeDigest
+// (as needs_input shows them) and, when Meaning is set, to the exact text the approver was
+// shown: a request that changed meanwhile is refused (input_not_expected), never answered
+// unseen.
+type Answer struct {
+	InputID     string
+	ScopeDigest string
+	Decision    string // approve or reject
+	Comment     string
+	Meaning     string // the meaning text shown (needs_input.prompt); "" when none was
+}
+
+// Decision is a job's accepted answer as get_* shows it (the decision record, without its
+// seal: `jobgate verify` checks the seal in the export's manifest.json).
+type Decision struct {
+	Decision     string    `json:"decision" jsonschema:"approve or reject"`
+	By           string    `json:"by" jsonschema:"subject of the principal that answered"`
+	Issuer       string    `json:"issuer,omitempty" jsonschema:"identity provider that vouched for the answerer"`
+	Name         string    `json:"name,omitempty" jsonschema:"the answerer's name, when their token or session had it"`
+	Email        string    `json:"email,omitempty" jsonschema:"the answerer's email, when their token or session had it"`
+	At           time.Time `json:"at" jsonschema:"when the answer was accepted"`
+	AuthTime     time.Time `json:"auth_time,omitzero" jsonschema:"when the answerer last authenticated, when known"`
+	AMR          []string  `json:"amr,omitempty" jsonschema:"how the answerer authenticated (amr), when known"`
+	ACR          string    `json:"acr,omitempty" jsonschema:"authentication context class (acr), when known"`
+	Surface      string    `json:"surface,omitempty" jsonschema:"where the answer was given: tool, mrtr, tasks, page or cli (cli is declared by the client)"`
+	SignedInWith string    `json:"signed_in_with,omitempty" jsonschema:"how the answerer signed in: bearer-jwt or oidc-session"`
+	Meaning      string    `json:"meaning,omitempty" jsonschema:"the text the answerer was shown"`
+	ScopeDigest  string    `json:"scope_digest" jsonschema:"digest of exactly what was answered"`
+	Comment      string    `json:"comment,omitempty" jsonschema:"the answerer's comment"`
+	Sealed       bool      `json:"sealed" jsonschema:"true when the record carries the frontend's seal (verify it in manifest.json with jobgate verify)"`
 }

@@ -1,0 +1,388 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jobgate/jobgate/frontend/handle"
+)
+
+const verifySummary = `Checks an export's manifest.json as an auditor holding only the artifact and its manifest:
+  - the decision record's seal: it opens with the resume keys (an HMAC, so the auditor needs
+    those keys: the operators hold them, as frontends and workers do; an expired seal is fine,
+    seals expire minutes after the decision), and every field it binds matches the record
+    (job, run, input_id, scope_digest, tenant, subject, scopes, decision, comment, surface,
+    sign-in, issuer, name, email, auth_time, amr, acr, meaning), and the decision was accepted
+    before the seal expired;
+  - the record names the job whose artifact the manifest describes, and the approved scope the
+    manifest carries (dataset, columns, format, purpose, config digest) has the sealed
+    scope_digest and the artifact's columns and format;
+  - the artifact's size and SHA-256, and each part's, when the artifact file is next to the
+    manifest (its object name or file_name) or given with --artifact.
+One line per check; exit 0 when all pass, 1 when any fails, 2 for usage errors.
+The seal binds the decision to the job and scope, not to the manifest's other bytes: a
+manifest without a decision record is reported, and the artifact digests are only as good as
+the manifest they come from.`
+
+// The manifest as the worker writes it (activities.Manifest; a test keeps them in step): only
+// what verify reads, so the client links no worker code.
+type verifyManifest struct {
+	Object   string `json:"object"`
+	FileName string `json:"file_name"`
+	Bytes    int64  `json:"bytes"`
+	SHA256   string `json:"sha256"`
+	Parts    []struct {
+		Part   int    `json:"part"`
+		Bytes  int64  `json:"bytes"`
+		SHA256 string `json:"sha256"`
+	} `json:"parts"`
+	Format   string          `json:"format"`
+	Columns  []string        `json:"columns"`
+	RunID    string          `json:"run_id"`
+	Decision *verifyDecision `json:"decision"`
+	// Scope is what the decision approved (activities.ApprovedScope), kept as the JSON object
+	// it is, so its digest is recomputed over exactly the fields the worker wrote.
+	Scope *verifyScope `json:"scope"`
+}
+
+// verifyScope is activities.ApprovedScope, in its field order (the digest is over its JSON).
+type verifyScope struct {
+	Tenant       string   `json:"tenant"`
+	Dataset      string   `json:"dataset"`
+	ConfigDigest string   `json:"config_digest"`
+	Columns      []string `json:"columns"`
+	Format       string   `json:"format"`
+	Purpose      string   `json:"purpose"`
+}
+
+// verifyDecision is activities.DecisionRecord as JSON.
+type verifyDecision struct {
+	WorkflowID   string    `json:"workflow_id"`
+	RunID        string    `json:"run_id"`
+	InputID      string    `json:"input_id"`
+	ScopeDigest  string    `json:"scope_digest"`
+	Decision     string    `json:"decision"`
+	Tenant       string    `json:"tenant"`
+	By           string    `json:"by"`
+	Scopes       []string  `json:"scopes"`
+	At           time.Time `json:"at"`
+	Surface      string    `json:"surface"`
+	SignedInWith string    `json:"signed_in_with"`
+	Issuer       string    `json:"issuer"`
+	Name         string    `json:"name"`
+	Email        string    `json:"email"`
+	AuthTime     time.Time `json:"auth_time"`
+	AMR          []string  `json:"amr"`
+	ACR          string    `json:"acr"`
+	Comment      string    `json:"comment"`
+	Prompt       string    `json:"prompt"`
+	Seal         string    `json:"seal"`
+}
+
+// maxManifestBytes bounds the manifest read: real ones are a few KB plus the parts.
+const maxManifestBytes = 16 << 20
+
+// verifyReport prints the checks' lines and remembers whether any failed.
+type verifyReport struct {
+	w      io.Writer
+	failed bool
+}
+
+func (r *verifyReport) ok(format string, args ...any) {
+	fmt.Fprintf(r.w, "ok   "+format+"\n", args...)
+}
+
+func (r *verifyReport) fail(format string, args ...any) {
+	r.failed = true
+	fmt.Fprintf(r.w, "FAIL "+format+"\n", args...)
+}
+
+// runVerify implements "jobgate verify <manifest.json> [--resume-keys-file F] [--artifact P]".
+func runVerify(args []string, stdout, stderr io.Writer) error {
+	var keysFile, artifact string
+	fs := newFlagSet("verify <manifest.json>", verifySummary, stderr)
+	fs.StringVar(&keysFile, "resume-keys-file", os.Getenv("JOBGATE_RESUME_KEYS_FILE"),
+		"file holding the deployment's resume keys \"kid:hex,...\" (env JOBGATE_RESUME_KEYS_FILE; no default: without keys the seal check fails)")
+	fs.StringVar(&artifact, "artifact", "", "the artifact file, or a directory holding it (default: the manifest's directory)")
+	pos, err := parseInterspersed(fs, args) // "verify m.json --artifact x" as the usage shows it
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return errors.New("verify: want exactly one manifest.json")
+	}
+	var keys *handle.Keyring
+	if keysFile != "" {
+		b, err := os.ReadFile(keysFile)
+		if err != nil {
+			return fmt.Errorf("verify: --resume-keys-file: %w", err)
+		}
+		if keys, err = handle.ParseKeyring(strings.TrimSpace(string(b))); err != nil {
+			return fmt.Errorf("verify: --resume-keys-file %s: %w", keysFile, err)
+		}
+	}
+	rep := &verifyReport{w: stdout}
+	verifyManifestFile(rep, pos[0], keys, artifact)
+	if rep.failed {
+		return &exitError{code: 1, err: errors.New("verify: a check failed")}
+	}
+	return nil
+}
+
+func verifyManifestFile(rep *verifyReport, manifestPath string, keys *handle.Keyring, artifact string) {
+	f, err := os.Open(manifestPath)
+	if err != nil {
+		rep.fail("manifest: %v", err)
+		return
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxManifestBytes+1))
+	_ = f.Close()
+	if err == nil && len(b) > maxManifestBytes {
+		err = fmt.Errorf("larger than %d bytes", maxManifestBytes)
+	}
+	var m verifyManifest
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		err = dec.Decode(&m)
+		if err == nil && dec.More() {
+			err = errors.New("trailing data after the JSON object")
+		}
+	}
+	if err != nil {
+		rep.fail("manifest: %s is not a jobgate export manifest: %v", manifestPath, err)
+		return
+	}
+	rep.ok("manifest: %s parsed (%d bytes, %d parts)", manifestPath, m.Bytes, len(m.Parts))
+	verifyDecisionRecord(rep, &m, keys)
+	verifyArtifact(rep, &m, manifestPath, artifact)
+}
+
+// verifyDecisionRecord checks the record against its seal and the manifest's job.
+func verifyDecisionRecord(rep *verifyReport, m *verifyManifest, keys *handle.Keyring) {
+	d := m.Decision
+	if d == nil {
+		rep.ok("decision: none recorded (the export needed no approval, or the manifest was written before records)")
+		return
+	}
+	switch {
+	case d.Seal == "":
+		rep.fail("decision seal: the record carries no seal")
+		return
+	case keys == nil:
+		rep.fail("decision seal: no resume keys (--resume-keys-file): the seal is an HMAC, only a holder of the deployment's resume keys can check it")
+		return
+	}
+	// Seals expire minutes after the decision, so an expired one is expected here: the
+	// signature is what counts, and the decision's time is checked against the expiry below.
+	s, err := keys.OpenResume(d.Seal, time.Now())
+	if err != nil && !errors.Is(err, handle.ErrExpired) {
+		rep.fail("decision seal: does not open with these resume keys (forged, altered, or other keys)")
+		return
+	}
+	if field := sealMismatch(s, d); field != "" {
+		rep.fail("decision seal: the record's %s does not match the seal", field)
+		return
+	}
+	if d.At.After(s.Expiry) {
+		rep.fail("decision seal: the decision is recorded at %s, after the seal expired (%s)", d.At.UTC().Format(time.RFC3339), s.Expiry.Format(time.RFC3339))
+		return
+	}
+	who := clean(d.By) + "@" + clean(d.Tenant)
+	if d.Email != "" {
+		who += " <" + clean(d.Email) + ">"
+	}
+	rep.ok("decision seal: %s by %s via %s at %s, scope %s (key %s)", clean(d.Decision), who, clean(d.Surface),
+		d.At.UTC().Format(time.RFC3339), clean(d.ScopeDigest), sealKID(d.Seal))
+	// The seal names the job; the manifest's object key does too (ExportPrefix: run-scoped
+	// "exports/runs/<first run>/<job>/", or the legacy "exports/<job>/").
+	prefix := "exports/" + url.PathEscape(d.WorkflowID) + "/"
+	if m.RunID != "" {
+		prefix = "exports/runs/" + url.PathEscape(m.RunID) + "/" + url.PathEscape(d.WorkflowID) + "/"
+	}
+	if d.WorkflowID == "" || !strings.HasPrefix(m.Object, prefix) {
+		rep.fail("decision job: the record is for job %s, the manifest's artifact is %s", clean(d.WorkflowID), clean(m.Object))
+		return
+	}
+	rep.ok("decision job: the record and the artifact are of job %s", clean(d.WorkflowID))
+	verifyScopeOf(rep, m)
+}
+
+// verifyScopeOf checks the approved scope the manifest carries (manifests written since it
+// existed): its digest is the sealed scope_digest, and the artifact's columns and format are
+// the approved ones.
+func verifyScopeOf(rep *verifyReport, m *verifyManifest) {
+	sc := m.Scope
+	if sc == nil {
+		rep.ok("decision scope: the manifest does not carry the approved scope (written before it did); only its digest is sealed")
+		return
+	}
+	b, err := json.Marshal(sc)
+	if err != nil {
+		rep.fail("decision scope: %v", err)
+		return
+	}
+	sum := sha256.Sum256(b)
+	switch {
+	case "sha256:"+hex.EncodeToString(sum[:]) != m.Decision.ScopeDigest:
+		rep.fail("decision scope: the manifest's scope does not have the sealed scope_digest")
+	case sc.Tenant != m.Decision.Tenant:
+		rep.fail("decision scope: the scope's tenant is not the record's")
+	case !slices.Equal(sc.Columns, m.Columns) || sc.Format != m.Format:
+		rep.fail("decision scope: the artifact's columns or format are not the approved ones")
+	default:
+		rep.ok("decision scope: approved export of %s of %s as %s for '%s' is the artifact's (digest matches)",
+			clean(strings.Join(sc.Columns, ", ")), clean(sc.Dataset), clean(sc.Format), clean(sc.Purpose))
+	}
+}
+
+// sealMismatch names the first field where the record differs from its seal ("" if none).
+func sealMismatch(s handle.Resume, d *verifyDecision) string {
+	authTime := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.Unix()
+	}
+	meaning := ""
+	if d.Prompt != "" {
+		meaning = hexSHA256(d.Prompt)
+	}
+	scopes := d.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"workflow_id", s.WorkflowID == d.WorkflowID}, {"run_id", s.RunID == d.RunID}, {"input_id", s.InputID == d.InputID},
+		{"scope_digest", s.ScopeDigest == d.ScopeDigest}, {"tenant", s.Tenant == d.Tenant}, {"by", s.Subject == d.By},
+		{"scopes", slices.Equal(s.Scopes, scopes)}, {"decision", s.Decision == d.Decision},
+		{"comment", s.CommentDigest == hexSHA256(d.Comment)}, {"surface", s.Surface == d.Surface},
+		{"signed_in_with", s.SignedInWith == d.SignedInWith}, {"issuer", s.Issuer == d.Issuer}, {"name", s.Name == d.Name},
+		{"email", s.Email == d.Email}, {"auth_time", authTime(s.AuthTime) == authTime(d.AuthTime)},
+		{"amr", slices.Equal(s.AMR, d.AMR)}, {"acr", s.ACR == d.ACR}, {"prompt (meaning)", s.MeaningDigest == meaning},
+	} {
+		if !c.ok {
+			return c.name
+		}
+	}
+	return ""
+}
+
+func hexSHA256(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// sealKID is the key ID of a seal "jgr1.<kid>.<payload>.<mac>", for the report.
+func sealKID(seal string) string {
+	parts := strings.Split(seal, ".")
+	if len(parts) < 2 {
+		return "?"
+	}
+	return clean(parts[1])
+}
+
+// verifyArtifact checks the artifact's size and digests against the manifest when the file
+// can be found: --artifact (a file, or a directory to look in), else the manifest's directory,
+// under the object's base name or the manifest's file_name.
+func verifyArtifact(rep *verifyReport, m *verifyManifest, manifestPath, artifact string) {
+	dir := filepath.Dir(manifestPath)
+	if artifact != "" {
+		if st, err := os.Stat(artifact); err == nil && !st.IsDir() {
+			checkArtifactFile(rep, m, artifact)
+			return
+		}
+		dir = artifact
+	}
+	var names []string
+	for _, n := range []string{path.Base(m.Object), m.FileName} {
+		// Names from the manifest: a base name only, never a path out of the directory.
+		if n != "" && n != "." && n != "/" && n == filepath.Base(n) && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			checkArtifactFile(rep, m, p)
+			return
+		}
+	}
+	if artifact != "" {
+		rep.fail("artifact: not found in %s (looked for %s)", artifact, strings.Join(names, ", "))
+		return
+	}
+	rep.ok("artifact: not next to the manifest (looked for %s); digests not checked (use --artifact)", strings.Join(names, ", "))
+}
+
+func checkArtifactFile(rep *verifyReport, m *verifyManifest, p string) {
+	f, err := os.Open(p)
+	if err != nil {
+		rep.fail("artifact: %v", err)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		rep.fail("artifact: %v", err)
+		return
+	}
+	if st.Size() != m.Bytes {
+		rep.fail("artifact: %s holds %d bytes, the manifest says %d", p, st.Size(), m.Bytes)
+		return
+	}
+	// The parts are the artifact's last bytes, in order, after a lead (the CSV header's gzip
+	// member, or an empty member for an export with no rows).
+	var partsBytes int64
+	for _, pt := range m.Parts {
+		if pt.Bytes < 0 {
+			rep.fail("artifact: part %d has a negative size in the manifest", pt.Part)
+			return
+		}
+		partsBytes += pt.Bytes
+	}
+	lead := m.Bytes - partsBytes
+	if lead < 0 {
+		rep.fail("artifact: the manifest's parts hold %d bytes, more than the artifact's %d", partsBytes, m.Bytes)
+		return
+	}
+	whole := sha256.New()
+	if _, err := io.CopyN(whole, f, lead); err != nil {
+		rep.fail("artifact: %v", err)
+		return
+	}
+	bad := []string{}
+	for _, pt := range m.Parts {
+		h := sha256.New()
+		if _, err := io.CopyN(io.MultiWriter(whole, h), f, pt.Bytes); err != nil {
+			rep.fail("artifact: %v", err)
+			return
+		}
+		if hex.EncodeToString(h.Sum(nil)) != pt.SHA256 {
+			bad = append(bad, fmt.Sprint(pt.Part))
+		}
+	}
+	switch { // the parts first: they say where a change is
+	case len(bad) > 0:
+		rep.fail("artifact: part(s) %s of %s do not have the manifest's SHA-256", strings.Join(bad, ", "), p)
+	case hex.EncodeToString(whole.Sum(nil)) != m.SHA256:
+		rep.fail("artifact: %s does not have the manifest's SHA-256", p)
+	default:
+		rep.ok("artifact: %s matches the manifest (%d bytes, SHA-256 %s, %d parts)", p, m.Bytes, m.SHA256, len(m.Parts))
+	}
+}
