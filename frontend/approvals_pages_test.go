@@ -298,12 +298,21 @@ func TestApprovalsPages_MyJobs(t *testing.T) {
 	j := &job{id: id, runID: "run-done", tenant: "acme", owner: "ana", kind: workflows.KindExport, exec: runCompleted,
 		createdAt: coreNow.Add(-time.Hour), progress: workflows.Progress{Done: 3, Total: 3, Unit: "rows"}}
 	e.ms.jobs[id] = j
-	e.ms.results["run-done"] = workflows.ExportResult{ApprovedBy: "steward", Manifest: activities.Manifest{Rows: 3, Format: "csv",
+	rec := &workflows.DecisionRecord{Decision: "approve", By: "steward", Tenant: "acme", At: coreNow.Add(-30 * time.Minute),
+		Surface: workflows.SurfacePage, SignedInWith: SignedInOIDCSession, ScopeDigest: "sha256:d1", Seal: "jgr1.x",
+		Identity: workflows.Identity{Issuer: "https://idp.example", Name: "Stew Ard", Email: "steward@acme.example",
+			AuthTime: coreNow.Add(-31 * time.Minute), AMR: []string{"pwd", "otp"}},
+		Prompt: "Allow ana@acme to export id and **email** of customers, csv, for 'q3'", Comment: "ok for Q3"}
+	e.ms.results["run-done"] = workflows.ExportResult{ApprovedBy: "steward", Decision: rec, Manifest: activities.Manifest{Rows: 3, Format: "csv",
 		Columns: []string{"id", "email"}, FileName: "q3.csv.gz", SHA256: strings.Repeat("ab", 32), ExpiresAt: coreNow.Add(time.Hour)}}
 	e.ms.pages = []memPage{{jobs: []*job{j}}}
 	ana := e.session("ana", "acme", time.Hour, owner...)
 	mustContain(t, e.do("GET", PathJobs, ana, nil), 200, `href="/jobs/acme%2Fexport%2Fana%2Fdone"`, "succeeded", "3 of 3 rows")
-	mustContain(t, e.do("GET", JobPagePath(id), ana, nil), 200, "succeeded", "q3.csv.gz", "steward", strings.Repeat("ab", 32))
+	mustContain(t, e.do("GET", JobPagePath(id), ana, nil), 200, "succeeded", "q3.csv.gz", strings.Repeat("ab", 32),
+		// the decision record in words: who (and who vouched), how, what they were shown, their comment
+		"Approved by", "Stew Ard (steward) &lt;steward@acme.example&gt;, signed in at https://idp.example",
+		"via page (oidc-session), authenticated", "with pwd, otp",
+		"Allow ana@acme to export id and email of customers, csv, for &#39;q3&#39;", "ok for Q3", "sha256:d1", "jobgate verify")
 	// bo (same tenant, not the owner) gets the 404.
 	mustContain(t, e.do("GET", JobPagePath(id), e.session("bo", "acme", time.Hour, owner...), nil), 404, notFoundMsg)
 	// A download link of the pages refuses a token that is not bound to the person.

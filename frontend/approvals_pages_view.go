@@ -310,13 +310,56 @@ func (pf *pagesFE) jobViewOf(ctx context.Context, p authz.Principal, j *job) *jo
 			v.Result = [][2]string{{"Rows", groupDigits(int64(m.Rows))}, {"Format", m.Format},
 				{"Columns", strings.Join(m.Columns, ", ")}, {"File", m.FileName}, {"SHA-256", m.SHA256},
 				{"Available until", when(m.ExpiresAt)}}
-			if res.ApprovedBy != "" {
+			if res.Decision != nil {
+				v.Result = append(v.Result, decisionRows(res.Decision)...)
+			} else if res.ApprovedBy != "" {
 				v.Result = append(v.Result, [2]string{"Approved by", res.ApprovedBy})
 			}
 			v.Download = pf.pageDownloadPath(p, j, exportManifestRef{sha256: m.SHA256, expires: m.ExpiresAt})
 		}
 	}
 	return v
+}
+
+// decisionRows are the decision record in words for the job page: who answered (and who vouched
+// for them), when and how, what they were shown, their comment, and where the sealed copy is.
+func decisionRows(d *workflows.DecisionRecord) [][2]string {
+	who := d.By
+	if d.Name != "" {
+		who = d.Name + " (" + d.By + ")"
+	}
+	if d.Email != "" {
+		who += " <" + d.Email + ">"
+	}
+	if d.Issuer != "" {
+		who += ", signed in at " + d.Issuer
+	}
+	how := "via " + d.Surface
+	if d.SignedInWith != "" {
+		how += " (" + d.SignedInWith + ")"
+	}
+	if !d.AuthTime.IsZero() {
+		how += ", authenticated " + when(d.AuthTime)
+	}
+	if len(d.AMR) > 0 {
+		how += " with " + strings.Join(d.AMR, ", ")
+	}
+	verb := map[string]string{workflows.DecisionApprove: "Approved by", workflows.DecisionReject: "Rejected by"}[d.Decision]
+	if verb == "" {
+		verb = "Answered by"
+	}
+	rows := [][2]string{{verb, who}, {"Decided", when(d.At) + ", " + how}}
+	if d.Prompt != "" {
+		rows = append(rows, [2]string{"What was approved", strings.ReplaceAll(d.Prompt, "**", "")})
+	}
+	if d.Comment != "" {
+		rows = append(rows, [2]string{"Approver's comment", d.Comment})
+	}
+	rows = append(rows, [2]string{"Approved scope", d.ScopeDigest})
+	if d.Seal != "" {
+		rows = append(rows, [2]string{"Record", "sealed; check it with jobgate verify on the export's manifest.json"})
+	}
+	return rows
 }
 
 func jobRowOf(js JobSummary) jobRow {
