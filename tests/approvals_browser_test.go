@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
@@ -94,6 +96,39 @@ func TestBrowserApprovals(t *testing.T) {
 	done := exWait(t, cs, v.Handle, workflows.StatusSucceeded, 90*time.Second)
 	if res, _ := done.Result.(map[string]any); res["approved_by"] != "steward" {
 		t.Fatalf("result %v, want approved_by steward", done.Result)
+	}
+	// The export's manifest.json (dev keeps artifacts in <data dir>/artifacts) holds the page's
+	// decision record: surface page, the steward's OIDC session (issuer the dev IdP, auth_time
+	// of the sign-in), and the built `jobgate verify` checks it with dev's resume keys; one
+	// flipped byte in a copy fails it.
+	mp := findManifestIn(t, filepath.Join(dataDir, "artifacts"), v.JobID)
+	raw, err := os.ReadFile(mp)
+	must(t, err)
+	var man struct {
+		Decision *activities.DecisionRecord `json:"decision"`
+	}
+	must(t, json.Unmarshal(raw, &man))
+	if d := man.Decision; d == nil || d.Surface != workflows.SurfacePage || d.SignedInWith != frontend.SignedInOIDCSession ||
+		d.Issuer != issuer || d.By != "steward" || d.Decision != "approve" || d.Comment != "ok for the Q3 mailing" ||
+		d.AuthTime.IsZero() || time.Since(d.AuthTime) > 10*time.Minute || d.Seal == "" {
+		t.Fatalf("the manifest's decision record is not the steward's page approval:\n%s", raw)
+	}
+	keysFile := filepath.Join(dataDir, "dev-resume-keys")
+	code, out := runVerify(t, mp, "--resume-keys-file", keysFile)
+	t.Logf("jobgate verify (page):\n%s", out)
+	if code != 0 || !strings.Contains(out, "ok   decision seal: approve by steward@acme") || !strings.Contains(out, " via page at ") ||
+		!strings.Contains(out, "ok   artifact: ") || strings.Contains(out, "FAIL") {
+		t.Fatalf("jobgate verify of the page's record: exit %d:\n%s", code, out)
+	}
+	i := strings.Index(string(raw), `"comment":"ok for the Q3 mailing"`)
+	if i < 0 {
+		t.Fatalf("the manifest's record has no comment:\n%s", raw)
+	}
+	raw[i+len(`"comment":"o`)] ^= 0x01 // ok -> oj: one bit of one byte
+	flipped := filepath.Join(t.TempDir(), "manifest.json")
+	must(t, os.WriteFile(flipped, raw, 0o644))
+	if code, out := runVerify(t, flipped, "--resume-keys-file", keysFile, "--artifact", filepath.Dir(mp)); code != 1 || !strings.Contains(out, "FAIL") {
+		t.Fatalf("jobgate verify of a flipped byte: exit %d, want 1:\n%s", code, out)
 	}
 
 	// ana: her second sensitive export shows her request without a form (four eyes); her jobs

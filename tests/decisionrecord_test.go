@@ -25,7 +25,13 @@ import (
 // names job id.
 func findManifest(t *testing.T, b *testBundle, id string) string {
 	t.Helper()
-	root := strings.TrimPrefix(b.artifacts, "file://")
+	return findManifestIn(t, strings.TrimPrefix(b.artifacts, "file://"), id)
+}
+
+// findManifestIn is the path of the manifest.json under the artifact directory root whose
+// decision record names job id.
+func findManifestIn(t *testing.T, root, id string) string {
+	t.Helper()
 	found := ""
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || d.Name() != "manifest.json" {

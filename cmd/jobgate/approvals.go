@@ -117,26 +117,7 @@ func runApprovalsList(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "no jobs await your approval")
 		return nil
 	}
-	now := time.Now()
-	if len(rows) == 1 {
-		fmt.Fprintln(stdout, "1 job awaits your approval:")
-	} else {
-		fmt.Fprintf(stdout, "%d jobs await your approval:\n", len(rows))
-	}
-	for i := range rows {
-		r := &rows[i]
-		fmt.Fprintln(stdout)
-		var f fields
-		f.add("handle", r.Handle)
-		f.add("job", clean(r.JobID)+" ("+clean(r.Kind)+")")
-		if r.NeedsInput != nil {
-			addNeedsInput(&f, r.NeedsInput, now)
-		} else {
-			f.add("status", string(r.Status)+" (no open input request any more)")
-		}
-		f.add("answer", "jobgate approvals approve|reject "+r.Handle+" [--comment text]")
-		f.write(stdout, "  ")
-	}
+	printApprovals(stdout, rows, cl.tenant(), time.Now())
 	return nil
 }
 
@@ -176,7 +157,7 @@ func runApprovalsAnswer(args []string, decision string, stdout, stderr io.Writer
 	verb := map[string]string{"approve": "approving", "reject": "rejecting"}[decision]
 	fmt.Fprintf(stdout, "%s the open input request of %s job %s (owner %s):\n", verb, j.kind, clean(v.JobID), clean(v.Owner))
 	var f fields
-	addNeedsInput(&f, ni, time.Now())
+	addNeedsInput(&f, ni, cl.tenant(), time.Now())
 	f.add("scope digest", clean(ni.ScopeDigest))
 	f.write(stdout, "  ")
 
@@ -216,5 +197,29 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
+	}
+}
+
+// printApprovals prints the jobs awaiting the caller's answer (tenant: the caller's), each
+// with its open request and what approving it means.
+func printApprovals(w io.Writer, rows []wire.JobSummary, tenant string, now time.Time) {
+	if len(rows) == 1 {
+		fmt.Fprintln(w, "1 job awaits your approval:")
+	} else {
+		fmt.Fprintf(w, "%d jobs await your approval:\n", len(rows))
+	}
+	for i := range rows {
+		r := &rows[i]
+		fmt.Fprintln(w)
+		var f fields
+		f.add("handle", r.Handle)
+		f.add("job", clean(r.JobID)+" ("+clean(r.Kind)+")")
+		if r.NeedsInput != nil {
+			addNeedsInput(&f, r.NeedsInput, tenant, now)
+		} else {
+			f.add("status", string(r.Status)+" (no open input request any more)")
+		}
+		f.add("answer", "jobgate approvals approve|reject "+r.Handle+" [--comment text]")
+		f.write(w, "  ")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/oauth2"
 
+	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/wire"
 )
 
@@ -128,6 +129,27 @@ func (cl *client) bearer() (string, error) {
 		return "", err
 	}
 	return t.AccessToken, nil
+}
+
+// tenant is the tenant the token names (read, not verified: the server verified it, and only
+// jobs of that tenant reach the caller), for the meaning sentence; "" when it cannot be read.
+func (cl *client) tenant() string {
+	if cl.creds == nil {
+		return ""
+	}
+	tok, err := cl.bearer()
+	if err != nil {
+		return ""
+	}
+	claim := authz.TenantClaimDefault
+	if cl.creds.login != nil && cl.creds.login.TenantClaim != "" {
+		claim = cl.creds.login.TenantClaim
+	}
+	i, _, err := readTokenInfo(tok, claim)
+	if err != nil {
+		return ""
+	}
+	return i.Tenant
 }
 
 func (cl *client) Close() error { return cl.cs.Close() }

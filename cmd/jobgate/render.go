@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jobgate/jobgate/frontend/wire"
+	"github.com/jobgate/jobgate/workflows/jobstate"
 )
 
 // Human-readable rendering of jobs and input requests. Everything the server sends is text a
@@ -128,15 +129,39 @@ func addScope(f *fields, scope map[string]any) {
 	}
 }
 
-// addNeedsInput adds an open input request: who asked, what exactly, the prompt and expiry.
-func addNeedsInput(f *fields, ni *wire.NeedsInputView, now time.Time) {
+// addNeedsInput adds an open input request: who asked, what exactly, what approving means,
+// the prompt and expiry. tenant is the caller's (the job's: no one sees another tenant's job).
+func addNeedsInput(f *fields, ni *wire.NeedsInputView, tenant string, now time.Time) {
 	if ni.RequestedBy != "" {
 		f.add("asked by", clean(ni.RequestedBy))
 	}
 	f.add("answer by", approverText(ni))
 	addScope(f, ni.Scope)
-	f.add("prompt", clean(ni.Prompt))
+	meaning := meaningText(ni, tenant)
+	if meaning != "" {
+		f.add("meaning", meaning)
+	}
+	// New exports' prompt is the meaning sentence itself: said once. An old run's prompt
+	// (from before the sentence existed) or another kind's still shows.
+	if p := clean(ni.Prompt); p != meaning {
+		f.add("prompt", p)
+	}
 	f.add("expires", timeText(ni.ExpiresAt)+" ("+untilText(ni.ExpiresAt, now)+")")
+}
+
+// meaningText is the sentence every surface shows as what approving an export means
+// (jobstate.ExportMeaning, as the pages and the sealed record have it), rebuilt from the
+// request's scope so a run whose prompt predates the sentence shows it too; "" when the scope
+// is not an export's or the tenant is unknown (a token without the tenant claim).
+func meaningText(ni *wire.NeedsInputView, tenant string) string {
+	if tenant == "" || ni.RequestedBy == "" {
+		return ""
+	}
+	m, ok := jobstate.ExportMeaningFromScope(ni.RequestedBy, tenant, ni.Scope)
+	if !ok {
+		return ""
+	}
+	return clean(m.Text())
 }
 
 func approverText(ni *wire.NeedsInputView) string {
@@ -203,7 +228,7 @@ func progressText(v *wire.JobView) string {
 }
 
 // printJob prints a job view for a human.
-func printJob(w io.Writer, j *job, now time.Time) {
+func printJob(w io.Writer, j *job, tenant string, now time.Time) {
 	v := &j.view
 	var f fields
 	f.add("job", clean(v.JobID))
@@ -228,7 +253,7 @@ func printJob(w io.Writer, j *job, now time.Time) {
 	if ni := v.NeedsInput; ni != nil {
 		fmt.Fprintln(w, "\nwaiting for input:")
 		var g fields
-		addNeedsInput(&g, ni, now)
+		addNeedsInput(&g, ni, tenant, now)
 		g.write(w, "  ")
 	}
 	if v.Result != nil {

@@ -41,7 +41,7 @@ func runJobsGet(args []string, stdout, stderr io.Writer) error {
 	if asJSON {
 		return printJSON(stdout, j.raw)
 	}
-	printJob(stdout, j, time.Now())
+	printJob(stdout, j, cl.tenant(), time.Now())
 	return nil
 }
 
