@@ -321,6 +321,22 @@ func TestApprovalsPages_MyJobs(t *testing.T) {
 	}
 }
 
+// The job page of a rejected export shows the rejecting answer's record (from the memo), not
+// just the job error.
+func TestApprovalsPages_RejectedJobRecord(t *testing.T) {
+	e := newPagesEnv(t)
+	id := "acme/export/ana/rejected"
+	e.ms.jobs[id] = &job{id: id, runID: "run-rej", tenant: "acme", owner: "ana", kind: workflows.KindExport, exec: runCanceled,
+		saStatus: workflows.StatusCancelled, createdAt: coreNow.Add(-time.Hour),
+		jobErr: &workflows.JobError{Code: workflows.ErrCodeRejected, Message: "rejected by steward: email is not needed"},
+		decision: &workflows.DecisionRecord{Decision: "reject", By: "steward", Tenant: "acme", At: coreNow.Add(-30 * time.Minute),
+			Surface: workflows.SurfaceTool, SignedInWith: "bearer-jwt", ScopeDigest: "sha256:d9", Seal: "jgr1.x",
+			Prompt: "Allow ana@acme to export id and **email** of customers, csv, for 'q3'", Comment: "email is not needed"}}
+	ana := e.session("ana", "acme", time.Hour, owner...)
+	mustContain(t, e.do("GET", JobPagePath(id), ana, nil), 200, "cancelled", "Rejected by", "steward", "via tool (bearer-jwt)",
+		"What was rejected", "Reason given", "email is not needed", "Rejected scope", "sha256:d9", "kept in the job&#39;s history")
+}
+
 // FuzzApprovalsPagesDecide: whatever path segment and form a signed-in approver sends, the
 // page never fails (5xx) nor panics, and a decision reaches the job only for its open
 // input_id and scope_digest with approve, or reject with a comment.

@@ -318,6 +318,18 @@ func (pf *pagesFE) jobViewOf(ctx context.Context, p authz.Principal, j *job) *jo
 			v.Download = pf.pageDownloadPath(p, j, exportManifestRef{sha256: m.SHA256, expires: m.ExpiresAt})
 		}
 	}
+	if js.Status == workflows.StatusSucceeded && j.kind == workflows.KindEval && authz.Decide(p, authz.ActionGet, j.policyJob()) == authz.Allow {
+		var res workflows.EvalResult
+		if err := pf.f.readResult(ctx, j, &res); err == nil && res.Decision != nil {
+			v.Result = decisionRows(res.Decision)
+			if n := len(v.Result) - 1; v.Result[n][0] == "Record" { // an eval has no manifest
+				v.Result[n][1] = "sealed; kept in the job's history"
+			}
+		}
+	}
+	if j.decision != nil { // the job ended by a rejection: who rejected it, how and why
+		v.Result = decisionRows(j.decision)
+	}
 	return v
 }
 
@@ -349,15 +361,20 @@ func decisionRows(d *workflows.DecisionRecord) [][2]string {
 		verb = "Answered by"
 	}
 	rows := [][2]string{{verb, who}, {"Decided", when(d.At) + ", " + how}}
+	what, comment, scope, seal := "What was approved", "Approver's comment", "Approved scope",
+		"sealed; check it with jobgate verify on the export's manifest.json"
+	if d.Decision == workflows.DecisionReject { // no artifact, no manifest: the record is in the job's history
+		what, comment, scope, seal = "What was rejected", "Reason given", "Rejected scope", "sealed; kept in the job's history"
+	}
 	if d.Prompt != "" {
-		rows = append(rows, [2]string{"What was approved", strings.ReplaceAll(d.Prompt, "**", "")})
+		rows = append(rows, [2]string{what, strings.ReplaceAll(d.Prompt, "**", "")})
 	}
 	if d.Comment != "" {
-		rows = append(rows, [2]string{"Approver's comment", d.Comment})
+		rows = append(rows, [2]string{comment, d.Comment})
 	}
-	rows = append(rows, [2]string{"Approved scope", d.ScopeDigest})
+	rows = append(rows, [2]string{scope, d.ScopeDigest})
 	if d.Seal != "" {
-		rows = append(rows, [2]string{"Record", "sealed; check it with jobgate verify on the export's manifest.json"})
+		rows = append(rows, [2]string{"Record", seal})
 	}
 	return rows
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -46,7 +47,7 @@ type evalKind struct{ opts EvalOptions }
 func (k *evalKind) Name() string { return workflows.KindEval }
 
 func (k *evalKind) serve(f *Frontend) servedKind {
-	jk := jobKind[workflows.EvalResult]{name: workflows.KindEval, noun: "eval run", result: decodedResult[workflows.EvalResult]}
+	jk := jobKind[EvalResultView]{name: workflows.KindEval, noun: "eval run", result: evalResult}
 	maxConc := k.suiteMax(func(s activities.Suite) int { return s.MaxConcurrency })
 	sk := jk.served(f, startTool(f, jk, &mcp.Tool{
 		Title: "Start an eval run",
@@ -140,4 +141,17 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// EvalResultView is a succeeded eval's result (wire.EvalResultView).
+type EvalResultView = wire.EvalResultView
+
+// evalResult renders the workflow's EvalResult, its decision record without the seal.
+func evalResult(_ context.Context, _ authz.Principal, _ *job, decode func(any) error) (*EvalResultView, error) {
+	var r workflows.EvalResult
+	if err := decode(&r); err != nil {
+		return nil, err
+	}
+	return &EvalResultView{Episodes: r.Episodes, Scored: r.Scored, Passed: r.Passed, Failed: r.Failed,
+		MeanScore: r.MeanScore, StdErr: r.StdErr, ApprovedBy: r.ApprovedBy, Decision: decisionView(r.Decision)}, nil
 }

@@ -76,6 +76,8 @@ type job struct {
 	slots      int                   // memo slots: the episode concurrency an eval holds while unfinished
 	needsInput *workflows.NeedsInput // may be shared with other calls (see needsInputCache): never modify
 	jobErr     *workflows.JobError
+	// decision is the record of the answer that rejected the job (memo); nil otherwise.
+	decision *workflows.DecisionRecord
 	// cancelRequested: a cancel is recorded but the workflow may not have run since (no worker).
 	cancelRequested bool
 	// needsInputJSON is needsInput's NeedsInputView as JSON, when the store decoded it (needsInputCache.decode).
@@ -277,6 +279,7 @@ func (f *Frontend) summary(p authz.Principal, j *job) JobSummary {
 		CreatedAt: j.createdAt,
 		Progress:  j.progress,
 		Error:     j.jobErr,
+		Decision:  decisionView(j.decision),
 	}
 	s.Handle = f.opts.Keys.SealHandle(handle.Handle{Tenant: j.tenant, WorkflowID: j.id, Kind: j.kind,
 		Expiry: f.opts.Now().Add(f.opts.HandleTTL).Truncate(time.Second)})

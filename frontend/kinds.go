@@ -111,15 +111,6 @@ func startTool[In startIn, R any](f *Frontend, k jobKind[R], t *mcp.Tool, args f
 	})
 }
 
-// decodedResult is the result view of a kind whose result is the workflow's, as recorded.
-func decodedResult[R any](_ context.Context, _ authz.Principal, _ *job, decode func(any) error) (*R, error) {
-	var r R
-	if err := decode(&r); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
 // jobKind is what one kind supplies to the job core: its name, how tools call its jobs, and how
 // a succeeded job's result is rendered (R is the result type, with its own output schema).
 // Idempotent start, describe, view, handle, cancel, resume and the 403 scope table are shared.

@@ -320,6 +320,9 @@ func (s *temporalStore) jobFromInfo(info *workflowpb.WorkflowExecutionInfo) *job
 		}
 		j.jobErr = je
 	}
+	if d, ok := decodeMemo[*workflows.DecisionRecord](dc, m, workflows.MemoDecision); ok && d != nil {
+		j.decision = d
+	}
 	return j
 }
 

@@ -92,6 +92,9 @@ type EvalState struct {
 	Approved   bool    `json:"approved"`
 	ApprovedBy string  `json:"approved_by,omitempty"`
 	Runs       int     `json:"runs"`
+	// Decision is the approval's record, carried across continue-as-new to the result; nil
+	// when no approval was needed and in runs from before changeEvalDecision.
+	Decision *DecisionRecord `json:"decision,omitempty"`
 }
 
 // EvalResult is a finished eval's summary. Small by design: it lives in history.
@@ -103,7 +106,16 @@ type EvalResult struct {
 	MeanScore  float64 `json:"mean_score" jsonschema:"mean of the scores"`
 	StdErr     float64 `json:"std_err" jsonschema:"standard error of the mean score"`
 	ApprovedBy string  `json:"approved_by,omitempty" jsonschema:"who approved the run, when it needed approval"`
+	// Decision is the record of the approval the run went on under (with its seal): the frontend
+	// shows it as get_eval's result.decision. Nil when none was needed, and for runs approved
+	// before changeEvalDecision.
+	Decision *DecisionRecord `json:"decision,omitempty" jsonschema:"the record of the approval the run went on under"`
 }
+
+// changeEvalDecision is the workflow.GetVersion change ID of an approved eval keeping its
+// decision record for the result. Runs approved before it replay without the record (their
+// continue-as-new inputs and results stay as recorded).
+const changeEvalDecision = "eval-decision-record"
 
 // evalRun is one run's in-memory state; everything durable is in EvalInput.State or history.
 type evalRun struct {
@@ -149,6 +161,9 @@ func (w *Workflows) Eval(ctx workflow.Context, in EvalInput) (EvalResult, error)
 				return EvalResult{}, err
 			}
 			r.st.Approved, r.st.ApprovedBy = true, r.approvedBy()
+			if workflow.GetVersion(ctx, changeEvalDecision, workflow.DefaultVersion, 1) >= 1 {
+				r.st.Decision = r.decision
+			}
 		}
 		r.setStatus(ctx, StatusRunning)
 	}
@@ -261,7 +276,8 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 		r.finish(ctx, StatusFailed, &JobError{Code: ErrCodeAllEpisodesFailed, Message: msg}, r.progress(ctx, msg))
 		return EvalResult{}, temporal.NewNonRetryableApplicationError(msg, ErrCodeAllEpisodesFailed, nil)
 	}
-	res := EvalResult{Episodes: total, Scored: st.Scored, Passed: st.Passed, Failed: st.Failed, ApprovedBy: st.ApprovedBy}
+	res := EvalResult{Episodes: total, Scored: st.Scored, Passed: st.Passed, Failed: st.Failed, ApprovedBy: st.ApprovedBy,
+		Decision: st.Decision}
 	if n := float64(st.Scored); n > 0 {
 		res.MeanScore = st.Sum / n
 		if n > 1 {

@@ -23,6 +23,9 @@ type jobRun struct {
 	answer *ResumeRequest
 	// decision records the accepted answer (who, when, surface, how signed in); nil until one.
 	decision *DecisionRecord
+	// rejected: the run ends because its request was rejected; finish keeps the decision
+	// record in the memo (MemoDecision), the one place get_* can read it for a job with no result.
+	rejected bool
 	terminal bool
 	// status is the last status set (setStatus); "" while the run is still queued.
 	status Status
@@ -96,6 +99,10 @@ func (r *jobRun) finish(ctx workflow.Context, s Status, jerr *JobError, p Progre
 	if jerr != nil {
 		m[MemoError] = jerr
 	}
+	if r.rejected && r.decision != nil {
+		// In the same upsert command as the error, so the run issues no extra command for it.
+		m[MemoDecision] = r.decision
+	}
 	r.upsertMemo(dctx, m)
 	r.notifyFinished(dctx, s, jerr)
 }
@@ -159,12 +166,18 @@ func (r *jobRun) askInput(ctx workflow.Context, req InputRequest, progress func(
 		if r.answer.Comment != "" {
 			msg += ": " + r.answer.Comment
 		}
+		// Runs from before changeRejectDecision replay without the record in their memo.
+		r.rejected = workflow.GetVersion(ctx, changeRejectDecision, workflow.DefaultVersion, 1) >= 1
 		r.finish(ctx, StatusCancelled, &JobError{Code: ErrCodeRejected, Message: msg}, progress(ctx, "rejected"))
 		return temporal.NewCanceledError(msg)
 	}
 	r.upsertMemo(ctx, map[string]any{MemoNeedsInput: nil})
 	return nil
 }
+
+// changeRejectDecision is the workflow.GetVersion change ID of a rejected job keeping its
+// decision record in its memo (MemoDecision).
+const changeRejectDecision = "reject-decision-memo"
 
 // approvedBy is the subject whose answer was accepted last ("" when none).
 func (r *jobRun) approvedBy() string {

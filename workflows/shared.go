@@ -138,6 +138,7 @@ const (
 	MemoProgress   = "progress"    // Progress
 	MemoNeedsInput = "needs_input" // *NeedsInput, nil once answered
 	MemoError      = "error"       // *JobError on failed/cancelled jobs
+	MemoDecision   = "decision"    // *DecisionRecord of the answer that rejected the job
 	MemoSlots      = "slots"       // int: episode concurrency an eval holds while unfinished (quotas)
 )
 

@@ -74,7 +74,7 @@ func addDecision(f *fields, d *wire.Decision) {
 	}
 	sealed := "no seal"
 	if d.Sealed {
-		sealed = "sealed; check it in manifest.json with jobgate verify"
+		sealed = "sealed by the frontend, kept in the job's history (an approved export's manifest.json carries it: jobgate verify)"
 	}
 	f.add("record", "scope "+clean(d.ScopeDigest)+", "+sealed)
 }

@@ -256,6 +256,12 @@ func printJob(w io.Writer, j *job, tenant string, now time.Time) {
 		addNeedsInput(&g, ni, tenant, now)
 		g.write(w, "  ")
 	}
+	if v.Decision != nil { // the job ended by a rejection: its record
+		fmt.Fprintln(w, "\nrejected:")
+		var g fields
+		addDecision(&g, v.Decision)
+		g.write(w, "  ")
+	}
 	if v.Result != nil {
 		fmt.Fprintln(w, "\nresult:")
 		printResult(w, j)

@@ -48,6 +48,7 @@ type JobSummary struct {
 	UIURL       string             `json:"ui_url,omitempty" jsonschema:"link to this job in the Temporal Web UI"`
 	NeedsInput  *NeedsInputView    `json:"needs_input,omitempty" jsonschema:"present while status is awaiting_input: the open input request to answer with resume_*"`
 	Error       *jobstate.JobError `json:"error,omitempty" jsonschema:"why the job failed or was cancelled"`
+	Decision    *Decision          `json:"decision,omitempty" jsonschema:"present when the job ended because its input request was rejected: the record of that answer (who, when, how signed in, through which surface, what they were shown, their comment)"`
 }
 
 // JobView decodes any kind's job view (for clients and tests); Result is left as decoded JSON.
@@ -120,6 +121,19 @@ type ExportResultView struct {
 	DownloadURLExpiresAt *time.Time `json:"download_url_expires_at,omitempty" jsonschema:"when download_url stops working"`
 	DownloadInstructions string     `json:"download_instructions,omitempty" jsonschema:"how to fetch the file"`
 	Note                 string     `json:"note,omitempty" jsonschema:"why there is no download_url"`
+}
+
+// EvalResultView is a succeeded eval's result: the workflow's summary (workflows.EvalResult)
+// with its approval's record as get_* shows it (without the seal, as an export's).
+type EvalResultView struct {
+	Episodes   int       `json:"episodes" jsonschema:"episodes the run was asked for"`
+	Scored     int       `json:"scored" jsonschema:"episodes that returned a score"`
+	Passed     int       `json:"passed" jsonschema:"scored episodes at or above the suite's pass threshold"`
+	Failed     int       `json:"failed" jsonschema:"episodes that failed after their retries"`
+	MeanScore  float64   `json:"mean_score" jsonschema:"mean of the scores"`
+	StdErr     float64   `json:"std_err" jsonschema:"standard error of the mean score"`
+	ApprovedBy string    `json:"approved_by,omitempty" jsonschema:"who approved the run, when it needed approval"`
+	Decision   *Decision `json:"decision,omitempty" jsonschema:"the record of the approval the run went on under (who, when, how signed in, through which surface, what they were shown); absent when none was needed and for runs approved before records"`
 }
 
 // ---------------------------------------------------------------- tool errors
