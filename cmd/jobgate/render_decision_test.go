@@ -20,7 +20,7 @@ func TestPrintJobRejectionRecord(t *testing.T) {
 			SignedInWith: "oidc-session", Meaning: "Allow ana@acme to export id and **email** of customers", ScopeDigest: "sha256:d9",
 			Comment: "email is not needed", Sealed: true}}}}
 	var b strings.Builder
-	printJob(&b, j, at)
+	printJob(&b, j, "acme", at)
 	for _, want := range []string{"rejected:", "decision:", "reject by steward (<steward@acme.example>)", "via page, signed in with oidc-session",
 		"meaning shown:", "comment:", "email is not needed", "sha256:d9", "sealed"} {
 		if !strings.Contains(b.String(), want) {
