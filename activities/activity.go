@@ -46,6 +46,9 @@ type Activities struct {
 	// QueryHook, when set, is called with every statement an export activity sends to a
 	// dataset, just before it is sent: tests use it to prove nothing is read before approval.
 	QueryHook func(dataset, query string)
+	// ManifestSealer seals each export manifest (manifest_seal). Nil: manifests are written
+	// unsealed, and verify reports them as not sealed.
+	ManifestSealer ManifestSealer
 
 	lazyDBOnce sync.Once // creates lazyDB
 	lazyDB     *DBPool   // used while DB is nil

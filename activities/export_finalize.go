@@ -161,9 +161,20 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 	m.Bytes = total
 	m.SHA256 = hex.EncodeToString(whole.Sum(nil))
 
+	m.ApprovalRequired = in.ApprovalRequired
 	mb, err := json.Marshal(m)
 	if err != nil {
 		return Manifest{}, err
+	}
+	if a.ManifestSealer != nil {
+		// Sealed last, over everything above, so the artifact's digests and the decision record
+		// cannot be rewritten or removed by whoever can write the artifact store alone.
+		if m.ManifestSeal, err = a.ManifestSealer.SealManifest(mb); err != nil {
+			return Manifest{}, fmt.Errorf("seal manifest: %w", err)
+		}
+		if mb, err = json.Marshal(m); err != nil {
+			return Manifest{}, err
+		}
 	}
 	if err := store.b.WriteAll(ctx, manifestKey(in.JobID, in.FirstRunID), mb, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
 		return Manifest{}, fmt.Errorf("write manifest: %w", err)

@@ -112,6 +112,9 @@ type FinalizeExportInput struct {
 	// the manifest so an auditor can recompute the digest (jobgate verify). Nil without a
 	// decision, and in inputs recorded before it existed.
 	Scope *ApprovedScope `json:"scope,omitempty"`
+	// ApprovalRequired says the export needed an approval; it goes to the manifest under the
+	// manifest seal, so a manifest whose decision record was removed fails verify.
+	ApprovalRequired bool `json:"approval_required,omitempty"`
 }
 
 // ApprovedScope is an export's approval scope (workflows.ExportScope, the same JSON in the
@@ -199,6 +202,20 @@ type Manifest struct {
 	Decision *DecisionRecord `json:"decision,omitempty"`
 	// Scope is what Decision approved (FinalizeExportInput.Scope).
 	Scope *ApprovedScope `json:"scope,omitempty"`
+	// ApprovalRequired is FinalizeExportInput.ApprovalRequired (absent: false, or a manifest
+	// written before it existed).
+	ApprovalRequired bool `json:"approval_required,omitempty"`
+	// ManifestSeal is the worker's seal over every other field of this manifest (the artifact's
+	// digests, the decision record with its seal, the scope, approval_required): an HMAC with
+	// the deployment's resume keys under a key derived for manifests only (ManifestSealer).
+	// Absent in manifests written before it existed, or by a worker without resume keys.
+	ManifestSeal string `json:"manifest_seal,omitempty"`
+}
+
+// ManifestSealer seals a manifest's JSON (without its manifest_seal) for the manifest_seal
+// field. It is injected by cmd (frontend/handle's keyring: activities import no frontend).
+type ManifestSealer interface {
+	SealManifest(manifestJSON []byte) (string, error)
 }
 
 // DeleteExportInput removes every object of one export job.

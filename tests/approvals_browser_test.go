@@ -116,7 +116,8 @@ func TestBrowserApprovals(t *testing.T) {
 	keysFile := filepath.Join(dataDir, "dev-resume-keys")
 	code, out := runVerify(t, mp, "--resume-keys-file", keysFile)
 	t.Logf("jobgate verify (page):\n%s", out)
-	if code != 0 || !strings.Contains(out, "ok   decision seal: approve by steward@acme") || !strings.Contains(out, " via page at ") ||
+	if code != 0 || !strings.Contains(out, "ok   decision seal: approve by steward@acme") || !strings.Contains(out, " via page, scope ") ||
+		!strings.Contains(out, "ok   manifest seal: ") || strings.Contains(out, "SKIP") ||
 		!strings.Contains(out, "ok   artifact: ") || strings.Contains(out, "FAIL") {
 		t.Fatalf("jobgate verify of the page's record: exit %d:\n%s", code, out)
 	}

@@ -156,7 +156,8 @@ func TestDecisionRecordEverySurface(t *testing.T) {
 		code, out := runVerify(t, mp, "--resume-keys-file", keysFile)
 		t.Logf("jobgate verify (%s):\n%s", c.surface, out)
 		if code != 0 || !strings.Contains(out, "ok   decision seal: approve by steward@acme") ||
-			!strings.Contains(out, " via "+c.surface+" at ") || !strings.Contains(out, "ok   artifact: ") ||
+			!strings.Contains(out, " via "+c.surface+", scope ") || !strings.Contains(out, "ok   artifact: ") ||
+			!strings.Contains(out, "ok   manifest seal: ") || strings.Contains(out, "SKIP") ||
 			!strings.Contains(out, "ok   decision scope: approved export of id, email of customers as csv for 'quarterly churn analysis'") ||
 			strings.Contains(out, "FAIL") {
 			t.Errorf("%s: verify exit %d:\n%s", c.surface, code, out)
@@ -179,7 +180,8 @@ func TestDecisionRecordEverySurface(t *testing.T) {
 		}
 	}
 
-	// A flipped byte in (a copy of) the manifest: exit 1, one failed check.
+	// A flipped byte in (a copy of) the manifest: exit 1, the manifest seal and the record's
+	// check fail.
 	raw, err := os.ReadFile(toolManifest)
 	must(t, err)
 	var shown struct {
@@ -196,7 +198,20 @@ func TestDecisionRecordEverySurface(t *testing.T) {
 	must(t, os.WriteFile(flipped, raw, 0o644))
 	code, out := runVerify(t, flipped, "--resume-keys-file", keysFile, "--artifact", filepath.Dir(toolManifest))
 	t.Logf("jobgate verify (flipped byte):\n%s", out)
-	if code != 1 || strings.Count(out, "FAIL") != 1 || !strings.Contains(out, "FAIL decision seal: the record's email does not match the seal") {
-		t.Errorf("flipped byte: exit %d, want 1 with one FAIL line:\n%s", code, out)
+	if code != 1 || strings.Count(out, "FAIL") != 2 || !strings.Contains(out, "FAIL decision seal: the record's email does not match the seal") ||
+		!strings.Contains(out, "FAIL manifest seal: does not verify") {
+		t.Errorf("flipped byte: exit %d, want 1 with two FAIL lines:\n%s", code, out)
+	}
+	// A flipped byte of the artifact's sha256, with no artifact next to the copy: the worker's
+	// manifest seal fails it (the digest itself cannot be checked: SKIP).
+	raw[i+len(`"email":"s`)] ^= 0x01 // back
+	j := strings.Index(string(raw), `"sha256":"`) + len(`"sha256":"`)
+	raw[j] ^= 0x01
+	must(t, os.WriteFile(flipped, raw, 0o644))
+	code, out = runVerify(t, flipped, "--resume-keys-file", keysFile)
+	t.Logf("jobgate verify (flipped sha256, no artifact):\n%s", out)
+	if code != 1 || strings.Count(out, "FAIL") != 1 || !strings.Contains(out, "FAIL manifest seal: does not verify") ||
+		!strings.Contains(out, "SKIP artifact: not next to the manifest") {
+		t.Errorf("flipped sha256: exit %d, want 1 with the manifest seal failed:\n%s", code, out)
 	}
 }

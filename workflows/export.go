@@ -29,6 +29,10 @@ const (
 	// (workflow.GetVersion): jobs started before it keep the prefix their parts already wrote
 	// to and the old child ID, so they finish and replay as recorded.
 	exportRunScopedChange = "export-run-scoped-artifacts"
+	// exportScopeMismatchFails marks the change that fails finalize when the accepted decision's
+	// scope digest is not the scope asked for, instead of writing a manifest without the scope
+	// (which verify could then not check). Recorded runs never took that branch.
+	exportScopeMismatchFails = "export-scope-mismatch-fails"
 )
 
 const (
@@ -380,11 +384,19 @@ func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []activit
 	var m activities.Manifest
 	fin := activities.FinalizeExportInput{JobID: jobID, FirstRunID: r.firstRun, Format: in.Args.Format, Columns: in.Args.Columns,
 		Parts: parts, ExpiresAt: expires, Decision: r.decision}
-	if r.decision != nil && r.asked != nil && r.decision.ScopeDigest == Digest(*r.asked) {
+	// ApprovalRequired goes to the (worker-sealed) manifest, so verify can tell a record that
+	// was removed from one that was never needed. Activity inputs are not compared on replay.
+	fin.ApprovalRequired = in.Approval.Required
+	switch {
+	case r.decision != nil && r.asked != nil && r.decision.ScopeDigest == Digest(*r.asked):
 		// The manifest carries what was approved, so its digest can be recomputed from it. An
 		// activity's input is not compared on replay: no version gate is needed.
 		s := activities.ApprovedScope(*r.asked)
 		fin.Scope = &s
+	case r.decision != nil && workflow.GetVersion(ctx, exportScopeMismatchFails, workflow.DefaultVersion, 1) >= 1:
+		// The validator only accepts a decision for the scope asked, so this is a bug or a
+		// tampered history: never write an artifact whose approval does not match its scope.
+		return ExportResult{}, r.fail(ctx, ErrCodeExportFailed, "the accepted decision's scope digest is not the scope that was asked for; nothing was written")
 	}
 	err := workflow.ExecuteActivity(r.activityOptions(ctx, "finalize: assemble artifact and manifest", time.Hour, time.Minute),
 		a.FinalizeExport, fin).Get(ctx, &m)

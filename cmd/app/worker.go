@@ -199,6 +199,9 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	wfs := &workflows.Workflows{Notify: notes}
 	if m.ResumeKeys != nil {
 		wfs.Resume = frontend.ResumeVerifier(m.ResumeKeys)
+		// The same keys seal each export manifest, under a key derived for manifests only
+		// (handle.SealManifest), so `jobgate verify` can check the digests and the record.
+		acts.ManifestSealer = m.ResumeKeys
 	} else {
 		m.Logger.Error("no --resume-keys / --resume-keys-file: this worker refuses every resume (approvals, rejections); give it the frontends' resume keys")
 	}

@@ -24,17 +24,22 @@ const verifySummary = `Checks an export's manifest.json as an auditor holding on
     those keys: the operators hold them, as frontends and workers do; an expired seal is fine,
     seals expire minutes after the decision), and every field it binds matches the record
     (job, run, input_id, scope_digest, tenant, subject, scopes, decision, comment, surface,
-    sign-in, issuer, name, email, auth_time, amr, acr, meaning), and the decision was accepted
-    before the seal expired;
+    sign-in, issuer, name, email, auth_time, amr, acr, meaning); the record's "at" is written
+    by the worker (not bound by the decision seal) and must be before the seal's expiry;
+  - the manifest seal: the worker seals the whole manifest (digests, decision record, scope,
+    approval_required) with a key derived (HKDF, its own purpose) from the same resume keys,
+    so the digests and the record's presence cannot be changed without the keys; manifests
+    made before it are reported "not sealed" (SKIP);
+  - a missing decision record fails (--allow-unapproved accepts one when the manifest does not
+    say approval was required);
   - the record names the job whose artifact the manifest describes, and the approved scope the
     manifest carries (dataset, columns, format, purpose, config digest) has the sealed
     scope_digest and the artifact's columns and format;
   - the artifact's size and SHA-256, and each part's, when the artifact file is next to the
     manifest (its object name or file_name) or given with --artifact.
-One line per check; exit 0 when all pass, 1 when any fails, 2 for usage errors.
-The seal binds the decision to the job and scope, not to the manifest's other bytes: a
-manifest without a decision record is reported, and the artifact digests are only as good as
-the manifest they come from.`
+One line per check (ok, FAIL, or SKIP for a check that could not run); exit 0 when all pass,
+1 when any fails, 2 for usage errors, 3 when none failed but some were skipped (0 with
+--allow-skipped). was required). Both seals are HMACs: a holder of the resume keys could forge them.`
 
 // The manifest as the worker writes it (activities.Manifest; a test keeps them in step): only
 // what verify reads, so the client links no worker code.
@@ -55,6 +60,9 @@ type verifyManifest struct {
 	// Scope is what the decision approved (activities.ApprovedScope), kept as the JSON object
 	// it is, so its digest is recomputed over exactly the fields the worker wrote.
 	Scope *verifyScope `json:"scope"`
+	// ApprovalRequired and ManifestSeal: see activities.Manifest (absent in older manifests).
+	ApprovalRequired bool   `json:"approval_required"`
+	ManifestSeal     string `json:"manifest_seal"`
 }
 
 // verifyScope is activities.ApprovedScope, in its field order (the digest is over its JSON).
@@ -96,12 +104,20 @@ const maxManifestBytes = 16 << 20
 
 // verifyReport prints the checks' lines and remembers whether any failed.
 type verifyReport struct {
-	w      io.Writer
-	failed bool
+	w       io.Writer
+	failed  bool
+	skipped bool
 }
 
 func (r *verifyReport) ok(format string, args ...any) {
 	fmt.Fprintf(r.w, "ok   "+format+"\n", args...)
+}
+
+// skip reports a check that could not be run (a missing artifact, a manifest written before
+// a field existed): never "ok", and a distinct exit code (3) unless --allow-skipped.
+func (r *verifyReport) skip(format string, args ...any) {
+	r.skipped = true
+	fmt.Fprintf(r.w, "SKIP "+format+"\n", args...)
 }
 
 func (r *verifyReport) fail(format string, args ...any) {
@@ -116,6 +132,9 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&keysFile, "resume-keys-file", os.Getenv("JOBGATE_RESUME_KEYS_FILE"),
 		"file holding the deployment's resume keys \"kid:hex,...\" (env JOBGATE_RESUME_KEYS_FILE; no default: without keys the seal check fails)")
 	fs.StringVar(&artifact, "artifact", "", "the artifact file, or a directory holding it (default: the manifest's directory)")
+	var allowSkipped, allowUnapproved bool
+	fs.BoolVar(&allowUnapproved, "allow-unapproved", false, "accept a manifest with no decision record when it does not say approval was required (default false: no record fails)")
+	fs.BoolVar(&allowSkipped, "allow-skipped", false, "exit 0 when every check that ran passed but some were skipped (default false: exit 3)")
 	pos, err := parseInterspersed(fs, args) // "verify m.json --artifact x" as the usage shows it
 	if err != nil {
 		return err
@@ -135,14 +154,17 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	rep := &verifyReport{w: stdout}
-	verifyManifestFile(rep, pos[0], keys, artifact)
+	verifyManifestFile(rep, pos[0], keys, artifact, allowUnapproved)
 	if rep.failed {
 		return &exitError{code: 1, err: errors.New("verify: a check failed")}
+	}
+	if rep.skipped && !allowSkipped {
+		return &exitError{code: 3, err: errors.New("verify: no check failed, but some were skipped (SKIP lines; --allow-skipped to accept)")}
 	}
 	return nil
 }
 
-func verifyManifestFile(rep *verifyReport, manifestPath string, keys *handle.Keyring, artifact string) {
+func verifyManifestFile(rep *verifyReport, manifestPath string, keys *handle.Keyring, artifact string, allowUnapproved bool) {
 	f, err := os.Open(manifestPath)
 	if err != nil {
 		rep.fail("manifest: %v", err)
@@ -166,15 +188,43 @@ func verifyManifestFile(rep *verifyReport, manifestPath string, keys *handle.Key
 		return
 	}
 	rep.ok("manifest: %s parsed (%d bytes, %d parts)", manifestPath, m.Bytes, len(m.Parts))
-	verifyDecisionRecord(rep, &m, keys)
+	verifyManifestSeal(rep, &m, b, keys)
+	verifyDecisionRecord(rep, &m, keys, allowUnapproved)
 	verifyArtifact(rep, &m, manifestPath, artifact)
 }
 
+// verifyManifestSeal checks the worker's seal over the whole manifest (handle.OpenManifest):
+// without it the digests, approval_required and the record's presence are only as good as the
+// storage the manifest came from.
+func verifyManifestSeal(rep *verifyReport, m *verifyManifest, raw []byte, keys *handle.Keyring) {
+	if m.ManifestSeal == "" {
+		rep.skip("manifest seal: not sealed (made before manifest seals, or by a worker without resume keys): its digests, approval_required and whether a decision record was removed cannot be checked")
+		return
+	}
+	if keys == nil {
+		rep.fail("manifest seal: no resume keys (--resume-keys-file): the seal is an HMAC, only a holder of the deployment's resume keys can check it")
+		return
+	}
+	kid, _, err := keys.OpenManifest(raw)
+	if err != nil {
+		rep.fail("manifest seal: does not verify with these resume keys (the manifest was altered after the worker wrote it, or other keys)")
+		return
+	}
+	rep.ok("manifest seal: every field of the manifest is as the worker wrote it (key %s)", clean(kid))
+}
+
 // verifyDecisionRecord checks the record against its seal and the manifest's job.
-func verifyDecisionRecord(rep *verifyReport, m *verifyManifest, keys *handle.Keyring) {
+func verifyDecisionRecord(rep *verifyReport, m *verifyManifest, keys *handle.Keyring, allowUnapproved bool) {
 	d := m.Decision
-	if d == nil {
-		rep.ok("decision: none recorded (the export needed no approval, or the manifest was written before records)")
+	switch {
+	case d == nil && m.ApprovalRequired:
+		rep.fail("decision: the export required approval and the manifest carries no decision record")
+		return
+	case d == nil && !allowUnapproved:
+		rep.fail("decision: none recorded (pass --allow-unapproved for an export that never needed one)")
+		return
+	case d == nil:
+		rep.ok("decision: none recorded and the manifest does not say approval was required (accepted: --allow-unapproved)")
 		return
 	}
 	switch {
@@ -196,16 +246,20 @@ func verifyDecisionRecord(rep *verifyReport, m *verifyManifest, keys *handle.Key
 		rep.fail("decision seal: the record's %s does not match the seal", field)
 		return
 	}
-	if d.At.After(s.Expiry) {
-		rep.fail("decision seal: the decision is recorded at %s, after the seal expired (%s)", d.At.UTC().Format(time.RFC3339), s.Expiry.Format(time.RFC3339))
-		return
-	}
 	who := clean(d.By) + "@" + clean(d.Tenant)
 	if d.Email != "" {
 		who += " <" + clean(d.Email) + ">"
 	}
-	rep.ok("decision seal: %s by %s via %s at %s, scope %s (key %s)", clean(d.Decision), who, clean(d.Surface),
-		d.At.UTC().Format(time.RFC3339), clean(d.ScopeDigest), sealKID(d.Seal))
+	rep.ok("decision seal: %s by %s via %s, scope %s, sealed until %s (key %s)", clean(d.Decision), who, clean(d.Surface),
+		clean(d.ScopeDigest), s.Expiry.UTC().Format(time.RFC3339), sealKID(d.Seal))
+	// The record's "at" is written by the worker when the workflow accepted the answer; the
+	// decision seal does not bind it (only its expiry bounds when the answer was made). Say so.
+	if d.At.After(s.Expiry) {
+		rep.fail("decision time: recorded at %s, after the decision seal expired (%s)", d.At.UTC().Format(time.RFC3339), s.Expiry.UTC().Format(time.RFC3339))
+		return
+	}
+	rep.ok("decision time: recorded at %s by the worker (not bound by the decision seal, which expires %s)",
+		d.At.UTC().Format(time.RFC3339), s.Expiry.UTC().Format(time.RFC3339))
 	// The seal names the job; the manifest's object key does too (ExportPrefix: run-scoped
 	// "exports/runs/<first run>/<job>/", or the legacy "exports/<job>/").
 	prefix := "exports/" + url.PathEscape(d.WorkflowID) + "/"
@@ -226,7 +280,7 @@ func verifyDecisionRecord(rep *verifyReport, m *verifyManifest, keys *handle.Key
 func verifyScopeOf(rep *verifyReport, m *verifyManifest) {
 	sc := m.Scope
 	if sc == nil {
-		rep.ok("decision scope: the manifest does not carry the approved scope (written before it did); only its digest is sealed")
+		rep.skip("decision scope: the manifest does not carry the approved scope (written before it did): the artifact's columns and format were not checked against what was approved")
 		return
 	}
 	b, err := json.Marshal(sc)
@@ -327,7 +381,7 @@ func verifyArtifact(rep *verifyReport, m *verifyManifest, manifestPath, artifact
 		rep.fail("artifact: not found in %s (looked for %s)", artifact, strings.Join(names, ", "))
 		return
 	}
-	rep.ok("artifact: not next to the manifest (looked for %s); digests not checked (use --artifact)", strings.Join(names, ", "))
+	rep.skip("artifact: not next to the manifest (looked for %s); its size and digests were not checked (use --artifact)", strings.Join(names, ", "))
 }
 
 func checkArtifactFile(rep *verifyReport, m *verifyManifest, p string) {

@@ -56,9 +56,13 @@ func writeSignedExport(t *testing.T) (manifestPath, keysFile string) {
 	hx := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 	m := activities.Manifest{Object: activities.ExportPrefix(d.WorkflowID, "run-1") + "acme-export-ana-q3.csv.gz",
 		FileName: "acme-export-ana-q3.csv.gz", Format: "csv", Columns: []string{"id", "email"}, Rows: 3,
-		Bytes: int64(len(art)), SHA256: hx(art), RunID: "run-1", Decision: d, Scope: scope,
+		Bytes: int64(len(art)), SHA256: hx(art), RunID: "run-1", Decision: d, Scope: scope, ApprovalRequired: true,
 		Parts: []activities.ManifestPart{{Part: 1, Rows: 2, Bytes: int64(len(p1)), SHA256: hx(p1)}, {Part: 2, Rows: 1, Bytes: int64(len(p2)), SHA256: hx(p2)}}}
 	b, _ := json.Marshal(m)
+	if m.ManifestSeal, err = keys.SealManifest(b); err != nil { // as the worker does
+		t.Fatal(err)
+	}
+	b, _ = json.Marshal(m)
 	manifestPath = filepath.Join(dir, "manifest.json")
 	if err := os.WriteFile(manifestPath, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -82,7 +86,8 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("verify: %v\n%s", err, out)
 	}
 	for _, want := range []string{"ok   decision seal: approve by steward@acme <steward@acme.example> via page", "ok   decision job:",
-		"ok   decision scope: approved export of id, email of customers as csv for 'renewal mailing for Q3'", "ok   artifact:"} {
+		"ok   decision scope: approved export of id, email of customers as csv for 'renewal mailing for Q3'", "ok   artifact:",
+		"ok   manifest seal: every field", "ok   decision time: recorded at 2030-01-01T12:00:00Z by the worker (not bound by the decision seal"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -90,7 +95,7 @@ func TestVerify(t *testing.T) {
 
 	// Without keys the seal cannot be checked: a failure, saying why.
 	out, err = runVerifyOut(mp)
-	if exitCode(err) != 1 || !strings.Contains(out, "FAIL decision seal: no resume keys") {
+	if exitCode(err) != 1 || !strings.Contains(out, "FAIL decision seal: no resume keys") || !strings.Contains(out, "FAIL manifest seal: no resume keys") {
 		t.Errorf("no keys: exit %d\n%s", exitCode(err), out)
 	}
 
@@ -114,8 +119,9 @@ func TestVerify(t *testing.T) {
 			t.Fatal(err)
 		}
 		out, err := runVerifyOut(mp, "--resume-keys-file", kf)
-		if exitCode(err) != 1 || strings.Count(out, "FAIL") != 1 || !strings.Contains(out, c.line) {
-			t.Errorf("%s: exit %d, want 1 and one line %q:\n%s", name, exitCode(err), c.line, out)
+		// Each change fails the manifest seal and the check that looks at that field.
+		if exitCode(err) != 1 || strings.Count(out, "FAIL") != 2 || !strings.Contains(out, c.line) || !strings.Contains(out, "FAIL manifest seal: does not verify") {
+			t.Errorf("%s: exit %d, want 1 and lines %q and manifest seal:\n%s", name, exitCode(err), c.line, out)
 		}
 	}
 	if err := os.WriteFile(mp, orig, 0o644); err != nil {
@@ -151,6 +157,93 @@ func TestVerifyTypesMatchWorker(t *testing.T) {
 	for k, v := range wantMap {
 		if !reflect.DeepEqual(gotMap[k], v) {
 			t.Errorf("decision field %q: verify reads %v, the worker wrote %v", k, gotMap[k], v)
+		}
+	}
+}
+
+// rewriteManifest applies edit to the manifest's JSON object and writes it to dir/manifest.json;
+// reseal re-seals it with the test keys (as a worker would have written it).
+func rewriteManifest(t *testing.T, src, dir string, reseal bool, edit func(map[string]any)) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	edit(v)
+	if reseal {
+		delete(v, "manifest_seal")
+		keys, _ := handle.ParseKeyring(verifyKeys)
+		b, _ = json.Marshal(v)
+		if v["manifest_seal"], err = keys.SealManifest(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ = json.Marshal(v)
+	p := filepath.Join(dir, "manifest.json")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestVerifySkipsAndMissingRecords: checks that cannot run are SKIP (exit 3), never "ok"; a
+// removed decision record fails; a flipped digest with no artifact present fails on the
+// manifest seal.
+func TestVerifySkipsAndMissingRecords(t *testing.T) {
+	mp, kf := writeSignedExport(t)
+	for name, c := range map[string]struct {
+		reseal bool
+		edit   func(map[string]any)
+		args   []string
+		code   int
+		lines  []string
+	}{
+		"no artifact": {reseal: false, edit: func(map[string]any) {}, code: 3,
+			lines: []string{"SKIP artifact: not next to the manifest", "ok   manifest seal:"}},
+		"no artifact, allowed": {reseal: false, edit: func(map[string]any) {}, args: []string{"--allow-skipped"}, code: 0,
+			lines: []string{"SKIP artifact: not next to the manifest"}},
+		"flipped sha256, no artifact": {edit: func(v map[string]any) {
+			s := v["sha256"].(string)
+			v["sha256"] = string(s[0]^1) + s[1:]
+		}, code: 1, lines: []string{"FAIL manifest seal: does not verify", "SKIP artifact:"}},
+		"old manifest": {edit: func(v map[string]any) {
+			delete(v, "manifest_seal")
+			delete(v, "scope")
+			delete(v, "approval_required")
+		}, code: 3, lines: []string{"SKIP manifest seal: not sealed (made before manifest seals", "SKIP decision scope:", "ok   decision seal:"}},
+		"decision removed": {edit: func(v map[string]any) { delete(v, "decision") }, code: 1,
+			lines: []string{"FAIL manifest seal: does not verify", "FAIL decision: the export required approval and the manifest carries no decision record"}},
+		"decision and approval_required removed, resealed": {reseal: true, edit: func(v map[string]any) {
+			delete(v, "decision")
+			delete(v, "approval_required")
+		}, code: 1, lines: []string{"ok   manifest seal:", "FAIL decision: none recorded (pass --allow-unapproved"}},
+		"no approval needed, --allow-unapproved": {reseal: true, edit: func(v map[string]any) {
+			delete(v, "decision")
+			delete(v, "approval_required")
+		}, args: []string{"--allow-unapproved", "--allow-skipped"}, code: 0, lines: []string{"ok   decision: none recorded and the manifest does not say approval was required"}},
+		"required, --allow-unapproved": {reseal: true, edit: func(v map[string]any) { delete(v, "decision") },
+			args: []string{"--allow-unapproved"}, code: 1, lines: []string{"FAIL decision: the export required approval"}},
+	} {
+		p := rewriteManifest(t, mp, t.TempDir(), c.reseal, c.edit) // a directory without the artifact
+		out, err := runVerifyOut(append([]string{p, "--resume-keys-file", kf}, c.args...)...)
+		code := 0
+		if err != nil {
+			code = exitCode(err)
+		}
+		if code != c.code {
+			t.Errorf("%s: exit %d (%v), want %d:\n%s", name, code, err, c.code, out)
+		}
+		for _, l := range c.lines {
+			if !strings.Contains(out, l) {
+				t.Errorf("%s: output lacks %q:\n%s", name, l, out)
+			}
+		}
+		if c.code != 1 && strings.Contains(out, "FAIL") {
+			t.Errorf("%s: unexpected FAIL:\n%s", name, out)
 		}
 	}
 }
