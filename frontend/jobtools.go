@@ -117,8 +117,14 @@ func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in 
 		return nil, toolErr(CodeInputNotExpected, "the job is not waiting for input (status %s)", j.status())
 	}
 	// Same principal + same answer → same update ID, so a retried resume (lost response) is
-	// deduplicated by Temporal instead of being rejected as input_not_expected.
-	sum := sha256.Sum256([]byte(strings.Join([]string{p.Tenant, p.Subject, in.InputID, in.ScopeDigest, in.Decision}, "\x00")))
+	// deduplicated by Temporal instead of being rejected as input_not_expected. The answer is
+	// all of what the record keeps of it, comment and surface included: a retry with another
+	// comment (or from another surface) must not be answered with the first one's outcome while
+	// the caller believes its own comment was recorded; it gets a new ID, and the validator
+	// refuses it as already answered.
+	commentSum := sha256.Sum256([]byte(in.Comment))
+	sum := sha256.Sum256([]byte(strings.Join([]string{p.Tenant, p.Subject, in.InputID, in.ScopeDigest, in.Decision,
+		hex.EncodeToString(commentSum[:]), who.surface}, "\x00")))
 	tctx, cancel := context.WithTimeout(ctx, ResumeTimeoutDefault)
 	defer cancel()
 	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,
