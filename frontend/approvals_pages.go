@@ -192,7 +192,8 @@ func (pf *pagesFE) request(w http.ResponseWriter, r *http.Request) {
 	pf.renderRequest(w, http.StatusOK, s, p, j, "", "")
 }
 
-// decide: POST /approvals/{job} with csrf, input_id, scope_digest, decision and comment.
+// decide: POST /approvals/{job} with csrf, input_id, scope_digest, meaning_digest (of the
+// prompt the page displayed), decision and comment.
 func (pf *pagesFE) decide(w http.ResponseWriter, r *http.Request) {
 	s, p, ok := principalOf(r)
 	if !ok {
@@ -212,10 +213,13 @@ func (pf *pagesFE) decide(w http.ResponseWriter, r *http.Request) {
 		// A replayed or second form: the request is answered; nothing is sent.
 		pf.renderRequest(w, http.StatusConflict, s, p, j, "This request was already answered or is no longer open; nothing was changed.", "")
 		return
-	case in.InputID != ni.InputID || in.ScopeDigest != ni.ScopeDigest:
-		// The page was opened on another request or scope: never approve what is no longer
-		// asked; show what is asked now.
-		pf.renderRequest(w, http.StatusConflict, s, p, j, "The request changed since you opened this page. Nothing was decided: review the scope below as it is now, then decide again.", "")
+	case in.InputID != ni.InputID || in.ScopeDigest != ni.ScopeDigest ||
+		r.PostFormValue("meaning_digest") != workflows.MeaningDigest(ni.Prompt):
+		// The page was opened on another request, scope or wording: never approve what is no
+		// longer asked, and never record as "shown" a meaning the page did not show (the
+		// record's prompt is the open request's; the form carries the digest of the one it
+		// displayed). Show what is asked now, keeping the typed comment.
+		pf.renderRequest(w, http.StatusConflict, s, p, j, "The request changed since you opened this page. Nothing was decided: review the scope below as it is now, then decide again.", in.Comment)
 		return
 	case in.Decision != workflows.DecisionApprove && in.Decision != workflows.DecisionReject:
 		pf.renderRequest(w, http.StatusBadRequest, s, p, j, "Choose Approve or Reject.", in.Comment)
@@ -274,7 +278,8 @@ func (pf *pagesFE) send(w http.ResponseWriter, r *http.Request, s handle.Session
 // decideFromPage is the one place a page's decision enters the resume path (the same update,
 // validator, seal and four-eyes rule as resume_*), recorded as surface "page" signed in with an
 // OIDC session, with the session's person (issuer, name, e-mail, auth_time, amr, acr) and the
-// meaning the page showed in the sealed decision record.
+// meaning the page showed in the sealed decision record: decide has checked that the form's
+// meaning_digest is the open request's prompt's, so that prompt is the one displayed.
 func (f *Frontend) decideFromPage(ctx context.Context, s handle.Session, p authz.Principal, j *job, in ResumeIn) (*job, error) {
 	who := answererOf(wire.Approver{Issuer: s.Issuer, Name: s.Name, Email: s.Email, AuthTime: s.AuthTime, AMR: s.AMR, ACR: s.ACR,
 		Surface: workflows.SurfacePage, SignedInWith: SignedInOIDCSession})
