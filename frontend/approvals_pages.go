@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -185,11 +186,42 @@ func (pf *pagesFE) request(w http.ResponseWriter, r *http.Request) {
 		// not refused for an old one (RequireSession sends the browser to the provider with
 		// prompt=login&max_age= and back here).
 		pf.sessions.RequireSession(pf.maxAge, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			pf.renderRequest(w, http.StatusOK, s, p, j, "", "")
+			pf.renderRequest(w, http.StatusOK, s, p, j, "", typedComment(r))
 		})).ServeHTTP(w, r)
 		return
 	}
-	pf.renderRequest(w, http.StatusOK, s, p, j, "", "")
+	pf.renderRequest(w, http.StatusOK, s, p, j, "", typedComment(r))
+}
+
+// typedComment is the comment a re-login link carries back (?comment=, see
+// renderRequestReLogin) to pre-fill the form: text the person typed, shown to them before they
+// decide, never sent by itself. Over commentMax it is dropped.
+func typedComment(r *http.Request) string {
+	c := strings.TrimSpace(r.URL.Query().Get("comment"))
+	if !utf8.ValidString(c) || utf8.RuneCountInString(c) > commentMax {
+		return ""
+	}
+	return c
+}
+
+// reLoginPathMax bounds a re-login link: the sign-in returns only to paths up to 1024 bytes
+// (frontend/pages), so a longer comment stays on the re-rendered page instead of in the link.
+const reLoginPathMax = 1000
+
+// renderRequestReLogin answers an approval whose sign-in is too old: 403, the request as it is
+// now with the typed comment kept, and a "sign in again" link back to this request page.
+func (pf *pagesFE) renderRequestReLogin(w http.ResponseWriter, s handle.Session, p authz.Principal, j *job, comment string) {
+	link := ApprovalPagePath(j.id)
+	msg := fmt.Sprintf("Approving this request needs a sign-in from the last %s; yours is older. Nothing was decided. Sign in again with the link below: it brings you back to this request", pf.maxAge)
+	withComment := link + "?" + url.Values{"comment": {comment}}.Encode()
+	if comment != "" && len(withComment) <= reLoginPathMax {
+		link, msg = withComment, msg+" with your comment filled in."
+	} else if comment != "" {
+		msg += "; copy your comment first, it is too long to carry along."
+	} else {
+		msg += "."
+	}
+	pf.renderRequestWith(w, http.StatusForbidden, s, p, j, msg, comment, link)
 }
 
 // decide: POST /approvals/{job} with csrf, input_id, scope_digest, meaning_digest (of the
@@ -236,8 +268,15 @@ func (pf *pagesFE) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if in.Decision == workflows.DecisionApprove && sensitive(ni) {
-		// Approving a sensitive scope needs a recent sign-in: RequireSession refuses a POST with
-		// an old one (403, "reload the page to sign in again"); the reload's GET re-logs in.
+		if !pages.FreshEnough(s.AuthTime, pf.f.opts.Now(), pf.maxAge) {
+			// A form left open past the max age: decide nothing, keep what was typed, and offer
+			// a sign-in that comes back to this request (a GET: reloading this answer would only
+			// re-send the form). The comment rides along in the link when it fits.
+			pf.renderRequestReLogin(w, s, p, j, in.Comment)
+			return
+		}
+		// Approving a sensitive scope needs a recent sign-in; RequireSession checks it again
+		// (the same rule) as the last word before anything is sent.
 		pf.sessions.RequireSession(pf.maxAge, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			pf.send(w, r, s, p, j, in)
 		})).ServeHTTP(w, r)

@@ -321,10 +321,25 @@ func TestApprovalsPages_FreshLogin(t *testing.T) {
 		!strings.Contains(r.loc, "prompt=login") || !strings.Contains(r.loc, "max_age=300") {
 		t.Fatalf("old sign-in: %d %q", r.status, r.loc)
 	}
-	mustContain(t, e.do("POST", reqPath, old, form("csrf-steward", "approve", "sha256:d1", "approve", "")), 403, "fresh sign-in")
+	// A form left open past the max age (review 18, finding 11): nothing decided, the request
+	// page again with the typed comment kept and a sign-in link (a GET) back to this request
+	// carrying the comment; that link re-logs in, and after it the form is pre-filled.
+	r = e.do("POST", reqPath, old, form("csrf-steward", "approve", "sha256:d1", "approve", "ok for Q3 & only Q3"))
+	link := reqPath + "?comment=ok+for+Q3+%26+only+Q3"
+	mustContain(t, r, 403, "Nothing was decided", "Sign in again", `href="`+strings.ReplaceAll(link, "+", "&#43;")+`"`,
+		">ok for Q3 &amp; only Q3</textarea>", `name="decision" value="approve"`)
 	if len(e.ms.resumes) != 0 {
 		t.Fatal("approved with an old sign-in")
 	}
+	if r := e.do("GET", link, old, nil); r.status != http.StatusFound || !strings.Contains(r.loc, "prompt=login") {
+		t.Fatalf("re-login link with an old sign-in: %d %q", r.status, r.loc)
+	}
+	fresh := e.session("steward", "acme", time.Minute, approver...)
+	mustContain(t, e.do("GET", link, fresh, nil), 200, ">ok for Q3 &amp; only Q3</textarea>")
+	// A comment too long for the link stays on the page, and the link goes back without it.
+	long := strings.Repeat("x", 990)
+	mustContain(t, e.do("POST", reqPath, old, form("csrf-steward", "approve", "sha256:d1", "approve", long)), 403,
+		"copy your comment first", `href="`+reqPath+`"`, ">"+long+"</textarea>")
 	// Rejecting needs no fresh sign-in (it exposes nothing).
 	mustContain(t, e.do("POST", reqPath, old, form("csrf-steward", "approve", "sha256:d1", "reject", "no")), 200, "You rejected")
 }

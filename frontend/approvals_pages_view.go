@@ -94,6 +94,7 @@ type requestView struct {
 	Action        string // the form's action
 	CSRF          string
 	Comment       string // the comment typed before an error, kept
+	ReLogin       string // a "sign in again" link back to this request, when the sign-in was too old
 	JobLink       string // the job page, for those who may read it
 	Status        string
 }
@@ -257,8 +258,13 @@ var shownScopeKeys = map[string]bool{"dataset": true, "columns": true, "sensitiv
 // renderRequest shows job j's request page to p, with msg as an alert (an error or a refusal)
 // and comment kept in the form.
 func (pf *pagesFE) renderRequest(w http.ResponseWriter, status int, s handle.Session, p authz.Principal, j *job, msg, comment string) {
+	pf.renderRequestWith(w, status, s, p, j, msg, comment, "")
+}
+
+// renderRequestWith is renderRequest with a "sign in again" link (reLogin, "" for none).
+func (pf *pagesFE) renderRequestWith(w http.ResponseWriter, status int, s handle.Session, p authz.Principal, j *job, msg, comment, reLogin string) {
 	v := pageView{Title: "Approval request", Session: &s, Message: msg}
-	rv := &requestView{Status: string(j.status()), Comment: comment, CSRF: s.CSRF, Action: ApprovalPagePath(j.id)}
+	rv := &requestView{Status: string(j.status()), Comment: comment, CSRF: s.CSRF, Action: ApprovalPagePath(j.id), ReLogin: reLogin}
 	if authz.Decide(p, authz.ActionGet, workflows.PolicyJob(j.tenant, j.owner, nil)) == authz.Allow {
 		rv.JobLink = JobPagePath(j.id)
 	}
