@@ -212,7 +212,11 @@ const reLoginPathMax = 1000
 // now with the typed comment kept, and a "sign in again" link back to this request page.
 func (pf *pagesFE) renderRequestReLogin(w http.ResponseWriter, s handle.Session, p authz.Principal, j *job, comment string) {
 	link := ApprovalPagePath(j.id)
-	msg := fmt.Sprintf("Approving this request needs a sign-in from the last %s; yours is older. Nothing was decided. Sign in again with the link below: it brings you back to this request", pf.maxAge)
+	age := pf.maxAge.String()
+	if pf.maxAge%time.Minute == 0 {
+		age = fmt.Sprintf("%d minutes", int(pf.maxAge/time.Minute))
+	}
+	msg := fmt.Sprintf("Approving this request needs a sign-in from the last %s; yours is older. Nothing was decided. Sign in again with the link below: it brings you back to this request", age)
 	withComment := link + "?" + url.Values{"comment": {comment}}.Encode()
 	if comment != "" && len(withComment) <= reLoginPathMax {
 		link, msg = withComment, msg+" with your comment filled in."

@@ -326,7 +326,7 @@ func TestApprovalsPages_FreshLogin(t *testing.T) {
 	// carrying the comment; that link re-logs in, and after it the form is pre-filled.
 	r = e.do("POST", reqPath, old, form("csrf-steward", "approve", "sha256:d1", "approve", "ok for Q3 & only Q3"))
 	link := reqPath + "?comment=ok+for+Q3+%26+only+Q3"
-	mustContain(t, r, 403, "Nothing was decided", "Sign in again", `href="`+strings.ReplaceAll(link, "+", "&#43;")+`"`,
+	mustContain(t, r, 403, "needs a sign-in from the last 5 minutes", "Nothing was decided", "Sign in again", `href="`+strings.ReplaceAll(link, "+", "&#43;")+`"`,
 		">ok for Q3 &amp; only Q3</textarea>", `name="decision" value="approve"`)
 	if len(e.ms.resumes) != 0 {
 		t.Fatal("approved with an old sign-in")
