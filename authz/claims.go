@@ -186,12 +186,18 @@ const (
 )
 
 // PersonFromClaims reads Person from verified claims. It never fails: a claim of the wrong
-// type, not printable UTF-8 or over the limits is left out (these claims describe, they do
+// type, not printable UTF-8 or over the limits is left out, and so is an email whose
+// email_verified claim is present but not true (these claims describe, they do
 // not authorize, so a token is not refused for them).
 func PersonFromClaims(claims map[string]any) Person {
 	var p Person
 	p.Name = personString(claims["name"], MaxPersonFieldLen)
-	p.Email = personString(claims["email"], MaxPersonFieldLen)
+	// An e-mail the provider says it has not verified is anyone's typing: a decision record must
+	// not name it as the approver's. Absent email_verified keeps it (many providers never send
+	// the claim for addresses they manage); false, as a boolean or the string some send, drops it.
+	if v, ok := claims["email_verified"]; !ok || v == true || v == "true" {
+		p.Email = personString(claims["email"], MaxPersonFieldLen)
+	}
 	p.ACR = personString(claims["acr"], MaxPersonFieldLen)
 	var f float64
 	switch v := claims["auth_time"].(type) {

@@ -155,4 +155,12 @@ func TestPersonFromClaims(t *testing.T) {
 	if bad.Name != "" || bad.Email != "" || !bad.AuthTime.IsZero() || bad.AMR != nil || bad.ACR != "" {
 		t.Errorf("kept unusable values: %+v", bad)
 	}
+	// An e-mail the provider has not verified is not recorded as the approver's; a verified one
+	// (boolean or the string some providers send) and one without the claim are.
+	for v, keep := range map[any]bool{false: false, "false": false, "no": false, 0.0: false, true: true, "true": true} {
+		got := PersonFromClaims(map[string]any{"email": "mallory@acme.example", "email_verified": v})
+		if (got.Email != "") != keep {
+			t.Errorf("email_verified %#v: email %q, want kept=%v", v, got.Email, keep)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -185,14 +186,50 @@ func (pf *pagesFE) request(w http.ResponseWriter, r *http.Request) {
 		// not refused for an old one (RequireSession sends the browser to the provider with
 		// prompt=login&max_age= and back here).
 		pf.sessions.RequireSession(pf.maxAge, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			pf.renderRequest(w, http.StatusOK, s, p, j, "", "")
+			pf.renderRequest(w, http.StatusOK, s, p, j, "", typedComment(r))
 		})).ServeHTTP(w, r)
 		return
 	}
-	pf.renderRequest(w, http.StatusOK, s, p, j, "", "")
+	pf.renderRequest(w, http.StatusOK, s, p, j, "", typedComment(r))
 }
 
-// decide: POST /approvals/{job} with csrf, input_id, scope_digest, decision and comment.
+// typedComment is the comment a re-login link carries back (?comment=, see
+// renderRequestReLogin) to pre-fill the form: text the person typed, shown to them before they
+// decide, never sent by itself. Over commentMax it is dropped.
+func typedComment(r *http.Request) string {
+	c := strings.TrimSpace(r.URL.Query().Get("comment"))
+	if !utf8.ValidString(c) || utf8.RuneCountInString(c) > commentMax {
+		return ""
+	}
+	return c
+}
+
+// reLoginPathMax bounds a re-login link: the sign-in returns only to paths up to 1024 bytes
+// (frontend/pages), so a longer comment stays on the re-rendered page instead of in the link.
+const reLoginPathMax = 1000
+
+// renderRequestReLogin answers an approval whose sign-in is too old: 403, the request as it is
+// now with the typed comment kept, and a "sign in again" link back to this request page.
+func (pf *pagesFE) renderRequestReLogin(w http.ResponseWriter, s handle.Session, p authz.Principal, j *job, comment string) {
+	link := ApprovalPagePath(j.id)
+	age := pf.maxAge.String()
+	if pf.maxAge%time.Minute == 0 {
+		age = fmt.Sprintf("%d minutes", int(pf.maxAge/time.Minute))
+	}
+	msg := fmt.Sprintf("Approving this request needs a sign-in from the last %s; yours is older. Nothing was decided. Sign in again with the link below: it brings you back to this request", age)
+	withComment := link + "?" + url.Values{"comment": {comment}}.Encode()
+	if comment != "" && len(withComment) <= reLoginPathMax {
+		link, msg = withComment, msg+" with your comment filled in."
+	} else if comment != "" {
+		msg += "; copy your comment first, it is too long to carry along."
+	} else {
+		msg += "."
+	}
+	pf.renderRequestWith(w, http.StatusForbidden, s, p, j, msg, comment, link)
+}
+
+// decide: POST /approvals/{job} with csrf, input_id, scope_digest, meaning_digest (of the
+// prompt the page displayed), decision and comment.
 func (pf *pagesFE) decide(w http.ResponseWriter, r *http.Request) {
 	s, p, ok := principalOf(r)
 	if !ok {
@@ -212,10 +249,13 @@ func (pf *pagesFE) decide(w http.ResponseWriter, r *http.Request) {
 		// A replayed or second form: the request is answered; nothing is sent.
 		pf.renderRequest(w, http.StatusConflict, s, p, j, "This request was already answered or is no longer open; nothing was changed.", "")
 		return
-	case in.InputID != ni.InputID || in.ScopeDigest != ni.ScopeDigest:
-		// The page was opened on another request or scope: never approve what is no longer
-		// asked; show what is asked now.
-		pf.renderRequest(w, http.StatusConflict, s, p, j, "The request changed since you opened this page. Nothing was decided: review the scope below as it is now, then decide again.", "")
+	case in.InputID != ni.InputID || in.ScopeDigest != ni.ScopeDigest ||
+		r.PostFormValue("meaning_digest") != workflows.MeaningDigest(ni.Prompt):
+		// The page was opened on another request, scope or wording: never approve what is no
+		// longer asked, and never record as "shown" a meaning the page did not show (the
+		// record's prompt is the open request's; the form carries the digest of the one it
+		// displayed). Show what is asked now, keeping the typed comment.
+		pf.renderRequest(w, http.StatusConflict, s, p, j, "The request changed since you opened this page. Nothing was decided: review the scope below as it is now, then decide again.", in.Comment)
 		return
 	case in.Decision != workflows.DecisionApprove && in.Decision != workflows.DecisionReject:
 		pf.renderRequest(w, http.StatusBadRequest, s, p, j, "Choose Approve or Reject.", in.Comment)
@@ -232,8 +272,15 @@ func (pf *pagesFE) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if in.Decision == workflows.DecisionApprove && sensitive(ni) {
-		// Approving a sensitive scope needs a recent sign-in: RequireSession refuses a POST with
-		// an old one (403, "reload the page to sign in again"); the reload's GET re-logs in.
+		if !pages.FreshEnough(s.AuthTime, pf.f.opts.Now(), pf.maxAge) {
+			// A form left open past the max age: decide nothing, keep what was typed, and offer
+			// a sign-in that comes back to this request (a GET: reloading this answer would only
+			// re-send the form). The comment rides along in the link when it fits.
+			pf.renderRequestReLogin(w, s, p, j, in.Comment)
+			return
+		}
+		// Approving a sensitive scope needs a recent sign-in; RequireSession checks it again
+		// (the same rule) as the last word before anything is sent.
 		pf.sessions.RequireSession(pf.maxAge, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			pf.send(w, r, s, p, j, in)
 		})).ServeHTTP(w, r)
@@ -274,7 +321,8 @@ func (pf *pagesFE) send(w http.ResponseWriter, r *http.Request, s handle.Session
 // decideFromPage is the one place a page's decision enters the resume path (the same update,
 // validator, seal and four-eyes rule as resume_*), recorded as surface "page" signed in with an
 // OIDC session, with the session's person (issuer, name, e-mail, auth_time, amr, acr) and the
-// meaning the page showed in the sealed decision record.
+// meaning the page showed in the sealed decision record: decide has checked that the form's
+// meaning_digest is the open request's prompt's, so that prompt is the one displayed.
 func (f *Frontend) decideFromPage(ctx context.Context, s handle.Session, p authz.Principal, j *job, in ResumeIn) (*job, error) {
 	who := answererOf(wire.Approver{Issuer: s.Issuer, Name: s.Name, Email: s.Email, AuthTime: s.AuthTime, AMR: s.AMR, ACR: s.ACR,
 		Surface: workflows.SurfacePage, SignedInWith: SignedInOIDCSession})

@@ -100,12 +100,18 @@ func (e *pagesEnv) do(method, path, cookie string, form url.Values, hdr ...strin
 
 const pageJobID = "acme/export/ana/q3"
 
+// promptTail follows the owner in exportAwaiting's prompt; anaPrompt is ana's.
+const (
+	promptTail = " asks to export dataset \"customers\""
+	anaPrompt  = "ana" + promptTail
+)
+
 // exportAwaiting stores ana's export of customers with the sensitive column email, waiting for
 // an approver, and returns its digest.
 func (e *pagesEnv) exportAwaiting(id, owner, digest string) *job {
 	j := &job{id: id, runID: "run-" + id, tenant: "acme", owner: owner, kind: workflows.KindExport, exec: runRunning,
 		saStatus: workflows.StatusAwaitingInput, createdAt: coreNow.Add(-12 * time.Minute),
-		needsInput: &workflows.NeedsInput{InputID: "approve", Prompt: owner + " asks to export dataset \"customers\"",
+		needsInput: &workflows.NeedsInput{InputID: "approve", Prompt: owner + promptTail,
 			ScopeDigest: digest, Approver: authz.ApproverApprover, RequestedBy: owner, ExpiresAt: coreNow.Add(24 * time.Hour),
 			Scope: map[string]any{"dataset": "customers", "columns": []any{"id", "name", "email"}, "format": "csv",
 				"purpose": "renewal mailing for Q3", "sensitive_columns": []any{"email"}, "max_rows": float64(1000000),
@@ -114,8 +120,11 @@ func (e *pagesEnv) exportAwaiting(id, owner, digest string) *job {
 	return j
 }
 
+// form is the request page's form as a browser sends it: meaning_digest is the digest of the
+// prompt exportAwaiting gives ana's export (the page under test showed that one).
 func form(csrf, inputID, digest, decision, comment string) url.Values {
-	return url.Values{"csrf": {csrf}, "input_id": {inputID}, "scope_digest": {digest}, "decision": {decision}, "comment": {comment}}
+	return url.Values{"csrf": {csrf}, "input_id": {inputID}, "scope_digest": {digest}, "decision": {decision}, "comment": {comment},
+		"meaning_digest": {workflows.MeaningDigest(anaPrompt)}}
 }
 
 func mustContain(t *testing.T, r pageResp, status int, subs ...string) {
@@ -247,6 +256,35 @@ func TestApprovalsPages_Refusals(t *testing.T) {
 	}
 }
 
+// A page whose displayed request wording is not the open request's (the prompt changed while
+// the scope did not, or a form without meaning_digest) decides nothing and shows the wording
+// as it is now, keeping the typed comment: the record's "meaning shown" is always what the
+// page displayed (review 18, finding 13).
+func TestApprovalsPages_StaleMeaning(t *testing.T) {
+	e := newPagesEnv(t)
+	j := e.exportAwaiting(pageJobID, "ana", "sha256:d1")
+	steward := e.session("steward", "acme", time.Minute, approver...)
+	mustContain(t, e.do("GET", reqPath, steward, nil), 200,
+		`name="meaning_digest" value="`+workflows.MeaningDigest(anaPrompt)+`"`)
+	newPrompt := "ana asks to export dataset \"customers\" to a new recipient"
+	j.needsInput.Prompt = newPrompt
+	mustContain(t, e.do("POST", reqPath, steward, form("csrf-steward", "approve", "sha256:d1", "approve", "fine by me")), 409,
+		"The request changed since you opened this page", "to a new recipient", "fine by me",
+		`name="meaning_digest" value="`+workflows.MeaningDigest(newPrompt)+`"`)
+	noDigest := form("csrf-steward", "approve", "sha256:d1", "approve", "")
+	noDigest.Del("meaning_digest")
+	mustContain(t, e.do("POST", reqPath, steward, noDigest), 409, "The request changed since you opened this page")
+	if len(e.ms.resumes) != 0 {
+		t.Fatalf("%d resumes sent for a meaning the page did not show", len(e.ms.resumes))
+	}
+	ok := form("csrf-steward", "approve", "sha256:d1", "approve", "")
+	ok.Set("meaning_digest", workflows.MeaningDigest(newPrompt))
+	mustContain(t, e.do("POST", reqPath, steward, ok), 200, "You approved")
+	if len(e.ms.resumes) != 1 || e.ms.resumes[0].req.Meaning != newPrompt {
+		t.Fatalf("resumes %+v", e.ms.resumes)
+	}
+}
+
 // Another tenant's job, a guessed ID and a job the approver may not see read the same 404.
 func TestApprovalsPages_NotFoundSameBytes(t *testing.T) {
 	e := newPagesEnv(t)
@@ -283,10 +321,25 @@ func TestApprovalsPages_FreshLogin(t *testing.T) {
 		!strings.Contains(r.loc, "prompt=login") || !strings.Contains(r.loc, "max_age=300") {
 		t.Fatalf("old sign-in: %d %q", r.status, r.loc)
 	}
-	mustContain(t, e.do("POST", reqPath, old, form("csrf-steward", "approve", "sha256:d1", "approve", "")), 403, "fresh sign-in")
+	// A form left open past the max age (review 18, finding 11): nothing decided, the request
+	// page again with the typed comment kept and a sign-in link (a GET) back to this request
+	// carrying the comment; that link re-logs in, and after it the form is pre-filled.
+	r = e.do("POST", reqPath, old, form("csrf-steward", "approve", "sha256:d1", "approve", "ok for Q3 & only Q3"))
+	link := reqPath + "?comment=ok+for+Q3+%26+only+Q3"
+	mustContain(t, r, 403, "needs a sign-in from the last 5 minutes", "Nothing was decided", "Sign in again", `href="`+strings.ReplaceAll(link, "+", "&#43;")+`"`,
+		">ok for Q3 &amp; only Q3</textarea>", `name="decision" value="approve"`)
 	if len(e.ms.resumes) != 0 {
 		t.Fatal("approved with an old sign-in")
 	}
+	if r := e.do("GET", link, old, nil); r.status != http.StatusFound || !strings.Contains(r.loc, "prompt=login") {
+		t.Fatalf("re-login link with an old sign-in: %d %q", r.status, r.loc)
+	}
+	fresh := e.session("steward", "acme", time.Minute, approver...)
+	mustContain(t, e.do("GET", link, fresh, nil), 200, ">ok for Q3 &amp; only Q3</textarea>")
+	// A comment too long for the link stays on the page, and the link goes back without it.
+	long := strings.Repeat("x", 990)
+	mustContain(t, e.do("POST", reqPath, old, form("csrf-steward", "approve", "sha256:d1", "approve", long)), 403,
+		"copy your comment first", `href="`+reqPath+`"`, ">"+long+"</textarea>")
 	// Rejecting needs no fresh sign-in (it exposes nothing).
 	mustContain(t, e.do("POST", reqPath, old, form("csrf-steward", "approve", "sha256:d1", "reject", "no")), 200, "You rejected")
 }

@@ -83,16 +83,20 @@ type requestView struct {
 	Prompt      string
 	InputID     string
 	ScopeDigest string
-	Other       [][2]string // scope fields not shown above, sorted by name
-	Open        bool        // the request is open
-	CanDecide   bool        // the person may answer it
-	Refusal     string      // why not, when open and CanDecide is false
-	Sensitive   bool
-	Action      string // the form's action
-	CSRF        string
-	Comment     string // the comment typed before an error, kept
-	JobLink     string // the job page, for those who may read it
-	Status      string
+	// MeaningDigest is workflows.MeaningDigest of Prompt: the form sends it back so the
+	// decision records the meaning this page displayed, or is refused as stale.
+	MeaningDigest string
+	Other         [][2]string // scope fields not shown above, sorted by name
+	Open          bool        // the request is open
+	CanDecide     bool        // the person may answer it
+	Refusal       string      // why not, when open and CanDecide is false
+	Sensitive     bool
+	Action        string // the form's action
+	CSRF          string
+	Comment       string // the comment typed before an error, kept
+	ReLogin       string // a "sign in again" link back to this request, when the sign-in was too old
+	JobLink       string // the job page, for those who may read it
+	Status        string
 }
 
 // jobView is a job's page and the outcome page.
@@ -254,8 +258,13 @@ var shownScopeKeys = map[string]bool{"dataset": true, "columns": true, "sensitiv
 // renderRequest shows job j's request page to p, with msg as an alert (an error or a refusal)
 // and comment kept in the form.
 func (pf *pagesFE) renderRequest(w http.ResponseWriter, status int, s handle.Session, p authz.Principal, j *job, msg, comment string) {
+	pf.renderRequestWith(w, status, s, p, j, msg, comment, "")
+}
+
+// renderRequestWith is renderRequest with a "sign in again" link (reLogin, "" for none).
+func (pf *pagesFE) renderRequestWith(w http.ResponseWriter, status int, s handle.Session, p authz.Principal, j *job, msg, comment, reLogin string) {
 	v := pageView{Title: "Approval request", Session: &s, Message: msg}
-	rv := &requestView{Status: string(j.status()), Comment: comment, CSRF: s.CSRF, Action: ApprovalPagePath(j.id)}
+	rv := &requestView{Status: string(j.status()), Comment: comment, CSRF: s.CSRF, Action: ApprovalPagePath(j.id), ReLogin: reLogin}
 	if authz.Decide(p, authz.ActionGet, workflows.PolicyJob(j.tenant, j.owner, nil)) == authz.Allow {
 		rv.JobLink = JobPagePath(j.id)
 	}
@@ -263,6 +272,7 @@ func (pf *pagesFE) renderRequest(w http.ResponseWriter, status int, s handle.Ses
 		js := pf.f.summary(p, j)
 		rv.requestRow = requestRowOf(js, pf.f.opts.Now())
 		rv.Prompt, rv.InputID, rv.ScopeDigest, rv.Open, rv.Sensitive = ni.Prompt, ni.InputID, ni.ScopeDigest, true, sensitive(ni)
+		rv.MeaningDigest = workflows.MeaningDigest(ni.Prompt)
 		rv.Meaning = pageMeaning(rv.RequestedBy, j.tenant, ni.Scope, ni.Prompt)
 		for k, val := range ni.Scope {
 			if !shownScopeKeys[k] {

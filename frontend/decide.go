@@ -2,9 +2,7 @@ package frontend
 
 import (
 	"context"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
@@ -66,42 +64,6 @@ type answerer struct {
 // tokenAnswerer is the answerer of a call carried by a bearer token through surface.
 func tokenAnswerer(ctx context.Context, surface string) answerer {
 	return answerer{id: callIdentity(ctx), surface: surface, signedInWith: workflows.SignedInBearerJWT}
-}
-
-// Decide answers the open input request of job jobID for p, a principal the caller has
-// verified (the /approvals pages: a signed-in session), as approver a: the same checks, seal
-// and jobgate.resume update as every other surface (the workflow's validator, four eyes, a
-// stale input_id, scope_digest or meaning refused). It returns the job's status afterwards.
-// Errors are *wire.ToolError with the contract's codes (not_found for a job p may not know,
-// forbidden, input_not_expected with the reason, invalid_argument naming the field).
-func (f *Frontend) Decide(ctx context.Context, p authz.Principal, a wire.Approver, jobID string, ans wire.Answer) (workflows.Status, error) {
-	if err := checkAnswer(ans.InputID, ans.ScopeDigest, ans.Decision, ans.Comment); err != nil {
-		return "", err
-	}
-	switch {
-	case a.Surface == "":
-		return "", invalidArg("surface", "is required")
-	case utf8.RuneCountInString(ans.Meaning) > 8000:
-		return "", invalidArg("meaning", "at most 8000 characters")
-	case !strings.HasPrefix(jobID, p.Tenant+"/"):
-		return "", errNotFound()
-	}
-	j, err := f.describe(ctx, jobID)
-	if err != nil {
-		return "", err
-	}
-	if j.tenant != p.Tenant {
-		return "", errNotFound()
-	}
-	if authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.NotFound {
-		return "", errNotFound()
-	}
-	j2, err := f.resumeJob(ctx, p, j, ResumeIn{InputID: ans.InputID, ScopeDigest: ans.ScopeDigest, Decision: ans.Decision,
-		Comment: ans.Comment}, answererOf(a), ans.Meaning)
-	if err != nil {
-		return "", err
-	}
-	return j2.status(), nil
 }
 
 // answererOf is who answers, as the seal and the decision record carry it.

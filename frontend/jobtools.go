@@ -105,7 +105,7 @@ func checkAnswer(inputID, scopeDigest, decision, comment string) error {
 
 // resumeJob delivers an answer to job j, which the caller has resolved: the jobgate.resume
 // update, whose validator re-checks principal, input_id and scope_digest before history.
-// resume_*, MRTR retries, Tasks updates and the pages (Decide) all end here, and who says
+// resume_*, MRTR retries, Tasks updates and the pages (decideFromPage) all end here, and who says
 // which surface and who answered beyond p; meaning is the text the surface showed. The request is
 // sealed with the resume keys for exactly this run, request, principal and answer: the
 // validator refuses anything unsealed, so no other Temporal client can answer for anyone.
@@ -117,8 +117,14 @@ func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in 
 		return nil, toolErr(CodeInputNotExpected, "the job is not waiting for input (status %s)", j.status())
 	}
 	// Same principal + same answer → same update ID, so a retried resume (lost response) is
-	// deduplicated by Temporal instead of being rejected as input_not_expected.
-	sum := sha256.Sum256([]byte(strings.Join([]string{p.Tenant, p.Subject, in.InputID, in.ScopeDigest, in.Decision}, "\x00")))
+	// deduplicated by Temporal instead of being rejected as input_not_expected. The answer is
+	// all of what the record keeps of it, comment and surface included: a retry with another
+	// comment (or from another surface) must not be answered with the first one's outcome while
+	// the caller believes its own comment was recorded; it gets a new ID, and the validator
+	// refuses it as already answered.
+	commentSum := sha256.Sum256([]byte(in.Comment))
+	sum := sha256.Sum256([]byte(strings.Join([]string{p.Tenant, p.Subject, in.InputID, in.ScopeDigest, in.Decision,
+		hex.EncodeToString(commentSum[:]), who.surface}, "\x00")))
 	tctx, cancel := context.WithTimeout(ctx, ResumeTimeoutDefault)
 	defer cancel()
 	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,

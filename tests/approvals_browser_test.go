@@ -184,8 +184,8 @@ func TestBrowserApprovals(t *testing.T) {
 
 	// An old sign-in: the steward's session cookie, re-sealed with the dev stack's handle keys
 	// with an auth_time an hour back. Approving from the open form is refused; reloading the
-	// page goes back to the identity provider (prompt=login), and after a fresh sign-in the
-	// approval goes through.
+	// page comes back with a "Sign in again" link to the identity provider (prompt=login), and
+	// after a fresh sign-in the approval goes through.
 	req2 := base + frontend.ApprovalPagePath(v2.JobID)
 	signIn("steward", frontend.ApprovalPagePath(v2.JobID))
 	has("the second request", "second look", "Approve")
@@ -204,12 +204,13 @@ func TestBrowserApprovals(t *testing.T) {
 	}
 	sess.AuthTime = time.Now().Add(-time.Hour)
 	b.step("age the sign-in", b.setCookie(base, "jobgate_session", keys.SealSession(sess)))
-	b.step("approve with an old sign-in", chromedp.Click(chromedp.CSS(`button[value=approve]`)), b.at(req2), shows("fresh sign-in"))
-	has("the refusal", "needs a fresh sign-in")
+	b.step("approve with an old sign-in", chromedp.Click(chromedp.CSS(`button[value=approve]`)), b.at(req2), shows("Nothing was decided"))
+	has("the refusal", "needs a sign-in from the last", "Sign in again and come back to this request")
 	if got := mustView(t, call(t, cs, "get_export", map[string]any{"handle": v2.Handle})); got.Status != workflows.StatusAwaitingInput {
 		t.Fatalf("approved with an old sign-in: %s", got.Status)
 	}
-	b.step("reload: sign in again", chromedp.Navigate(req2), b.at(issuer+"/login?"))
+	// The refusal keeps the form and offers a sign-in that comes back here (a GET, not a re-POST).
+	b.step("sign in again", chromedp.Click(chromedp.Search(`//a[contains(., "Sign in again")]`)), b.at(issuer+"/login?"))
 	b.step("pick steward again", chromedp.Click(chromedp.CSS(`button[name=user][value="steward"]`)), b.at(req2))
 	b.step("approve", chromedp.Click(chromedp.CSS(`button[value=approve]`)), b.at(req2), shows("Decision recorded"))
 	has("the second outcome", "You approved this request")

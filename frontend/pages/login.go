@@ -92,6 +92,14 @@ func (p *Pages) startLogin(w http.ResponseWriter, r *http.Request, ret string, m
 // callback and RequireSession must both use it: were RequireSession stricter than the
 // callback, a fresh login that the callback accepts inside the leeway would be sent straight
 // back to the provider, for ever.
+// FreshEnough reports whether a sign-in at authTime is recent enough at now for maxAge, with the
+// same leeway RequireSession(maxAge, …) allows: a page that checks before calling it (to keep a
+// form's input instead of refusing the POST) must agree with it, or its re-login link would
+// loop.
+func FreshEnough(authTime, now time.Time, maxAge time.Duration) bool {
+	return freshEnough(authTime, now, maxAge)
+}
+
 func freshEnough(authTime, now time.Time, maxAge time.Duration) bool {
 	return !authTime.IsZero() && now.Sub(authTime) <= maxAge+authTimeLeeway
 }

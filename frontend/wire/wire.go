@@ -224,7 +224,7 @@ const (
 )
 
 // Approver is who answers a job's input request beyond the principal, as the surface that
-// carried the answer knows them (frontend.Decide): the identity provider that vouched, the
+// carried the answer knows them (the pages' decision): the identity provider that vouched, the
 // person's name and email, when and how they last authenticated, which surface and sign-in.
 // Every field but Surface is optional ("" or zero when unknown); all go, sealed, to the
 // decision record.
@@ -240,18 +240,6 @@ type Approver struct {
 	// SignedInWith is how the principal signed in ("oidc-session" for a browser session,
 	// "bearer-jwt" for a token).
 	SignedInWith string
-}
-
-// Answer is a decision on a job's open input request, bound to it by InputID and ScopeDigest
-// (as needs_input shows them) and, when Meaning is set, to the exact text the approver was
-// shown: a request that changed meanwhile is refused (input_not_expected), never answered
-// unseen.
-type Answer struct {
-	InputID     string
-	ScopeDigest string
-	Decision    string // approve or reject
-	Comment     string
-	Meaning     string // the meaning text shown (needs_input.prompt); "" when none was
 }
 
 // Decision is a job's accepted answer as get_* shows it (the decision record, without its
