@@ -59,14 +59,15 @@ func (n *notifications) Targets(tenant, event string) []activities.NotifyTarget 
 	return out
 }
 
-// notifyDeliveries is jobgate_notify_deliveries_total{endpoint, outcome}: one per delivery
-// attempt per endpoint, by outcome (activities.Outcome*).
+// notifyDeliveries is jobgate_notify_deliveries_total{endpoint, outcome}: it counts attempts, one
+// per activity attempt per endpoint, by outcome (activities.Outcome*); an event delivered on the
+// third try counts retry 2, delivered 1. The name stays (documented in activities/README.md).
 func notifyDeliveries(reg prometheus.Registerer) func(endpoint, outcome string) {
 	if reg == nil {
 		return nil
 	}
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jobgate_notify_deliveries_total",
-		Help: "Notification delivery attempts by endpoint and outcome (delivered, retry, rejected, refused)."},
+		Help: "Notification delivery attempts (one per activity attempt per endpoint) by endpoint and outcome (delivered, retry, rejected, refused); delivered counts events delivered."},
 		[]string{"endpoint", "outcome"})
 	reg.MustRegister(c)
 	return func(endpoint, outcome string) { c.WithLabelValues(endpoint, outcome).Inc() }
