@@ -1,7 +1,9 @@
 package app
 
 import (
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 
@@ -40,6 +42,23 @@ func loadNotifications(t authz.Tenants, tenantsFile string) (*notifications, err
 		}
 	}
 	return n, nil
+}
+
+// checkPublicURL refuses to start a worker that has endpoints but no absolute http(s)
+// --public-url: its events would carry relative links (useless outside the browser, refused by
+// Slack, so the event would be lost). The error names the flag, not the value (user info).
+func (n *notifications) checkPublicURL(public string) error {
+	if n == nil || len(n.targets) == 0 {
+		return nil
+	}
+	u, err := url.Parse(public)
+	switch {
+	case public == "":
+		return errors.New("--public-url: required when the tenants file names notification endpoints (their links are <public-url>/approvals/<job-id>), e.g. https://jobgate.example.com")
+	case err != nil, u.Scheme != "http" && u.Scheme != "https", u.Host == "", u.User != nil:
+		return errors.New("--public-url: not an absolute http(s) URL without user info; notification links need one, e.g. https://jobgate.example.com")
+	}
+	return nil
 }
 
 // Wants implements workflows.Notifications.
