@@ -82,32 +82,48 @@ type Notifier struct {
 	Targets func(tenant, event string) []NotifyTarget
 	// PublicURL is the browser-facing base URL; the deep link is PublicURL/approvals/<job-id>.
 	PublicURL string
-	// Observe is told each attempt's outcome per endpoint (metrics); nil for nothing.
+	// Observe is told each attempt's outcome per endpoint (metrics): once per endpoint per
+	// activity attempt, so an event delivered on the third try is observed as retry, retry,
+	// delivered. nil for nothing.
 	Observe func(endpoint, outcome string)
-	// Client sends the requests; nil builds one whose dialer refuses disallowed addresses.
+	// Client sends the requests; nil uses [NotifyClient]s, one per allowPrivate value, built
+	// once and kept (each delivery reuses their idle connections).
 	Client func(allowPrivate bool) *http.Client
 	// Timeout bounds one request. Defaults to 10 seconds.
 	Timeout time.Duration
 	// HeartbeatEvery is how often an attempt heartbeats while a request is in flight. Defaults
 	// to 2 seconds.
 	HeartbeatEvery time.Duration
+
+	clientsMu sync.Mutex
+	clients   map[bool]*http.Client
 }
 
+// MinNotifySecretLen is the fewest bytes (after decoding) a signing secret may have: the
+// Standard Webhooks spec asks for 24 to 64 random bytes; a shorter one can be guessed offline
+// from any one signed delivery.
+const MinNotifySecretLen = 24
+
 // ReadNotifySecret reads an endpoint's secret file: "whsec_<base64>" (Standard Webhooks), or any
-// other content taken as raw bytes. Surrounding whitespace is ignored.
+// other content taken as raw bytes. Surrounding whitespace is ignored. Either way it must hold
+// at least [MinNotifySecretLen] bytes.
 func ReadNotifySecret(raw []byte) ([]byte, error) {
 	s := strings.TrimSpace(string(raw))
 	if s == "" {
 		return nil, errors.New("the secret file is empty")
 	}
+	b := []byte(s)
 	if strings.HasPrefix(s, "whsec_") {
-		b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
+		var err error
+		b, err = base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
 		if err != nil || len(b) == 0 {
 			return nil, errors.New("the secret starts with whsec_ but the rest is not base64")
 		}
-		return b, nil
 	}
-	return []byte(s), nil
+	if len(b) < MinNotifySecretLen {
+		return nil, fmt.Errorf("the secret has %d bytes, want at least %d random ones (e.g. whsec_ and the base64 of 32 random bytes)", len(b), MinNotifySecretLen)
+	}
+	return b, nil
 }
 
 // Link is the page where event's request is answered (or its job seen).
@@ -128,14 +144,18 @@ func (n *Notifier) Body(ev NotifyEvent, format string) ([]byte, error) {
 		if ev.Type == authz.EventJobFinished {
 			title, button = "Job "+ev.Status, "Open the job"
 		}
-		text := fmt.Sprintf("*%s* (%s, %s)\n%s", title, ev.Kind, ev.JobID, ev.Meaning)
+		// Meaning holds the requester's free text (purpose, names): escaped, it cannot make a
+		// link (<https://evil|Approve here>) or a mention (<!channel>) in the approvers' channel;
+		// verbatim stops Slack from turning bare URLs and names into links.
+		esc := slackEscape
+		text := fmt.Sprintf("*%s* (%s, %s)\n%s", esc(title), esc(ev.Kind), esc(ev.JobID), esc(ev.Meaning))
 		if !ev.ExpiresAt.IsZero() {
 			text += "\nExpires " + ev.ExpiresAt.UTC().Format(time.RFC3339)
 		}
 		return json.Marshal(map[string]any{
-			"text": title + ": " + ev.Meaning,
+			"text": esc(title + ": " + ev.Meaning),
 			"blocks": []any{
-				map[string]any{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": text}},
+				map[string]any{"type": "section", "text": map[string]any{"type": "mrkdwn", "text": text, "verbatim": true}},
 				map[string]any{"type": "actions", "elements": []any{map[string]any{
 					"type": "button", "text": map[string]any{"type": "plain_text", "text": button},
 					"url": link, "action_id": "open"}}},
@@ -154,6 +174,10 @@ func (n *Notifier) Body(ev NotifyEvent, format string) ([]byte, error) {
 	}
 	return json.Marshal(map[string]any{"type": ev.Type, "timestamp": ev.At.UTC(), "data": data})
 }
+
+// slackEscape escapes the three characters Slack's message text gives meaning to (links,
+// mentions: <…>), as Slack documents: & < > become &amp; &lt; &gt;.
+var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 
 // Notify delivers one event to every endpoint of its tenant that wants it, each at most once
 // per attempt; endpoints already done (delivered, or refused for good) are carried in the
@@ -308,7 +332,19 @@ func (n *Notifier) clientFor(allowPrivate bool) *http.Client {
 	if n.Client != nil {
 		return n.Client(allowPrivate)
 	}
-	return NotifyClient(allowPrivate)
+	// One client per kind, kept: a Transport per delivery would leave its idle connections
+	// (and their goroutines) behind until IdleConnTimeout, one set per event.
+	n.clientsMu.Lock()
+	defer n.clientsMu.Unlock()
+	c, ok := n.clients[allowPrivate]
+	if !ok {
+		if n.clients == nil {
+			n.clients = map[bool]*http.Client{}
+		}
+		c = NotifyClient(allowPrivate)
+		n.clients[allowPrivate] = c
+	}
+	return c
 }
 
 // refusedAddrError is a dial to an address the endpoint may not reach.

@@ -29,7 +29,9 @@ func TestNotifySecretSpecVector(t *testing.T) {
 	if err != nil || sig != "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=" {
 		t.Fatalf("signature %q, %v", sig, err)
 	}
-	for _, bad := range []string{"", "  \n", "whsec_!!notbase64"} {
+	// Weak secrets are refused (review finding 10): fewer than 24 bytes after decoding.
+	for _, bad := range []string{"", "  \n", "whsec_!!notbase64", "k", "whsec_c2hvcnQ=", "23 bytes of raw secret.",
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLa"} {
 		if _, err := ReadNotifySecret([]byte(bad)); err == nil {
 			t.Errorf("secret %q accepted", bad)
 		}
@@ -112,13 +114,13 @@ func TestNotifyRefusesPrivateAtDial(t *testing.T) {
 	defer srv.Close()
 	u := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
 	n := &Notifier{}
-	out, err := n.deliver(t.Context(), NotifyTarget{NotifyEndpoint: authz.NotifyEndpoint{URL: u}, Secret: []byte("k")},
+	out, err := n.deliver(t.Context(), NotifyTarget{NotifyEndpoint: authz.NotifyEndpoint{URL: u}, Secret: []byte("0123456789abcdef01234567")},
 		NotifyEvent{ID: "evt_2", Type: authz.EventApprovalRequested})
 	var refused *refusedAddrError
 	if out != OutcomeRefused || !errors.As(err, &refused) || hits != 0 {
 		t.Fatalf("outcome %s, error %v, hits %d: want refused before connecting", out, err, hits)
 	}
-	if out, err := n.deliver(t.Context(), NotifyTarget{NotifyEndpoint: authz.NotifyEndpoint{URL: u, AllowPrivate: true}, Secret: []byte("k")},
+	if out, err := n.deliver(t.Context(), NotifyTarget{NotifyEndpoint: authz.NotifyEndpoint{URL: u, AllowPrivate: true}, Secret: []byte("0123456789abcdef01234567")},
 		NotifyEvent{ID: "evt_2", Type: authz.EventApprovalRequested}); out != OutcomeDelivered || err != nil || hits != 1 {
 		t.Fatalf("allow_private: outcome %s, %v, hits %d", out, err, hits)
 	}
@@ -131,7 +133,7 @@ func TestNotifyErrorsKeepTheURLOut(t *testing.T) {
 	u := srv.URL + "/services/T000/B000/s3cr3tpath"
 	srv.Close() // nothing listens any more: a connection error
 	n := &Notifier{}
-	out, err := n.deliver(t.Context(), NotifyTarget{NotifyEndpoint: authz.NotifyEndpoint{URL: u, AllowPrivate: true}, Secret: []byte("k")},
+	out, err := n.deliver(t.Context(), NotifyTarget{NotifyEndpoint: authz.NotifyEndpoint{URL: u, AllowPrivate: true}, Secret: []byte("0123456789abcdef01234567")},
 		NotifyEvent{ID: "evt_3", Type: authz.EventApprovalRequested})
 	if out != OutcomeRetry || err == nil || strings.Contains(err.Error(), "s3cr3tpath") {
 		t.Fatalf("outcome %s, error %v: want a retry whose error leaves the URL out", out, err)
@@ -142,11 +144,61 @@ func TestNotifyErrorsKeepTheURLOut(t *testing.T) {
 func FuzzReadNotifySecret(f *testing.F) {
 	f.Add([]byte("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
 	f.Add([]byte("plain secret\n"))
+	f.Add([]byte("a plain secret of 24 byte\n"))
 	f.Add([]byte("whsec_"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		k, err := ReadNotifySecret(raw)
-		if err == nil && len(k) == 0 {
-			t.Fatalf("secret %q gave an empty key", raw)
+		if err == nil && len(k) < MinNotifySecretLen {
+			t.Fatalf("secret %q gave a %d-byte key", raw, len(k))
 		}
 	})
+}
+
+// TestNotifySlackEscapesRequesterText: the requester's free text (in Meaning), and every other
+// field put in the Slack message, cannot make a link or a mention: & < > arrive escaped, and
+// the section is verbatim (no auto-linking). Review finding 5.
+func TestNotifySlackEscapesRequesterText(t *testing.T) {
+	n := &Notifier{PublicURL: "https://jobgate.example"}
+	ev := NotifyEvent{ID: "evt_4", Type: authz.EventJobFinished, Tenant: "acme", JobID: "acme/export/ana/<x>",
+		Kind: "export<!here>", Status: "failed<@U1>", At: time.Unix(1700000000, 0),
+		Meaning: "Allow ana to export email for '<https://evil.example/approve|Approve here> & <!channel>'"}
+	body, err := n.Body(ev, authz.NotifyFormatSlack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg struct {
+		Text   string `json:"text"`
+		Blocks []struct {
+			Type string `json:"type"`
+			Text struct {
+				Text     string `json:"text"`
+				Verbatim bool   `json:"verbatim"`
+			} `json:"text"`
+		} `json:"blocks"`
+	}
+	if err := json.Unmarshal(body, &msg); err != nil {
+		t.Fatal(err)
+	}
+	sec := msg.Blocks[0].Text
+	for _, text := range []string{msg.Text, sec.Text} {
+		if strings.ContainsAny(text, "<>") {
+			t.Fatalf("unescaped Slack text %q", text)
+		}
+	}
+	want := "*Job failed&lt;@U1&gt;* (export&lt;!here&gt;, acme/export/ana/&lt;x&gt;)\n" +
+		"Allow ana to export email for '&lt;https://evil.example/approve|Approve here&gt; &amp; &lt;!channel&gt;'"
+	if sec.Text != want || !sec.Verbatim {
+		t.Fatalf("section %q (verbatim %v), want %q", sec.Text, sec.Verbatim, want)
+	}
+}
+
+// TestNotifyClientKept: deliveries reuse one client per allow_private value instead of a new
+// Transport (and its idle connections) per delivery. Review finding 19.
+func TestNotifyClientKept(t *testing.T) {
+	n := &Notifier{}
+	a, b := n.clientFor(false), n.clientFor(false)
+	p, q := n.clientFor(true), n.clientFor(true)
+	if a != b || p != q || a == p {
+		t.Fatalf("clients %p %p (refusing) %p %p (allow_private): want one kept per kind", a, b, p, q)
+	}
 }

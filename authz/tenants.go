@@ -146,6 +146,11 @@ func ParseTenants(raw []byte) (Tenants, error) {
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(t.Notify)) {
+		// A key that is no tenant ID would never match a principal's tenant: the operator's
+		// endpoints would silently get nothing.
+		if err := ValidTenant(n); err != nil {
+			return Tenants{}, fmt.Errorf("tenants file: notify: %q is not a tenant ID: %v", n, err)
+		}
 		if err := checkNotify(t.Notify[n]); err != nil {
 			return Tenants{}, fmt.Errorf("tenants file: notify.%s%s", n, err)
 		}
@@ -275,22 +280,28 @@ func checkNotify(list []NotifyEndpoint) error {
 	names := map[string]bool{}
 	for i, e := range list {
 		field := fmt.Sprintf("[%d]", i)
+		// An error shows the URL's scheme and host only: an incoming-webhook URL's path (Slack's
+		// /services/T…/B…/secret) and query are its credential, and load errors reach logs.
 		u, err := url.Parse(e.URL)
 		switch {
 		case e.URL == "":
 			return fmt.Errorf("%s.url: required", field)
 		case err != nil:
-			return fmt.Errorf("%s.url: %v", field, err)
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				err = uerr.Err // without the URL url.Error quotes whole
+			}
+			return fmt.Errorf("%s.url: not a URL: %v", field, err)
 		case u.Scheme != "http" && u.Scheme != "https":
-			return fmt.Errorf("%s.url: %q: the scheme must be http or https", field, e.URL)
+			return fmt.Errorf("%s.url: scheme %q: the scheme must be http or https", field, u.Scheme)
 		case u.Host == "" || u.Hostname() == "":
-			return fmt.Errorf("%s.url: %q has no host", field, e.URL)
+			return fmt.Errorf("%s.url: %s:// has no host", field, u.Scheme)
 		case u.User != nil:
 			return fmt.Errorf("%s.url: user info is not allowed in a URL; the secret_file signs deliveries", field)
 		}
 		if !e.AllowPrivate {
 			if why := PrivateHost(u.Hostname()); why != "" {
-				return fmt.Errorf("%s.url: %q names %s; set \"allow_private\": true on this endpoint to allow it", field, e.URL, why)
+				return fmt.Errorf("%s.url: %q names %s; set \"allow_private\": true on this endpoint to allow it", field, u.Scheme+"://"+u.Host, why)
 			}
 		}
 		if e.SecretFile == "" {
@@ -327,10 +338,40 @@ func PrivateHost(host string) string {
 	return ""
 }
 
-// PrivateIP says why ip is not a public unicast address ("" when it is): loopback, private
-// (RFC 1918, RFC 4193), link-local (cloud metadata lives there), unspecified, multicast, CGNAT.
+// PrivateIP says why ip is not a public unicast address ("" when it is). Only global unicast
+// addresses pass, minus the IANA special-purpose ranges (RFC 6890 and its updates): loopback,
+// private (RFC 1918, RFC 4193), link-local (cloud metadata lives there), unspecified, multicast,
+// CGNAT, "this network", documentation, benchmarking, reserved, IETF protocol assignments. An
+// IPv6 address that carries an IPv4 one (NAT64 64:ff9b::/96, 6to4 2002::/16, IPv4-compatible
+// ::/96, IPv4-mapped) is judged by the IPv4 address it reaches: 64:ff9b::7f00:1 is loopback.
 func PrivateIP(ip netip.Addr) string {
-	ip = ip.Unmap()
+	ip = ip.WithZone("").Unmap()
+	if ip.Is6() {
+		b := ip.As16()
+		v4 := func(at int) netip.Addr { return netip.AddrFrom4([4]byte(b[at : at+4])) }
+		switch {
+		case nat64.Contains(ip):
+			// Reaches v4 through a NAT64 gateway: as public as v4 is.
+			if why := PrivateIP(v4(12)); why != "" {
+				return why + " (inside a NAT64 address)"
+			}
+			return ""
+		case sixToFour.Contains(ip):
+			if why := PrivateIP(v4(2)); why != "" {
+				return why + " (inside a 6to4 address)"
+			}
+		case ip.IsLoopback():
+			return "a loopback address"
+		case ip.IsUnspecified():
+			return "an unspecified address"
+		case v4Compatible.Contains(ip):
+			// Deprecated (RFC 4291): never a public destination, whatever it embeds.
+			if why := PrivateIP(v4(12)); why != "" {
+				return why + " (inside an IPv4-compatible address)"
+			}
+			return "a reserved address (IPv4-compatible)"
+		}
+	}
 	switch {
 	case ip.IsLoopback():
 		return "a loopback address"
@@ -345,7 +386,45 @@ func PrivateIP(ip netip.Addr) string {
 	case cgnat.Contains(ip):
 		return "a shared (CGNAT) address"
 	}
+	for _, r := range specialPurpose {
+		if r.prefix.Contains(ip) {
+			return r.why
+		}
+	}
+	if !ip.IsGlobalUnicast() || (ip.Is6() && !globalUnicast6.Contains(ip)) {
+		// IPv6 global unicast is allocated from 2000::/3 only; the rest is reserved by the IETF.
+		return "a reserved address"
+	}
 	return ""
 }
 
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+var (
+	cgnat          = netip.MustParsePrefix("100.64.0.0/10")
+	nat64          = netip.MustParsePrefix("64:ff9b::/96") // RFC 6052 well-known prefix
+	sixToFour      = netip.MustParsePrefix("2002::/16")    // RFC 3056: IPv4 in bits 16-47
+	v4Compatible   = netip.MustParsePrefix("::/96")        // RFC 4291, deprecated
+	globalUnicast6 = netip.MustParsePrefix("2000::/3")
+)
+
+// specialPurpose are the IANA special-purpose ranges (IPv4 and IPv6 registries) that are not
+// globally reachable and that the checks above do not already cover.
+var specialPurpose = []struct {
+	prefix netip.Prefix
+	why    string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), "a \"this network\" address"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol-assignment address"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("192.88.99.0/24"), "a reserved address (6to4 relay anycast)"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address"}, // also 255.255.255.255, broadcast
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "a local-use NAT64 address"},
+	{netip.MustParsePrefix("100::/64"), "a discard-only address"},
+	{netip.MustParsePrefix("2001::/23"), "an IETF protocol-assignment address (Teredo, ORCHID, …)"},
+	{netip.MustParsePrefix("2001:db8::/32"), "a documentation address"},
+	{netip.MustParsePrefix("3fff::/20"), "a documentation address"},
+	{netip.MustParsePrefix("5f00::/16"), "a reserved address (SRv6 SIDs)"},
+	{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
+}

@@ -268,7 +268,7 @@ func TestNotifyDisallowedURLRefusedAtLoad(t *testing.T) {
 		_ = w.Close()
 		t.Fatal("worker started with a loopback endpoint")
 	}
-	want := `tenants file: notify.acme[0].url: "http://127.0.0.1:9/hooks" names a loopback address; set "allow_private": true on this endpoint to allow it`
+	want := `tenants file: notify.acme[0].url: "http://127.0.0.1:9" names a loopback address; set "allow_private": true on this endpoint to allow it`
 	if err.Error() != want {
 		t.Fatalf("error %q, want %q", err, want)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/jobgate/jobgate/activities"
@@ -30,24 +31,37 @@ func (w wantsOf) Wants(tenant, event string) bool {
 // notifyHarness runs an eval whose tenant has endpoints for events, recording every delivery
 // the workflows ask for (the Notify activity, from the job or from its job.finished child).
 func notifyHarness(t *testing.T, events ...string) (*harness, func() []activities.NotifyEvent) {
+	h, got, _ := notifyHarnessTimeouts(t, events...)
+	return h, got
+}
+
+// notifyHarnessTimeouts is notifyHarness that also gives each delivery's schedule-to-close
+// timeout (how long it is retried).
+func notifyHarnessTimeouts(t *testing.T, events ...string) (*harness, func() []activities.NotifyEvent, func() []time.Duration) {
 	var mu sync.Mutex
 	var got []activities.NotifyEvent
+	var bounds []time.Duration
 	w := &Workflows{Resume: testWorkflows.Resume, Notify: wantsOf{"acme": events}}
 	h := &harness{jobHarness: newJobHarness(t, KindEval, testJobID, w, testActs, func(env *testsuite.TestWorkflowEnvironment) {
 		RegisterNotify(env, &activities.Notifier{})
 		env.OnActivity(activities.NotifyActivityName, mock.Anything, mock.Anything).Return(
-			func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+			func(ctx context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				got = append(got, in.Event)
+				bounds = append(bounds, activity.GetInfo(ctx).ScheduleToCloseTimeout)
 				return activities.NotifyResult{}, nil
 			})
 	})}
 	return h, func() []activities.NotifyEvent {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]activities.NotifyEvent(nil), got...)
-	}
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]activities.NotifyEvent(nil), got...)
+		}, func() []time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]time.Duration(nil), bounds...)
+		}
 }
 
 // TestNotify_ApprovalRequestedAndFinished: the owner's request is announced once, under the
@@ -94,4 +108,28 @@ func TestNotify_OnlyWhatTheTenantWants(t *testing.T) {
 	h2.result()
 	assert.Empty(t, events2())
 	assert.Zero(t, h2.count(activities.NotifyActivityName))
+}
+
+// TestNotify_ZeroTimeoutNotAnnounced: a request with a zero approval timeout is not a request
+// that never expires: its timer fires at once and the job fails as expired, and the delivery,
+// scheduled and cancelled in the same workflow task, is dropped before it is sent (nothing
+// "expires now" goes out, nothing is retried for a minute). A request with a timeout carries
+// its expiry and is retried until then. Review finding 8 (guard: the finding does not occur).
+func TestNotify_ZeroTimeoutNotAnnounced(t *testing.T) {
+	h, events, _ := notifyHarnessTimeouts(t, authz.EventApprovalRequested)
+	in := evalInput(6, 2)
+	in.Approval.Timeout = 0
+	h.execute(in)
+	require.True(t, h.env.IsWorkflowCompleted())
+	require.ErrorContains(t, h.env.GetWorkflowError(), "not answered in time")
+	assert.Empty(t, events())
+	assert.Zero(t, h.count(activities.NotifyActivityName))
+
+	h2, events2, bounds2 := notifyHarnessTimeouts(t, authz.EventApprovalRequested)
+	h2.resumeAt(10*time.Minute, "approve", h2.answer(owner, DecisionApprove))
+	h2.execute(evalInput(6, 2))
+	h2.result()
+	require.Len(t, events2(), 1)
+	assert.Equal(t, h2.askedInputs()[0].ExpiresAt, events2()[0].ExpiresAt)
+	assert.Equal(t, []time.Duration{time.Hour}, bounds2())
 }

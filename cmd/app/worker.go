@@ -64,7 +64,9 @@ type WorkerConfig struct {
 	// Defaults to none: no notification is sent.
 	TenantsFile string
 	// PublicURL is the browser-facing base URL of the frontends; notifications link to
-	// <public-url>/approvals/<job-id>. Defaults to empty: links are relative paths.
+	// <public-url>/approvals/<job-id>. Required (absolute http or https) when the tenants file
+	// configures any notification endpoint: a relative link leads nowhere from an email or chat,
+	// and Slack refuses the message. Defaults to empty, allowed only without endpoints.
 	PublicURL string
 }
 
@@ -121,7 +123,7 @@ func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
 	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept resume keys marked "+DevOnlyMarker+" (public placeholders)")
 	fs.StringVar(&c.TenantsFile, "tenants", "", "JSON tenants file; its \"notify\" section names each tenant's notification endpoints (share it with serve); without it no notification is sent")
-	fs.StringVar(&c.PublicURL, "public-url", "", "browser-facing base URL of the frontends, for the links in notifications (<public-url>/approvals/<job-id>)")
+	fs.StringVar(&c.PublicURL, "public-url", "", "browser-facing base URL of the frontends, for the links in notifications (<public-url>/approvals/<job-id>); required, absolute http(s), when the tenants file names notification endpoints")
 }
 
 // serves reports whether the worker serves kind.
@@ -194,6 +196,9 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	}
 	notes, err := loadNotifications(tenants, m.Config.TenantsFile)
 	if err != nil {
+		return err
+	}
+	if err := notes.checkPublicURL(m.Config.PublicURL); err != nil {
 		return err
 	}
 	wfs := &workflows.Workflows{Notify: notes}

@@ -1,7 +1,9 @@
 package app
 
 import (
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 
@@ -42,6 +44,23 @@ func loadNotifications(t authz.Tenants, tenantsFile string) (*notifications, err
 	return n, nil
 }
 
+// checkPublicURL refuses to start a worker that has endpoints but no absolute http(s)
+// --public-url: its events would carry relative links (useless outside the browser, refused by
+// Slack, so the event would be lost). The error names the flag, not the value (user info).
+func (n *notifications) checkPublicURL(public string) error {
+	if n == nil || len(n.targets) == 0 {
+		return nil
+	}
+	u, err := url.Parse(public)
+	switch {
+	case public == "":
+		return errors.New("--public-url: required when the tenants file names notification endpoints (their links are <public-url>/approvals/<job-id>), e.g. https://jobgate.example.com")
+	case err != nil, u.Scheme != "http" && u.Scheme != "https", u.Host == "", u.User != nil:
+		return errors.New("--public-url: not an absolute http(s) URL without user info; notification links need one, e.g. https://jobgate.example.com")
+	}
+	return nil
+}
+
 // Wants implements workflows.Notifications.
 func (n *notifications) Wants(tenant, event string) bool { return len(n.Targets(tenant, event)) > 0 }
 
@@ -59,14 +78,15 @@ func (n *notifications) Targets(tenant, event string) []activities.NotifyTarget 
 	return out
 }
 
-// notifyDeliveries is jobgate_notify_deliveries_total{endpoint, outcome}: one per delivery
-// attempt per endpoint, by outcome (activities.Outcome*).
+// notifyDeliveries is jobgate_notify_deliveries_total{endpoint, outcome}: it counts attempts, one
+// per activity attempt per endpoint, by outcome (activities.Outcome*); an event delivered on the
+// third try counts retry 2, delivered 1. The name stays (documented in activities/README.md).
 func notifyDeliveries(reg prometheus.Registerer) func(endpoint, outcome string) {
 	if reg == nil {
 		return nil
 	}
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jobgate_notify_deliveries_total",
-		Help: "Notification delivery attempts by endpoint and outcome (delivered, retry, rejected, refused)."},
+		Help: "Notification delivery attempts (one per activity attempt per endpoint) by endpoint and outcome (delivered, retry, rejected, refused); delivered counts events delivered."},
 		[]string{"endpoint", "outcome"})
 	reg.MustRegister(c)
 	return func(endpoint, outcome string) { c.WithLabelValues(endpoint, outcome).Inc() }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -81,5 +83,28 @@ func TestWorkerWithoutExportsRefusesCredentials(t *testing.T) {
 	m = &WorkerMain{Config: WorkerConfig{Kinds: []string{"eval", "eval"}}}
 	if err := m.Run(context.Background()); err == nil || !strings.Contains(err.Error(), `kind "eval" named twice`) {
 		t.Errorf("repeated kind: %v", err)
+	}
+}
+
+// TestWorkerNotifyNeedsPublicURL: a worker with notification endpoints refuses to start
+// without an absolute http(s) --public-url, before dialing Temporal (review finding 9);
+// without endpoints none is needed.
+func TestWorkerNotifyNeedsPublicURL(t *testing.T) {
+	dir := t.TempDir()
+	tenants := filepath.Join(dir, "tenants.json")
+	if err := os.WriteFile(filepath.Join(dir, "s"), []byte("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tenants, []byte(`{"defaults":{},"notify":{"acme":[{"url":"https://hooks.example/x","secret_file":"s"}]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, public := range []string{"", "jobgate.example", "/approvals", "ftp://jobgate.example", "https://", "https://u:p@jobgate.example"} {
+		m := &WorkerMain{Config: WorkerConfig{Kinds: []string{"eval"}, TenantsFile: tenants, PublicURL: public,
+			Temporal: TemporalConfig{Address: "127.0.0.1:1"}}}
+		err := m.Run(context.Background())
+		if err == nil || !strings.HasPrefix(err.Error(), "--public-url: ") || strings.Contains(err.Error(), "u:p") {
+			t.Errorf("public url %q: %v, want a --public-url error", public, err)
+		}
+		_ = m.Close()
 	}
 }
