@@ -145,12 +145,23 @@ func (m *DevMain) Run(ctx context.Context) error {
 	}
 	m.temporal = ts
 	tc := TemporalConfig{Address: ts.FrontendHostPort(), Namespace: ts.Namespace(), TaskQueue: workflows.TaskQueueDefault}
-	wc := WorkerConfig{Temporal: tc, MaxConcurrentEpisodes: 200, TenantsFile: c.TenantsFile}
-	// Notifications link to the pages, at the origin the frontend will serve (known here only
-	// for a fixed port; with :0 the links stay relative paths).
-	if _, p, err := net.SplitHostPort(c.Listen); err == nil && p != "0" && p != "" {
-		wc.PublicURL = "http://localhost:" + p
+	// Bind first so the resource URI (tokens' aud) and the notifications' links name the real
+	// port, even with :0; the frontend serves this very listener, so no other process can take
+	// the port in between. Until serve owns it, a failed start closes it.
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", c.Listen, err)
 	}
+	served := false
+	defer func() {
+		if !served {
+			ln.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	// Notifications link to the pages, at the origin the frontend serves.
+	wc := WorkerConfig{Temporal: tc, MaxConcurrentEpisodes: 200, TenantsFile: c.TenantsFile,
+		PublicURL: "http://localhost:" + strconv.Itoa(port)}
 	sc := ServeConfig{Temporal: tc,
 		// The tour links every job to the local UI, whoever asks: dev is one person's machine.
 		UIBaseURL: ts.UIURL(), UIURLFor: frontend.UIURLForAll, TenantsFile: c.TenantsFile}
@@ -181,17 +192,9 @@ func (m *DevMain) Run(ctx context.Context) error {
 	if err := m.worker.Run(ctx); err != nil {
 		return err
 	}
-	// Bind first so the resource URI (tokens' aud) names the real port, even with :0; the
-	// frontend serves this very listener, so no other process can take the port in between.
-	ln, err := net.Listen("tcp", c.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", c.Listen, err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
 	m.resource = "http://localhost:" + strconv.Itoa(port) + "/mcp"
 	idp, mounts, err := m.newDevIdP(port, dataDir)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	m.idp = idp
@@ -199,7 +202,6 @@ func (m *DevMain) Run(ctx context.Context) error {
 	sc.Listen, sc.ResourceURI, sc.Issuer = ln.Addr().String(), m.resource, idp.Issuer()
 	// People sign in to jobgate's pages (/login, /me) at the same provider, as jobgate-pages.
 	if sc.Pages, err = devPagesConfig(idp.Issuer(), idp.PagesClientSecret(), "http://localhost:"+strconv.Itoa(port), ln.Addr()); err != nil {
-		ln.Close()
 		return err
 	}
 	// Until the verifier is set below (the IdP's keys are only reachable once this listener
@@ -209,6 +211,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: late, Keys: m.keys, ResumeKeys: m.resumeKeys,
 		Listener: ln, Mounts: mounts,
 	}
+	served = true // serve closes it from here on, on failure too
 	if err := m.serve.Run(ctx); err != nil {
 		return err
 	}
