@@ -283,9 +283,11 @@ func TestExport_ApprovalFromWorkerCatalog(t *testing.T) {
 // TestExport_Replay replays export histories recorded by a real (embedded) server (see
 // testdata/genexport). export_v0.json is a job of the workers before run-scoped artifacts
 // (972cb3d): its parts wrote under the legacy prefix and its retention child is
-// "<job>/retention", so a job in flight when workers upgrade must keep both.
+// "<job>/retention", so a job in flight when workers upgrade must keep both. export_v2.json
+// (genexport -approve) exports a sensitive column approved by a steward through a sealed
+// resume: it records the meaning prompt, the decision record and the notification versions.
 func TestExport_Replay(t *testing.T) {
-	for _, file := range []string{"export_v0.json", "export_v1.json"} {
+	for _, file := range []string{"export_v0.json", "export_v1.json", "export_v2.json"} {
 		t.Run(file, func(t *testing.T) {
 			// The recorded workflow ID: the child ID and artifact prefix are derived from it.
 			replay(t, file, "acme/export/replay", ExportWorkflowName, (&Workflows{}).Export)

@@ -7,5 +7,7 @@
 // export_v0.json was recorded with this program at 972cb3d, before artifacts, the retention
 // child and operation IDs were scoped by the job's first run: it proves that jobs started by
 // older workers still replay (workflow.GetVersion keeps them on the legacy prefix and child
-// ID). It lives under testdata so `go build ./...`, `go vet ./...` and `go test ./...` skip it.
+// ID). export_v2.json was recorded with -approve: a sensitive column too, approved by a
+// steward through a sealed resume (meaning prompt, decision record, notification versions).
+// It lives under testdata so `go build ./...`, `go vet ./...` and `go test ./...` skip it.
 package main

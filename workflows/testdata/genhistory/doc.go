@@ -4,5 +4,9 @@
 //
 //	go run ./workflows/testdata/genhistory -out workflows/testdata
 //
+// eval_approved_v2.json and eval_rejected_v2.json are eval_approved.json and eval_rejected.json
+// of a run after issue 18 (decision record, rejection memo, notification versions), copied
+// under those names so the older recordings keep replaying too.
+//
 // It lives under testdata so `go build ./...`, `go vet ./...` and `go test ./...` skip it.
 package main
