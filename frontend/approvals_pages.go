@@ -169,15 +169,25 @@ func (pf *pagesFE) inbox(w http.ResponseWriter, r *http.Request) {
 	pf.render(w, http.StatusOK, "inbox", v)
 }
 
-func (pf *pagesFE) request(w http.ResponseWriter, r *http.Request) {
+// openJob is every job page's start: the signed-in person and the job the URL names, which
+// they may read; on false it has answered (the one 404, or the job's error page).
+func (pf *pagesFE) openJob(w http.ResponseWriter, r *http.Request) (handle.Session, authz.Principal, *job, bool) {
 	s, p, ok := principalOf(r)
 	if !ok {
 		pf.notFound(w)
-		return
+		return s, p, nil, false
 	}
 	j, err := pf.pageJob(r.Context(), r, p, authz.ActionGet)
 	if err != nil {
 		pf.failPage(w, r, err)
+		return s, p, nil, false
+	}
+	return s, p, j, true
+}
+
+func (pf *pagesFE) request(w http.ResponseWriter, r *http.Request) {
+	s, p, j, ok := pf.openJob(w, r)
+	if !ok {
 		return
 	}
 	if j.status() == workflows.StatusAwaitingInput && j.needsInput != nil && sensitive(j.needsInput) &&
@@ -231,18 +241,12 @@ func (pf *pagesFE) renderRequestReLogin(w http.ResponseWriter, s handle.Session,
 // decide: POST /approvals/{job} with csrf, input_id, scope_digest, meaning_digest (of the
 // prompt the page displayed), decision and comment.
 func (pf *pagesFE) decide(w http.ResponseWriter, r *http.Request) {
-	s, p, ok := principalOf(r)
+	s, p, j, ok := pf.openJob(w, r)
 	if !ok {
-		pf.notFound(w)
 		return
 	}
 	in := ResumeIn{InputID: r.PostFormValue("input_id"), ScopeDigest: r.PostFormValue("scope_digest"),
 		Decision: r.PostFormValue("decision"), Comment: strings.TrimSpace(r.PostFormValue("comment"))}
-	j, err := pf.pageJob(r.Context(), r, p, authz.ActionGet)
-	if err != nil {
-		pf.failPage(w, r, err)
-		return
-	}
 	ni := j.needsInput
 	switch {
 	case j.status() != workflows.StatusAwaitingInput || ni == nil:
@@ -352,14 +356,8 @@ func (pf *pagesFE) myJobs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (pf *pagesFE) jobPage(w http.ResponseWriter, r *http.Request) {
-	s, p, ok := principalOf(r)
+	s, p, j, ok := pf.openJob(w, r)
 	if !ok {
-		pf.notFound(w)
-		return
-	}
-	j, err := pf.pageJob(r.Context(), r, p, authz.ActionGet)
-	if err != nil {
-		pf.failPage(w, r, err)
 		return
 	}
 	pf.render(w, http.StatusOK, "job", pageView{Title: "Job", Session: &s, Job: pf.jobViewOf(r.Context(), p, j)})
