@@ -57,6 +57,12 @@ func newJobRun(ctx workflow.Context, w *Workflows, tenant, owner string) (*jobRu
 		workflow.UpdateHandlerOptions{Validator: r.validateFirstState, UnfinishedPolicy: workflow.HandlerUnfinishedPolicyAbandon}); err != nil {
 		return nil, err
 	}
+	if breakingChange {
+		// Test builds only (breaking_on.go): an ungated new first command.
+		if err := workflow.Sleep(ctx, time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
 	// Report "cancelling" as soon as a cancel request lands, while the work winds down.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	workflow.Go(dctx, func(g workflow.Context) {
