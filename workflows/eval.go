@@ -31,7 +31,13 @@ const (
 // evalKind declares the eval kind: its workflow, progress unit and the one activity it runs.
 func evalKind() Kind {
 	return Kind{Name: KindEval, WorkflowName: EvalWorkflowName, Workflow: func(w *Workflows) any { return w.Eval },
-		Unit: evalUnit, Activities: []string{"RunEpisode"}}
+		// Pinned: an eval runs for hours and waits up to a day for approval; it finishes on the
+		// build it started on, so a release never replays its history on other code. Its
+		// continue-as-new segments (EpisodesPerRun episodes each) stay on that build too: the
+		// SDK's default continue-as-new behaviour inherits a pinned run's version, and the new
+		// run's input (EvalInput with State) is only guaranteed readable by the code that wrote it.
+		Versioning: workflow.VersioningBehaviorPinned,
+		Unit:       evalUnit, Activities: []string{"RunEpisode"}}
 }
 
 // EvalArgs are the caller's normalized start arguments. Their digest is both the idempotency

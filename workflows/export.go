@@ -49,9 +49,17 @@ const (
 // for each artifact, its progress unit and its activities.
 func exportKind() Kind {
 	return Kind{Name: KindExport, WorkflowName: ExportWorkflowName, Workflow: func(w *Workflows) any { return w.Export },
-		Unit:       exportUnit,
+		Unit: exportUnit,
+		// Pinned: an export waits up to a day for approval, then writes parts; it finishes on
+		// the build that asked for the approval.
+		Versioning: workflow.VersioningBehaviorPinned,
 		Auxiliary:  map[string]any{RetentionWorkflowName: ExportRetention},
-		Activities: []string{"PlanExport", "ExportPart", "FinalizeExport", "DeleteExport"}}
+		// AutoUpgrade: the retention child sleeps until the artifacts expire (days, per dataset)
+		// and then runs one activity. Pinned would keep every release's workers alive for the
+		// longest retention; its code is one timer and one activity, and any change to it must
+		// be GetVersion-gated like all workflow code (replay tests), so a newer build replays it.
+		AuxiliaryVersioning: map[string]workflow.VersioningBehavior{RetentionWorkflowName: workflow.VersioningBehaviorAutoUpgrade},
+		Activities:          []string{"PlanExport", "ExportPart", "FinalizeExport", "DeleteExport"}}
 }
 
 // ExportArgs are the caller's normalized start arguments: the idempotency fingerprint.

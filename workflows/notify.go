@@ -34,6 +34,8 @@ const (
 	// notifyFinishedFor bounds how long a job.finished event is retried (a receiver down that
 	// long has missed it).
 	notifyFinishedFor = 24 * time.Hour
+	// NotifyVersioning is the delivery workflow's versioning behaviour (see RegisterNotify).
+	NotifyVersioning = workflow.VersioningBehaviorAutoUpgrade
 )
 
 // NotifyEventID is the webhook-id of one logical event: the same on every retry, attempt and
@@ -144,6 +146,9 @@ func Notify(ctx workflow.Context, in activities.NotifyInput) error {
 // RegisterNotify registers the delivery workflow and activity of n with r (a worker, once per
 // task queue: every kind's jobs use them).
 func RegisterNotify(r Registry, n *activities.Notifier) {
-	r.RegisterWorkflowWithOptions(Notify, workflow.RegisterOptions{Name: NotifyWorkflowName})
+	// AutoUpgrade: a delivery is one activity retried for up to notifyFinishedFor (a day);
+	// pinned, it would keep an old release's workers alive until every receiver answered.
+	r.RegisterWorkflowWithOptions(Notify, workflow.RegisterOptions{Name: NotifyWorkflowName,
+		VersioningBehavior: NotifyVersioning})
 	r.RegisterActivityWithOptions(n.Notify, activity.RegisterOptions{Name: activities.NotifyActivityName})
 }

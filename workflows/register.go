@@ -23,10 +23,10 @@ type Registry interface {
 // workflows and its activities (methods of a, under the names workflows execute them by) with
 // r: a worker, or a test environment. It returns the registered names.
 func (k Kind) Register(r Registry, w *Workflows, a *activities.Activities) (workflowNames, activityNames []string, err error) {
-	r.RegisterWorkflowWithOptions(k.Workflow(w), workflow.RegisterOptions{Name: k.WorkflowName})
+	r.RegisterWorkflowWithOptions(k.Workflow(w), workflow.RegisterOptions{Name: k.WorkflowName, VersioningBehavior: k.Versioning})
 	workflowNames = append(workflowNames, k.WorkflowName)
 	for _, name := range slices.Sorted(maps.Keys(k.Auxiliary)) {
-		r.RegisterWorkflowWithOptions(k.Auxiliary[name], workflow.RegisterOptions{Name: name})
+		r.RegisterWorkflowWithOptions(k.Auxiliary[name], workflow.RegisterOptions{Name: name, VersioningBehavior: k.AuxiliaryVersioning[name]})
 		workflowNames = append(workflowNames, name)
 	}
 	v := reflect.ValueOf(a)

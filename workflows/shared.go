@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
@@ -35,9 +36,17 @@ type Kind struct {
 	// Workflow returns the workflow function of w to register under WorkflowName.
 	Workflow func(w *Workflows) any
 	Unit     string // what progress counts: "episodes", "rows"
+	// Versioning is how the kind's workflow meets a new worker version (Temporal Worker
+	// Deployments, `jobgate worker --deployment-name/--build-id`): Pinned, a running job
+	// finishes on the build it started on; AutoUpgrade, its next task runs on whatever version
+	// is current. Ignored by an unversioned worker (dev). Required: the SDK refuses to register
+	// a workflow without one on a versioned worker.
+	Versioning workflow.VersioningBehavior
 	// Auxiliary are the further workflows the kind starts (children such as the export's
 	// retention), by registered name.
 	Auxiliary map[string]any
+	// AuxiliaryVersioning is each auxiliary workflow's versioning behaviour, by the same name.
+	AuxiliaryVersioning map[string]workflow.VersioningBehavior
 	// Activities are the *activities.Activities methods the kind's workflows execute: a worker
 	// serving the kind (jobgate worker --kinds) registers exactly these, so an eval-only worker
 	// runs no export activity. Each method belongs to exactly one kind (checked by a test).
