@@ -68,6 +68,9 @@ type WorkerConfig struct {
 	// configures any notification endpoint: a relative link leads nowhere from an email or chat,
 	// and Slack refuses the message. Defaults to empty, allowed only without endpoints.
 	PublicURL string
+	// Deployment is the Worker Deployment and build ID (worker_deploy.go). Defaults to none:
+	// unversioned (dev, tests); the worker command's flags default to DeploymentNameDefault.
+	Deployment DeploymentConfig
 }
 
 // kindsFlag is --kinds: a comma-separated list of known kinds, each at most once.
@@ -123,6 +126,7 @@ func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
 	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept resume keys marked "+DevOnlyMarker+" (public placeholders)")
 	fs.StringVar(&c.TenantsFile, "tenants", "", "JSON tenants file; its \"notify\" section names each tenant's notification endpoints (share it with serve); without it no notification is sent")
+	c.Deployment.Flags(fs)
 	fs.StringVar(&c.PublicURL, "public-url", "", "browser-facing base URL of the frontends, for the links in notifications (<public-url>/approvals/<job-id>); required, absolute http(s), when the tenants file names notification endpoints")
 }
 
@@ -166,6 +170,10 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	// Set in code (dev, tests) rather than by the flag: the same checks, so an unknown or
 	// repeated kind is an error here, not a registration panic.
 	if _, err := ParseKinds(strings.Join(kinds, ",")); err != nil {
+		return err
+	}
+	deploy, err := m.Config.Deployment.resolve()
+	if err != nil {
 		return err
 	}
 	suites, err := activities.LoadCatalog(m.Config.SuitesFile)
@@ -243,6 +251,7 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		// cancel waits that long to reach an episode.
 		MaxHeartbeatThrottleInterval:     hb,
 		DefaultHeartbeatThrottleInterval: hb,
+		DeploymentOptions:                deploy.deploymentOptions(),
 	}
 	m.db = &activities.DBPool{}
 	acts.DB = m.db
@@ -287,6 +296,9 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		}
 		m.workers = append(m.workers, w)
 	}
+	if deploy.Name != "" {
+		bootstrapCurrent(ctx, m.Client, deploy, m.Logger)
+	}
 	for _, wk := range workerKinds() {
 		if wk.polling != nil && m.Config.serves(wk.name) {
 			wk.polling(ctx, m, acts, tq)
@@ -295,7 +307,7 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	m.Logger.Info("worker polling", zap.String("task_queue", tq), zap.Strings("kinds", kinds),
 		zap.Strings("suites", suites.Names()), zap.Strings("datasets", acts.Datasets.Names()),
 		zap.Strings("suite_queues", slices.DeleteFunc(slices.Sorted(maps.Keys(queues)), func(q string) bool { return q == tq })),
-		zap.Any("registered", m.registered))
+		zap.Any("registered", m.registered), zap.String("deployment", deploy.Name), zap.String("build_id", deploy.BuildID))
 	return nil
 }
 

@@ -49,6 +49,13 @@ func dynamicConfig(unfairTaskQueues []string) dynamicconfig.StaticClient {
 		dynamicconfig.FrontendEnableWorkerVersioningWorkflowAPIs.Key(): true,
 		dynamicconfig.FrontendEnableWorkerVersioningRuleAPIs.Key():     true,
 		dynamicconfig.EnableDeploymentVersions.Key():                   true,
+		// Worker Deployment versions (jobgate deploy): the keys above are what 1.32 needs (all
+		// but the rule APIs default on; set anyway so a default change cannot turn them off).
+		// A version no longer current re-counts its open pinned workflows every 3 minutes, after
+		// a 3-minute grace for visibility lag; SQLite visibility has no lag worth waiting for,
+		// so `jobgate deploy status` in dev and the deploy test see "drained" within seconds.
+		dynamicconfig.VersionDrainageStatusRefreshInterval.Key():       5 * time.Second,
+		dynamicconfig.VersionDrainageStatusVisibilityGracePeriod.Key(): 5 * time.Second,
 		// One partition per task queue: with the default 4, a poll can land on an empty
 		// partition and wait for forwarding, which slows worker/activity start in dev.
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():  1,

@@ -27,6 +27,8 @@ Usage:
   jobgate worker   [flags]   run a Temporal worker that executes jobs
   jobgate temporal [flags]   run the embedded Temporal server (SQLite) and Web UI alone
   jobgate setup    [flags]   one-time: make your own Temporal's namespace ready (search attributes)
+  jobgate deploy   status | set-current <build-id> | ramp <build-id> <percent>
+                             roll worker versions: running jobs finish on their build (cmd/app/README.md)
   jobgate token    [flags]   mint a dev HS256 bearer token
 
 Sign in (people; the client commands then need no token):
@@ -78,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runTemporal(args, stdout, stderr)
 	case "setup":
 		return app.RunSetup(args, stdout, stderr)
+	case "deploy":
+		return app.RunDeploy(args, stdout, stderr)
 	case "token":
 		return runToken(args, stdout, stderr)
 	case "jobs":
