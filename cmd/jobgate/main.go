@@ -27,6 +27,7 @@ Usage:
   jobgate worker   [flags]   run a Temporal worker that executes jobs
   jobgate temporal [flags]   run the embedded Temporal server (SQLite) and Web UI alone
   jobgate setup    [flags]   one-time: make your own Temporal's namespace ready (search attributes)
+  jobgate replay   [flags]   before a release: replay recent histories against this binary's workflows (exit 1: non-determinism)
   jobgate token    [flags]   mint a dev HS256 bearer token
 
 Sign in (people; the client commands then need no token):
@@ -78,6 +79,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runTemporal(args, stdout, stderr)
 	case "setup":
 		return app.RunSetup(args, stdout, stderr)
+	case "replay":
+		if err := app.RunReplay(args, stdout, stderr); errors.Is(err, app.ErrReplayFailed) {
+			return &exitError{code: 1, err: err}
+		} else {
+			return err
+		}
 	case "token":
 		return runToken(args, stdout, stderr)
 	case "jobs":
