@@ -125,7 +125,12 @@ func (replayRegistry) RegisterActivityWithOptions(any, activity.RegisterOptions)
 // listings that find their executions: a kind's workflow by its JobKind search attribute, its
 // auxiliary workflows and the notification workflow (which carry no JobKind) by type.
 func newReplayer() (worker.WorkflowReplayer, []replayTarget, error) {
-	r := worker.NewWorkflowReplayer()
+	// Logging in replay on: replay_locate.go reads the SDK's per-event log to name the event
+	// that diverged (everything else the replay logs is dropped).
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{EnableLoggingInReplay: true})
+	if err != nil {
+		return nil, nil, err
+	}
 	reg := replayRegistry{r}
 	var targets []replayTarget
 	for _, k := range workflows.Kinds() {
