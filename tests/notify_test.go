@@ -25,7 +25,7 @@ import (
 )
 
 // webhookrecvTarget is the notification test receiver process (activities/webhookrecv).
-var webhookrecvTarget = goTarget{"../activities/webhookrecv/cmd/webhookrecv", "webhookrecv"}
+var webhookrecvTarget = goTarget{"../activities/webhookrecv/cmd/webhookrecv", "webhookrecv", ""}
 
 // notifyFixture is a receiver's address and state directory and the tenants file naming it as
 // acme's endpoint (both events, allow_private: the receiver is on loopback).

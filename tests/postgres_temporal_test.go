@@ -58,7 +58,7 @@ func TestPostgresTemporal(t *testing.T) {
 
 	// Build the binaries (not counted as start-up below).
 	buildStart := time.Now()
-	bins := buildGo(t, goTarget{"go.temporal.io/server/cmd/tools/sql", "temporal-sql-tool"}, goTarget{"./temporalpg", "temporalpg"},
+	bins := buildGo(t, goTarget{"go.temporal.io/server/cmd/tools/sql", "temporal-sql-tool", ""}, goTarget{"./temporalpg", "temporalpg", ""},
 		jobgateTarget, lbproxyTarget)
 	sqlTool, temporalpg := bins[0], bins[1]
 	t.Logf("built temporal-sql-tool, temporalpg, jobgate, lbproxy in %s", time.Since(buildStart).Round(time.Millisecond))

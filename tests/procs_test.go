@@ -18,12 +18,16 @@ import (
 
 // goTarget is a main package the process tests build and run: a path in this module, or one
 // of a dependency such as the Temporal server module's own temporal-sql-tool.
-type goTarget struct{ pkg, name string }
+// tags are build tags (go build -tags).
+type goTarget struct{ pkg, name, tags string }
 
 var (
-	jobgateTarget = goTarget{"../cmd/jobgate", "jobgate"}
+	jobgateTarget = goTarget{"../cmd/jobgate", "jobgate", ""}
+	// jobgateBreakingTarget is a release that changed workflow code without a version gate
+	// (workflows/breaking_on.go): the replay and deploy tests' incompatible build.
+	jobgateBreakingTarget = goTarget{"../cmd/jobgate", "jobgate-breaking", "jobgate_breaking_change"}
 	// lbproxyTarget is the round-robin proxy process of the cluster tests.
-	lbproxyTarget = goTarget{"./lbproxy", "lbproxy"}
+	lbproxyTarget = goTarget{"./lbproxy", "lbproxy", ""}
 )
 
 // goBuild is one target's build: done once per test process, whichever test asks first;
@@ -65,7 +69,11 @@ func (tg goTarget) build() (string, error) {
 		return "", err
 	}
 	p := filepath.Join(dir, tg.name)
-	if out, err := exec.Command("go", "build", "-o", p, tg.pkg).CombinedOutput(); err != nil {
+	args := []string{"build", "-o", p}
+	if tg.tags != "" {
+		args = append(args, "-tags", tg.tags)
+	}
+	if out, err := exec.Command("go", append(args, tg.pkg)...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %v\n%s", tg.pkg, err, out)
 	}
 	return p, nil

@@ -286,11 +286,21 @@ func TestExport_ApprovalFromWorkerCatalog(t *testing.T) {
 // "<job>/retention", so a job in flight when workers upgrade must keep both. export_v2.json
 // (genexport -approve) exports a sensitive column approved by a steward through a sealed
 // resume: it records the meaning prompt, the decision record and the notification versions.
+//
+// The others are recorded with genexport -scenario: export_reask.json (the dataset's config
+// changed after the steward's approval: the plan reports it and the job asks again, approve-2,
+// before reading a row), export_cancel_waiting.json (cancelled while awaiting approval),
+// export_cancel_parts.json (cancelled while a part runs: partial output deleted) and
+// export_retention.json (the retention child: its timer fires and it deletes the artifacts).
 func TestExport_Replay(t *testing.T) {
-	for _, file := range []string{"export_v0.json", "export_v1.json", "export_v2.json"} {
+	for _, file := range []string{"export_v0.json", "export_v1.json", "export_v2.json", "export_reask.json",
+		"export_cancel_waiting.json", "export_cancel_parts.json"} {
 		t.Run(file, func(t *testing.T) {
 			// The recorded workflow ID: the child ID and artifact prefix are derived from it.
 			replay(t, file, "acme/export/replay", ExportWorkflowName, (&Workflows{}).Export)
 		})
 	}
+	t.Run("export_retention.json", func(t *testing.T) {
+		replay(t, "export_retention.json", "acme/export/replay/retention", RetentionWorkflowName, ExportRetention)
+	})
 }

@@ -29,6 +29,7 @@ Usage:
   jobgate setup    [flags]   one-time: make your own Temporal's namespace ready (search attributes)
   jobgate deploy   status | set-current <build-id> | ramp <build-id> <percent>
                              roll worker versions: running jobs finish on their build (cmd/app/README.md)
+  jobgate replay   [flags]   before a release: replay recent histories against this binary's workflows (exit 1: non-determinism)
   jobgate token    [flags]   mint a dev HS256 bearer token
 
 Sign in (people; the client commands then need no token):
@@ -82,6 +83,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return app.RunSetup(args, stdout, stderr)
 	case "deploy":
 		return app.RunDeploy(args, stdout, stderr)
+	case "replay":
+		if err := app.RunReplay(args, stdout, stderr); errors.Is(err, app.ErrReplayFailed) {
+			return &exitError{code: 1, err: err}
+		} else {
+			return err
+		}
 	case "token":
 		return runToken(args, stdout, stderr)
 	case "jobs":

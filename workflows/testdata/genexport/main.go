@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
-
 	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
@@ -23,17 +21,74 @@ import (
 
 const tq = "genexport"
 
+// scenarios are what -scenario records, each the default file name it writes.
+var scenarios = map[string]string{
+	"plain":          "export_v1.json",
+	"approve":        "export_v2.json",
+	"reask":          "export_reask.json",
+	"cancel-waiting": "export_cancel_waiting.json",
+	"cancel-parts":   "export_cancel_parts.json",
+	"retention":      "export_retention.json",
+}
+
 func main() {
 	out := flag.String("out", "workflows/testdata", "directory for the history file")
-	name := flag.String("name", "export_v1.json", "history file name")
-	approve := flag.Bool("approve", false, "export a sensitive column too, approved by a steward through a sealed resume")
+	name := flag.String("name", "", "history file name (default: the scenario's, e.g. export_v1.json)")
+	approve := flag.Bool("approve", false, "same as -scenario approve (kept for the command that recorded export_v2.json)")
+	scenario := flag.String("scenario", "plain", "what to record: "+strings.Join(slices.Sorted(func(yield func(string) bool) {
+		for k := range scenarios {
+			if !yield(k) {
+				return
+			}
+		}
+	}), ", "))
 	flag.Parse()
-	if err := run(*out, *name, *approve); err != nil {
+	if *approve {
+		*scenario = "approve"
+	}
+	if _, ok := scenarios[*scenario]; !ok {
+		log.Fatalf("-scenario %q: unknown", *scenario)
+	}
+	if *name == "" {
+		*name = scenarios[*scenario]
+	}
+	if err := run(*out, *name, *scenario); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(out, name string, approve bool) error {
+// recorder is one recording: the embedded server and worker, the dataset catalog the worker
+// reads (the reask scenario changes it while the job waits), the sealing keys, and a gate the
+// cancel-parts scenario holds a part's first statement at.
+type recorder struct {
+	e        *gen.Env
+	keys     *handle.Keyring
+	datasets activities.Datasets
+	// partGate, when set, receives once when a part sends its first statement, which then
+	// waits until release is closed.
+	mu       sync.Mutex
+	partGate chan struct{}
+	release  chan struct{}
+}
+
+// hook is the activities' QueryHook: it holds the first part statement for cancel-parts. The
+// plan's statement selects only the key column; a part's selects the exported columns.
+func (r *recorder) hook(_ string, q string) {
+	r.mu.Lock()
+	gate := r.partGate
+	if gate != nil && strings.Contains(q, `"name"`) {
+		r.partGate = nil
+	} else {
+		gate = nil
+	}
+	r.mu.Unlock()
+	if gate != nil {
+		gate <- struct{}{}
+		<-r.release
+	}
+}
+
+func run(out, name, scenario string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "genexport")
@@ -51,85 +106,108 @@ func run(out, name string, approve bool) error {
 	}
 	defer store.Close()
 
-	datasets := activities.DemoDatasets(db)
+	r := &recorder{datasets: activities.DemoDatasets(db)}
 	// Resumes are sealed as a frontend seals them.
-	keys, err := handle.NewKeyring("gen", map[string][]byte{"gen": handle.GenerateKey()})
+	if r.keys, err = handle.NewKeyring("gen", map[string][]byte{"gen": handle.GenerateKey()}); err != nil {
+		return err
+	}
+	r.e, err = gen.Start(ctx, tq, workflows.KindExport, &workflows.Workflows{Resume: frontend.ResumeVerifier(r.keys)},
+		&activities.Activities{Datasets: r.datasets, Artifacts: store, DB: &activities.DBPool{}, QueryHook: r.hook})
 	if err != nil {
 		return err
 	}
-	e, err := gen.Start(ctx, tq, workflows.KindExport, &workflows.Workflows{Resume: frontend.ResumeVerifier(keys)},
-		&activities.Activities{Datasets: datasets, Artifacts: store, DB: &activities.DBPool{}})
-	if err != nil {
-		return err
-	}
-	defer e.Stop()
+	defer r.e.Stop()
 
-	d := datasets["customers"]
+	d := r.datasets["customers"]
 	in := workflows.ExportInput{Tenant: "acme", Owner: "ann",
 		Args: workflows.ExportArgs{Dataset: "customers", Format: "csv", Columns: []string{"id", "name", "country"},
 			Purpose: "replay history"},
 		ConfigDigest: d.ConfigDigest(), MaxRows: d.MaxRows, Retention: workflows.Duration(time.Hour),
 		PartRows: 2000, PageRows: 500, Concurrency: 2}
 	id := "acme/export/replay"
-	if approve {
+	if scenario != "plain" && scenario != "retention" {
 		in.Args.Columns = append(in.Args.Columns, "email")
 	}
-	run, err := e.StartJob(ctx, id, workflows.KindExport, in.Tenant, in.Owner, in)
+	if scenario == "retention" {
+		// Short enough that the child's timer fires and it deletes while we wait.
+		in.Retention = workflows.Duration(2 * time.Second)
+	}
+	if scenario == "cancel-parts" {
+		r.partGate, r.release = make(chan struct{}, 1), make(chan struct{})
+	}
+	run, err := r.e.StartJob(ctx, id, workflows.KindExport, in.Tenant, in.Owner, in)
 	if err != nil {
 		return err
 	}
-	if approve {
-		if err := approveSealed(ctx, e.Client, keys, id); err != nil {
+	saveID, saveRun := id, run.GetRunID()
+	summary := ""
+	switch scenario {
+	case "plain", "approve", "reask", "retention":
+		if scenario == "approve" || scenario == "reask" {
+			first, err := r.approve(ctx, id, "", func() {
+				if scenario == "reask" {
+					// The dataset's config changes after the job asked: its plan reports the
+					// change, and it asks again (approve-2) before reading any row.
+					d := r.datasets["customers"]
+					d.MaxRows++
+					r.datasets["customers"] = d
+				}
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", id, err)
+			}
+			if scenario == "reask" {
+				if _, err := r.approve(ctx, id, first, nil); err != nil {
+					return fmt.Errorf("%s: second approval: %w", id, err)
+				}
+			}
+		}
+		var res workflows.ExportResult
+		if err := run.Get(ctx, &res); err != nil {
 			return fmt.Errorf("%s: %w", id, err)
 		}
-	}
-	var res workflows.ExportResult
-	if err := run.Get(ctx, &res); err != nil {
-		return fmt.Errorf("%s: %w", id, err)
-	}
-	events, err := e.Save(ctx, out, name, id, run.GetRunID())
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%s: %d events, %d rows, artifact %s\n", name, events, res.Manifest.Rows, res.Manifest.Object)
-	return nil
-}
-
-// approveSealed waits for the job's open approval request and answers it as a steward would
-// through a frontend: a sealed resume.
-func approveSealed(ctx context.Context, c client.Client, keys *handle.Keyring, id string) error {
-	steward := authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove}}
-	var n *workflows.NeedsInput
-	var runID string
-	for range 100 {
-		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		summary = fmt.Sprintf("%d rows, artifact %s", res.Manifest.Rows, res.Manifest.Object)
+		if scenario == "retention" {
+			saveID = id + "/retention/" + run.GetRunID()
+			if err := r.e.Client.GetWorkflow(ctx, saveID, "").Get(ctx, nil); err != nil {
+				return fmt.Errorf("%s: %w", saveID, err)
+			}
+			saveRun = ""
+			summary = "retention child of a " + summary
+		}
+	case "cancel-waiting":
+		if _, err := r.waitInput(ctx, id, ""); err != nil {
+			return err
+		}
+		if err := r.cancelAndWait(ctx, id, run); err != nil {
+			return err
+		}
+		summary = "cancelled while awaiting approval"
+	case "cancel-parts":
+		if _, err := r.approve(ctx, id, "", nil); err != nil {
+			return err
+		}
+		select {
+		case <-r.partGate:
+		case <-ctx.Done():
+			return fmt.Errorf("%s: no part started", id)
+		}
+		// The part is held at its first statement: cancel, then let it go on (it sees the
+		// cancel at its next heartbeat, or finishes; the job is cancelled either way).
+		err := r.e.Client.CancelWorkflow(ctx, id, "")
+		close(r.release)
 		if err != nil {
 			return err
 		}
-		runID = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
-		if p := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[workflows.MemoNeedsInput]; p != nil {
-			if err := converter.GetDefaultDataConverter().FromPayload(p, &n); err != nil {
-				return err
-			}
-			if n != nil {
-				break
-			}
+		if err := r.waitClosed(ctx, id, run); err != nil {
+			return err
 		}
-		time.Sleep(100 * time.Millisecond)
+		summary = "cancelled while parts ran"
 	}
-	if n == nil {
-		return errors.New("no open approval request")
-	}
-	req := workflows.ResumeRequest{Principal: steward, InputID: n.InputID, ScopeDigest: n.ScopeDigest,
-		Decision: workflows.DecisionApprove, Comment: "ok for replay",
-		Surface: workflows.SurfaceTool, SignedInWith: workflows.SignedInBearerJWT}
-	req.Seal = frontend.SealResume(keys, id, runID, req, time.Now().Add(5*time.Minute))
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: id, UpdateName: workflows.UpdateResume, Args: []any{req},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
+	events, err := r.e.Save(ctx, out, name, saveID, saveRun)
 	if err != nil {
 		return err
 	}
-	return h.Get(ctx, nil)
+	fmt.Printf("%s: %d events, %s\n", name, events, summary)
+	return nil
 }

@@ -1,0 +1,5 @@
+//go:build jobgate_breaking_change
+
+package app
+
+const breakingBuild = true
