@@ -141,6 +141,8 @@ type WorkerMain struct {
 	QueryHook func(dataset, query string)
 	// ResumeKeys, if set, replaces what Config would load (dev and tests).
 	ResumeKeys *handle.Keyring
+	// Tracing, if set, is the worker's traces (dev, tests); defaults to StartTracing(ServiceWorker).
+	Tracing *Tracing
 
 	own     bool
 	workers []worker.Worker
@@ -149,6 +151,8 @@ type WorkerMain struct {
 	artifacts  *activities.ArtifactStore
 	db         *activities.DBPool
 	metrics    *metricsServer
+
+	ownTracing bool // Run started Tracing: Close flushes it
 }
 
 // Run starts polling and returns; Close stops.
@@ -244,6 +248,9 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		MaxHeartbeatThrottleInterval:     hb,
 		DefaultHeartbeatThrottleInterval: hb,
 	}
+	if err := m.startTracing(ctx, &opts); err != nil {
+		return err
+	}
 	m.db = &activities.DBPool{}
 	acts.DB = m.db
 	notifier := &activities.Notifier{Targets: notes.Targets, PublicURL: m.Config.PublicURL,
@@ -328,5 +335,8 @@ func (m *WorkerMain) Close() error {
 	}
 	errs = append(errs, m.metrics.close())
 	m.metrics = nil
+	if m.ownTracing {
+		errs = append(errs, m.Tracing.Shutdown()) // after the last activity ended its span
+	}
 	return errors.Join(errs...)
 }
