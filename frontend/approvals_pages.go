@@ -121,7 +121,7 @@ func (pf *pagesFE) failPage(w http.ResponseWriter, r *http.Request, err error) {
 			return
 		}
 	}
-	pf.f.log.Warn("page: job store", zap.String("path", r.URL.Path), zap.Error(err))
+	pf.f.logger(r.Context()).Warn("page: job store", zap.String("path", r.URL.Path), zap.Error(err))
 	pf.render(w, http.StatusServiceUnavailable, "message", pageView{Title: "Try again later",
 		Message: "The job store cannot be reached right now; reload the page in a moment."})
 }

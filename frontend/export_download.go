@@ -32,7 +32,7 @@ func (k *exportKind) download(f *Frontend, w http.ResponseWriter, r *http.Reques
 // and the same bare 404s either way).
 func (k *exportKind) serveDownload(f *Frontend, w http.ResponseWriter, r *http.Request, p authz.Principal, ok bool) {
 	notFound := func(why string) {
-		f.log.Info("download refused", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("why", why))
+		f.logger(r.Context()).Info("download refused", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("why", why))
 		http.NotFound(w, r)
 	}
 	if !ok {
@@ -61,7 +61,7 @@ func (k *exportKind) serveDownload(f *Frontend, w http.ResponseWriter, r *http.R
 			notFound("no such job")
 			return
 		}
-		f.log.Error("download: describe", zap.String("job_id", d.WorkflowID), zap.Error(err))
+		f.logger(r.Context()).Error("download: describe", zap.String("job_id", d.WorkflowID), zap.Error(err))
 		http.Error(w, "the job store is unreachable; retry shortly", http.StatusServiceUnavailable)
 		return
 	}
@@ -72,7 +72,7 @@ func (k *exportKind) serveDownload(f *Frontend, w http.ResponseWriter, r *http.R
 	}
 	var res workflows.ExportResult
 	if err := f.readResult(r.Context(), j, &res); err != nil {
-		f.log.Error("download: read result", zap.String("job_id", j.id), zap.Error(err))
+		f.logger(r.Context()).Error("download: read result", zap.String("job_id", j.id), zap.Error(err))
 		http.Error(w, "the job store is unreachable; retry shortly", http.StatusServiceUnavailable)
 		return
 	}
@@ -100,14 +100,14 @@ func (k *exportKind) serveDownload(f *Frontend, w http.ResponseWriter, r *http.R
 		return
 	}
 	if err != nil {
-		f.log.Error("download: open artifact", zap.String("job_id", j.id), zap.Error(err))
+		f.logger(r.Context()).Error("download: open artifact", zap.String("job_id", j.id), zap.Error(err))
 		http.Error(w, "the artifact store is unreachable; retry shortly", http.StatusServiceUnavailable)
 		return
 	}
 	defer rd.Close()
 	sum, err := hex.DecodeString(m.SHA256)
 	if err != nil {
-		f.log.Error("download: manifest digest", zap.String("job_id", j.id), zap.Error(err))
+		f.logger(r.Context()).Error("download: manifest digest", zap.String("job_id", j.id), zap.Error(err))
 		http.Error(w, "bad manifest", http.StatusInternalServerError)
 		return
 	}
@@ -117,7 +117,7 @@ func (k *exportKind) serveDownload(f *Frontend, w http.ResponseWriter, r *http.R
 	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":") // RFC 9530
 	h.Set("ETag", strconv.Quote(m.SHA256))
 	h.Set("Cache-Control", "private, no-store")
-	f.log.Info("download", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.id),
+	f.logger(r.Context()).Info("download", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.id),
 		zap.String("range", r.Header.Get("Range")))
 	// ServeContent answers Range (206 with Content-Range) and sets Content-Length.
 	http.ServeContent(w, r, m.FileName, m.CreatedAt, rd)

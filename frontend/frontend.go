@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
@@ -84,6 +85,9 @@ type Options struct {
 	Tenants authz.Tenants
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// TracerProvider receives a span per MCP request ("tools/call start_export"), the child of
+	// the HTTP request's span (TraceHTTP). Defaults to none: a no-op provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Frontend serves the MCP endpoint and its HTTP neighbours.
@@ -107,6 +111,8 @@ type Frontend struct {
 	quotas      quotas      // this replica's admitted starts visibility may not show yet
 	// kinds are the served kinds (Options.Kinds bound to this frontend), in Options order.
 	kinds []servedKind
+	// tracer starts the MCP requests' spans (tracing.go).
+	tracer trace.Tracer
 	// export is the export kind when served (nil otherwise): the pages' download goes through
 	// its download rule.
 	export *exportKind
@@ -187,6 +193,8 @@ func newFrontend(opts Options, store jobStore) (*Frontend, error) {
 	f.impl = &mcp.Implementation{Name: "jobgate", Title: "jobgate — durable jobs for agents", Version: Version}
 	f.server = mcp.NewServer(f.impl, &mcp.ServerOptions{Instructions: serverInstructions})
 	f.server.AddReceivingMiddleware(refuseUndeclared)
+	f.tracer = tracerOf(opts.TracerProvider)
+	f.server.AddReceivingMiddleware(f.traceMethods)
 	if f.kinds, err = serveKinds(f, opts.Kinds); err != nil {
 		return nil, err
 	}
@@ -237,3 +245,6 @@ func (f *Frontend) MCPServer() *mcp.Server { return f.server }
 
 // Handler returns the whole HTTP surface: /mcp, RFC 9728 metadata, /healthz, /readyz.
 func (f *Frontend) Handler() http.Handler { return f.routes() }
+
+// Routes are the ServeMux patterns Handler serves, for TraceHTTP to name spans by.
+func (f *Frontend) Routes() []string { return f.routes().patterns }

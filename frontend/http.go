@@ -23,8 +23,8 @@ import (
 
 const principalKey = "jobgate.principal"
 
-func (f *Frontend) routes() http.Handler {
-	mux := http.NewServeMux()
+func (f *Frontend) routes() *routeMux {
+	mux := &routeMux{ServeMux: http.NewServeMux()}
 	metaURL := f.resourceMetadataURL()
 
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
@@ -145,7 +145,7 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 			if hasAny(p, need) {
 				continue
 			}
-			f.denyScope(w, metaURL, name, need, p)
+			f.denyScope(r.Context(), w, metaURL, name, need, p)
 			return
 		}
 		ctx := context.WithValue(r.Context(), parsedBodyKey{}, pb)
@@ -158,7 +158,7 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 					return
 				}
 				if need := authz.ActionScopes(action); !hasAny(p, need) {
-					f.denyScope(w, metaURL, req.method, need, p)
+					f.denyScope(r.Context(), w, metaURL, req.method, need, p)
 					return
 				}
 				if rerr := checkTaskName(r.Header, req); rerr != nil {
@@ -231,11 +231,11 @@ func refuseBody(w http.ResponseWriter, err error) {
 }
 
 // denyScope answers 403 with the insufficient_scope challenge naming the first scope that would do.
-func (f *Frontend) denyScope(w http.ResponseWriter, metaURL, what string, need []authz.Scope, p authz.Principal) {
+func (f *Frontend) denyScope(ctx context.Context, w http.ResponseWriter, metaURL, what string, need []authz.Scope, p authz.Principal) {
 	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, resource_metadata=%q, error_description=%q`,
 		string(need[0]), metaURL, what+" needs one of: "+strings.Join(authz.ScopeStrings(need), " ")))
 	f.metrics.insufficientScope(what)
-	f.log.Info("insufficient scope", zap.String("tool", what), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
+	f.logger(ctx).Info("insufficient scope", zap.String("tool", what), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
 	http.Error(w, "insufficient scope for "+what, http.StatusForbidden)
 }
 

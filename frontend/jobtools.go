@@ -134,18 +134,18 @@ func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in 
 	if req.Seal == "" {
 		// Only an oversized principal or a describe without a run ID gets here; the worker would
 		// refuse the unsealed request anyway.
-		f.log.Error("resume not sealed", zap.String("job_id", j.id), zap.String("run_id", j.runID))
+		f.logger(ctx).Error("resume not sealed", zap.String("job_id", j.id), zap.String("run_id", j.runID))
 		return nil, fmt.Errorf("resume %s: the answer could not be sealed", j.id)
 	}
 	err := f.store.Resume(tctx, j.id, j.runID, "resume-"+hex.EncodeToString(sum[:12]), req)
 	if err != nil {
-		return nil, f.resumeError(j, err)
+		return nil, f.resumeError(ctx, j, err)
 	}
 	return f.describe(ctx, j.id)
 }
 
 // resumeError maps the store's answer to a resume to the contract's errors.
-func (f *Frontend) resumeError(j *job, err error) error {
+func (f *Frontend) resumeError(ctx context.Context, j *job, err error) error {
 	var rej *resumeRejected
 	switch {
 	case errors.As(err, &rej):
@@ -159,7 +159,7 @@ func (f *Frontend) resumeError(j *job, err error) error {
 		case workflows.RejectUnsealed:
 			// This frontend sealed it, so the deployment is wrong: the workers lack the resume
 			// keys or hold others, or the clocks are minutes apart.
-			f.log.Error("a worker refused this frontend's resume seal; give frontends and workers the same --resume-keys",
+			f.logger(ctx).Error("a worker refused this frontend's resume seal; give frontends and workers the same --resume-keys",
 				zap.String("job_id", j.id), zap.String("reason", rej.msg))
 			return toolErr(CodeUnavailable, "the worker could not verify this server's answer (a deployment problem: the operators are told); retry later")
 		default:

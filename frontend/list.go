@@ -310,7 +310,7 @@ func (f *Frontend) listPage(ctx context.Context, p authz.Principal, tool, q stri
 	for _, j := range jobs {
 		_, known := workflows.LookupKind(j.kind)
 		if j.tenant != p.Tenant || !strings.HasPrefix(j.id, p.Tenant+"/") || !known || !keep(j) {
-			f.log.Warn(tool+": visibility returned a row outside the query; skipped",
+			f.logger(ctx).Warn(tool+": visibility returned a row outside the query; skipped",
 				zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.id))
 			continue
 		}

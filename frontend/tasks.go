@@ -275,6 +275,7 @@ func (f *Frontend) serveTask(ctx context.Context, ss *mcp.ServerSession, method 
 	}
 	fields := []zap.Field{zap.String("method", method), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject),
 		zap.Duration("latency", time.Since(start))}
+	fields = append(fields, LogTrace(ctx)...)
 	if h.WorkflowID != "" {
 		fields = append(fields, zap.String("job_id", h.WorkflowID)) // signature verified: safe to log
 	}
@@ -333,7 +334,7 @@ func (f *Frontend) startTask(ctx context.Context, req *mcp.CallToolRequest, res 
 	if v.Created != nil && !*v.Created {
 		t.StatusMessage = "existing job for this idempotency_key: " + t.StatusMessage
 	}
-	f.log.Info("task created", zap.String("job_id", v.JobID), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject),
+	f.logger(ctx).Info("task created", zap.String("job_id", v.JobID), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject),
 		zap.String("status", t.Status))
 	return t, nil
 }

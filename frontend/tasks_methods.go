@@ -27,7 +27,7 @@ import (
 func (f *Frontend) taskGet(ctx context.Context, ss *mcp.ServerSession, p authz.Principal, taskID string, h handle.Handle) (*task, *rpcError) {
 	res, err := f.runTool(ctx, ss, "get_"+h.Kind, HandleIn{Handle: taskID})
 	if err != nil {
-		f.log.Error("task get failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
+		f.logger(ctx).Error("task get failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
 		return nil, errTaskInternal
 	}
 	if te := resultToolError(res); te != nil {
@@ -67,7 +67,7 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 	}
 	j, err := f.resolve(ctx, p, taskID, h.Kind, authz.ActionResume)
 	if err != nil {
-		return nil, f.taskFault(err, h)
+		return nil, f.taskFault(ctx, err, h)
 	}
 	ok := &ack{ResultType: "complete"}
 	if j.needsInput == nil || j.status() != workflows.StatusAwaitingInput {
@@ -83,13 +83,13 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 	}
 	decision, comment, accepted, err := elicitAnswer(&resp)
 	if err != nil {
-		return nil, f.taskFault(err, h)
+		return nil, f.taskFault(ctx, err, h)
 	}
 	if !accepted {
 		return ok, nil // declined or dismissed: the job keeps waiting
 	}
 	if utf8.RuneCountInString(comment) > commentMax { // as resume_* checks it
-		return nil, f.taskFault(invalidArg("inputResponses", "content.comment: at most %d characters", commentMax), h)
+		return nil, f.taskFault(ctx, invalidArg("inputResponses", "content.comment: at most %d characters", commentMax), h)
 	}
 	_, err = f.resumeJob(ctx, p, j, ResumeIn{InputID: j.needsInput.InputID, ScopeDigest: j.needsInput.ScopeDigest,
 		Decision: decision, Comment: comment}, tokenAnswerer(ctx, workflows.SurfaceTasks), shownPrompt(j, j.needsInput.InputID))
@@ -98,7 +98,7 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 		return ok, nil // superseded meanwhile (answered, expired, cancelled): ignored
 	}
 	if err != nil {
-		return nil, f.taskFault(err, h)
+		return nil, f.taskFault(ctx, err, h)
 	}
 	return ok, nil
 }
@@ -107,7 +107,7 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 func (f *Frontend) taskCancel(ctx context.Context, ss *mcp.ServerSession, taskID string, h handle.Handle) (*ack, *rpcError) {
 	res, err := f.runTool(ctx, ss, "cancel_"+h.Kind, CancelIn{Handle: taskID})
 	if err != nil {
-		f.log.Error("task cancel failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
+		f.logger(ctx).Error("task cancel failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
 		return nil, errTaskInternal
 	}
 	if te := resultToolError(res); te != nil {
@@ -200,10 +200,10 @@ func resultView(res *mcp.CallToolResult) (*JobView, bool) {
 }
 
 // taskFault maps an error of the job core called directly.
-func (f *Frontend) taskFault(err error, h handle.Handle) *rpcError {
+func (f *Frontend) taskFault(ctx context.Context, err error, h handle.Handle) *rpcError {
 	if te, ok := asToolError(err); ok {
 		return taskRPCError(te, h.Kind)
 	}
-	f.log.Error("task call failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
+	f.logger(ctx).Error("task call failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
 	return errTaskInternal
 }

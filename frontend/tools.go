@@ -105,8 +105,9 @@ func newKindTool[In, Out any](f *Frontend, kind string, action authz.Action, t *
 		if !ok {
 			return nil, errNoPrincipal
 		}
-		fields := make([]zap.Field, 0, 6) // tool, tenant, sub, latency, job_id, code
+		fields := make([]zap.Field, 0, 8) // tool, tenant, sub, trace_id, span_id, latency, job_id, code
 		fields = append(fields, zap.String("tool", name), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
+		fields = append(fields, LogTrace(ctx)...)
 		// Everything below is per call: handlers run concurrently for many tenants.
 		var (
 			args In
@@ -125,6 +126,7 @@ func newKindTool[In, Out any](f *Frontend, kind string, action authz.Action, t *
 		var ir *inputRequired
 		if errors.As(err, &ir) {
 			f.metrics.toolCall(name, outcomeInputRequired, time.Since(start))
+			spanOutcome(ctx, rec.jobID, "input_required")
 			f.log.Info("tool call", append(fields, zap.String("code", "input_required"))...)
 			return ir.res, nil
 		}
@@ -136,14 +138,17 @@ func newKindTool[In, Out any](f *Frontend, kind string, action authz.Action, t *
 					te = &c
 				}
 				f.metrics.toolCall(name, te.Code, time.Since(start))
+				spanOutcome(ctx, rec.jobID, te.Code)
 				f.log.Info("tool call", append(fields, zap.String("code", te.Code))...)
 				return errorResult(te), nil
 			}
 			f.metrics.toolCall(name, outcomeError, time.Since(start))
+			spanOutcome(ctx, rec.jobID, outcomeError)
 			f.log.Error("tool call failed", append(fields, zap.Error(err))...)
 			return nil, err
 		}
 		f.metrics.toolCall(name, outcomeOK, time.Since(start))
+		spanOutcome(ctx, rec.jobID, "ok")
 		f.log.Info("tool call", append(fields, zap.String("code", "ok"))...)
 		return okResult(res)
 	}

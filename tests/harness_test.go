@@ -120,6 +120,8 @@ type setupOpts struct {
 	// metadata names (ServeConfig.Issuer). Default: HS256 of testIssuer, which the metadata names.
 	verifier   authz.Verifier
 	authServer string
+	// tracing is the frontends' traces (ServeMain.Tracing); default: from the environment (off).
+	tracing *app.Tracing
 }
 
 // queryLog records every statement in-process workers send to a dataset.
@@ -211,7 +213,7 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export, Tenants: tenants,
 				KindSpecs: opts.kinds},
 			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys,
-			Now: b.clock.Now,
+			Now: b.clock.Now, Tracing: opts.tracing,
 		}
 		must(t, s.Run(context.Background()))
 		t.Cleanup(func() { _ = s.Close() })

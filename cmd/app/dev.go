@@ -97,6 +97,8 @@ type DevMain struct {
 	// idp is the dev identity provider (devidp.go); stopIdP ends its JWK Set refresh.
 	idp     *devidp.IdP
 	stopIdP context.CancelFunc
+	// tracing is the frontend's and the worker's traces (tracing.go), flushed by Close.
+	tracing devTracing
 }
 
 // DevToken is one printed dev principal.
@@ -181,6 +183,9 @@ func (m *DevMain) Run(ctx context.Context) error {
 		}
 	}
 	opts, err := tc.options(m.Logger) // plaintext: the embedded server is loopback-only
+	if err == nil {
+		err = m.tracing.start(ctx, m.Logger, &opts)
+	}
 	if err != nil {
 		return err
 	}
@@ -188,7 +193,8 @@ func (m *DevMain) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("temporal client: %w", err)
 	}
-	m.worker = &WorkerMain{Config: wc, Logger: m.Logger.Named("worker"), Client: m.client, ResumeKeys: m.resumeKeys}
+	m.worker = &WorkerMain{Config: wc, Logger: m.Logger.Named("worker"), Client: m.client, ResumeKeys: m.resumeKeys,
+		Tracing: m.tracing.worker}
 	if err := m.worker.Run(ctx); err != nil {
 		return err
 	}
@@ -209,7 +215,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 	late := &authz.LateVerifier{}
 	m.serve = &ServeMain{Config: sc,
 		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: late, Keys: m.keys, ResumeKeys: m.resumeKeys,
-		Listener: ln, Mounts: mounts,
+		Listener: ln, Mounts: mounts, Tracing: m.tracing.frontend,
 	}
 	served = true // serve closes it from here on, on failure too
 	if err := m.serve.Run(ctx); err != nil {
@@ -385,6 +391,7 @@ func (m *DevMain) Close() error {
 	if m.client != nil {
 		m.client.Close()
 	}
+	errs = append(errs, m.tracing.shutdown())
 	if m.temporal != nil {
 		errs = append(errs, m.temporal.Stop())
 	}

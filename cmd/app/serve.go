@@ -188,6 +188,9 @@ type ServeMain struct {
 	// Now, if set, is the frontend's clock (frontend.Options.Now: handle, cursor and download
 	// link expiry); nil is time.Now. Tests move it past an expiry instead of sleeping.
 	Now func() time.Time
+	// Tracing, if set, is the frontend's traces (dev and tests; its owner shuts it down).
+	// Defaults to StartTracing(ServiceFrontend): OTLP when the OTEL_* environment says so.
+	Tracing *Tracing
 
 	own     bool
 	ln      net.Listener
@@ -196,6 +199,8 @@ type ServeMain struct {
 	metrics *metricsServer
 	stop    context.CancelFunc // ends what Run started in the background
 	pages   *pages.Pages       // browser sign-in, when configured (serve_pages.go)
+
+	ownTracing bool // Run started Tracing: Close flushes it
 }
 
 // closeOnExit has Close call f (a kind's resource, opened by its serveKind.spec).
@@ -324,6 +329,9 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 				return nil, err
 			}
 		}
+		if opts.Interceptors, err = m.Tracing.clientInterceptors(); err != nil {
+			return nil, err
+		}
 		cl, err := client.NewLazyClient(opts)
 		if err != nil {
 			return nil, fmt.Errorf("temporal client: %w", err)
@@ -342,7 +350,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		Kinds:     kinds,
 		HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger, Metrics: m.metrics.registerer(),
 		DataConverter: c.Temporal.DataConverter(), Tenants: tenants,
-		Now: m.Now,
+		Now: m.Now, TracerProvider: m.Tracing.frontendProvider(),
 	})
 }
 
@@ -353,6 +361,10 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	}
 	var err error
 	if m.metrics, err = startMetricsFor(m.Config.MetricsListen, &m.Config.Temporal, m.Logger); err != nil {
+		return err
+	}
+	if err := startRoleTracing(ctx, &m.Tracing, &m.ownTracing, ServiceFrontend, m.Logger); err != nil {
+		_ = m.metrics.close()
 		return err
 	}
 	// Background work of the server's own (the JWKS refresh) ends with Close, or with ctx.
@@ -366,6 +378,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	// The pages wrap the frontend's routes; Mounts (the dev identity provider) wrap both.
 	h, err := m.withPages(f)
 	if err == nil {
+		h = frontend.TraceHTTP(m.Tracing.frontendProvider(), m.routes(f), h)
 		h, err = m.handler(h)
 	}
 	if err != nil {
@@ -453,6 +466,9 @@ func (m *ServeMain) Close() error {
 	err = errors.Join(err, m.closeKinds())
 	err = errors.Join(err, m.metrics.close())
 	m.metrics = nil
+	if m.ownTracing {
+		err = joinErr(err, m.Tracing) // after the server's last requests ended their spans
+	}
 	return err
 }
 

@@ -145,6 +145,8 @@ type WorkerMain struct {
 	QueryHook func(dataset, query string)
 	// ResumeKeys, if set, replaces what Config would load (dev and tests).
 	ResumeKeys *handle.Keyring
+	// Tracing, if set, is the worker's traces (dev, tests); defaults to StartTracing(ServiceWorker).
+	Tracing *Tracing
 
 	own     bool
 	workers []worker.Worker
@@ -153,6 +155,8 @@ type WorkerMain struct {
 	artifacts  *activities.ArtifactStore
 	db         *activities.DBPool
 	metrics    *metricsServer
+
+	ownTracing bool // Run started Tracing: Close flushes it
 }
 
 // Run starts polling and returns; Close stops.
@@ -253,6 +257,9 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		DefaultHeartbeatThrottleInterval: hb,
 		DeploymentOptions:                deploy.deploymentOptions(),
 	}
+	if err := m.startTracing(ctx, &opts); err != nil {
+		return err
+	}
 	m.db = &activities.DBPool{}
 	acts.DB = m.db
 	notifier := &activities.Notifier{Targets: notes.Targets, PublicURL: m.Config.PublicURL,
@@ -340,5 +347,8 @@ func (m *WorkerMain) Close() error {
 	}
 	errs = append(errs, m.metrics.close())
 	m.metrics = nil
+	if m.ownTracing {
+		errs = append(errs, m.Tracing.Shutdown()) // after the last activity ended its span
+	}
 	return errors.Join(errs...)
 }
