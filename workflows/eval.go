@@ -31,7 +31,7 @@ const (
 // evalKind declares the eval kind: its workflow, progress unit and the one activity it runs.
 func evalKind() Kind {
 	return Kind{Name: KindEval, WorkflowName: EvalWorkflowName, Workflow: func(w *Workflows) any { return w.Eval },
-		Unit: evalUnit, Activities: []string{"RunEpisode"}}
+		Unit: evalUnit, Activities: []string{"RunEpisode"}, Story: evalStory()}
 }
 
 // EvalArgs are the caller's normalized start arguments. Their digest is both the idempotency

@@ -51,7 +51,8 @@ func exportKind() Kind {
 	return Kind{Name: KindExport, WorkflowName: ExportWorkflowName, Workflow: func(w *Workflows) any { return w.Export },
 		Unit:       exportUnit,
 		Auxiliary:  map[string]any{RetentionWorkflowName: ExportRetention},
-		Activities: []string{"PlanExport", "ExportPart", "FinalizeExport", "DeleteExport"}}
+		Activities: []string{"PlanExport", "ExportPart", "FinalizeExport", "DeleteExport"},
+		Story:      exportStory()}
 }
 
 // ExportArgs are the caller's normalized start arguments: the idempotency fingerprint.
