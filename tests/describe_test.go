@@ -57,7 +57,7 @@ func TestDescribeJob(t *testing.T) {
 		t.Fatalf("owner's describe: %+v", own)
 	}
 	storyHas(t, "owner", own, "started by ana: dataset customers, format csv", "waiting for approval (approver: approver",
-		"approved by steward on tool", "parts 1", "succeeded\n")
+		"approved by steward on tool", "plan 1 succeeded", "part 1 succeeded", "succeeded\n")
 
 	adm := describeOut(t, call(t, b.session(ops, 0, ""), "describe_job", map[string]any{"handle": v.Handle}))
 	if adm.Detail != "full" || len(adm.Lines) != len(own.Lines) {
