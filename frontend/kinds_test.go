@@ -57,7 +57,7 @@ func toolOrder(kinds ...string) string {
 	var out []string
 	for _, verb := range []string{"get", "", "start", "cancel", "resume"} {
 		if verb == "" {
-			out = append(out, "list_jobs", "list_approvals")
+			out = append(out, "list_jobs", "list_approvals", "describe_job")
 			continue
 		}
 		for _, k := range kinds {
@@ -85,8 +85,8 @@ func TestKindsToolOrder(t *testing.T) {
 		{"default", nil, toolOrder(defaults...)},
 		{"default kinds listed", DefaultKinds(), toolOrder(defaults...)},
 		{"reversed", []KindSpec{ExportKind(ExportOptions{}), EvalKind(EvalOptions{})},
-			"get_export get_eval list_jobs list_approvals start_export start_eval cancel_export cancel_eval resume_export resume_eval"},
-		{"eval only", []KindSpec{EvalKind(EvalOptions{})}, "get_eval list_jobs list_approvals start_eval cancel_eval resume_eval"},
+			"get_export get_eval list_jobs list_approvals describe_job start_export start_eval cancel_export cancel_eval resume_export resume_eval"},
+		{"eval only", []KindSpec{EvalKind(EvalOptions{})}, "get_eval list_jobs list_approvals describe_job start_eval cancel_eval resume_eval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := kindsFrontend(t, tc.kinds...)
@@ -273,7 +273,7 @@ func TestKindsFurtherTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "get_eval get_export list_jobs list_approvals list_episodes start_eval start_export cancel_eval cancel_export resume_eval resume_export retry_eval"
+	want := "get_eval get_export list_jobs list_approvals describe_job list_episodes start_eval start_export cancel_eval cancel_export resume_eval resume_export retry_eval"
 	if got := strings.Join(servedToolNames(f), " "); got != want {
 		t.Fatalf("tools:\n got %s\nwant %s", got, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -257,4 +258,9 @@ func newStoreFrontend(t testing.TB, store jobStore, opts Options) *Frontend {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// Story: the in-memory store keeps no history (describe_job is tested on real Temporal).
+func (m *memStore) Story(ctx context.Context, kind workflows.Kind, req storyRequest) (*storyResult, error) {
+	return nil, errors.New("memStore: no history")
 }

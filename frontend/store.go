@@ -40,6 +40,9 @@ type jobStore interface {
 	Resume(ctx context.Context, id, runID, updateID string, req workflows.ResumeRequest) error
 	// List runs one visibility page of q. A token the store rejects is errPageToken.
 	List(ctx context.Context, q string, pageSize int, token []byte) (jobs []*job, next []byte, err error)
+	// Story narrates the job's history, first run to current (describe_job); errJobNotFound
+	// when there is no such job.
+	Story(ctx context.Context, kind workflows.Kind, req storyRequest) (*storyResult, error)
 	// Count counts the visibility records matching q.
 	Count(ctx context.Context, q string) (int, error)
 	// Retention is how long closed jobs are kept, when the store says.

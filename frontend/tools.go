@@ -37,7 +37,7 @@ func (f *Frontend) tools() []toolDef {
 		}
 	}
 	each(func(k servedKind) []toolDef { return []toolDef{k.get} })
-	defs = append(defs, f.listJobsTool(), f.listApprovalsTool())
+	defs = append(defs, f.listJobsTool(), f.listApprovalsTool(), f.describeJobTool())
 	each(func(k servedKind) []toolDef { return k.reads })
 	each(func(k servedKind) []toolDef { return []toolDef{k.start} })
 	each(func(k servedKind) []toolDef { return []toolDef{k.cancel} })

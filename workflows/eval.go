@@ -37,7 +37,7 @@ func evalKind() Kind {
 		// SDK's default continue-as-new behaviour inherits a pinned run's version, and the new
 		// run's input (EvalInput with State) is only guaranteed readable by the code that wrote it.
 		Versioning: workflow.VersioningBehaviorPinned,
-		Unit:       evalUnit, Activities: []string{"RunEpisode"}}
+		Unit:       evalUnit, Activities: []string{"RunEpisode"}, Story: evalStory()}
 }
 
 // EvalArgs are the caller's normalized start arguments. Their digest is both the idempotency

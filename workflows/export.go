@@ -59,7 +59,8 @@ func exportKind() Kind {
 		// longest retention; its code is one timer and one activity, and any change to it must
 		// be GetVersion-gated like all workflow code (replay tests), so a newer build replays it.
 		AuxiliaryVersioning: map[string]workflow.VersioningBehavior{RetentionWorkflowName: workflow.VersioningBehaviorAutoUpgrade},
-		Activities:          []string{"PlanExport", "ExportPart", "FinalizeExport", "DeleteExport"}}
+		Activities:          []string{"PlanExport", "ExportPart", "FinalizeExport", "DeleteExport"},
+		Story:               exportStory()}
 }
 
 // ExportArgs are the caller's normalized start arguments: the idempotency fingerprint.

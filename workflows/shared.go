@@ -51,6 +51,8 @@ type Kind struct {
 	// serving the kind (jobgate worker --kinds) registers exactly these, so an eval-only worker
 	// runs no export activity. Each method belongs to exactly one kind (checked by a test).
 	Activities []string
+	// Story is how the kind's jobs read in a job's timeline (story.go).
+	Story Story
 }
 
 // Kinds returns the registry of job kinds, in the order tools and flags list them: the worker

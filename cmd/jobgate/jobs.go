@@ -18,6 +18,7 @@ const jobsUsage = `Usage:
   jobgate jobs get <handle> [--json]         one job: status, progress, open input request, result
   jobgate jobs watch <handle> [--interval d] follow a job until it finishes (exit 0 only if it succeeded)
   jobgate jobs download <handle> [-o file]   fetch a succeeded export's file and verify its SHA-256
+  jobgate jobs describe <handle> [--json]    the job's timeline from its history (owner or jobs:admin)
 
 All are MCP clients of --url (env JOBGATE_URL) with your own --token (env JOBGATE_TOKEN, else your 'jobgate login').
 Handles come from 'jobgate jobs list', start_* or 'jobgate approvals list'.
@@ -39,9 +40,11 @@ func runJobs(args []string, stdout, stderr io.Writer) error {
 		return runJobsWatch(args[1:], stdout, stderr)
 	case "download":
 		return runJobsDownload(args[1:], stdout, stderr)
+	case "describe":
+		return runJobsDescribe(args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, jobsUsage)
-	return fmt.Errorf("unknown jobs command %q (want: list, get, watch, download)", args[0])
+	return fmt.Errorf("unknown jobs command %q (want: list, get, watch, download, describe)", args[0])
 }
 
 type jobsListFlags struct {

@@ -1,0 +1,103 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/wire"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+const describeToolName = "describe_job"
+
+// storyTimeout bounds one describe_job's history reads: a long eval's chain of runs is many
+// pages, more than one Temporal call's TemporalTimeout.
+const storyTimeout = 60 * time.Second
+
+// DescribeJobIn are describe_job's arguments.
+type DescribeJobIn struct {
+	Handle   string `json:"handle" jsonschema:"the job's handle from start_*, get_* or list_jobs, verbatim"`
+	MaxLines int    `json:"max_lines,omitempty" jsonschema:"most timeline lines to return, 10-1000 (default 200); a longer timeline keeps its first and last lines and says what was left out"`
+}
+
+func (f *Frontend) describeJobTool() toolDef {
+	td := newTool(f, authz.ActionGet, &mcp.Tool{
+		Name:  describeToolName,
+		Title: "Describe a job's history",
+		Description: "A job's timeline from its Temporal history, in words: who started it and with what, which approval it " +
+			"waited for and who answered on which surface, each part or episode batch, retries with their errors, cancel " +
+			"requests, continue-as-new runs and the end, with times and the Web UI link. For the job's owner (jobs:read) " +
+			"and jobs:admin holders of its tenant; owners see error types, admins the recorded messages.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
+	}, f.describeJob)
+	td = td.bounds("max_lines", wire.StoryLinesMin, wire.StoryLinesMax)
+	td.tool.InputSchema.(*jsonschema.Schema).Properties["max_lines"].Default = []byte(strconv.Itoa(wire.StoryLinesDefault))
+	return td
+}
+
+// describeJob serves describe_job. Who may: the job's owner and the tenant's admins. Anyone
+// else — an approver who may get the job while it waits for them included — gets the same
+// not_found as an unknown handle: the history holds more than an approver is shown.
+func (f *Frontend) describeJob(ctx context.Context, p authz.Principal, in DescribeJobIn) (*DescribeJobOut, error) {
+	switch {
+	case in.MaxLines == 0:
+		in.MaxLines = wire.StoryLinesDefault
+	case in.MaxLines < wire.StoryLinesMin || in.MaxLines > wire.StoryLinesMax:
+		return nil, invalidArg("max_lines", "must be between %d and %d", wire.StoryLinesMin, wire.StoryLinesMax)
+	}
+	if in.Handle == "" {
+		return nil, invalidArg("handle", "is required")
+	}
+	// The handle names the kind; resolve checks its signature, tenant and the policy again.
+	h, _ := f.opts.Keys.OpenHandle(in.Handle, f.opts.Now())
+	j, err := f.resolve(ctx, p, in.Handle, h.Kind, authz.ActionGet)
+	if err != nil {
+		return nil, err
+	}
+	admin := p.Has(authz.ScopeAdmin)
+	if j.owner != p.Subject && !admin || j.owner == p.Subject && !admin && !p.Has(authz.ScopeRead) {
+		return nil, errNotFound()
+	}
+	kind, ok := workflows.LookupKind(j.kind)
+	if !ok {
+		return nil, errNotFound()
+	}
+	v := f.summary(p, j)
+	req := storyRequest{id: j.id, maxLines: in.MaxLines, full: admin}
+	if v.Error != nil {
+		req.jobErrCode, req.jobErrMsg = v.Error.Code, v.Error.Message
+	}
+	sctx, cancel := context.WithTimeout(ctx, storyTimeout)
+	defer cancel()
+	st, err := f.store.Story(sctx, kind, req)
+	if errors.Is(err, errJobNotFound) {
+		return nil, errNotFound()
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &DescribeJobOut{JobID: j.id, Kind: j.kind, Status: v.Status, Owner: j.owner, StartedAt: st.started,
+		Runs: st.runs, Events: st.events, Lines: st.lines, Cut: st.cut, Detail: "owner", UIURL: v.UIURL}
+	if admin {
+		out.Detail = "full"
+	}
+	if out.StartedAt.IsZero() {
+		out.StartedAt = j.startedAt
+	}
+	end := f.opts.Now()
+	if !st.ended.IsZero() && v.Status.Terminal() {
+		e := st.ended
+		out.EndedAt, end = &e, e
+	}
+	out.Duration = end.Sub(out.StartedAt).Truncate(time.Second).String()
+	if out.Lines == nil {
+		out.Lines = []StoryLine{}
+	}
+	return out, nil
+}
