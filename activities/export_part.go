@@ -5,7 +5,6 @@ package activities
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"database/sql"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"go.temporal.io/sdk/activity"
 	"gocloud.dev/blob"
 )
@@ -205,7 +205,10 @@ func (a *Activities) readPage(ctx context.Context, db *sql.DB, d Dataset, enc *r
 	return chunk, n, last, nil
 }
 
-// gzipWriters recycles compressors: each holds several hundred KB of state.
+// gzipWriters recycles compressors: each holds several hundred KB of state. klauspost's
+// gzip is a drop-in for compress/gzip, about twice as fast at the same level and ratio; its
+// output depends only on the level and the input (TestGzipDeterministic), as a retried chunk
+// needs.
 var gzipWriters = sync.Pool{New: func() any {
 	w, _ := gzip.NewWriterLevel(nil, gzipLevel) // a valid constant level: no error
 	return w
