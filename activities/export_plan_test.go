@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"bytes"
 	"reflect"
 	"strings"
 	"testing"
@@ -96,5 +97,27 @@ func TestPlanOnServer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChunkByteCap: with wide rows a chunk is cut at the byte cap before PageRows rows; the
+// artifact is unchanged. (Resume byte-identity: TestExport*/resume.)
+func TestChunkByteCap(t *testing.T) {
+	defer func(v int64) { chunkRawMax = v }(chunkRawMax)
+	chunkRawMax = 4096
+	be := sqliteBackend(t)
+	h := newHarness(t, be.datasets)
+	cols := []string{"id", "name", "email", "country", "plan", "signup_date"}
+	for _, format := range Formats() {
+		j := job{id: "acme/export/cap-" + format, tenant: "acme", dataset: "customers", format: format,
+			columns: cols, partRows: 2000, pageRows: 1000}
+		_, parts, m := h.run(t, j)
+		want, _ := expected(t, be, be.datasets["customers"], "acme", cols, format)
+		if got := h.artifact(t, m); !bytes.Equal(got, want) {
+			t.Fatalf("%s: artifact differs", format)
+		}
+		if parts[0].Chunks <= 2 {
+			t.Fatalf("%s: %d chunks for 2000 rows: the cap did not cut", format, parts[0].Chunks)
+		}
 	}
 }
