@@ -4,11 +4,13 @@ import (
 	"compress/gzip"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +36,9 @@ func BenchmarkExportLevers(b *testing.B) {
 		}
 		rowsWanted = n
 	}
+	// JOBGATE_BENCH_PART_ROWS and JOBGATE_BENCH_PAGE_ROWS override the defaults, to sweep them.
+	partRows, _ := strconv.Atoi(os.Getenv("JOBGATE_BENCH_PART_ROWS"))
+	pageRows, _ := strconv.Atoi(os.Getenv("JOBGATE_BENCH_PAGE_ROWS"))
 	total := rowsWanted / 5 * 8 // 5 of every 8 ids are acme's
 	cols := []string{"id", "name", "country", "plan", "signup_date"}
 	for _, engine := range []string{"postgres", "sqlite"} {
@@ -75,7 +80,7 @@ func BenchmarkExportLevers(b *testing.B) {
 				for _, conc := range []int{2, 4} {
 					b.Run(fmt.Sprintf("%s/parts-in-flight=%d", format, conc), func(b *testing.B) {
 						h := newHarness(b, ds)
-						var jobTime, limitTime time.Duration
+						var jobTime, limitTime, finTime time.Duration
 						b.ResetTimer()
 						for i := 0; i < b.N; i++ {
 							t0 := time.Now()
@@ -84,8 +89,9 @@ func BenchmarkExportLevers(b *testing.B) {
 							}
 							t1 := time.Now()
 							j := job{id: fmt.Sprintf("acme/export/levers-%d", i), tenant: "acme", dataset: "customers",
-								format: format, columns: cols}
-							m := h.runConcurrent(b, j, conc)
+								format: format, columns: cols, partRows: partRows, pageRows: pageRows}
+							m, fin := runTimed(b, h, j, conc)
+							finTime += fin
 							jobTime += time.Since(t1)
 							limitTime += t1.Sub(t0)
 							if m.Rows != rowsWanted {
@@ -97,6 +103,7 @@ func BenchmarkExportLevers(b *testing.B) {
 						b.ReportMetric(rps, "rows/s")
 						b.ReportMetric(lps, "limit-rows/s")
 						b.ReportMetric(rps/lps, "ratio")
+						b.ReportMetric(finTime.Seconds()/jobTime.Seconds(), "finalize-share")
 					})
 				}
 			}
@@ -174,4 +181,34 @@ func sqliteLimit(b *testing.B, db *sql.DB, format string, cols []string) int {
 		b.Fatal(err)
 	}
 	return n
+}
+
+// runTimed is harness.runConcurrent, also returning how long finalize took.
+func runTimed(b *testing.B, h *harness, j job, conc int) (Manifest, time.Duration) {
+	plan, err := h.plan(j.planInput(h))
+	if err != nil {
+		b.Fatal(err)
+	}
+	parts := make([]PartResult, len(plan.Ranges))
+	errs := make([]error, len(plan.Ranges))
+	sem := make(chan struct{}, conc)
+	var wg sync.WaitGroup
+	for i, r := range plan.Ranges {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			parts[i], errs[i] = h.part(j.partInput(h, i+1, r), nil)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	m, err := h.finalize(j.finalizeInput(parts))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m, time.Since(t0)
 }
