@@ -29,7 +29,7 @@ const (
 
 // Defaults for dataset fields left zero in a catalog file.
 const (
-	MaxRowsDefault   = 1_000_000
+	MaxRowsDefault   = 10_000_000
 	RetentionDefault = 7 * 24 * time.Hour
 )
 

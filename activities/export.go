@@ -96,7 +96,7 @@ func scopeChanged(d Dataset) error {
 }
 
 // query sends one statement to the dataset, telling QueryHook first.
-func (a *Activities) query(ctx context.Context, db *sql.DB, d Dataset, q string, args ...any) (*sql.Rows, error) {
+func (a *Activities) query(ctx context.Context, db querier, d Dataset, q string, args ...any) (*sql.Rows, error) {
 	if a.QueryHook != nil {
 		a.QueryHook(d.Name, q)
 	}
@@ -110,6 +110,30 @@ func (a *Activities) query(ctx context.Context, db *sql.DB, d Dataset, q string,
 		return nil, fmt.Errorf("dataset %q: query: %w", d.Name, err)
 	}
 	return rows, nil
+}
+
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+// queryRow runs a one-row statement through query and scans it into dest.
+func (a *Activities) queryRow(ctx context.Context, db querier, d Dataset, q string, args []any, dest ...any) error {
+	rows, err := a.query(ctx, db, d, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("dataset %q: %w", d.Name, err)
+		}
+		return fmt.Errorf("dataset %q: no row", d.Name)
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return fmt.Errorf("dataset %q: %w", d.Name, err)
+	}
+	return rows.Close()
 }
 
 // accessRefused: err is PostgreSQL's refusal of the login (SQLSTATE class 28: bad password,

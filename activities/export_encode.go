@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/csv"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -106,6 +107,23 @@ func (e *rowEncoder) finish() ([]byte, error) {
 		}
 	}
 	return gzipMember(e.raw.Bytes())
+}
+
+// pending is the encoded text not yet drained, short by at most the csv writer's 4 KiB
+// buffer (flushing it every row would cost a copy per row).
+func (e *rowEncoder) pending() int { return e.raw.Len() }
+
+// drain moves the encoded text into w and returns its length.
+func (e *rowEncoder) drain(w io.Writer) (int, error) {
+	if e.format == FormatCSV {
+		e.csv.Flush()
+		if err := e.csv.Error(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := w.Write(e.raw.Bytes())
+	e.raw.Reset()
+	return n, err
 }
 
 // csvHeader is the csv header line as one gzip member.

@@ -5,6 +5,7 @@ package activities
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"go.temporal.io/sdk/activity"
@@ -45,55 +46,76 @@ func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanEx
 	if err != nil {
 		return PlanExportResult{}, err
 	}
-	q := fmt.Sprintf(`SELECT %s FROM %s WHERE %s = $1 ORDER BY %s`,
-		qi(d.KeyColumn), qi(d.Table), qi(d.TenantColumn), qi(d.KeyColumn))
-	// Cancelled on return, so that stopping early (too many rows) abandons the rest of the
-	// result instead of draining it.
-	qctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	rows, err := a.query(qctx, db, d, q, in.Tenant)
+	// One snapshot for the count and the boundaries, so a row written in between cannot make
+	// them disagree. The server does the scanning: the worker reads one key per part.
+	opts := &sql.TxOptions{}
+	if d.Driver == DriverPostgres {
+		opts = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+	}
+	tx, err := db.BeginTx(ctx, opts)
+	if err != nil {
+		if accessRefused(err) {
+			return PlanExportResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("dataset %q: the database refused the worker's login or does not exist", d.Name), ErrTypeDatasetAccess, err)
+		}
+		return PlanExportResult{}, fmt.Errorf("dataset %q: begin: %w", d.Name, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
+
+	// Count first: a tenant over max_rows is refused before any key is read.
+	var total, keyed int64
+	cq := fmt.Sprintf(`SELECT count(*), count(%s) FROM %s WHERE %s = $1`, qi(d.KeyColumn), qi(d.Table), qi(d.TenantColumn))
+	if err := a.queryRow(ctx, tx, d, cq, []any{in.Tenant}, &total, &keyed); err != nil {
+		return PlanExportResult{}, err
+	}
+	if total > int64(d.MaxRows) {
+		return PlanExportResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("dataset %q: the tenant has more than %d rows, the dataset's max_rows; nothing was exported", d.Name, d.MaxRows),
+			ErrTypeDatasetTooLarge, nil)
+	}
+	if keyed != total {
+		return PlanExportResult{}, invalid("dataset %q: a row has a NULL %s; rows without a key cannot be paged", d.Name, d.KeyColumn)
+	}
+	// The scan-based plan refused the cut of full part partsMax+1 (a trailing partial part
+	// was still allowed): the same limit, from the count.
+	if total/int64(partRows) > partsMax {
+		return PlanExportResult{}, invalid("part_rows %d cuts more than %d parts; use larger parts", partRows, partsMax)
+	}
+	res.Rows = int(total)
+	if total == 0 {
+		return res, nil
+	}
+	// Boundary keys: every partRows-th key in key order, and the last one.
+	bq := fmt.Sprintf(`SELECT k FROM (SELECT %s AS k, row_number() OVER (ORDER BY %s) AS rn FROM %s WHERE %s = $1) b
+		WHERE rn %% $2 = 0 OR rn = $3 ORDER BY k`, qi(d.KeyColumn), qi(d.KeyColumn), qi(d.Table), qi(d.TenantColumn))
+	rows, err := a.query(ctx, tx, d, bq, in.Tenant, int64(partRows), total)
 	if err != nil {
 		return PlanExportResult{}, err
 	}
-	defer func() {
-		cancel()
-		rows.Close()
-	}()
+	defer rows.Close()
 	var (
-		after  *string
-		last   string
-		inPart int
-		k      any
+		after *string
+		k     any
 	)
 	for rows.Next() {
 		if err := rows.Scan(&k); err != nil {
 			return PlanExportResult{}, fmt.Errorf("dataset %q: %w", d.Name, err)
 		}
-		if last, err = keyString(d, k); err != nil {
+		through, err := keyString(d, k)
+		if err != nil {
 			return PlanExportResult{}, err
 		}
-		res.Rows++
-		if res.Rows > d.MaxRows {
-			return PlanExportResult{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("dataset %q: the tenant has more than %d rows, the dataset's max_rows; nothing was exported", d.Name, d.MaxRows),
-				ErrTypeDatasetTooLarge, nil)
-		}
-		if inPart++; inPart == partRows {
-			if len(res.Ranges) == partsMax {
-				return PlanExportResult{}, invalid("part_rows %d cuts more than %d parts; use larger parts", partRows, partsMax)
-			}
-			res.Ranges = append(res.Ranges, KeyRange{After: after, Through: last})
-			through := last
-			after, inPart = &through, 0
-			activity.RecordHeartbeat(ctx, res.Rows)
-		}
+		res.Ranges = append(res.Ranges, KeyRange{After: after, Through: through})
+		after = &through
 	}
 	if err := rows.Err(); err != nil {
 		return PlanExportResult{}, fmt.Errorf("dataset %q: %w", d.Name, err)
 	}
-	if inPart > 0 {
-		res.Ranges = append(res.Ranges, KeyRange{After: after, Through: last})
+	if want := (total + int64(partRows) - 1) / int64(partRows); int64(len(res.Ranges)) != want {
+		// Duplicate keys (no unique key) would make ranges overlap or skip: refuse.
+		return PlanExportResult{}, invalid("dataset %q: %s is not unique for the tenant; rows cannot be paged", d.Name, d.KeyColumn)
 	}
+	activity.RecordHeartbeat(ctx, res.Rows)
 	return res, nil
 }
 

@@ -227,8 +227,10 @@ type DeleteExportInput struct {
 	FirstRunID string `json:"first_run_id,omitempty"`
 }
 
-// Defaults for export sizes.
+// Defaults for export sizes, measured with BenchmarkExportLevers (1M rows, PostgreSQL, csv):
+// 1,000-row chunks made finalize half the run (a thousand objects to open); 10,000-row chunks
+// and 100,000-row parts bring it under 10% and the ratio to COPY from ~0.2 to ~0.5.
 const (
-	PartRowsDefault = 10_000
-	PageRowsDefault = 1_000
+	PartRowsDefault = 100_000
+	PageRowsDefault = 10_000
 )

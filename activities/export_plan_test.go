@@ -1,0 +1,123 @@
+package activities
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// scanPlan is the plan as the client-side scan cut it before the server-side plan: every
+// partRows-th key closes a part, the last key closes the last one.
+func scanPlan(keys []string, partRows int) []KeyRange {
+	var (
+		out   []KeyRange
+		after *string
+	)
+	for i := partRows - 1; i < len(keys)+partRows-1; i += partRows {
+		through := keys[min(i, len(keys)-1)]
+		out = append(out, KeyRange{After: after, Through: through})
+		after = &through
+	}
+	return out
+}
+
+// TestPlanOnServer: the server-side plan (a count, then the boundary keys) cuts exactly the
+// ranges of the client-side scan, on both engines, for integer and text keys; a tenant over
+// max_rows is refused after the count, before any key is read.
+func TestPlanOnServer(t *testing.T) {
+	for _, mk := range []func(testing.TB) backend{sqliteBackend, postgresBackend} {
+		be := mk(t)
+		t.Run(be.name, func(t *testing.T) {
+			h := newHarness(t, be.datasets)
+			keys := tenantKeys(t, be, "acme")
+			for _, pr := range []int{1, 2, 3, 7, 700, 999, 1000, len(keys) - 1, len(keys), len(keys) + 1, 100_000} {
+				j := job{id: "acme/export/plan", tenant: "acme", dataset: "customers", columns: []string{"id"}, partRows: pr}
+				res, err := h.plan(j.planInput(h))
+				if err != nil {
+					t.Fatalf("part_rows %d: %v", pr, err)
+				}
+				if pr == 1 {
+					// 5,000 one-row parts: within partsMax, and the same cut.
+					if len(res.Ranges) != len(keys) {
+						t.Fatalf("part_rows 1: %d ranges", len(res.Ranges))
+					}
+				}
+				if want := scanPlan(keys, pr); res.Rows != len(keys) || !reflect.DeepEqual(res.Ranges, want) {
+					t.Fatalf("part_rows %d: %d rows, %d ranges, want %d rows %d ranges", pr, res.Rows, len(res.Ranges), len(keys), len(want))
+				}
+			}
+			// Text keys: the server's order is the keyset order the parts page by.
+			var codes []string
+			rows, err := be.db.Query(`SELECT code FROM accounts WHERE org = 'acme' ORDER BY code`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var c string
+				if err := rows.Scan(&c); err != nil {
+					t.Fatal(err)
+				}
+				codes = append(codes, c)
+			}
+			rows.Close()
+			for _, pr := range []int{1, 2, 5, 100} {
+				j := job{id: "acme/export/plan", tenant: "acme", dataset: "accounts", columns: []string{"code"}, partRows: pr}
+				res, err := h.plan(j.planInput(h))
+				if err != nil || !reflect.DeepEqual(res.Ranges, scanPlan(codes, pr)) {
+					t.Fatalf("accounts part_rows %d: %+v, %v; want %v", pr, res.Ranges, err, scanPlan(codes, pr))
+				}
+			}
+			// Nobody's rows: no ranges, no error.
+			j := job{id: "acme/export/plan", tenant: "nobody", dataset: "customers", columns: []string{"id"}}
+			if res, err := h.plan(j.planInput(h)); err != nil || res.Rows != 0 || res.Ranges != nil {
+				t.Fatalf("empty tenant: %+v, %v", res, err)
+			}
+
+			// Too large: refused on the count, the key query never sent.
+			small := be.datasets["customers"]
+			small.MaxRows = len(keys) - 1
+			hs := newHarness(t, Datasets{"customers": small})
+			var logged int
+			if be.statements != nil {
+				logged = len(be.statements())
+			}
+			j = job{id: "acme/export/big", tenant: "acme", dataset: "customers", columns: []string{"id"}, partRows: 700}
+			if _, err := hs.plan(j.planInput(hs)); appErrType(err) != ErrTypeDatasetTooLarge {
+				t.Fatalf("over max_rows: %v", err)
+			}
+			if len(hs.qs) != 1 || !strings.Contains(hs.qs[0], "count(*)") {
+				t.Fatalf("statements sent: %q", hs.qs)
+			}
+			if be.statements != nil {
+				for _, s := range be.statements()[logged:] {
+					if strings.Contains(s, "row_number") {
+						t.Fatalf("the server saw the key query: %q", s)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestChunkByteCap: with wide rows a chunk is cut at the byte cap before PageRows rows; the
+// artifact is unchanged. (Resume byte-identity: TestExport*/resume.)
+func TestChunkByteCap(t *testing.T) {
+	defer func(v int64) { chunkRawMax = v }(chunkRawMax)
+	chunkRawMax = 4096
+	be := sqliteBackend(t)
+	h := newHarness(t, be.datasets)
+	cols := []string{"id", "name", "email", "country", "plan", "signup_date"}
+	for _, format := range Formats() {
+		j := job{id: "acme/export/cap-" + format, tenant: "acme", dataset: "customers", format: format,
+			columns: cols, partRows: 2000, pageRows: 1000}
+		_, parts, m := h.run(t, j)
+		want, _ := expected(t, be, be.datasets["customers"], "acme", cols, format)
+		if got := h.artifact(t, m); !bytes.Equal(got, want) {
+			t.Fatalf("%s: artifact differs", format)
+		}
+		if parts[0].Chunks <= 2 {
+			t.Fatalf("%s: %d chunks for 2000 rows: the cap did not cut", format, parts[0].Chunks)
+		}
+	}
+}
