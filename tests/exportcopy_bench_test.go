@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func (e *copyEnv) get(size string) *copyData {
 		if e.pg == nil {
 			e.pg = pgtest.Start(e.owner)
 		}
-		d.table = "customers_" + size
+		d.table = "customers_" + strings.ToLower(size) // unquoted names fold to lower case in PostgreSQL; the catalog quotes them
 		pgGenerateCustomers(e.owner, e.pg, d.table, n)
 		ds = copyDataset(activities.DriverPostgres, e.pg.DSN, d.table, n)
 	} else {
