@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -108,21 +109,32 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 		sel = append(sel, qi(c))
 	}
 	// One query for the rest of the range: the plan bounds the part, so no LIMIT paging;
-	// chunks are cut in the stream.
-	q := fmt.Sprintf(`SELECT %s FROM %s WHERE %s = $1 AND `, strings.Join(sel, ", "), qi(d.Table), qi(d.TenantColumn))
-	args := []any{in.Tenant}
-	if prog.LastKey != nil {
-		after, err := keyArg(d, *prog.LastKey)
-		if err != nil {
+	// chunks are cut in the stream. A throttled part closes its query whenever it must wait and
+	// opens a new one after LastKey, so no snapshot stays open while it sleeps.
+	rate := &rateState{perSecond: d.MaxRowsPerSecond, start: time.Now()}
+	for {
+		q := fmt.Sprintf(`SELECT %s FROM %s WHERE %s = $1 AND `, strings.Join(sel, ", "), qi(d.Table), qi(d.TenantColumn))
+		args := []any{in.Tenant}
+		if prog.LastKey != nil {
+			after, err := keyArg(d, *prog.LastKey)
+			if err != nil {
+				return PartResult{}, err
+			}
+			q += fmt.Sprintf(`%s > $2 AND `, qi(d.KeyColumn))
+			args = append(args, after)
+		}
+		q += fmt.Sprintf(`%s <= $%d ORDER BY %s`, qi(d.KeyColumn), len(args)+1, qi(d.KeyColumn))
+		args = append(args, through)
+		err := a.streamPart(ctx, db, d, in, store, &prog, pageRows, rate, q, args)
+		if !errors.Is(err, errPaused) {
+			if err != nil {
+				return PartResult{}, err
+			}
+			break
+		}
+		if err := throttle(ctx, rate.perSecond, rate.start, rate.rows); err != nil {
 			return PartResult{}, err
 		}
-		q += fmt.Sprintf(`%s > $2 AND `, qi(d.KeyColumn))
-		args = append(args, after)
-	}
-	q += fmt.Sprintf(`%s <= $%d ORDER BY %s`, qi(d.KeyColumn), len(args)+1, qi(d.KeyColumn))
-	args = append(args, through)
-	if err := a.streamPart(ctx, db, d, in, store, &prog, pageRows, q, args); err != nil {
-		return PartResult{}, err
 	}
 	return PartResult{Part: in.Part, Chunks: prog.NextChunk, Rows: prog.Rows, Bytes: prog.Bytes}, nil
 }
@@ -135,6 +147,25 @@ const (
 	feedBytes = 64 << 10
 )
 
+// errPaused: streamPart stopped after a chunk because the dataset's rate limit needs a wait;
+// its query is closed, and the caller waits and resumes after LastKey.
+var errPaused = errors.New("paused for the rate limit")
+
+// rateState is a part's reading rate so far, across its queries.
+type rateState struct {
+	perSecond int // 0: no limit
+	start     time.Time
+	rows      int
+}
+
+// mustWait reports whether reading rows since start has outrun perSecond.
+func (r *rateState) mustWait() bool {
+	if r.perSecond <= 0 {
+		return false
+	}
+	return time.Until(r.start.Add(time.Duration(float64(r.rows)/float64(r.perSecond)*float64(time.Second)))) > 0
+}
+
 // chunkRawMax is chunkRawMaxDefault; tests lower it.
 var chunkRawMax int64 = chunkRawMaxDefault
 
@@ -143,7 +174,7 @@ var chunkRawMax int64 = chunkRawMaxDefault
 // each. Where a chunk ends depends only on the rows from its first one, so a chunk rewritten
 // by a retry that resumed after the previous chunk's last key comes out byte-identical.
 func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in ExportPartInput, store *ArtifactStore,
-	prog *PartProgress, pageRows int, q string, args []any) error {
+	prog *PartProgress, pageRows int, rate *rateState, q string, args []any) error {
 	// Cancelled on return: an error abandons the rest of the result instead of draining it.
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -167,16 +198,14 @@ func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in E
 		ptrs[i] = &vals[i]
 	}
 	var (
-		zbuf     bytes.Buffer
-		n        int   // rows in the chunk
-		raw      int64 // text bytes in the chunk
-		last     string
-		readHere int
+		zbuf bytes.Buffer
+		n    int   // rows in the chunk
+		raw  int64 // text bytes in the chunk
+		last string
 	)
 	zw := gzipWriters.Get().(*gzip.Writer)
 	defer gzipWriters.Put(zw)
 	zw.Reset(&zbuf)
-	started := time.Now()
 	feed := func() error {
 		m, err := enc.drain(zw)
 		raw += int64(m)
@@ -199,11 +228,14 @@ func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in E
 		prog.Rows += n
 		prog.Bytes += int64(zbuf.Len())
 		activity.RecordHeartbeat(ctx, *prog)
-		readHere += n
+		rate.rows += n
 		n, raw = 0, 0
 		zbuf.Reset()
 		zw.Reset(&zbuf)
-		return throttle(ctx, d.MaxRowsPerSecond, started, readHere)
+		if rate.mustWait() {
+			return errPaused // the deferred close ends the query before the caller waits
+		}
+		return nil
 	}
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {

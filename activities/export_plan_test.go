@@ -121,3 +121,33 @@ func TestChunkByteCap(t *testing.T) {
 		}
 	}
 }
+
+// TestThrottleClosesQuery: a part of a rate-limited dataset never sleeps with its query open.
+// It stops after a chunk, closes the query, waits, and resumes after the chunk's last key; the
+// artifact is the one an unthrottled run writes.
+func TestThrottleClosesQuery(t *testing.T) {
+	be := sqliteBackend(t)
+	d := be.datasets["customers"]
+	d.MaxRowsPerSecond = 20_000 // 5,000 rows: about a quarter of a second
+	be.datasets["customers"] = d
+	h := newHarness(t, be.datasets)
+	cols := []string{"id", "name", "email", "country", "plan", "signup_date"}
+	j := job{id: "acme/export/throttled", tenant: "acme", dataset: "customers", format: FormatCSV,
+		columns: cols, partRows: 5000, pageRows: 500}
+	_, parts, m := h.run(t, j)
+	want, _ := expected(t, be, d, "acme", cols, FormatCSV)
+	if got := h.artifact(t, m); !bytes.Equal(got, want) {
+		t.Fatal("throttled artifact differs from the expected one")
+	}
+	resumed := 0
+	h.mu.Lock()
+	for _, q := range h.qs {
+		if strings.Contains(q, `"id" > $2`) {
+			resumed++
+		}
+	}
+	h.mu.Unlock()
+	if len(parts) != 1 || parts[0].Chunks != 10 || resumed < 2 {
+		t.Fatalf("%d parts, %d chunks, %d resumed queries: the part did not close its query to wait", len(parts), parts[0].Chunks, resumed)
+	}
+}
