@@ -50,10 +50,14 @@ type NotifyEvent struct {
 	Kind   string `json:"kind"`
 	Owner  string `json:"owner,omitempty"`
 	// Meaning is the request's text in words (approval.requested) or the job's end (job.finished).
-	Meaning   string    `json:"meaning"`
-	InputID   string    `json:"input_id,omitempty"`
-	Approver  string    `json:"approver,omitempty"`
-	Status    string    `json:"status,omitempty"`
+	Meaning  string `json:"meaning"`
+	InputID  string `json:"input_id,omitempty"`
+	Approver string `json:"approver,omitempty"`
+	Status   string `json:"status,omitempty"`
+	// ErrorCode is a job.finished event's error code (the job view's error.code: e.g.
+	// cancelled, rejected, input_expired, all_episodes_failed) when the job did not succeed,
+	// so a receiver can branch on it without parsing Meaning.
+	ErrorCode string    `json:"error_code,omitempty"`
 	At        time.Time `json:"at"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
@@ -164,7 +168,8 @@ func (n *Notifier) Body(ev NotifyEvent, format string) ([]byte, error) {
 	}
 	data := map[string]any{"event_id": ev.ID, "tenant": ev.Tenant, "job_id": ev.JobID, "kind": ev.Kind,
 		"meaning": ev.Meaning, "link": link}
-	for k, v := range map[string]string{"owner": ev.Owner, "input_id": ev.InputID, "approver": ev.Approver, "status": ev.Status} {
+	for k, v := range map[string]string{"owner": ev.Owner, "input_id": ev.InputID, "approver": ev.Approver, "status": ev.Status,
+		"error_code": ev.ErrorCode} {
 		if v != "" {
 			data[k] = v
 		}

@@ -202,3 +202,34 @@ func TestNotifyClientKept(t *testing.T) {
 		t.Fatalf("clients %p %p (refusing) %p %p (allow_private): want one kept per kind", a, b, p, q)
 	}
 }
+
+// TestNotifyBodyErrorCode: the Standard Webhooks body of job.finished carries status and, when
+// the job did not succeed, error_code; a succeeded job's body has no error_code key.
+func TestNotifyBodyErrorCode(t *testing.T) {
+	n := &Notifier{PublicURL: "https://jobgate.example"}
+	ev := NotifyEvent{ID: "evt_5", Type: authz.EventJobFinished, Tenant: "acme", JobID: "acme/eval/ana/k",
+		Kind: "eval", Status: "cancelled", ErrorCode: "cancelled", At: time.Unix(1700000000, 0),
+		Meaning: "The eval job of ana ended: cancelled (cancelled)"}
+	for _, tc := range []struct {
+		code string
+		want any
+	}{{"cancelled", "cancelled"}, {"", nil}} {
+		ev.ErrorCode = tc.code
+		body, err := n.Body(ev, authz.NotifyFormatStandard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msg struct {
+			Data map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(body, &msg); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := msg.Data["error_code"]; got != tc.want || ok != (tc.want != nil) {
+			t.Fatalf("error_code %v (present %v), want %v in %s", got, ok, tc.want, body)
+		}
+		if msg.Data["status"] != "cancelled" || msg.Data["link"] != "https://jobgate.example/jobs/acme%2Feval%2Fana%2Fk" {
+			t.Fatalf("body %s", body)
+		}
+	}
+}

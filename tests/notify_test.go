@@ -184,7 +184,7 @@ func TestNotifyRetriedDeliveryIsOneEvent(t *testing.T) {
 	}
 	ev := f.events(t)[1]
 	must(t, json.Unmarshal(ev.Body, &fin))
-	if fin.Type != authz.EventJobFinished || fin.Data["status"] != "cancelled" || fin.Data["job_id"] != jobID ||
+	if fin.Type != authz.EventJobFinished || fin.Data["status"] != "cancelled" || fin.Data["error_code"] != "cancelled" || fin.Data["job_id"] != jobID ||
 		ev.WebhookID != workflows.NotifyEventID(jobID, firstRunOf(t, b, jobID), authz.EventJobFinished, "") {
 		t.Fatalf("job.finished event %s (id %s)", ev.Body, ev.WebhookID)
 	}

@@ -124,7 +124,9 @@ func (r *jobRun) notifyFinished(ctx workflow.Context, s Status, jerr *JobError) 
 		At:      workflow.Now(ctx),
 	}
 	if jerr != nil {
+		// Both: the code stays in the words people read, and is a field receivers branch on.
 		ev.Meaning += " (" + jerr.Code + ")"
+		ev.ErrorCode = jerr.Code
 	}
 	child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            jobID + "/notify/" + firstRun,

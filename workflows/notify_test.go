@@ -133,3 +133,27 @@ func TestNotify_ZeroTimeoutNotAnnounced(t *testing.T) {
 	assert.Equal(t, h2.askedInputs()[0].ExpiresAt, events2()[0].ExpiresAt)
 	assert.Equal(t, []time.Duration{time.Hour}, bounds2())
 }
+
+// TestNotify_FinishedCarriesErrorCode: a job that ends without succeeding tells receivers its
+// error code as a field (the job view's error.code), not only inside the words of Meaning; a
+// succeeded job's event has none.
+func TestNotify_FinishedCarriesErrorCode(t *testing.T) {
+	h, events, _ := notifyHarnessTimeouts(t, authz.EventJobFinished)
+	in := evalInput(6, 2)
+	in.Approval.Timeout = 0 // expires at once: the job fails with input_expired
+	h.execute(in)
+	require.True(t, h.env.IsWorkflowCompleted())
+	got := events()
+	require.Len(t, got, 1, "%+v", got)
+	assert.Equal(t, authz.EventJobFinished, got[0].Type)
+	assert.Equal(t, string(StatusFailed), got[0].Status)
+	assert.Equal(t, ErrCodeInputExpired, got[0].ErrorCode)
+	assert.Contains(t, got[0].Meaning, "("+ErrCodeInputExpired+")")
+
+	h2, events2 := notifyHarness(t, authz.EventJobFinished)
+	h2.resumeAt(10*time.Minute, "approve", h2.answer(owner, DecisionApprove))
+	h2.execute(evalInput(6, 2))
+	h2.result()
+	require.Len(t, events2(), 1)
+	assert.Empty(t, events2()[0].ErrorCode)
+}
