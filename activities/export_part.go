@@ -18,12 +18,26 @@ import (
 	"gocloud.dev/blob"
 )
 
-// throttle waits until reading rows rows since start keeps within perSecond (0: no limit).
-func throttle(ctx context.Context, perSecond int, start time.Time, rows int) error {
-	if perSecond <= 0 {
-		return nil
+// rateState is a part's reading rate so far, across its queries: rows read since start, against
+// the dataset's max_rows_per_second.
+type rateState struct {
+	perSecond int // 0: no limit
+	start     time.Time
+	rows      int
+}
+
+// ahead is how long reading must pause for rows since start to keep within perSecond (<= 0:
+// no pause).
+func (r *rateState) ahead() time.Duration {
+	if r.perSecond <= 0 {
+		return 0
 	}
-	wait := time.Until(start.Add(time.Duration(float64(rows) / float64(perSecond) * float64(time.Second))))
+	return time.Until(r.start.Add(time.Duration(float64(r.rows) / float64(r.perSecond) * float64(time.Second))))
+}
+
+// wait sleeps out ahead, or until ctx ends.
+func (r *rateState) wait(ctx context.Context) error {
+	wait := r.ahead()
 	if wait <= 0 {
 		return nil
 	}
@@ -112,9 +126,9 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 	// chunks are cut in the stream. A throttled part closes its query whenever it must wait and
 	// opens a new one after LastKey, so no snapshot stays open while it sleeps.
 	rate := &rateState{perSecond: d.MaxRowsPerSecond, start: time.Now()}
+	base := fmt.Sprintf(`SELECT %s FROM %s WHERE %s = $1 AND `, strings.Join(sel, ", "), qi(d.Table), qi(d.TenantColumn))
 	for {
-		q := fmt.Sprintf(`SELECT %s FROM %s WHERE %s = $1 AND `, strings.Join(sel, ", "), qi(d.Table), qi(d.TenantColumn))
-		args := []any{in.Tenant}
+		q, args := base, []any{in.Tenant}
 		if prog.LastKey != nil {
 			after, err := keyArg(d, *prog.LastKey)
 			if err != nil {
@@ -126,13 +140,13 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 		q += fmt.Sprintf(`%s <= $%d ORDER BY %s`, qi(d.KeyColumn), len(args)+1, qi(d.KeyColumn))
 		args = append(args, through)
 		err := a.streamPart(ctx, db, d, in, store, &prog, pageRows, rate, q, args)
-		if !errors.Is(err, errPaused) {
-			if err != nil {
-				return PartResult{}, err
-			}
+		if err == nil {
 			break
 		}
-		if err := throttle(ctx, rate.perSecond, rate.start, rate.rows); err != nil {
+		if !errors.Is(err, errPaused) {
+			return PartResult{}, err
+		}
+		if err := rate.wait(ctx); err != nil {
 			return PartResult{}, err
 		}
 	}
@@ -150,21 +164,6 @@ const (
 // errPaused: streamPart stopped after a chunk because the dataset's rate limit needs a wait;
 // its query is closed, and the caller waits and resumes after LastKey.
 var errPaused = errors.New("paused for the rate limit")
-
-// rateState is a part's reading rate so far, across its queries.
-type rateState struct {
-	perSecond int // 0: no limit
-	start     time.Time
-	rows      int
-}
-
-// mustWait reports whether reading rows since start has outrun perSecond.
-func (r *rateState) mustWait() bool {
-	if r.perSecond <= 0 {
-		return false
-	}
-	return time.Until(r.start.Add(time.Duration(float64(r.rows)/float64(r.perSecond)*float64(time.Second)))) > 0
-}
 
 // chunkRawMax is chunkRawMaxDefault; tests lower it.
 var chunkRawMax int64 = chunkRawMaxDefault
@@ -232,7 +231,7 @@ func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in E
 		n, raw = 0, 0
 		zbuf.Reset()
 		zw.Reset(&zbuf)
-		if rate.mustWait() {
+		if rate.ahead() > 0 {
 			return errPaused // the deferred close ends the query before the caller waits
 		}
 		return nil
