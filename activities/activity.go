@@ -50,6 +50,10 @@ type Activities struct {
 	// unsealed, and verify reports them as not sealed.
 	ManifestSealer ManifestSealer
 
+	// sqlRowsOnly sends every export query through database/sql, never the PostgreSQL raw
+	// path: tests compare the two paths' bytes with it.
+	sqlRowsOnly bool
+
 	lazyDBOnce sync.Once // creates lazyDB
 	lazyDB     *DBPool   // used while DB is nil
 }

@@ -102,14 +102,21 @@ func (a *Activities) query(ctx context.Context, db querier, d Dataset, q string,
 	}
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
-		if accessRefused(err) {
-			activity.GetLogger(ctx).Error("dataset refused the worker's login", "dataset", d.Name, "error", err)
-			return nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("dataset %q: the database refused the worker's login or does not exist", d.Name), ErrTypeDatasetAccess, err)
-		}
-		return nil, fmt.Errorf("dataset %q: query: %w", d.Name, err)
+		return nil, a.queryErr(ctx, d, err)
 	}
 	return rows, nil
+}
+
+// queryErr is how a statement's failure to start reaches the workflow: a refused login as the
+// final DatasetAccess (the driver's error, with host, user and database, only as its cause),
+// anything else retryable.
+func (a *Activities) queryErr(ctx context.Context, d Dataset, err error) error {
+	if accessRefused(err) {
+		activity.GetLogger(ctx).Error("dataset refused the worker's login", "dataset", d.Name, "error", err)
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("dataset %q: the database refused the worker's login or does not exist", d.Name), ErrTypeDatasetAccess, err)
+	}
+	return fmt.Errorf("dataset %q: query: %w", d.Name, err)
 }
 
 // querier is a *sql.DB or a *sql.Tx.

@@ -154,13 +154,9 @@ func sqliteLimit(b *testing.B, db *sql.DB, format string, cols []string) int {
 	}
 	n := 0
 	flush := func() {
-		if format == FormatCSV {
-			enc.csv.Flush()
-		}
-		if _, err := zw.Write(enc.raw.Bytes()); err != nil {
+		if _, err := enc.drain(zw); err != nil {
 			b.Fatal(err)
 		}
-		enc.raw.Reset()
 	}
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {

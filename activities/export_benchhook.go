@@ -39,13 +39,7 @@ func EncodeRowsForBench(rows *sql.Rows, format string, cols []string, w io.Write
 	}
 	var n int64
 	flush := func() error {
-		if format == FormatCSV {
-			if enc.csv.Flush(); enc.csv.Error() != nil {
-				return enc.csv.Error()
-			}
-		}
-		_, err := w.Write(enc.raw.Bytes())
-		enc.raw.Reset()
+		_, err := enc.drain(w)
 		return err
 	}
 	for rows.Next() {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -25,15 +26,19 @@ import (
 // UTF-8, else standard base64 (a binary column cannot be told from text otherwise); times as
 // RFC 3339 with nanoseconds in UTC, except DATE columns, which have no time of day or zone,
 // as YYYY-MM-DD (so a PostgreSQL date equals the same date stored as text in SQLite).
-// csv rows end in "\n" and newlines inside fields are kept as they are.
+// csv rows end in "\n", fields are quoted exactly as encoding/csv quotes them, and newlines
+// inside fields are kept as they are.
+//
+// Rows arrive either as driver values (row, the database/sql path) or as cells already turned
+// into their text (cell, the PostgreSQL raw path); both end in the same appenders, so the two
+// paths write the same bytes for the same values.
 type rowEncoder struct {
 	format string
 	cols   []string
 	keys   [][]byte // jsonl: `{"col":` / `,"col":`
 	date   []bool
-	raw    bytes.Buffer
-	csv    *csv.Writer
-	rec    []string
+	buf    []byte // encoded text not yet drained
+	start  int    // where the current row begins in buf
 }
 
 func newRowEncoder(format string, cols []string) *rowEncoder {
@@ -46,84 +51,123 @@ func newRowEncoder(format string, cols []string) *rowEncoder {
 		k := appendJSONString([]byte{sep}, c)
 		e.keys = append(e.keys, append(k, ':'))
 	}
-	e.csv = csv.NewWriter(&e.raw)
-	e.rec = make([]string, len(cols))
 	return e
 }
 
 // reset starts a page; types are the page's value columns (key column excluded).
 func (e *rowEncoder) reset(types []*sql.ColumnType) {
-	e.raw.Reset()
+	e.buf = e.buf[:0]
 	for i := range e.date {
 		e.date[i] = i < len(types) && strings.EqualFold(types[i].DatabaseTypeName(), "DATE")
 	}
 }
 
+// row encodes one row of driver values.
 func (e *rowEncoder) row(vals []any) error {
 	if len(vals) != len(e.cols) {
 		return fmt.Errorf("row has %d values for %d columns", len(vals), len(e.cols))
 	}
-	if e.format == FormatCSV {
-		for i, v := range vals {
-			s, k := scalar(v, e.date[i])
-			if k == kindNull {
-				s = ""
-			}
-			e.rec[i] = s
-		}
-		if len(e.rec) == 1 && e.rec[0] == "" {
-			// encoding/csv writes a lone empty field as an empty line, which readers skip:
-			// quote it so the row survives.
-			e.csv.Flush()
-			e.raw.WriteString("\"\"\n")
-			return e.csv.Error()
-		}
-		return e.csv.Write(e.rec)
-	}
-	b := e.raw.AvailableBuffer()
+	e.begin()
 	for i, v := range vals {
-		b = append(b, e.keys[i]...)
 		s, k := scalar(v, e.date[i])
-		switch k {
-		case kindNull:
-			b = append(b, "null"...)
-		case kindBare:
-			b = append(b, s...)
-		default:
-			b = appendJSONString(b, s)
-		}
+		appendCell(e, i, s, k)
 	}
-	b = append(b, '}', '\n')
-	e.raw.Write(b)
+	e.end()
 	return nil
 }
 
-// finish compresses the page's text into one gzip member.
-func (e *rowEncoder) finish() ([]byte, error) {
+// begin starts a row; cells 0..len(cols)-1 follow in order, then end.
+func (e *rowEncoder) begin() { e.start = len(e.buf) }
+
+// cell appends value i of the current row: its text s (ignored for kindNull) and kind.
+func (e *rowEncoder) cell(i int, s []byte, k valueKind) { appendCell(e, i, s, k) }
+
+func appendCell[T string | []byte](e *rowEncoder, i int, s T, k valueKind) {
 	if e.format == FormatCSV {
-		e.csv.Flush()
-		if err := e.csv.Error(); err != nil {
-			return nil, err
+		if i > 0 {
+			e.buf = append(e.buf, ',')
 		}
+		if k != kindNull {
+			e.buf = appendCSVField(e.buf, s)
+		}
+		return
 	}
-	return gzipMember(e.raw.Bytes())
+	e.buf = append(e.buf, e.keys[i]...)
+	switch k {
+	case kindNull:
+		e.buf = append(e.buf, "null"...)
+	case kindBare:
+		e.buf = append(e.buf, s...)
+	default:
+		e.buf = appendJSONString(e.buf, s)
+	}
 }
 
-// pending is the encoded text not yet drained, short by at most the csv writer's 4 KiB
-// buffer (flushing it every row would cost a copy per row).
-func (e *rowEncoder) pending() int { return e.raw.Len() }
+// end closes the current row.
+func (e *rowEncoder) end() {
+	if e.format == FormatCSV {
+		if len(e.cols) == 1 && len(e.buf) == e.start {
+			// A lone empty field would be an empty line, which csv readers skip: quote it
+			// so the row survives (encoding/csv, which this matches, does the same).
+			e.buf = append(e.buf, `""`...)
+		}
+		e.buf = append(e.buf, '\n')
+		return
+	}
+	e.buf = append(e.buf, '}', '\n')
+}
+
+// finish compresses the page's text into one gzip member.
+func (e *rowEncoder) finish() ([]byte, error) { return gzipMember(e.buf) }
+
+// pending is the encoded text not yet drained.
+func (e *rowEncoder) pending() int { return len(e.buf) }
 
 // drain moves the encoded text into w and returns its length.
 func (e *rowEncoder) drain(w io.Writer) (int, error) {
-	if e.format == FormatCSV {
-		e.csv.Flush()
-		if err := e.csv.Error(); err != nil {
-			return 0, err
+	n, err := w.Write(e.buf)
+	e.buf = e.buf[:0]
+	return n, err
+}
+
+// appendCSVField appends one non-NULL csv field exactly as encoding/csv's Writer (comma
+// separator, "\n" line ends) writes it: quoted when it holds a comma, quote, CR or LF, starts
+// with a space character, or is `\.`; quotes inside doubled; everything else verbatim.
+// FuzzCSVField holds it to encoding/csv.
+func appendCSVField[T string | []byte](b []byte, f T) []byte {
+	if !csvNeedsQuotes(f) {
+		return append(b, f...)
+	}
+	b = append(b, '"')
+	for i := 0; i < len(f); i++ {
+		if f[i] == '"' {
+			b = append(b, '"', '"')
+			continue
+		}
+		b = append(b, f[i])
+	}
+	return append(b, '"')
+}
+
+func csvNeedsQuotes[T string | []byte](f T) bool {
+	if len(f) == 0 {
+		return false
+	}
+	if len(f) == 2 && f[0] == '\\' && f[1] == '.' {
+		return true
+	}
+	for i := 0; i < len(f); i++ {
+		switch f[i] {
+		case '\n', '\r', '"', ',':
+			return true
 		}
 	}
-	n, err := w.Write(e.raw.Bytes())
-	e.raw.Reset()
-	return n, err
+	if c := f[0]; c < utf8.RuneSelf {
+		// unicode.IsSpace for ASCII, without decoding.
+		return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+	}
+	r, _ := decodeRune(f)
+	return unicode.IsSpace(r)
 }
 
 // csvHeader is the csv header line as one gzip member.
@@ -216,7 +260,7 @@ func formatFloat(f float64, bits int) (string, valueKind) {
 
 // appendJSONString quotes s as encoding/json does, minus its HTML escaping (<, >, & stay as
 // they are: the output is a data file, not a web page).
-func appendJSONString(b []byte, s string) []byte {
+func appendJSONString[T string | []byte](b []byte, s T) []byte {
 	const hexDigits = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
@@ -248,7 +292,7 @@ func appendJSONString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := decodeRune(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)
@@ -268,4 +312,13 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+func decodeRune[T string | []byte](s T) (rune, int) {
+	switch x := any(s).(type) {
+	case string:
+		return utf8.DecodeRuneInString(x)
+	default:
+		return utf8.DecodeRune(x.([]byte))
+	}
 }

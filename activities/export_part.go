@@ -172,11 +172,36 @@ var chunkRawMax int64 = chunkRawMaxDefault
 // (fewer when their text reaches chunkRawMax), each one gzip member, heartbeating prog after
 // each. Where a chunk ends depends only on the rows from its first one, so a chunk rewritten
 // by a retry that resumed after the previous chunk's last key comes out byte-identical.
+// PostgreSQL rows of the column types pgDecoderFor knows take the raw path; everything else
+// goes through database/sql. Both write the same bytes.
 func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in ExportPartInput, store *ArtifactStore,
 	prog *PartProgress, pageRows int, rate *rateState, q string, args []any) error {
 	// Cancelled on return: an error abandons the rest of the result instead of draining it.
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	enc := newRowEncoder(in.Format, in.Columns)
+	pw := newPartWriter(ctx, store, in, prog, pageRows, rate, enc)
+	defer pw.release()
+	if d.Driver == DriverPostgres && !a.sqlRowsOnly {
+		fast, err := a.queryPGRaw(qctx, cancel, db, d, q, args, func(r *pgRawRows) error {
+			for r.Next() {
+				key, err := r.encode(d, enc)
+				if err != nil {
+					return err
+				}
+				if err := pw.row(key); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if fast {
+			return pw.close()
+		}
+	}
 	rows, err := a.query(qctx, db, d, q, args...)
 	if err != nil {
 		return err
@@ -189,83 +214,119 @@ func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in E
 	if err != nil {
 		return fmt.Errorf("dataset %q: %w", d.Name, err)
 	}
-	enc := newRowEncoder(in.Format, in.Columns)
 	enc.reset(types[1:])
 	vals := make([]any, len(types))
 	ptrs := make([]any, len(types))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	var (
-		zbuf bytes.Buffer
-		n    int   // rows in the chunk
-		raw  int64 // text bytes in the chunk
-		last string
-	)
-	zw := gzipWriters.Get().(*gzip.Writer)
-	defer gzipWriters.Put(zw)
-	zw.Reset(&zbuf)
-	feed := func() error {
-		m, err := enc.drain(zw)
-		raw += int64(m)
-		return err
-	}
-	cut := func() error {
-		if err := feed(); err != nil {
-			return err
-		}
-		if err := zw.Close(); err != nil {
-			return err
-		}
-		opts := &blob.WriterOptions{ContentType: "application/gzip"}
-		if err := store.b.WriteAll(ctx, chunkKey(in.JobID, in.FirstRunID, in.Part, prog.NextChunk), zbuf.Bytes(), opts); err != nil {
-			return fmt.Errorf("write chunk: %w", err)
-		}
-		lastKey := last
-		prog.NextChunk++
-		prog.LastKey = &lastKey
-		prog.Rows += n
-		prog.Bytes += int64(zbuf.Len())
-		activity.RecordHeartbeat(ctx, *prog)
-		rate.rows += n
-		n, raw = 0, 0
-		zbuf.Reset()
-		zw.Reset(&zbuf)
-		if rate.ahead() > 0 {
-			return errPaused // the deferred close ends the query before the caller waits
-		}
-		return nil
-	}
 	for rows.Next() {
 		if err := rows.Scan(ptrs...); err != nil {
 			return fmt.Errorf("dataset %q: %w", d.Name, err)
 		}
-		if last, err = keyString(d, vals[0]); err != nil {
+		key, err := keyString(d, vals[0])
+		if err != nil {
 			return err
 		}
 		if err := enc.row(vals[1:]); err != nil {
 			return err
 		}
-		n++
-		if p := enc.pending(); p >= feedBytes {
-			if err := feed(); err != nil {
-				return err
-			}
-		}
-		if n == pageRows || raw+int64(enc.pending()) >= chunkRawMax {
-			if err := cut(); err != nil {
-				return err
-			}
+		if err := pw.row([]byte(key)); err != nil {
+			return err
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("dataset %q: %w", d.Name, err)
 	}
-	if err := ctx.Err(); err != nil {
+	return pw.close()
+}
+
+// partWriter cuts a part's encoded rows into chunk objects: it feeds the encoder's text to
+// the compressor in feedBytes pieces and cuts a chunk at pageRows rows or chunkRawMax bytes of
+// text, writing it, advancing prog and heartbeating it.
+type partWriter struct {
+	ctx      context.Context
+	store    *ArtifactStore
+	in       ExportPartInput
+	prog     *PartProgress
+	pageRows int
+	rate     *rateState
+	enc      *rowEncoder
+	zw       *gzip.Writer
+	zbuf     bytes.Buffer
+	n        int    // rows in the chunk
+	raw      int64  // text bytes in the chunk
+	last     []byte // the chunk's last key so far
+}
+
+func newPartWriter(ctx context.Context, store *ArtifactStore, in ExportPartInput, prog *PartProgress,
+	pageRows int, rate *rateState, enc *rowEncoder) *partWriter {
+	w := &partWriter{ctx: ctx, store: store, in: in, prog: prog, pageRows: pageRows, rate: rate, enc: enc}
+	w.zw = gzipWriters.Get().(*gzip.Writer)
+	w.zw.Reset(&w.zbuf)
+	return w
+}
+
+// release returns the compressor to the pool.
+func (w *partWriter) release() { gzipWriters.Put(w.zw) }
+
+// row accounts for one row the encoder now holds, whose key text is key (copied).
+func (w *partWriter) row(key []byte) error {
+	w.last = append(w.last[:0], key...)
+	w.n++
+	if w.enc.pending() >= feedBytes {
+		if err := w.feed(); err != nil {
+			return err
+		}
+	}
+	if w.n == w.pageRows || w.raw+int64(w.enc.pending()) >= chunkRawMax {
+		return w.cut()
+	}
+	return nil
+}
+
+// close writes the last, partial chunk once the rows are read.
+func (w *partWriter) close() error {
+	if err := w.ctx.Err(); err != nil {
 		return err
 	}
-	if n > 0 {
-		return cut()
+	if w.n > 0 {
+		return w.cut()
+	}
+	return nil
+}
+
+func (w *partWriter) feed() error {
+	m, err := w.enc.drain(w.zw)
+	w.raw += int64(m)
+	return err
+}
+
+// cut ends the chunk: errPaused when the rate limit needs a wait before the next row.
+func (w *partWriter) cut() error {
+	if err := w.feed(); err != nil {
+		return err
+	}
+	if err := w.zw.Close(); err != nil {
+		return err
+	}
+	opts := &blob.WriterOptions{ContentType: "application/gzip"}
+	key := chunkKey(w.in.JobID, w.in.FirstRunID, w.in.Part, w.prog.NextChunk)
+	if err := w.store.b.WriteAll(w.ctx, key, w.zbuf.Bytes(), opts); err != nil {
+		return fmt.Errorf("write chunk: %w", err)
+	}
+	lastKey := string(w.last)
+	w.prog.NextChunk++
+	w.prog.LastKey = &lastKey
+	w.prog.Rows += w.n
+	w.prog.Bytes += int64(w.zbuf.Len())
+	activity.RecordHeartbeat(w.ctx, *w.prog)
+	w.rate.rows += w.n
+	w.n, w.raw = 0, 0
+	w.zbuf.Reset()
+	w.zw.Reset(&w.zbuf)
+	if w.rate.ahead() > 0 {
+		return errPaused // the caller's deferred close ends the query before it waits
 	}
 	return nil
 }

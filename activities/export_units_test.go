@@ -70,18 +70,17 @@ func TestEncodeValues(t *testing.T) {
 				t.Fatal(err)
 			}
 			if format == FormatCSV {
-				e.csv.Flush()
-				r, err := csv.NewReader(&e.raw).Read()
+				r, err := csv.NewReader(bytes.NewReader(e.buf)).Read()
 				if err != nil || r[0] != c.text {
 					t.Errorf("csv %#v: %q, %v; want %q", c.v, r, err, c.text)
 				}
 				continue
 			}
-			if got, want := e.raw.String(), `{"v":`+c.json+"}\n"; got != want {
+			if got, want := string(e.buf), `{"v":`+c.json+"}\n"; got != want {
 				t.Errorf("jsonl %#v: %s want %s", c.v, got, want)
 			}
 			var back map[string]any
-			if err := json.Unmarshal(e.raw.Bytes(), &back); err != nil {
+			if err := json.Unmarshal(e.buf, &back); err != nil {
 				t.Errorf("jsonl %#v is not JSON: %v", c.v, err)
 			}
 		}
