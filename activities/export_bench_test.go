@@ -80,7 +80,7 @@ func BenchmarkExportLevers(b *testing.B) {
 				for _, conc := range []int{2, 4} {
 					b.Run(fmt.Sprintf("%s/parts-in-flight=%d", format, conc), func(b *testing.B) {
 						h := newHarness(b, ds)
-						var jobTime, limitTime, finTime time.Duration
+						var jobTime, limitTime, finTime, planTime time.Duration
 						b.ResetTimer()
 						for i := 0; i < b.N; i++ {
 							t0 := time.Now()
@@ -90,8 +90,9 @@ func BenchmarkExportLevers(b *testing.B) {
 							t1 := time.Now()
 							j := job{id: fmt.Sprintf("acme/export/levers-%d", i), tenant: "acme", dataset: "customers",
 								format: format, columns: cols, partRows: partRows, pageRows: pageRows}
-							m, fin := runTimed(b, h, j, conc)
+							m, plan, fin := runTimed(b, h, j, conc)
 							finTime += fin
+							planTime += plan
 							jobTime += time.Since(t1)
 							limitTime += t1.Sub(t0)
 							if m.Rows != rowsWanted {
@@ -104,6 +105,7 @@ func BenchmarkExportLevers(b *testing.B) {
 						b.ReportMetric(lps, "limit-rows/s")
 						b.ReportMetric(rps/lps, "ratio")
 						b.ReportMetric(finTime.Seconds()/jobTime.Seconds(), "finalize-share")
+						b.ReportMetric(planTime.Seconds()/jobTime.Seconds(), "plan-share")
 					})
 				}
 			}
@@ -179,12 +181,14 @@ func sqliteLimit(b *testing.B, db *sql.DB, format string, cols []string) int {
 	return n
 }
 
-// runTimed is harness.runConcurrent, also returning how long finalize took.
-func runTimed(b *testing.B, h *harness, j job, conc int) (Manifest, time.Duration) {
+// runTimed is harness.runConcurrent, also returning how long the plan and finalize took.
+func runTimed(b *testing.B, h *harness, j job, conc int) (Manifest, time.Duration, time.Duration) {
+	t0 := time.Now()
 	plan, err := h.plan(j.planInput(h))
 	if err != nil {
 		b.Fatal(err)
 	}
+	planTime := time.Since(t0)
 	parts := make([]PartResult, len(plan.Ranges))
 	errs := make([]error, len(plan.Ranges))
 	sem := make(chan struct{}, conc)
@@ -201,10 +205,10 @@ func runTimed(b *testing.B, h *harness, j job, conc int) (Manifest, time.Duratio
 	if err := errors.Join(errs...); err != nil {
 		b.Fatal(err)
 	}
-	t0 := time.Now()
+	t1 := time.Now()
 	m, err := h.finalize(j.finalizeInput(parts))
 	if err != nil {
 		b.Fatal(err)
 	}
-	return m, time.Since(t0)
+	return m, planTime, time.Since(t1)
 }

@@ -181,6 +181,7 @@ func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in E
 	defer cancel()
 	enc := newRowEncoder(in.Format, in.Columns)
 	pw := newPartWriter(ctx, store, in, prog, pageRows, rate, enc)
+	pw.keyColumn = d.KeyColumn
 	defer pw.release()
 	if d.Driver == DriverPostgres && !a.sqlRowsOnly {
 		fast, err := a.queryPGRaw(qctx, cancel, db, d, q, args, func(r *pgRawRows) error {
@@ -256,7 +257,10 @@ type partWriter struct {
 	zbuf     bytes.Buffer
 	n        int    // rows in the chunk
 	raw      int64  // text bytes in the chunk
-	last     []byte // the chunk's last key so far
+	last     []byte // the last key so far
+	seen     bool   // last holds a key of this query
+
+	keyColumn string // for the duplicate-key error
 }
 
 func newPartWriter(ctx context.Context, store *ArtifactStore, in ExportPartInput, prog *PartProgress,
@@ -270,8 +274,14 @@ func newPartWriter(ctx context.Context, store *ArtifactStore, in ExportPartInput
 // release returns the compressor to the pool.
 func (w *partWriter) release() { gzipWriters.Put(w.zw) }
 
-// row accounts for one row the encoder now holds, whose key text is key (copied).
+// row accounts for one row the encoder now holds, whose key text is key (copied). A key
+// equal to the one before it is refused: keyset paging (a resume after a chunk's last key)
+// would skip its other rows.
 func (w *partWriter) row(key []byte) error {
+	if w.seen && bytes.Equal(key, w.last) {
+		return invalid("dataset %q: %s is not unique for the tenant; rows cannot be paged", w.in.Dataset, w.keyColumn)
+	}
+	w.seen = true
 	w.last = append(w.last[:0], key...)
 	w.n++
 	if w.enc.pending() >= feedBytes {

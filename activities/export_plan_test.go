@@ -2,6 +2,7 @@ package activities
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -91,7 +92,7 @@ func TestPlanOnServer(t *testing.T) {
 			}
 			if be.statements != nil {
 				for _, s := range be.statements()[logged:] {
-					if strings.Contains(s, "row_number") {
+					if strings.Contains(s, "RECURSIVE") {
 						t.Fatalf("the server saw the key query: %q", s)
 					}
 				}
@@ -151,5 +152,50 @@ func TestThrottleClosesQuery(t *testing.T) {
 	h.mu.Unlock()
 	if len(parts) != 1 || parts[0].Chunks != 10 || resumed < 2 {
 		t.Fatalf("%d parts, %d chunks, %d resumed queries: the part did not close its query to wait", len(parts), parts[0].Chunks, resumed)
+	}
+}
+
+// TestDuplicateKeysRefused: a key column that is not unique for the tenant cannot be paged by
+// keyset (a resume after a chunk's last key would skip that key's other rows). The export is
+// refused as ExportInvalid, by the plan when the boundaries show it, else by the part that
+// meets the repeated key, on both engines and both read paths; no artifact is written.
+func TestDuplicateKeysRefused(t *testing.T) {
+	for _, mk := range []func(testing.TB) backend{sqliteBackend, postgresBackend} {
+		be := mk(t)
+		t.Run(be.name, func(t *testing.T) {
+			mustExec(t, be.db, `CREATE TABLE dup (n bigint NOT NULL, org text NOT NULL, label text)`)
+			// 10 rows, key 5 twice, in the middle of a part for part_rows 4 (and key 9 twice
+			// across what would be a boundary).
+			for i, n := range []int{1, 2, 3, 4, 5, 5, 6, 7, 9, 9} {
+				mustExec(t, be.db, `INSERT INTO dup VALUES ($1, 'acme', $2)`, n, fmt.Sprintf("row %d", i))
+			}
+			d := Dataset{Name: "dup", Driver: be.datasets["customers"].Driver, DSN: be.datasets["customers"].DSN,
+				Table: "dup", TenantColumn: "org", KeyColumn: "n", KeyType: KeyTypeInteger,
+				Columns: []Column{{Name: "n"}, {Name: "label"}}}.withDefaults()
+			ds := Datasets{"dup": d}
+			for _, pr := range []int{4, 100} {
+				for _, sqlOnly := range []bool{false, true} {
+					h := newHarness(t, ds)
+					h.a.sqlRowsOnly = sqlOnly
+					j := job{id: fmt.Sprintf("acme/export/dup-%d-%v", pr, sqlOnly), tenant: "acme", dataset: "dup",
+						format: FormatCSV, columns: []string{"n", "label"}, partRows: pr, pageRows: 3}
+					err := func() error {
+						plan, err := h.plan(j.planInput(h))
+						if err != nil {
+							return err
+						}
+						for i, r := range plan.Ranges {
+							if _, err := h.part(j.partInput(h, i+1, r), nil); err != nil {
+								return err
+							}
+						}
+						return nil
+					}()
+					if appErrType(err) != ErrTypeExportInvalid || !strings.Contains(err.Error(), "not unique") {
+						t.Fatalf("part_rows %d, sql only %v: %v", pr, sqlOnly, err)
+					}
+				}
+			}
+		})
 	}
 }
