@@ -52,6 +52,30 @@ var conformanceApplicable = map[string]string{
 	"http-header-validation":      "2026-07-28 Mcp-Method/Mcp-Name headers must match the body",
 	"server-sse-polling":          "SSE priming/polling; reports itself not applicable to JSON responses",
 	"server-sse-multiple-streams": "several SSE streams; reports itself not applicable to JSON responses",
+	// The Tasks extension's scenarios, against the conformance fixtures (greet, slow_compute,
+	// failing_job, protocol_error_job, confirm_delete, multi_input, test_tool_with_task) that
+	// `jobgate dev --conformance-fixtures` serves as real jobs of the fixture kind.
+	"tasks-lifecycle":              "sync greet, task creation, tasks/get working/completed/failed, tool error as completed+isError, cancel acks",
+	"tasks-capability-negotiation": "extension in server/discover, -32021 on tasks/* without it, sync fall-through, per-request opt-in",
+	"tasks-wire-fields":            "ttlMs/pollIntervalMs, no early expiry, no related-task _meta",
+	"tasks-request-state-removal":  "no requestState on CreateTaskResult or tasks/get",
+	"tasks-mrtr-input":             "input_required with inputRequests, tasks/update resumes, partial fulfillment",
+	"tasks-request-headers":        "Mcp-Method/Mcp-Name on tools/call and tasks/get, -32020 on mismatch",
+	"tasks-dispatch-and-envelope":  "removed tasks/result and tasks/list, server-directed creation, resultType complete, durable create, unknown taskId",
+	"tasks-status-notifications":   "the pinned suite reports one SKIPPED check (pending its subscriptions/listen rewrite); tolerated only as that skip",
+	"tasks-required-task-error":    "-32021 with requiredCapabilities for a task-required tool called without the extension",
+	"tasks-mrtr-composition":       "MRTR round, then CreateTaskResult whose result carries the gathered name",
+}
+
+// conformanceExtension: scenarios the suite lists as [extension] (not on the spec timeline) run
+// once, without --spec-version, at the wire the suite picks for them (2026-07-28).
+const conformanceExtension = "extension"
+
+// conformanceSkipped are checks ("scenario/check-id") the pinned suite reports only as SKIPPED
+// (it has no test for them yet). They are tolerated only as exactly that skip: a suite that
+// starts testing them runs them, and then they must pass.
+var conformanceSkipped = map[string]string{
+	"tasks-status-notifications/tasks-status-notifications": "notifications/tasks over subscriptions/listen; the suite's harness awaits its rewrite",
 }
 
 // conformanceNotApplicable is every other server scenario the pinned package defines, and why
@@ -88,16 +112,6 @@ var conformanceNotApplicable = map[string]string{
 	"prompts-get-embedded-resource":                 "gets the fixture prompts",
 	"prompts-get-with-image":                        "gets the fixture prompts",
 	"http-custom-header-server-validation":          "needs a tool with x-mcp-header annotations; jobgate's tools have none",
-	"tasks-lifecycle":                               "tasks extension fixtures (greet, slow_compute, failing_job, ...)",
-	"tasks-capability-negotiation":                  "tasks extension fixtures (slow_compute)",
-	"tasks-wire-fields":                             "tasks extension fixtures (slow_compute)",
-	"tasks-request-state-removal":                   "tasks extension fixtures (slow_compute)",
-	"tasks-mrtr-input":                              "tasks extension fixtures (confirm_delete, multi_input)",
-	"tasks-request-headers":                         "tasks extension fixtures (slow_compute)",
-	"tasks-dispatch-and-envelope":                   "tasks extension fixtures (greet, slow_compute, failing_job)",
-	"tasks-status-notifications":                    "tasks extension fixtures; the suite skips it itself",
-	"tasks-required-task-error":                     "tasks extension fixtures (failing_job)",
-	"tasks-mrtr-composition":                        "tasks extension fixtures (test_tool_with_task)",
 	"input-required-result-basic-elicitation":       "calls the fixture tool test_input_required_result_elicitation",
 	"input-required-result-basic-sampling":          "calls the fixture tool test_input_required_result_sampling",
 	"input-required-result-basic-list-roots":        "calls the fixture tool test_input_required_result_list_roots",
@@ -202,6 +216,10 @@ func TestConformance(t *testing.T) {
 			continue
 		}
 		n := 0
+		if len(vs) == 1 && strings.TrimSpace(vs[0]) == conformanceExtension {
+			runs = append(runs, &conformanceRun{scenario: name, version: conformanceExtension})
+			continue
+		}
 		for _, v := range conformanceVersions {
 			for _, dv := range vs {
 				if strings.TrimSpace(dv) == v {
@@ -232,7 +250,7 @@ func TestConformance(t *testing.T) {
 	// The real dev stack, as `jobgate dev --ephemeral` runs it.
 	var banner bytes.Buffer
 	m := &app.DevMain{Config: app.DevConfig{Ephemeral: true, Listen: "127.0.0.1:0", TemporalPort: 0, UIPort: -1,
-		TokenTTL: time.Hour}, Out: &banner}
+		TokenTTL: time.Hour, ConformanceFixtures: true}, Out: &banner}
 	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
 	err = m.Run(ctx)
 	cancel()
@@ -306,7 +324,14 @@ func TestConformance(t *testing.T) {
 			switch c.Status {
 			case "FAILURE":
 				failed[c.ID] = append(failed[c.ID], c)
-			case "WARNING", "SKIPPED":
+			case "SKIPPED":
+				if _, ok := conformanceSkipped[r.scenario+"/"+c.ID]; !ok && r.version == conformanceExtension {
+					// A skip of a Tasks check hides it: only the listed ones (the suite has
+					// no test for them yet) may skip.
+					failed[c.ID] = append(failed[c.ID], c)
+				}
+				t.Logf("%s: %s %s: %s", name, c.Status, c.ID, c.ErrorMessage)
+			case "WARNING":
 				t.Logf("%s: %s %s: %s", name, c.Status, c.ID, c.ErrorMessage)
 			}
 		}
@@ -370,8 +395,11 @@ func conformanceAllNotTestable(cs []conformanceCheck) bool {
 func conformanceRunOne(node, cli, suiteURL, scenario, version, dir string) ([]conformanceCheck, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, cli, "server", "--url", suiteURL, "--scenario", scenario,
-		"--spec-version", version, "--timeout", "60000", "--output-dir", dir)
+	args := []string{cli, "server", "--url", suiteURL, "--scenario", scenario, "--timeout", "60000", "--output-dir", dir}
+	if version != conformanceExtension {
+		args = append(args, "--spec-version", version)
+	}
+	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Dir = conformanceDir
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()

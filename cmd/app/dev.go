@@ -55,6 +55,9 @@ type DevConfig struct {
 	DatasetsFile string
 	// ArtifactsURL is the export artifact store. Defaults to file://<data dir>/artifacts.
 	ArtifactsURL string
+	// ConformanceFixtures also serves the MCP conformance suite's Tasks fixtures as jobs of
+	// the fixture kind (serve_fixture.go). Off by default; serve has no such option.
+	ConformanceFixtures bool
 
 	// kinds are the serveKinds Flags bound (see ServeConfig.kinds); nil is serveKinds().
 	kinds []serveKind

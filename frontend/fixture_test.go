@@ -1,0 +1,121 @@
+package frontend
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// fixtureRequest is a fixture job's open request as get_* decodes it from the memo (JSON:
+// the pending keys come back as []any).
+func fixtureRequest(t *testing.T, pending ...string) *workflows.NeedsInput {
+	t.Helper()
+	props := map[string]any{}
+	for _, k := range pending {
+		props[k] = map[string]any{"type": "object", "title": "question " + k,
+			"properties": map[string]any{"name": map[string]any{"type": "string"}}}
+	}
+	ni := &workflows.NeedsInput{InputID: "form-1-abc", ScopeDigest: "sha256:x", Prompt: "p",
+		AnswerSchema: map[string]any{"type": "object", "properties": props}, Scope: map[string]any{"pending": pending}}
+	b, err := json.Marshal(ni)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out workflows.NeedsInput
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+// TestFixtureInput: each pending question is its own elicitation under its own key; an answer
+// to some of them is one approve carrying exactly those contents; declined answers and other
+// keys change nothing; a request that is not a fixture's form reads as the approval.
+func TestFixtureInput(t *testing.T) {
+	var in fixtureInput
+	ni := fixtureRequest(t, "first", "second")
+	reqs := in.requests(ni)
+	keys := make([]string, 0, len(reqs))
+	for k, r := range reqs {
+		keys = append(keys, k)
+		if e, ok := r.(*mcp.ElicitParams); !ok || e.Message != "question "+k || e.Mode != "form" {
+			t.Errorf("request %s: %#v", k, r)
+		}
+	}
+	slices.Sort(keys)
+	if !slices.Equal(keys, []string{"first", "second"}) {
+		t.Fatalf("keys %v", keys)
+	}
+	got, ok, err := in.answer(ni, map[string]*mcp.ElicitResult{
+		"first": {Action: "accept", Content: map[string]any{"name": "a"}},
+		"other": {Action: "accept", Content: map[string]any{"name": "b"}},
+	})
+	if err != nil || !ok {
+		t.Fatalf("answer: %v %v", ok, err)
+	}
+	if got.InputID != ni.InputID || got.ScopeDigest != ni.ScopeDigest || got.Decision != workflows.DecisionApprove ||
+		got.Comment != `{"answers":{"first":{"name":"a"}}}` {
+		t.Errorf("resume %+v", got)
+	}
+	if _, ok, err := in.answer(ni, map[string]*mcp.ElicitResult{"first": {Action: "decline"}}); ok || err != nil {
+		t.Errorf("a declined answer answered: %v %v", ok, err)
+	}
+	big := strings.Repeat("x", commentMax)
+	if _, _, err := in.answer(ni, map[string]*mcp.ElicitResult{"first": {Action: "accept", Content: map[string]any{"name": big}}}); err == nil {
+		t.Error("an oversized answer was accepted")
+	}
+
+	// Not a fixture's form: the approval elicitation, answered with a decision.
+	plain := &workflows.NeedsInput{InputID: "approve-1", ScopeDigest: "sha256:y", Prompt: "approve?"}
+	if _, ok := in.requests(plain)[taskInputKey(plain)]; !ok {
+		t.Errorf("plain request: %v", in.requests(plain))
+	}
+	got, ok, err = in.answer(plain, map[string]*mcp.ElicitResult{taskInputKey(plain): {Action: "accept", Content: map[string]any{"decision": "reject"}}})
+	if err != nil || !ok || got.Decision != workflows.DecisionReject {
+		t.Errorf("plain answer: %+v %v %v", got, ok, err)
+	}
+}
+
+// TestFixtureToolsOnlyWithTheKind: the default kinds serve no fixture tool; with the fixture
+// kind, every tool the conformance suite calls is served, with its task support.
+func TestFixtureToolsOnlyWithTheKind(t *testing.T) {
+	fixtures := map[string]taskSupport{
+		workflows.FixtureGreet: taskForbidden, workflows.FixtureSlowCompute: taskOptional,
+		workflows.FixtureFailingJob: taskRequired, workflows.FixtureProtocolError: taskRequired,
+		workflows.FixtureConfirmDelete: taskRequired, workflows.FixtureMultiInput: taskRequired,
+		workflows.FixtureToolWithTask: taskRequired,
+	}
+	f := newTestFrontend(t)
+	for _, name := range servedToolNames(f) {
+		if _, ok := fixtures[name]; ok || strings.HasSuffix(name, "_fixture") {
+			t.Errorf("the default kinds serve %s", name)
+		}
+	}
+	f, err := kindsFrontend(t, DefaultKinds(FixtureKind())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := servedToolNames(f)
+	for name, want := range fixtures {
+		if !slices.Contains(names, name) {
+			t.Errorf("%s not served", name)
+		}
+		if got := f.taskSupport[name]; got != want {
+			t.Errorf("%s: task support %d, want %d", name, got, want)
+		}
+	}
+	if f.taskSupport["start_eval"] != taskOptional {
+		t.Errorf("start_eval: task support %d", f.taskSupport["start_eval"])
+	}
+	if text, ok := (&KindView[FixtureResultView]{Result: &FixtureResultView{Text: "Hello, W!"}}).toolText(); !ok || text != "Hello, W!" {
+		t.Errorf("fixture text %q %v", text, ok)
+	}
+	if _, ok := (&KindView[FixtureResultView]{}).toolText(); ok {
+		t.Error("a view without a result has words of its own")
+	}
+}
