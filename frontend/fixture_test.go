@@ -119,3 +119,51 @@ func TestFixtureToolsOnlyWithTheKind(t *testing.T) {
 		t.Error("a view without a result has words of its own")
 	}
 }
+
+// FuzzFixtureInput: whatever a fixture's open request (as decoded from a memo) and a client's
+// inputResponses hold, requests and answer never panic, and an answer resumes exactly the open
+// request with a bounded comment that answers only outstanding keys.
+func FuzzFixtureInput(f *testing.F) {
+	f.Add([]byte(`{"input_id":"form-1-a","scope_digest":"sha256:x","answer_schema":{"properties":{"first":{"title":"q","properties":{}}}},"scope":{"pending":["first"]}}`),
+		[]byte(`{"first":{"action":"accept","content":{"name":"a"}}}`))
+	f.Add([]byte(`{"input_id":"i","scope":{"pending":[1,null,"x"]},"answer_schema":{"properties":{"x":7}}}`), []byte(`{"x":{"action":"decline"}}`))
+	f.Add([]byte(`{"input_id":"approve-1","scope_digest":"d"}`), []byte(`{"approval.approve-1.0":{"action":"accept","content":{"decision":"approve"}}}`))
+	f.Add([]byte(`{"scope":{"pending":"first"},"answer_schema":{"properties":[]}}`), []byte(`{"":null}`))
+	f.Fuzz(func(t *testing.T, niJSON, respJSON []byte) {
+		var ni workflows.NeedsInput
+		var resps map[string]*mcp.ElicitResult
+		if json.Unmarshal(niJSON, &ni) != nil || json.Unmarshal(respJSON, &resps) != nil {
+			return
+		}
+		for k, v := range resps {
+			if v == nil {
+				delete(resps, k) // tasks/update decodes each answer into a value
+			}
+		}
+		var in fixtureInput
+		reqs := in.requests(&ni)
+		if len(reqs) == 0 {
+			t.Fatal("an open request with nothing to answer")
+		}
+		got, ok, err := in.answer(&ni, resps)
+		if !ok || err != nil {
+			return
+		}
+		if got.InputID != ni.InputID || got.ScopeDigest != ni.ScopeDigest {
+			t.Fatalf("answer for another request: %+v", got)
+		}
+		var form struct {
+			Answers map[string]any `json:"answers"`
+		}
+		if json.Unmarshal([]byte(got.Comment), &form) == nil && form.Answers != nil {
+			if len(got.Comment) > commentMax {
+				t.Fatalf("comment of %d bytes", len(got.Comment))
+			}
+			for k := range form.Answers {
+				if _, ok := reqs[k]; !ok {
+					t.Fatalf("answered %q, which is not outstanding (%v)", k, reqs)
+				}
+			}
+		}
+	})
+}

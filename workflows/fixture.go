@@ -129,6 +129,10 @@ func (w *Workflows) Fixture(ctx workflow.Context, in FixtureInput) (FixtureResul
 	}
 	if err == nil {
 		switch in.Tool {
+		case FixtureGreet:
+			// greet's call waits for its job: one workflow task, no activity to dispatch.
+			r.finish(ctx, StatusSucceeded, nil, r.progress(ctx, "finished", 1))
+			return FixtureResult{Text: "Hello, " + in.Name + "!"}, nil
 		case FixtureFailingJob:
 			return r.fail(ctx, ErrCodeFixtureFailed, "failing_job always fails: a tool execution error")
 		case FixtureProtocolError:

@@ -43,6 +43,7 @@ func TestFixture_GreetAndSlowCompute(t *testing.T) {
 	h.resultInto(&res)
 	assert.Equal(t, "Hello, World!", res.Text)
 	assert.Equal(t, []Status{StatusRunning, StatusSucceeded}, h.statusSeq())
+	assert.Zero(t, h.count(""), "greet's call waits for its job: no activity")
 
 	h = newFixtureHarness(t)
 	in = fixtureInput(FixtureSlowCompute)
