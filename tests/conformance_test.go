@@ -373,6 +373,7 @@ func TestConformance(t *testing.T) {
 			t.Logf("%s output:\n%s", name, r.output)
 		}
 	}
+	conformanceCheckFixtureJobs(t, m.TemporalHostPort())
 	for key, why := range conformanceExpectedFailures {
 		if !seenExpected[key] {
 			t.Errorf("expected failure %s (%s) was not reported by any run: remove or fix it", key, why)
