@@ -257,6 +257,9 @@ func TestConformance(t *testing.T) {
 	t.Cleanup(func() { _ = m.Close() })
 	must(t, err)
 	stackReady := time.Since(started)
+	if !strings.Contains(banner.String(), "Tasks fixtures are served") {
+		t.Errorf("the dev banner does not say the conformance fixtures are served:\n%s", banner.String())
+	}
 	mcpURL := "http://" + m.Addr() + "/mcp"
 
 	// Without the proxy, a request without a token is refused: the proxy's token is what lets

@@ -355,6 +355,9 @@ func (m *DevMain) banner(took time.Duration) error {
 	} else {
 		fmt.Fprintf(w, "  Storage           %s (restarts keep every job and sign-in)\n", m.Config.DataDir)
 	}
+	if m.Config.ConformanceFixtures {
+		fmt.Fprintf(w, "  Conformance       the MCP conformance suite's Tasks fixtures are served as jobs (--conformance-fixtures; frontend/README.md)\n")
+	}
 	// Sign-in goes through the identity provider: its login page lists the dev users to pick.
 	fmt.Fprintf(w, "\nSign in (the identity provider's page lets you pick any dev user; no password):\n")
 	fmt.Fprintf(w, "  jobgate login --url %s\n", m.resource)
