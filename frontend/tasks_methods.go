@@ -80,9 +80,9 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 	in := f.taskInputOf(h.Kind)
 	answered := map[string]*mcp.ElicitResult{}
 	for key := range in.requests(j.needsInput) {
-		rawResp, ok := resps[key]
-		if !ok {
-			continue // keys that are not outstanding are ignored, and so are missing ones
+		rawResp, found := resps[key]
+		if !found {
+			continue // an outstanding key left unanswered (a partial answer)
 		}
 		var resp mcp.ElicitResult
 		if json.Unmarshal(rawResp, &resp) != nil {
@@ -91,7 +91,7 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 		answered[key] = &resp
 	}
 	if len(answered) == 0 {
-		return ok, nil
+		return ok, nil // keys that are not outstanding are ignored
 	}
 	resume, accepted, err := in.answer(j.needsInput, answered)
 	if err != nil {
