@@ -39,7 +39,8 @@ var conformanceVersions = []string{"2025-03-26", "2025-06-18", "2025-11-25", "20
 
 // conformanceApplicable are the server scenarios that apply to jobgate: to any Streamable HTTP
 // server whose capabilities are tools and logging, without the suite's reference "everything
-// server" fixtures (its test_* tools, prompts and resources).
+// server" fixtures (its test_* tools, prompts and resources); and the Tasks extension's, whose
+// fixture tools `jobgate dev --conformance-fixtures` serves as jobs.
 var conformanceApplicable = map[string]string{
 	"server-initialize":           "initialize handshake (2025-x)",
 	"server-session-lifecycle":    "session ID rules; jobgate is stateless and sends none, which the scenario accepts",
@@ -169,8 +170,9 @@ type conformanceRun struct {
 }
 
 // TestConformance runs the official MCP conformance suite's server scenarios that apply to
-// jobgate against a live `jobgate dev` stack (embedded Temporal, worker, frontend) started in
-// this process.
+// jobgate against a live `jobgate dev --conformance-fixtures` stack (embedded Temporal, worker,
+// frontend) started in this process, then checks in Temporal that the Tasks fixtures ran as
+// jobs (conformanceCheckFixtureJobs).
 //
 // Auth: the suite's CLI has no way to send an Authorization header, and every /mcp request to
 // jobgate needs a bearer token. So the suite talks to a test-only reverse proxy that adds a
