@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -87,7 +88,7 @@ func (k fixtureKind) serve(f *Frontend) servedKind {
 			if in.Seconds < 0 || in.Seconds > workflows.FixtureSecondsMax {
 				return nil, invalidArg("seconds", "must be between 0 and %d", workflows.FixtureSecondsMax)
 			}
-			if len(in.Label) > 200 {
+			if utf8.RuneCountInString(in.Label) > 200 {
 				return nil, invalidArg("label", "at most 200 characters")
 			}
 			v, err := k.start(ctx, f, jk, p, workflows.FixtureInput{Tool: workflows.FixtureSlowCompute, Seconds: in.Seconds, Label: in.Label})
@@ -100,7 +101,7 @@ func (k fixtureKind) serve(f *Frontend) servedKind {
 	sk.writes = []toolDef{
 		fixtureTool(f, jk, workflows.FixtureGreet, "Greets `name`: Hello, <name>! Never a task.", taskForbidden,
 			func(ctx context.Context, p authz.Principal, in GreetIn) (*fixtureView, error) {
-				if in.Name == "" || len(in.Name) > 200 {
+				if in.Name == "" || utf8.RuneCountInString(in.Name) > 200 {
 					return nil, invalidArg("name", "is required, at most 200 characters")
 				}
 				v, err := k.start(ctx, f, jk, p, workflows.FixtureInput{Tool: workflows.FixtureGreet, Name: in.Name})
@@ -119,7 +120,7 @@ func (k fixtureKind) serve(f *Frontend) servedKind {
 			}),
 		fixtureTool(f, jk, workflows.FixtureConfirmDelete, "Asks to confirm deleting `filename` (tasks/get input_required), then completes. Deletes nothing. Needs the Tasks extension.", taskRequired,
 			func(ctx context.Context, p authz.Principal, in ConfirmDeleteIn) (*fixtureView, error) {
-				if in.Filename == "" || len(in.Filename) > 200 {
+				if in.Filename == "" || utf8.RuneCountInString(in.Filename) > 200 {
 					return nil, invalidArg("filename", "is required, at most 200 characters")
 				}
 				return k.start(ctx, f, jk, p, workflows.FixtureInput{Tool: workflows.FixtureConfirmDelete, Filename: in.Filename})
@@ -203,7 +204,7 @@ func (fixtureKind) awaitEnd(ctx context.Context, f *Frontend, jk jobKind[Fixture
 func userName(req *mcp.CallToolRequest) (string, error) {
 	if req != nil && req.Params != nil {
 		if r, ok := req.Params.InputResponses[fixtureInputKey].(*mcp.ElicitResult); ok && r != nil && r.Action == "accept" {
-			if name, ok := r.Content["name"].(string); ok && name != "" && len(name) <= 200 {
+			if name, ok := r.Content["name"].(string); ok && name != "" && utf8.RuneCountInString(name) <= 200 {
 				return name, nil
 			}
 		}

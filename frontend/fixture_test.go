@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -166,4 +167,36 @@ func FuzzFixtureInput(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFixtureUserName: test_tool_with_task's MRTR round asks for user_name until a retry
+// carries an accepted, usable name; only then does the tool start its job.
+func TestFixtureUserName(t *testing.T) {
+	call := func(resps mcp.InputResponseMap) *mcp.CallToolRequest {
+		return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: workflows.FixtureToolWithTask, InputResponses: resps}}
+	}
+	asks := func(name string, err error) bool {
+		var ir *inputRequired
+		if name != "" || !errors.As(err, &ir) {
+			return false
+		}
+		_, ok := ir.res.InputRequests[fixtureInputKey]
+		return ok && ir.res.RequestState == ""
+	}
+	for what, req := range map[string]*mcp.CallToolRequest{
+		"no call":     nil,
+		"first round": call(nil),
+		"declined":    call(mcp.InputResponseMap{fixtureInputKey: &mcp.ElicitResult{Action: "decline"}}),
+		"no name":     call(mcp.InputResponseMap{fixtureInputKey: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": 7}}}),
+		"too long":    call(mcp.InputResponseMap{fixtureInputKey: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": strings.Repeat("é", 201)}}}),
+		"other key":   call(mcp.InputResponseMap{"approval": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Alice"}}}),
+	} {
+		if name, err := userName(req); !asks(name, err) {
+			t.Errorf("%s: %q %v, want the user_name question", what, name, err)
+		}
+	}
+	name, err := userName(call(mcp.InputResponseMap{fixtureInputKey: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Alice"}}}))
+	if name != "Alice" || err != nil {
+		t.Errorf("answered: %q %v", name, err)
+	}
 }
