@@ -85,8 +85,20 @@ func okResult(v any) (*mcp.CallToolResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshal tool output: %w", err)
 	}
+	text := string(b)
+	if t, ok := v.(toolTexter); ok {
+		if s, ok := t.toolText(); ok {
+			text = s
+		}
+	}
 	return &mcp.CallToolResult{
 		StructuredContent: json.RawMessage(b),
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
 	}, nil
+}
+
+// toolTexter is an output whose text content is its own words rather than its JSON (the
+// conformance fixtures' answers, "Hello, World!"); structuredContent stays the JSON.
+type toolTexter interface {
+	toolText() (string, bool)
 }

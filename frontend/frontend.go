@@ -98,6 +98,8 @@ type Frontend struct {
 	impl    *mcp.Implementation
 	log     *zap.Logger
 	actions map[string]authz.Action // tool name → the action its 403 check is for
+	// taskSupport is each start tool's support of the Tasks extension (toolDef.task).
+	taskSupport map[string]taskSupport
 	// handlers are the tools' handlers by name, for tasks/* to run get_* and cancel_* in process.
 	handlers map[string]mcp.ToolHandler
 	metrics  *metrics
@@ -199,12 +201,14 @@ func newFrontend(opts Options, store jobStore) (*Frontend, error) {
 		return nil, err
 	}
 	f.actions = map[string]authz.Action{}
+	f.taskSupport = map[string]taskSupport{}
 	f.handlers = map[string]mcp.ToolHandler{}
 	for _, t := range f.tools() {
 		if authz.ActionScopes(t.action) == nil {
 			return nil, fmt.Errorf("frontend: tool %s has no policy action", t.tool.Name) // never fail open
 		}
 		f.actions[t.tool.Name] = t.action
+		f.taskSupport[t.tool.Name] = t.task
 		f.metrics.knownScopeFor[t.tool.Name] = true
 		f.handlers[t.tool.Name] = t.handler
 		f.server.AddTool(t.tool, t.handler)

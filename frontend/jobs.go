@@ -26,6 +26,15 @@ type KindView[R any] struct {
 	Note    string `json:"note,omitempty" jsonschema:"what this call did beyond reading the job, e.g. that an answered or declined elicitation was recorded or changed nothing"`
 }
 
+// toolText: a view whose result has words of its own (the conformance fixtures') is answered
+// with them as its text content.
+func (v *KindView[R]) toolText() (string, bool) {
+	if t, ok := any(v.Result).(toolTexter); ok && v.Result != nil {
+		return t.toolText()
+	}
+	return "", false
+}
+
 // JobSummary is one list_jobs row (wire.JobSummary): the cheap part of a job view, read from
 // the visibility record alone (no result, no per-row Temporal call).
 type JobSummary = wire.JobSummary

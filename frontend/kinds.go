@@ -40,6 +40,9 @@ type servedKind struct {
 	// maxSlots is set by a kind whose jobs hold episode slots while unfinished (quota
 	// episodes_in_flight_per_tenant, memo "slots"): the most one of its jobs can hold.
 	maxSlots func() int
+	// taskInput renders the kind's open input requests for tasks/get and reads tasks/update's
+	// answers; nil is the approval elicitation every job kind's request is (approvalInput).
+	taskInput taskInput
 }
 
 // DefaultKinds is every kind with its default options (what a frontend serves when

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -50,6 +49,11 @@ func (f *Frontend) taskGet(ctx context.Context, ss *mcp.ServerSession, p authz.P
 		}
 		t.Result = withServerInfo(withCompleteResultType(raw), f.impl)
 	case workflows.StatusFailed:
+		if t.Status == taskFailed {
+			// A fault, not an outcome: the JSON-RPC error, and no result (SEP-2663).
+			t.Error = &rpcError{Code: jsonrpc.CodeInternalError, Message: v.Error.Message}
+			break
+		}
 		t.Result = failedJobResult(v)
 	}
 	return t, nil
@@ -73,26 +77,30 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 	if j.needsInput == nil || j.status() != workflows.StatusAwaitingInput {
 		return ok, nil // nothing outstanding: ignored
 	}
-	rawResp, answered := resps[taskInputKey(j.needsInput)]
-	if !answered {
+	in := f.taskInputOf(h.Kind)
+	answered := map[string]*mcp.ElicitResult{}
+	for key := range in.requests(j.needsInput) {
+		rawResp, found := resps[key]
+		if !found {
+			continue // an outstanding key left unanswered (a partial answer)
+		}
+		var resp mcp.ElicitResult
+		if json.Unmarshal(rawResp, &resp) != nil {
+			return nil, &rpcError{Code: jsonrpc.CodeInvalidParams, Message: "inputResponses: the answer must be an elicitation result {action, content}"}
+		}
+		answered[key] = &resp
+	}
+	if len(answered) == 0 {
 		return ok, nil // keys that are not outstanding are ignored
 	}
-	var resp mcp.ElicitResult
-	if json.Unmarshal(rawResp, &resp) != nil {
-		return nil, &rpcError{Code: jsonrpc.CodeInvalidParams, Message: "inputResponses: the answer must be an elicitation result {action, content}"}
-	}
-	decision, comment, accepted, err := elicitAnswer(&resp)
+	resume, accepted, err := in.answer(j.needsInput, answered)
 	if err != nil {
 		return nil, f.taskFault(ctx, err, h)
 	}
 	if !accepted {
 		return ok, nil // declined or dismissed: the job keeps waiting
 	}
-	if utf8.RuneCountInString(comment) > commentMax { // as resume_* checks it
-		return nil, f.taskFault(ctx, invalidArg("inputResponses", "content.comment: at most %d characters", commentMax), h)
-	}
-	_, err = f.resumeJob(ctx, p, j, ResumeIn{InputID: j.needsInput.InputID, ScopeDigest: j.needsInput.ScopeDigest,
-		Decision: decision, Comment: comment}, tokenAnswerer(ctx, workflows.SurfaceTasks), shownPrompt(j, j.needsInput.InputID))
+	_, err = f.resumeJob(ctx, p, j, resume, tokenAnswerer(ctx, workflows.SurfaceTasks), shownPrompt(j, j.needsInput.InputID))
 	var te *ToolError
 	if errors.As(err, &te) && te.Code == CodeInputNotExpected {
 		return ok, nil // superseded meanwhile (answered, expired, cancelled): ignored

@@ -185,6 +185,11 @@ func TestTaskStatusMapping(t *testing.T) {
 			t.Errorf("%s: the task status failed is reserved for JSON-RPC errors", c.v.Status)
 		}
 	}
+	// Only a fault while executing (error code internal, the protocol_error_job fixture's) is failed.
+	if got, msg := taskStatus(&JobView{JobSummary: JobSummary{Status: workflows.StatusFailed,
+		Error: &workflows.JobError{Code: workflows.ErrCodeInternal, Message: "boom"}}}, false); got != taskFailed || !strings.Contains(msg, "boom") {
+		t.Errorf("internal failure: %s %q, want failed", got, msg)
+	}
 	res := failedJobResult(&JobView{JobSummary: JobSummary{Status: workflows.StatusFailed, Error: &workflows.JobError{Code: "all_episodes_failed", Message: "all 2 episodes failed"}}})
 	if string(res) != `{"content":[{"type":"text","text":"{\"code\":\"all_episodes_failed\",\"message\":\"all 2 episodes failed\",\"retryable\":false}"}],"isError":true,"resultType":"complete"}` {
 		t.Errorf("failed job result: %s", res)

@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -35,7 +33,7 @@ func (f *Frontend) taskFromView(ctx context.Context, p authz.Principal, taskID s
 	}
 	t.Status, t.StatusMessage = taskStatus(v, ni != nil)
 	if ni != nil && detailed {
-		t.InputRequests = mcp.InputRequestMap{taskInputKey(ni): approvalElicitation(ni)}
+		t.InputRequests = f.taskInputOf(v.Kind).requests(ni)
 	}
 	end := expiry
 	if v.Status.Terminal() {
@@ -59,8 +57,9 @@ func needsInputOf(v *NeedsInputView) *workflows.NeedsInput {
 // taskStatus maps a job's status onto a task's: queued, running and cancelling are working;
 // awaiting_input is input_required for whoever may answer (mayAnswer), else working; a
 // succeeded or failed job is completed (its tool result says which); cancelled is cancelled.
-// failed is never produced: every job outcome is a tool result, and a fault while reading one
-// is a JSON-RPC error of that tasks/get (retryable), not a terminal state of the task.
+// failed is only a job that failed on a fault while executing (error code internal, which no
+// eval or export sets): every outcome of a job's work is a tool result, and a fault while
+// reading one is a JSON-RPC error of that tasks/get (retryable), not a terminal state.
 func taskStatus(v *JobView, mayAnswer bool) (status, message string) {
 	switch v.Status {
 	case workflows.StatusQueued, workflows.StatusRunning:
@@ -78,6 +77,9 @@ func taskStatus(v *JobView, mayAnswer bool) (status, message string) {
 	case workflows.StatusSucceeded:
 		return taskCompleted, "succeeded"
 	case workflows.StatusFailed:
+		if v.Error != nil && v.Error.Code == workflows.ErrCodeInternal {
+			return taskFailed, "the job failed while executing: " + v.Error.Message
+		}
 		if v.Error != nil {
 			return taskCompleted, "the job failed (" + v.Error.Code + "): " + v.Error.Message
 		}

@@ -24,6 +24,10 @@ type toolDef struct {
 	tool    *mcp.Tool
 	handler mcp.ToolHandler
 	action  authz.Action
+	// task is how a start tool (ActionStart) meets the Tasks extension: taskOptional (the
+	// zero value: a task for a client that declares the extension, the job view otherwise),
+	// taskRequired or taskForbidden. Other tools never create tasks.
+	task taskSupport
 }
 
 // tools lists every tool, reads first then writes (the order tools/list shows): every kind's

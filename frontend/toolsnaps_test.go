@@ -8,9 +8,14 @@ import (
 )
 
 // TestToolSnapshots keeps every tool's public schema in __toolsnaps__/<tool>.snap, so any schema
-// change is a visible diff. Regenerate with: UPDATE_TOOLSNAPS=true go test ./frontend -run TestToolSnapshots
+// change is a visible diff: every default kind's, and the conformance fixtures' (served only by
+// `jobgate dev --conformance-fixtures`). Regenerate with:
+// UPDATE_TOOLSNAPS=true go test ./frontend -run TestToolSnapshots
 func TestToolSnapshots(t *testing.T) {
-	f := newTestFrontend(t)
+	f, err := kindsFrontend(t, DefaultKinds(FixtureKind())...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	update := os.Getenv("UPDATE_TOOLSNAPS") == "true"
 	seen := map[string]bool{}
 	for _, td := range f.tools() {

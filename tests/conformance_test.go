@@ -39,7 +39,8 @@ var conformanceVersions = []string{"2025-03-26", "2025-06-18", "2025-11-25", "20
 
 // conformanceApplicable are the server scenarios that apply to jobgate: to any Streamable HTTP
 // server whose capabilities are tools and logging, without the suite's reference "everything
-// server" fixtures (its test_* tools, prompts and resources).
+// server" fixtures (its test_* tools, prompts and resources); and the Tasks extension's, whose
+// fixture tools `jobgate dev --conformance-fixtures` serves as jobs.
 var conformanceApplicable = map[string]string{
 	"server-initialize":           "initialize handshake (2025-x)",
 	"server-session-lifecycle":    "session ID rules; jobgate is stateless and sends none, which the scenario accepts",
@@ -52,6 +53,30 @@ var conformanceApplicable = map[string]string{
 	"http-header-validation":      "2026-07-28 Mcp-Method/Mcp-Name headers must match the body",
 	"server-sse-polling":          "SSE priming/polling; reports itself not applicable to JSON responses",
 	"server-sse-multiple-streams": "several SSE streams; reports itself not applicable to JSON responses",
+	// The Tasks extension's scenarios, against the conformance fixtures (greet, slow_compute,
+	// failing_job, protocol_error_job, confirm_delete, multi_input, test_tool_with_task) that
+	// `jobgate dev --conformance-fixtures` serves as real jobs of the fixture kind.
+	"tasks-lifecycle":              "sync greet, task creation, tasks/get working/completed/failed, tool error as completed+isError, cancel acks",
+	"tasks-capability-negotiation": "extension in server/discover, -32021 on tasks/* without it, sync fall-through, per-request opt-in",
+	"tasks-wire-fields":            "ttlMs/pollIntervalMs, no early expiry, no related-task _meta",
+	"tasks-request-state-removal":  "no requestState on CreateTaskResult or tasks/get",
+	"tasks-mrtr-input":             "input_required with inputRequests, tasks/update resumes, partial fulfillment",
+	"tasks-request-headers":        "Mcp-Method/Mcp-Name on tools/call and tasks/get, -32020 on mismatch",
+	"tasks-dispatch-and-envelope":  "removed tasks/result and tasks/list, server-directed creation, resultType complete, durable create, unknown taskId",
+	"tasks-status-notifications":   "the pinned suite only reports one SKIPPED check (its harness awaits a rewrite onto subscriptions/listen); tolerated only as that skip, so a suite that tests it needs jobgate's subscriptions/listen with notifications/tasks (issue 21 item 1)",
+	"tasks-required-task-error":    "-32021 with requiredCapabilities for a task-required tool called without the extension",
+	"tasks-mrtr-composition":       "MRTR round, then CreateTaskResult whose result carries the gathered name",
+}
+
+// conformanceExtension: scenarios the suite lists as [extension] (not on the spec timeline) run
+// once, without --spec-version, at the wire the suite picks for them (2026-07-28).
+const conformanceExtension = "extension"
+
+// conformanceSkipped are checks ("scenario/check-id") the pinned suite reports only as SKIPPED
+// (it has no test for them yet). They are tolerated only as exactly that skip: a suite that
+// starts testing them runs them, and then they must pass.
+var conformanceSkipped = map[string]string{
+	"tasks-status-notifications/tasks-status-notifications": "notifications/tasks over subscriptions/listen; the suite's harness awaits its rewrite, and jobgate's listen is built separately",
 }
 
 // conformanceNotApplicable is every other server scenario the pinned package defines, and why
@@ -88,16 +113,6 @@ var conformanceNotApplicable = map[string]string{
 	"prompts-get-embedded-resource":                 "gets the fixture prompts",
 	"prompts-get-with-image":                        "gets the fixture prompts",
 	"http-custom-header-server-validation":          "needs a tool with x-mcp-header annotations; jobgate's tools have none",
-	"tasks-lifecycle":                               "tasks extension fixtures (greet, slow_compute, failing_job, ...)",
-	"tasks-capability-negotiation":                  "tasks extension fixtures (slow_compute)",
-	"tasks-wire-fields":                             "tasks extension fixtures (slow_compute)",
-	"tasks-request-state-removal":                   "tasks extension fixtures (slow_compute)",
-	"tasks-mrtr-input":                              "tasks extension fixtures (confirm_delete, multi_input)",
-	"tasks-request-headers":                         "tasks extension fixtures (slow_compute)",
-	"tasks-dispatch-and-envelope":                   "tasks extension fixtures (greet, slow_compute, failing_job)",
-	"tasks-status-notifications":                    "tasks extension fixtures; the suite skips it itself",
-	"tasks-required-task-error":                     "tasks extension fixtures (failing_job)",
-	"tasks-mrtr-composition":                        "tasks extension fixtures (test_tool_with_task)",
 	"input-required-result-basic-elicitation":       "calls the fixture tool test_input_required_result_elicitation",
 	"input-required-result-basic-sampling":          "calls the fixture tool test_input_required_result_sampling",
 	"input-required-result-basic-list-roots":        "calls the fixture tool test_input_required_result_list_roots",
@@ -155,8 +170,9 @@ type conformanceRun struct {
 }
 
 // TestConformance runs the official MCP conformance suite's server scenarios that apply to
-// jobgate against a live `jobgate dev` stack (embedded Temporal, worker, frontend) started in
-// this process.
+// jobgate against a live `jobgate dev --conformance-fixtures` stack (embedded Temporal, worker,
+// frontend) started in this process, then checks in Temporal that the Tasks fixtures ran as
+// jobs (conformanceCheckFixtureJobs).
 //
 // Auth: the suite's CLI has no way to send an Authorization header, and every /mcp request to
 // jobgate needs a bearer token. So the suite talks to a test-only reverse proxy that adds a
@@ -202,6 +218,10 @@ func TestConformance(t *testing.T) {
 			continue
 		}
 		n := 0
+		if len(vs) == 1 && strings.TrimSpace(vs[0]) == conformanceExtension {
+			runs = append(runs, &conformanceRun{scenario: name, version: conformanceExtension})
+			continue
+		}
 		for _, v := range conformanceVersions {
 			for _, dv := range vs {
 				if strings.TrimSpace(dv) == v {
@@ -232,13 +252,16 @@ func TestConformance(t *testing.T) {
 	// The real dev stack, as `jobgate dev --ephemeral` runs it.
 	var banner bytes.Buffer
 	m := &app.DevMain{Config: app.DevConfig{Ephemeral: true, Listen: "127.0.0.1:0", TemporalPort: 0, UIPort: -1,
-		TokenTTL: time.Hour}, Out: &banner}
+		TokenTTL: time.Hour, ConformanceFixtures: true}, Out: &banner}
 	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
 	err = m.Run(ctx)
 	cancel()
 	t.Cleanup(func() { _ = m.Close() })
 	must(t, err)
 	stackReady := time.Since(started)
+	if !strings.Contains(banner.String(), "Tasks fixtures are served") {
+		t.Errorf("the dev banner does not say the conformance fixtures are served:\n%s", banner.String())
+	}
 	mcpURL := "http://" + m.Addr() + "/mcp"
 
 	// Without the proxy, a request without a token is refused: the proxy's token is what lets
@@ -306,7 +329,14 @@ func TestConformance(t *testing.T) {
 			switch c.Status {
 			case "FAILURE":
 				failed[c.ID] = append(failed[c.ID], c)
-			case "WARNING", "SKIPPED":
+			case "SKIPPED":
+				if _, ok := conformanceSkipped[r.scenario+"/"+c.ID]; !ok && r.version == conformanceExtension {
+					// A skip of a Tasks check hides it: only the listed ones (the suite has
+					// no test for them yet) may skip.
+					failed[c.ID] = append(failed[c.ID], c)
+				}
+				t.Logf("%s: %s %s: %s", name, c.Status, c.ID, c.ErrorMessage)
+			case "WARNING":
 				t.Logf("%s: %s %s: %s", name, c.Status, c.ID, c.ErrorMessage)
 			}
 		}
@@ -348,6 +378,7 @@ func TestConformance(t *testing.T) {
 			t.Logf("%s output:\n%s", name, r.output)
 		}
 	}
+	conformanceCheckFixtureJobs(t, m.TemporalHostPort())
 	for key, why := range conformanceExpectedFailures {
 		if !seenExpected[key] {
 			t.Errorf("expected failure %s (%s) was not reported by any run: remove or fix it", key, why)
@@ -370,8 +401,11 @@ func conformanceAllNotTestable(cs []conformanceCheck) bool {
 func conformanceRunOne(node, cli, suiteURL, scenario, version, dir string) ([]conformanceCheck, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, cli, "server", "--url", suiteURL, "--scenario", scenario,
-		"--spec-version", version, "--timeout", "60000", "--output-dir", dir)
+	args := []string{cli, "server", "--url", suiteURL, "--scenario", scenario, "--timeout", "60000", "--output-dir", dir}
+	if version != conformanceExtension {
+		args = append(args, "--spec-version", version)
+	}
+	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Dir = conformanceDir
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()

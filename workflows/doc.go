@@ -10,7 +10,9 @@
 // owner from the verified token, and what the frontend resolved from its catalogs at start
 // (approval policy, episode or export limits, fairness key and weight). A worker registers each
 // kind it serves (its workflow, its auxiliary workflows such as "jobgate.ExportRetention", and
-// its activities) with a [Registry].
+// its activities) with a [Registry]. [FixtureKind] (the MCP conformance suite's Tasks fixtures)
+// is looked up like a kind but not in [Kinds]: only `jobgate dev --conformance-fixtures`
+// registers it.
 //
 // Every run then goes the same way, through the kind-independent job run in job.go:
 //

@@ -26,7 +26,7 @@ func (r *recordingRegistry) RegisterActivityWithOptions(_ any, o activity.Regist
 // and none of the others'. A new activity method fails here until a kind lists it.
 func TestKindsClaimEveryActivity(t *testing.T) {
 	owner := map[string]string{}
-	for _, k := range Kinds() {
+	for _, k := range append(Kinds(), FixtureKind()) {
 		r := &recordingRegistry{}
 		wfs, acts, err := k.Register(r, &Workflows{}, &activities.Activities{})
 		if err != nil {

@@ -71,9 +71,10 @@ func KindNames() []string {
 	return out
 }
 
-// LookupKind finds a kind by name.
+// LookupKind finds a kind by name: one of Kinds(), or the conformance fixtures' kind
+// (FixtureKind), which only a flag serves.
 func LookupKind(name string) (Kind, bool) {
-	for _, k := range Kinds() {
+	for _, k := range append(Kinds(), FixtureKind()) {
 		if k.Name == name {
 			return k, true
 		}
@@ -190,6 +191,10 @@ const (
 	// ErrCodeTenantMismatch: the input's tenant is not the workflow ID's (never started by a frontend).
 	ErrCodeTenantMismatch = "tenant_mismatch"
 	ErrCodeExportFailed   = "export_failed"
+	// ErrCodeInternal: the job failed on a fault while executing, not as an outcome of its work
+	// (a Tasks client sees the task failed, with a JSON-RPC error). Only the conformance
+	// fixture protocol_error_job sets it.
+	ErrCodeInternal = "internal"
 )
 
 // Update validator rejection types; the frontend maps them to tool error codes.

@@ -55,6 +55,9 @@ type DevConfig struct {
 	DatasetsFile string
 	// ArtifactsURL is the export artifact store. Defaults to file://<data dir>/artifacts.
 	ArtifactsURL string
+	// ConformanceFixtures also serves the MCP conformance suite's Tasks fixtures as jobs of
+	// the fixture kind (serve_fixture.go). Off by default; serve has no such option.
+	ConformanceFixtures bool
 
 	// kinds are the serveKinds Flags bound (see ServeConfig.kinds); nil is serveKinds().
 	kinds []serveKind
@@ -351,6 +354,9 @@ func (m *DevMain) banner(took time.Duration) error {
 		fmt.Fprintf(w, "  Storage           in memory (--ephemeral): nothing survives exit\n")
 	} else {
 		fmt.Fprintf(w, "  Storage           %s (restarts keep every job and sign-in)\n", m.Config.DataDir)
+	}
+	if m.Config.ConformanceFixtures {
+		fmt.Fprintf(w, "  Conformance       the MCP conformance suite's Tasks fixtures are served as jobs (--conformance-fixtures; frontend/README.md)\n")
 	}
 	// Sign-in goes through the identity provider: its login page lists the dev users to pick.
 	fmt.Fprintf(w, "\nSign in (the identity provider's page lets you pick any dev user; no password):\n")

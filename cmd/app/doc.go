@@ -29,7 +29,8 @@
 // frontend.KindSpec built from them) and its dev side are serve_<kind>.go, listed in
 // serveKinds (serve_kinds.go). A kind with no options of its own needs neither: the
 // workflows and frontend registries serve it with its defaults. Code configures a kind
-// through ServeConfig.KindSpecs.
+// through ServeConfig.KindSpecs. The conformance fixtures' kind is dev's only
+// (serve_fixture.go: `jobgate dev --conformance-fixtures`; no serve spec, no --kinds name).
 //
 // # Guarantees
 //

@@ -19,7 +19,8 @@ type serveKind struct {
 	// field; code configures such a kind through ServeConfig.KindSpecs); nil for none.
 	flags func(fs *flag.FlagSet, c *ServeConfig)
 	// spec builds the kind's spec from m.Config, opening what it needs; what it opens it
-	// hands to m.closeOnExit, so Close releases it.
+	// hands to m.closeOnExit, so Close releases it. nil for a kind serve does not serve
+	// (the conformance fixtures, dev only).
 	spec func(ctx context.Context, m *ServeMain) (frontend.KindSpec, error)
 	// devFlags registers the kind's flags of `jobgate dev` into c; nil for none.
 	devFlags func(fs *flag.FlagSet, c *DevConfig)
@@ -29,7 +30,7 @@ type serveKind struct {
 }
 
 // serveKinds are the kinds with serve options of their own.
-func serveKinds() []serveKind { return []serveKind{evalServe(), exportServe()} }
+func serveKinds() []serveKind { return []serveKind{evalServe(), exportServe(), fixtureServe()} }
 
 // kindSpecs builds every kind's spec: one from its flags per serveKind, then c.KindSpecs,
 // which replace those of the same name (frontend.DefaultKinds adds every other kind with its
@@ -41,6 +42,9 @@ func (m *ServeMain) kindSpecs(ctx context.Context) ([]frontend.KindSpec, error) 
 	}
 	var specs []frontend.KindSpec
 	for _, k := range kinds {
+		if k.spec == nil {
+			continue
+		}
 		s, err := k.spec(ctx, m)
 		if err != nil {
 			return nil, err

@@ -19,7 +19,7 @@ import (
 func TestServeKinds(t *testing.T) {
 	seen := map[string]bool{}
 	for _, k := range serveKinds() {
-		if !slices.Contains(workflows.KindNames(), k.name) || seen[k.name] {
+		if _, ok := workflows.LookupKind(k.name); !ok || seen[k.name] {
 			t.Errorf("serveKinds: %q is not a workflows kind, or is listed twice", k.name)
 		}
 		seen[k.name] = true

@@ -71,6 +71,10 @@ type WorkerConfig struct {
 	// Deployment is the Worker Deployment and build ID (worker_deploy.go). Defaults to none:
 	// unversioned (dev, tests); the worker command's flags default to DeploymentNameDefault.
 	Deployment DeploymentConfig
+	// devKinds are further kinds registered on the task queue that only dev serves (the
+	// conformance fixtures, serve_fixture.go); the worker command has no flag for them, and
+	// --kinds does not name them.
+	devKinds []string
 }
 
 // kindsFlag is --kinds: a comma-separated list of known kinds, each at most once.
@@ -104,7 +108,7 @@ func ParseKinds(v string) ([]string, error) {
 		case slices.Contains(out, name):
 			return nil, fmt.Errorf("kinds %q: kind %q named twice", v, name)
 		}
-		if _, ok := workflows.LookupKind(name); !ok {
+		if !slices.Contains(workflows.KindNames(), name) { // the fixture kind is dev's only
 			return nil, fmt.Errorf("kinds %q: unknown kind %q (known: %s)", v, name, known)
 		}
 		out = append(out, name)
@@ -176,6 +180,7 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	if _, err := ParseKinds(strings.Join(kinds, ",")); err != nil {
 		return err
 	}
+	kinds = append(slices.Clone(kinds), m.Config.devKinds...)
 	deploy, err := m.Config.Deployment.resolve()
 	if err != nil {
 		return err
