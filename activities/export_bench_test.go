@@ -80,6 +80,8 @@ func BenchmarkExportLevers(b *testing.B) {
 				for _, conc := range []int{2, 4} {
 					b.Run(fmt.Sprintf("%s/parts-in-flight=%d", format, conc), func(b *testing.B) {
 						h := newHarness(b, ds)
+						// JOBGATE_BENCH_SQL_ONLY=1 reads PostgreSQL through database/sql, to weigh the raw path.
+						h.a.sqlRowsOnly = os.Getenv("JOBGATE_BENCH_SQL_ONLY") == "1"
 						var jobTime, limitTime, finTime, planTime time.Duration
 						b.ResetTimer()
 						for i := 0; i < b.N; i++ {
