@@ -259,6 +259,12 @@ func (a *Activities) queryPGRaw(ctx context.Context, cancel context.CancelFunc, 
 			return nil
 		}
 		pc := sc.Conn()
+		if pc.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+			// A DSN that asked for another mode (simple protocol behind a transaction-pooling
+			// pgbouncer, say) gets what it asked for: named statements and binary results are
+			// this path's premise, so database/sql serves it.
+			return nil
+		}
 		// Prepared under a name pgx then runs Query by, and a second part on this connection
 		// reuses. A digest, not the text: the server compares names by their first 63 bytes.
 		sum := sha256.Sum256([]byte(q))
