@@ -46,8 +46,8 @@ func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanEx
 	if err != nil {
 		return PlanExportResult{}, err
 	}
-	// One snapshot for the count and the boundaries, so a row written in between cannot make
-	// them disagree. The server does the scanning: the worker reads one key per part.
+	// One snapshot for the walk and the tail, so a row written in between cannot make them
+	// disagree. The server does the scanning: the worker reads one key per part.
 	opts := &sql.TxOptions{}
 	if d.Driver == DriverPostgres {
 		opts = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
@@ -62,42 +62,36 @@ func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanEx
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
 
-	// Count first: a tenant over max_rows is refused before any key is read.
-	var total, keyed int64
-	cq := fmt.Sprintf(`SELECT count(*), count(%s) FROM %s WHERE %s = $1`, qi(d.KeyColumn), qi(d.Table), qi(d.TenantColumn))
-	if err := a.queryRow(ctx, tx, d, cq, []any{in.Tenant}, &total, &keyed); err != nil {
+	k, t, tc := qi(d.KeyColumn), qi(d.Table), qi(d.TenantColumn)
+	// Rows without a key cannot be paged; and SQLite sorts NULL first, which would end the walk
+	// below at once. One index probe.
+	var nullKey int
+	nq := fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s WHERE %s = $1 AND %s IS NULL LIMIT 1) n`, t, tc, k)
+	if err := a.queryRow(ctx, tx, d, nq, []any{in.Tenant}, &nullKey); err != nil {
 		return PlanExportResult{}, err
 	}
-	if total > int64(d.MaxRows) {
-		return PlanExportResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("dataset %q: the tenant has more than %d rows, the dataset's max_rows; nothing was exported", d.Name, d.MaxRows),
-			ErrTypeDatasetTooLarge, nil)
-	}
-	if keyed != total {
+	if nullKey > 0 {
 		return PlanExportResult{}, invalid("dataset %q: a row has a NULL %s; rows without a key cannot be paged", d.Name, d.KeyColumn)
 	}
-	// The scan-based plan refused the cut of full part partsMax+1 (a trailing partial part
-	// was still allowed): the same limit, from the count.
-	if total/int64(partRows) > partsMax {
-		return PlanExportResult{}, invalid("part_rows %d cuts more than %d parts; use larger parts", partRows, partsMax)
-	}
-	res.Rows = int(total)
-	if total == 0 {
-		return res, nil
-	}
-	// Boundary keys: every partRows-th key in key order, then the last one. Each step is one
-	// index probe that skips partRows-1 keys after the previous boundary: the server walks the
-	// keys once without numbering them (a row_number() window cost 2-3 times as much), and
-	// sends only the boundaries.
-	k, t, tc := qi(d.KeyColumn), qi(d.Table), qi(d.TenantColumn)
-	bq := fmt.Sprintf(`WITH RECURSIVE b(k) AS (
-		SELECT (SELECT %[1]s FROM %[2]s WHERE %[3]s = $1 ORDER BY %[1]s LIMIT 1 OFFSET $2)
+	tooLarge := temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("dataset %q: the tenant has more than %d rows, the dataset's max_rows; nothing was exported", d.Name, d.MaxRows),
+		ErrTypeDatasetTooLarge, nil)
+	tooManyParts := invalid("part_rows %d cuts more than %d parts; use larger parts", partRows, partsMax)
+
+	// The boundary keys of the full parts, every partRows-th key in key order, in one walk of
+	// the index: each step is one probe that skips partRows-1 keys after the previous boundary,
+	// so the server reads the keys once without numbering them (a count and a row_number()
+	// window read them twice and cost 3-4 times as much) and sends only the boundaries. The walk
+	// stops after stepsMax steps: reaching it proves the tenant over max_rows (or partsMax), so
+	// a tenant far over the limit costs at most max_rows keys read, and no row.
+	stepsMax := min(d.MaxRows/partRows, partsMax) + 1
+	bq := fmt.Sprintf(`WITH RECURSIVE b(k, n) AS (
+		SELECT (SELECT %[1]s FROM %[2]s WHERE %[3]s = $1 ORDER BY %[1]s LIMIT 1 OFFSET $2), 1
 		UNION ALL
-		SELECT (SELECT %[1]s FROM %[2]s WHERE %[3]s = $1 AND %[1]s > b.k ORDER BY %[1]s LIMIT 1 OFFSET $2) FROM b WHERE b.k IS NOT NULL
-	) SELECT k FROM b WHERE k IS NOT NULL
-	UNION ALL SELECT * FROM (SELECT %[1]s FROM %[2]s WHERE %[3]s = $1 ORDER BY %[1]s DESC LIMIT 1) l
-	ORDER BY 1`, k, t, tc)
-	rows, err := a.query(ctx, tx, d, bq, in.Tenant, int64(partRows-1))
+		SELECT (SELECT %[1]s FROM %[2]s WHERE %[3]s = $1 AND %[1]s > b.k ORDER BY %[1]s LIMIT 1 OFFSET $2), n + 1
+			FROM b WHERE b.k IS NOT NULL AND n < $3
+	) SELECT k FROM b WHERE k IS NOT NULL ORDER BY n`, k, t, tc)
+	rows, err := a.query(ctx, tx, d, bq, in.Tenant, int64(partRows-1), int64(stepsMax))
 	if err != nil {
 		return PlanExportResult{}, err
 	}
@@ -114,19 +108,49 @@ func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanEx
 		if err != nil {
 			return PlanExportResult{}, err
 		}
-		if after != nil && *after == through {
-			continue // the last key closed a full part already
-		}
 		res.Ranges = append(res.Ranges, KeyRange{After: after, Through: through})
 		after = &through
 	}
 	if err := rows.Err(); err != nil {
 		return PlanExportResult{}, fmt.Errorf("dataset %q: %w", d.Name, err)
 	}
-	if want := (total + int64(partRows) - 1) / int64(partRows); int64(len(res.Ranges)) != want {
-		// Duplicate keys (no unique key) would make ranges overlap or skip: refuse.
-		return PlanExportResult{}, invalid("dataset %q: %s is not unique for the tenant; rows cannot be paged", d.Name, d.KeyColumn)
+	rows.Close()
+	if len(res.Ranges) == stepsMax {
+		if stepsMax*partRows > d.MaxRows {
+			return PlanExportResult{}, tooLarge
+		}
+		return PlanExportResult{}, tooManyParts
 	}
+	// The rest after the last full part: fewer than partRows rows, counted with their last key.
+	var (
+		tail int64
+		last any
+	)
+	tq := fmt.Sprintf(`SELECT count(*), max(%[1]s) FROM %[2]s WHERE %[3]s = $1`, k, t, tc)
+	targs := []any{in.Tenant}
+	if after != nil {
+		ak, err := keyArg(d, *after)
+		if err != nil {
+			return PlanExportResult{}, err
+		}
+		tq += fmt.Sprintf(` AND %s > $2`, k)
+		targs = append(targs, ak)
+	}
+	if err := a.queryRow(ctx, tx, d, tq, targs, &tail, &last); err != nil {
+		return PlanExportResult{}, err
+	}
+	total := int64(len(res.Ranges))*int64(partRows) + tail
+	if total > int64(d.MaxRows) {
+		return PlanExportResult{}, tooLarge
+	}
+	if tail > 0 {
+		through, err := keyString(d, last)
+		if err != nil {
+			return PlanExportResult{}, err
+		}
+		res.Ranges = append(res.Ranges, KeyRange{After: after, Through: through})
+	}
+	res.Rows = int(total)
 	activity.RecordHeartbeat(ctx, res.Rows)
 	return res, nil
 }

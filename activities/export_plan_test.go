@@ -23,9 +23,10 @@ func scanPlan(keys []string, partRows int) []KeyRange {
 	return out
 }
 
-// TestPlanOnServer: the server-side plan (a count, then the boundary keys) cuts exactly the
-// ranges of the client-side scan, on both engines, for integer and text keys; a tenant over
-// max_rows is refused after the count, before any key is read.
+// TestPlanOnServer: the server-side plan (one walk of the boundary keys, then a count of the
+// last partial part) cuts exactly the ranges of the client-side scan, on both engines, for
+// integer and text keys; a tenant over max_rows is refused exactly at the limit, and when the
+// walk's bound proves it, before even the tail is counted; no row is ever read.
 func TestPlanOnServer(t *testing.T) {
 	for _, mk := range []func(testing.TB) backend{sqliteBackend, postgresBackend} {
 		be := mk(t)
@@ -75,9 +76,11 @@ func TestPlanOnServer(t *testing.T) {
 				t.Fatalf("empty tenant: %+v, %v", res, err)
 			}
 
-			// Too large: refused on the count, the key query never sent.
+			// Too large. max_rows 1,400 is two parts of 700: the walk stops at its third step, which
+			// proves the tenant over the limit. A NULL-key probe and that walk were all that was
+			// sent: no tail count, no row read.
 			small := be.datasets["customers"]
-			small.MaxRows = len(keys) - 1
+			small.MaxRows = 1400
 			hs := newHarness(t, Datasets{"customers": small})
 			var logged int
 			if be.statements != nil {
@@ -87,14 +90,26 @@ func TestPlanOnServer(t *testing.T) {
 			if _, err := hs.plan(j.planInput(hs)); appErrType(err) != ErrTypeDatasetTooLarge {
 				t.Fatalf("over max_rows: %v", err)
 			}
-			if len(hs.qs) != 1 || !strings.Contains(hs.qs[0], "count(*)") {
+			if len(hs.qs) != 2 || !strings.Contains(hs.qs[0], "IS NULL") || !strings.Contains(hs.qs[1], "RECURSIVE") {
 				t.Fatalf("statements sent: %q", hs.qs)
 			}
 			if be.statements != nil {
 				for _, s := range be.statements()[logged:] {
-					if strings.Contains(s, "RECURSIVE") {
-						t.Fatalf("the server saw the key query: %q", s)
+					if strings.Contains(s, "max(") {
+						t.Fatalf("the server saw the tail query: %q", s)
 					}
+				}
+			}
+			// Just within: max_rows equal to the rows plans, one over refuses.
+			for _, c := range []struct {
+				max int
+				ok  bool
+			}{{len(keys), true}, {len(keys) - 1, false}, {700, false}, {699, false}, {1, false}} {
+				small.MaxRows = c.max
+				hs := newHarness(t, Datasets{"customers": small})
+				res, err := hs.plan(j.planInput(hs))
+				if c.ok != (err == nil) || (!c.ok && appErrType(err) != ErrTypeDatasetTooLarge) || (c.ok && res.Rows != len(keys)) {
+					t.Fatalf("max_rows %d for %d rows: %+v, %v", c.max, len(keys), res.Rows, err)
 				}
 			}
 		})
@@ -158,12 +173,12 @@ func TestThrottleClosesQuery(t *testing.T) {
 // TestDuplicateKeysRefused: a key column that is not unique for the tenant cannot be paged by
 // keyset (a resume after a chunk's last key would skip that key's other rows). The export is
 // refused as ExportInvalid, by the plan when the boundaries show it, else by the part that
-// meets the repeated key, on both engines and both read paths; no artifact is written.
+// meets the repeated key, on both engines and both read paths. A NULL key is refused by the plan.
 func TestDuplicateKeysRefused(t *testing.T) {
 	for _, mk := range []func(testing.TB) backend{sqliteBackend, postgresBackend} {
 		be := mk(t)
 		t.Run(be.name, func(t *testing.T) {
-			mustExec(t, be.db, `CREATE TABLE dup (n bigint NOT NULL, org text NOT NULL, label text)`)
+			mustExec(t, be.db, `CREATE TABLE dup (n bigint, org text NOT NULL, label text)`)
 			// 10 rows, key 5 twice, in the middle of a part for part_rows 4 (and key 9 twice
 			// across what would be a boundary).
 			for i, n := range []int{1, 2, 3, 4, 5, 5, 6, 7, 9, 9} {
@@ -194,6 +209,16 @@ func TestDuplicateKeysRefused(t *testing.T) {
 					if appErrType(err) != ErrTypeExportInvalid || !strings.Contains(err.Error(), "not unique") {
 						t.Fatalf("part_rows %d, sql only %v: %v", pr, sqlOnly, err)
 					}
+				}
+			}
+			// A NULL key is refused by the plan (SQLite sorts NULL first, PostgreSQL last:
+			// either way the walk must not begin).
+			mustExec(t, be.db, `INSERT INTO dup VALUES (NULL, 'acme', 'no key')`)
+			for _, pr := range []int{1, 4, 100} {
+				h := newHarness(t, ds)
+				j := job{id: "acme/export/nullkey", tenant: "acme", dataset: "dup", columns: []string{"n"}, partRows: pr}
+				if _, err := h.plan(j.planInput(h)); appErrType(err) != ErrTypeExportInvalid || !strings.Contains(err.Error(), "NULL") {
+					t.Fatalf("NULL key, part_rows %d: %v", pr, err)
 				}
 			}
 		})
