@@ -119,8 +119,7 @@ func (n *Notifier) NotifyProgress(ctx context.Context, in NotifyProgressInput) (
 	if ev.At.IsZero() {
 		ev.At = now
 	}
-	hb := &heartbeater{outcomes: map[string]string{}}
-	stop := hb.run(ctx, n.HeartbeatEvery)
+	stop := n.keepAlive(ctx)
 	defer stop()
 
 	var next time.Duration
@@ -202,4 +201,28 @@ func (n *Notifier) deliverWithin(ctx context.Context, t NotifyTarget, ev NotifyE
 		case <-timer.C:
 		}
 	}
+}
+
+// keepAlive heartbeats until the window returns, also after a cancel (the job ended): a request
+// let finish after it must not look like a dead worker, or the job's end would be sent while
+// that request is still in flight.
+func (n *Notifier) keepAlive(ctx context.Context) func() {
+	every := n.HeartbeatEvery
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
 }

@@ -193,3 +193,120 @@ func TestNotifyProgress_EndStopsTheWindowInFlight(t *testing.T) {
 	require.Len(t, sent, 1)
 	assert.Equal(t, authz.EventJobFinished, entries[len(entries)-1])
 }
+
+// notifierEnv runs the NotifyProgress workflow alone; window answers each window by its
+// number (1, 2, …), and every job.finished delivery is recorded.
+func notifierEnv(t *testing.T, window func(n int) (activities.NotifyProgressResult, error)) (*testsuite.TestWorkflowEnvironment, *progressLog) {
+	l := &progressLog{}
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	RegisterNotify(env, &activities.Notifier{})
+	env.OnActivity(activities.NotifyActivityName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.entries = append(l.entries, in.Event.Type)
+			l.sent = append(l.sent, in.Event)
+			return activities.NotifyResult{}, nil
+		})
+	env.OnActivity(activities.NotifyProgressActivityName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.NotifyProgressInput) (activities.NotifyProgressResult, error) {
+			l.mu.Lock()
+			l.entries = append(l.entries, authz.EventJobProgress)
+			l.windows = append(l.windows, in)
+			n := len(l.windows)
+			l.mu.Unlock()
+			return window(n)
+		})
+	return env, l
+}
+
+// TestNotifyProgress_Notifier: the notifier's own loop. The end signal during the wait for the
+// next window ends it at once (no further window), then job.finished goes out; a window that
+// fails is skipped and the next comes after the default window, with what was last sent.
+func TestNotifyProgress_Notifier(t *testing.T) {
+	in := activities.NotifyProgressInput{Tenant: "acme", JobID: testJobID, FirstRunID: testRunID, Kind: "eval", Owner: "ann"}
+	fin := &activities.NotifyEvent{ID: "evt_fin", Type: authz.EventJobFinished, Status: "succeeded"}
+
+	t.Run("EndWhileWaiting", func(t *testing.T) {
+		env, l := notifierEnv(t, func(n int) (activities.NotifyProgressResult, error) {
+			return activities.NotifyProgressResult{NextIn: Duration(5 * time.Second)}, nil
+		})
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalJobEnded, JobEnded{Finished: fin}) }, 12*time.Second)
+		env.ExecuteWorkflow(NotifyProgressWorkflowName, in)
+		require.True(t, env.IsWorkflowCompleted())
+		require.NoError(t, env.GetWorkflowError())
+		entries, windows, sent, _ := l.snapshot()
+		assert.Len(t, windows, 3, "windows at 0, 5 and 10s; the end at 12s stops the wait: %v", entries)
+		require.Len(t, sent, 1)
+		assert.Equal(t, "evt_fin", sent[0].ID)
+		assert.Equal(t, authz.EventJobFinished, entries[len(entries)-1])
+	})
+
+	t.Run("FailedWindowSkipped", func(t *testing.T) {
+		var env *testsuite.TestWorkflowEnvironment
+		var at []time.Duration
+		var start time.Time
+		env, l := notifierEnv(t, func(n int) (activities.NotifyProgressResult, error) {
+			at = append(at, env.Now().Sub(start))
+			switch n {
+			case 1:
+				return activities.NotifyProgressResult{NextIn: Duration(5 * time.Second),
+					Sent: map[string]activities.ProgressMark{"recv": {Key: "k1"}}}, nil
+			case 2:
+				return activities.NotifyProgressResult{}, errors.New("worker lost")
+			}
+			return activities.NotifyProgressResult{Done: true}, nil
+		})
+		start = env.Now()
+		env.ExecuteWorkflow(NotifyProgressWorkflowName, in)
+		require.True(t, env.IsWorkflowCompleted())
+		require.NoError(t, env.GetWorkflowError())
+		_, windows, sent, _ := l.snapshot()
+		require.Len(t, windows, 3)
+		assert.Equal(t, "k1", windows[2].Sent["recv"].Key, "the window after a failed one gets what was last sent")
+		assert.Empty(t, sent, "no end signal: the notifier stops when a window reads the job as ended")
+		require.Len(t, at, 3)
+		assert.Equal(t, 5*time.Second, at[1]-at[0])
+		assert.Equal(t, progressRetryIn, at[2]-at[1])
+	})
+}
+
+// TestNotifyProgress_Export: the notifier is every kind's (started where the job first runs):
+// an export's windows name its kind, and its end goes out from the notifier after them.
+func TestNotifyProgress_Export(t *testing.T) {
+	l := &progressLog{}
+	w := &Workflows{Resume: testWorkflows.Resume, Notify: wantsOf{"acme": {authz.EventJobProgress, authz.EventJobFinished}}}
+	h := newExportHarnessWith(t, w, func(env *testsuite.TestWorkflowEnvironment) {
+		RegisterNotify(env, &activities.Notifier{})
+		env.OnActivity(activities.NotifyActivityName, mock.Anything, mock.Anything).Return(
+			func(ctx context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				l.entries = append(l.entries, in.Event.Type)
+				l.sent = append(l.sent, in.Event)
+				l.senders = append(l.senders, activity.GetInfo(ctx).WorkflowType.Name)
+				return activities.NotifyResult{}, nil
+			})
+		env.OnActivity(activities.NotifyProgressActivityName, mock.Anything, mock.Anything).Return(
+			func(_ context.Context, in activities.NotifyProgressInput) (activities.NotifyProgressResult, error) {
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				l.entries = append(l.entries, authz.EventJobProgress)
+				l.windows = append(l.windows, in)
+				return activities.NotifyProgressResult{NextIn: Duration(5 * time.Second)}, nil
+			})
+	})
+	h.partMock.After(10 * time.Second)
+	h.execute(exportInput(false))
+	h.result()
+	entries, windows, sent, senders := l.snapshot()
+	t.Logf("sent in order: %v", entries)
+	require.NotEmpty(t, windows)
+	assert.Equal(t, "export", windows[0].Kind)
+	assert.Equal(t, exportJobID, windows[0].JobID)
+	require.Len(t, sent, 1)
+	assert.Equal(t, NotifyProgressWorkflowName, senders[0])
+	assert.Equal(t, string(StatusSucceeded), sent[0].Status)
+	assert.Equal(t, authz.EventJobFinished, entries[len(entries)-1])
+}
