@@ -310,3 +310,16 @@ func TestNotifyProgress_Export(t *testing.T) {
 	assert.Equal(t, string(StatusSucceeded), sent[0].Status)
 	assert.Equal(t, authz.EventJobFinished, entries[len(entries)-1])
 }
+
+// TestNotifyProgress_Replay: the recorded job.progress run (testdata/genprogress) replays: the
+// job's two runs (eval_progress_run*.json, in TestEval_Replay) and its notifier, whose history
+// holds two windows, the end signal cutting the wait for a third, and job.finished.
+func TestNotifyProgress_Replay(t *testing.T) {
+	replay(t, "notify_progress.json", "acme/eval/replay-progress/progress/"+progressFirstRun(t), NotifyProgressWorkflowName, NotifyProgress)
+}
+
+// progressFirstRun is the recorded job's first run ID (the notifier's ID ends with it).
+func progressFirstRun(t *testing.T) string {
+	h := loadHistory(t, "eval_progress_run1.json")
+	return h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetOriginalExecutionRunId()
+}
