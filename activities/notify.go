@@ -115,7 +115,8 @@ type Notifier struct {
 	PublicURL string
 	// Observe is told each attempt's outcome per endpoint (metrics): once per endpoint per
 	// activity attempt, so an event delivered on the third try is observed as retry, retry,
-	// delivered. nil for nothing.
+	// delivered. nil for nothing. Called concurrently (a job.progress window delivers to its
+	// endpoints at once).
 	Observe func(endpoint, outcome string)
 	// Client sends the requests; nil uses [NotifyClient]s, one per allowPrivate value, built
 	// once and kept (each delivery reuses their idle connections).

@@ -132,7 +132,8 @@ func (n *Notifier) NotifyProgress(ctx context.Context, in NotifyProgressInput) (
 	var mu sync.Mutex
 	for _, t := range targets {
 		name, window := t.EndpointName(), t.ProgressWindow()
-		m := res.Sent[name]
+		// From the input: res.Sent is being written by the deliveries already under way.
+		m := in.Sent[name]
 		if m.Key == key { // nothing new for it: look again a window from now
 			soonest(window)
 			continue
@@ -141,7 +142,9 @@ func (n *Notifier) NotifyProgress(ctx context.Context, in NotifyProgressInput) (
 			soonest(due.Sub(now))
 			continue
 		}
+		mu.Lock()
 		res.Sent[name] = ProgressMark{Key: m.Key, At: now}
+		mu.Unlock()
 		soonest(window)
 		wg.Add(1)
 		go func() {

@@ -251,8 +251,15 @@ func TestNotifyProgressWindowsCoalesce(t *testing.T) {
 func TestNotifyProgressDroppedPastItsWindow(t *testing.T) {
 	f := newProgressFixture(t)
 	f.recv.setStatus("/fast", http.StatusServiceUnavailable)
+	var mu sync.Mutex
 	var observed []string
-	f.n.Observe = func(e, o string) { observed = append(observed, e+"="+o) }
+	f.n.Observe = func(e, o string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e == "/fast" {
+			observed = append(observed, o)
+		}
+	}
 	start := time.Now()
 	res := f.window(0, "running", 10)
 	took := time.Since(start)
@@ -270,9 +277,11 @@ func TestNotifyProgressDroppedPastItsWindow(t *testing.T) {
 			t.Fatalf("webhook-id changed across retries: %s, %s", id, h.header.Get("webhook-id"))
 		}
 	}
-	if o := observed[len(observed)-1]; o != "/fast="+OutcomeDropped {
-		t.Fatalf("observed %v, want the drop last", observed)
+	mu.Lock()
+	if o := observed[len(observed)-1]; o != OutcomeDropped || len(observed) != len(hits)+1 {
+		t.Fatalf("observed %v for /fast, want a retry per attempt, then the drop", observed)
 	}
+	mu.Unlock()
 	f.recv.setStatus("/fast", 0)
 	if res := f.window(2*time.Second, "running", 10); len(res.Outcomes) != 0 {
 		t.Fatalf("a dropped delivery was queued: %v", res.Outcomes)
