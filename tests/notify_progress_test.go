@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/webhookrecv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -30,19 +31,23 @@ type progressBody struct {
 	} `json:"data"`
 }
 
-// TestNotifyJobProgress: an eval of ~20s whose tenant's endpoint opted in to job.progress
-// with progress_every 5s. The real signed receiver (its first delivery answered 500) sees:
-// every attempt validly signed; job.progress events at most one per 5s window, done never
-// going back, each state under its own webhook-id (derived from job and state), the 500ed one
-// retried within its window under the same webhook-id; then job.finished, and nothing after
-// it once the notifier has closed. Both the job's and the notifier's histories replay.
-func TestNotifyJobProgress(t *testing.T) {
-	t.Parallel()
+// progressRun is an eval of ~20s (40 episodes of 1s, 2 at a time) whose tenant's endpoint
+// opted in to job.progress and job.finished with progress_every 5s, run to its end and until
+// its notifier closed, and what the real signed receiver recorded.
+type progressRun struct {
+	b                         *testBundle
+	jobID, firstRun, notifier string
+	evs                       []webhookrecv.Event
+	atts                      []webhookrecv.Attempt
+}
+
+func runProgressEval(t *testing.T, receiverArgs ...string) progressRun {
+	t.Helper()
 	f := newNotifyFixture(t)
 	must(t, os.WriteFile(f.tenantsFile, []byte(fmt.Sprintf(`{"defaults":{},"notify":{"acme":[{"name":"recv",
 		"url":"http://%s/hooks","secret_file":%q,"events":["job.progress","job.finished"],"progress_every":"5s","allow_private":true}]}}`,
 		f.addr, f.secretFile)), 0o600))
-	f.receiver(t, "-fail-first", "1")
+	f.receiver(t, receiverArgs...)
 	b := setup(t, setupOpts{noWorker: true})
 	f.worker(t, b)
 	cs := b.session(ana, 0, "")
@@ -50,20 +55,28 @@ func TestNotifyJobProgress(t *testing.T) {
 	args["concurrency"] = 2
 	v := mustView(t, call(t, cs, "start_eval", args))
 	waitStatus(t, cs, v.Handle, workflows.StatusSucceeded, 3*time.Minute)
-	jobID := v.JobID
-	firstRun := firstRunOf(t, b, jobID)
-	notifierID := jobID + "/progress/" + firstRun
+	r := progressRun{b: b, jobID: v.JobID, firstRun: firstRunOf(t, b, v.JobID)}
+	r.notifier = r.jobID + "/progress/" + r.firstRun
 	eventually(t, time.Minute, "the notifier closed", func() bool {
-		d, err := b.temporal.DescribeWorkflowExecution(context.Background(), notifierID, "")
+		d, err := b.temporal.DescribeWorkflowExecution(context.Background(), r.notifier, "")
 		must(t, err)
 		return d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
 	})
-	evs, atts := f.events(t), f.attempts(t)
+	r.evs, r.atts = f.events(t), f.attempts(t)
+	return r
+}
 
+// check asserts what holds for every run: every attempt validly signed; each accepted event
+// under its own webhook-id (the body's event_id); job.progress events of the running job, done
+// never going back, each under the webhook-id derived from job and state; job.finished last,
+// and no attempt after it (the notifier has closed: nothing more can come). It returns the
+// job.progress bodies and when each was first accepted.
+func (r progressRun) check(t *testing.T) ([]progressBody, []time.Time) {
+	t.Helper()
 	var progress []progressBody
 	var times []time.Time
 	at := map[string]time.Time{} // first accepted attempt of each webhook-id
-	for _, a := range atts {
+	for _, a := range r.atts {
 		if !a.Valid {
 			t.Fatalf("attempt %+v: signature not valid", a)
 		}
@@ -72,16 +85,16 @@ func TestNotifyJobProgress(t *testing.T) {
 		}
 	}
 	ids := map[string]bool{}
-	for i, ev := range evs {
+	for i, ev := range r.evs {
 		var body progressBody
 		must(t, json.Unmarshal(ev.Body, &body))
-		if ids[ev.WebhookID] || body.Data.EventID != ev.WebhookID || body.Data.JobID != jobID {
+		if ids[ev.WebhookID] || body.Data.EventID != ev.WebhookID || body.Data.JobID != r.jobID {
 			t.Fatalf("event %d %s: webhook-id %s repeated or not the body's", i, ev.Body, ev.WebhookID)
 		}
 		ids[ev.WebhookID] = true
-		if i == len(evs)-1 {
+		if i == len(r.evs)-1 {
 			if body.Type != authz.EventJobFinished || body.Data.Status != "succeeded" ||
-				ev.WebhookID != workflows.NotifyEventID(jobID, firstRun, authz.EventJobFinished, "") {
+				ev.WebhookID != workflows.NotifyEventID(r.jobID, r.firstRun, authz.EventJobFinished, "") {
 				t.Fatalf("last event %s, want job.finished", ev.Body)
 			}
 			continue
@@ -91,7 +104,7 @@ func TestNotifyJobProgress(t *testing.T) {
 			t.Fatalf("event %d %s, want job.progress of a running job", i, ev.Body)
 		}
 		key := fmt.Sprintf("%s|%d|%d|%d|%s", body.Data.Status, p.Done, p.Failed, p.Total, p.Message)
-		if ev.WebhookID != activities.EventID(jobID, firstRun, authz.EventJobProgress, key) {
+		if ev.WebhookID != activities.EventID(r.jobID, r.firstRun, authz.EventJobProgress, key) {
 			t.Fatalf("event %d: webhook-id %s is not the state's", i, ev.WebhookID)
 		}
 		if n := len(progress); n > 0 && p.Done < progress[n-1].Data.Progress.Done {
@@ -100,6 +113,21 @@ func TestNotifyJobProgress(t *testing.T) {
 		progress = append(progress, body)
 		times = append(times, at[ev.WebhookID])
 	}
+	if last := r.atts[len(r.atts)-1]; last.WebhookID != r.evs[len(r.evs)-1].WebhookID {
+		t.Fatalf("an attempt after job.finished: %+v", last)
+	}
+	return progress, times
+}
+
+// TestNotifyJobProgress: the receiver answers the first delivery 500. It gets job.progress at
+// most once per 5s window (at least three over the eval), the 500ed one retried within its
+// window under the same webhook-id, then job.finished and nothing after it (check). The job's
+// own history has no command per window, and both it and the notifier's history replay.
+func TestNotifyJobProgress(t *testing.T) {
+	t.Parallel()
+	r := runProgressEval(t, "-fail-first", "1")
+	progress, times := r.check(t)
+	evs, atts, b, jobID := r.evs, r.atts, r.b, r.jobID
 	if len(progress) < 3 {
 		t.Fatalf("%d job.progress events over a ~20s eval with 5s windows, want at least 3", len(progress))
 	}
@@ -113,10 +141,6 @@ func TestNotifyJobProgress(t *testing.T) {
 	// The 500ed attempt is the first job.progress, retried under the same webhook-id.
 	if atts[0].Status != 500 || atts[1].WebhookID != atts[0].WebhookID || atts[1].Status != 204 || atts[0].WebhookID != evs[0].WebhookID {
 		t.Fatalf("attempts %+v: want the first answered 500, then the same webhook-id accepted", atts[:2])
-	}
-	// Nothing after job.finished: its attempt is the receiver's last.
-	if last := atts[len(atts)-1]; last.WebhookID != evs[len(evs)-1].WebhookID {
-		t.Fatalf("an attempt after job.finished: %+v", last)
 	}
 	// The job itself issued no command per window: one child start (the notifier), one end
 	// signal to it, no notification activity and no jobgate.Notify child.
@@ -143,8 +167,30 @@ func TestNotifyJobProgress(t *testing.T) {
 		t.Fatalf("job history: %d child starts, %d signals, %d other activities; want 1, 1, 0", children, signals, notifyActs)
 	}
 	replayWithoutNotifier(t, b, jobID)
-	replayNotifier(t, b, notifierID)
+	replayNotifier(t, b, r.notifier)
 	t.Logf("%d job.progress events (done %v), %d attempts, then job.finished; gaps %v", len(progress), doneCounts(progress), len(atts), gaps(times))
+}
+
+// TestNotifyJobProgressStalledDropped: the receiver holds the first delivery until the sender
+// hangs up. That delivery is dropped when its 5s window ends, not retried or queued: the next
+// window sends the newer state under its own webhook-id, and the held state is never accepted.
+func TestNotifyJobProgressStalledDropped(t *testing.T) {
+	t.Parallel()
+	r := runProgressEval(t, "-stall-first", "1")
+	progress, _ := r.check(t)
+	held, next := r.atts[0], r.atts[1]
+	if held.Status != 0 || next.WebhookID == held.WebhookID || next.At.Sub(held.At) < 4*time.Second {
+		t.Fatalf("attempts %+v: want the held one, then a newer state a window later", r.atts[:2])
+	}
+	for _, ev := range r.evs {
+		if ev.WebhookID == held.WebhookID {
+			t.Fatalf("the dropped state %s was delivered later", held.WebhookID)
+		}
+	}
+	if len(progress) < 2 {
+		t.Fatalf("%d job.progress events after the drop, want at least 2", len(progress))
+	}
+	t.Logf("held %s, then %d job.progress events (done %v) and job.finished", held.WebhookID, len(progress), doneCounts(progress))
 }
 
 func doneCounts(ps []progressBody) []int {
