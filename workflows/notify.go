@@ -103,7 +103,9 @@ func (r *jobRun) notifyApproval(ctx workflow.Context) workflow.CancelFunc {
 }
 
 // notifyFinished starts an abandoned child delivering job.finished (when the tenant opted in),
-// waiting only until the child has started, so the event outlives the job.
+// waiting only until the child has started, so the event outlives the job. A job with a
+// job.progress notifier instead signals it the end (with the event, or none when not wanted):
+// the notifier sends it after its last window, so no job.progress follows job.finished.
 func (r *jobRun) notifyFinished(ctx workflow.Context, s Status, jerr *JobError) {
 	if workflow.GetVersion(ctx, notifyFinishedChange, workflow.DefaultVersion, 1) < 1 {
 		return
