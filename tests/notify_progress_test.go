@@ -13,6 +13,8 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/activities/webhookrecv"
 	"github.com/jobgate/jobgate/authz"
@@ -37,27 +39,46 @@ type progressBody struct {
 type progressRun struct {
 	b                         *testBundle
 	jobID, firstRun, notifier string
+	total                     int
 	evs                       []webhookrecv.Event
 	atts                      []webhookrecv.Attempt
 }
 
 func runProgressEval(t *testing.T, receiverArgs ...string) progressRun {
 	t.Helper()
+	f := newProgressFixture(t)
+	f.receiver(t, receiverArgs...)
+	b := setup(t, setupOpts{noWorker: true})
+	f.worker(t, b)
+	cs, h := startProgressEval(t, b, 40)
+	waitStatus(t, cs, h, workflows.StatusSucceeded, 3*time.Minute)
+	return finishedProgressRun(t, f, b, cs, h)
+}
+
+// newProgressFixture is a notifyFixture whose endpoint wants job.progress (5s) and job.finished.
+func newProgressFixture(t *testing.T) *notifyFixture {
 	f := newNotifyFixture(t)
 	must(t, os.WriteFile(f.tenantsFile, []byte(fmt.Sprintf(`{"defaults":{},"notify":{"acme":[{"name":"recv",
 		"url":"http://%s/hooks","secret_file":%q,"events":["job.progress","job.finished"],"progress_every":"5s","allow_private":true}]}}`,
 		f.addr, f.secretFile)), 0o600))
-	f.receiver(t, receiverArgs...)
-	b := setup(t, setupOpts{noWorker: true})
-	f.worker(t, b)
+	return f
+}
+
+// startProgressEval starts ana's eval of n episodes of 1s, 2 at a time.
+func startProgressEval(t *testing.T, b *testBundle, n int) (*mcp.ClientSession, string) {
 	cs := b.session(ana, 0, "")
-	args := startArgs(uniqueKey(t), 40, map[string]any{"episode_ms": 1000, "fail_rate": 0})
+	args := startArgs(uniqueKey(t), n, map[string]any{"episode_ms": 1000, "fail_rate": 0})
 	args["concurrency"] = 2
-	v := mustView(t, call(t, cs, "start_eval", args))
-	waitStatus(t, cs, v.Handle, workflows.StatusSucceeded, 3*time.Minute)
-	r := progressRun{b: b, jobID: v.JobID, firstRun: firstRunOf(t, b, v.JobID)}
+	return cs, mustView(t, call(t, cs, "start_eval", args)).Handle
+}
+
+// finishedProgressRun waits for the succeeded job's notifier to close and reads the receiver.
+func finishedProgressRun(t *testing.T, f *notifyFixture, b *testBundle, cs *mcp.ClientSession, h string) progressRun {
+	t.Helper()
+	v := waitStatus(t, cs, h, workflows.StatusSucceeded, 3*time.Minute)
+	r := progressRun{b: b, jobID: v.JobID, firstRun: firstRunOf(t, b, v.JobID), total: v.Progress.Total}
 	r.notifier = r.jobID + "/progress/" + r.firstRun
-	eventually(t, time.Minute, "the notifier closed", func() bool {
+	eventually(t, 2*time.Minute, "the notifier closed", func() bool {
 		d, err := b.temporal.DescribeWorkflowExecution(context.Background(), r.notifier, "")
 		must(t, err)
 		return d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
@@ -100,7 +121,7 @@ func (r progressRun) check(t *testing.T) ([]progressBody, []time.Time) {
 			continue
 		}
 		p := body.Data.Progress
-		if body.Type != authz.EventJobProgress || p == nil || body.Data.Status != "running" || p.Total != 40 || p.Unit != "episodes" {
+		if body.Type != authz.EventJobProgress || p == nil || body.Data.Status != "running" || p.Total != r.total || p.Unit != "episodes" {
 			t.Fatalf("event %d %s, want job.progress of a running job", i, ev.Body)
 		}
 		key := fmt.Sprintf("%s|%d|%d|%d|%s", body.Data.Status, p.Done, p.Failed, p.Total, p.Message)
@@ -191,6 +212,29 @@ func TestNotifyJobProgressStalledDropped(t *testing.T) {
 		t.Fatalf("%d job.progress events after the drop, want at least 2", len(progress))
 	}
 	t.Logf("held %s, then %d job.progress events (done %v) and job.finished", held.WebhookID, len(progress), doneCounts(progress))
+}
+
+// TestNotifyJobProgressWorkerSIGKILL: the only worker process dies mid-eval (after the first
+// job.progress) and another takes over. The dead worker's window fails (heartbeat timeout) and
+// is skipped; later windows go on from what was sent; the job's end still comes last, once,
+// with nothing after it (check), and the notifier's history replays.
+func TestNotifyJobProgressWorkerSIGKILL(t *testing.T) {
+	t.Parallel()
+	f := newProgressFixture(t)
+	f.receiver(t)
+	b := setup(t, setupOpts{noWorker: true})
+	w1 := b.spawn(t, "worker", "--tenants", f.tenantsFile, "--public-url", "https://jobgate.test")
+	cs, h := startProgressEval(t, b, 60) // ~30s: time for windows after the takeover
+	eventually(t, time.Minute, "a job.progress accepted", func() bool { return len(f.events(t)) >= 2 })
+	w1.kill(t)
+	b.spawn(t, "worker", "--tenants", f.tenantsFile, "--public-url", "https://jobgate.test")
+	r := finishedProgressRun(t, f, b, cs, h)
+	progress, _ := r.check(t)
+	if len(progress) < 3 {
+		t.Fatalf("%d job.progress events across the worker's death, want at least 3", len(progress))
+	}
+	replayNotifier(t, b, r.notifier)
+	t.Logf("%d job.progress events (done %v) across a SIGKILL, %d attempts, then job.finished", len(progress), doneCounts(progress), len(r.atts))
 }
 
 func doneCounts(ps []progressBody) []int {

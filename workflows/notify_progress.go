@@ -26,9 +26,9 @@ const (
 	SignalJobEnded = "jobgate.job_ended"
 	// notifyProgressChange is the workflow.GetVersion change ID of a job starting its notifier.
 	notifyProgressChange = "notify-job-progress"
-	// progressRetryIn is the wait after a window that failed (its worker died, Temporal was
-	// unreachable): the default window.
-	progressRetryIn = authz.ProgressEveryDefault
+	// progressFirstIn is the wait after a first window that failed (its worker died, Temporal
+	// was unreachable); a later failed window waits as long as the one before it asked.
+	progressFirstIn = authz.ProgressEveryMin
 )
 
 // JobEnded is SignalJobEnded's payload: the job.finished event to send, nil when the tenant
@@ -60,6 +60,7 @@ func NotifyProgress(ctx workflow.Context, in activities.NotifyProgressInput) err
 		c.Receive(ctx, &e)
 		end = &e
 	}
+	next := progressFirstIn
 	for end == nil && ctx.Err() == nil {
 		actx, stopWindow := workflow.WithCancel(ctx)
 		f := workflow.ExecuteActivity(progressWindowOptions(actx), activities.NotifyProgressActivityName, in)
@@ -76,7 +77,6 @@ func NotifyProgress(ctx workflow.Context, in activities.NotifyProgressInput) err
 			sel.Select(ctx)
 		}
 		stopWindow()
-		next := progressRetryIn
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("job.progress window failed", "job_id", in.JobID, "error", err)
 		} else {

@@ -223,7 +223,8 @@ func notifierEnv(t *testing.T, window func(n int) (activities.NotifyProgressResu
 
 // TestNotifyProgress_Notifier: the notifier's own loop. The end signal during the wait for the
 // next window ends it at once (no further window), then job.finished goes out; a window that
-// fails is skipped and the next comes after the default window, with what was last sent.
+// fails is skipped and the next comes as long after as the window before asked, with what was
+// last sent.
 func TestNotifyProgress_Notifier(t *testing.T) {
 	in := activities.NotifyProgressInput{Tenant: "acme", JobID: testJobID, FirstRunID: testRunID, Kind: "eval", Owner: "ann"}
 	fin := &activities.NotifyEvent{ID: "evt_fin", Type: authz.EventJobFinished, Status: "succeeded"}
@@ -255,6 +256,10 @@ func TestNotifyProgress_Notifier(t *testing.T) {
 					Sent: map[string]activities.ProgressMark{"recv": {Key: "k1"}}}, nil
 			case 2:
 				return activities.NotifyProgressResult{}, errors.New("worker lost")
+			case 3:
+				return activities.NotifyProgressResult{NextIn: Duration(10 * time.Second)}, nil
+			case 4:
+				return activities.NotifyProgressResult{}, errors.New("worker lost")
 			}
 			return activities.NotifyProgressResult{Done: true}, nil
 		})
@@ -263,12 +268,13 @@ func TestNotifyProgress_Notifier(t *testing.T) {
 		require.True(t, env.IsWorkflowCompleted())
 		require.NoError(t, env.GetWorkflowError())
 		_, windows, sent, _ := l.snapshot()
-		require.Len(t, windows, 3)
+		require.Len(t, windows, 5)
 		assert.Equal(t, "k1", windows[2].Sent["recv"].Key, "the window after a failed one gets what was last sent")
 		assert.Empty(t, sent, "no end signal: the notifier stops when a window reads the job as ended")
-		require.Len(t, at, 3)
-		assert.Equal(t, 5*time.Second, at[1]-at[0])
-		assert.Equal(t, progressRetryIn, at[2]-at[1])
+		require.Len(t, at, 5)
+		// A failed window waits as long as the window before it asked.
+		assert.Equal(t, []time.Duration{5 * time.Second, 5 * time.Second, 10 * time.Second, 10 * time.Second},
+			[]time.Duration{at[1] - at[0], at[2] - at[1], at[3] - at[2], at[4] - at[3]})
 	})
 }
 
