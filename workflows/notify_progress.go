@@ -80,9 +80,12 @@ func NotifyProgress(ctx workflow.Context, in activities.NotifyProgressInput) err
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("job.progress window failed", "job_id", in.JobID, "error", err)
 		} else {
-			in.Sent, next = res.Sent, res.NextIn.D()
+			in.Sent = res.Sent
 			if res.Done {
 				break
+			}
+			if d := res.NextIn.D(); d > 0 { // never a busy loop, whatever a window answers
+				next = d
 			}
 		}
 		if end != nil {
