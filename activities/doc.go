@@ -25,6 +25,9 @@
 // Notifications are [Notifier.Notify], its own type registered once per task queue (every kind
 // uses it): one event (a stable ID the workflow derived) signed per Standard Webhooks and POSTed
 // to the tenant's endpoints from the tenants file; a retry sends only to the endpoints not done.
+// [Notifier.NotifyProgress] is one job.progress window: it reads the job through the injected
+// Snapshot and sends its newest state to each endpoint whose progress_every has passed,
+// retried only within that window.
 //
 // # Guarantees
 //

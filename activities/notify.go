@@ -3,7 +3,9 @@ package activities
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +37,9 @@ const (
 	OutcomeRetry     = "retry"     // network error, 5xx, 408 or 429: the attempt fails and is retried
 	OutcomeRejected  = "rejected"  // any other 4xx: the endpoint refuses the event; not retried
 	OutcomeRefused   = "refused"   // the URL resolved to a disallowed address; not retried
+	// OutcomeDropped: a job.progress delivery that did not land within its window; never
+	// retried after it (the next window carries newer progress).
+	OutcomeDropped = "dropped"
 )
 
 // NotifyEvent is one logical event. The workflow builds it (deterministically) and every retry
@@ -60,6 +65,28 @@ type NotifyEvent struct {
 	ErrorCode string    `json:"error_code,omitempty"`
 	At        time.Time `json:"at"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Progress is a job.progress event's progress (the job view's progress: counts and the
+	// job's message, never rows); nil for the other types.
+	Progress *EventProgress `json:"progress,omitempty"`
+}
+
+// EventProgress is a job's progress as a job.progress event carries it: the job view's
+// progress object.
+type EventProgress struct {
+	Done    int       `json:"done"`
+	Failed  int       `json:"failed"`
+	Total   int       `json:"total"`
+	Unit    string    `json:"unit,omitempty"`
+	Message string    `json:"message,omitempty"`
+	AsOf    time.Time `json:"as_of,omitzero"`
+}
+
+// EventID is the webhook-id of one logical event: the same on every retry, attempt and worker,
+// distinct per job instance (first run ID), per type and per key (an input ID for
+// approval.requested, the progress state for job.progress, "" for job.finished).
+func EventID(jobID, firstRunID, eventType, key string) string {
+	sum := sha256.Sum256([]byte(jobID + "|" + firstRunID + "|" + eventType + "|" + key))
+	return "evt_" + hex.EncodeToString(sum[:16])
 }
 
 // NotifyInput is the delivery activity's input.
@@ -88,7 +115,8 @@ type Notifier struct {
 	PublicURL string
 	// Observe is told each attempt's outcome per endpoint (metrics): once per endpoint per
 	// activity attempt, so an event delivered on the third try is observed as retry, retry,
-	// delivered. nil for nothing.
+	// delivered. nil for nothing. Called concurrently (a job.progress window delivers to its
+	// endpoints at once).
 	Observe func(endpoint, outcome string)
 	// Client sends the requests; nil uses [NotifyClient]s, one per allowPrivate value, built
 	// once and kept (each delivery reuses their idle connections).
@@ -98,6 +126,12 @@ type Notifier struct {
 	// HeartbeatEvery is how often an attempt heartbeats while a request is in flight. Defaults
 	// to 2 seconds.
 	HeartbeatEvery time.Duration
+	// Snapshot reads a job's status and progress for job.progress (the worker reads Temporal:
+	// what get_* shows); nil sends no job.progress. firstRunID names the job instance: a job
+	// ID reused by a new job reads as closed.
+	Snapshot func(ctx context.Context, jobID, firstRunID string) (JobSnapshot, error)
+	// Now is job.progress's clock for windows; nil is time.Now.
+	Now func() time.Time
 
 	clientsMu sync.Mutex
 	clients   map[bool]*http.Client
@@ -133,7 +167,7 @@ func ReadNotifySecret(raw []byte) ([]byte, error) {
 // Link is the page where event's request is answered (or its job seen).
 func (n *Notifier) Link(ev NotifyEvent) string {
 	base := strings.TrimSuffix(n.PublicURL, "/")
-	if ev.Type == authz.EventJobFinished {
+	if ev.Type == authz.EventJobFinished || ev.Type == authz.EventJobProgress {
 		return base + "/jobs/" + url.PathEscape(ev.JobID)
 	}
 	return base + "/approvals/" + url.PathEscape(ev.JobID)
@@ -145,8 +179,14 @@ func (n *Notifier) Body(ev NotifyEvent, format string) ([]byte, error) {
 	if format == authz.NotifyFormatSlack {
 		title := "Approval requested"
 		button := "Open the request"
-		if ev.Type == authz.EventJobFinished {
+		switch ev.Type {
+		case authz.EventJobFinished:
 			title, button = "Job "+ev.Status, "Open the job"
+		case authz.EventJobProgress:
+			title, button = "Job "+ev.Status, "Open the job"
+			if p := ev.Progress; p != nil {
+				title += fmt.Sprintf(": %d of %d %s done, %d failed", p.Done, p.Total, p.Unit, p.Failed)
+			}
 		}
 		// Meaning holds the requester's free text (purpose, names): escaped, it cannot make a
 		// link (<https://evil|Approve here>) or a mention (<!channel>) in the approvers' channel;
@@ -176,6 +216,11 @@ func (n *Notifier) Body(ev NotifyEvent, format string) ([]byte, error) {
 	}
 	if !ev.ExpiresAt.IsZero() {
 		data["expires_at"] = ev.ExpiresAt.UTC()
+	}
+	if ev.Progress != nil {
+		p := *ev.Progress
+		p.AsOf = p.AsOf.UTC()
+		data["progress"] = p
 	}
 	return json.Marshal(map[string]any{"type": ev.Type, "timestamp": ev.At.UTC(), "data": data})
 }

@@ -212,6 +212,17 @@ const (
 	EventApprovalRequested = "approval.requested"
 	// EventJobFinished: a job ended (succeeded, failed, cancelled). Opt-in.
 	EventJobFinished = "job.finished"
+	// EventJobProgress: a running job's progress or status changed; at most one per endpoint
+	// per progress_every window, carrying the newest state, never after job.finished. Opt-in.
+	EventJobProgress = "job.progress"
+)
+
+// Progress windows of an endpoint's job.progress events (NotifyEndpoint.ProgressEvery).
+const (
+	ProgressEveryDefault = 30 * time.Second
+	// ProgressEveryMin keeps an endpoint from turning every job into a steady stream of
+	// deliveries and Temporal actions (two per window per job).
+	ProgressEveryMin = 5 * time.Second
 )
 
 // Notification body formats.
@@ -234,9 +245,13 @@ type NotifyEndpoint struct {
 	// SecretFile holds the Standard Webhooks signing secret ("whsec_<base64>", or raw bytes),
 	// read by the worker at start. Required: every delivery is signed.
 	SecretFile string `json:"secret_file"`
-	// Events are the event types sent (EventApprovalRequested, EventJobFinished). Defaults to
-	// [approval.requested]; job.finished is opt-in.
+	// Events are the event types sent (EventApprovalRequested, EventJobFinished,
+	// EventJobProgress). Defaults to [approval.requested]; job.finished and job.progress are
+	// opt-in.
 	Events []string `json:"events,omitempty"`
+	// ProgressEvery is the window of job.progress events, a Go duration ("30s", "1m"): at most
+	// one per job per window, carrying the newest state. Defaults to 30s; at least 5s.
+	ProgressEvery string `json:"progress_every,omitempty"`
 	// Format is the body: "standard" (default) or "slack".
 	Format string `json:"format,omitempty"`
 	// AllowPrivate lets URL name (or resolve to) a loopback, private, link-local or otherwise
@@ -250,6 +265,16 @@ func (e NotifyEndpoint) Wants(event string) bool {
 		return event == EventApprovalRequested
 	}
 	return slices.Contains(e.Events, event)
+}
+
+// ProgressWindow is e's job.progress window (ProgressEvery, checked at load; the default when
+// unset or unreadable).
+func (e NotifyEndpoint) ProgressWindow() time.Duration {
+	d, err := time.ParseDuration(e.ProgressEvery)
+	if err != nil || d < ProgressEveryMin {
+		return ProgressEveryDefault
+	}
+	return d
 }
 
 // EndpointName is e's Name, or its URL's host when unnamed.
@@ -308,8 +333,17 @@ func checkNotify(list []NotifyEndpoint) error {
 			return fmt.Errorf("%s.secret_file: required (a file holding the signing secret, whsec_<base64>)", field)
 		}
 		for _, ev := range e.Events {
-			if ev != EventApprovalRequested && ev != EventJobFinished {
-				return fmt.Errorf("%s.events: unknown event %q (known: %s, %s)", field, ev, EventApprovalRequested, EventJobFinished)
+			if ev != EventApprovalRequested && ev != EventJobFinished && ev != EventJobProgress {
+				return fmt.Errorf("%s.events: unknown event %q (known: %s, %s, %s)", field, ev, EventApprovalRequested, EventJobFinished, EventJobProgress)
+			}
+		}
+		if e.ProgressEvery != "" {
+			d, err := time.ParseDuration(e.ProgressEvery)
+			switch {
+			case err != nil:
+				return fmt.Errorf("%s.progress_every: %q is not a duration (e.g. \"30s\", \"1m\")", field, e.ProgressEvery)
+			case d < ProgressEveryMin:
+				return fmt.Errorf("%s.progress_every: %s is below the minimum of %s", field, e.ProgressEvery, ProgressEveryMin)
 			}
 		}
 		if e.Format != "" && e.Format != NotifyFormatStandard && e.Format != NotifyFormatSlack {

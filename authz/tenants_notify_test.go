@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestParseTenantsNotify: endpoints load only with a public http(s) URL, a secret file, known
@@ -42,6 +43,9 @@ func TestParseTenantsNotify(t *testing.T) {
 		{ep(`"url":"https://hooks.example/x"`), "notify.acme[0].secret_file: required"},
 		{ep(`"url":"https://hooks.example/x","secret_file":"s","events":["job.started"]`), `notify.acme[0].events: unknown event "job.started"`},
 		{ep(`"url":"https://hooks.example/x","secret_file":"s","format":"teams"`), `notify.acme[0].format: "teams"`},
+		{ep(`"url":"https://hooks.example/x","secret_file":"s","events":["job.progress"],"progress_every":"4s"`), `notify.acme[0].progress_every: 4s is below the minimum of 5s`},
+		{ep(`"url":"https://hooks.example/x","secret_file":"s","events":["job.progress"],"progress_every":"30"`), `notify.acme[0].progress_every: "30" is not a duration`},
+		{ep(`"url":"https://hooks.example/x","secret_file":"s","progress_every":"-1m"`), `notify.acme[0].progress_every: -1m is below the minimum of 5s`},
 		{`{"defaults":{},"notify":{"acme":[{"url":"https://a.example/1","secret_file":"s"},{"url":"https://a.example/2","secret_file":"s"}]}}`, `notify.acme[1].name: "a.example" is used twice`},
 	} {
 		_, err := ParseTenants([]byte(tc.raw))
@@ -63,6 +67,34 @@ func TestParseTenantsNotify(t *testing.T) {
 	}
 	if got := ts.Endpoints("globex", EventApprovalRequested); len(got) != 0 {
 		t.Fatalf("globex got acme's endpoints: %+v", got)
+	}
+	if got := ts.Endpoints("acme", EventJobProgress); len(got) != 0 {
+		t.Fatalf("job.progress endpoints %+v: want none (opt-in)", got)
+	}
+}
+
+// TestParseTenantsProgressEvery: job.progress is opt-in; its window defaults to 30s and takes
+// any duration of at least 5s.
+func TestParseTenantsProgressEvery(t *testing.T) {
+	ts, err := ParseTenants([]byte(`{"defaults":{},"notify":{"acme":[
+		{"name":"a","url":"https://a.example/x","secret_file":"s","events":["job.progress","job.finished"]},
+		{"name":"b","url":"https://b.example/x","secret_file":"s","events":["job.progress"],"progress_every":"5s"},
+		{"name":"c","url":"https://c.example/x","secret_file":"s","progress_every":"2m"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ts.Endpoints("acme", EventJobProgress)
+	if len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" {
+		t.Fatalf("job.progress endpoints %+v, want a and b", got)
+	}
+	if w := got[0].ProgressWindow(); w != 30*time.Second {
+		t.Errorf("default window %s, want 30s", w)
+	}
+	if w := got[1].ProgressWindow(); w != 5*time.Second {
+		t.Errorf("window %s, want 5s", w)
+	}
+	if w := ts.Notify["acme"][2].ProgressWindow(); w != 2*time.Minute {
+		t.Errorf("window %s, want 2m", w)
 	}
 }
 

@@ -179,8 +179,8 @@ func TestCommandWorkerKindsEvalServesNoExport(t *testing.T) {
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 	// Plus the notification delivery every kind's jobs use.
-	want := []string{"activity:" + activities.NotifyActivityName, "activity:RunEpisode", "workflow:" + workflows.EvalWorkflowName,
-		"workflow:" + workflows.NotifyWorkflowName}
+	want := []string{"activity:" + activities.NotifyActivityName, "activity:" + activities.NotifyProgressActivityName, "activity:RunEpisode",
+		"workflow:" + workflows.EvalWorkflowName, "workflow:" + workflows.NotifyWorkflowName, "workflow:" + workflows.NotifyProgressWorkflowName}
 	if got := w.Registered(); len(got) != 1 || !slices.Equal(slices.Sorted(slices.Values(got[queue])), want) {
 		t.Fatalf("registered %v, want only %v on %s", got, want, queue)
 	}

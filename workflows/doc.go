@@ -23,7 +23,11 @@
 //  3. When the job needs an answer (an owner's approval, an export's four-eyes approval), it
 //     opens one input request: the memo's needs_input and the JobAnswerer search attribute say
 //     who may answer; the job waits until an accepted answer, expiry or cancel.
-//  4. It does its work through activities (package activities) and records a small result:
+//  4. Notifications (notify.go, notify_progress.go): approval.requested while a request is
+//     open, job.finished from an abandoned child, and for tenants that want job.progress one
+//     abandoned notifier child per job that reads the job each window and, told the job ended
+//     (a signal), sends job.finished after its last window.
+//  5. It does its work through activities (package activities) and records a small result:
 //     an eval's tallies, an export's manifest (references and digests, never rows). An eval
 //     continues as new every EpisodesPerRun episodes, carrying its tallies.
 //

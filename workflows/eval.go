@@ -101,6 +101,9 @@ type EvalState struct {
 	// Decision is the approval's record, carried across continue-as-new to the result; nil
 	// when no approval was needed and in runs from before changeEvalDecision.
 	Decision *DecisionRecord `json:"decision,omitempty"`
+	// ProgressNotify: the job's job.progress notifier was started (by the first run), so the
+	// run that ends the job tells it so (SignalJobEnded).
+	ProgressNotify bool `json:"progress_notify,omitempty"`
 }
 
 // EvalResult is a finished eval's summary. Small by design: it lives in history.
@@ -150,6 +153,8 @@ func (w *Workflows) Eval(ctx workflow.Context, in EvalInput) (EvalResult, error)
 		return EvalResult{}, err
 	}
 	r := &evalRun{jobRun: jr, in: in, st: in.State}
+	// A later run never starts a notifier; it ends the first run's, if there is one.
+	jr.progressAsked, jr.progressNotify = !first, in.State.ProgressNotify
 
 	if first {
 		if r.needsApproval() {
@@ -273,6 +278,7 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 		r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "running")})
 		next := in
+		st.ProgressNotify = r.progressNotify
 		next.State = st
 		return EvalResult{}, workflow.NewContinueAsNewError(ctx, EvalWorkflowName, next)
 	}

@@ -20,6 +20,8 @@ var replayHistories = map[string]string{
 	"Cancelled":      "eval_cancelled.json",
 	"ContinueAsNew1": "eval_can_run1.json",
 	"ContinueAsNew2": "eval_can_run2.json",
+	"Progress1":      "eval_progress_run1.json",
+	"Progress2":      "eval_progress_run2.json",
 }
 
 // replayIDs are the workflow IDs the histories were recorded under (genhistory); the replayer's
@@ -33,6 +35,8 @@ var replayIDs = map[string]string{
 	"Cancelled":      "acme/eval/replay-cancelled",
 	"ContinueAsNew1": "acme/eval/replay-can",
 	"ContinueAsNew2": "acme/eval/replay-can",
+	"Progress1":      "acme/eval/replay-progress",
+	"Progress2":      "acme/eval/replay-progress",
 }
 
 func TestEval_Replay(t *testing.T) {

@@ -99,7 +99,13 @@ type exportHarness struct {
 
 func newExportHarness(t *testing.T) *exportHarness {
 	t.Helper()
-	h := &exportHarness{jobHarness: newJobHarness(t, KindExport, exportJobID, testWorkflows, exportActs, nil)}
+	return newExportHarnessWith(t, testWorkflows, nil)
+}
+
+// newExportHarnessWith runs w's Export, registering what register adds (newJobHarness).
+func newExportHarnessWith(t *testing.T, w *Workflows, register func(*testsuite.TestWorkflowEnvironment)) *exportHarness {
+	t.Helper()
+	h := &exportHarness{jobHarness: newJobHarness(t, KindExport, exportJobID, w, exportActs, register)}
 	env := h.env
 
 	h.plan = func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {

@@ -33,6 +33,9 @@ type jobRun struct {
 	verifier ResumeVerifier
 	// notifications says which events the tenant wants sent; nil: none.
 	notifications Notifications
+	// progressAsked: this run has decided whether to start a job.progress notifier;
+	// progressNotify: the job has one (started by this run or, carried, an earlier one).
+	progressAsked, progressNotify bool
 }
 
 // newJobRun checks the run belongs to tenant, then registers the resume update (validator next
@@ -87,6 +90,10 @@ func (r *jobRun) setStatus(ctx workflow.Context, s Status) {
 	// go on, and get_* falls back to the execution status.
 	if err := workflow.UpsertTypedSearchAttributes(ctx, SAJobStatus.ValueSet(string(s)), answerer); err != nil {
 		workflow.GetLogger(ctx).Warn("upsert JobStatus failed", "error", err)
+	}
+	if s == StatusRunning {
+		// Once per job, for every kind: the job.progress notifier (when the tenant wants it).
+		r.startProgressNotify(ctx)
 	}
 }
 

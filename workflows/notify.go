@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -41,8 +39,7 @@ const (
 // NotifyEventID is the webhook-id of one logical event: the same on every retry, attempt and
 // worker, distinct per job instance (first run ID), per input request (input ID) and per type.
 func NotifyEventID(jobID, firstRunID, eventType, inputID string) string {
-	sum := sha256.Sum256([]byte(jobID + "|" + firstRunID + "|" + eventType + "|" + inputID))
-	return "evt_" + hex.EncodeToString(sum[:16])
+	return activities.EventID(jobID, firstRunID, eventType, inputID)
 }
 
 // notifyOptions are the delivery activity's: retried with backoff (1s doubling up to a minute)
@@ -106,17 +103,20 @@ func (r *jobRun) notifyApproval(ctx workflow.Context) workflow.CancelFunc {
 }
 
 // notifyFinished starts an abandoned child delivering job.finished (when the tenant opted in),
-// waiting only until the child has started, so the event outlives the job.
+// waiting only until the child has started, so the event outlives the job. A job with a
+// job.progress notifier instead signals it the end (with the event, or none when not wanted):
+// the notifier sends it after its last window, so no job.progress follows job.finished.
 func (r *jobRun) notifyFinished(ctx workflow.Context, s Status, jerr *JobError) {
 	if workflow.GetVersion(ctx, notifyFinishedChange, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
-	if !r.wants(ctx, authz.EventJobFinished) {
+	want := r.wants(ctx, authz.EventJobFinished)
+	if !want && !r.progressNotify {
 		return
 	}
 	info := workflow.GetInfo(ctx)
 	jobID, firstRun := info.WorkflowExecution.ID, FirstRunID(ctx)
-	ev := activities.NotifyEvent{
+	ev := &activities.NotifyEvent{
 		ID:     NotifyEventID(jobID, firstRun, authz.EventJobFinished, ""),
 		Type:   authz.EventJobFinished,
 		Tenant: r.tenant, JobID: jobID, Kind: kindOf(ctx), Owner: r.owner, Status: string(s),
@@ -128,12 +128,19 @@ func (r *jobRun) notifyFinished(ctx workflow.Context, s Status, jerr *JobError) 
 		ev.Meaning += " (" + jerr.Code + ")"
 		ev.ErrorCode = jerr.Code
 	}
+	if !want {
+		ev = nil
+	}
+	// With a job.progress notifier running, it sends the end after its last window.
+	if r.progressNotify && r.endProgressNotify(ctx, ev) || ev == nil {
+		return
+	}
 	child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            jobID + "/notify/" + firstRun,
 		ParentClosePolicy:     enums.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		StaticSummary:         "sends job.finished of " + jobID,
-	}), NotifyWorkflowName, activities.NotifyInput{Event: ev})
+	}), NotifyWorkflowName, activities.NotifyInput{Event: *ev})
 	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("job.finished notification not started", "error", err)
 	}
@@ -153,4 +160,8 @@ func RegisterNotify(r Registry, n *activities.Notifier) {
 	r.RegisterWorkflowWithOptions(Notify, workflow.RegisterOptions{Name: NotifyWorkflowName,
 		VersioningBehavior: NotifyVersioning})
 	r.RegisterActivityWithOptions(n.Notify, activity.RegisterOptions{Name: activities.NotifyActivityName})
+	// AutoUpgrade too: the job.progress notifier lives as long as its job, one window at a time.
+	r.RegisterWorkflowWithOptions(NotifyProgress, workflow.RegisterOptions{Name: NotifyProgressWorkflowName,
+		VersioningBehavior: NotifyVersioning})
+	r.RegisterActivityWithOptions(n.NotifyProgress, activity.RegisterOptions{Name: activities.NotifyProgressActivityName})
 }

@@ -29,10 +29,11 @@ func TestVersioningBehaviours(t *testing.T) {
 	}
 	RegisterNotify(r, &activities.Notifier{})
 	want := map[string]workflow.VersioningBehavior{
-		EvalWorkflowName:      workflow.VersioningBehaviorPinned,
-		ExportWorkflowName:    workflow.VersioningBehaviorPinned,
-		RetentionWorkflowName: workflow.VersioningBehaviorAutoUpgrade,
-		NotifyWorkflowName:    workflow.VersioningBehaviorAutoUpgrade,
+		EvalWorkflowName:           workflow.VersioningBehaviorPinned,
+		ExportWorkflowName:         workflow.VersioningBehaviorPinned,
+		RetentionWorkflowName:      workflow.VersioningBehaviorAutoUpgrade,
+		NotifyWorkflowName:         workflow.VersioningBehaviorAutoUpgrade,
+		NotifyProgressWorkflowName: workflow.VersioningBehaviorAutoUpgrade,
 	}
 	if len(r) != len(want) {
 		t.Errorf("registered workflows %v, want those of %v", r, want)

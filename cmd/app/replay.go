@@ -149,7 +149,9 @@ func newReplayer() (worker.WorkflowReplayer, []replayTarget, error) {
 		}
 	}
 	workflows.RegisterNotify(reg, &activities.Notifier{})
-	targets = append(targets, replayTarget{workflows.NotifyWorkflowName, fmt.Sprintf("WorkflowType = '%s'", workflows.NotifyWorkflowName)})
+	for _, n := range []string{workflows.NotifyWorkflowName, workflows.NotifyProgressWorkflowName} {
+		targets = append(targets, replayTarget{n, fmt.Sprintf("WorkflowType = '%s'", n)})
+	}
 	return r, targets, nil
 }
 

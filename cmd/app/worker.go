@@ -268,7 +268,7 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	m.db = &activities.DBPool{}
 	acts.DB = m.db
 	notifier := &activities.Notifier{Targets: notes.Targets, PublicURL: m.Config.PublicURL,
-		Observe: notifyDeliveries(m.metrics.registerer())}
+		Observe: notifyDeliveries(m.metrics.registerer()), Snapshot: jobSnapshot(m.Client, m.Config.Temporal.DataConverter())}
 	queues := map[string][]string{tq: kinds}
 	for _, wk := range workerKinds() {
 		if wk.queues == nil || !m.Config.serves(wk.name) {
@@ -300,7 +300,8 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		// Every kind's jobs notify, on their workflow's queue (further queues only run episodes).
 		if q == tq {
 			workflows.RegisterNotify(w, notifier)
-			m.registered[q] = append(m.registered[q], "workflow:"+workflows.NotifyWorkflowName, "activity:"+activities.NotifyActivityName)
+			m.registered[q] = append(m.registered[q], "workflow:"+workflows.NotifyWorkflowName, "activity:"+activities.NotifyActivityName,
+				"workflow:"+workflows.NotifyProgressWorkflowName, "activity:"+activities.NotifyProgressActivityName)
 		}
 		if err := w.Start(); err != nil {
 			m.stopWorkers()

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -8,9 +9,14 @@ import (
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/workflows"
 )
 
 // notifications is the worker's view of the tenants file's notify endpoints: the targets with
@@ -86,8 +92,42 @@ func notifyDeliveries(reg prometheus.Registerer) func(endpoint, outcome string) 
 		return nil
 	}
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "jobgate_notify_deliveries_total",
-		Help: "Notification delivery attempts (one per activity attempt per endpoint) by endpoint and outcome (delivered, retry, rejected, refused); delivered counts events delivered."},
+		Help: "Notification delivery attempts (one per activity attempt per endpoint; job.progress: per attempt within its window) by endpoint and outcome (delivered, retry, rejected, refused; dropped: a job.progress event that did not land within its window); delivered counts events delivered."},
 		[]string{"endpoint", "outcome"})
 	reg.MustRegister(c)
 	return func(endpoint, outcome string) { c.WithLabelValues(endpoint, outcome).Inc() }
+}
+
+// jobSnapshot reads a job for job.progress the way get_* does while no worker runs: one
+// Describe of its current run (JobStatus search attribute, progress memo). A job ID that now
+// names another job instance (another first run), or no job at all, reads as closed.
+func jobSnapshot(c client.Client, dc converter.DataConverter) func(ctx context.Context, jobID, firstRunID string) (activities.JobSnapshot, error) {
+	return func(ctx context.Context, jobID, firstRunID string) (activities.JobSnapshot, error) {
+		resp, err := c.DescribeWorkflowExecution(ctx, jobID, "")
+		if err != nil {
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				return activities.JobSnapshot{Closed: true}, nil
+			}
+			return activities.JobSnapshot{}, err
+		}
+		info := resp.GetWorkflowExecutionInfo()
+		first := info.GetFirstRunId()
+		if first == "" {
+			first = info.GetExecution().GetRunId()
+		}
+		var s activities.JobSnapshot
+		s.Closed = info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || first != firstRunID
+		if p := info.GetSearchAttributes().GetIndexedFields()[workflows.SAJobStatus.GetName()]; p != nil {
+			_ = dc.FromPayload(p, &s.Status)
+		}
+		if p := info.GetMemo().GetFields()[workflows.MemoProgress]; p != nil {
+			var prog workflows.Progress
+			if err := dc.FromPayload(p, &prog); err == nil {
+				s.Progress = activities.EventProgress{Done: prog.Done, Failed: prog.Failed, Total: prog.Total,
+					Unit: prog.Unit, Message: prog.Message, AsOf: prog.AsOf}
+			}
+		}
+		return s, nil
+	}
 }

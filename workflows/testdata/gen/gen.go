@@ -28,6 +28,13 @@ type Env struct {
 // Start starts the server and a worker on taskQueue serving kind: its workflows bound to wfs,
 // its activities as methods of acts, registered as jobgate's worker registers them.
 func Start(ctx context.Context, taskQueue, kind string, wfs *workflows.Workflows, acts *activities.Activities) (*Env, error) {
+	return StartWith(ctx, taskQueue, kind, wfs, acts, nil)
+}
+
+// StartWith is Start that also registers what extra registers (e.g. workflows.RegisterNotify
+// with a notifier) before the worker starts; nil registers nothing more.
+func StartWith(ctx context.Context, taskQueue, kind string, wfs *workflows.Workflows, acts *activities.Activities,
+	extra func(workflows.Registry)) (*Env, error) {
 	sas := map[string]enumspb.IndexedValueType{}
 	for _, n := range workflows.SearchAttributeNames() {
 		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
@@ -47,6 +54,9 @@ func Start(ctx context.Context, taskQueue, kind string, wfs *workflows.Workflows
 	if _, _, err := k.Register(e.worker, wfs, acts); err != nil {
 		e.Stop()
 		return nil, err
+	}
+	if extra != nil {
+		extra(e.worker)
 	}
 	if err := e.worker.Start(); err != nil {
 		e.Stop()
