@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -60,6 +61,12 @@ func (r *evalRun) registerEpisodesQuery(ctx workflow.Context) error {
 	})
 }
 
+// episodeFinalErrTypes are the episode errors the retry policy never retries: what retrying the
+// same input cannot change.
+func episodeFinalErrTypes() []string {
+	return []string{activities.ErrTypeEpisodeFailed, activities.ErrTypeSuiteMissing, activities.ErrTypeEpisodeRejected}
+}
+
 // recordEpisode keeps episode i's outcome in the current segment. res is nil when err is not.
 func (r *evalRun) recordEpisode(ctx workflow.Context, i int, opID string, scheduled time.Time, res *activities.EpisodeResult, err error) {
 	o := activities.EpisodeOutcome{Index: i, OperationID: opID, Attempts: 1,
@@ -98,7 +105,9 @@ func (r *evalRun) recordEpisode(ctx workflow.Context, i int, opID string, schedu
 			o.Error = act.Unwrap().Error()
 		}
 	}
-	if errors.As(err, &act) && act.RetryState() == enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED {
+	// An error the retry policy retries reached the workflow only once the attempts ran out.
+	final := ae != nil && (ae.NonRetryable() || slices.Contains(episodeFinalErrTypes(), ae.Type()))
+	if !final && !(errors.As(err, &act) && act.RetryState() == enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE) {
 		o.Attempts = max(o.Attempts, r.in.Episode.MaxAttempts)
 	}
 	o.Error = activities.BoundEpisodeError(o.Error)
