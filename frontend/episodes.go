@@ -222,4 +222,3 @@ func episodeView(o activities.EpisodeOutcome) wire.Episode {
 	return wire.Episode{Index: o.Index, OperationID: o.OperationID, Status: o.Status, Score: o.Score,
 		Attempts: o.Attempts, DurationMS: o.DurationMS, Error: o.Error}
 }
-

@@ -234,7 +234,7 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 		WaitForCancellation: true, // "cancelled" means the episodes really stopped
 		Priority:            in.Fairness.Priority(),
 		// Empty: the SDK schedules on the workflow's task queue, as before the field existed.
-		TaskQueue: in.Episode.TaskQueue,
+		TaskQueue:   in.Episode.TaskQueue,
 		RetryPolicy: retryPolicy(int32(max(1, in.Episode.MaxAttempts)), episodeFinalErrTypes()...),
 	}
 	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "running")})
