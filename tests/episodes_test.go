@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
@@ -255,5 +257,41 @@ func TestListEpisodes(t *testing.T) {
 	if resp, _ := exGet(t, b.onReplica(fmt.Sprintf("http://localhost/artifacts/%s", view.EpisodesURL[len("http://localhost/episodes/"):]), 0),
 		b.token(ana), nil); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("episodes link on /artifacts: %d", resp.StatusCode)
+	}
+}
+
+// TestCLIJobsEpisodes: `jobgate jobs episodes <handle> --failed` prints exactly list_episodes'
+// failed episodes; without --json a table.
+func TestCLIJobsEpisodes(t *testing.T) {
+	testenv.Heavy(t, "runs the jobgate CLI binary")
+	t.Parallel()
+	b := setup(t)
+	cs := b.session(ana, 0, "")
+	v := mustView(t, call(t, cs, "start_eval", acStartArgs(uniqueKey(t), "demo", 40, 8,
+		map[string]any{"episode_ms": 1, "fail_rate": 0.3})))
+	waitStatus(t, cs, v.Handle, workflows.StatusSucceeded, 2*time.Minute)
+	failed, _ := epListAll(t, []*mcp.ClientSession{cs}, v.Handle, "failed", 100)
+	if len(failed) == 0 {
+		t.Fatal("no failed episodes to print")
+	}
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	for _, e := range failed {
+		must(t, enc.Encode(e))
+	}
+	tok := b.token(ana)
+	r := runCLI(t, b, tok, "jobs", "episodes", v.Handle, "--failed", "--json")
+	r.mustSucceed(t, "jobs episodes --failed --json")
+	if r.stdout != want.String() {
+		t.Fatalf("CLI printed\n%s\nwant\n%s", r.stdout, want.String())
+	}
+	r = runCLI(t, b, tok, "jobs", "episodes", v.Handle)
+	r.mustSucceed(t, "jobs episodes")
+	if lines := strings.Count(r.stdout, "\n"); !strings.HasPrefix(r.stdout, "INDEX") || lines != 41 {
+		t.Fatalf("table of %d lines:\n%s", lines, r.stdout)
+	}
+	if r := runCLI(t, b, b.token(bo), "jobs", "episodes", v.Handle); r.code == 0 || !strings.Contains(r.stderr, "no such job") {
+		t.Fatalf("bo: exit %d %s", r.code, r.stderr)
 	}
 }
