@@ -253,6 +253,32 @@ func TestListEpisodes(t *testing.T) {
 	if resp, _ := exGet(t, url, b.token(ops), nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("tenant admin's bearer: %d", resp.StatusCode)
 	}
+	// A cursor is bound to its caller, job and filters, and expires.
+	cur := epPage(t, ana0, map[string]any{"handle": v.Handle, "page_size": 100}).NextCursor
+	for _, c := range []struct {
+		cs   *mcp.ClientSession
+		args map[string]any
+	}{
+		{b.session(ops, 0, ""), map[string]any{"handle": v.Handle, "page_size": 100}}, // a tenant admin, who may read the job
+		{ana0, map[string]any{"handle": v.Handle, "page_size": 100, "status": "failed"}},
+		{ana0, map[string]any{"handle": v.Handle, "page_size": 50}},
+	} {
+		c.args["cursor"] = cur
+		if _, te, _ := epCall(t, c.cs, c.args); te == nil || te.Code != "cursor_invalid" {
+			t.Fatalf("cursor reused with %v: %+v", c.args, te)
+		}
+	}
+	if out := epPage(t, b.session(ops, 1, ""), map[string]any{"handle": v.Handle}); len(out.Episodes) != 20 {
+		t.Fatalf("tenant admin's first page: %d episodes", len(out.Episodes))
+	}
+	defer func() {
+		b.clock.advanceTo(time.Now().Add(frontend.CursorTTLDefault + time.Minute))
+		_, te, _ := epCall(t, ana0, map[string]any{"handle": v.Handle, "page_size": 100, "cursor": cur})
+		if te == nil || te.Code != "cursor_expired" {
+			t.Fatalf("expired cursor: %+v", te)
+		}
+	}()
+
 	// Nor does the link serve on the export route.
 	if resp, _ := exGet(t, b.onReplica(fmt.Sprintf("http://localhost/artifacts/%s", view.EpisodesURL[len("http://localhost/episodes/"):]), 0),
 		b.token(ana), nil); resp.StatusCode != http.StatusNotFound {
