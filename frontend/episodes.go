@@ -115,7 +115,7 @@ func (k *evalKind) listEpisodes(ctx context.Context, f *Frontend, p authz.Princi
 		}
 	}
 	running := !j.status().Terminal()
-	srcs, err := k.episodeSources(ctx, f, j, running)
+	srcs, err := k.episodeSources(ctx, f, j, running, pos)
 	if err != nil {
 		return nil, err
 	}
@@ -136,10 +136,11 @@ func (k *evalKind) listEpisodes(ctx context.Context, f *Frontend, p authz.Princi
 	return out, nil
 }
 
-// episodeSource is one segment of the log: its outcomes, read when first needed.
+// episodeSource is one segment of the log: its outcomes from offset base on, read when first
+// needed.
 type episodeSource struct {
-	seg  int
-	load func(ctx context.Context) ([]activities.EpisodeOutcome, error)
+	seg, base int
+	load      func(ctx context.Context) ([]activities.EpisodeOutcome, error)
 }
 
 // episodeSources lists the log's segments in order. A running job's come from its workflow:
@@ -147,7 +148,7 @@ type episodeSource struct {
 // is either still in memory or written, never both). When the workflow does not answer (no
 // worker), the written segments in the store stand in: a page then ends earlier, and its
 // cursor picks up where it ended. An ended job's are the store's.
-func (k *evalKind) episodeSources(ctx context.Context, f *Frontend, j *job, running bool) ([]episodeSource, error) {
+func (k *evalKind) episodeSources(ctx context.Context, f *Frontend, j *job, running bool, pos episodePos) ([]episodeSource, error) {
 	store := k.opts.Artifacts
 	written := func(seg int) episodeSource {
 		return episodeSource{seg: seg, load: func(ctx context.Context) ([]activities.EpisodeOutcome, error) {
@@ -160,7 +161,8 @@ func (k *evalKind) episodeSources(ctx context.Context, f *Frontend, j *job, runn
 	}
 	if running {
 		qctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
-		q, err := f.store.QueryEpisodes(qctx, j.id, workflows.EpisodesQuery{})
+		// Only what the page can use: from the cursor on, when it points into the current segment.
+		q, err := f.store.QueryEpisodes(qctx, j.id, workflows.EpisodesQuery{Segment: pos.seg, From: pos.off})
 		cancel()
 		if err == nil {
 			var srcs []episodeSource
@@ -170,7 +172,7 @@ func (k *evalKind) episodeSources(ctx context.Context, f *Frontend, j *job, runn
 				}
 			}
 			live := q.Episodes
-			return append(srcs, episodeSource{seg: q.Segment, load: func(context.Context) ([]activities.EpisodeOutcome, error) {
+			return append(srcs, episodeSource{seg: q.Segment, base: q.From, load: func(context.Context) ([]activities.EpisodeOutcome, error) {
 				return live, nil
 			}}), nil
 		}
@@ -200,16 +202,19 @@ func scanEpisodes(ctx context.Context, srcs []episodeSource, pos episodePos, ef 
 		if s.seg == pos.seg {
 			off = pos.off
 		}
+		if off < s.base {
+			return next, false, fmt.Errorf("episode segment %d starts at %d, after position %d", s.seg, s.base, off)
+		}
 		items, err := s.load(ctx)
 		if err != nil {
 			return next, false, err
 		}
-		for i := off; i < len(items); i++ {
+		for i := off; i < s.base+len(items); i++ {
 			if n == ef.pageSize {
 				return episodePos{seg: s.seg, off: i}, true, nil
 			}
-			if ef.status == "" || items[i].Status == ef.status {
-				emit(items[i])
+			if o := items[i-s.base]; ef.status == "" || o.Status == ef.status {
+				emit(o)
 				n++
 			}
 			next = episodePos{seg: s.seg, off: i + 1}

@@ -90,6 +90,22 @@ func TestScanEpisodes(t *testing.T) {
 		t.Fatalf("resumed: %v, want %v", got, want)
 	}
 
+	// The workflow answers a listing resuming inside its segment with the rest only (base).
+	full, _ := epSrc(3, 5).load(context.Background())
+	tail := episodeSource{seg: 3, base: 2, load: func(context.Context) ([]activities.EpisodeOutcome, error) { return full[2:], nil }}
+	var fromFull, fromTail []int
+	n1, _, _ := scanEpisodes(context.Background(), []episodeSource{epSrc(3, 5)}, episodePos{seg: 3, off: 2}, episodesFilter{pageSize: 2},
+		func(o activities.EpisodeOutcome) { fromFull = append(fromFull, o.Index) })
+	n2, _, _ := scanEpisodes(context.Background(), []episodeSource{tail}, episodePos{seg: 3, off: 2}, episodesFilter{pageSize: 2},
+		func(o activities.EpisodeOutcome) { fromTail = append(fromTail, o.Index) })
+	if !reflect.DeepEqual(fromFull, fromTail) || n1 != n2 || len(fromTail) != 2 {
+		t.Fatalf("from the tail: %v next %+v, from the whole segment: %v next %+v", fromTail, n2, fromFull, n1)
+	}
+	if _, _, err := scanEpisodes(context.Background(), []episodeSource{tail}, episodePos{seg: 3, off: 1}, episodesFilter{pageSize: 2},
+		func(activities.EpisodeOutcome) {}); err == nil {
+		t.Fatal("a position before the source's base read as if nothing were missing")
+	}
+
 	// A segment that cannot be read is an error, not a short page.
 	bad := []episodeSource{{seg: 1, load: func(context.Context) ([]activities.EpisodeOutcome, error) { return nil, fmt.Errorf("gone") }}}
 	if _, _, err := scanEpisodes(context.Background(), bad, episodePos{}, episodesFilter{pageSize: 5}, func(activities.EpisodeOutcome) {}); err == nil {

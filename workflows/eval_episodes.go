@@ -34,9 +34,11 @@ const (
 	writeEpisodesTimeout = 2 * time.Minute
 )
 
-// EpisodesQuery asks QueryEpisodes for the current segment's outcomes from From on.
+// EpisodesQuery asks QueryEpisodes for the current segment's outcomes: from From on when
+// Segment is the current segment (a listing resuming inside it), else all of them.
 type EpisodesQuery struct {
-	From int `json:"from"`
+	Segment int `json:"segment,omitempty"`
+	From    int `json:"from,omitempty"`
 }
 
 // EpisodesQueryResult is QueryEpisodes' answer.
@@ -45,18 +47,20 @@ type EpisodesQueryResult struct {
 	Segment int `json:"segment"`
 	// Written are the segments written so far, in order (Count 0: nothing was written).
 	Written []activities.EpisodeSegment `json:"written,omitempty"`
-	// Episodes are the current segment's finished episodes from From on, in the order they
-	// finished: the order the segment's object will have.
+	// Episodes are the current segment's finished episodes from offset From on, in the order
+	// they finished: the order the segment's object will have.
 	Episodes []activities.EpisodeOutcome `json:"episodes,omitempty"`
+	From     int                         `json:"from,omitempty"`
 }
 
 // registerEpisodesQuery serves QueryEpisodes from the run's memory.
 func (r *evalRun) registerEpisodesQuery(ctx workflow.Context) error {
 	return workflow.SetQueryHandler(ctx, QueryEpisodes, func(q EpisodesQuery) (EpisodesQueryResult, error) {
 		res := EpisodesQueryResult{Segment: r.st.Runs, Written: r.st.Episodes}
-		if q.From >= 0 && q.From < len(r.seg) {
-			res.Episodes = r.seg[q.From:]
+		if q.Segment == r.st.Runs && q.From > 0 {
+			res.From = min(q.From, len(r.seg))
 		}
+		res.Episodes = r.seg[res.From:]
 		return res, nil
 	})
 }
