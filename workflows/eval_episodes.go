@@ -123,6 +123,9 @@ func (r *evalRun) recordEpisode(ctx workflow.Context, i int, opID string, schedu
 // cancelled job still records what its episodes did, and retries until it succeeds: a segment
 // once given up would leave a hole in every later listing.
 func (r *evalRun) writeEpisodes(ctx workflow.Context, final bool) {
+	if len(r.seg) == 0 && (!final || len(r.st.Episodes) == 0) {
+		return // nothing finished: no segment, and no log to assemble (a job cancelled early)
+	}
 	if workflow.GetVersion(ctx, changeEvalEpisodes, workflow.DefaultVersion, 1) < 1 {
 		return
 	}

@@ -196,15 +196,32 @@ type ServeMain struct {
 	ln      net.Listener
 	srv     *http.Server
 	closers []func() error // what the kinds opened (serveKind.spec), released by Close
-	metrics *metricsServer
-	stop    context.CancelFunc // ends what Run started in the background
-	pages   *pages.Pages       // browser sign-in, when configured (serve_pages.go)
+	// artifacts is --artifacts, opened once for every kind that reads it (exports' downloads,
+	// evals' episode logs); nil until one asks.
+	artifacts *activities.ArtifactStore
+	metrics   *metricsServer
+	stop      context.CancelFunc // ends what Run started in the background
+	pages     *pages.Pages       // browser sign-in, when configured (serve_pages.go)
 
 	ownTracing bool // Run started Tracing: Close flushes it
 }
 
 // closeOnExit has Close call f (a kind's resource, opened by its serveKind.spec).
 func (m *ServeMain) closeOnExit(f func() error) { m.closers = append(m.closers, f) }
+
+// artifactStore is --artifacts, opened on first use and shared by the kinds; nil without it.
+func (m *ServeMain) artifactStore(ctx context.Context) (*activities.ArtifactStore, error) {
+	if m.artifacts != nil || m.Config.ArtifactsURL == "" {
+		return m.artifacts, nil
+	}
+	s, err := activities.OpenArtifactStore(ctx, m.Config.ArtifactsURL)
+	if err != nil {
+		return nil, err
+	}
+	m.artifacts = s
+	m.closeOnExit(s.Close)
+	return s, nil
+}
 
 // DevOnlyMarker marks a public placeholder secret (cmd/deploy/secrets/DEV-ONLY-*): in the file's
 // name, and in its content, since a mounted secret file loses its name (/run/secrets/...).
@@ -478,6 +495,6 @@ func (m *ServeMain) closeKinds() error {
 	for _, f := range m.closers {
 		errs = append(errs, f())
 	}
-	m.closers = nil
+	m.closers, m.artifacts = nil, nil
 	return errors.Join(errs...)
 }

@@ -21,12 +21,9 @@ func evalServe() serveKind {
 				return nil, err
 			}
 			// The eval kind reads episode logs from the export kind's artifact store (--artifacts).
-			var artifacts *activities.ArtifactStore
-			if m.Config.ArtifactsURL != "" {
-				if artifacts, err = activities.OpenArtifactStore(ctx, m.Config.ArtifactsURL); err != nil {
-					return nil, err
-				}
-				m.closeOnExit(artifacts.Close)
+			artifacts, err := m.artifactStore(ctx)
+			if err != nil {
+				return nil, err
 			}
 			return frontend.EvalKind(frontend.EvalOptions{Suites: suites, Artifacts: artifacts, DownloadTTL: m.Config.DownloadTTL}), nil
 		},
