@@ -115,16 +115,19 @@ func (k *evalKind) listEpisodes(ctx context.Context, f *Frontend, p authz.Princi
 		}
 	}
 	running := !j.status().Terminal()
-	srcs, err := k.episodeSources(ctx, f, j, running, pos)
-	if err != nil {
-		return nil, err
-	}
 	out := &ListEpisodesOut{Episodes: []wire.Episode{}}
-	next, more, err := scanEpisodes(ctx, srcs, pos, ef, func(o activities.EpisodeOutcome) {
-		out.Episodes = append(out.Episodes, episodeView(o))
-	})
+	srcs, err := k.episodeSources(ctx, f, j, running, pos)
+	var next episodePos
+	var more bool
+	if err == nil {
+		next, more, err = scanEpisodes(ctx, srcs, pos, ef, func(o activities.EpisodeOutcome) {
+			out.Episodes = append(out.Episodes, episodeView(o))
+		})
+	}
 	if err != nil {
-		return nil, err
+		// The artifact store (or a segment in it): the operators' log says which.
+		f.logger(ctx).Error("list_episodes: reading the episode log", zap.String("job_id", j.id), zap.Error(err))
+		return nil, toolErr(CodeUnavailable, "the episode results could not be read from the artifact store; retry shortly")
 	}
 	if more || running {
 		if out.NextCursor, err = f.sealListCursor(p, listEpisodesToolName, fp, next.token()); err != nil {

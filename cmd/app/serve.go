@@ -209,20 +209,6 @@ type ServeMain struct {
 // closeOnExit has Close call f (a kind's resource, opened by its serveKind.spec).
 func (m *ServeMain) closeOnExit(f func() error) { m.closers = append(m.closers, f) }
 
-// artifactStore is --artifacts, opened on first use and shared by the kinds; nil without it.
-func (m *ServeMain) artifactStore(ctx context.Context) (*activities.ArtifactStore, error) {
-	if m.artifacts != nil || m.Config.ArtifactsURL == "" {
-		return m.artifacts, nil
-	}
-	s, err := activities.OpenArtifactStore(ctx, m.Config.ArtifactsURL)
-	if err != nil {
-		return nil, err
-	}
-	m.artifacts = s
-	m.closeOnExit(s.Close)
-	return s, nil
-}
-
 // DevOnlyMarker marks a public placeholder secret (cmd/deploy/secrets/DEV-ONLY-*): in the file's
 // name, and in its content, since a mounted secret file loses its name (/run/secrets/...).
 const DevOnlyMarker = "DEV-ONLY"

@@ -70,3 +70,17 @@ func exportDev(c DevConfig, dir string, w *WorkerConfig, s *ServeConfig) error {
 	s.Datasets, s.ArtifactsURL = datasets, artifacts
 	return nil
 }
+
+// artifactStore is --artifacts, opened on first use and shared by the kinds; nil without it.
+func (m *ServeMain) artifactStore(ctx context.Context) (*activities.ArtifactStore, error) {
+	if m.artifacts != nil || m.Config.ArtifactsURL == "" {
+		return m.artifacts, nil
+	}
+	s, err := activities.OpenArtifactStore(ctx, m.Config.ArtifactsURL)
+	if err != nil {
+		return nil, err
+	}
+	m.artifacts = s
+	m.closeOnExit(s.Close)
+	return s, nil
+}
