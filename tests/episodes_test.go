@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -240,6 +241,18 @@ func TestListEpisodes(t *testing.T) {
 	}
 	if hex.EncodeToString(sum[:]) != view.EpisodesSHA256 || !bytes.Equal(body, listed.Bytes()) {
 		t.Fatalf("download digest %x, result says %s; equal to the listing: %v", sum, view.EpisodesSHA256, bytes.Equal(body, listed.Bytes()))
+	}
+	if got, want := resp.Header.Get("Repr-Digest"), "sha-256=:"+base64.StdEncoding.EncodeToString(sum[:])+":"; got != want {
+		t.Fatalf("Repr-Digest %q, want %q", got, want)
+	}
+	if resp, part := exGet(t, url, b.token(ana), map[string]string{"Range": "bytes=0-99"}); resp.StatusCode != http.StatusPartialContent ||
+		!bytes.Equal(part, body[:100]) {
+		t.Fatalf("range: %d, %d bytes", resp.StatusCode, len(part))
+	}
+	tampered := []byte(url)
+	tampered[len(tampered)-5] ^= 1
+	if resp, _ := exGet(t, string(tampered), b.token(ana), nil); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("tampered link: %d", resp.StatusCode)
 	}
 	// The link alone, another principal's bearer or another tenant's: refused, saying nothing.
 	if resp, _ := exGet(t, url, "", nil); resp.StatusCode != http.StatusUnauthorized {
