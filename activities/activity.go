@@ -79,6 +79,25 @@ type EpisodeInput struct {
 type EpisodeResult struct {
 	Score  float64 `json:"score"`
 	Passed bool    `json:"passed"`
+	// Attempt is the attempt that scored (1 for the first); 0 in results recorded before it.
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// EpisodeErrorDetails ride on an episode's final (non-retryable) failure, for its episode log:
+// the attempt it ended on.
+type EpisodeErrorDetails struct {
+	Attempt int `json:"attempt"`
+}
+
+// withAttempt adds the attempt to a final application error, keeping its message and type; other
+// errors (retried ones, whose last attempt is known from the retry policy) pass unchanged.
+func withAttempt(ctx context.Context, err error) error {
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || !ae.NonRetryable() || ae.HasDetails() {
+		return err
+	}
+	return temporal.NewNonRetryableApplicationError(ae.Message(), ae.Type(), ae.Unwrap(),
+		EpisodeErrorDetails{Attempt: int(activity.GetInfo(ctx).Attempt)})
 }
 
 // RunEpisode runs one episode of the named suite.
@@ -103,9 +122,10 @@ func (a *Activities) RunEpisode(ctx context.Context, in EpisodeInput) (EpisodeRe
 		return res, temporal.NewNonRetryableApplicationError("unknown suite kind", ErrTypeSuiteMissing, nil)
 	}
 	if err != nil {
-		return res, err
+		return res, withAttempt(ctx, err)
 	}
 	res.Passed = res.Score >= s.PassThreshold
+	res.Attempt = int(activity.GetInfo(ctx).Attempt)
 	return res, nil
 }
 
@@ -116,16 +136,22 @@ func (a *Activities) heartbeatEvery() time.Duration {
 	return time.Second
 }
 
+// DemoOutcome is what a demo episode of operationID reports at failRate: whether it fails
+// (simulated) and otherwise its score. Tests predict a run's outcomes with it.
+func DemoOutcome(operationID string, failRate float64) (fails bool, score float64) {
+	h := fnv.New64a()
+	h.Write([]byte(operationID))
+	rng := rand.New(rand.NewPCG(h.Sum64(), 0x6a6f6267617465))
+	fails = rng.Float64() < failRate
+	return fails, math.Round(rng.Float64()*1000) / 1000
+}
+
 // runDemo simulates work. The outcome is a pure function of the operation ID, so a retry after
 // a worker death reproduces the original outcome instead of rolling the dice again.
 func (a *Activities) runDemo(ctx context.Context, in EpisodeInput) (EpisodeResult, error) {
 	ms, _ := in.Params["episode_ms"].(float64)
 	failRate, _ := in.Params["fail_rate"].(float64)
-	h := fnv.New64a()
-	h.Write([]byte(in.OperationID))
-	rng := rand.New(rand.NewPCG(h.Sum64(), 0x6a6f6267617465))
-	fails := rng.Float64() < failRate
-	score := math.Round(rng.Float64()*1000) / 1000
+	fails, score := DemoOutcome(in.OperationID, failRate)
 
 	// The first heartbeat comes one interval in, not at the start: an attempt's first heartbeat
 	// is a synchronous round trip and a write of the job's workflow state on the server, which

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -31,6 +33,11 @@ func (in StartEvalIn) idempotencyKey() string { return in.IdempotencyKey }
 type EvalOptions struct {
 	// Suites are the eval suites callers may name. Defaults to activities.DefaultCatalog().
 	Suites activities.Catalog
+	// Artifacts is the artifact store the workers keep episode logs in (list_episodes,
+	// episodes_url). Nil: neither is served.
+	Artifacts *activities.ArtifactStore
+	// DownloadTTL is how long an episodes_url stays valid. Defaults to DownloadTTLDefault.
+	DownloadTTL time.Duration
 }
 
 // EvalKind is the eval job kind with options o: start_eval runs episodes of a configured
@@ -38,6 +45,9 @@ type EvalOptions struct {
 func EvalKind(o EvalOptions) KindSpec {
 	if o.Suites == nil {
 		o.Suites = activities.DefaultCatalog()
+	}
+	if o.DownloadTTL <= 0 {
+		o.DownloadTTL = DownloadTTLDefault
 	}
 	return &evalKind{opts: o}
 }
@@ -47,7 +57,10 @@ type evalKind struct{ opts EvalOptions }
 func (k *evalKind) Name() string { return workflows.KindEval }
 
 func (k *evalKind) serve(f *Frontend) servedKind {
-	jk := jobKind[EvalResultView]{name: workflows.KindEval, noun: "eval run", result: evalResult}
+	jk := jobKind[EvalResultView]{name: workflows.KindEval, noun: "eval run",
+		result: func(ctx context.Context, p authz.Principal, j *job, decode func(any) error) (*EvalResultView, error) {
+			return k.result(f, p, j, decode)
+		}}
 	maxConc := k.suiteMax(func(s activities.Suite) int { return s.MaxConcurrency })
 	sk := jk.served(f, startTool(f, jk, &mcp.Tool{
 		Title: "Start an eval run",
@@ -60,6 +73,10 @@ func (k *evalKind) serve(f *Frontend) servedKind {
 	}).
 		bounds("episodes", 1, float64(k.suiteMax(func(s activities.Suite) int { return s.MaxEpisodes }))).
 		bounds("concurrency", 1, float64(maxConc)))
+	sk.reads = append(sk.reads, k.listEpisodesTool(f))
+	sk.routes = map[string]http.Handler{
+		"GET /episodes/{token}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.downloadEpisodes(f, w, r) }),
+	}
 	// An eval holds at most its concurrency: the largest any suite allows bounds one job.
 	sk.maxSlots = func() int { return maxConc }
 	return sk
@@ -146,12 +163,15 @@ func truncate(s string, n int) string {
 // EvalResultView is a succeeded eval's result (wire.EvalResultView).
 type EvalResultView = wire.EvalResultView
 
-// evalResult renders the workflow's EvalResult, its decision record without the seal.
-func evalResult(_ context.Context, _ authz.Principal, _ *job, decode func(any) error) (*EvalResultView, error) {
+// result renders the workflow's EvalResult for p: its decision record without the seal, and
+// the episode log with a download link bound to p (episodes_download.go).
+func (k *evalKind) result(f *Frontend, p authz.Principal, j *job, decode func(any) error) (*EvalResultView, error) {
 	var r workflows.EvalResult
 	if err := decode(&r); err != nil {
 		return nil, err
 	}
-	return &EvalResultView{Episodes: r.Episodes, Scored: r.Scored, Passed: r.Passed, Failed: r.Failed,
-		MeanScore: r.MeanScore, StdErr: r.StdErr, ApprovedBy: r.ApprovedBy, Decision: decisionView(r.Decision)}, nil
+	v := &EvalResultView{Episodes: r.Episodes, Scored: r.Scored, Passed: r.Passed, Failed: r.Failed,
+		MeanScore: r.MeanScore, StdErr: r.StdErr, ApprovedBy: r.ApprovedBy, Decision: decisionView(r.Decision)}
+	k.episodesLink(f, p, j, r.EpisodeLog, v)
+	return v, nil
 }

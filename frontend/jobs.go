@@ -72,6 +72,7 @@ const (
 // job is what one Describe tells about a job.
 type job struct {
 	id, runID  string
+	firstRunID string // the job's first run (scopes what it keeps outside Temporal)
 	tenant     string
 	owner      string
 	kind       string

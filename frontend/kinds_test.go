@@ -52,12 +52,16 @@ func specNames(ks []KindSpec) []string {
 }
 
 // toolOrder is the tools/list order for kinds served in this order: every get tool, the
-// lists, then starts, cancels and resumes (space-separated).
+// lists, the kinds' further read tools (eval's list_episodes), then starts, cancels and
+// resumes (space-separated).
 func toolOrder(kinds ...string) string {
 	var out []string
 	for _, verb := range []string{"get", "", "start", "cancel", "resume"} {
 		if verb == "" {
 			out = append(out, "list_jobs", "list_approvals", "describe_job")
+			if slices.Contains(kinds, "eval") {
+				out = append(out, "list_episodes")
+			}
 			continue
 		}
 		for _, k := range kinds {
@@ -85,8 +89,8 @@ func TestKindsToolOrder(t *testing.T) {
 		{"default", nil, toolOrder(defaults...)},
 		{"default kinds listed", DefaultKinds(), toolOrder(defaults...)},
 		{"reversed", []KindSpec{ExportKind(ExportOptions{}), EvalKind(EvalOptions{})},
-			"get_export get_eval list_jobs list_approvals describe_job start_export start_eval cancel_export cancel_eval resume_export resume_eval"},
-		{"eval only", []KindSpec{EvalKind(EvalOptions{})}, "get_eval list_jobs list_approvals describe_job start_eval cancel_eval resume_eval"},
+			"get_export get_eval list_jobs list_approvals describe_job list_episodes start_export start_eval cancel_export cancel_eval resume_export resume_eval"},
+		{"eval only", []KindSpec{EvalKind(EvalOptions{})}, "get_eval list_jobs list_approvals describe_job list_episodes start_eval cancel_eval resume_eval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := kindsFrontend(t, tc.kinds...)

@@ -206,6 +206,10 @@ func (m *memStore) List(ctx context.Context, q string, pageSize int, token []byt
 	return p.jobs, p.next, nil
 }
 
+func (m *memStore) QueryEpisodes(context.Context, string, workflows.EpisodesQuery) (workflows.EpisodesQueryResult, error) {
+	return workflows.EpisodesQueryResult{}, errStoreUnavailable // no workflow runs here
+}
+
 func (m *memStore) Count(ctx context.Context, q string) (int, error) {
 	if m.count == nil {
 		return 0, nil

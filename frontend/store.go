@@ -38,6 +38,9 @@ type jobStore interface {
 	// complete. A refusal by the workflow is a *resumeRejected; errUpdateTimeout when no worker
 	// took it in time; errJobNotFound when the run is closed or gone.
 	Resume(ctx context.Context, id, runID, updateID string, req workflows.ResumeRequest) error
+	// QueryEpisodes asks an eval's current run where its episode log stands
+	// (workflows.QueryEpisodes): a worker answers it, replaying the run if it must.
+	QueryEpisodes(ctx context.Context, id string, q workflows.EpisodesQuery) (workflows.EpisodesQueryResult, error)
 	// List runs one visibility page of q. A token the store rejects is errPageToken.
 	List(ctx context.Context, q string, pageSize int, token []byte) (jobs []*job, next []byte, err error)
 	// Story narrates the job's history, first run to current (describe_job); errJobNotFound

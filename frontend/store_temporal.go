@@ -179,6 +179,20 @@ func (s *temporalStore) Result(ctx context.Context, id, runID string, ptr any) e
 	return nil
 }
 
+// QueryEpisodes queries the job's current run. It needs a worker (one replays the run when it
+// is not cached); list_episodes falls back to the artifact store without one.
+func (s *temporalStore) QueryEpisodes(ctx context.Context, id string, q workflows.EpisodesQuery) (workflows.EpisodesQueryResult, error) {
+	var res workflows.EpisodesQueryResult
+	v, err := s.c.QueryWorkflow(ctx, id, "", workflows.QueryEpisodes, q)
+	if err == nil {
+		err = v.Get(&res)
+	}
+	if err != nil {
+		return res, storeErr("query episodes of "+id, err)
+	}
+	return res, nil
+}
+
 func (s *temporalStore) Cancel(ctx context.Context, id, identity, reason string) error {
 	_, err := s.c.WorkflowService().RequestCancelWorkflowExecution(ctx, &workflowservice.RequestCancelWorkflowExecutionRequest{
 		Namespace:         s.namespace,
@@ -288,7 +302,10 @@ func (s *temporalStore) jobFromInfo(info *workflowpb.WorkflowExecutionInfo) *job
 	j := &job{
 		id:    info.GetExecution().GetWorkflowId(),
 		runID: info.GetExecution().GetRunId(),
-		exec:  execStatusOf(info.GetStatus()),
+		// Empty from servers before first run IDs were reported; the job's episode log is then
+		// out of reach (it is scoped by the first run ID).
+		firstRunID: info.GetFirstRunId(),
+		exec:       execStatusOf(info.GetStatus()),
 	}
 	if t := info.GetStartTime(); t != nil {
 		j.startedAt = t.AsTime()

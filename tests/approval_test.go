@@ -257,7 +257,7 @@ func TestApproval(t *testing.T) {
 		acWantCounts(t, evs, map[enumspb.EventType]int{
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:  1,
 			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED: 1,
-			enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:             acOverThreshold,
+			enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:             acOverThreshold + 1, // the episodes and the episode log's write
 		})
 		// No episode was scheduled before the approval was accepted.
 		for _, e := range evs {

@@ -150,8 +150,16 @@ func TestCommandEpisodesOnSuiteQueue(t *testing.T) {
 				t.Errorf("workflow on task queue %q, want the deployment's %q", q, b.taskQueue)
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			a := e.GetActivityTaskScheduledEventAttributes()
+			if a.GetActivityType().GetName() != "RunEpisode" {
+				// The episode log is written on the job's own queue, by a worker with the artifact store.
+				if q := a.GetTaskQueue().GetName(); q != b.taskQueue {
+					t.Errorf("%s scheduled on task queue %q, want the deployment's %q", a.GetActivityType().GetName(), q, b.taskQueue)
+				}
+				continue
+			}
 			scheduled++
-			if q := e.GetActivityTaskScheduledEventAttributes().GetTaskQueue().GetName(); q != queue {
+			if q := a.GetTaskQueue().GetName(); q != queue {
 				t.Errorf("episode scheduled on task queue %q, want the suite's %q", q, queue)
 			}
 		}

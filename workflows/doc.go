@@ -29,7 +29,10 @@
 //     (a signal), sends job.finished after its last window.
 //  5. It does its work through activities (package activities) and records a small result:
 //     an eval's tallies, an export's manifest (references and digests, never rows). An eval
-//     continues as new every EpisodesPerRun episodes, carrying its tallies.
+//     continues as new every EpisodesPerRun episodes, carrying its tallies; before it does, and
+//     when it ends, the WriteEpisodes activity puts the run's episode outcomes in the artifact
+//     store, and only their count and digest go on (eval_episodes.go; query jobgate.episodes
+//     reads the current run's).
 //
 // # Guarantees
 //

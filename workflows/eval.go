@@ -37,7 +37,7 @@ func evalKind() Kind {
 		// SDK's default continue-as-new behaviour inherits a pinned run's version, and the new
 		// run's input (EvalInput with State) is only guaranteed readable by the code that wrote it.
 		Versioning: workflow.VersioningBehaviorPinned,
-		Unit:       evalUnit, Activities: []string{"RunEpisode"}, Story: evalStory()}
+		Unit:       evalUnit, Activities: []string{"RunEpisode", "WriteEpisodes"}, Story: evalStory()}
 }
 
 // EvalArgs are the caller's normalized start arguments. Their digest is both the idempotency
@@ -104,6 +104,9 @@ type EvalState struct {
 	// ProgressNotify: the job's job.progress notifier was started (by the first run), so the
 	// run that ends the job tells it so (SignalJobEnded).
 	ProgressNotify bool `json:"progress_notify,omitempty"`
+	// Episodes are the episode log's segments written so far (eval_episodes.go): references,
+	// counts and digests, never the outcomes. Empty in runs from before changeEvalEpisodes.
+	Episodes []activities.EpisodeSegment `json:"episodes,omitempty"`
 }
 
 // EvalResult is a finished eval's summary. Small by design: it lives in history.
@@ -119,6 +122,10 @@ type EvalResult struct {
 	// shows it as get_eval's result.decision. Nil when none was needed, and for runs approved
 	// before changeEvalDecision.
 	Decision *DecisionRecord `json:"decision,omitempty" jsonschema:"the record of the approval the run went on under"`
+	// EpisodeLog is the whole episode log's reference (count and SHA-256 of its bytes): what
+	// get_eval's episodes_url is bound to. Nil for runs from before changeEvalEpisodes and when
+	// the worker had no artifact store.
+	EpisodeLog *activities.EpisodeSegment `json:"episode_log,omitempty" jsonschema:"the episode log's count and digest"`
 }
 
 // changeEvalDecision is the workflow.GetVersion change ID of an approved eval keeping its
@@ -132,6 +139,10 @@ type evalRun struct {
 	in           EvalInput
 	st           *EvalState
 	lastProgress time.Time
+	// seg are the current segment's finished episodes, in the order they finished; log is the
+	// whole log's reference once the final segment is written.
+	seg []activities.EpisodeOutcome
+	log *activities.EpisodeSegment
 }
 
 // Eval runs in.Args.Episodes episodes with at most in.Args.Concurrency in flight, after an
@@ -155,6 +166,9 @@ func (w *Workflows) Eval(ctx workflow.Context, in EvalInput) (EvalResult, error)
 	r := &evalRun{jobRun: jr, in: in, st: in.State}
 	// A later run never starts a notifier; it ends the first run's, if there is one.
 	jr.progressAsked, jr.progressNotify = !first, in.State.ProgressNotify
+	if err := r.registerEpisodesQuery(ctx); err != nil {
+		return EvalResult{}, err
+	}
 
 	if first {
 		if r.needsApproval() {
@@ -225,9 +239,8 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 		WaitForCancellation: true, // "cancelled" means the episodes really stopped
 		Priority:            in.Fairness.Priority(),
 		// Empty: the SDK schedules on the workflow's task queue, as before the field existed.
-		TaskQueue: in.Episode.TaskQueue,
-		RetryPolicy: retryPolicy(int32(max(1, in.Episode.MaxAttempts)),
-			activities.ErrTypeEpisodeFailed, activities.ErrTypeSuiteMissing, activities.ErrTypeEpisodeRejected),
+		TaskQueue:   in.Episode.TaskQueue,
+		RetryPolicy: retryPolicy(int32(max(1, in.Episode.MaxAttempts)), episodeFinalErrTypes()...),
 	}
 	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "running")})
 	r.lastProgress = workflow.Now(ctx)
@@ -238,11 +251,13 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 	start := func() (workflow.Future, func(workflow.Future)) {
 		i := st.Next
 		st.Next++
+		scheduled := workflow.Now(ctx)
+		opID := OperationID(jobID, firstRun, i)
 		o := opts
 		o.Summary = fmt.Sprintf("episode %d of %d", i+1, total)
 		f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), a.RunEpisode, activities.EpisodeInput{
 			JobID: jobID, FirstRunID: firstRun, Suite: in.Args.Suite, Index: i,
-			OperationID: OperationID(jobID, firstRun, i), Params: in.Args.Params,
+			OperationID: opID, Params: in.Args.Params,
 		})
 		return f, func(f workflow.Future) {
 			var res activities.EpisodeResult
@@ -253,6 +268,7 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 				// stopped by a job cancel: neither scored nor failed
 			case err != nil:
 				st.Failed++
+				r.recordEpisode(ctx, i, opID, scheduled, nil, err)
 			default:
 				st.Scored++
 				st.Sum += res.Score
@@ -260,6 +276,7 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 				if res.Passed {
 					st.Passed++
 				}
+				r.recordEpisode(ctx, i, opID, scheduled, &res, nil)
 			}
 		}
 	}
@@ -271,10 +288,12 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 	})
 
 	if ctx.Err() != nil {
+		r.writeEpisodes(ctx, true)
 		r.finish(ctx, StatusCancelled, &JobError{Code: ErrCodeCancelled, Message: "cancelled on request"}, r.progress(ctx, "cancelled"))
 		return EvalResult{}, temporal.NewCanceledError("cancelled on request")
 	}
 	if st.Next < total {
+		r.writeEpisodes(ctx, false)
 		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 		r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "running")})
 		next := in
@@ -283,13 +302,14 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 		return EvalResult{}, workflow.NewContinueAsNewError(ctx, EvalWorkflowName, next)
 	}
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	r.writeEpisodes(ctx, true)
 	if st.Scored == 0 && st.Failed > 0 {
 		msg := fmt.Sprintf("all %d episodes failed", st.Failed)
 		r.finish(ctx, StatusFailed, &JobError{Code: ErrCodeAllEpisodesFailed, Message: msg}, r.progress(ctx, msg))
 		return EvalResult{}, temporal.NewNonRetryableApplicationError(msg, ErrCodeAllEpisodesFailed, nil)
 	}
 	res := EvalResult{Episodes: total, Scored: st.Scored, Passed: st.Passed, Failed: st.Failed, ApprovedBy: st.ApprovedBy,
-		Decision: st.Decision}
+		Decision: st.Decision, EpisodeLog: r.log}
 	if n := float64(st.Scored); n > 0 {
 		res.MeanScore = st.Sum / n
 		if n > 1 {

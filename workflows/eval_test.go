@@ -58,7 +58,10 @@ func newHarness(t *testing.T) *harness {
 func newHarnessWith(t *testing.T, w *Workflows) *harness {
 	t.Helper()
 	h := &harness{jobHarness: newJobHarness(t, KindEval, testJobID, w, testActs, nil)}
-	h.onStarted = func(args converter.EncodedValues) {
+	h.onStarted = func(activityType string, args converter.EncodedValues) {
+		if activityType != "RunEpisode" {
+			return // the episode log's writes
+		}
 		var in activities.EpisodeInput
 		require.NoError(t, args.Get(&in))
 		h.episodes = append(h.episodes, in)
@@ -73,7 +76,8 @@ func (h *harness) result() EvalResult {
 	return res
 }
 
-func (h *harness) startedCount() int { return h.count("") }
+// startedCount counts started episode attempts (not the episode log's writes).
+func (h *harness) startedCount() int { return h.count("RunEpisode") }
 
 func (h *harness) startedIndexes() []int {
 	h.mu.Lock()

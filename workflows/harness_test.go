@@ -54,8 +54,8 @@ type jobHarness struct {
 	memos    []map[string]any
 	asked    []*NeedsInput // every input request published, in order
 	started  []string      // the activity type of every started attempt, in order
-	// onStarted, if set, also sees every started attempt's arguments (called with mu held).
-	onStarted func(args converter.EncodedValues)
+	// onStarted, if set, also sees every started attempt's type and arguments (called with mu held).
+	onStarted func(activityType string, args converter.EncodedValues)
 }
 
 // newJobHarness registers the kind named kind as a worker does (Kind.Register: its workflow
@@ -97,7 +97,7 @@ func newJobHarness(t *testing.T, kind, jobID string, w *Workflows, acts *activit
 		defer h.mu.Unlock()
 		h.started = append(h.started, info.ActivityType.Name)
 		if h.onStarted != nil {
-			h.onStarted(args)
+			h.onStarted(info.ActivityType.Name, args)
 		}
 	})
 	return h

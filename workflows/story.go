@@ -43,7 +43,7 @@ func (s Story) ArgsLine(input json.RawMessage) string {
 
 func evalStory() Story {
 	return Story{
-		Steps: map[string][2]string{"RunEpisode": {"episode", "episodes"}},
+		Steps: map[string][2]string{"RunEpisode": {"episode", "episodes"}, "WriteEpisodes": {"episode log write", "episode log writes"}},
 		Args: func(raw json.RawMessage) string {
 			var in EvalInput
 			if json.Unmarshal(raw, &in) != nil {

@@ -196,9 +196,12 @@ type ServeMain struct {
 	ln      net.Listener
 	srv     *http.Server
 	closers []func() error // what the kinds opened (serveKind.spec), released by Close
-	metrics *metricsServer
-	stop    context.CancelFunc // ends what Run started in the background
-	pages   *pages.Pages       // browser sign-in, when configured (serve_pages.go)
+	// artifacts is --artifacts, opened once for every kind that reads it (exports' downloads,
+	// evals' episode logs); nil until one asks.
+	artifacts *activities.ArtifactStore
+	metrics   *metricsServer
+	stop      context.CancelFunc // ends what Run started in the background
+	pages     *pages.Pages       // browser sign-in, when configured (serve_pages.go)
 
 	ownTracing bool // Run started Tracing: Close flushes it
 }
@@ -478,6 +481,6 @@ func (m *ServeMain) closeKinds() error {
 	for _, f := range m.closers {
 		errs = append(errs, f())
 	}
-	m.closers = nil
+	m.closers, m.artifacts = nil, nil
 	return errors.Join(errs...)
 }

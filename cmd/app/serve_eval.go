@@ -15,12 +15,17 @@ func evalServe() serveKind {
 		flags: func(fs *flag.FlagSet, c *ServeConfig) {
 			fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
 		},
-		spec: func(_ context.Context, m *ServeMain) (frontend.KindSpec, error) {
+		spec: func(ctx context.Context, m *ServeMain) (frontend.KindSpec, error) {
 			suites, err := activities.LoadCatalog(m.Config.SuitesFile)
 			if err != nil {
 				return nil, err
 			}
-			return frontend.EvalKind(frontend.EvalOptions{Suites: suites}), nil
+			// The eval kind reads episode logs from the export kind's artifact store (--artifacts).
+			artifacts, err := m.artifactStore(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return frontend.EvalKind(frontend.EvalOptions{Suites: suites, Artifacts: artifacts, DownloadTTL: m.Config.DownloadTTL}), nil
 		},
 		devFlags: evalDevFlags, dev: evalDev}
 }

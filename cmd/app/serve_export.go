@@ -18,7 +18,7 @@ func exportServe() serveKind {
 	return serveKind{name: workflows.KindExport,
 		flags: func(fs *flag.FlagSet, c *ServeConfig) {
 			fs.StringVar(&c.DatasetsFile, "datasets", "", "JSON export dataset catalog file; share it with the workers")
-			fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL (as given to the workers), for downloads")
+			fs.StringVar(&c.ArtifactsURL, "artifacts", "", "artifact store URL (as given to the workers): export downloads and eval episode logs")
 			fs.DurationVar(&c.DownloadTTL, "download-ttl", frontend.DownloadTTLDefault, "how long an export's download link stays valid")
 		},
 		spec: func(ctx context.Context, m *ServeMain) (frontend.KindSpec, error) {
@@ -30,13 +30,9 @@ func exportServe() serveKind {
 					return nil, err
 				}
 			}
-			var artifacts *activities.ArtifactStore
-			if c.ArtifactsURL != "" {
-				var err error
-				if artifacts, err = activities.OpenArtifactStore(ctx, c.ArtifactsURL); err != nil {
-					return nil, err
-				}
-				m.closeOnExit(artifacts.Close)
+			artifacts, err := m.artifactStore(ctx)
+			if err != nil {
+				return nil, err
 			}
 			return frontend.ExportKind(frontend.ExportOptions{Datasets: datasets, Artifacts: artifacts,
 				DownloadTTL: c.DownloadTTL, Tuning: c.Export}), nil
@@ -73,4 +69,18 @@ func exportDev(c DevConfig, dir string, w *WorkerConfig, s *ServeConfig) error {
 	w.Datasets, w.ArtifactsURL = datasets, artifacts
 	s.Datasets, s.ArtifactsURL = datasets, artifacts
 	return nil
+}
+
+// artifactStore is --artifacts, opened on first use and shared by the kinds; nil without it.
+func (m *ServeMain) artifactStore(ctx context.Context) (*activities.ArtifactStore, error) {
+	if m.artifacts != nil || m.Config.ArtifactsURL == "" {
+		return m.artifacts, nil
+	}
+	s, err := activities.OpenArtifactStore(ctx, m.Config.ArtifactsURL)
+	if err != nil {
+		return nil, err
+	}
+	m.artifacts = s
+	m.closeOnExit(s.Close)
+	return s, nil
 }

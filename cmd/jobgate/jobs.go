@@ -19,6 +19,7 @@ const jobsUsage = `Usage:
   jobgate jobs watch <handle> [--interval d] follow a job until it finishes (exit 0 only if it succeeded)
   jobgate jobs download <handle> [-o file]   fetch a succeeded export's file and verify its SHA-256
   jobgate jobs describe <handle> [--json]    the job's timeline from its history (owner or jobs:admin)
+  jobgate jobs episodes <handle> [--failed]  an eval's finished episodes: status, score, attempts, error
 
 All are MCP clients of --url (env JOBGATE_URL) with your own --token (env JOBGATE_TOKEN, else your 'jobgate login').
 Handles come from 'jobgate jobs list', start_* or 'jobgate approvals list'.
@@ -42,9 +43,11 @@ func runJobs(args []string, stdout, stderr io.Writer) error {
 		return runJobsDownload(args[1:], stdout, stderr)
 	case "describe":
 		return runJobsDescribe(args[1:], stdout, stderr)
+	case "episodes":
+		return runJobsEpisodes(args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, jobsUsage)
-	return fmt.Errorf("unknown jobs command %q (want: list, get, watch, download, describe)", args[0])
+	return fmt.Errorf("unknown jobs command %q (want: list, get, watch, download, describe, episodes)", args[0])
 }
 
 type jobsListFlags struct {

@@ -134,6 +134,11 @@ type EvalResultView struct {
 	StdErr     float64   `json:"std_err" jsonschema:"standard error of the mean score"`
 	ApprovedBy string    `json:"approved_by,omitempty" jsonschema:"who approved the run, when it needed approval"`
 	Decision   *Decision `json:"decision,omitempty" jsonschema:"the record of the approval the run went on under (who, when, how signed in, through which surface, what they were shown); absent when none was needed and for runs approved before records"`
+	// The episode log (list_episodes' episodes, as one JSON Lines file).
+	EpisodesCount        int        `json:"episodes_count,omitempty" jsonschema:"lines in the episodes file: one per finished episode"`
+	EpisodesSHA256       string     `json:"episodes_sha256,omitempty" jsonschema:"hex SHA-256 of the episodes file; verify the download against it"`
+	EpisodesURL          string     `json:"episodes_url,omitempty" jsonschema:"every episode as JSON Lines (the fields of list_episodes): GET it with your own bearer token (Authorization header) before episodes_url_expires_at; call get_eval again for a fresh link. Absent when the server keeps no episode log for the run"`
+	EpisodesURLExpiresAt *time.Time `json:"episodes_url_expires_at,omitempty" jsonschema:"when episodes_url stops working"`
 }
 
 // ---------------------------------------------------------------- tool errors

@@ -212,7 +212,7 @@ function newKey(tag) {
 
 const TOOLS = {
   common: ['list_jobs'],
-  eval: ['start_eval', 'get_eval', 'cancel_eval', 'resume_eval'],
+  eval: ['start_eval', 'get_eval', 'cancel_eval', 'resume_eval', 'list_episodes'],
   export: ['start_export', 'get_export', 'cancel_export', 'resume_export', 'list_approvals'],
 };
 

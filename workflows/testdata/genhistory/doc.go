@@ -8,5 +8,9 @@
 // of a run after issue 18 (decision record, rejection memo, notification versions), copied
 // under those names so the older recordings keep replaying too.
 //
+// eval_episodes_run1.json and eval_episodes_run2.json record the episode log (issue 21: the
+// WriteEpisodes activity behind changeEvalEpisodes) across continue-as-new; `-only episodes`
+// records just those two, leaving the older recordings as they are.
+//
 // It lives under testdata so `go build ./...`, `go vet ./...` and `go test ./...` skip it.
 package main

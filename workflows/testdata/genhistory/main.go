@@ -37,13 +37,14 @@ func input(episodes, conc int, failRate, episodeMS float64) workflows.EvalInput 
 
 func main() {
 	out := flag.String("out", "workflows/testdata", "directory for the history files")
+	only := flag.String("only", "", `record only this group: "episodes" (the episode log's continue-as-new); default: every history`)
 	flag.Parse()
-	if err := run(*out); err != nil {
+	if err := run(*out, *only); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(out string) error {
+func run(out, only string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// Resumes are sealed as a frontend seals them (the recorded histories from before seals
@@ -53,8 +54,15 @@ func run(out string) error {
 		return err
 	}
 	wfs := &workflows.Workflows{Resume: frontend.ResumeVerifier(keys)}
+	// The episode log goes to an in-memory store: history records the writes and their
+	// references, never the store.
+	store, err := activities.OpenArtifactStore(ctx, "mem://")
+	if err != nil {
+		return err
+	}
+	defer store.Close()
 	e, err := gen.Start(ctx, tq, workflows.KindEval, wfs,
-		&activities.Activities{Suites: activities.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond})
+		&activities.Activities{Suites: activities.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond, Artifacts: store})
 	if err != nil {
 		return err
 	}
@@ -117,6 +125,32 @@ func run(out string) error {
 		return run, n, err
 	}
 
+	// 6. The episode log (changeEvalEpisodes): 5 episodes, 3 per run, some simulated failures;
+	// each run writes its segment before it continues as new, the last one the whole log.
+	episodes := func() error {
+		id := "acme/eval/replay-episodes"
+		in := input(5, 2, 0.3, 0)
+		in.Approval.Threshold = 0
+		in.EpisodesPerRun = 3
+		first, err := start(id, in)
+		if err != nil {
+			return err
+		}
+		if err := c.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		if err := save("eval_episodes_run1.json", id, first.GetRunID()); err != nil {
+			return err
+		}
+		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return err
+		}
+		return save("eval_episodes_run2.json", id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+	}
+	if only == "episodes" {
+		return episodes()
+	}
 	// 1. Small run, real demo activity, some simulated failures.
 	{
 		id := "acme/eval/replay-small"
@@ -220,7 +254,7 @@ func run(out string) error {
 			return err
 		}
 	}
-	return nil
+	return episodes()
 }
 
 func converterGet(p *commonpb.Payload, v any) error {

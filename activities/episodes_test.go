@@ -1,0 +1,171 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/testsuite"
+)
+
+func epOutcomes() []EpisodeOutcome {
+	s1, s2 := 0.75, 0.125
+	return []EpisodeOutcome{
+		{Index: 3, OperationID: "acme/eval/ana/k#run1#3", Status: EpisodePassed, Score: &s1, Attempts: 1, DurationMS: 12},
+		{Index: 0, OperationID: "acme/eval/ana/k#run1#0", Status: EpisodeFailed, Score: &s2, Attempts: 2, DurationMS: 1040},
+		{Index: 1, OperationID: "acme/eval/ana/k#run1#1", Status: EpisodeErrored, Attempts: 3, DurationMS: 30001,
+			Error: "timed out <StartToClose> & \"quoted\" — ünïcode"},
+	}
+}
+
+// epWrite runs WriteEpisodes as the worker runs it (a Temporal test activity environment).
+func epWrite(t *testing.T, a *Activities, in WriteEpisodesInput) WriteEpisodesResult {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(quietLogger)
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	v, err := env.ExecuteActivity(a.WriteEpisodes, in)
+	if err != nil {
+		t.Fatalf("WriteEpisodes: %v", err)
+	}
+	var res WriteEpisodesResult
+	if err := v.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// A retried segment write (the worker died after writing, or the completion was lost) puts the
+// same bytes under the same key and reports the same reference, whatever the key held before;
+// the final write assembles the whole log from the segments history names, checking their
+// digests.
+func TestWriteEpisodes_RetryIsByteIdentical(t *testing.T) {
+	ctx := context.Background()
+	store, err := OpenArtifactStore(ctx, "file://"+filepath.Join(t.TempDir(), "artifacts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	a := &Activities{Artifacts: store}
+	const job, first = "acme/eval/ana/k", "run1"
+	in := WriteEpisodesInput{JobID: job, FirstRunID: first, Segment: 1, Episodes: epOutcomes()}
+
+	r1 := epWrite(t, a, in)
+	b1, err := store.ReadEpisodeSegment(ctx, job, first, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b1)
+	if !r1.Stored || r1.Segment != (EpisodeSegment{Segment: 1, Count: 3, SHA256: hex.EncodeToString(sum[:])}) || r1.Log != nil {
+		t.Fatalf("first write: %+v", r1)
+	}
+	if bytes.Count(b1, []byte("\n")) != 3 || !strings.Contains(string(b1), `<StartToClose> & \"quoted\"`) {
+		t.Fatalf("segment bytes: %s", b1)
+	}
+	// Whatever an interrupted attempt left under the key, the retry replaces it byte for byte.
+	if err := store.Bucket().WriteAll(ctx, episodeSegmentKey(job, first, 1), []byte("half a li"), nil); err != nil {
+		t.Fatal(err)
+	}
+	r2 := epWrite(t, a, in)
+	b2, err := store.ReadEpisodeSegment(ctx, job, first, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b1, b2) || !reflect.DeepEqual(r1, r2) {
+		t.Fatalf("retry differs: %+v vs %+v\n%s\n%s", r1, r2, b1, b2)
+	}
+	back, err := DecodeEpisodes(b2)
+	if err != nil || !reflect.DeepEqual(back, epOutcomes()) {
+		t.Fatalf("decode: %v %+v", err, back)
+	}
+
+	// The final segment, twice (a retry), assembles the same log.
+	last := WriteEpisodesInput{JobID: job, FirstRunID: first, Segment: 3, Final: true,
+		Episodes: epOutcomes()[:1], Prior: []EpisodeSegment{r1.Segment, {Segment: 2}}}
+	f1 := epWrite(t, a, last)
+	f2 := epWrite(t, a, last)
+	rd, err := store.OpenEpisodeLog(ctx, job, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all bytes.Buffer
+	if _, err := all.ReadFrom(rd); err != nil {
+		t.Fatal(err)
+	}
+	rd.Close()
+	b3, _ := store.ReadEpisodeSegment(ctx, job, first, 3)
+	want := append(append([]byte{}, b1...), b3...)
+	wsum := sha256.Sum256(want)
+	if !reflect.DeepEqual(f1, f2) || f1.Log == nil || *f1.Log != (EpisodeSegment{Segment: 3, Count: 4, SHA256: hex.EncodeToString(wsum[:])}) ||
+		!bytes.Equal(all.Bytes(), want) {
+		t.Fatalf("final: %+v / %+v, log %q", f1, f2, all.Bytes())
+	}
+	if segs, err := store.EpisodeSegments(ctx, job, first); err != nil || !reflect.DeepEqual(segs, []int{1, 3}) {
+		t.Fatalf("segments %v %v (segment 2 had no episodes: no object)", segs, err)
+	}
+
+	// A segment whose bytes are not those history recorded stops the final write.
+	if err := store.Bucket().WriteAll(ctx, episodeSegmentKey(job, first, 1), []byte("{}\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(quietLogger)
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	if _, err := env.ExecuteActivity(a.WriteEpisodes, last); err == nil || !strings.Contains(err.Error(), "digest") {
+		t.Fatalf("tampered segment: %v", err)
+	}
+
+	// Without an artifact store nothing is written, and the workflow is told so.
+	if r := epWrite(t, &Activities{}, in); r.Stored || r.Segment.Count != 3 || r.Segment.SHA256 != "" {
+		t.Fatalf("no store: %+v", r)
+	}
+}
+
+func TestBoundEpisodeError(t *testing.T) {
+	long := strings.Repeat("é", 400) // 800 bytes
+	got := BoundEpisodeError(long)
+	if len(got) > EpisodeErrorMax || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Fatalf("%d bytes, valid %v", len(got), utf8.ValidString(got))
+	}
+	if BoundEpisodeError("short") != "short" || BoundEpisodeError("a\xffb") != "a�b" {
+		t.Fatal("short or invalid UTF-8 message changed wrongly")
+	}
+}
+
+// FuzzDecodeEpisodes: an episode log never panics the reader, and what it reads re-encodes to
+// a log that reads back the same; status filters accept exactly three words.
+func FuzzDecodeEpisodes(f *testing.F) {
+	b, _ := EncodeEpisodes(epOutcomes())
+	f.Add(string(b))
+	f.Add("{}\n\n")
+	f.Add(`{"index":-1,"score":null}` + "\n")
+	f.Add("passed")
+	f.Fuzz(func(t *testing.T, s string) {
+		if st, err := ParseEpisodeStatus(s); (err == nil) != (s == "passed" || s == "failed" || s == "errored") || (err == nil && st != s) {
+			t.Fatalf("status %q: %q %v", s, st, err)
+		}
+		if m := BoundEpisodeError(s); len(m) > EpisodeErrorMax || !utf8.ValidString(m) {
+			t.Fatalf("bounded error of %q: %q", s, m)
+		}
+		got, err := DecodeEpisodes([]byte(s))
+		if err != nil {
+			return
+		}
+		enc, err := EncodeEpisodes(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := DecodeEpisodes(enc)
+		if err != nil || !reflect.DeepEqual(again, got) {
+			t.Fatalf("round trip: %v %+v vs %+v", err, again, got)
+		}
+	})
+}

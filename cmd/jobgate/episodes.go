@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/jobgate/jobgate/frontend/wire"
+)
+
+// runJobsEpisodes implements "jobgate jobs episodes <handle> [--failed]": an eval's finished
+// episodes through list_episodes, every page to the end of what has finished.
+func runJobsEpisodes(args []string, stdout, stderr io.Writer) error {
+	var (
+		conn           connFlags
+		failed, asJSON bool
+		status, cursor string
+		pageSize       int
+	)
+	fs := newFlagSet("jobs episodes <handle>", "Prints an eval run's finished episodes (list_episodes), in the order they finished:\n"+
+		"index, status (passed, failed, errored), score, attempts, duration and error. Readable while the run goes on:\n"+
+		"it then ends with a cursor to continue from (--cursor) once more episodes have finished.", stderr)
+	conn.register(fs, "jobs episodes")
+	fs.BoolVar(&failed, "failed", false, "only failed episodes (same as --status failed)")
+	fs.StringVar(&status, "status", "", "only episodes with this status: passed, failed or errored")
+	fs.IntVar(&pageSize, "page-size", 100, "episodes per list_episodes call, 1-100")
+	fs.StringVar(&cursor, "cursor", "", "continue from this cursor (same handle, status and page size)")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object per episode (JSON Lines), as the server sent it")
+	h, err := oneHandle(fs, args, "jobs episodes")
+	if err != nil {
+		return err
+	}
+	if failed {
+		if status != "" && status != "failed" {
+			return errors.New("jobs episodes: --failed and --status " + strconv.Quote(status) + " contradict each other")
+		}
+		status = "failed"
+	}
+	cl, err := conn.connect()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var (
+		all      []wire.Episode
+		complete bool
+	)
+	for {
+		in := map[string]any{"handle": h, "page_size": pageSize}
+		if status != "" {
+			in["status"] = status
+		}
+		if cursor != "" {
+			in["cursor"] = cursor
+		}
+		var page wire.ListEpisodesOut
+		if _, err := cl.call(context.Background(), "list_episodes", in, &page); err != nil {
+			return err
+		}
+		all = append(all, page.Episodes...)
+		complete, cursor = page.Complete, page.NextCursor
+		// A short page while the run goes on is the end of what has finished so far.
+		if complete || cursor == "" || len(page.Episodes) < pageSize {
+			break
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		for _, e := range all {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+	} else {
+		printEpisodes(stdout, all)
+	}
+	if !complete && cursor != "" {
+		fmt.Fprintf(stderr, "the run is still going; continue later with --cursor %s\n", cursor)
+	}
+	return nil
+}
+
+func printEpisodes(w io.Writer, eps []wire.Episode) {
+	if len(eps) == 0 {
+		fmt.Fprintln(w, "no episodes")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INDEX\tSTATUS\tSCORE\tATTEMPTS\tDURATION_MS\tERROR")
+	for _, e := range eps {
+		score := "-"
+		if e.Score != nil {
+			score = strconv.FormatFloat(*e.Score, 'g', -1, 64)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\n", e.Index, oneLine(e.Status), score, e.Attempts, e.DurationMS, oneLine(e.Error))
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,89 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/jobgate/jobgate/activities"
+)
+
+// Each episode's outcome reaches the episode log as it ended: a score at or above the
+// threshold passed, below it failed, the suite's EpisodeFailed failed (no score), anything
+// else errored with its message; attempts count retries. The query shows the written segment
+// and nothing twice.
+func TestEval_EpisodeLog(t *testing.T) {
+	store, err := activities.OpenArtifactStore(context.Background(), "mem://")
+	require.NoError(t, err)
+	defer store.Close()
+	acts := &activities.Activities{Suites: activities.DefaultCatalog(), Artifacts: store}
+	h := &harness{jobHarness: newJobHarness(t, KindEval, testJobID, testWorkflows, acts, nil)}
+	var tries sync.Map // index -> *atomic.Int32
+	h.env.OnActivity(acts.RunEpisode, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.EpisodeInput) (activities.EpisodeResult, error) {
+			v, _ := tries.LoadOrStore(in.Index, new(atomic.Int32))
+			n := v.(*atomic.Int32).Add(1)
+			attempt := int(activity.GetInfo(ctx).Attempt)
+			switch in.Index {
+			case 0: // fails once, then passes
+				if n == 1 {
+					return activities.EpisodeResult{}, errors.New("worker hiccup")
+				}
+				return activities.EpisodeResult{Score: 0.9, Passed: true, Attempt: attempt}, nil
+			case 1: // broken on every attempt
+				return activities.EpisodeResult{}, errors.New("always broken")
+			case 2: // the suite's verdict
+				return activities.EpisodeResult{}, temporal.NewNonRetryableApplicationError("judge said no",
+					activities.ErrTypeEpisodeFailed, nil, activities.EpisodeErrorDetails{Attempt: attempt})
+			}
+			return activities.EpisodeResult{Score: 0.25, Attempt: attempt}, nil
+		})
+	h.execute(evalInput(4, 1))
+	res := h.result()
+	require.NotNil(t, res.EpisodeLog)
+	assert.Equal(t, 4, res.EpisodeLog.Count)
+
+	rd, err := store.OpenEpisodeLog(context.Background(), testJobID, testRunID)
+	require.NoError(t, err)
+	defer rd.Close()
+	b := make([]byte, 64<<10)
+	n, _ := rd.Read(b)
+	got, err := activities.DecodeEpisodes(b[:n])
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	byIndex := map[int]activities.EpisodeOutcome{}
+	for _, o := range got {
+		byIndex[o.Index] = o
+		assert.Equal(t, OperationID(testJobID, testRunID, o.Index), o.OperationID)
+	}
+	assert.Equal(t, activities.EpisodePassed, byIndex[0].Status)
+	assert.Equal(t, 2, byIndex[0].Attempts)
+	assert.Equal(t, 0.9, *byIndex[0].Score)
+	assert.Equal(t, activities.EpisodeErrored, byIndex[1].Status)
+	assert.Equal(t, 3, byIndex[1].Attempts, "retries exhausted: MaxAttempts")
+	assert.Equal(t, "always broken", byIndex[1].Error)
+	assert.Nil(t, byIndex[1].Score)
+	assert.Equal(t, activities.EpisodeFailed, byIndex[2].Status)
+	assert.Equal(t, 1, byIndex[2].Attempts)
+	assert.Equal(t, "judge said no", byIndex[2].Error)
+	assert.Equal(t, activities.EpisodeFailed, byIndex[3].Status)
+	assert.Equal(t, 0.25, *byIndex[3].Score)
+	assert.Empty(t, byIndex[3].Error)
+
+	v, err := h.env.QueryWorkflow(QueryEpisodes, EpisodesQuery{})
+	require.NoError(t, err)
+	var q EpisodesQueryResult
+	require.NoError(t, v.Get(&q))
+	assert.Equal(t, 1, q.Segment)
+	assert.Empty(t, q.Episodes, "a written segment is not also in memory")
+	require.Len(t, q.Written, 1)
+	assert.Equal(t, 4, q.Written[0].Count)
+}
