@@ -288,6 +288,23 @@ func (a *Activities) queryPGRaw(ctx context.Context, cancel context.CancelFunc, 
 		if err != nil {
 			return a.queryErr(ctx, d, err)
 		}
+		// A statement the server can no longer run as prepared (a column's type changed:
+		// "cached plan must not change result type") must not stay in pgx's map, where every
+		// later part on this connection would find it.
+		forget := func() {
+			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer dcancel()
+			_ = pc.Deallocate(dctx, name)
+		}
+		if len(rows.FieldDescriptions()) == 0 {
+			rows.Close() // the statement failed before its first row: read its error
+			forget()
+			err := rows.Err()
+			if err == nil {
+				err = fmt.Errorf("no result columns")
+			}
+			return a.queryErr(ctx, d, err)
+		}
 		r, ok := newPGRawRows(d, rows.FieldDescriptions(), rows)
 		if !ok {
 			// The formats pgx chose differ from the ones it said it would: do not guess.
@@ -303,6 +320,9 @@ func (a *Activities) queryPGRaw(ctx context.Context, cancel context.CancelFunc, 
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
+			if !pc.PgConn().IsBusy() && !pc.IsClosed() {
+				forget()
+			}
 			return fmt.Errorf("dataset %q: %w", d.Name, err)
 		}
 		return nil

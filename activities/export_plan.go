@@ -126,16 +126,18 @@ func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanEx
 		tail int64
 		last any
 	)
-	tq := fmt.Sprintf(`SELECT count(*), max(%[1]s) FROM %[2]s WHERE %[3]s = $1`, k, t, tc)
+	// The last key by ORDER BY, not max(): PostgreSQL has no max() for some key types (uuid).
+	where := fmt.Sprintf(`%s = $1`, tc)
 	targs := []any{in.Tenant}
 	if after != nil {
 		ak, err := keyArg(d, *after)
 		if err != nil {
 			return PlanExportResult{}, err
 		}
-		tq += fmt.Sprintf(` AND %s > $2`, k)
+		where += fmt.Sprintf(` AND %s > $2`, k)
 		targs = append(targs, ak)
 	}
+	tq := fmt.Sprintf(`SELECT count(*), (SELECT %[1]s FROM %[2]s WHERE %[3]s ORDER BY %[1]s DESC LIMIT 1) FROM %[2]s WHERE %[3]s`, k, t, where)
 	if err := a.queryRow(ctx, tx, d, tq, targs, &tail, &last); err != nil {
 		return PlanExportResult{}, err
 	}
