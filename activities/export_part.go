@@ -134,6 +134,19 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 			if err != nil {
 				return PartResult{}, err
 			}
+			if in.Range.After == nil || *prog.LastKey != *in.Range.After {
+				// Resuming after a chunk (a retry or a throttle pause): a second row with the
+				// chunk's last key would be skipped by "> LastKey", unseen by the stream's check.
+				var n int
+				dq := fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s WHERE %s = $1 AND %s = $2 LIMIT 2) x`,
+					qi(d.Table), qi(d.TenantColumn), qi(d.KeyColumn))
+				if err := a.queryRow(ctx, db, d, dq, []any{in.Tenant, after}, &n); err != nil {
+					return PartResult{}, err
+				}
+				if n > 1 {
+					return PartResult{}, invalid("dataset %q: %s is not unique for the tenant; rows cannot be paged", d.Name, d.KeyColumn)
+				}
+			}
 			q += fmt.Sprintf(`%s > $2 AND `, qi(d.KeyColumn))
 			args = append(args, after)
 		}
