@@ -14,6 +14,7 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -265,14 +266,26 @@ func (a *Activities) queryPGRaw(ctx context.Context, cancel context.CancelFunc, 
 			// this path's premise, so database/sql serves it.
 			return nil
 		}
-		// Prepared under a name pgx then runs Query by, and a second part on this connection
-		// reuses. A digest, not the text: the server compares names by their first 63 bytes.
+		// Prepared under a name pgx then runs Query by. A digest, not the text: the server
+		// compares names by their first 63 bytes. The statement lives as long as this query and
+		// is deallocated before the connection goes back to the pool: pgx never evicts a
+		// statement prepared by name, so a kept one would pile up per column list on every
+		// connection, and would fail every later part after a column's type changed ("cached
+		// plan must not change result type"). One round trip per query.
 		sum := sha256.Sum256([]byte(q))
 		name := "jobgate_export_" + hex.EncodeToString(sum[:16])
 		sd, err := pc.Prepare(ctx, name, q)
 		if err != nil {
 			return a.queryErr(ctx, d, err)
 		}
+		defer func() {
+			if pc.IsClosed() || pc.PgConn().IsBusy() {
+				return // a cancelled query closed the connection; the pool drops it
+			}
+			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer dcancel()
+			_ = pc.Deallocate(dctx, name)
+		}()
 		fields := make([]pgconn.FieldDescription, len(sd.Fields))
 		for i, f := range sd.Fields {
 			f.Format = pc.TypeMap().FormatCodeForOID(f.DataTypeOID)
@@ -288,20 +301,12 @@ func (a *Activities) queryPGRaw(ctx context.Context, cancel context.CancelFunc, 
 		if err != nil {
 			return a.queryErr(ctx, d, err)
 		}
-		// A statement the server can no longer run as prepared (a column's type changed:
-		// "cached plan must not change result type") must not stay in pgx's map, where every
-		// later part on this connection would find it.
-		forget := func() {
-			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer dcancel()
-			_ = pc.Deallocate(dctx, name)
-		}
 		if len(rows.FieldDescriptions()) == 0 {
-			rows.Close() // the statement failed before its first row: read its error
-			forget()
+			// The statement failed before its first row: the server's error, not a guess.
+			rows.Close()
 			err := rows.Err()
 			if err == nil {
-				err = fmt.Errorf("no result columns")
+				err = errors.New("no result columns")
 			}
 			return a.queryErr(ctx, d, err)
 		}
@@ -320,9 +325,6 @@ func (a *Activities) queryPGRaw(ctx context.Context, cancel context.CancelFunc, 
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			if !pc.PgConn().IsBusy() && !pc.IsClosed() {
-				forget()
-			}
 			return fmt.Errorf("dataset %q: %w", d.Name, err)
 		}
 		return nil
