@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobgate/jobgate/activities"
@@ -26,6 +27,28 @@ func TestEval_EpisodeLog(t *testing.T) {
 	defer store.Close()
 	acts := &activities.Activities{Suites: activities.DefaultCatalog(), Artifacts: store}
 	h := &harness{jobHarness: newJobHarness(t, KindEval, testJobID, testWorkflows, acts, nil)}
+	// The worker reads the segment with the run's own query (cmd/app); the test environment has
+	// no client to send one with, so the activity asks the environment the same query.
+	var writes []activities.WriteEpisodesInput
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		if info.ActivityType.Name == "WriteEpisodes" {
+			var in activities.WriteEpisodesInput
+			require.NoError(t, args.Get(&in))
+			writes = append(writes, in)
+		}
+	})
+	acts.SegmentEpisodes = func(_ context.Context, jobID, runID string) (int, []activities.EpisodeOutcome, error) {
+		if jobID != testJobID || runID != testRunID {
+			return 0, nil, errors.New("asked another run")
+		}
+		v, err := h.env.QueryWorkflow(QueryEpisodes, EpisodesQuery{})
+		if err != nil {
+			return 0, nil, err
+		}
+		var q EpisodesQueryResult
+		err = v.Get(&q)
+		return q.Segment, q.Episodes, err
+	}
 	var tries sync.Map // index -> *atomic.Int32
 	h.env.OnActivity(acts.RunEpisode, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.EpisodeInput) (activities.EpisodeResult, error) {
@@ -48,6 +71,9 @@ func TestEval_EpisodeLog(t *testing.T) {
 		})
 	h.execute(evalInput(4, 1))
 	res := h.result()
+	require.Len(t, writes, 1, "one write: the only and final segment")
+	assert.Equal(t, activities.WriteEpisodesInput{JobID: testJobID, RunID: testRunID, FirstRunID: testRunID,
+		Segment: 1, Count: 4, Final: true}, writes[0], "the write names the run and the count, never the outcomes")
 	require.NotNil(t, res.EpisodeLog)
 	assert.Equal(t, 4, res.EpisodeLog.Count)
 
