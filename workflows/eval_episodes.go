@@ -74,6 +74,10 @@ func episodeFinalErrTypes() []string {
 }
 
 // recordEpisode keeps episode i's outcome in the current segment. res is nil when err is not.
+// WriteEpisodes reads these outcomes from the run, possibly from a worker that rebuilt them by
+// replay, so change how one is derived from history behind workflow.GetVersion like a command:
+// a retried write of a running job must read the outcomes its first attempt read. (Should they
+// differ, history still names the digest of the bytes the completing attempt left in the store.)
 func (r *evalRun) recordEpisode(ctx workflow.Context, i int, opID string, scheduled time.Time, res *activities.EpisodeResult, err error) {
 	o := activities.EpisodeOutcome{Index: i, OperationID: opID, Attempts: 1,
 		DurationMS: workflow.Now(ctx).Sub(scheduled).Milliseconds()}
