@@ -46,6 +46,10 @@ type Activities struct {
 	// QueryHook, when set, is called with every statement an export activity sends to a
 	// dataset, just before it is sent: tests use it to prove nothing is read before approval.
 	QueryHook func(dataset, query string)
+	// SegmentEpisodes reads a running eval run's current segment of outcomes for WriteEpisodes
+	// (cmd/app: the run's jobgate.episodes query). Nil: WriteEpisodes fails whenever it has an
+	// artifact store and outcomes to write.
+	SegmentEpisodes SegmentEpisodesFunc
 	// ManifestSealer seals each export manifest (manifest_seal). Nil: manifests are written
 	// unsealed, and verify reports them as not sealed.
 	ManifestSealer ManifestSealer

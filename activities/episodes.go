@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"go.temporal.io/sdk/temporal"
 	"gocloud.dev/blob"
 )
 
@@ -36,6 +37,10 @@ const (
 	// the receiver or retries exhausted.
 	EpisodeErrored = "errored"
 )
+
+// ErrTypeEpisodeLogInvalid is WriteEpisodes' error for an input it can never act on (a field
+// missing): final, the workflow goes on without the log.
+const ErrTypeEpisodeLogInvalid = "EpisodeLogInvalid"
 
 // EpisodeErrorMax bounds an outcome's error message in bytes (UTF-8 kept whole).
 const EpisodeErrorMax = 512
@@ -139,13 +144,20 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// WriteEpisodesInput is one segment's outcomes, in the order they finished.
+// WriteEpisodesInput names one segment of an eval's episode log: which run's outcomes to
+// write and how many there are, never the outcomes themselves (history keeps references and
+// digests, CONTRACT.md; a segment of 1,000 outcomes is ~700 KB). The activity reads them from
+// the run (Activities.SegmentEpisodes).
 type WriteEpisodesInput struct {
-	JobID      string `json:"job_id"`
+	JobID string `json:"job_id"`
+	// RunID is the run whose segment this is: the run that scheduled the write, and waits for it.
+	RunID      string `json:"run_id"`
 	FirstRunID string `json:"first_run_id"`
 	// Segment is the run number (1 for the job's first run).
-	Segment  int              `json:"segment"`
-	Episodes []EpisodeOutcome `json:"episodes"`
+	Segment int `json:"segment"`
+	// Count is how many outcomes the run holds for the segment; the outcomes read back must be
+	// exactly that many.
+	Count int `json:"count"`
 	// Final: the job ends after this segment; the whole log is written too, from Prior and
 	// this segment.
 	Final bool `json:"final,omitempty"`
@@ -153,6 +165,13 @@ type WriteEpisodesInput struct {
 	// when the whole log is assembled).
 	Prior []EpisodeSegment `json:"prior,omitempty"`
 }
+
+// SegmentEpisodesFunc reads the outcomes a running eval run holds in memory for its current
+// segment, in the order they finished, and that segment's number: cmd/app answers it with the
+// run's jobgate.episodes query through the worker's Temporal client. The run is blocked on
+// WriteEpisodes while it is asked (every episode of the segment has ended), so every attempt
+// reads the same outcomes, and a worker that has to replay the run rebuilds the same ones.
+type SegmentEpisodesFunc func(ctx context.Context, jobID, runID string) (segment int, outcomes []EpisodeOutcome, err error)
 
 // WriteEpisodesResult says what was written.
 type WriteEpisodesResult struct {
@@ -165,24 +184,32 @@ type WriteEpisodesResult struct {
 }
 
 // WriteEpisodes writes one segment of an eval's episode log (and with Final the whole log).
-// Its bytes are a function of its input alone, so a retried write puts the same bytes under
-// the same key; a blob write is atomic (visible only once complete), so a reader never meets
-// half a segment.
+// It reads the segment's outcomes from the run (SegmentEpisodes), checks they are the segment
+// and the count history named, and encodes them deterministically, so a retried write puts the
+// same bytes under the same key; a blob write is atomic (visible only once complete), so a
+// reader never meets half a segment. Without an artifact store it writes (and reads) nothing,
+// as before; with one but no SegmentEpisodes it fails (retryably, so a correctly wired worker
+// can take the write over): a misconfigured worker must not leave a hole in the log.
 func (a *Activities) WriteEpisodes(ctx context.Context, in WriteEpisodesInput) (WriteEpisodesResult, error) {
-	if in.JobID == "" || in.FirstRunID == "" || in.Segment < 1 {
-		return WriteEpisodesResult{}, errors.New("write episodes: job ID, first run ID and segment are required")
+	if in.JobID == "" || in.RunID == "" || in.FirstRunID == "" || in.Segment < 1 || in.Count < 0 {
+		return WriteEpisodesResult{}, temporal.NewNonRetryableApplicationError(
+			"write episodes: job_id, run_id, first_run_id, segment (>= 1) and count (>= 0) are required", ErrTypeEpisodeLogInvalid, nil)
 	}
-	res := WriteEpisodesResult{Segment: EpisodeSegment{Segment: in.Segment, Count: len(in.Episodes)}}
+	res := WriteEpisodesResult{Segment: EpisodeSegment{Segment: in.Segment, Count: in.Count}}
 	if a.Artifacts == nil {
 		return res, nil
 	}
+	episodes, err := a.segmentEpisodes(ctx, in)
+	if err != nil {
+		return WriteEpisodesResult{}, err
+	}
 	res.Stored = true
-	b, err := EncodeEpisodes(in.Episodes)
+	b, err := EncodeEpisodes(episodes)
 	if err != nil {
 		return WriteEpisodesResult{}, err
 	}
 	res.Segment.SHA256 = sha256Hex(b)
-	if len(in.Episodes) > 0 {
+	if len(episodes) > 0 {
 		if err := a.Artifacts.b.WriteAll(ctx, episodeSegmentKey(in.JobID, in.FirstRunID, in.Segment), b,
 			&blob.WriterOptions{ContentType: "application/jsonl"}); err != nil {
 			return WriteEpisodesResult{}, fmt.Errorf("write episode segment %d: %w", in.Segment, err)
@@ -208,13 +235,33 @@ func (a *Activities) WriteEpisodes(ctx context.Context, in WriteEpisodesInput) (
 		count += s.Count
 	}
 	all.Write(b)
-	count += len(in.Episodes)
+	count += len(episodes)
 	res.Log = &EpisodeSegment{Segment: in.Segment, Count: count, SHA256: sha256Hex(all.Bytes())}
 	if err := a.Artifacts.b.WriteAll(ctx, episodeLogKey(in.JobID, in.FirstRunID), all.Bytes(),
 		&blob.WriterOptions{ContentType: "application/jsonl"}); err != nil {
 		return WriteEpisodesResult{}, fmt.Errorf("write episode log: %w", err)
 	}
 	return res, nil
+}
+
+// segmentEpisodes reads in's outcomes from the run: none to read when the count is 0 (a final
+// write after an empty last run); else exactly Count of them, of in's segment.
+func (a *Activities) segmentEpisodes(ctx context.Context, in WriteEpisodesInput) ([]EpisodeOutcome, error) {
+	if in.Count == 0 {
+		return nil, nil
+	}
+	if a.SegmentEpisodes == nil {
+		return nil, errors.New("write episodes: this worker has an artifact store but no SegmentEpisodes (the run's episodes query); it cannot read the segment")
+	}
+	seg, episodes, err := a.SegmentEpisodes(ctx, in.JobID, in.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("write episodes: read segment %d of run %s: %w", in.Segment, in.RunID, err)
+	}
+	if seg != in.Segment || len(episodes) != in.Count {
+		return nil, fmt.Errorf("write episodes: run %s holds %d outcomes of segment %d, history names %d of segment %d",
+			in.RunID, len(episodes), seg, in.Count, in.Segment)
+	}
+	return episodes, nil
 }
 
 // ReadEpisodeSegment reads segment n's bytes; ErrArtifactGone when it is not in the store.

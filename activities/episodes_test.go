@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 )
 
@@ -53,9 +55,18 @@ func TestWriteEpisodes_RetryIsByteIdentical(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	a := &Activities{Artifacts: store}
 	const job, first = "acme/eval/ana/k", "run1"
-	in := WriteEpisodesInput{JobID: job, FirstRunID: first, Segment: 1, Episodes: epOutcomes()}
+	// The runs' segments, as their queries answer: run1 holds segment 1, run3 segment 3.
+	held := map[string][]EpisodeOutcome{"run1": epOutcomes(), "run3": epOutcomes()[:1]}
+	var asked []string
+	a := &Activities{Artifacts: store, SegmentEpisodes: func(_ context.Context, jobID, runID string) (int, []EpisodeOutcome, error) {
+		if jobID != job {
+			t.Errorf("asked job %q", jobID)
+		}
+		asked = append(asked, runID)
+		return int(runID[len(runID)-1] - '0'), held[runID], nil
+	}}
+	in := WriteEpisodesInput{JobID: job, RunID: "run1", FirstRunID: first, Segment: 1, Count: 3}
 
 	r1 := epWrite(t, a, in)
 	b1, err := store.ReadEpisodeSegment(ctx, job, first, 1)
@@ -87,8 +98,8 @@ func TestWriteEpisodes_RetryIsByteIdentical(t *testing.T) {
 	}
 
 	// The final segment, twice (a retry), assembles the same log.
-	last := WriteEpisodesInput{JobID: job, FirstRunID: first, Segment: 3, Final: true,
-		Episodes: epOutcomes()[:1], Prior: []EpisodeSegment{r1.Segment, {Segment: 2}}}
+	last := WriteEpisodesInput{JobID: job, RunID: "run3", FirstRunID: first, Segment: 3, Final: true,
+		Count: 1, Prior: []EpisodeSegment{r1.Segment, {Segment: 2}}}
 	f1 := epWrite(t, a, last)
 	f2 := epWrite(t, a, last)
 	rd, err := store.OpenEpisodeLog(ctx, job, first)
@@ -123,9 +134,63 @@ func TestWriteEpisodes_RetryIsByteIdentical(t *testing.T) {
 		t.Fatalf("tampered segment: %v", err)
 	}
 
-	// Without an artifact store nothing is written, and the workflow is told so.
-	if r := epWrite(t, &Activities{}, in); r.Stored || r.Segment.Count != 3 || r.Segment.SHA256 != "" {
-		t.Fatalf("no store: %+v", r)
+	if !reflect.DeepEqual(asked, []string{"run1", "run1", "run3", "run3", "run3"}) {
+		t.Fatalf("runs asked for their segment: %v", asked)
+	}
+
+	// Without an artifact store nothing is written (nor read), and the workflow is told so.
+	asked = nil
+	if r := epWrite(t, &Activities{SegmentEpisodes: a.SegmentEpisodes}, in); r.Stored || r.Segment.Count != 3 || r.Segment.SHA256 != "" || asked != nil {
+		t.Fatalf("no store: %+v, asked %v", r, asked)
+	}
+}
+
+// WriteEpisodes writes only what the run holds for the segment history names, exactly as many
+// as history counted; a worker with a store but no way to read the run fails rather than
+// writing an empty segment; an empty final segment needs no read.
+func TestWriteEpisodes_ReadsTheRun(t *testing.T) {
+	ctx := context.Background()
+	store, err := OpenArtifactStore(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	answer := func(seg int, out []EpisodeOutcome, err error) SegmentEpisodesFunc {
+		return func(context.Context, string, string) (int, []EpisodeOutcome, error) { return seg, out, err }
+	}
+	in := WriteEpisodesInput{JobID: "acme/eval/ana/k", RunID: "r1", FirstRunID: "r1", Segment: 1, Count: 3}
+	for _, c := range []struct {
+		name  string
+		read  SegmentEpisodesFunc
+		in    WriteEpisodesInput
+		want  string
+		final bool // non-retryable
+	}{
+		{"no reader", nil, in, "no SegmentEpisodes", false},
+		{"query fails", answer(0, nil, errors.New("no poller")), in, "read segment 1 of run r1: no poller", false},
+		{"fewer outcomes", answer(1, epOutcomes()[:2], nil), in, "holds 2 outcomes of segment 1, history names 3 of segment 1", false},
+		{"another segment", answer(2, epOutcomes(), nil), in, "holds 3 outcomes of segment 2", false},
+		{"no run ID", answer(1, epOutcomes(), nil), WriteEpisodesInput{JobID: "j", FirstRunID: "f", Segment: 1, Count: 3}, "run_id", true},
+		{"negative count", answer(1, epOutcomes(), nil), WriteEpisodesInput{JobID: "j", RunID: "r", FirstRunID: "f", Segment: 1, Count: -1}, "count", true},
+	} {
+		var s testsuite.WorkflowTestSuite
+		s.SetLogger(quietLogger)
+		env := s.NewTestActivityEnvironment()
+		a := &Activities{Artifacts: store, SegmentEpisodes: c.read}
+		env.RegisterActivity(a)
+		_, err := env.ExecuteActivity(a.WriteEpisodes, c.in)
+		var ae *temporal.ApplicationError
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &ae) || ae.NonRetryable() != c.final {
+			t.Errorf("%s: %v, want %q (non-retryable %v)", c.name, err, c.want, c.final)
+		}
+	}
+	if segs, _ := store.EpisodeSegments(ctx, in.JobID, in.FirstRunID); len(segs) != 0 {
+		t.Fatalf("a refused write left segments %v", segs)
+	}
+	// The last run finished no episode: no read, no segment object, a log of the prior ones.
+	empty := WriteEpisodesInput{JobID: "acme/eval/ana/k", RunID: "r2", FirstRunID: "r1", Segment: 2, Final: true}
+	if r := epWrite(t, &Activities{Artifacts: store}, empty); !r.Stored || r.Log == nil || r.Log.Count != 0 {
+		t.Fatalf("empty final segment: %+v", r)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/activities/testenv"
@@ -220,6 +222,8 @@ func TestListEpisodes(t *testing.T) {
 	}
 	t.Logf("%d episodes in %d pages (%d full), %d failed", len(all), len(pages), full, len(got))
 
+	epAssertHistoryHoldsNoOutcomes(t, b, end.JobID, first, n)
+
 	// The download: every line once, in list order, its digest the result's and the listing's.
 	res := acResult(t, end)
 	var view frontend.EvalResultView
@@ -337,4 +341,62 @@ func TestCLIJobsEpisodes(t *testing.T) {
 	if r := runCLI(t, b, b.token(bo), "jobs", "episodes", v.Handle); r.code == 0 || !strings.Contains(r.stderr, "no such job") {
 		t.Fatalf("bo: exit %d %s", r.code, r.stderr)
 	}
+}
+
+// epAssertHistoryHoldsNoOutcomes follows the job's runs from its first and checks, against
+// their stored histories, that no episode outcome entered history through the episode log:
+// each run's WriteEpisodes was scheduled with its run and count only (a small payload naming
+// no operation ID; the worker read the outcomes with the run's query), and the counts its
+// writes completed with add up to the job's n episodes.
+func epAssertHistoryHoldsNoOutcomes(t *testing.T, b *testBundle, jobID, firstRunID string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dc := converter.GetDefaultDataConverter()
+	runs, scheduled, written, biggest := 0, 0, 0, 0
+	for runID := firstRunID; runID != ""; runs++ {
+		it := b.temporal.GetWorkflowHistory(ctx, jobID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		next, names := "", map[int64]string{}
+		for it.HasNext() {
+			ev, err := it.Next()
+			must(t, err)
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+				a := ev.GetActivityTaskScheduledEventAttributes()
+				names[ev.GetEventId()] = a.GetActivityType().GetName()
+				if a.GetActivityType().GetName() != "WriteEpisodes" {
+					continue
+				}
+				scheduled++
+				data := a.GetInput().GetPayloads()[0].GetData()
+				biggest = max(biggest, len(data))
+				if len(data) > 1024 || bytes.Contains(data, []byte("operation_id")) {
+					t.Fatalf("run %s: WriteEpisodes scheduled with %d bytes of input: %.300s", runID, len(data), data)
+				}
+				var in activities.WriteEpisodesInput
+				must(t, dc.FromPayloads(a.GetInput(), &in))
+				if in.RunID != runID || in.Count < 1 {
+					t.Fatalf("run %s: WriteEpisodes input %+v", runID, in)
+				}
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+				a := ev.GetActivityTaskCompletedEventAttributes()
+				if names[a.GetScheduledEventId()] != "WriteEpisodes" {
+					continue
+				}
+				var res activities.WriteEpisodesResult
+				must(t, dc.FromPayloads(a.GetResult(), &res))
+				if !res.Stored || res.Segment.SHA256 == "" {
+					t.Fatalf("run %s: WriteEpisodes result %+v", runID, res)
+				}
+				written += res.Segment.Count
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+				next = ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+			}
+		}
+		runID = next
+	}
+	if runs < 2 || scheduled != runs || written != n {
+		t.Fatalf("%d runs, %d WriteEpisodes scheduled, %d outcomes written; want one write per run, %d outcomes", runs, scheduled, written, n)
+	}
+	t.Logf("history: %d runs, each WriteEpisodes input at most %d bytes for %d outcomes in all", runs, biggest, written)
 }

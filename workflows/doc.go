@@ -31,8 +31,10 @@
 //     an eval's tallies, an export's manifest (references and digests, never rows). An eval
 //     continues as new every EpisodesPerRun episodes, carrying its tallies; before it does, and
 //     when it ends, the WriteEpisodes activity puts the run's episode outcomes in the artifact
-//     store, and only their count and digest go on (eval_episodes.go; query jobgate.episodes
-//     reads the current run's).
+//     store, and only their count and digest go on (eval_episodes.go). The outcomes never enter
+//     history: the activity's input names the run and the count, and the activity reads them
+//     with the run's query jobgate.episodes (which the frontend's list_episodes reads too)
+//     while the run waits for it.
 //
 // # Guarantees
 //

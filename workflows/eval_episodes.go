@@ -16,13 +16,15 @@ import (
 // An eval's per-episode results (its episode log, activities/episodes.go). The run keeps the
 // outcomes of its own segment in memory (QueryEpisodes reads them while it runs) and has the
 // WriteEpisodes activity write them to the artifact store before it continues as new and when
-// the job ends; what history carries across runs and into the result is only the segments'
-// references: number, count, digest.
+// the job ends. The activity's input names the run and the count only; it reads the outcomes
+// through QueryEpisodes itself. So what history holds of the log, in the activity's input, its
+// result, across runs and in the job's result, is only the segments' references: number,
+// count, digest.
 
 const (
 	// QueryEpisodes reads a running eval's episode log position: the written segments and the
-	// current segment's finished episodes. Part of the API between frontend and workflow; never
-	// rename it. A query issues no command, so histories replay with or without it.
+	// current segment's finished episodes. Part of the API between frontend and workflow, and
+	// how WriteEpisodes reads the segment it writes (cmd/app wires it); never rename it. A query issues no command, so histories replay with or without it.
 	QueryEpisodes = "jobgate.episodes"
 
 	// changeEvalEpisodes is the workflow.GetVersion change ID of an eval writing its episode log
@@ -72,6 +74,10 @@ func episodeFinalErrTypes() []string {
 }
 
 // recordEpisode keeps episode i's outcome in the current segment. res is nil when err is not.
+// WriteEpisodes reads these outcomes from the run, possibly from a worker that rebuilt them by
+// replay, so change how one is derived from history behind workflow.GetVersion like a command:
+// a retried write of a running job must read the outcomes its first attempt read. (Should they
+// differ, history still names the digest of the bytes the completing attempt left in the store.)
 func (r *evalRun) recordEpisode(ctx workflow.Context, i int, opID string, scheduled time.Time, res *activities.EpisodeResult, err error) {
 	o := activities.EpisodeOutcome{Index: i, OperationID: opID, Attempts: 1,
 		DurationMS: workflow.Now(ctx).Sub(scheduled).Milliseconds()}
@@ -136,8 +142,12 @@ func (r *evalRun) writeEpisodes(ctx workflow.Context, final bool) {
 		Summary:             fmt.Sprintf("episode log, segment %d", r.st.Runs),
 		RetryPolicy:         retryPolicy(0),
 	})
-	in := activities.WriteEpisodesInput{JobID: workflow.GetInfo(ctx).WorkflowExecution.ID, FirstRunID: FirstRunID(ctx),
-		Segment: r.st.Runs, Episodes: r.seg, Final: final, Prior: r.st.Episodes}
+	// Only the count: the activity reads the outcomes from this run's query while the run waits
+	// for it, so they never enter history (r.seg cannot change meanwhile: every episode of the
+	// run has ended).
+	ex := workflow.GetInfo(ctx).WorkflowExecution
+	in := activities.WriteEpisodesInput{JobID: ex.ID, RunID: ex.RunID, FirstRunID: FirstRunID(ctx),
+		Segment: r.st.Runs, Count: len(r.seg), Final: final, Prior: r.st.Episodes}
 	var res activities.WriteEpisodesResult
 	if err := workflow.ExecuteActivity(dctx, a.WriteEpisodes, in).Get(dctx, &res); err != nil {
 		// Only a non-retryable error gets here (bad input): the job goes on without its log.

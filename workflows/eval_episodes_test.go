@@ -2,6 +2,8 @@ package workflows
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -11,10 +13,82 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
 )
+
+// episodeLogHarness gives acts the worker's way to read a run's segment: cmd/app sends the
+// run's own QueryEpisodes; the test environment has no client to send one with, so the
+// activity asks the environment the same query. It returns the WriteEpisodes inputs started.
+func episodeLogHarness(h *harness, acts *activities.Activities) *[]activities.WriteEpisodesInput {
+	var writes []activities.WriteEpisodesInput
+	h.onStarted = func(typ string, args converter.EncodedValues) {
+		if typ == "WriteEpisodes" {
+			var in activities.WriteEpisodesInput
+			require.NoError(h.t, args.Get(&in))
+			writes = append(writes, in)
+		}
+	}
+	acts.SegmentEpisodes = func(_ context.Context, jobID, runID string) (int, []activities.EpisodeOutcome, error) {
+		if jobID != testJobID || runID != testRunID {
+			return 0, nil, errors.New("asked another run")
+		}
+		v, err := h.env.QueryWorkflow(QueryEpisodes, EpisodesQuery{})
+		if err != nil {
+			return 0, nil, err
+		}
+		var q EpisodesQueryResult
+		err = v.Get(&q)
+		return q.Segment, q.Episodes, err
+	}
+	return &writes
+}
+
+// A run that continues as new writes its segment first, read from the run itself: the next
+// run's input carries the reference (count and the digest of exactly the stored bytes), and the
+// stored segment holds the episodes the run finished.
+func TestEval_EpisodeLogContinueAsNew(t *testing.T) {
+	store, err := activities.OpenArtifactStore(context.Background(), "mem://")
+	require.NoError(t, err)
+	defer store.Close()
+	acts := &activities.Activities{Suites: activities.DefaultCatalog(), Artifacts: store}
+	h := &harness{jobHarness: newJobHarness(t, KindEval, testJobID, testWorkflows, acts, nil)}
+	writes := episodeLogHarness(h, acts)
+	in := evalInput(5, 2)
+	in.EpisodesPerRun = 3
+	h.execute(in)
+	require.True(t, h.env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, h.env.GetWorkflowError(), &can)
+	var next EvalInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	assert.Equal(t, []activities.WriteEpisodesInput{{JobID: testJobID, RunID: testRunID, FirstRunID: testRunID,
+		Segment: 1, Count: 3}}, *writes)
+
+	b, err := store.ReadEpisodeSegment(context.Background(), testJobID, testRunID, 1)
+	require.NoError(t, err)
+	sum := sha256.Sum256(b)
+	require.Equal(t, []activities.EpisodeSegment{{Segment: 1, Count: 3, SHA256: hex.EncodeToString(sum[:])}}, next.State.Episodes)
+	got, err := activities.DecodeEpisodes(b)
+	require.NoError(t, err)
+	var indices []int
+	for _, o := range got {
+		indices = append(indices, o.Index)
+		_, score := activities.DemoOutcome(o.OperationID, 0)
+		want := activities.EpisodePassed
+		if score < activities.PassThresholdDefault {
+			want = activities.EpisodeFailed
+		}
+		assert.Equal(t, OperationID(testJobID, testRunID, o.Index), o.OperationID)
+		assert.Equal(t, want, o.Status, "episode %d", o.Index)
+		require.NotNil(t, o.Score)
+		assert.Equal(t, score, *o.Score)
+	}
+	assert.ElementsMatch(t, []int{0, 1, 2}, indices)
+}
 
 // Each episode's outcome reaches the episode log as it ended: a score at or above the
 // threshold passed, below it failed, the suite's EpisodeFailed failed (no score), anything
@@ -26,6 +100,7 @@ func TestEval_EpisodeLog(t *testing.T) {
 	defer store.Close()
 	acts := &activities.Activities{Suites: activities.DefaultCatalog(), Artifacts: store}
 	h := &harness{jobHarness: newJobHarness(t, KindEval, testJobID, testWorkflows, acts, nil)}
+	writes := episodeLogHarness(h, acts)
 	var tries sync.Map // index -> *atomic.Int32
 	h.env.OnActivity(acts.RunEpisode, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.EpisodeInput) (activities.EpisodeResult, error) {
@@ -48,6 +123,8 @@ func TestEval_EpisodeLog(t *testing.T) {
 		})
 	h.execute(evalInput(4, 1))
 	res := h.result()
+	assert.Equal(t, []activities.WriteEpisodesInput{{JobID: testJobID, RunID: testRunID, FirstRunID: testRunID,
+		Segment: 1, Count: 4, Final: true}}, *writes, "one write, naming the run and the count, never the outcomes")
 	require.NotNil(t, res.EpisodeLog)
 	assert.Equal(t, 4, res.EpisodeLog.Count)
 

@@ -3,6 +3,9 @@ package workflows
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -87,49 +90,89 @@ func TestEval_RecordedApprovalHistory(t *testing.T) {
 }
 
 // TestEval_RecordedEpisodeLog checks the episode log's shape on a real server's history: each
-// run writes its segment once, before it continues as new or ends; what history carries on is
-// the segment's reference (count and digest of exactly the bytes the outcomes encode to), and
-// the result holds the whole log's.
+// run writes its segment once, before it continues as new or ends, naming only its run and
+// count (the outcomes never enter history: WriteEpisodes read them with the run's query); what
+// history carries on is the segment's reference, and the result holds the whole log's. The log
+// genhistory read back from the store has that count and digest, and its lines are the
+// episodes each run scheduled, segment by segment.
 func TestEval_RecordedEpisodeLog(t *testing.T) {
 	dc := converter.GetDefaultDataConverter()
 	var (
 		carried []activities.EpisodeSegment
-		written string // hex SHA-256 of the last write's outcomes, encoded
+		written activities.EpisodeSegment // the last write's segment reference
+		log     *activities.EpisodeSegment
+		ran     [][]int // per run, the indices of the episodes it scheduled
 	)
 	for run, file := range []string{"eval_episodes_run1.json", "eval_episodes_run2.json"} {
-		writes := 0
-		for _, ev := range loadHistory(t, file).GetEvents() {
+		writes, names := 0, map[int64]string{}
+		ran = append(ran, nil)
+		hist := loadHistory(t, file)
+		runID := hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetOriginalExecutionRunId()
+		for _, ev := range hist.GetEvents() {
 			switch ev.GetEventType() {
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 				a := ev.GetActivityTaskScheduledEventAttributes()
-				if a.GetActivityType().GetName() != "WriteEpisodes" {
+				names[ev.GetEventId()] = a.GetActivityType().GetName()
+				if a.GetActivityType().GetName() == "RunEpisode" {
+					var in activities.EpisodeInput
+					require.NoError(t, dc.FromPayloads(a.GetInput(), &in))
+					ran[run] = append(ran[run], in.Index)
 					continue
 				}
 				writes++
+				payload := a.GetInput().GetPayloads()[0].GetData()
+				assert.NotContains(t, string(payload), "operation_id", "an outcome in WriteEpisodes' input")
+				assert.Less(t, len(payload), 512, "WriteEpisodes' input is a reference, not the segment")
 				var in activities.WriteEpisodesInput
 				require.NoError(t, dc.FromPayloads(a.GetInput(), &in))
+				assert.Equal(t, runID, in.RunID)
 				assert.Equal(t, run+1, in.Segment)
 				assert.Equal(t, run == 1, in.Final)
 				assert.Equal(t, carried, in.Prior)
-				assert.Len(t, in.Episodes, []int{3, 2}[run])
-				b, err := activities.EncodeEpisodes(in.Episodes)
-				require.NoError(t, err)
-				sum := sha256.Sum256(b)
-				written = hex.EncodeToString(sum[:])
+				assert.Equal(t, []int{3, 2}[run], in.Count)
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+				a := ev.GetActivityTaskCompletedEventAttributes()
+				if names[a.GetScheduledEventId()] != "WriteEpisodes" {
+					continue
+				}
+				var res activities.WriteEpisodesResult
+				require.NoError(t, dc.FromPayloads(a.GetResult(), &res))
+				require.True(t, res.Stored)
+				assert.Equal(t, []int{3, 2}[run], res.Segment.Count)
+				written = res.Segment
 			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
 				var next EvalInput
 				require.NoError(t, dc.FromPayloads(ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetInput(), &next))
-				require.Len(t, next.State.Episodes, 1)
-				assert.Equal(t, 3, next.State.Episodes[0].Count)
-				assert.Equal(t, written, next.State.Episodes[0].SHA256)
+				require.Equal(t, []activities.EpisodeSegment{written}, next.State.Episodes)
 				carried = next.State.Episodes
 			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 				var res EvalResult
 				require.NoError(t, dc.FromPayloads(ev.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &res))
 				require.NotNil(t, res.EpisodeLog)
 				assert.Equal(t, 5, res.EpisodeLog.Count)
+				log = res.EpisodeLog
 			}
 		}
 		assert.Equal(t, 1, writes, "%s: one segment write", file)
+	}
+	require.NotNil(t, log)
+
+	b, err := os.ReadFile(filepath.Join("testdata", "eval_episodes_log.jsonl"))
+	require.NoError(t, err)
+	sum := sha256.Sum256(b)
+	assert.Equal(t, log.SHA256, hex.EncodeToString(sum[:]), "the stored log is the one history names")
+	lines := strings.SplitAfter(string(b), "\n")
+	seg1 := strings.Join(lines[:3], "")
+	sum = sha256.Sum256([]byte(seg1))
+	assert.Equal(t, carried[0].SHA256, hex.EncodeToString(sum[:]), "its first 3 lines are segment 1")
+	got, err := activities.DecodeEpisodes(b)
+	require.NoError(t, err)
+	require.Len(t, got, 5)
+	for seg, idx := range [][]activities.EpisodeOutcome{got[:3], got[3:]} {
+		var indices []int
+		for _, o := range idx {
+			indices = append(indices, o.Index)
+		}
+		assert.ElementsMatch(t, ran[seg], indices, "segment %d holds the episodes run %d ran", seg+1, seg+1)
 	}
 }

@@ -242,6 +242,7 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		}
 		m.own = true
 	}
+	acts.SegmentEpisodes = segmentEpisodes(m.Client)
 	tq := m.Config.Temporal.TaskQueue
 	if tq == "" {
 		tq = workflows.TaskQueueDefault

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/activities"
@@ -38,5 +39,23 @@ func (m *WorkerMain) warnCommandSuites(suites activities.Catalog, tq string, dat
 				"give the suite a task_queue served by a worker started with --kinds eval",
 				zap.String("suite", name), zap.String("task_queue", tq))
 		}
+	}
+}
+
+// segmentEpisodes answers WriteEpisodes' read of a run's segment with the run's own
+// jobgate.episodes query: the outcomes go from the workflow's memory to the artifact store
+// without passing through history. The run is named by its run ID, so a later run of the job
+// is never asked for an earlier one's segment.
+func segmentEpisodes(c client.Client) activities.SegmentEpisodesFunc {
+	return func(ctx context.Context, jobID, runID string) (int, []activities.EpisodeOutcome, error) {
+		v, err := c.QueryWorkflow(ctx, jobID, runID, workflows.QueryEpisodes, workflows.EpisodesQuery{})
+		if err != nil {
+			return 0, nil, err
+		}
+		var res workflows.EpisodesQueryResult
+		if err := v.Get(&res); err != nil {
+			return 0, nil, err
+		}
+		return res.Segment, res.Episodes, nil
 	}
 }

@@ -9,8 +9,10 @@
 // under those names so the older recordings keep replaying too.
 //
 // eval_episodes_run1.json and eval_episodes_run2.json record the episode log (issue 21: the
-// WriteEpisodes activity behind changeEvalEpisodes) across continue-as-new; `-only episodes`
-// records just those two, leaving the older recordings as they are.
+// WriteEpisodes activity behind changeEvalEpisodes) across continue-as-new, and
+// eval_episodes_log.jsonl the log those runs wrote (history names only its count and digest;
+// WriteEpisodes read the outcomes with each run's jobgate.episodes query, as cmd/app wires it).
+// `-only episodes` records just those three, leaving the older recordings as they are.
 //
 // It lives under testdata so `go build ./...`, `go vet ./...` and `go test ./...` skip it.
 package main

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
+	"os"
+	"path/filepath"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -61,13 +64,24 @@ func run(out, only string) error {
 		return err
 	}
 	defer store.Close()
-	e, err := gen.Start(ctx, tq, workflows.KindEval, wfs,
-		&activities.Activities{Suites: activities.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond, Artifacts: store})
+	acts := &activities.Activities{Suites: activities.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond, Artifacts: store}
+	e, err := gen.Start(ctx, tq, workflows.KindEval, wfs, acts)
 	if err != nil {
 		return err
 	}
 	defer e.Stop()
 	c := e.Client
+	// WriteEpisodes reads each segment with the run's own query, as cmd/app wires it (set before
+	// any job starts, so no activity has read the field yet).
+	acts.SegmentEpisodes = func(ctx context.Context, jobID, runID string) (int, []activities.EpisodeOutcome, error) {
+		v, err := c.QueryWorkflow(ctx, jobID, runID, workflows.QueryEpisodes, workflows.EpisodesQuery{})
+		if err != nil {
+			return 0, nil, err
+		}
+		var res workflows.EpisodesQueryResult
+		err = v.Get(&res)
+		return res.Segment, res.Episodes, err
+	}
 
 	start := func(id string, in workflows.EvalInput) (client.WorkflowRun, error) {
 		return e.StartJob(ctx, id, workflows.KindEval, in.Tenant, in.Owner, in)
@@ -146,7 +160,22 @@ func run(out, only string) error {
 		if err != nil {
 			return err
 		}
-		return save("eval_episodes_run2.json", id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+		if err := save("eval_episodes_run2.json", id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId()); err != nil {
+			return err
+		}
+		// The log itself, which history only names (count and digest): the replay test checks
+		// the two agree, and that its lines are the episodes each run ran.
+		rd, err := store.OpenEpisodeLog(ctx, id, first.GetRunID())
+		if err != nil {
+			return err
+		}
+		defer rd.Close()
+		b, err := io.ReadAll(rd)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("eval_episodes_log.jsonl: %d bytes\n", len(b))
+		return os.WriteFile(filepath.Join(out, "eval_episodes_log.jsonl"), b, 0o644)
 	}
 	if only == "episodes" {
 		return episodes()
