@@ -49,6 +49,7 @@ type metrics struct {
 	jobsStarted   *prometheus.CounterVec
 	downloads     *prometheus.CounterVec
 	quotaRejects  *prometheus.CounterVec
+	streams       *prometheus.GaugeVec // open event streams by surface (job_events, tasks_listen)
 	knownScopeFor map[string]bool // tool names and tasks/* methods a 403 may name
 }
 
@@ -76,8 +77,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		quotaRejects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_rejections_total",
 			Help: "start_* calls refused with quota_exceeded, by tenant (a tenant named in the tenants file, else \"other\") and limit."},
 			[]string{"tenant", "limit"}),
-		knownScopeFor: map[string]bool{},
+		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "event_streams",
+			Help: "Event streams open on this replica, by surface: job_events (GET /jobs/<handle>/events) or tasks_listen (subscriptions/listen)."},
+			[]string{"surface"}),
+		knownScopeFor: map[string]bool{scopeWhatJobEvents: true, methodSubscriptionsListen: true},
 	}
+	m.streams.WithLabelValues("job_events")
+	m.streams.WithLabelValues("tasks_listen")
 	for _, r := range []string{unauthMissing, unauthInvalid} {
 		m.unauthorized.WithLabelValues(r)
 	}
@@ -114,6 +120,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.quotaRejects, err = register(reg, m.quotaRejects); err != nil {
+		return nil, err
+	}
+	if m.streams, err = register(reg, m.streams); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -217,3 +226,7 @@ func (m *metrics) quotaRejected(t authz.Tenants, tenant, limit string) {
 	}
 	m.quotaRejects.WithLabelValues(tenant, limit).Inc()
 }
+
+// streamOpened and streamClosed count an event stream of surface in and out.
+func (m *metrics) streamOpened(surface string) { m.streams.WithLabelValues(surface).Inc() }
+func (m *metrics) streamClosed(surface string) { m.streams.WithLabelValues(surface).Dec() }
