@@ -50,7 +50,7 @@ type metrics struct {
 	downloads     *prometheus.CounterVec
 	quotaRejects  *prometheus.CounterVec
 	streams       *prometheus.GaugeVec // open event streams by surface (job_events, tasks_listen)
-	knownScopeFor map[string]bool // tool names and tasks/* methods a 403 may name
+	knownScopeFor map[string]bool      // tool names and tasks/* methods a 403 may name
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
