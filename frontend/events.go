@@ -65,6 +65,7 @@ func (f *Frontend) followJob(ctx context.Context, id string, pos handle.JobPos, 
 			run, token, last = j.runID, nil, 0
 		}
 		wctx, cancel := context.WithTimeout(ctx, historyWaitMax)
+		f.metrics.streamCalls.WithLabelValues("history_wait").Inc()
 		page, err := f.store.WaitHistory(wctx, id, run, token)
 		cancel()
 		if err != nil {
@@ -91,6 +92,7 @@ func (f *Frontend) followJob(ctx context.Context, id string, pos handle.JobPos, 
 		if pos.Digest != "" && run == pos.Run && last == pos.Event && !closed {
 			continue // exactly where the resumed stream left off: nothing to render
 		}
+		f.metrics.streamCalls.WithLabelValues("render").Inc()
 		r, err := render(ctx)
 		if err != nil {
 			return err

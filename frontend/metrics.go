@@ -49,8 +49,9 @@ type metrics struct {
 	jobsStarted   *prometheus.CounterVec
 	downloads     *prometheus.CounterVec
 	quotaRejects  *prometheus.CounterVec
-	streams       *prometheus.GaugeVec // open event streams by surface (job_events, tasks_listen)
-	knownScopeFor map[string]bool      // tool names and tasks/* methods a 403 may name
+	streams       *prometheus.GaugeVec   // open event streams by surface (job_events, tasks_listen)
+	streamCalls   *prometheus.CounterVec // Temporal calls of event streams (history_wait, render)
+	knownScopeFor map[string]bool        // tool names and tasks/* methods a 403 may name
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -80,6 +81,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "event_streams",
 			Help: "Event streams open on this replica, by surface: job_events (GET /jobs/<handle>/events) or tasks_listen (subscriptions/listen)."},
 			[]string{"surface"}),
+		streamCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "event_stream_calls_total",
+			Help: "Temporal calls made for event streams: history_wait (one long poll of a job's history, answered when it grows or after Temporal's poll interval) and render (a read of the job for an event: one Describe, plus the result once succeeded, cached)."},
+			[]string{"call"}),
 		knownScopeFor: map[string]bool{scopeWhatJobEvents: true, methodSubscriptionsListen: true},
 	}
 	m.streams.WithLabelValues("job_events")
@@ -123,6 +127,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.streams, err = register(reg, m.streams); err != nil {
+		return nil, err
+	}
+	if m.streamCalls, err = register(reg, m.streamCalls); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -1,0 +1,174 @@
+package frontend
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+func TestStreamLimits(t *testing.T) {
+	l := newStreamLimits(3, 2)
+	ana, bo, cy := authz.Principal{Tenant: "acme", Subject: "ana"}, authz.Principal{Tenant: "acme", Subject: "bo"}, authz.Principal{Tenant: "globex", Subject: "ana"}
+	r1, te := l.acquire(ana)
+	if te != nil {
+		t.Fatal(te)
+	}
+	if _, te := l.acquire(ana); te != nil {
+		t.Fatal(te)
+	}
+	if _, te := l.acquire(ana); te == nil || te.Code != CodeQuotaExceeded || !te.Retryable || te.RetryAfterMS <= 0 {
+		t.Fatalf("a third stream of one caller: %+v", te)
+	}
+	if _, te := l.acquire(cy); te != nil { // same subject, another tenant: another caller
+		t.Fatal(te)
+	}
+	if _, te := l.acquire(bo); te == nil || !strings.Contains(te.Message, "server") {
+		t.Fatalf("past the replica's limit: %+v", te)
+	}
+	r1()
+	r1() // releasing twice gives back one slot
+	if _, te := l.acquire(bo); te != nil {
+		t.Fatal(te)
+	}
+	if _, te := l.acquire(bo); te == nil {
+		t.Fatal("the replica's limit forgot a stream")
+	}
+}
+
+func TestViewDigest(t *testing.T) {
+	a := viewDigest(json.RawMessage(`{"handle":"x","status":"running","progress":{"done":1}}`), "handle")
+	b := viewDigest(json.RawMessage(`{"progress":{"done":1},"status":"running","handle":"y"}`), "handle")
+	c := viewDigest(json.RawMessage(`{"handle":"x","status":"running","progress":{"done":2}}`), "handle")
+	if a != b || a == c || len(a) != handle.EventDigestLen {
+		t.Fatalf("digests %s %s %s", a, b, c)
+	}
+	if streamTarget("job", []string{"a/b"}) == streamTarget("job", []string{"a", "b"}) || streamTarget("job", []string{"a"}) == streamTarget("tasks", []string{"a"}) {
+		t.Fatal("stream targets collide")
+	}
+}
+
+// TestJobEventsOverMemStore: GET /jobs/<handle>/events over the in-memory store: the view, a
+// heartbeat while idle, the next view when the job's history grows, the end with the terminal
+// view; a second stream of the same caller past the limit is 429 with Retry-After; another
+// principal gets the unknown job's answer.
+func TestJobEventsOverMemStore(t *testing.T) {
+	tc := newMemStore()
+	tc.retention = time.Hour
+	f := newStoreFrontend(t, tc, Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow },
+		StreamHeartbeat: 20 * time.Millisecond, MaxStreamsPerCaller: 1})
+	srv := httptest.NewServer(f.Handler())
+	defer srv.Close()
+	id := "acme/eval/ana/streamed"
+	tc.put(execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+	h := f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
+	get := func(p authz.Principal, raw string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/jobs/"+raw+"/events", nil)
+		tok, err := authz.MintHS256(unitSecret, authz.MintOptions{Issuer: "iss", Audience: "http://localhost/mcp",
+			Tenant: p.Tenant, Subject: p.Subject, Scopes: p.Scopes, TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		// A bound on the whole exchange: a missing heartbeat or event fails the read, not the run.
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	ana := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}
+	resp := get(ana, h)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header)
+	}
+	r := bufio.NewReader(resp.Body)
+	// next reads up to the next event's data, counting heartbeat comments on the way.
+	next := func() (id string, view JobView, beats int) {
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("stream ended: %v", err)
+			}
+			switch {
+			case strings.HasPrefix(line, ": keepalive"):
+				beats++
+			case strings.HasPrefix(line, "id: "):
+				id = strings.TrimSpace(strings.TrimPrefix(line, "id: "))
+			case strings.HasPrefix(line, "data: "):
+				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &view); err != nil {
+					t.Fatal(err)
+				}
+				return id, view, beats
+			}
+		}
+	}
+	id1, v1, _ := next()
+	if v1.Status != workflows.StatusRunning || v1.JobID != id || id1 == "" {
+		t.Fatalf("first event %q %+v", id1, v1)
+	}
+	pos, err := f.opts.Keys.OpenEventPos(id1, taskNow)
+	if err != nil || pos.Subject != "ana" || pos.Jobs[0].Run != "run-"+id || pos.Jobs[0].Event != 1 {
+		t.Fatalf("position %+v %v", pos, err)
+	}
+
+	// Past the per-caller limit: 429, Retry-After, quota_exceeded; another principal: not_found.
+	if busy := get(ana, h); busy.StatusCode != http.StatusTooManyRequests || busy.Header.Get("Retry-After") == "" {
+		t.Fatalf("second stream: %d", busy.StatusCode)
+	} else {
+		busy.Body.Close()
+	}
+	bo := authz.Principal{Tenant: "acme", Subject: "bo", Scopes: []authz.Scope{authz.ScopeRead}}
+	other, unknown := get(bo, h), get(bo, f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/eval/bo/none", Kind: "eval", Expiry: taskNow.Add(time.Hour)}))
+	ob, ub := readAll(t, other), readAll(t, unknown)
+	if other.StatusCode != http.StatusNotFound || other.StatusCode != unknown.StatusCode || ob != ub {
+		t.Fatalf("other principal %d %s, unknown %d %s", other.StatusCode, ob, unknown.StatusCode, ub)
+	}
+
+	// Idle: a heartbeat; then the job fails: its view, and the end.
+	for line := ""; !strings.HasPrefix(line, ": keepalive"); {
+		if line, err = r.ReadString('\n'); err != nil {
+			t.Fatalf("no heartbeat: %v", err)
+		}
+	}
+	info := execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, workflows.StatusRunning)
+	info.Memo.Fields[workflows.MemoError] = payload(t, &workflows.JobError{Code: "all_episodes_failed", Message: "all failed"})
+	tc.put(info)
+	id2, v2, _ := next()
+	if v2.Status != workflows.StatusFailed || id2 == id1 {
+		t.Fatalf("second event %q %+v", id2, v2)
+	}
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if strings.HasPrefix(line, "data: ") {
+			t.Fatalf("an event after the terminal one: %s", line)
+		}
+	}
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	var b strings.Builder
+	r := bufio.NewReader(resp.Body)
+	for {
+		line, err := r.ReadString('\n')
+		b.WriteString(line)
+		if err != nil {
+			return b.String()
+		}
+	}
+}
