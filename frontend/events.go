@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -39,85 +40,92 @@ const (
 	followRetryMax = 15 * time.Second
 )
 
-// followJob follows job id from pos (the zero JobPos: from nothing sent). It reads the current
-// run's history to its end and then waits in Temporal for it to grow (store.WaitHistory: no
-// poll loop here); after every page it renders the job, and calls emit with what it rendered
-// and the new position when the digest differs from the one last sent — so a resumed stream
-// sends what changed since pos and nothing twice. A run that continued as new is followed into
-// the next one. It returns nil once the job is terminal (emitted, or already sent before pos),
-// emit's or render's error, or ctx's.
+// followJob follows job id from pos (the zero JobPos: from nothing sent). It watches the
+// current run's history through the replica's hub (one long poll per run, shared by every
+// stream of the replica: events_hub.go; no poll loop here); once the history is read to its
+// end, and after every event that can change the job's view, it renders the job and calls
+// emit with what it rendered and the new position when the digest differs from the one last
+// sent — so a resumed stream sends what changed since pos and nothing twice. A run that
+// continued as new is followed into the next one. It returns nil once the job is terminal
+// (emitted, or already sent before pos), emit's or render's error, or ctx's.
 func (f *Frontend) followJob(ctx context.Context, id string, pos handle.JobPos, render renderFunc, emit func(rendered, handle.JobPos) error) error {
-	var (
-		run   string // the run whose history is being read; "" until the current one is known
-		token []byte
-		last  int64 // the last event of run read so far
-		retry = followRetryMin
-	)
+	retry := followRetryMin
+	var failedRun string // a run whose watch gave up: finding it current again ends the stream
 	for {
-		if run == "" {
-			j, err := f.describe(ctx, id)
-			if err != nil {
-				if !f.followRetryable(ctx, err, &retry) {
-					return err
-				}
-				continue
-			}
-			run, token, last = j.runID, nil, 0
-		}
-		wctx, cancel := context.WithTimeout(ctx, historyWaitMax)
-		f.metrics.streamCalls.WithLabelValues("history_wait").Inc()
-		page, err := f.store.WaitHistory(wctx, id, run, token)
-		cancel()
+		j, err := f.describe(ctx, id)
 		if err != nil {
-			if errors.Is(err, errJobNotFound) {
-				run = "" // purged, or reset: describe says what there is now
-				if !f.followRetryable(ctx, errStoreUnavailable, &retry) {
-					return err
-				}
-				continue
-			}
 			if !f.followRetryable(ctx, err, &retry) {
 				return err
 			}
 			continue
 		}
-		retry = followRetryMin
-		closed := page.next == nil
-		token = page.next
-		if page.last > 0 {
-			last = page.last
-		} else if !closed {
-			continue // the wait's interval passed without news
+		if j.runID == failedRun {
+			return fmt.Errorf("job %s: its history cannot be read", id)
 		}
-		if pos.Digest != "" && run == pos.Run && last == pos.Event && !closed {
-			continue // exactly where the resumed stream left off: nothing to render
-		}
-		f.metrics.streamCalls.WithLabelValues("render").Inc()
-		r, err := render(ctx)
-		if err != nil {
+		next, err := f.followRun(ctx, j.runID, id, pos, render, emit)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errRunClosed):
+			pos = next // continued as new: the next run
+		case errors.Is(err, errRunUnreadable):
+			pos, failedRun = next, j.runID
+			if !f.followRetryable(ctx, errStoreUnavailable, &retry) {
+				return ctx.Err()
+			}
+		default:
 			return err
 		}
-		next := handle.JobPos{Run: run, Event: last, Digest: r.digest}
-		if r.digest != pos.Digest {
-			if err := emit(r, next); err != nil {
-				return err
+	}
+}
+
+var (
+	errRunClosed     = errors.New("the run closed without the job ending")
+	errRunUnreadable = errors.New("the run's history could not be read")
+)
+
+// followRun is followJob on one run; it returns the position reached with errRunClosed when
+// the run closed without the job ending (continue-as-new), or errRunUnreadable.
+func (f *Frontend) followRun(ctx context.Context, run, id string, pos handle.JobPos, render renderFunc, emit func(rendered, handle.JobPos) error) (handle.JobPos, error) {
+	w, release := f.hub.watch(id, run)
+	defer release()
+	rendered := int64(-1) // the relevant event the last render saw
+	closedSeen := false   // a render saw the run closed
+	if pos.Digest != "" && pos.Run == run {
+		rendered = pos.Event // a resumed stream: nothing to render until something after it
+	}
+	for {
+		st, changed := w.state()
+		if st.err != nil {
+			return pos, fmt.Errorf("%w: %w", errRunUnreadable, st.err)
+		}
+		// A closed run is rendered once here in any case: a stream resumed after the job's
+		// end learns that it ended (the digest keeps the last view from being sent twice).
+		if (st.caughtUp || st.closed) && (st.relevant > rendered || st.closed && !closedSeen) {
+			rendered, closedSeen = st.last, st.closed
+			f.metrics.streamCalls.WithLabelValues("render").Inc()
+			r, err := render(ctx)
+			if err != nil {
+				return pos, err
 			}
-		}
-		pos = next
-		if r.terminal {
-			return nil
-		}
-		if closed {
-			// The run ended without the job ending: it continued as new (evals do, per
-			// segment). Describe finds the next run; its history is read from the start.
-			prev := run
-			run = ""
-			if j, err := f.describe(ctx, id); err == nil && j.runID == prev {
-				// Describe still shows the closed run as current (not yet visible): wait a little.
-				if !f.followRetryable(ctx, errStoreUnavailable, &retry) {
-					return ctx.Err()
+			next := handle.JobPos{Run: run, Event: st.last, Digest: r.digest}
+			if r.digest != pos.Digest {
+				if err := emit(r, next); err != nil {
+					return pos, err
 				}
 			}
+			pos = next
+			if r.terminal {
+				return pos, nil
+			}
+		}
+		if st.closed {
+			return pos, errRunClosed
+		}
+		select {
+		case <-ctx.Done():
+			return pos, ctx.Err()
+		case <-changed:
 		}
 	}
 }

@@ -78,11 +78,23 @@ func streamQuota(msg string) *ToolError {
 	return &ToolError{Code: CodeQuotaExceeded, Message: msg, Retryable: true, RetryAfterMS: streamRetryAfter.Milliseconds()}
 }
 
-// sseWriter writes one Server-Sent Events response; safe for concurrent use.
+// sseWriter writes one Server-Sent Events response; safe for concurrent use. Its handler
+// closes it before returning, so a heartbeat still running writes nothing after that.
 type sseWriter struct {
-	mu sync.Mutex
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	mu     sync.Mutex
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	closed bool
+}
+
+// errSSEClosed: a write after close.
+var errSSEClosed = errors.New("event stream closed")
+
+// close waits for a write in progress and refuses every later one.
+func (s *sseWriter) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
 }
 
 // startSSE sends the stream's headers (200, text/event-stream, no caching or proxy buffering).
@@ -101,6 +113,9 @@ func startSSE(w http.ResponseWriter) *sseWriter {
 func (s *sseWriter) event(id string, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return errSSEClosed
+	}
 	buf := make([]byte, 0, len(id)+len(data)+32)
 	if id != "" {
 		buf = append(append(append(buf, "id: "...), id...), '\n')
@@ -117,6 +132,9 @@ func (s *sseWriter) event(id string, data []byte) error {
 func (s *sseWriter) comment(text string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return errSSEClosed
+	}
 	if _, err := s.w.Write([]byte(": " + text + "\n\n")); err != nil {
 		return err
 	}
@@ -216,6 +234,7 @@ func (f *Frontend) serveJobEvents(metaURL string) http.Handler {
 		ctx, cancel := streamContext(r)
 		defer cancel()
 		sse := startSSE(w)
+		defer sse.close()
 		go sse.heartbeat(ctx, cancel, f.opts.StreamHeartbeat)
 		f.metrics.streamOpened("job_events")
 		defer f.metrics.streamClosed("job_events")

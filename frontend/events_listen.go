@@ -116,6 +116,7 @@ func (f *Frontend) serveListen(w http.ResponseWriter, r *http.Request, req *rpcR
 	ctx, cancel := streamContext(r)
 	defer cancel()
 	sse := startSSE(w)
+	defer sse.close()
 	acceptedIDs := make([]string, len(accepted))
 	for i, a := range accepted {
 		acceptedIDs[i] = a.taskID

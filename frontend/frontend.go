@@ -121,6 +121,8 @@ type Frontend struct {
 	tracer trace.Tracer
 	// streams bounds the event streams open on this replica (events_http.go).
 	streams *streamLimits
+	// hub shares each followed run's history wait among this replica's streams (events_hub.go).
+	hub *historyHub
 	// export is the export kind when served (nil otherwise): the pages' download goes through
 	// its download rule.
 	export *exportKind
@@ -199,6 +201,7 @@ func newFrontend(opts Options, store jobStore) (*Frontend, error) {
 	}
 	f := &Frontend{opts: opts, log: opts.Logger, tokens: newTokenCache(opts.Now), results: newResultCache(),
 		needsInputs: newNeedsInputCache(), streams: newStreamLimits(opts.MaxStreams, opts.MaxStreamsPerCaller)}
+	f.hub = newHistoryHub(f)
 	if f.store = store; store == nil {
 		f.store = newTemporalStore(opts, f.needsInputs)
 	}

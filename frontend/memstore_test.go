@@ -118,9 +118,9 @@ func (m *memStore) WaitHistory(ctx context.Context, id, runID string, token []by
 		m.mu.Unlock()
 		switch {
 		case n > from && closed:
-			return historyPage{last: n}, nil
+			return historyPage{last: n, relevant: n}, nil
 		case n > from:
-			return historyPage{last: n, next: []byte(strconv.FormatInt(n, 10))}, nil
+			return historyPage{last: n, relevant: n, next: []byte(strconv.FormatInt(n, 10))}, nil
 		case closed:
 			return historyPage{}, nil
 		}

@@ -20,6 +20,29 @@ type historyPage struct {
 	last int64
 	// next continues after this page; nil when the run is closed and its history read to the end.
 	next []byte
+	// relevant is the ID of the page's last event that can change a job's view (viewEvent);
+	// 0 when none did.
+	relevant int64
+	// full: the page holds as many events as a page may, so more may be waiting to be read.
+	full bool
+}
+
+// viewEvent: an event of this type can change what a job view shows — the run starting or
+// closing (continued as new included), a memo or search attribute upsert (progress, status,
+// input request, error, decision), a cancellation request. Everything else (workflow and
+// activity tasks, timers, updates before their effect is upserted) cannot, so a stream does not
+// re-read the job for it.
+func viewEvent(t enumspb.EventType) bool {
+	switch t {
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED,
+		enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_OPTIONS_UPDATED:
+		return true
+	}
+	return false
 }
 
 // historyPageSize bounds one page of a history read: a stream reading a run from its start
@@ -49,8 +72,20 @@ func (s *temporalStore) WaitHistory(ctx context.Context, id, runID string, token
 		return historyPage{}, storeErr("history "+id, err)
 	}
 	p := historyPage{next: resp.GetNextPageToken()}
-	if ev := resp.GetHistory().GetEvents(); len(ev) > 0 {
+	ev := resp.GetHistory().GetEvents()
+	for _, e := range ev {
+		if viewEvent(e.GetEventType()) {
+			p.relevant = e.GetEventId()
+		}
+	}
+	if len(ev) > 0 {
 		p.last = ev[len(ev)-1].GetEventId()
+	}
+	p.full = len(ev) >= historyPageSize
+	if len(resp.GetRawHistory()) > 0 {
+		// A server sending raw history (a namespace setting) gives no decoded events: every
+		// page may matter.
+		p.relevant, p.full = max(p.last, 1), false
 	}
 	return p, nil
 }
