@@ -103,8 +103,11 @@ func startSSE(w http.ResponseWriter) *sseWriter {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
-	w.WriteHeader(http.StatusOK)
 	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	// A server's WriteTimeout would cut a long stream off: lift it for this response (serve sets
+	// none; an embedder may). Its ReadTimeout does not matter once the body is read.
+	_ = s.rc.SetWriteDeadline(time.Time{})
+	w.WriteHeader(http.StatusOK)
 	_ = s.rc.Flush()
 	return s
 }

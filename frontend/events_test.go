@@ -66,7 +66,10 @@ func TestJobEventsOverMemStore(t *testing.T) {
 	tc.retention = time.Hour
 	f := newStoreFrontend(t, tc, Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow },
 		StreamHeartbeat: 20 * time.Millisecond, MaxStreamsPerCaller: 1})
-	srv := httptest.NewServer(f.Handler())
+	srv := httptest.NewUnstartedServer(f.Handler())
+	// serve sets a ReadTimeout (30s) and an embedder may set a WriteTimeout: a stream outlives both.
+	srv.Config.ReadTimeout, srv.Config.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
+	srv.Start()
 	defer srv.Close()
 	id := "acme/eval/ana/streamed"
 	tc.put(execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
@@ -87,6 +90,7 @@ func TestJobEventsOverMemStore(t *testing.T) {
 		return resp
 	}
 	ana := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}
+	opened := time.Now()
 	resp := get(ana, h)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
@@ -135,10 +139,14 @@ func TestJobEventsOverMemStore(t *testing.T) {
 		t.Fatalf("other principal %d %s, unknown %d %s", other.StatusCode, ob, unknown.StatusCode, ub)
 	}
 
-	// Idle: a heartbeat; then the job fails: its view, and the end.
-	for line := ""; !strings.HasPrefix(line, ": keepalive"); {
-		if line, err = r.ReadString('\n'); err != nil {
-			t.Fatalf("no heartbeat: %v", err)
+	// Idle: heartbeats, past the server's read timeout; then the job fails: its view, and the end.
+	for beats := 0; beats < 2 || time.Since(opened) < 3*srv.Config.WriteTimeout; {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %d heartbeats (%s): %v", beats, time.Since(opened), err)
+		}
+		if strings.HasPrefix(line, ": keepalive") {
+			beats++
 		}
 	}
 	info := execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, workflows.StatusRunning)
