@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/frontend"
@@ -27,6 +28,7 @@ import (
 // stamp of a state (updated_at) to its event. JOBGATE_SOAK_LISTENERS (default 20) and
 // JOBGATE_SOAK_DURATION (default 20s) size it; the run is 200 listeners for 5m.
 func TestEventStreamSoak(t *testing.T) {
+	testenv.Heavy(t, "holds streams open for the soak's duration")
 	n, d := 20, 20*time.Second
 	if v, err := strconv.Atoi(os.Getenv("JOBGATE_SOAK_LISTENERS")); err == nil && v > 0 {
 		n = v
