@@ -180,3 +180,124 @@ func readAll(t *testing.T, resp *http.Response) string {
 		}
 	}
 }
+
+// TestListenOverMemStore: subscriptions/listen over the in-memory store: the acknowledgement
+// names only the caller's tasks; a notification is the task as tasks/get returns it; the end
+// of the watched task ends the stream with the listen's result; a second stream past the
+// caller's limit is 429 with a quota_exceeded tool error; without the extension -32021.
+func TestListenOverMemStore(t *testing.T) {
+	tc := newMemStore()
+	tc.retention = time.Hour
+	f := newStoreFrontend(t, tc, Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow }, MaxStreamsPerCaller: 1})
+	srv := httptest.NewServer(f.Handler())
+	defer srv.Close()
+	id := "acme/eval/ana/listened"
+	tc.put(execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+	tc.put(execInfo(t, "globex/eval/gus/theirs", "globex", "gus", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+	mine := f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
+	theirs := f.opts.Keys.SealHandle(handle.Handle{Tenant: "globex", WorkflowID: "globex/eval/gus/theirs", Kind: "eval", Expiry: taskNow.Add(time.Hour)})
+	ana := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}
+	post := func(withExt bool) *http.Response {
+		caps := map[string]any{}
+		if withExt {
+			caps = map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}
+		}
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": methodSubscriptionsListen, "params": map[string]any{
+			"notifications": map[string]any{"taskIds": []string{theirs, mine, "nope"}},
+			"_meta":         map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps}}})
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(string(body)))
+		tok, err := authz.MintHS256(unitSecret, authz.MintOptions{Issuer: "iss", Audience: "http://localhost/mcp",
+			Tenant: ana.Tenant, Subject: ana.Subject, Scopes: ana.Scopes, TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", methodSubscriptionsListen)
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if r := post(false); r.StatusCode != http.StatusBadRequest || !strings.Contains(readAll(t, r), "-32021") {
+		t.Fatalf("without the extension: %d", r.StatusCode)
+	}
+	resp := post(true)
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	nextData := func() string {
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("stream ended: %v", err)
+			}
+			if strings.HasPrefix(line, "data: ") {
+				return strings.TrimSpace(strings.TrimPrefix(line, "data: "))
+			}
+		}
+	}
+	if ack := nextData(); !strings.Contains(ack, `"taskIds":["`+mine+`"]`) || !strings.Contains(ack, `"io.modelcontextprotocol/subscriptionId":9`) {
+		t.Fatalf("acknowledgement: %s", ack)
+	}
+	var note struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal([]byte(nextData()), &note); err != nil || note.Method != notificationTasks {
+		t.Fatalf("notification: %+v %v", note, err)
+	}
+	// tasks/get of the same task, now: the same object.
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 10, "method": methodTasksGet, "params": map[string]any{"taskId": mine,
+		"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}}}})
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(string(body)))
+	tok, _ := authz.MintHS256(unitSecret, authz.MintOptions{Issuer: "iss", Audience: "http://localhost/mcp",
+		Tenant: ana.Tenant, Subject: ana.Subject, Scopes: ana.Scopes, TTL: time.Hour})
+	for k, v := range map[string]string{"Authorization": "Bearer " + tok, "Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": methodTasksGet, "Mcp-Name": mine} {
+		req.Header.Set(k, v)
+	}
+	gr, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var get struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(readAll(t, gr)), &get); err != nil || len(get.Result) == 0 {
+		t.Fatalf("tasks/get: %v", err)
+	}
+	var got map[string]json.RawMessage
+	_ = json.Unmarshal(note.Params, &got)
+	delete(got, "_meta")
+	if gb, _ := json.Marshal(got); string(gb) != string(mustCanon(t, get.Result)) {
+		t.Fatalf("notification params:\n%s\nwant tasks/get's\n%s", gb, get.Result)
+	}
+	if busy := post(true); busy.StatusCode != http.StatusTooManyRequests || busy.Header.Get("Retry-After") == "" ||
+		!strings.Contains(readAll(t, busy), CodeQuotaExceeded) {
+		t.Fatalf("second listen: %d", busy.StatusCode)
+	}
+	info := execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, workflows.StatusRunning)
+	info.Memo.Fields[workflows.MemoError] = payload(t, &workflows.JobError{Code: "cancelled", Message: "cancelled by ana"})
+	tc.put(info)
+	if n := nextData(); !strings.Contains(n, `"status":"cancelled"`) {
+		t.Fatalf("after the cancel: %s", n)
+	}
+	if end := nextData(); !strings.Contains(end, `"id":9`) || !strings.Contains(end, `"result"`) {
+		t.Fatalf("the end: %s", end)
+	}
+}
+
+// mustCanon re-encodes a JSON object with sorted keys.
+func mustCanon(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
