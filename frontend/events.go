@@ -103,8 +103,12 @@ func (f *Frontend) followRun(ctx context.Context, run, id string, pos handle.Job
 		// end learns that it ended (the digest keeps the last view from being sent twice).
 		if (st.caughtUp || st.closed) && (st.relevant > rendered || st.closed && !closedSeen) {
 			rendered, closedSeen = st.last, st.closed
+			j, err := f.hub.described(ctx, w, st.last)
+			if err != nil {
+				return pos, err
+			}
 			f.metrics.streamCalls.WithLabelValues("render").Inc()
-			r, err := render(ctx)
+			r, err := render(withDescribed(ctx, j))
 			if err != nil {
 				return pos, err
 			}

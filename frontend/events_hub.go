@@ -30,6 +30,13 @@ type runWatch struct {
 	st watchState
 	// changed is closed (and replaced) whenever st changes.
 	changed chan struct{}
+
+	// The job as last described for the streams of this run (described): dj was read after
+	// the history reached event dAt; dBusy is closed when a describe in flight ends.
+	dmu   sync.Mutex
+	dj    *job
+	dAt   int64
+	dBusy chan struct{}
 }
 
 // watchState is how far a run's history has been read.
@@ -120,4 +127,53 @@ func (w *runWatch) state() (watchState, <-chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.st, w.changed
+}
+
+// described returns the job as read (one Describe) after the run's history reached event last,
+// shared by every stream of the run that renders for that event or an earlier one: N listeners
+// of a job cost one Describe per change, not N. A describe started before last was seen is
+// not used for it.
+func (h *historyHub) described(ctx context.Context, w *runWatch, last int64) (*job, error) {
+	w.dmu.Lock()
+	for {
+		if w.dj != nil && w.dAt >= last {
+			c := *w.dj // callers may replace fields of their copy (inputRound)
+			w.dmu.Unlock()
+			return &c, nil
+		}
+		if busy := w.dBusy; busy != nil {
+			w.dmu.Unlock()
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-busy:
+			}
+			w.dmu.Lock()
+			continue
+		}
+		busy := make(chan struct{})
+		w.dBusy = busy
+		w.dmu.Unlock()
+		h.f.metrics.streamCalls.WithLabelValues("describe").Inc()
+		j, err := h.f.describe(ctx, w.key.id)
+		w.dmu.Lock()
+		w.dBusy = nil
+		close(busy)
+		if err != nil {
+			w.dmu.Unlock()
+			return nil, err
+		}
+		if w.dj == nil || w.dAt < last {
+			w.dj, w.dAt = j, last
+		}
+	}
+}
+
+// describedKey carries a job described for a stream's render into the job core: describe
+// answers from it instead of asking Temporal again (jobs.go).
+type describedKey struct{}
+
+// withDescribed is ctx carrying j as the job's current description.
+func withDescribed(ctx context.Context, j *job) context.Context {
+	return context.WithValue(ctx, describedKey{}, j)
 }

@@ -82,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Event streams open on this replica, by surface: job_events (GET /jobs/<handle>/events) or tasks_listen (subscriptions/listen)."},
 			[]string{"surface"}),
 		streamCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "event_stream_calls_total",
-			Help: "Temporal calls made for event streams: history_wait (one long poll of a job's history, answered when it grows or after Temporal's poll interval) and render (a read of the job for an event: one Describe, plus the result once succeeded, cached)."},
+			Help: "Work done for event streams: history_wait and describe are Temporal calls shared by the streams of a run on this replica (one long poll of its history, answered when it grows or after Temporal's poll interval; one Describe per view-relevant change); render is one listener's rendering of its view from that Describe (no Temporal call, but the result of a succeeded job once, cached)."},
 			[]string{"call"}),
 		knownScopeFor: map[string]bool{scopeWhatJobEvents: true, methodSubscriptionsListen: true},
 	}
