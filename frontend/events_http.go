@@ -48,6 +48,15 @@ func newStreamLimits(max, per int) *streamLimits {
 	return &streamLimits{perCaller: map[string]int{}, max: max, per: per}
 }
 
+// acquireStream takes a stream slot for p: quota_exceeded past a limit, unavailable once
+// StopStreams was called (the client goes to another replica).
+func (f *Frontend) acquireStream(p authz.Principal) (release func(), te *ToolError) {
+	if f.stopStreams.Err() != nil {
+		return nil, toolErr(CodeUnavailable, "this server is shutting down; reconnect, with Last-Event-ID, to another replica")
+	}
+	return f.streams.acquire(p)
+}
+
 // acquire takes a slot for p's stream; release gives it back. A refusal is quota_exceeded.
 func (l *streamLimits) acquire(p authz.Principal) (release func(), te *ToolError) {
 	key := p.Tenant + "\x00" + p.Subject
@@ -162,14 +171,24 @@ func (s *sseWriter) heartbeat(ctx context.Context, cancel context.CancelFunc, ev
 	}
 }
 
-// streamContext bounds a stream by the bearer token's expiry: a stream never outlives the
-// token that opened it (the client reconnects with a fresh one and Last-Event-ID).
-func streamContext(r *http.Request) (context.Context, context.CancelFunc) {
+// streamContext bounds a stream by the bearer token's expiry — a stream never outlives the
+// token that opened it (the client reconnects with a fresh one and Last-Event-ID) — and by
+// StopStreams.
+func (f *Frontend) streamContext(r *http.Request) (context.Context, context.CancelFunc) {
+	base, cancelBase := context.WithCancel(r.Context())
+	ctx, cancel := base, context.CancelFunc(func() {})
 	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil && !ti.Expiration.IsZero() {
-		return context.WithDeadline(r.Context(), ti.Expiration)
+		ctx, cancel = context.WithDeadline(base, ti.Expiration)
 	}
-	return context.WithCancel(r.Context())
+	stop := context.AfterFunc(f.stopStreams, cancelBase)
+	return ctx, func() { stop(); cancel(); cancelBase() }
 }
+
+// StopStreams ends every event stream this frontend serves, now and later: a server shutting
+// down calls it (http.Server.RegisterOnShutdown), since a stream would otherwise hold its
+// connection until the shutdown's deadline. Clients resume on another replica with
+// Last-Event-ID.
+func (f *Frontend) StopStreams() { f.stopStreamsNow() }
 
 // resumePos opens a Last-Event-ID for a stream of p over target watching n jobs. Anything but a
 // live position of this very caller and stream — absent, malformed, tampered, expired,
@@ -226,7 +245,7 @@ func (f *Frontend) serveJobEvents(metaURL string) http.Handler {
 			f.refuseStream(w, r, err)
 			return
 		}
-		release, te := f.streams.acquire(p)
+		release, te := f.acquireStream(p)
 		if te != nil {
 			f.refuseStream(w, r, te)
 			return
@@ -234,7 +253,7 @@ func (f *Frontend) serveJobEvents(metaURL string) http.Handler {
 		defer release()
 		target := streamTarget("job", []string{h.WorkflowID})
 		pos := f.resumePos(r, p, target, 1)[0]
-		ctx, cancel := streamContext(r)
+		ctx, cancel := f.streamContext(r)
 		defer cancel()
 		sse := startSSE(w)
 		defer sse.close()

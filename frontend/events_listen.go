@@ -103,9 +103,13 @@ func (f *Frontend) serveListen(w http.ResponseWriter, r *http.Request, req *rpcR
 	var release func()
 	if len(accepted) > 0 {
 		var te *ToolError
-		if release, te = f.streams.acquire(p); te != nil {
+		if release, te = f.acquireStream(p); te != nil {
+			status := http.StatusTooManyRequests
+			if te.Code == CodeUnavailable {
+				status = http.StatusServiceUnavailable
+			}
 			w.Header().Set("Retry-After", fmt.Sprint(max(te.RetryAfterMS/1000, 1)))
-			writeRPC(w, http.StatusTooManyRequests, req.id, nil, &rpcError{Code: jsonrpc.CodeInternalError, Message: te.Message, Data: te})
+			writeRPC(w, status, req.id, nil, &rpcError{Code: jsonrpc.CodeInternalError, Message: te.Message, Data: te})
 			return
 		}
 		defer release()
@@ -113,7 +117,7 @@ func (f *Frontend) serveListen(w http.ResponseWriter, r *http.Request, req *rpcR
 	subMeta := map[string]any{mcp.MetaKeySubscriptionID: req.id}
 	target := streamTarget("tasks", wfIDs)
 	pos := f.resumePos(r, p, target, len(accepted))
-	ctx, cancel := streamContext(r)
+	ctx, cancel := f.streamContext(r)
 	defer cancel()
 	sse := startSSE(w)
 	defer sse.close()

@@ -301,3 +301,52 @@ func mustCanon(t *testing.T, b []byte) []byte {
 	out, _ := json.Marshal(m)
 	return out
 }
+
+// TestStopStreamsEndsStreams: StopStreams (a server shutting down) ends an open stream, and a
+// stream asked for afterwards is 503 unavailable (another replica takes it).
+func TestStopStreamsEndsStreams(t *testing.T) {
+	tc := newMemStore()
+	f := newStoreFrontend(t, tc, Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow }})
+	srv := httptest.NewServer(f.Handler())
+	defer srv.Close()
+	id := "acme/eval/ana/stopped"
+	tc.put(execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+	h := f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
+	tok, err := authz.MintHS256(unitSecret, authz.MintOptions{Issuer: "iss", Audience: "http://localhost/mcp",
+		Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() *bufio.Reader {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/jobs/"+h+"/events", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream: %v %v", resp, err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return bufio.NewReader(resp.Body)
+	}
+	r := open()
+	for line := ""; !strings.HasPrefix(line, "data: "); {
+		if line, err = r.ReadString('\n'); err != nil {
+			t.Fatalf("no first event: %v", err)
+		}
+	}
+	f.StopStreams()
+	for {
+		if _, err := r.ReadString('\n'); err != nil {
+			break // ended (a client timeout would fail below instead)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/jobs/"+h+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
+		!strings.Contains(body, CodeUnavailable) {
+		t.Fatalf("a stream after StopStreams: %d %s", resp.StatusCode, body)
+	}
+}

@@ -123,6 +123,9 @@ type Frontend struct {
 	streams *streamLimits
 	// hub shares each followed run's history wait among this replica's streams (events_hub.go).
 	hub *historyHub
+	// stopStreams ends when StopStreams is called: every stream's context follows it.
+	stopStreams    context.Context
+	stopStreamsNow context.CancelFunc
 	// export is the export kind when served (nil otherwise): the pages' download goes through
 	// its download rule.
 	export *exportKind
@@ -202,6 +205,7 @@ func newFrontend(opts Options, store jobStore) (*Frontend, error) {
 	f := &Frontend{opts: opts, log: opts.Logger, tokens: newTokenCache(opts.Now), results: newResultCache(),
 		needsInputs: newNeedsInputCache(), streams: newStreamLimits(opts.MaxStreams, opts.MaxStreamsPerCaller)}
 	f.hub = newHistoryHub(f)
+	f.stopStreams, f.stopStreamsNow = context.WithCancel(context.Background())
 	if f.store = store; store == nil {
 		f.store = newTemporalStore(opts, f.needsInputs)
 	}

@@ -402,6 +402,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	m.ln = ln
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute}
+	srv.RegisterOnShutdown(f.StopStreams) // open event streams would hold Shutdown to its deadline
 	m.srv = srv
 	go func() {
 		// srv, not m.srv: a Close right after Run clears m.srv while this goroutine starts.
