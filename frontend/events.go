@@ -108,7 +108,7 @@ func (f *Frontend) followRun(ctx context.Context, run, id string, pos handle.Job
 				return pos, err
 			}
 			f.metrics.streamCalls.WithLabelValues("render").Inc()
-			r, err := render(withDescribed(ctx, j))
+			r, err := render(context.WithValue(withDescribed(ctx, j), streamRenderKey{}, true))
 			if err != nil {
 				return pos, err
 			}
@@ -188,3 +188,7 @@ func streamTarget(stream string, ids []string) string {
 // eventPosTTL is how long an event position can resume a stream; past it a reconnecting
 // client starts afresh (it is sent the current state once more).
 const eventPosTTL = 24 * time.Hour
+
+// streamRenderKey marks the context of a stream's re-render: the tool code it runs logs no
+// call and counts no tool metric for it (tools.go).
+type streamRenderKey struct{}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/jobgate/jobgate/authz"
@@ -155,6 +156,11 @@ func TestJobEventsOverMemStore(t *testing.T) {
 	id2, v2, _ := next()
 	if v2.Status != workflows.StatusFailed || id2 == id1 {
 		t.Fatalf("second event %q %+v", id2, v2)
+	}
+	// Only the two streams' opening checks were get_eval calls; the re-renders are stream work.
+	if calls, renders := testutil.ToFloat64(f.metrics.toolCalls.WithLabelValues("get_eval", "ok")),
+		testutil.ToFloat64(f.metrics.streamCalls.WithLabelValues("render")); calls != 2 || renders != 2 {
+		t.Fatalf("get_eval calls %v, stream renders %v; want 2 and 2", calls, renders)
 	}
 	for {
 		line, err := r.ReadString('\n')
