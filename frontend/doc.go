@@ -27,6 +27,14 @@
 // reads there is tasks_input.go. FixtureKind (fixture.go) serves the MCP conformance suite's
 // Tasks fixtures as jobs; only `jobgate dev --conformance-fixtures` lists it.
 //
+// A client that would rather be told than poll opens GET /jobs/<handle>/events
+// (events_http.go) or, with the Tasks extension, subscriptions/listen (events_listen.go, served
+// by the front door). Both are one event source (events.go): the run's history long poll,
+// shared per run by the streams of a replica (events_hub.go), triggers a re-render through the
+// same get_* / tasks/get code, sent when it differs from the last event; every event's id is a
+// sealed position (handle.EventPos) that resumes the stream on any replica. Streams hold no job
+// state: a position is all a reconnecting client brings, and Temporal is all the server reads.
+//
 // # Guarantees
 //
 //   - No job state lives in the process: the Frontend holds configuration only.
@@ -40,5 +48,6 @@
 //   - Logs carry tool, tenant, sub, job_id and latency; never a token or a handle.
 //
 // README.md in this directory is the reference for what the frontend answers beyond the tool
-// table: the MRTR and Tasks surfaces, list cursors, downloads, fairness, quotas and metrics.
+// table: the MRTR and Tasks surfaces, job event streams, list cursors, downloads, fairness,
+// quotas and metrics.
 package frontend

@@ -85,6 +85,12 @@ type Options struct {
 	Tenants authz.Tenants
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
+	// StreamHeartbeat is how often an idle event stream (GET /jobs/<handle>/events,
+	// subscriptions/listen) sends a comment, so proxies keep it open. Defaults to 15 seconds.
+	StreamHeartbeat time.Duration
+	// MaxStreams and MaxStreamsPerCaller bound the event streams this replica holds open, in
+	// all and per principal; more are refused with 429 and quota_exceeded. Default 1000 and 20.
+	MaxStreams, MaxStreamsPerCaller int
 	// TracerProvider receives a span per MCP request ("tools/call start_export"), the child of
 	// the HTTP request's span (TraceHTTP). Defaults to none: a no-op provider.
 	TracerProvider trace.TracerProvider
@@ -115,6 +121,13 @@ type Frontend struct {
 	kinds []servedKind
 	// tracer starts the MCP requests' spans (tracing.go).
 	tracer trace.Tracer
+	// streams bounds the event streams open on this replica (events_http.go).
+	streams *streamLimits
+	// hub shares each followed run's history wait among this replica's streams (events_hub.go).
+	hub *historyHub
+	// stopStreams ends when StopStreams is called: every stream's context follows it.
+	stopStreams    context.Context
+	stopStreamsNow context.CancelFunc
 	// export is the export kind when served (nil otherwise): the pages' download goes through
 	// its download rule.
 	export *exportKind
@@ -174,6 +187,15 @@ func newFrontend(opts Options, store jobStore) (*Frontend, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.StreamHeartbeat <= 0 {
+		opts.StreamHeartbeat = StreamHeartbeatDefault
+	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = MaxStreamsDefault
+	}
+	if opts.MaxStreamsPerCaller <= 0 {
+		opts.MaxStreamsPerCaller = MaxStreamsPerCallerDefault
+	}
 	opts.UIBaseURL = strings.TrimRight(opts.UIBaseURL, "/")
 	switch opts.UIURLFor {
 	case "":
@@ -183,7 +205,9 @@ func newFrontend(opts Options, store jobStore) (*Frontend, error) {
 		return nil, fmt.Errorf("frontend: UIURLFor %q: want %s, %s or %s", opts.UIURLFor, UIURLForAdmin, UIURLForAll, UIURLForNone)
 	}
 	f := &Frontend{opts: opts, log: opts.Logger, tokens: newTokenCache(opts.Now), results: newResultCache(),
-		needsInputs: newNeedsInputCache()}
+		needsInputs: newNeedsInputCache(), streams: newStreamLimits(opts.MaxStreams, opts.MaxStreamsPerCaller)}
+	f.hub = newHistoryHub(f)
+	f.stopStreams, f.stopStreamsNow = context.WithCancel(context.Background())
 	if f.store = store; store == nil {
 		f.store = newTemporalStore(opts, f.needsInputs)
 	}

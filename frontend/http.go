@@ -31,6 +31,7 @@ func (f *Frontend) routes() *routeMux {
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytesDefault})
 	bearer := invalidTokenChallenge(auth.RequireBearerToken(f.verifyToken, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metaURL}))
 	mux.Handle("/mcp", f.metrics.countMissingBearer(bearer(f.frontDoor(metaURL, mcpHandler))))
+	mux.Handle(PathJobEvents, f.metrics.countMissingBearer(bearer(f.serveJobEvents(metaURL))))
 	for _, k := range f.kinds {
 		for pattern, h := range k.routes {
 			mux.Handle(pattern, f.metrics.countMissingBearer(bearer(h)))
@@ -152,6 +153,12 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 		// A tasks/* request the SDK's transport takes (whatever it would refuse — Host,
 		// Content-Type, Accept — it refuses first).
 		if req, ok := pb.request(); ok && sdkTransportOK(r) {
+			if req.method == methodSubscriptionsListen && r.Header.Get(headerProtocolVersion) == protocolMRTR {
+				if ids, asks, bad := listenTaskIDs(req); asks {
+					f.serveListen(w, r.WithContext(ctx), req, p, metaURL, ids, bad)
+					return
+				}
+			}
 			if action, isTask := taskActions[req.method]; isTask {
 				if r.Header.Get(headerProtocolVersion) != protocolMRTR {
 					refuseUnknownMethod(w, r, req)

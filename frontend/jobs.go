@@ -163,8 +163,14 @@ func ownerSegment(sub string) string {
 	return b.String()
 }
 
-// describe reads one job; a job the store does not know is not_found.
+// describe reads one job; a job the store does not know is not_found. A stream's render
+// carries the job its run's watch just described (withDescribed, events_hub.go): that is the
+// answer, as fresh as the event the render is for.
 func (f *Frontend) describe(ctx context.Context, id string) (*job, error) {
+	if j, ok := ctx.Value(describedKey{}).(*job); ok && j.id == id {
+		c := *j
+		return &c, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
 	j, err := f.store.Describe(ctx, id)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +53,11 @@ type memStore struct {
 	resumes   []memResume
 	lists     []memList
 	runs      int
+
+	// events counts each job's history events (one per put); wake is closed and replaced on
+	// every put, waking WaitHistory.
+	events map[string]int64
+	wake   chan struct{}
 }
 
 type memPage struct {
@@ -82,7 +88,48 @@ func (m *memStore) put(info *workflowpb.WorkflowExecutionInfo) *job {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.jobs[j.id] = j
+	if m.events == nil {
+		m.events = map[string]int64{}
+	}
+	m.events[j.id]++
+	if m.wake != nil {
+		close(m.wake)
+	}
+	m.wake = make(chan struct{})
 	return j
+}
+
+// WaitHistory serves the job's history as one event per put: it answers at once while there
+// are events after token, and otherwise waits for the next put (or the run being closed).
+func (m *memStore) WaitHistory(ctx context.Context, id, runID string, token []byte) (historyPage, error) {
+	from, _ := strconv.ParseInt(string(token), 10, 64)
+	for {
+		m.mu.Lock()
+		j, ok := m.jobs[id]
+		if !ok || (runID != "" && j.runID != runID) {
+			m.mu.Unlock()
+			return historyPage{}, errJobNotFound
+		}
+		n, closed := m.events[id], j.exec != runRunning
+		if m.wake == nil {
+			m.wake = make(chan struct{})
+		}
+		wake := m.wake
+		m.mu.Unlock()
+		switch {
+		case n > from && closed:
+			return historyPage{last: n, relevant: n}, nil
+		case n > from:
+			return historyPage{last: n, relevant: n, next: []byte(strconv.FormatInt(n, 10))}, nil
+		case closed:
+			return historyPage{}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return historyPage{}, ctx.Err()
+		case <-wake:
+		}
+	}
 }
 
 // infoDecoder is a Temporal store without a client: only its decoding of execution infos.

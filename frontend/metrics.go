@@ -49,7 +49,9 @@ type metrics struct {
 	jobsStarted   *prometheus.CounterVec
 	downloads     *prometheus.CounterVec
 	quotaRejects  *prometheus.CounterVec
-	knownScopeFor map[string]bool // tool names and tasks/* methods a 403 may name
+	streams       *prometheus.GaugeVec   // open event streams by surface (job_events, tasks_listen)
+	streamCalls   *prometheus.CounterVec // Temporal calls of event streams (history_wait, render)
+	knownScopeFor map[string]bool        // tool names and tasks/* methods a 403 may name
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -76,8 +78,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		quotaRejects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_rejections_total",
 			Help: "start_* calls refused with quota_exceeded, by tenant (a tenant named in the tenants file, else \"other\") and limit."},
 			[]string{"tenant", "limit"}),
-		knownScopeFor: map[string]bool{},
+		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "event_streams",
+			Help: "Event streams open on this replica, by surface: job_events (GET /jobs/<handle>/events) or tasks_listen (subscriptions/listen)."},
+			[]string{"surface"}),
+		streamCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "event_stream_calls_total",
+			Help: "Work done for event streams: history_wait and describe are Temporal calls shared by the streams of a run on this replica (one long poll of its history, answered when it grows or after Temporal's poll interval; one Describe per view-relevant change); render is one listener's rendering of its view from that Describe (no Temporal call, but the result of a succeeded job once, cached)."},
+			[]string{"call"}),
+		knownScopeFor: map[string]bool{scopeWhatJobEvents: true, methodSubscriptionsListen: true},
 	}
+	m.streams.WithLabelValues("job_events")
+	m.streams.WithLabelValues("tasks_listen")
 	for _, r := range []string{unauthMissing, unauthInvalid} {
 		m.unauthorized.WithLabelValues(r)
 	}
@@ -114,6 +124,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.quotaRejects, err = register(reg, m.quotaRejects); err != nil {
+		return nil, err
+	}
+	if m.streams, err = register(reg, m.streams); err != nil {
+		return nil, err
+	}
+	if m.streamCalls, err = register(reg, m.streamCalls); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -217,3 +233,7 @@ func (m *metrics) quotaRejected(t authz.Tenants, tenant, limit string) {
 	}
 	m.quotaRejects.WithLabelValues(tenant, limit).Inc()
 }
+
+// streamOpened and streamClosed count an event stream of surface in and out.
+func (m *metrics) streamOpened(surface string) { m.streams.WithLabelValues(surface).Inc() }
+func (m *metrics) streamClosed(surface string) { m.streams.WithLabelValues(surface).Dec() }

@@ -48,6 +48,10 @@ type jobStore interface {
 	Story(ctx context.Context, kind workflows.Kind, req storyRequest) (*storyResult, error)
 	// Count counts the visibility records matching q.
 	Count(ctx context.Context, q string) (int, error)
+	// WaitHistory reads the run's history after token (nil: from its first event); once
+	// caught up it waits, in the store, until the history grows or the run closes
+	// (store_history.go). errJobNotFound when there is no such run.
+	WaitHistory(ctx context.Context, id, runID string, token []byte) (historyPage, error)
 	// Retention is how long closed jobs are kept, when the store says.
 	Retention(ctx context.Context) (time.Duration, bool)
 	// CheckHealth reports whether the store answers (readyz).

@@ -124,6 +124,11 @@ func newKindTool[In, Out any](f *Frontend, kind string, action authz.Action, t *
 			res, err = run(ctx, p, args)
 		}
 		fields = append(fields, zap.Duration("latency", time.Since(start)))
+		if ctx.Value(streamRenderKey{}) != nil {
+			// An event stream's re-render (events.go), not a call anyone made: no log line,
+			// no tool-call metric (jobgate_event_stream_calls_total counts them).
+			return quietResult(res, err)
+		}
 		if rec.jobID != "" {
 			fields = append(fields, zap.String("job_id", rec.jobID))
 		}
@@ -157,6 +162,22 @@ func newKindTool[In, Out any](f *Frontend, kind string, action authz.Action, t *
 		return okResult(res)
 	}
 	return toolDef{tool: t, handler: h, action: action}
+}
+
+// quietResult is a tool's answer as newKindTool gives it, without its log line and metric (an
+// event stream's re-render).
+func quietResult[Out any](res Out, err error) (*mcp.CallToolResult, error) {
+	var ir *inputRequired
+	switch {
+	case errors.As(err, &ir):
+		return ir.res, nil
+	case err != nil:
+		if te, ok := asToolError(err); ok {
+			return errorResult(te), nil
+		}
+		return nil, err
+	}
+	return okResult(res)
 }
 
 // enum restricts a string property of a tool's input schema to vals.

@@ -82,6 +82,10 @@ type ServeConfig struct {
 	KindSpecs []frontend.KindSpec
 	// HandleTTL defaults to 7 days; CursorTTL to 15 minutes.
 	HandleTTL, CursorTTL time.Duration
+	// StreamHeartbeat, MaxStreams and MaxStreamsPerCaller are the event streams' heartbeat and
+	// limits (frontend.Options); zero takes the frontend's defaults.
+	StreamHeartbeat                 time.Duration
+	MaxStreams, MaxStreamsPerCaller int
 	// MetricsListen is where Prometheus /metrics is served. Defaults to empty: no metrics.
 	MetricsListen string
 	// TenantsFile holds per-tenant fairness weights and quotas (JSON, authz.Tenants).
@@ -126,6 +130,9 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	}
 	fs.DurationVar(&c.HandleTTL, "handle-ttl", frontend.HandleTTLDefault, "how long an issued handle stays valid")
 	fs.DurationVar(&c.CursorTTL, "cursor-ttl", frontend.CursorTTLDefault, "how long a list cursor stays valid")
+	fs.DurationVar(&c.StreamHeartbeat, "stream-heartbeat", frontend.StreamHeartbeatDefault, "how often an idle event stream sends a keep-alive comment")
+	fs.IntVar(&c.MaxStreams, "max-streams", frontend.MaxStreamsDefault, "most event streams this replica holds open (more: 429)")
+	fs.IntVar(&c.MaxStreamsPerCaller, "max-streams-per-caller", frontend.MaxStreamsPerCallerDefault, "most event streams one principal holds open on this replica (more: 429)")
 	metricsFlag(fs, &c.MetricsListen)
 	tenantsFlag(fs, &c.TenantsFile)
 	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept secrets marked "+DevOnlyMarker+" (public placeholders)")
@@ -352,6 +359,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		// Every kind is served; those in serveKinds take their options from the flags.
 		Kinds:     kinds,
 		HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger, Metrics: m.metrics.registerer(),
+		StreamHeartbeat: c.StreamHeartbeat, MaxStreams: c.MaxStreams, MaxStreamsPerCaller: c.MaxStreamsPerCaller,
 		DataConverter: c.Temporal.DataConverter(), Tenants: tenants,
 		Now: m.Now, TracerProvider: m.Tracing.frontendProvider(),
 	})
@@ -397,6 +405,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	m.ln = ln
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute}
+	srv.RegisterOnShutdown(f.StopStreams) // open event streams would hold Shutdown to its deadline
 	m.srv = srv
 	go func() {
 		// srv, not m.srv: a Close right after Run clears m.srv while this goroutine starts.

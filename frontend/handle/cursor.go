@@ -54,7 +54,7 @@ type aeadSealer struct {
 var cursorAEAD = &aeadSealer{CursorPrefix, cursorEncInfo, cursorNonceInfo, MaxCursorLen}
 
 // aeadSealers are the encrypted kinds; NewKeyring derives each one's keys once per key.
-var aeadSealers = []*aeadSealer{cursorAEAD, sessionAEAD, loginStateAEAD}
+var aeadSealers = []*aeadSealer{cursorAEAD, sessionAEAD, loginStateAEAD, eventPosAEAD}
 
 // aeadKeys are one keyring key's derived keys for one kind. cipher.AEAD is safe for concurrent use.
 type aeadKeys struct {

@@ -17,6 +17,10 @@
 //     hex SHA-256 of the artifact's bytes. Like a handle it is not a
 //     permission: the request must also carry that principal's (or a tenant
 //     admin's) bearer token, so a leaked link alone is worthless.
+//   - an event position ("jge1.<kid>.<ciphertext>", events.go) is the SSE id of a job event
+//     stream: per watched job the run and history event reached and a digest of what was sent,
+//     bound to tenant, principal and the stream's target; encrypted like a cursor, so it shows
+//     its holder nothing of the jobs' histories.
 //   - a resume seal ("jgr1.<kid>.<payload>.<sig>") rides on every answer a frontend sends to a
 //     job and binds it to one workflow run, input request, principal, decision and comment; the
 //     workers' update validator opens it. Seal it with a ring of its own (the resume keys), never

@@ -136,7 +136,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
+		copyFlushing(w, resp.Body)
 		return
 	}
 	http.Error(w, fmt.Sprintf("no backend answered: %v", last), http.StatusBadGateway)
@@ -153,4 +153,26 @@ func (p *proxy) forward(r *http.Request, body []byte, to *url.URL) (*http.Respon
 	req.Header = r.Header.Clone()
 	req.Header.Del("Connection")
 	return p.client.Do(req)
+}
+
+// copyFlushing copies an answer as it arrives, flushing after every read: a Server-Sent Events
+// stream (job events, subscriptions/listen) must reach the client event by event, as through
+// nginx with proxy_buffering off.
+func copyFlushing(w http.ResponseWriter, body io.Reader) {
+	fl, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }

@@ -1,0 +1,194 @@
+// events.go is the job event source behind GET /jobs/<handle>/events (events_http.go) and the
+// notifications/tasks of subscriptions/listen (events_listen.go): for one job and a resume
+// position it waits on the job's Temporal history and yields what the stream sends — the
+// job view, or the task — whenever that changes, with the history position it was read at.
+
+package frontend
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jobgate/jobgate/frontend/handle"
+)
+
+// rendered is what a stream sends for a job at one moment.
+type rendered struct {
+	payload json.RawMessage
+	// digest identifies the state payload shows (without what changes on every read, such as
+	// a freshly sealed handle): the same digest twice is the same event.
+	digest   string
+	terminal bool
+}
+
+// renderFunc renders the job for the stream's caller, through the job core (get_*'s or
+// tasks/get's own code), so every event re-checks the caller against the job. An error ends
+// the stream; a *ToolError says the caller may no longer see the job (or Temporal failed).
+type renderFunc func(ctx context.Context) (rendered, error)
+
+// Timing of a follow: the bound of one history wait (Temporal answers a long poll within its
+// own interval, about 20s, so this only bounds a hung call) and the back-off after a failed one.
+const (
+	historyWaitMax = 70 * time.Second
+	followRetryMin = 500 * time.Millisecond
+	followRetryMax = 15 * time.Second
+)
+
+// followJob follows job id from pos (the zero JobPos: from nothing sent). It watches the
+// current run's history through the replica's hub (one long poll per run, shared by every
+// stream of the replica: events_hub.go; no poll loop here); once the history is read to its
+// end, and after every event that can change the job's view, it renders the job and calls
+// emit with what it rendered and the new position when the digest differs from the one last
+// sent — so a resumed stream sends what changed since pos and nothing twice. A run that
+// continued as new is followed into the next one. It returns nil once the job is terminal
+// (emitted, or already sent before pos), emit's or render's error, or ctx's.
+func (f *Frontend) followJob(ctx context.Context, id string, pos handle.JobPos, render renderFunc, emit func(rendered, handle.JobPos) error) error {
+	retry := followRetryMin
+	var failedRun string // a run whose watch gave up: finding it current again ends the stream
+	for {
+		j, err := f.describe(ctx, id)
+		if err != nil {
+			if !f.followRetryable(ctx, err, &retry) {
+				return err
+			}
+			continue
+		}
+		if j.runID == failedRun {
+			return fmt.Errorf("job %s: its history cannot be read", id)
+		}
+		next, err := f.followRun(ctx, j.runID, id, pos, render, emit)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errRunClosed):
+			pos = next // continued as new: the next run
+		case errors.Is(err, errRunUnreadable):
+			pos, failedRun = next, j.runID
+			if !f.followRetryable(ctx, errStoreUnavailable, &retry) {
+				return ctx.Err()
+			}
+		default:
+			return err
+		}
+	}
+}
+
+var (
+	errRunClosed     = errors.New("the run closed without the job ending")
+	errRunUnreadable = errors.New("the run's history could not be read")
+)
+
+// followRun is followJob on one run; it returns the position reached with errRunClosed when
+// the run closed without the job ending (continue-as-new), or errRunUnreadable.
+func (f *Frontend) followRun(ctx context.Context, run, id string, pos handle.JobPos, render renderFunc, emit func(rendered, handle.JobPos) error) (handle.JobPos, error) {
+	w, release := f.hub.watch(id, run)
+	defer release()
+	rendered := int64(-1) // the relevant event the last render saw
+	closedSeen := false   // a render saw the run closed
+	if pos.Digest != "" && pos.Run == run {
+		rendered = pos.Event // a resumed stream: nothing to render until something after it
+	}
+	for {
+		st, changed := w.state()
+		if st.err != nil {
+			return pos, fmt.Errorf("%w: %w", errRunUnreadable, st.err)
+		}
+		// A closed run is rendered once here in any case: a stream resumed after the job's
+		// end learns that it ended (the digest keeps the last view from being sent twice).
+		if (st.caughtUp || st.closed) && (st.relevant > rendered || st.closed && !closedSeen) {
+			rendered, closedSeen = st.last, st.closed
+			j, err := f.hub.described(ctx, w, st.last)
+			if err != nil {
+				return pos, err
+			}
+			f.metrics.streamCalls.WithLabelValues("render").Inc()
+			r, err := render(context.WithValue(withDescribed(ctx, j), streamRenderKey{}, true))
+			if err != nil {
+				return pos, err
+			}
+			next := handle.JobPos{Run: run, Event: st.last, Digest: r.digest}
+			if r.digest != pos.Digest {
+				if err := emit(r, next); err != nil {
+					return pos, err
+				}
+			}
+			pos = next
+			if r.terminal {
+				return pos, nil
+			}
+		}
+		if st.closed {
+			return pos, errRunClosed
+		}
+		select {
+		case <-ctx.Done():
+			return pos, ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// followRetryable waits out a Temporal failure worth retrying (unreachable, overloaded, a wait
+// cut short) with jittered exponential back-off and reports true; false when err is not one
+// (or ctx ended).
+func (f *Frontend) followRetryable(ctx context.Context, err error, retry *time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if !errors.Is(err, errStoreUnavailable) && !errors.Is(err, context.DeadlineExceeded) && !isTemporalUnavailable(err) {
+		return false
+	}
+	d := *retry/2 + rand.N(*retry/2+1)
+	*retry = min(*retry*2, followRetryMax)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// viewDigest digests a JSON object without the members named in volatile (a job view's
+// handle is sealed afresh, with a new expiry, on every read).
+func viewDigest(payload json.RawMessage, volatile ...string) string {
+	var m map[string]json.RawMessage
+	b := []byte(payload)
+	if len(volatile) > 0 && json.Unmarshal(payload, &m) == nil && m != nil {
+		for _, k := range volatile {
+			delete(m, k)
+		}
+		if mb, err := json.Marshal(m); err == nil { // map keys sorted: a canonical order
+			b = mb
+		}
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:handle.EventDigestLen/2])
+}
+
+// streamTarget fingerprints what a stream watches (kind of stream and the jobs, in order): an
+// event position of another stream is not used (handle.EventPos.Target).
+func streamTarget(stream string, ids []string) string {
+	h := sha256.New()
+	h.Write([]byte(stream))
+	for _, id := range ids {
+		h.Write([]byte{0})
+		h.Write([]byte(id))
+	}
+	return stream + ":" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// eventPosTTL is how long an event position can resume a stream; past it a reconnecting
+// client starts afresh (it is sent the current state once more).
+const eventPosTTL = 24 * time.Hour
+
+// streamRenderKey marks the context of a stream's re-render: the tool code it runs logs no
+// call and counts no tool metric for it (tools.go).
+type streamRenderKey struct{}
