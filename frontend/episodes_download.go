@@ -46,27 +46,9 @@ func (k *evalKind) episodesLink(f *Frontend, p authz.Principal, j *job, log *act
 // downloadEpisodes serves GET /episodes/{token} behind the bearer middleware.
 func (k *evalKind) downloadEpisodes(f *Frontend, w http.ResponseWriter, r *http.Request) {
 	p, ok := principalFromRequest(r)
-	notFound := func(why string) {
-		f.logger(r.Context()).Info("episodes download refused", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("why", why))
-		http.NotFound(w, r)
-	}
-	if !ok {
-		notFound("no principal")
-		return
-	}
-	d, err := f.opts.Keys.OpenDownload(r.PathValue("token"), f.opts.Now())
-	switch {
-	case err != nil && !errors.Is(err, handle.ErrExpired):
-		notFound("malformed link")
-		return
-	case d.Tenant != p.Tenant:
-		notFound("other tenant")
-		return
-	case d.Subject != p.Subject && !authz.ListAll(p):
-		notFound("other principal")
-		return
-	case err != nil:
-		notFound("link expired")
+	notFound := refuseDownload(f, w, r, p, "episodes download refused")
+	d, opened := openDownload(f, r, p, ok, notFound)
+	if !opened {
 		return
 	}
 	unavailable := func(what string, err error) {

@@ -31,27 +31,9 @@ func (k *exportKind) download(f *Frontend, w http.ResponseWriter, r *http.Reques
 // the bearer token of /artifacts, or the session of the pages' /jobs/download (the same rule
 // and the same bare 404s either way).
 func (k *exportKind) serveDownload(f *Frontend, w http.ResponseWriter, r *http.Request, p authz.Principal, ok bool) {
-	notFound := func(why string) {
-		f.logger(r.Context()).Info("download refused", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("why", why))
-		http.NotFound(w, r)
-	}
-	if !ok {
-		notFound("no principal")
-		return
-	}
-	d, err := f.opts.Keys.OpenDownload(r.PathValue("token"), f.opts.Now())
-	switch {
-	case err != nil && !errors.Is(err, handle.ErrExpired):
-		notFound("malformed link")
-		return
-	case d.Tenant != p.Tenant:
-		notFound("other tenant")
-		return
-	case d.Subject != p.Subject && !authz.ListAll(p):
-		notFound("other principal")
-		return
-	case err != nil:
-		notFound("link expired")
+	notFound := refuseDownload(f, w, r, p, "download refused")
+	d, opened := openDownload(f, r, p, ok, notFound)
+	if !opened {
 		return
 	}
 	j, err := f.describe(r.Context(), d.WorkflowID)
@@ -125,4 +107,37 @@ func (k *exportKind) serveDownload(f *Frontend, w http.ResponseWriter, r *http.R
 
 func principalFromRequest(r *http.Request) (authz.Principal, bool) {
 	return principalFrom(auth.TokenInfoFromContext(r.Context()))
+}
+
+// refuseDownload answers a refused download: a bare 404, whatever the reason, with the reason
+// only in the log.
+func refuseDownload(f *Frontend, w http.ResponseWriter, r *http.Request, p authz.Principal, msg string) func(why string) {
+	return func(why string) {
+		f.logger(r.Context()).Info(msg, zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("why", why))
+		http.NotFound(w, r)
+	}
+}
+
+// openDownload opens the request's download token for principal p (ok: there is one): the
+// link's tenant and principal must be p's (or p a tenant admin), and it must not have expired.
+// Every refusal goes to notFound; opened is false then. Export and episode-log downloads share it.
+func openDownload(f *Frontend, r *http.Request, p authz.Principal, ok bool, notFound func(string)) (d handle.Download, opened bool) {
+	if !ok {
+		notFound("no principal")
+		return d, false
+	}
+	d, err := f.opts.Keys.OpenDownload(r.PathValue("token"), f.opts.Now())
+	switch {
+	case err != nil && !errors.Is(err, handle.ErrExpired):
+		notFound("malformed link")
+	case d.Tenant != p.Tenant:
+		notFound("other tenant")
+	case d.Subject != p.Subject && !authz.ListAll(p):
+		notFound("other principal")
+	case err != nil:
+		notFound("link expired")
+	default:
+		return d, true
+	}
+	return d, false
 }
