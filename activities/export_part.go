@@ -193,8 +193,7 @@ func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in E
 	qctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	enc := newRowEncoder(in.Format, in.Columns)
-	pw := newPartWriter(ctx, store, in, prog, pageRows, rate, enc)
-	pw.keyColumn = d.KeyColumn
+	pw := newPartWriter(ctx, store, in, d.KeyColumn, prog, pageRows, rate, enc)
 	defer pw.release()
 	if d.Driver == DriverPostgres && !a.sqlRowsOnly {
 		fast, err := a.queryPGRaw(qctx, cancel, db, d, q, args, func(r *pgRawRows) error {
@@ -276,9 +275,9 @@ type partWriter struct {
 	keyColumn string // for the duplicate-key error
 }
 
-func newPartWriter(ctx context.Context, store *ArtifactStore, in ExportPartInput, prog *PartProgress,
+func newPartWriter(ctx context.Context, store *ArtifactStore, in ExportPartInput, keyColumn string, prog *PartProgress,
 	pageRows int, rate *rateState, enc *rowEncoder) *partWriter {
-	w := &partWriter{ctx: ctx, store: store, in: in, prog: prog, pageRows: pageRows, rate: rate, enc: enc}
+	w := &partWriter{ctx: ctx, store: store, in: in, keyColumn: keyColumn, prog: prog, pageRows: pageRows, rate: rate, enc: enc}
 	w.zw = gzipWriters.Get().(*gzip.Writer)
 	w.zw.Reset(&w.zbuf)
 	return w
