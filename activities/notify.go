@@ -295,6 +295,17 @@ func (h *heartbeater) set(ctx context.Context, name, outcome string) {
 }
 
 func (h *heartbeater) run(ctx context.Context, every time.Duration) func() {
+	return tickHeartbeats(ctx, every, ctx.Done(), func() []any {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return []any{NotifyResult{Outcomes: maps.Clone(h.outcomes)}}
+	})
+}
+
+// tickHeartbeats records a heartbeat with details() every `every` (2 s when zero) until the
+// returned stop is called or stopOn closes (nil: never; a window that must outlive its cancel
+// passes nil). Shared by job notifications and job.progress windows.
+func tickHeartbeats(ctx context.Context, every time.Duration, stopOn <-chan struct{}, details func() []any) func() {
 	if every <= 0 {
 		every = 2 * time.Second
 	}
@@ -306,12 +317,10 @@ func (h *heartbeater) run(ctx context.Context, every time.Duration) func() {
 			select {
 			case <-done:
 				return
-			case <-ctx.Done():
+			case <-stopOn:
 				return
 			case <-t.C:
-				h.mu.Lock()
-				activity.RecordHeartbeat(ctx, NotifyResult{Outcomes: maps.Clone(h.outcomes)})
-				h.mu.Unlock()
+				activity.RecordHeartbeat(ctx, details()...)
 			}
 		}
 	}()

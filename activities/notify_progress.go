@@ -210,22 +210,5 @@ func (n *Notifier) deliverWithin(ctx context.Context, t NotifyTarget, ev NotifyE
 // let finish after it must not look like a dead worker, or the job's end would be sent while
 // that request is still in flight.
 func (n *Notifier) keepAlive(ctx context.Context) func() {
-	every := n.HeartbeatEvery
-	if every <= 0 {
-		every = 2 * time.Second
-	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
-	return func() { close(done) }
+	return tickHeartbeats(ctx, n.HeartbeatEvery, nil, func() []any { return nil })
 }
