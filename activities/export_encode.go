@@ -117,9 +117,6 @@ func (e *rowEncoder) end() {
 	e.buf = append(e.buf, '}', '\n')
 }
 
-// finish compresses the page's text into one gzip member.
-func (e *rowEncoder) finish() ([]byte, error) { return gzipMember(e.buf) }
-
 // pending is the encoded text not yet drained.
 func (e *rowEncoder) pending() int { return len(e.buf) }
 
