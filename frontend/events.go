@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jobgate/jobgate/frontend/handle"
@@ -156,21 +157,51 @@ func (f *Frontend) followRetryable(ctx context.Context, err error, retry *time.D
 	}
 }
 
-// viewDigest digests a JSON object without the members named in volatile (a job view's
-// handle is sealed afresh, with a new expiry, on every read).
+// viewVolatile are the members of a job view that change on every read without the job
+// changing: its handle and note, and the download links a succeeded job's result carries
+// (sealed afresh, their expiry truncated to the second, so two reads a second apart differ).
+// A stream resumed after the terminal view would otherwise send that view again.
+var viewVolatile = []string{"handle", "note",
+	"result.download_url", "result.download_url_expires_at",
+	"result.episodes_url", "result.episodes_url_expires_at"}
+
+// viewDigest digests a JSON object without the members named in volatile: a name, or a path
+// of names joined by "." into nested objects. Members no path names keep their bytes.
 func viewDigest(payload json.RawMessage, volatile ...string) string {
-	var m map[string]json.RawMessage
 	b := []byte(payload)
-	if len(volatile) > 0 && json.Unmarshal(payload, &m) == nil && m != nil {
-		for _, k := range volatile {
-			delete(m, k)
-		}
-		if mb, err := json.Marshal(m); err == nil { // map keys sorted: a canonical order
+	if len(volatile) > 0 {
+		if mb, ok := dropMembers(payload, volatile); ok {
 			b = mb
 		}
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:handle.EventDigestLen/2])
+}
+
+// dropMembers re-encodes the object obj without the members paths name (map keys sorted: a
+// canonical order); false when obj is not an object.
+func dropMembers(obj json.RawMessage, paths []string) ([]byte, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil || m == nil {
+		return nil, false
+	}
+	nested := map[string][]string{}
+	for _, p := range paths {
+		if head, rest, ok := strings.Cut(p, "."); ok {
+			nested[head] = append(nested[head], rest)
+		} else {
+			delete(m, p)
+		}
+	}
+	for head, rest := range nested {
+		if v, ok := m[head]; ok {
+			if vb, ok := dropMembers(v, rest); ok {
+				m[head] = vb
+			}
+		}
+	}
+	mb, err := json.Marshal(m)
+	return mb, err == nil
 }
 
 // streamTarget fingerprints what a stream watches (kind of stream and the jobs, in order): an

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
@@ -55,6 +56,54 @@ func TestViewDigest(t *testing.T) {
 	}
 	if streamTarget("job", []string{"a/b"}) == streamTarget("job", []string{"a", "b"}) || streamTarget("job", []string{"a"}) == streamTarget("tasks", []string{"a"}) {
 		t.Fatal("stream targets collide")
+	}
+}
+
+// TestViewDigestIgnoresFreshLinks: a succeeded eval's view read a second apart carries a
+// freshly sealed episodes_url (its expiry truncated to the second); the state is the same, so
+// the digest must be too — else a stream resumed after the terminal view sends it again (the
+// "an event after the end" flake of TestJobEventsResume).
+func TestViewDigestIgnoresFreshLinks(t *testing.T) {
+	artifacts, err := activities.OpenArtifactStore(t.Context(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer artifacts.Close()
+	fx := newResultFixture(t, nil)
+	f, err := newFrontend(Options{Verifier: fx.f.opts.Verifier, Keys: taskKeys(t), ResumeKeys: resumeTestKeys(t),
+		ResourceURI: "http://localhost/mcp", Kinds: []KindSpec{EvalKind(EvalOptions{Artifacts: artifacts})},
+		Now: func() time.Time { return fx.now }}, fx.tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rcEval
+	res.EpisodeLog = &activities.EpisodeSegment{Count: 10, SHA256: strings.Repeat("ab", 32)}
+	fx.succeeded(t, "acme/eval/linked", "eval", "run-1", res)
+	h := fx.handle("acme", "acme/eval/linked", "eval")
+	// What renderView digests: get_eval's structured content, for the stream's caller.
+	read := func() rendered {
+		res := callTool(t, f, "get_eval", rcAna, map[string]any{"handle": h})
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil || res.IsError {
+			t.Fatalf("get_eval: %v %v", err, res.Content)
+		}
+		return rendered{payload: b, digest: viewDigest(b, viewVolatile...)}
+	}
+	a := read()
+	fx.now = fx.now.Add(1500 * time.Millisecond)
+	b := read()
+	if !strings.Contains(string(a.payload), `"episodes_url":`) || string(a.payload) == string(b.payload) {
+		t.Fatalf("the two reads should differ only in their links:\n%s\n%s", a.payload, b.payload)
+	}
+	if a.digest != b.digest {
+		t.Fatalf("the same terminal state digests differently a second later:\n%s\n%s", a.payload, b.payload)
+	}
+	// A change of state inside the result still counts.
+	c := viewDigest(json.RawMessage(`{"status":"succeeded","result":{"passed":9,"episodes_url":"x"}}`), viewVolatile...)
+	d := viewDigest(json.RawMessage(`{"status":"succeeded","result":{"passed":8,"episodes_url":"y"}}`), viewVolatile...)
+	e := viewDigest(json.RawMessage(`{"status":"succeeded","result":"not an object"}`), viewVolatile...)
+	if c == d || e == "" {
+		t.Fatalf("digests %s %s %s", c, d, e)
 	}
 }
 
