@@ -83,6 +83,18 @@ type Options struct {
 	// Tenants holds per-tenant fairness weights and quotas. The zero value has no quotas and
 	// equal weights; servers load a tenants file or authz.DefaultTenants.
 	Tenants authz.Tenants
+	// QuotaBudget bounds how long a start waits for its quota check (quota.go). Past it, or
+	// when visibility does not answer, the start is decided by QuotaDegraded, never answered
+	// unavailable. Defaults to QuotaBudgetDefault (2 s).
+	QuotaBudget time.Duration
+	// QuotaDegraded is how a start is decided when its check cannot answer within QuotaBudget:
+	// QuotaAdmitBounded (the default) admits up to QuotaOvershoot such starts of a tenant on
+	// this replica until a check of that tenant answers again; QuotaRefuse refuses each with
+	// quota_exceeded and retry_after_ms.
+	QuotaDegraded QuotaPolicy
+	// QuotaOvershoot bounds the starts of one tenant this replica admits unchecked under
+	// QuotaAdmitBounded between two checks that answered. Defaults to QuotaOvershootDefault (8).
+	QuotaOvershoot int
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 	// StreamHeartbeat is how often an idle event stream (GET /jobs/<handle>/events,
@@ -180,6 +192,19 @@ func newFrontend(opts Options, store jobStore) (*Frontend, error) {
 	}
 	if opts.TemporalTimeout <= 0 {
 		opts.TemporalTimeout = TemporalTimeoutDefault
+	}
+	if opts.QuotaBudget <= 0 {
+		opts.QuotaBudget = QuotaBudgetDefault
+	}
+	if opts.QuotaOvershoot <= 0 {
+		opts.QuotaOvershoot = QuotaOvershootDefault
+	}
+	switch opts.QuotaDegraded {
+	case "":
+		opts.QuotaDegraded = QuotaAdmitBounded
+	case QuotaAdmitBounded, QuotaRefuse:
+	default:
+		return nil, fmt.Errorf("frontend: QuotaDegraded %q: want %q or %q", opts.QuotaDegraded, QuotaAdmitBounded, QuotaRefuse)
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()

@@ -42,6 +42,8 @@ type memStore struct {
 	listErr error
 	// count answers Count (0 when nil).
 	count func(q string) (int, error)
+	// slotsIndexed answers SlotsIndexed.
+	slotsIndexed bool
 	// startErr / describeErr fail Start / Describe when set.
 	startErr, describeErr error
 
@@ -263,6 +265,8 @@ func (m *memStore) Count(ctx context.Context, q string) (int, error) {
 	}
 	return m.count(q)
 }
+
+func (m *memStore) SlotsIndexed(context.Context) bool { return m.slotsIndexed }
 
 func (m *memStore) Retention(context.Context) (time.Duration, bool) {
 	return m.retention, m.retention > 0

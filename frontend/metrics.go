@@ -49,6 +49,7 @@ type metrics struct {
 	jobsStarted   *prometheus.CounterVec
 	downloads     *prometheus.CounterVec
 	quotaRejects  *prometheus.CounterVec
+	quotaDegraded *prometheus.CounterVec // starts decided by Options.QuotaDegraded (decision, why)
 	streams       *prometheus.GaugeVec   // open event streams by surface (job_events, tasks_listen)
 	streamCalls   *prometheus.CounterVec // Temporal calls of event streams (history_wait, render)
 	knownScopeFor map[string]bool        // tool names and tasks/* methods a 403 may name
@@ -78,6 +79,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		quotaRejects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_rejections_total",
 			Help: "start_* calls refused with quota_exceeded, by tenant (a tenant named in the tenants file, else \"other\") and limit."},
 			[]string{"tenant", "limit"}),
+		quotaDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_degraded_total",
+			Help: "start_* calls whose quota check did not answer within the budget (why: budget) or met an unreachable visibility store (why: unavailable), decided by the QuotaDegraded policy: admitted (within the bounded overshoot) or refused (quota_exceeded with retry_after_ms)."},
+			[]string{"decision", "why"}),
 		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "event_streams",
 			Help: "Event streams open on this replica, by surface: job_events (GET /jobs/<handle>/events) or tasks_listen (subscriptions/listen)."},
 			[]string{"surface"}),
@@ -121,6 +125,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.downloads, err = register(reg, m.downloads); err != nil {
+		return nil, err
+	}
+	if m.quotaDegraded, err = register(reg, m.quotaDegraded); err != nil {
 		return nil, err
 	}
 	if m.quotaRejects, err = register(reg, m.quotaRejects); err != nil {

@@ -2,8 +2,12 @@ package frontend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
@@ -11,15 +15,25 @@ import (
 
 // Quotas are counted in Temporal visibility, which every replica shares: running jobs
 // (ExecutionStatus Running covers queued, awaiting input, running and cancelling), the episode
-// concurrency of running evals (memo "slots"), and the owner's job creations in the last minute
-// (counted so that a continue-as-new is not a new start).
+// concurrency of running evals (search attribute JobSlots, summed by counts), and the owner's
+// job creations in the last minute (counted so that a continue-as-new is not a new start).
 //
 // Admission costs the same whatever the tenant holds, and concurrent starts do not queue on
-// it: the starts of one owner that arrive while a check is in flight wait for ONE next check
-// (a "flight") and share its counts, each adding on top the reservations admitted before it
-// (see below). A refusal by starts_per_minute_per_owner is remembered until the window frees
-// (it cannot free sooner: a start never leaves the window early), so further starts in that
-// window are refused without any Temporal call. No lock is held across a Temporal call.
+// it. A start waits for two shared checks ("flights"): its tenant's, which measures the
+// tenant-wide figures (running jobs, episode slots held) once for every start of the tenant
+// that arrives meanwhile, whoever its owner; and its owner's, which measures the owner's
+// figures (running jobs, starts in the last minute). Each start adds on top the reservations
+// admitted before it (see below). Every measure is a visibility COUNT: none lists executions,
+// none reads closed ones. A refusal by starts_per_minute_per_owner is remembered until the
+// window frees (it cannot free sooner: a start never leaves the window early), so further
+// starts in that window are refused without any Temporal call. No lock is held across a
+// Temporal call.
+//
+// A check that cannot answer within Options.QuotaBudget (or whose visibility store is
+// unreachable) never turns into unavailable: the start is decided by Options.QuotaDegraded —
+// admitted within a bounded overshoot (QuotaOvershoot starts of the tenant per replica until a
+// check answers again; they are reservations, so the next check counts them) or refused with
+// quota_exceeded and retry_after_ms — and the log and jobgate_quota_degraded_total say which.
 //
 // Visibility trails a start by a few milliseconds. Within one replica the gap is closed by
 // reservations: a start admitted here counts against later starts of its tenant until a check
@@ -30,11 +44,29 @@ import (
 // that tenant in flight on the other replicas (frontend/README.md "Fairness and quotas";
 // tests/quota_test.go measures it).
 
-// quotaPageSize bounds one visibility page read for a quota.
+// quotaPageSize bounds one visibility page read for a quota (only the slots of evals started
+// before JobSlots existed, or on a namespace without it, are ever listed).
 const quotaPageSize = 1000
 
+// Defaults of the quota options.
+const (
+	QuotaBudgetDefault    = 2 * time.Second
+	QuotaOvershootDefault = 8
+)
+
+// QuotaPolicy is how a start whose quota check cannot answer in time is decided.
+type QuotaPolicy string
+
+const (
+	// QuotaAdmitBounded admits it while fewer than Options.QuotaOvershoot starts of its tenant
+	// were admitted so on this replica since a check of the tenant last answered; else refuses.
+	QuotaAdmitBounded QuotaPolicy = "admit-bounded"
+	// QuotaRefuse refuses it: quota_exceeded, retryable, with retry_after_ms.
+	QuotaRefuse QuotaPolicy = "refuse"
+)
+
 // quotas is the replica-local admission state: reservations, shared check flights, full
-// start windows and slot ledgers; the counts themselves come from visibility.
+// start windows, slot ledgers and unchecked admissions; the counts come from visibility.
 type quotas struct {
 	mu      sync.Mutex
 	seq     uint64
@@ -42,6 +74,9 @@ type quotas struct {
 	flights map[flightKey]*flightSlot
 	full    map[flightKey]windowFull
 	ledgers map[string]slotLedger
+	// unchecked counts, by tenant, the starts admitted without a check (QuotaAdmitBounded)
+	// since a check of the tenant last answered.
+	unchecked map[string]int
 }
 
 // admission is an admitted start's reservation: started hands it to visibility, abandoned drops it.
@@ -72,45 +107,122 @@ func (a admission) started() {
 	}
 }
 
+// quotaNeeds says which flights a start of a tenant under limits l waits for.
+func quotaNeeds(l authz.Limits, episodes int) (tenant, owner bool) {
+	tenant = l.RunningJobsPerTenant > 0 || l.EpisodesInFlightPerTenant > 0 && episodes > 0
+	owner = l.RunningJobsPerOwner > 0 || l.StartsPerMinutePerOwner > 0
+	return tenant, owner
+}
+
 // admit checks p's quotas for new job id holding episodes of episode concurrency. A refusal is
 // a quota_exceeded tool error; the admission must be resolved with started or abandoned.
 func (f *Frontend) admit(ctx context.Context, p authz.Principal, id string, episodes int) (admission, error) {
 	pol := f.opts.Tenants.For(p.Tenant)
 	l := pol.Limits
-	if l.RunningJobsPerOwner == 0 && l.RunningJobsPerTenant == 0 && l.EpisodesInFlightPerTenant == 0 && l.StartsPerMinutePerOwner == 0 {
+	needT, needO := quotaNeeds(l, episodes)
+	if !needT && !needO {
 		return admission{}, nil
 	}
-	k := flightKey{p.Tenant, p.Subject}
+	ok := flightKey{p.Tenant, p.Subject}
 	now := f.opts.Now()
 	if l.StartsPerMinutePerOwner > 0 {
 		// A full window stays full until its oldest counted start leaves it: no need to ask.
-		if w, ok := f.quotas.windowRefusal(k, l.StartsPerMinutePerOwner, now); ok {
+		if w, full := f.quotas.windowRefusal(ok, l.StartsPerMinutePerOwner, now); full {
 			return admission{}, f.refuse(p, windowRefusal(l.StartsPerMinutePerOwner, w.count, w.freeAt, now))
 		}
 	}
-	r, fl, start := f.quotas.join(k, id, episodes, now)
+	r, fls := f.quotas.join(p.Tenant, p.Subject, id, episodes, now, needT, needO)
 	a := admission{f: f, tenant: p.Tenant, r: &r}
-	if start {
-		go f.fly(k, pol, fl)
+	for _, j := range fls {
+		if j.start {
+			go f.fly(j.key, pol, j.fl)
+		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
-	defer cancel()
-	select {
-	case <-fl.done:
-	case <-wctx.Done():
-		a.abandoned()
-		return admission{}, fmt.Errorf("quota check: %w", wctx.Err())
+	budget := time.NewTimer(f.opts.QuotaBudget)
+	defer budget.Stop()
+	for _, j := range fls {
+		select {
+		case <-j.fl.done:
+		case <-ctx.Done():
+			a.abandoned()
+			return admission{}, fmt.Errorf("quota check: %w", ctx.Err())
+		case <-budget.C:
+			return f.degraded(ctx, p, a, "budget", nil)
+		}
+		if err := j.fl.err; err != nil {
+			if errors.Is(err, errStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+				return f.degraded(ctx, p, a, "unavailable", err)
+			}
+			a.abandoned()
+			return admission{}, err
+		}
 	}
-	if fl.err != nil {
-		a.abandoned()
-		return admission{}, fl.err
+	var ts *tenantSnap
+	var on *ownerSnap
+	for _, j := range fls {
+		switch res := j.fl.res.(type) {
+		case *tenantSnap:
+			ts = res
+		case *ownerSnap:
+			on = res
+		}
 	}
-	ref := fl.res.decide(pol, r, episodes, f.opts.Now())
-	if ref != nil {
+	if ref := decide(pol, r, episodes, f.opts.Now(), ts, on); ref != nil {
 		a.abandoned()
 		return admission{}, f.refuse(p, ref)
 	}
 	return a, nil
+}
+
+// degraded decides a start whose check did not answer (why: "budget" or "unavailable") by
+// Options.QuotaDegraded.
+func (f *Frontend) degraded(ctx context.Context, p authz.Principal, a admission, why string, err error) (admission, error) {
+	admitted := f.opts.QuotaDegraded == QuotaAdmitBounded && f.quotas.takeUnchecked(p.Tenant, f.opts.QuotaOvershoot)
+	decision := "refused"
+	if admitted {
+		decision = "admitted"
+	}
+	f.metrics.quotaDegraded.WithLabelValues(decision, why).Inc()
+	log := f.logger(ctx).With(zap.String("tenant", p.Tenant), zap.String("policy", string(f.opts.QuotaDegraded)),
+		zap.String("why", why), zap.Duration("budget", f.opts.QuotaBudget))
+	if err != nil {
+		log = log.With(zap.Error(err))
+	}
+	if admitted {
+		log.Warn("quota check did not answer in time: start admitted within the bounded overshoot",
+			zap.Int("overshoot", f.opts.QuotaOvershoot))
+		return a, nil
+	}
+	log.Warn("quota check did not answer in time: start refused")
+	a.abandoned()
+	f.metrics.quotaRejected(f.opts.Tenants, p.Tenant, quotaLimitUnchecked)
+	return admission{}, &ToolError{Code: CodeQuotaExceeded, Retryable: true, RetryAfterMS: max(f.opts.QuotaBudget.Milliseconds(), 1),
+		Message: quotaLimitUnchecked + ": your tenant's usage could not be counted in time; nothing was started, retry shortly"}
+}
+
+// quotaLimitUnchecked names a refusal by QuotaDegraded (the limit of a quota_exceeded message).
+const quotaLimitUnchecked = "quota_check_unavailable"
+
+// takeUnchecked counts one more start of tenant admitted without a check, if fewer than max are.
+func (q *quotas) takeUnchecked(tenant string, max int) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.unchecked[tenant] >= max {
+		return false
+	}
+	if q.unchecked == nil {
+		q.unchecked = map[string]int{}
+	}
+	q.unchecked[tenant]++
+	return true
+}
+
+// checked forgets the tenant's unchecked starts: a check that answered counted them (each is a
+// reservation until visibility shows it).
+func (q *quotas) checked(tenant string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.unchecked, tenant)
 }
 
 // refuse counts a refusal and renders it as the quota_exceeded tool error.

@@ -94,10 +94,10 @@ func TestQuotaSharedSnapshot(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	pol := authz.TenantPolicy{Limits: authz.Limits{RunningJobsPerTenant: 5, RunningJobsPerOwner: -1, EpisodesInFlightPerTenant: -1, StartsPerMinutePerOwner: -1}}
 	rs := []reservation{{seq: 1, id: "a", owner: "ann"}, {seq: 2, id: "b", owner: "ann"}, {seq: 3, id: "c", owner: "ann"}, {seq: 4, id: "d", owner: "ann"}}
-	s := &usageSnap{rs: rs, owner: true, tenantRunning: 2}
+	s := &tenantSnap{rs: rs, running: 2}
 	// a: 2 running. b: + a. c: + a, b = 4. d: + a, b, c = 5: over.
 	for i, want := range []bool{true, true, true, false} {
-		ref := s.decide(pol, rs[i], 0, now)
+		ref := decide(pol, rs[i], 0, now, s, nil)
 		if (ref == nil) != want {
 			t.Errorf("reservation %s: admitted %v, want %v (%+v)", rs[i].id, ref == nil, want, ref)
 		}

@@ -48,6 +48,10 @@ type jobStore interface {
 	Story(ctx context.Context, kind workflows.Kind, req storyRequest) (*storyResult, error)
 	// Count counts the visibility records matching q.
 	Count(ctx context.Context, q string) (int, error)
+	// SlotsIndexed reports whether the store indexes a start's slots (workflows.SAJobSlots),
+	// so that counts can select on them; false while its namespace lacks the attribute
+	// (`jobgate setup` adds it) or cannot be asked.
+	SlotsIndexed(ctx context.Context) bool
 	// WaitHistory reads the run's history after token (nil: from its first event); once
 	// caught up it waits, in the store, until the history grows or the run closes
 	// (store_history.go). errJobNotFound when there is no such run.
@@ -71,6 +75,9 @@ type storeStart struct {
 	// summary and details label the job in the Temporal Web UI.
 	summary, details string
 	fairness         workflows.Fairness
+	// slots is the episode concurrency the job holds while unfinished (0 for kinds that hold
+	// none): the store indexes it (workflows.SAJobSlots) when its namespace can.
+	slots int
 	// awaitFirst: wait for the job's first state (see jobStore.Start).
 	awaitFirst bool
 }
@@ -99,5 +106,5 @@ func newTemporalStore(opts Options, ni *needsInputCache) *temporalStore {
 // startOptions is a start's store request for principal p.
 func (f *Frontend) startOptions(p authz.Principal, id string, kind workflows.Kind, spec startSpec, memo map[string]any, awaitFirst bool) storeStart {
 	return storeStart{id: id, kind: kind.Name, workflow: kind.WorkflowName, input: spec.input, tenant: p.Tenant, owner: p.Subject,
-		memo: memo, summary: spec.summary, details: spec.details, fairness: f.fairness(p.Tenant), awaitFirst: awaitFirst}
+		memo: memo, summary: spec.summary, details: spec.details, fairness: f.fairness(p.Tenant), slots: spec.slots, awaitFirst: awaitFirst}
 }

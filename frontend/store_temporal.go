@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -31,6 +32,40 @@ type temporalStore struct {
 	dc        converter.DataConverter
 	// needsInputs caches decoded open input requests by memo payload bytes (memocache.go).
 	needsInputs *needsInputCache
+	// slots remembers whether the namespace has workflows.SAJobSlots (SlotsIndexed).
+	slots slotsProbe
+}
+
+// slotsProbe is what the last probe of the namespace's JobSlots attribute found: a yes holds
+// (an attribute is never removed under a running server), a no is asked again after
+// slotsReprobe (an operator may run `jobgate setup` meanwhile).
+type slotsProbe struct {
+	mu    sync.Mutex
+	known bool
+	yes   bool
+	asked time.Time
+}
+
+const slotsReprobe = time.Minute
+
+func (s *temporalStore) SlotsIndexed(ctx context.Context) bool {
+	s.slots.mu.Lock()
+	defer s.slots.mu.Unlock()
+	if s.slots.known && (s.slots.yes || time.Since(s.slots.asked) < slotsReprobe) {
+		return s.slots.yes
+	}
+	// A query naming an attribute the namespace lacks is an InvalidArgument; anything else
+	// (unreachable, overloaded) decides nothing and is asked again next time.
+	_, err := s.c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: s.namespace,
+		Query: workflows.SAJobSlots.GetName() + " = -1"})
+	var ia *serviceerror.InvalidArgument
+	switch {
+	case err == nil:
+		s.slots.known, s.slots.yes = true, true
+	case errors.As(err, &ia):
+		s.slots.known, s.slots.yes, s.slots.asked = true, false, time.Now()
+	}
+	return s.slots.yes
 }
 
 var _ jobStore = (*temporalStore)(nil)
@@ -60,7 +95,13 @@ func isTemporalUnavailable(err error) bool {
 	return false
 }
 
-func (s *temporalStore) startWorkflowOptions(st storeStart) client.StartWorkflowOptions {
+func (s *temporalStore) startWorkflowOptions(ctx context.Context, st storeStart) client.StartWorkflowOptions {
+	sas := []temporal.SearchAttributeUpdate{
+		workflows.SAJobTenant.ValueSet(st.tenant), workflows.SAJobOwner.ValueSet(st.owner),
+		workflows.SAJobKind.ValueSet(st.kind), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))}
+	if st.slots > 0 && s.SlotsIndexed(ctx) {
+		sas = append(sas, workflows.SAJobSlots.ValueSet(int64(st.slots)))
+	}
 	return client.StartWorkflowOptions{
 		ID:        st.id,
 		TaskQueue: s.taskQueue,
@@ -69,19 +110,17 @@ func (s *temporalStore) startWorkflowOptions(st storeStart) client.StartWorkflow
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SAJobTenant.ValueSet(st.tenant), workflows.SAJobOwner.ValueSet(st.owner),
-			workflows.SAJobKind.ValueSet(st.kind), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))),
-		Memo:          st.memo,
-		StaticSummary: st.summary,
-		StaticDetails: st.details,
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(sas...),
+		Memo:                                     st.memo,
+		StaticSummary:                            st.summary,
+		StaticDetails:                            st.details,
 		// Workflow tasks are dispatched fairly too; activities carry their own (the input's).
 		Priority: st.fairness.Priority(),
 	}
 }
 
 func (s *temporalStore) Start(ctx context.Context, st storeStart) (string, error) {
-	opts := s.startWorkflowOptions(st)
+	opts := s.startWorkflowOptions(ctx, st)
 	if !st.awaitFirst {
 		run, err := s.c.ExecuteWorkflow(ctx, opts, st.workflow, st.input)
 		if err != nil {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -42,10 +41,7 @@ var temporalAddr string
 const unfairTaskQueue = "tq-unfair"
 
 func TestMain(m *testing.M) {
-	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range workflows.SearchAttributeNames() {
-		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-	}
+	sas := workflows.SearchAttributeTypes()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	srv, err := devtemporal.Start(ctx, devtemporal.Options{UIPort: -1, SearchAttributes: sas,
 		UnfairTaskQueues: []string{unfairTaskQueue}})

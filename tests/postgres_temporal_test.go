@@ -137,7 +137,7 @@ func TestPostgresTemporal(t *testing.T) {
 	out := runTool(t, nil, jobgateBinary(t), "setup", "--temporal-address", addr, "--namespace", ns, "--retention", "24h")
 	setupTime := time.Since(setupStart)
 	t.Logf("$ jobgate setup --temporal-address %s --namespace %s --retention 24h\n%s", addr, ns, out)
-	if !strings.Contains(out, "namespace "+ns+": registered") || !strings.Contains(out, "added (Keyword)") {
+	if !strings.Contains(out, "namespace "+ns+": registered") || !strings.Contains(out, "JobSlots") || !strings.Contains(out, "added to namespace") {
 		t.Fatalf("first setup did not register the namespace and the search attributes:\n%s", out)
 	}
 	out = runTool(t, []string{"JOBGATE_TEMPORAL_ADDRESS=" + addr, "JOBGATE_NAMESPACE=" + ns}, jobgateBinary(t), "setup")

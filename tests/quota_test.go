@@ -136,6 +136,39 @@ func TestQuotas(t *testing.T) {
 		wantQuota(t, b, call(t, cs, "start_eval", args("e1", 1)), tenant, "ann", "e1", "episodes_in_flight_per_tenant")
 	})
 
+	// The slots running evals hold are summed by visibility counts of JobSlots (set at every
+	// eval's start), exactly where the limit needs it, with evals that carry no JobSlots (started
+	// before it existed) read from their memo: a start that fits exactly is admitted, one slot
+	// more is refused, whoever's evals they are.
+	t.Run("EpisodesByJobSlots", func(t *testing.T) {
+		t.Parallel()
+		b, tenant := quotaBundle(t, authz.Limits{EpisodesInFlightPerTenant: 100})
+		args := func(key string, conc int) map[string]any {
+			a := startArgs(key, 50, nil)
+			a["concurrency"] = conc
+			return a
+		}
+		ann, ben := b.session(quotaWriter(tenant, "ann"), 0, ""), b.session(quotaWriter(tenant, "ben"), 1, "")
+		mustView(t, call(t, ann, "start_eval", args("a30", 30)))
+		mustView(t, call(t, ben, "start_eval", args("b30", 30)))
+		mustView(t, call(t, ann, "start_eval", args("a17", 17)))
+		fillJobs(t, b, tenant, "cy", 2, 5, false) // 2 running evals of 5 slots without JobSlots: 87 held
+		for q, want := range map[string]int64{"JobSlots = 30": 2, "JobSlots = 17": 1, "JobSlots IS NULL": 2} {
+			resp, err := b.temporal.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
+				Namespace: namespace, Query: "JobTenant = '" + tenant + "' AND " + q})
+			must(t, err)
+			if resp.GetCount() != want {
+				t.Fatalf("%s: %d evals, want %d", q, resp.GetCount(), want)
+			}
+		}
+		waitVisible(t, b, tenant, 5)
+		mustView(t, call(t, ben, "start_eval", args("b13", 13))) // 87 + 13 = 100: fits exactly
+		te := wantQuota(t, b, call(t, ann, "start_eval", args("a1", 1)), tenant, "ann", "a1", "episodes_in_flight_per_tenant")
+		if !strings.Contains(te.Message, "hold 100 episode slots") {
+			t.Fatalf("want the message to say the tenant holds 100, got %q", te.Message)
+		}
+	})
+
 	t.Run("StartsPerMinutePerOwner", func(t *testing.T) {
 		t.Parallel()
 		b, tenant := quotaBundle(t, authz.Limits{StartsPerMinutePerOwner: 2})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -108,8 +109,15 @@ var (
 	SAJobAnswerer = temporal.NewSearchAttributeKeyKeyword("JobAnswerer")
 )
 
-// SearchAttributeNames lists the custom search attributes to register in a namespace (all of
-// type Keyword), read from the keys above so that there is one list.
+// SAJobSlots is the episode concurrency a job of a slot-holding kind (an eval) holds while
+// unfinished, set by the frontend at its start (the memo "slots" holds the same number); a
+// continue-as-new run keeps it. The quota check sums it by visibility counts alone (how many
+// running evals hold slots in a range), never by listing them. Absent on jobs of other kinds
+// and on evals started before it existed.
+var SAJobSlots = temporal.NewSearchAttributeKeyInt64("JobSlots")
+
+// SearchAttributeNames lists the custom Keyword search attributes to register in a namespace,
+// read from the keys above so that there is one list.
 func SearchAttributeNames() []string {
 	keys := []temporal.SearchAttributeKeyKeyword{SAJobTenant, SAJobOwner, SAJobKind, SAJobStatus, SAJobAnswerer}
 	out := make([]string, len(keys))
@@ -117,6 +125,16 @@ func SearchAttributeNames() []string {
 		out[i] = k.GetName()
 	}
 	return out
+}
+
+// SearchAttributeTypes is every custom search attribute to register in a namespace, with its
+// type: the Keyword ones of SearchAttributeNames and JobSlots (Int).
+func SearchAttributeTypes() map[string]enumspb.IndexedValueType {
+	sas := map[string]enumspb.IndexedValueType{SAJobSlots.GetName(): enumspb.INDEXED_VALUE_TYPE_INT}
+	for _, n := range SearchAttributeNames() {
+		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+	}
+	return sas
 }
 
 // JobAnswerer values.

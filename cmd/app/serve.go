@@ -93,6 +93,12 @@ type ServeConfig struct {
 	TenantsFile string
 	// Tenants, if set, is used instead of TenantsFile (tests).
 	Tenants *authz.Tenants
+	// QuotaBudget, QuotaDegraded and QuotaOvershoot say how long a start waits for its quota
+	// check and how it is decided past that (frontend.Options); zero takes the defaults (2 s,
+	// admit-bounded, 8).
+	QuotaBudget    time.Duration
+	QuotaDegraded  string
+	QuotaOvershoot int
 	// DevDeployment lets serve start with secrets marked DEV-ONLY (the public placeholders
 	// under cmd/deploy/secrets that docker-compose.yml mounts). Defaults to false: refused.
 	DevDeployment bool
@@ -135,6 +141,10 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxStreamsPerCaller, "max-streams-per-caller", frontend.MaxStreamsPerCallerDefault, "most event streams one principal holds open on this replica (more: 429)")
 	metricsFlag(fs, &c.MetricsListen)
 	tenantsFlag(fs, &c.TenantsFile)
+	fs.DurationVar(&c.QuotaBudget, "quota-budget", frontend.QuotaBudgetDefault, "how long a start waits for its quota check; past it --quota-degraded decides (never unavailable)")
+	fs.StringVar(&c.QuotaDegraded, "quota-degraded", string(frontend.QuotaAdmitBounded), "how a start whose quota check did not answer in time is decided: "+
+		string(frontend.QuotaAdmitBounded)+" (admit up to --quota-overshoot starts per tenant on this replica until a check answers) or "+string(frontend.QuotaRefuse)+" (quota_exceeded with retry_after_ms)")
+	fs.IntVar(&c.QuotaOvershoot, "quota-overshoot", frontend.QuotaOvershootDefault, "most starts of one tenant this replica admits unchecked under --quota-degraded "+string(frontend.QuotaAdmitBounded))
 	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept secrets marked "+DevOnlyMarker+" (public placeholders)")
 	c.Pages.Flags(fs)
 }
@@ -361,6 +371,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger, Metrics: m.metrics.registerer(),
 		StreamHeartbeat: c.StreamHeartbeat, MaxStreams: c.MaxStreams, MaxStreamsPerCaller: c.MaxStreamsPerCaller,
 		DataConverter: c.Temporal.DataConverter(), Tenants: tenants,
+		QuotaBudget: c.QuotaBudget, QuotaDegraded: frontend.QuotaPolicy(c.QuotaDegraded), QuotaOvershoot: c.QuotaOvershoot,
 		Now: m.Now, TracerProvider: m.Tracing.frontendProvider(),
 	})
 }

@@ -61,13 +61,10 @@ func (c *SetupConfig) Flags(fs *flag.FlagSet) {
 	c.TLS.Flags(fs)
 }
 
-// SearchAttributes are the custom search attributes jobgate's workflows set and list_jobs queries.
+// SearchAttributes are the custom search attributes jobgate's workflows set and list_jobs and
+// the quota check query (workflows.SearchAttributeTypes).
 func SearchAttributes() map[string]enumspb.IndexedValueType {
-	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range workflows.SearchAttributeNames() {
-		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-	}
-	return sas
+	return workflows.SearchAttributeTypes()
 }
 
 // Setup makes a Temporal namespace ready for jobgate: it waits for the frontend, registers the
@@ -130,7 +127,7 @@ func Setup(ctx context.Context, c SetupConfig, log *zap.Logger, out io.Writer) e
 		} else if len(still) > 0 {
 			return fmt.Errorf("search attributes %v of %q were not registered", names(still), c.Namespace)
 		}
-		fmt.Fprintf(out, "search attributes %s: added (Keyword) to namespace %s\n", strings.Join(names(missing), ", "), c.Namespace)
+		fmt.Fprintf(out, "search attributes %s: added to namespace %s\n", strings.Join(names(missing), ", "), c.Namespace)
 	} else {
 		fmt.Fprintf(out, "search attributes %s: already registered in namespace %s\n", strings.Join(names(want), ", "), c.Namespace)
 	}
@@ -244,7 +241,11 @@ func missingSearchAttributes(ctx context.Context, tc client.Client, ns string,
 func probeQuery(attrs map[string]enumspb.IndexedValueType) string {
 	var parts []string
 	for _, name := range names(attrs) {
-		parts = append(parts, fmt.Sprintf("`%s` = 'jobgate-setup-probe'", name))
+		probe := "'jobgate-setup-probe'"
+		if attrs[name] == enumspb.INDEXED_VALUE_TYPE_INT {
+			probe = "-1"
+		}
+		parts = append(parts, fmt.Sprintf("`%s` = %s", name, probe))
 	}
 	return strings.Join(parts, " AND ")
 }

@@ -35,10 +35,7 @@ func Start(ctx context.Context, taskQueue, kind string, wfs *workflows.Workflows
 // with a notifier) before the worker starts; nil registers nothing more.
 func StartWith(ctx context.Context, taskQueue, kind string, wfs *workflows.Workflows, acts *activities.Activities,
 	extra func(workflows.Registry)) (*Env, error) {
-	sas := map[string]enumspb.IndexedValueType{}
-	for _, n := range workflows.SearchAttributeNames() {
-		sas[n] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-	}
+	sas := workflows.SearchAttributeTypes()
 	srv, err := devtemporal.Start(ctx, devtemporal.Options{UIPort: devtemporal.UIDisabled, SearchAttributes: sas})
 	if err != nil {
 		return nil, err

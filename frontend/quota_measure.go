@@ -1,0 +1,350 @@
+// quota_measure.go measures a flight's usage in visibility: the tenant's figures (running
+// jobs, the episode slots its running evals hold) and an owner's (running jobs, starts in the
+// last minute). Every figure is a COUNT; only the slots of evals that carry no JobSlots (started
+// before it existed, or on a namespace without it) are ever read row by row.
+
+package frontend
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// queryRunning selects unfinished executions (queued, awaiting input, running, cancelling).
+const queryRunning = " AND ExecutionStatus = 'Running'"
+
+// quotaScope is the visibility clauses a flight counts in: the tenant's jobs less this
+// replica's reservations, and the owner's among them ("" when the owner is not matchable).
+type quotaScope struct {
+	tenant, owner string
+}
+
+// quotaScopeOf builds the clauses for tenant (and owner, if not "") leaving out rs: this
+// replica's reservations are counted as such, never in visibility, so there is no race with
+// visibility showing them between two queries.
+func quotaScopeOf(tenant, owner string, rs []reservation) (quotaScope, error) {
+	qt, err := quoteQueryString(tenant)
+	if err != nil {
+		return quotaScope{}, fmt.Errorf("quota: tenant: %w", err)
+	}
+	excl := ""
+	if len(rs) > 0 {
+		ids := make([]string, 0, len(rs))
+		for _, r := range rs {
+			q, err := quoteQueryString(r.id)
+			if err != nil {
+				return quotaScope{}, fmt.Errorf("quota: job id: %w", err)
+			}
+			ids = append(ids, q)
+		}
+		excl = " AND WorkflowId NOT IN (" + strings.Join(ids, ",") + ")"
+	}
+	sc := quotaScope{tenant: "JobTenant = " + qt + excl}
+	// A subject the visibility store cannot match (see ownerMatchable) has no owner counts:
+	// its tenant's limits still hold.
+	if owner != "" && ownerMatchable(owner) {
+		if qs, err := quoteQueryString(owner); err == nil {
+			sc.owner = sc.tenant + " AND JobOwner = " + qs
+		}
+	}
+	return sc, nil
+}
+
+// measureTenant takes the tenant's snapshot for the starts waiting on fl: its running jobs
+// and, when a waiter asks for episodes, the slots its running evals hold.
+func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.TenantPolicy, fl *flight) (*tenantSnap, error) {
+	l := pol.Limits
+	sc, err := quotaScopeOf(tenant, "", fl.rs)
+	if err != nil {
+		return nil, err
+	}
+	s := &tenantSnap{rs: fl.rs}
+	pendingEpisodes := 0
+	for _, o := range fl.rs {
+		pendingEpisodes += o.episodes
+	}
+	counts := map[*int]string{}
+	if l.RunningJobsPerTenant > 0 {
+		counts[&s.running] = sc.tenant + queryRunning
+	}
+	episodes := l.EpisodesInFlightPerTenant > 0 && fl.maxEp > 0
+	var evals int
+	if episodes {
+		counts[&evals] = sc.tenant + " AND " + f.slotKindsQuery() + queryRunning
+	}
+	release := f.shownCount(tenant, fl.rs, "", counts)
+	if err := f.countAll(ctx, counts); err != nil {
+		return nil, err
+	}
+	release()
+	if l.RunningJobsPerTenant > 0 && s.running+len(fl.rs) >= l.RunningJobsPerTenant {
+		// At the limit: count once more before deciding. Visibility trails another replica's
+		// start by milliseconds; this gives a start made there just before the count the
+		// time to show.
+		if err := f.countAll(ctx, map[*int]string{&s.running: sc.tenant + queryRunning}); err != nil {
+			return nil, err
+		}
+	}
+	if episodes {
+		if s.held, s.heldMin, s.heldExact, err = f.measureHeld(ctx, tenant, sc, fl, l.EpisodesInFlightPerTenant, evals, pendingEpisodes); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// measureOwner takes the owner's snapshot for the starts waiting on fl: its running jobs and
+// its starts in the last minute (exactly, with when they happened, once that nears the limit).
+func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.TenantPolicy, fl *flight) (*ownerSnap, error) {
+	l := pol.Limits
+	sc, err := quotaScopeOf(k.tenant, k.owner, fl.rs)
+	if err != nil {
+		return nil, err
+	}
+	s := &ownerSnap{rs: fl.rs, owner: sc.owner != ""}
+	if !s.owner {
+		return s, nil
+	}
+	pendingMine := 0
+	for _, o := range fl.rs {
+		if o.owner == k.owner {
+			pendingMine++
+		}
+	}
+	now := f.opts.Now()
+	counts := map[*int]string{}
+	if l.RunningJobsPerOwner > 0 {
+		counts[&s.running] = sc.owner + queryRunning
+	}
+	if l.StartsPerMinutePerOwner > 0 {
+		counts[&s.recent] = sc.owner + createdSinceQuery(now.Add(-time.Minute))
+	}
+	// The tenant's flight hands started reservations back when the tenant has limits of its
+	// own; else this one does, for the owner's.
+	release := func() {}
+	if l.RunningJobsPerTenant <= 0 && l.EpisodesInFlightPerTenant <= 0 {
+		release = f.shownCount(k.tenant, fl.rs, k.owner, counts)
+	}
+	if err := f.countAll(ctx, counts); err != nil {
+		return nil, err
+	}
+	release()
+	if l.RunningJobsPerOwner > 0 && s.running+pendingMine >= l.RunningJobsPerOwner {
+		// At the limit: count once more (as measureTenant).
+		if err := f.countAll(ctx, map[*int]string{&s.running: sc.owner + queryRunning}); err != nil {
+			return nil, err
+		}
+	}
+	if lim := l.StartsPerMinutePerOwner; lim > 0 && s.recent+pendingMine >= lim {
+		// The count (which also counts a job continued-as-new in the window) does not fit:
+		// count exactly, and bound when the window frees.
+		if s.win, err = f.startWindow(ctx, sc.owner, now); err != nil {
+			return nil, err
+		}
+		s.recent = s.win.len()
+		if s.recent >= lim {
+			// Full without this replica's reservations, and it stays full until its limit-th
+			// most recent start turns a minute old: remember that, so the owner's next starts
+			// in it are refused without asking.
+			f.rememberFullWindow(k, sc.owner, lim, s.win)
+		}
+	}
+	return s, nil
+}
+
+// shownCount adds to counts the question whether visibility shows every started reservation
+// of rs (of owner, when not ""), and returns what releases them once counts are answered: the
+// next checks need not count them as reservations (these counts leave them out anyway).
+func (f *Frontend) shownCount(tenant string, rs []reservation, owner string, counts map[*int]string) func() {
+	ids, qs := map[string]bool{}, []string{}
+	for _, r := range rs {
+		if !r.expires.IsZero() && (owner == "" || r.owner == owner) {
+			q, err := quoteQueryString(r.id)
+			if err != nil {
+				continue
+			}
+			ids[r.id] = true
+			qs = append(qs, q)
+		}
+	}
+	if len(qs) == 0 {
+		return func() {}
+	}
+	shown := new(int)
+	counts[shown] = "WorkflowId IN (" + strings.Join(qs, ",") + ") AND ExecutionStatus != 'ContinuedAsNew'"
+	return func() {
+		if *shown >= len(ids) {
+			f.quotas.release(tenant, ids)
+		}
+	}
+}
+
+// measureHeld is the episode concurrency the tenant's running evals (evals of them, counted)
+// hold: exact, or bounds [min, held] that decide every start waiting on fl. One eval holds
+// from 1 to maxJobSlots slots; when that does not decide, JobSlots is counted by ranges
+// (heldByCounts), or — on a namespace without it — the slot ledger decides (heldByLedger).
+func (f *Frontend) measureHeld(ctx context.Context, tenant string, sc quotaScope, fl *flight, limit, evals, pendingEpisodes int) (held, heldMin int, exact bool, err error) {
+	maxSlots := f.maxJobSlots()
+	decided := func(lo, hi int) bool {
+		return lo == hi || hi+pendingEpisodes+fl.maxEp <= limit || lo+fl.minEp > limit
+	}
+	lo, hi := evals, evals*maxSlots
+	if decided(lo, hi) {
+		return hi, lo, lo == hi, nil
+	}
+	if f.store.SlotsIndexed(ctx) {
+		lo, hi, err = f.heldByCounts(ctx, sc.tenant+" AND "+f.slotKindsQuery()+queryRunning, maxSlots, decided)
+		return hi, lo, lo == hi, err
+	}
+	return f.heldByLedger(ctx, tenant, fl, limit, evals, pendingEpisodes, maxSlots)
+}
+
+// slotRange is a count of running evals whose JobSlots lies in [lo, hi] (open: or above hi,
+// for the top range: an eval started under a larger suite limit than today's counts as
+// today's largest).
+type slotRange struct {
+	lo, hi int
+	open   bool
+	n      int
+}
+
+func (r slotRange) query(base string) string {
+	name := workflows.SAJobSlots.GetName()
+	if r.open {
+		return base + " AND " + name + " >= " + strconv.Itoa(r.lo)
+	}
+	if r.lo == r.hi {
+		return base + " AND " + name + " = " + strconv.Itoa(r.lo)
+	}
+	return base + " AND " + name + " BETWEEN " + strconv.Itoa(r.lo) + " AND " + strconv.Itoa(r.hi)
+}
+
+// slotRanges are the first ranges counted: [1,1], [2,3], [4,7], … up to maxSlots (open).
+func slotRanges(maxSlots int) []slotRange {
+	var rs []slotRange
+	for lo := 1; lo <= maxSlots; lo *= 2 {
+		rs = append(rs, slotRange{lo: lo, hi: min(2*lo-1, maxSlots)})
+	}
+	rs[len(rs)-1].open = true
+	return rs
+}
+
+// heldByCounts bounds the slots evals (the query) hold by counting them per JobSlots range,
+// halving every range that holds evals until the bounds decide (or are exact): about log2 of
+// the largest concurrency rounds of counts at most, whatever the tenant holds. Evals without
+// JobSlots are counted apart (1 to maxSlots each) and, only if still undecided, read.
+func (f *Frontend) heldByCounts(ctx context.Context, evals string, maxSlots int, decided func(lo, hi int) bool) (lo, hi int, err error) {
+	ranges := slotRanges(maxSlots)
+	var legacy int
+	counts := map[*int]string{&legacy: evals + " AND " + workflows.SAJobSlots.GetName() + " IS NULL"}
+	for i := range ranges {
+		counts[&ranges[i].n] = ranges[i].query(evals)
+	}
+	if err := f.countAll(ctx, counts); err != nil {
+		return 0, 0, err
+	}
+	bounds := func() (lo, hi int) {
+		lo, hi = legacy, legacy*maxSlots
+		for _, r := range ranges {
+			lo, hi = lo+r.n*r.lo, hi+r.n*r.hi
+		}
+		return lo, hi
+	}
+	for lo, hi = bounds(); !decided(lo, hi); lo, hi = bounds() {
+		// Halve each range that holds evals: count its lower half, and the upper half is the
+		// rest (one count per range, not two).
+		next := make([]slotRange, 0, 2*len(ranges))
+		var lower []int // indexes in next of the lower halves just made
+		for _, r := range ranges {
+			if r.n == 0 || r.lo == r.hi {
+				next = append(next, r)
+				continue
+			}
+			mid := (r.lo + r.hi) / 2
+			next = append(next, slotRange{lo: r.lo, hi: mid, n: r.n}, slotRange{lo: mid + 1, hi: r.hi, open: r.open})
+			lower = append(lower, len(next)-2)
+		}
+		if len(lower) == 0 {
+			break // every range is one value: only the evals without JobSlots are left open
+		}
+		counts := map[*int]string{}
+		for _, i := range lower {
+			counts[&next[i].n] = next[i].query(evals)
+		}
+		whole := make([]int, len(lower))
+		for k, i := range lower {
+			whole[k] = next[i].n
+		}
+		if err := f.countAll(ctx, counts); err != nil {
+			return 0, 0, err
+		}
+		for k, i := range lower {
+			// The upper half holds the rest of the range (clamped: the two counts are not one
+			// snapshot, and an eval may have started or ended between them).
+			next[i+1].n = max(whole[k]-next[i].n, 0)
+		}
+		ranges = next
+	}
+	if decided(lo, hi) || legacy == 0 {
+		return lo, hi, nil
+	}
+	// Only evals started before JobSlots existed are left: read their memo.
+	held := 0
+	err = f.eachExecution(ctx, evals+" AND "+workflows.SAJobSlots.GetName()+" IS NULL", func(j *job) { held += j.slots })
+	if err != nil {
+		return 0, 0, err
+	}
+	lo, hi = bounds()
+	lo, hi = lo-legacy+held, hi-legacy*maxSlots+held
+	return lo, hi, nil
+}
+
+// heldByLedger is measureHeld on a namespace without JobSlots (until `jobgate setup` adds it):
+// the tenant's slot ledger (the last listing's sum, with every eval started since at the
+// largest concurrency) and, when that does not decide, a listing of the running evals.
+func (f *Frontend) heldByLedger(ctx context.Context, tenant string, fl *flight, limit, evals, pendingEpisodes, maxSlots int) (held, heldMin int, exact bool, err error) {
+	held, heldMin = evals*maxSlots, evals
+	fits := func() bool { return held+pendingEpisodes+fl.maxEp <= limit }
+	qt, err := quoteQueryString(tenant)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	all := "JobTenant = " + qt + " AND " + f.slotKindsQuery() + queryRunning
+	if ledger, ok := f.quotas.ledger(tenant); ok && f.opts.Now().Sub(ledger.t0) < ledgerMaxAge {
+		var newEvals int
+		if err := f.countAll(ctx, map[*int]string{&newEvals: all + " AND StartTime >= '" + ledger.t0.UTC().Format(time.RFC3339Nano) + "'"}); err != nil {
+			return 0, 0, false, err
+		}
+		if est := ledger.held + newEvals*maxSlots; est < held {
+			held = est
+		}
+		if fits() {
+			return held, heldMin, false, nil
+		}
+	}
+	// Sum what the running evals hold, once for every waiter, and keep the sum as the
+	// tenant's ledger (without the flight's reservations: the ledger outlives them).
+	t0 := f.opts.Now().Add(-visibilityLag)
+	mine := make(map[string]bool, len(fl.rs))
+	for _, r := range fl.rs {
+		mine[r.id] = true
+	}
+	sum, total := 0, 0
+	err = f.eachExecution(ctx, all, func(j *job) {
+		total += j.slots
+		if !mine[j.id] {
+			sum += j.slots
+		}
+	})
+	if err != nil {
+		return 0, 0, false, err
+	}
+	f.quotas.setLedger(tenant, slotLedger{t0: t0, held: total})
+	return sum, sum, true, nil
+}
