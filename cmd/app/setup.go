@@ -267,7 +267,7 @@ func RunSetup(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: jobgate setup [flags]\n\nMakes a Temporal namespace ready for jobgate, once per namespace (idempotent):\n"+
 			"registers the namespace if missing and jobgate's Keyword search attributes\n"+
-			"(JobTenant, JobOwner, JobKind, JobStatus, JobAnswerer) through the operator API.\n\nFlags:\n")
+			"(Keyword JobTenant, JobOwner, JobKind, JobStatus, JobAnswerer; Int JobSlots) through the operator API.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	c.Flags(fs)

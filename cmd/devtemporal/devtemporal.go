@@ -54,7 +54,7 @@ type Options struct {
 	// UIPort serves the Temporal Web UI; 0 picks a free port; -1 disables the UI.
 	UIPort int
 	// SearchAttributes are custom search attributes to register idempotently in the namespace
-	// (name -> type). jobgate uses Keyword attributes JobTenant, JobOwner, JobKind, JobStatus, JobAnswerer.
+	// (name -> type). jobgate uses Keyword attributes JobTenant, JobOwner, JobKind, JobStatus, JobAnswerer and the Int JobSlots.
 	SearchAttributes map[string]enumspb.IndexedValueType
 	// Logger receives server logs at WARN and above (Temporal is very noisy at INFO);
 	// nil means quiet.
