@@ -31,8 +31,8 @@ func (f *Frontend) listApprovalsTool() toolDef {
 	}, f.listApprovals).enum("kind", workflows.KindNames()...).bounds("page_size", 1, ListPageSizeMax)
 }
 
-// listApprovals lists the tenant's jobs whose open request the caller may answer. The visibility
-// query itself selects them (JobAnswerer, JobOwner), so every row Temporal returns is one the
+// listApprovals lists the tenant's jobs whose open request the caller may answer. The store
+// filter itself selects them (answerer, owner), so every row Temporal returns is one the
 // caller may see: pages are full until the last, and the page token sealed into the cursor only
 // ever points among answerable rows. keep re-applies the resume policy as defense in depth.
 func (f *Frontend) listApprovals(ctx context.Context, p authz.Principal, in ListApprovalsIn) (*ListJobsOut, error) {
@@ -50,43 +50,42 @@ func (f *Frontend) listApprovals(ctx context.Context, p authz.Principal, in List
 			return nil, err
 		}
 	}
-	q, err := buildApprovalsQuery(p.Tenant, p.Subject, lf)
+	jf, err := approvalsJobFilter(p.Tenant, p.Subject, lf)
 	if err != nil {
-		return nil, fmt.Errorf("list_approvals query: %w", err)
+		return nil, fmt.Errorf("list_approvals filter: %w", err)
 	}
-	return f.listPage(ctx, p, listApprovalsToolName, q, lf.pageSize, token, fp, func(j *job) bool {
+	return f.listPage(ctx, p, listApprovalsToolName, jf, lf.pageSize, token, fp, func(j *job) bool {
 		return j.needsInput != nil && j.needsInput.Approver == authz.ApproverApprover &&
 			authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Allow
 	})
 }
 
-// buildApprovalsQuery is buildListQuery over the whole tenant, narrowed to open approver
-// requests the caller may answer: any that allows self-approval, and the others of jobs the
-// caller does not own. Open requests of jobs started before JobAnswerer existed carry no value
-// and are not listed (they stay answerable through their handles; a re-ask lists them).
+// approvalsJobFilter is listJobFilter over the whole tenant, narrowed to open approver requests
+// the caller may answer: any that allows self-approval, and the others of jobs the caller does
+// not own. Open requests of jobs started before JobAnswerer existed carry no answerer and are
+// not listed (they stay answerable through their handles; a re-ask lists them).
 //
-// A subject the visibility store cannot match (ownerMatchable) cannot be excluded by
-// JobOwner != …; for it the query selects every approver request and keep drops the caller's own
-// jobs after the query. Only the caller's own rows are skipped then, so nothing of another
-// principal's job reaches the page or its (encrypted) cursor.
-func buildApprovalsQuery(tenant, sub string, lf listFilter) (string, error) {
+// A subject no store can match (ownerMatchable) cannot be left out as an owner; for it the
+// filter selects every approver request and keep drops the caller's own jobs after the store.
+// Only the caller's own rows are skipped then, so nothing of another principal's job reaches
+// the page or its (encrypted) cursor.
+func approvalsJobFilter(tenant, sub string, lf listFilter) (JobFilter, error) {
 	if !lf.all || lf.status != workflows.StatusAwaitingInput {
-		return "", fmt.Errorf("approvals: %w", errQueryValue)
+		return JobFilter{}, fmt.Errorf("approvals: %w", errQueryValue)
 	}
-	q, err := buildListQuery(tenant, sub, lf)
+	jf, err := listJobFilter(tenant, sub, lf)
 	if err != nil {
-		return "", err
+		return JobFilter{}, err
 	}
-	approver, self := "'"+workflows.AnswererApprover+"'", "'"+workflows.AnswererApproverOrOwner+"'"
 	if authz.ValidSubject(sub) != nil {
-		return "", fmt.Errorf("sub: %w", errQueryValue)
+		return JobFilter{}, fmt.Errorf("sub: %w", errQueryValue)
 	}
-	if !ownerMatchable(sub) {
-		return q + " AND JobAnswerer IN (" + approver + ", " + self + ")", nil
+	jf.Answerers = []string{workflows.AnswererApproverOrOwner, workflows.AnswererApprover}
+	if ownerMatchable(sub) {
+		jf.ApproverNot = sub
 	}
-	qs, err := quoteQueryString(sub)
-	if err != nil {
-		return "", fmt.Errorf("sub: %w", err)
+	if err := jf.validate(); err != nil {
+		return JobFilter{}, err
 	}
-	return q + " AND (JobAnswerer = " + self + " OR (JobAnswerer = " + approver + " AND JobOwner != " + qs + "))", nil
+	return jf, nil
 }

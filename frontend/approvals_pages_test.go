@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -145,13 +146,18 @@ var (
 	owner    = []authz.Scope{authz.ScopeRead, authz.ScopeWrite}
 )
 
-// The inbox lists exactly what list_approvals' rule gives the steward (the query excludes the
-// steward's own jobs; a row the policy refuses is dropped), with the request in words.
+// The inbox lists exactly what list_approvals' rule gives the steward (the filter excludes the
+// steward's own jobs; a row the policy refuses is dropped even if the store returns it), with
+// the request in words.
 func TestApprovalsPages_Inbox(t *testing.T) {
 	e := newPagesEnv(t)
 	mine := e.exportAwaiting("acme/export/steward/own", "steward", "sha256:own")
-	j := e.exportAwaiting(pageJobID, "ana", "sha256:d1")
-	e.ms.pages = []memPage{{jobs: []*job{j, mine}, next: []byte("tok")}}
+	e.ms.leaked = []*job{mine}
+	e.exportAwaiting(pageJobID, "ana", "sha256:d1")
+	// Nineteen more requests fill the first page (20 rows), which then carries a next cursor.
+	for i := range 19 {
+		e.exportAwaiting(fmt.Sprintf("acme/export/bo%d/q", i), fmt.Sprintf("bo%d", i), "sha256:bo")
+	}
 	steward := e.session("steward", "acme", time.Minute, approver...)
 	r := e.do("GET", PathApprovals, steward, nil)
 	mustContain(t, r, 200, "ana", "renewal mailing for Q3", "customers", `<strong class="sensitive">email (sensitive)</strong>`,
@@ -159,8 +165,8 @@ func TestApprovalsPages_Inbox(t *testing.T) {
 	if strings.Contains(r.body, "steward%2Fown") {
 		t.Fatalf("the steward's own request is listed:\n%s", r.body)
 	}
-	if q := e.ms.lists[0].q; !strings.Contains(q, "JobOwner != 'steward'") || !strings.Contains(q, "TenantID = 'acme'") && !strings.Contains(q, "acme") {
-		t.Fatalf("inbox query %q is not list_approvals' rule", q)
+	if jf := e.ms.lists[0].f; jf.Tenant != "acme" || jf.ApproverNot != "steward" || len(jf.Answerers) != 2 || jf.Status != workflows.StatusAwaitingInput {
+		t.Fatalf("inbox filter %+v is not list_approvals' rule", jf)
 	}
 	// The next page's cursor is list_approvals' signed cursor: it opens for the steward only.
 	next := r.body[strings.Index(r.body, "/approvals?cursor="):]
@@ -170,7 +176,8 @@ func TestApprovalsPages_Inbox(t *testing.T) {
 	if r := e.do("GET", next, bo, nil); r.status != http.StatusBadRequest {
 		t.Fatalf("another person's cursor: %d, want 400", r.status)
 	}
-	// Empty state; no jobs:approve: a clear refusal.
+	// Empty state (every request answered); no jobs:approve: a clear refusal.
+	e.ms.jobs, e.ms.leaked = map[string]*job{}, nil
 	mustContain(t, e.do("GET", PathApprovals, steward, nil), 200, "Nothing is waiting for your answer")
 	mustContain(t, e.do("GET", PathApprovals, e.session("ana", "acme", time.Minute, owner...), nil), 403, "jobs:approve")
 	// Not signed in: sent to sign in and back.
@@ -358,7 +365,6 @@ func TestApprovalsPages_MyJobs(t *testing.T) {
 		Prompt: "Allow ana@acme to export id and **email** of customers, csv, for 'q3'", Comment: "ok for Q3"}
 	e.ms.results["run-done"] = workflows.ExportResult{ApprovedBy: "steward", Decision: rec, Manifest: activities.Manifest{Rows: 3, Format: "csv",
 		Columns: []string{"id", "email"}, FileName: "q3.csv.gz", SHA256: strings.Repeat("ab", 32), ExpiresAt: coreNow.Add(time.Hour)}}
-	e.ms.pages = []memPage{{jobs: []*job{j}}}
 	ana := e.session("ana", "acme", time.Hour, owner...)
 	mustContain(t, e.do("GET", PathJobs, ana, nil), 200, `href="/jobs/acme%2Fexport%2Fana%2Fdone"`, "succeeded", "3 of 3 rows")
 	mustContain(t, e.do("GET", JobPagePath(id), ana, nil), 200, "succeeded", "q3.csv.gz", strings.Repeat("ab", 32),

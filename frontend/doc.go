@@ -12,7 +12,7 @@
 // arguments strictly, validates them against the suite catalog, and asks the job store (jobStore,
 // store.go; Temporal is its one production implementation, store_temporal.go) to start the
 // workflow <tenant>/eval/<owner>/<idempotency_key> with the argument digest in its memo and the
-// JobTenant/JobOwner/JobKind/JobStatus search attributes. It returns only once Temporal has
+// tenant/owner/kind/status search attributes. It returns only once Temporal has
 // durably recorded the start, with a signed handle naming the job. A job that at once waits for
 // its owner, started by a client that takes elicitations, is started with Update-With-Start so
 // the answer carries the open request without polling.

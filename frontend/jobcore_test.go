@@ -103,9 +103,12 @@ func TestStart_QuotaRefusedRetry(t *testing.T) {
 	if _, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1")); err != nil {
 		t.Fatal(err)
 	}
-	// Now the owner is over the limit: visibility counts 5 running jobs.
+	// Now the owner is over the limit: 5 more of ana's jobs are running.
 	f.opts.Tenants = authz.Tenants{Defaults: authz.TenantPolicy{Limits: authz.Limits{RunningJobsPerOwner: 1}}}
-	ms.count = func(string) (int, error) { return 5, nil }
+	for i := range 5 {
+		id := fmt.Sprintf("acme/eval/ana/r%d", i)
+		ms.jobs[id] = &job{id: id, runID: "run-" + id, tenant: "acme", owner: "ana", kind: "eval", exec: runRunning, saStatus: workflows.StatusRunning}
+	}
 	v, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1"))
 	if err != nil || *v.Created || v.JobID != "acme/eval/ana/k1" {
 		t.Fatalf("retried start over quota: %+v, %v", v, err)

@@ -174,8 +174,8 @@ func TestKindsSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.slotKindsQuery(); got != "JobKind = 'eval'" {
-		t.Errorf("slot kinds query %q, want JobKind = 'eval'", got)
+	if got := f.slotKinds(); !slices.Equal(got, []string{"eval"}) {
+		t.Errorf("slot kinds %q, want [eval]", got)
 	}
 	if got := f.maxJobSlots(); got != 777 {
 		t.Errorf("max slots %d, want 777 (the largest suite concurrency)", got)

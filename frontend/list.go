@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -125,110 +123,28 @@ func (lf listFilter) fingerprint() string {
 	return handle.FilterFingerprint(pairs)
 }
 
-// statusClause is the visibility condition for a contract status. Closed executions are the
-// truth once a job has finished; while running, the JobStatus attribute names the phase
-// (mirrors job.status()).
-func statusClause(s workflows.Status) (string, bool) {
-	switch s {
-	case workflows.StatusSucceeded:
-		return "ExecutionStatus = 'Completed'", true
-	case workflows.StatusFailed:
-		return "ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut')", true
-	case workflows.StatusCancelled:
-		return "ExecutionStatus = 'Canceled'", true
-	case workflows.StatusQueued, workflows.StatusRunning, workflows.StatusAwaitingInput, workflows.StatusCancelling:
-		return "ExecutionStatus = 'Running' AND JobStatus = '" + string(s) + "'", true
-	}
-	return "", false
-}
-
-// errQueryValue is returned when an identity value cannot be embedded in a visibility query.
-var errQueryValue = errors.New("value cannot be used in a visibility query")
-
-// quoteQueryString renders s as a single-quoted string literal of Temporal's visibility query
-// language. Temporal's parser (temporalio/sqlparser) reads backslash escapes and doubled
-// quotes; we emit \\ and \' only. Values that are not printable UTF-8 are refused rather than
-// escaped: no identity we accept contains them.
-func quoteQueryString(s string) (string, error) {
-	if s == "" || !utf8.ValidString(s) {
-		return "", errQueryValue
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('\'')
-	for _, r := range s {
-		switch {
-		case r == '\\' || r == '\'':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case !unicode.IsPrint(r):
-			return "", errQueryValue
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('\'')
-	return b.String(), nil
-}
-
-// errOwnerUnmatchable: the caller's subject cannot be matched by a visibility query.
-var errOwnerUnmatchable = errors.New("subject cannot be matched by the visibility store")
-
-// ownerMatchable reports whether a JobOwner = '<sub>' condition can match sub. Temporal's
-// visibility query converter (server v1.32.1) loses two kinds of subject:
-//   - it reads a string literal's value with strings.Trim(v, "'") (common/sqlquery.ParseValue),
-//     so single quotes at either end of the value are dropped;
-//   - its SQL stores escape keyword values MySQL-style (\ → \\, " → \") and hand them to
-//     SQLite or PostgreSQL, which read backslashes literally.
-//
-// Such a subject's JobOwner condition never matches, so its own listing is refused rather than
-// answered wrongly. (Filtering rows in the frontend instead would put another principal's row
-// position — run ID, start and close time — into the caller's cursor.)
-func ownerMatchable(sub string) bool {
-	return !strings.ContainsAny(sub, `\"`) && !strings.HasPrefix(sub, "'") && !strings.HasSuffix(sub, "'")
-}
-
-// buildListQuery returns the visibility query for a listing by tenant/sub. tenant and sub come
-// from the verified principal and are still validated and quoted; kind and status are our own
-// constants. Runs closed by continue-as-new are excluded so each job appears once (its
-// current run).
-func buildListQuery(tenant, sub string, lf listFilter) (string, error) {
+// listJobFilter is the store filter of a listing by tenant/sub. tenant and sub come from the
+// verified principal and are still validated; kind and status are our own constants. Runs
+// closed by continue-as-new are left out so each job appears once (its current run). A
+// subject no store can match (ownerMatchable) is errOwnerUnmatchable for its own listing.
+func listJobFilter(tenant, sub string, lf listFilter) (JobFilter, error) {
 	if authz.ValidTenant(tenant) != nil {
-		return "", fmt.Errorf("tenant: %w", errQueryValue)
+		return JobFilter{}, fmt.Errorf("tenant: %w", errQueryValue)
 	}
-	qt, err := quoteQueryString(tenant)
-	if err != nil {
-		return "", fmt.Errorf("tenant: %w", err)
-	}
-	clauses := []string{"JobTenant = " + qt}
+	f := JobFilter{Tenant: tenant, Runs: RunsLatest, Status: lf.status}
 	if !lf.all {
 		if authz.ValidSubject(sub) != nil {
-			return "", fmt.Errorf("sub: %w", errQueryValue)
+			return JobFilter{}, fmt.Errorf("sub: %w", errQueryValue)
 		}
-		if !ownerMatchable(sub) {
-			return "", errOwnerUnmatchable
-		}
-		qs, err := quoteQueryString(sub)
-		if err != nil {
-			return "", fmt.Errorf("sub: %w", err)
-		}
-		clauses = append(clauses, "JobOwner = "+qs)
+		f.Owner = sub
 	}
-	clauses = append(clauses, "ExecutionStatus != 'ContinuedAsNew'")
 	if lf.kind != "" {
-		if _, ok := workflows.LookupKind(lf.kind); !ok {
-			return "", fmt.Errorf("kind: %w", errQueryValue)
-		}
-		clauses = append(clauses, "JobKind = '"+lf.kind+"'")
+		f.Kinds = []string{lf.kind}
 	}
-	if lf.status != "" {
-		c, ok := statusClause(lf.status)
-		if !ok {
-			return "", fmt.Errorf("status: %w", errQueryValue)
-		}
-		clauses = append(clauses, c)
+	if err := f.validate(); err != nil {
+		return JobFilter{}, err
 	}
-	return strings.Join(clauses, " AND "), nil
+	return f, nil
 }
 
 // openListCursor checks a list_jobs cursor against this request: signature first, then the
@@ -278,29 +194,29 @@ func (f *Frontend) listJobs(ctx context.Context, p authz.Principal, in ListJobsI
 			return nil, err
 		}
 	}
-	q, err := buildListQuery(p.Tenant, p.Subject, lf)
+	jf, err := listJobFilter(p.Tenant, p.Subject, lf)
 	if errors.Is(err, errOwnerUnmatchable) {
 		return nil, toolErr(CodeForbidden, "list_jobs cannot select your own jobs: your subject (a backslash or double quote, or a single quote "+
 			"at either end) cannot be matched by this server's job store; use get_* with your handles, or ask a jobs:admin holder to list")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list_jobs query: %w", err)
+		return nil, fmt.Errorf("list_jobs filter: %w", err)
 	}
-	return f.listPage(ctx, p, listToolName, q, lf.pageSize, token, fp, func(j *job) bool {
+	return f.listPage(ctx, p, listToolName, jf, lf.pageSize, token, fp, func(j *job) bool {
 		return (all || j.owner == p.Subject) && (lf.kind == "" || j.kind == lf.kind)
 	})
 }
 
-// listPage runs one visibility query page and renders the rows that keep accepts (the query
-// already selects them; keep is defense in depth). One Temporal call, no per-row calls.
-func (f *Frontend) listPage(ctx context.Context, p authz.Principal, tool, q string, pageSize int, token []byte, fp string,
+// listPage reads one store page of jf and renders the rows that keep accepts (the filter
+// already selects them; keep is defense in depth). One store call, no per-row calls.
+func (f *Frontend) listPage(ctx context.Context, p authz.Principal, tool string, jf JobFilter, pageSize int, token []byte, fp string,
 	keep func(*job) bool) (*ListJobsOut, error) {
 	tctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
-	jobs, next, err := f.store.List(tctx, q, pageSize, token)
+	jobs, next, err := f.store.List(tctx, jf, pageSize, token)
 	if err != nil {
 		if errors.Is(err, errPageToken) {
-			// Our query is constant in shape, so a rejection with a cursor is the page token
+			// Our filter is constant in shape, so a rejection with a cursor is the page token
 			// (e.g. the visibility store changed under it).
 			return nil, toolErr(CodeCursorInvalid, "cursor: no longer usable; restart the listing from the first page by calling %s again without cursor", tool)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -163,35 +164,29 @@ func execInfo(t testing.TB, id, tenant, owner, kind string, st enumspb.WorkflowE
 }
 
 func TestListJobs_Fake(t *testing.T) {
-	tok1 := []byte("page-2-token")
 	ft := newMemStore()
-	ft.pages = []memPage{
-		{
-			jobs: jobsOf(
-				execInfo(t, "acme/eval/a", "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning),
-				execInfo(t, "acme/eval/b", "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, workflows.StatusRunning),
-				// Rows outside the query are dropped, whatever visibility says.
-				execInfo(t, "globex/eval/c", "globex", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning),
-				execInfo(t, "acme/eval/d", "acme", "bo", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning),
-				execInfo(t, "acme/other/e", "acme", "ana", "other", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning),
-			),
-			next: tok1,
-		},
-		{jobs: jobsOf(
-			execInfo(t, "acme/eval/f", "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusSucceeded),
-		)},
-	}
+	run, term, done := enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	ft.put(execInfo(t, "acme/eval/a", "acme", "ana", "eval", run, workflows.StatusRunning))
+	ft.put(execInfo(t, "acme/eval/b", "acme", "ana", "eval", term, workflows.StatusRunning))
+	ft.put(execInfo(t, "acme/eval/f", "acme", "ana", "eval", done, workflows.StatusSucceeded))
+	ft.put(execInfo(t, "acme/eval/d", "acme", "bo", "eval", run, workflows.StatusAwaitingInput))
+	// Rows outside the filter are dropped, whatever the store returns.
+	ft.leaked = jobsOf(
+		execInfo(t, "globex/eval/c", "globex", "ana", "eval", run, workflows.StatusRunning),
+		execInfo(t, "acme/eval/d", "acme", "bo", "eval", run, workflows.StatusRunning),
+		execInfo(t, "acme/other/e", "acme", "ana", "other", run, workflows.StatusRunning),
+	)
 	f := newListFrontend(t, ft)
 	ctx := context.Background()
 
-	out, err := f.listJobs(ctx, listAna, ListJobsIn{PageSize: 5})
+	// ana's jobs, two a page: the running one first, then the finished ones.
+	out, err := f.listJobs(ctx, listAna, ListJobsIn{PageSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := ft.lists[0]
-	if r.pageSize != 5 || r.token != nil ||
-		r.q != "JobTenant = 'acme' AND JobOwner = 'ana' AND ExecutionStatus != 'ContinuedAsNew'" {
-		t.Errorf("first request: %+v", r)
+	if want := (JobFilter{Tenant: "acme", Owner: "ana", Runs: RunsLatest}); r.pageSize != 2 || r.token != nil || !reflect.DeepEqual(r.f, want) {
+		t.Errorf("first request: %+v, want filter %+v", r, want)
 	}
 	if len(out.Jobs) != 2 || out.Jobs[0].JobID != "acme/eval/a" || out.Jobs[1].JobID != "acme/eval/b" || out.NextCursor == "" {
 		t.Fatalf("first page: %+v", out)
@@ -212,16 +207,16 @@ func TestListJobs_Fake(t *testing.T) {
 		t.Errorf("row handle: %+v, %v", h, err)
 	}
 	c, err := f.opts.Keys.OpenCursor(out.NextCursor, listNow)
-	if err != nil || c.Tenant != "acme" || c.Subject != "ana" || c.Tool != "list_jobs" || !bytes.Equal(c.PageToken, tok1) ||
-		!c.Expiry.Equal(listNow.Add(CursorTTLDefault)) || c.Filter != (listFilter{pageSize: 5}).fingerprint() {
+	if err != nil || c.Tenant != "acme" || c.Subject != "ana" || c.Tool != "list_jobs" || len(c.PageToken) == 0 ||
+		!c.Expiry.Equal(listNow.Add(CursorTTLDefault)) || c.Filter != (listFilter{pageSize: 2}).fingerprint() {
 		t.Errorf("cursor: %+v, %v", c, err)
 	}
 
-	out, err = f.listJobs(ctx, listAna, ListJobsIn{PageSize: 5, Cursor: out.NextCursor})
+	out, err = f.listJobs(ctx, listAna, ListJobsIn{PageSize: 2, Cursor: out.NextCursor})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := ft.lists[1]; !bytes.Equal(r.token, tok1) || r.pageSize != 5 || r.q != ft.lists[0].q {
+	if r := ft.lists[1]; !bytes.Equal(r.token, c.PageToken) || r.pageSize != 2 || !reflect.DeepEqual(r.f, ft.lists[0].f) {
 		t.Errorf("second request: %+v", r)
 	}
 	if len(out.Jobs) != 1 || out.Jobs[0].Status != workflows.StatusSucceeded || out.NextCursor != "" {
@@ -243,21 +238,21 @@ func TestListJobs_Fake(t *testing.T) {
 	}
 
 	// Admin: tenant-wide, other owners' rows kept.
-	ft.pages = []memPage{{jobs: jobsOf(
-		execInfo(t, "acme/eval/d", "acme", "bo", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusAwaitingInput),
-	)}}
+	ft.leaked = nil
 	ops := authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeAdmin}}
 	out, err = f.listJobs(ctx, ops, ListJobsIn{Kind: "eval", Status: "awaiting_input"})
 	if err != nil || len(out.Jobs) != 1 || out.Jobs[0].Owner != "bo" || out.Jobs[0].Status != workflows.StatusAwaitingInput {
 		t.Errorf("admin: %+v, %v", out, err)
 	}
-	if r := ft.lists[len(ft.lists)-1]; r.pageSize != 20 ||
-		r.q != "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew' AND JobKind = 'eval' AND ExecutionStatus = 'Running' AND JobStatus = 'awaiting_input'" {
-		t.Errorf("admin request: %+v", r)
+	if r, want := ft.lists[len(ft.lists)-1], (JobFilter{Tenant: "acme", Runs: RunsLatest, Kinds: []string{"eval"}, Status: workflows.StatusAwaitingInput}); r.pageSize != 20 ||
+		!reflect.DeepEqual(r.f, want) {
+		t.Errorf("admin request: %+v, want filter %+v", r, want)
 	}
 
 	// An empty page is an empty array, not null.
-	out, err = f.listJobs(ctx, listAna, ListJobsIn{})
+	cy := listAna
+	cy.Subject = "cy"
+	out, err = f.listJobs(ctx, cy, ListJobsIn{})
 	if err != nil || out.Jobs == nil || len(out.Jobs) != 0 || out.NextCursor != "" {
 		t.Errorf("empty: %+v, %v", out, err)
 	}
@@ -286,9 +281,7 @@ func TestListJobs_Fake(t *testing.T) {
 func TestListJobs_UnmatchableSubject(t *testing.T) {
 	sub := `back\slash "q"`
 	ft := newMemStore()
-	ft.pages = []memPage{{jobs: jobsOf(
-		execInfo(t, "acme/eval/mine", "acme", sub, "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning),
-	)}}
+	ft.put(execInfo(t, "acme/eval/mine", "acme", sub, "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
 	f := newListFrontend(t, ft)
 	_, err := f.listJobs(context.Background(), authz.Principal{Tenant: "acme", Subject: sub, Scopes: []authz.Scope{authz.ScopeRead}}, ListJobsIn{})
 	wantCode(t, "own listing", err, CodeForbidden)
@@ -296,7 +289,7 @@ func TestListJobs_UnmatchableSubject(t *testing.T) {
 		t.Fatalf("reached the store: %+v", ft.lists)
 	}
 	out, err := f.listJobs(context.Background(), authz.Principal{Tenant: "acme", Subject: sub, Scopes: []authz.Scope{authz.ScopeAdmin}}, ListJobsIn{})
-	if err != nil || len(out.Jobs) != 1 || ft.lists[0].q != "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew'" {
+	if err != nil || len(out.Jobs) != 1 || !reflect.DeepEqual(ft.lists[0].f, JobFilter{Tenant: "acme", Runs: RunsLatest}) {
 		t.Fatalf("tenant-wide: %+v, %v, %+v", out, err, ft.lists)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -19,10 +20,11 @@ import (
 )
 
 // memStore is the one in-memory job store of the core's unit tests: jobs by ID in the core's
-// terms, scripted list pages, and a record of every call. It is the store's edge, not a mock of
-// Temporal: it keeps jobStore's contract (errAlreadyStarted for a taken ID, errJobNotFound for
-// an unknown one …) and lets a test say what the workflow would do (firstState, resume).
-// Integration tests run the real store against the embedded Temporal server.
+// terms, and a record of every call. It is the store's edge, not a mock of Temporal: it keeps
+// jobStore's contract (errAlreadyStarted for a taken ID, errJobNotFound for an unknown one …),
+// evaluates List's and Count's JobFilter against its runs (the store suite, store_suite_test.go,
+// holds it to what the Temporal store answers), and lets a test say what the workflow would do
+// (firstState, resume). Integration tests run the real store against the embedded Temporal.
 type memStore struct {
 	mu sync.Mutex
 
@@ -37,11 +39,19 @@ type memStore struct {
 	// resume, when set, answers Resume as the workflow would; nil accepts every answer.
 	resume func(j *job, req workflows.ResumeRequest) error
 
-	// Scripted list pages, served in order (then empty pages); listErr fails every List.
-	pages   []memPage
+	// earlier are runs before the current ones of m.jobs (closed by continue-as-new), which
+	// List and Count select too (continueAsNew makes them).
+	earlier []*job
+	// jobSlots are the slots indexed at a run's start (workflows.SAJobSlots), by run ID; a run
+	// without an entry has none.
+	jobSlots map[string]int
+	// Scripted failures: listErr fails every List; onCount, when set, runs first in every Count
+	// (it may block) and an error it returns is Count's.
 	listErr error
-	// count answers Count (0 when nil).
-	count func(q string) (int, error)
+	onCount func(f JobFilter) error
+	// leaked are rows every first List page carries whatever the filter: a visibility store
+	// answering outside its query, which the core must drop.
+	leaked []*job
 	// slotsIndexed answers SlotsIndexed.
 	slotsIndexed bool
 	// startErr / describeErr fail Start / Describe when set.
@@ -54,6 +64,7 @@ type memStore struct {
 	cancels   []string
 	resumes   []memResume
 	lists     []memList
+	counts    int
 	runs      int
 
 	// events counts each job's history events (one per put); wake is closed and replaced on
@@ -62,13 +73,8 @@ type memStore struct {
 	wake   chan struct{}
 }
 
-type memPage struct {
-	jobs []*job
-	next []byte
-}
-
 type memList struct {
-	q        string
+	f        JobFilter
 	pageSize int
 	token    []byte
 }
@@ -81,7 +87,8 @@ type memResume struct {
 var _ jobStore = (*memStore)(nil)
 
 func newMemStore() *memStore {
-	return &memStore{jobs: map[string]*job{}, dec: infoDecoder(converter.GetDefaultDataConverter()), results: map[string]any{}, reads: map[string]int{}}
+	return &memStore{jobs: map[string]*job{}, dec: infoDecoder(converter.GetDefaultDataConverter()), results: map[string]any{},
+		reads: map[string]int{}, jobSlots: map[string]int{}}
 }
 
 // put stores a job recorded as Temporal keeps it (execInfo), read as the Temporal store reads it.
@@ -90,6 +97,12 @@ func (m *memStore) put(info *workflowpb.WorkflowExecutionInfo) *job {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.jobs[j.id] = j
+	if p := info.GetSearchAttributes().GetIndexedFields()[workflows.SAJobSlots.GetName()]; p != nil {
+		var n int
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &n); err == nil && n > 0 {
+			m.jobSlots[j.runID] = n
+		}
+	}
 	if m.events == nil {
 		m.events = map[string]int64{}
 	}
@@ -158,6 +171,9 @@ func (m *memStore) Start(ctx context.Context, st storeStart) (string, error) {
 	j.progress, _ = st.memo[workflows.MemoProgress].(workflows.Progress)
 	j.slots, _ = st.memo[workflows.MemoSlots].(int)
 	m.jobs[st.id] = j
+	if st.slots > 0 && m.slotsIndexed {
+		m.jobSlots[j.runID] = st.slots
+	}
 	if st.awaitFirst {
 		if m.firstState == nil {
 			return j.runID, fmt.Errorf("start %s: %w", st.id, errFirstStateTimeout)
@@ -240,30 +256,188 @@ func (m *memStore) Resume(ctx context.Context, id, runID, updateID string, req w
 	return nil
 }
 
-func (m *memStore) List(ctx context.Context, q string, pageSize int, token []byte) ([]*job, []byte, error) {
+func (m *memStore) List(ctx context.Context, f JobFilter, pageSize int, token []byte) ([]*job, []byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.lists = append(m.lists, memList{q: q, pageSize: pageSize, token: token})
+	m.lists = append(m.lists, memList{f: f, pageSize: pageSize, token: token})
 	if m.listErr != nil {
 		return nil, nil, m.listErr
 	}
-	if len(m.pages) == 0 {
-		return nil, nil, nil
+	if err := f.validate(); err != nil {
+		return nil, nil, fmt.Errorf("list: %w", err)
 	}
-	p := m.pages[0]
-	m.pages = m.pages[1:]
-	return p.jobs, p.next, nil
+	var after memPos
+	if token != nil {
+		if err := json.Unmarshal(token, &after); err != nil || after.RunID == "" {
+			return nil, nil, fmt.Errorf("list: %w", errPageToken)
+		}
+	}
+	var page []*job
+	for _, j := range m.selectLocked(f) {
+		if token != nil && !after.before(posOf(j)) {
+			continue
+		}
+		if len(page) == pageSize {
+			break
+		}
+		c := *j // callers get a snapshot, as from a visibility page
+		page = append(page, &c)
+	}
+	var next []byte
+	if len(page) == pageSize && pageSize > 0 {
+		// As Temporal's SQL visibility: a full page has a next token, which may lead to an empty
+		// page. The token is the last row's position, so rows that change meanwhile move as they
+		// do in Temporal (a job finishing while paged can be listed again).
+		next, _ = json.Marshal(posOf(page[len(page)-1]))
+	}
+	if token == nil {
+		page = append(page, m.leaked...)
+	}
+	return page, next, nil
+}
+
+// memPos is a run's position in List's order (the page token).
+type memPos struct {
+	Closed time.Time // zero while running: running runs come first
+	Start  time.Time
+	RunID  string
+}
+
+func posOf(j *job) memPos { return memPos{Closed: j.closedAt, Start: j.startedAt, RunID: j.runID} }
+
+// before reports whether p comes before q in Temporal's default order: unfinished first, most
+// recently closed first, newest start first, then by run ID.
+func (p memPos) before(q memPos) bool {
+	switch {
+	case p.Closed.IsZero() != q.Closed.IsZero():
+		return p.Closed.IsZero()
+	case !p.Closed.Equal(q.Closed):
+		return p.Closed.After(q.Closed)
+	case !p.Start.Equal(q.Start):
+		return p.Start.After(q.Start)
+	}
+	return p.RunID < q.RunID
+}
+
+// selectLocked is every run f selects, in List's order.
+func (m *memStore) selectLocked(f JobFilter) []*job {
+	var out []*job
+	for _, j := range m.jobs {
+		if m.matchesLocked(f, j) {
+			out = append(out, j)
+		}
+	}
+	for _, j := range m.earlier {
+		if m.matchesLocked(f, j) {
+			out = append(out, j)
+		}
+	}
+	slices.SortFunc(out, func(a, b *job) int {
+		switch pa, pb := posOf(a), posOf(b); {
+		case pa.before(pb):
+			return -1
+		case pb.before(pa):
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// matchesLocked evaluates f on run j, field by field as JobFilter documents it.
+func (m *memStore) matchesLocked(f JobFilter, j *job) bool {
+	closed := j.exec != runRunning
+	slots, indexed := m.jobSlots[j.runID]
+	switch {
+	case j.tenant != f.Tenant,
+		f.Owner != "" && j.owner != f.Owner,
+		f.IDs != nil && !slices.Contains(f.IDs, j.id),
+		slices.Contains(f.ExcludeIDs, j.id),
+		f.Runs == RunsLatest && j.exec == runContinuedAsNew,
+		f.Runs == RunsUnfinished && closed,
+		f.Runs == RunsContinued && j.exec != runContinuedAsNew,
+		f.Kinds != nil && !slices.Contains(f.Kinds, j.kind),
+		f.Status != "" && memStatus(j) != f.Status,
+		!f.StartedSince.IsZero() && j.startedAt.Before(f.StartedSince),
+		!f.StartedBefore.IsZero() && !j.startedAt.Before(f.StartedBefore),
+		!f.ClosedSince.IsZero() && (!closed || j.closedAt.Before(f.ClosedSince)),
+		f.NoSlots && indexed,
+		f.SlotsMin > 0 && (!indexed || slots < f.SlotsMin),
+		f.SlotsMax > 0 && (!indexed || slots > f.SlotsMax):
+		return false
+	}
+	if f.Answerers != nil {
+		a := memAnswerer(j)
+		if !slices.Contains(f.Answerers, a) || a == workflows.AnswererApprover && f.ApproverNot != "" && j.owner == f.ApproverNot {
+			return false
+		}
+	}
+	return true
+}
+
+// memStatus is the contract status a store filter sees: how a closed run closed, or the phase
+// an unfinished run's workflow reported (not job.status()'s cancelling for an unseen cancel).
+func memStatus(j *job) workflows.Status {
+	switch j.exec {
+	case runRunning:
+		return j.saStatus
+	case runCompleted:
+		return workflows.StatusSucceeded
+	case runFailed, runTerminated, runTimedOut:
+		return workflows.StatusFailed
+	case runCanceled:
+		return workflows.StatusCancelled
+	}
+	return "" // continued as new: no contract status
+}
+
+// memAnswerer is the run's JobAnswerer as its workflow keeps it (workflows/job.go): its open
+// request's answerer while it awaits input, none otherwise.
+func memAnswerer(j *job) string {
+	if j.exec != runRunning || j.saStatus != workflows.StatusAwaitingInput {
+		return ""
+	}
+	return workflows.Answerer(j.needsInput)
+}
+
+// continueAsNew closes id's current run as continued-as-new at t and makes a new current run
+// of it, started at t (the job keeps its memo and attributes, as a workflow's carried state).
+func (m *memStore) continueAsNew(id string, t time.Time) *job {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.jobs[id]
+	m.runs++
+	j := *old
+	j.runID, j.startedAt, j.exec, j.closedAt = fmt.Sprintf("run-%d", m.runs), t, runRunning, time.Time{}
+	if n, ok := m.jobSlots[old.runID]; ok {
+		m.jobSlots[j.runID] = n
+	}
+	old.exec, old.closedAt = runContinuedAsNew, t
+	m.earlier = append(m.earlier, old)
+	m.jobs[id] = &j
+	return &j
 }
 
 func (m *memStore) QueryEpisodes(context.Context, string, workflows.EpisodesQuery) (workflows.EpisodesQueryResult, error) {
 	return workflows.EpisodesQueryResult{}, errStoreUnavailable // no workflow runs here
 }
 
-func (m *memStore) Count(ctx context.Context, q string) (int, error) {
-	if m.count == nil {
-		return 0, nil
+func (m *memStore) Count(ctx context.Context, f JobFilter) (int, error) {
+	m.mu.Lock()
+	m.counts++
+	hook := m.onCount
+	m.mu.Unlock()
+	if hook != nil {
+		if err := hook(f); err != nil {
+			return 0, err
+		}
 	}
-	return m.count(q)
+	if err := f.validate(); err != nil {
+		return 0, fmt.Errorf("count: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.selectLocked(f)), nil
 }
 
 func (m *memStore) SlotsIndexed(context.Context) bool { return m.slotsIndexed }

@@ -13,8 +13,8 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// Quotas are counted in Temporal visibility, which every replica shares: running jobs
-// (ExecutionStatus Running covers queued, awaiting input, running and cancelling), the episode
+// Quotas are counted in the job store (Temporal visibility), which every replica shares: running jobs
+// (an unfinished run covers queued, awaiting input, running and cancelling), the episode
 // concurrency of running evals (search attribute JobSlots, summed by counts), and the owner's
 // job creations in the last minute (counted so that a continue-as-new is not a new start).
 //
@@ -38,7 +38,7 @@ import (
 // Visibility trails a start by a few milliseconds. Within one replica the gap is closed by
 // reservations: a start admitted here counts against later starts of its tenant until a check
 // finds it in visibility (or visibleWait after its start), and the counts leave out every job
-// this replica holds a reservation for (WorkflowId NOT IN …), so each is counted exactly once.
+// this replica holds a reservation for (JobFilter.ExcludeIDs), so each is counted exactly once.
 // Across replicas the gap stays open: two replicas admitting the same tenant's starts in the same instant may each
 // count the other's start as not yet there. The overshoot is therefore at most the starts of
 // that tenant in flight on the other replicas (frontend/README.md "Fairness and quotas";
@@ -235,8 +235,8 @@ func (f *Frontend) refuse(p authz.Principal, ref *authz.QuotaRefusal) error {
 	return te
 }
 
-// countAll runs the visibility counts in parallel, each into its int.
-func (f *Frontend) countAll(ctx context.Context, counts map[*int]string) error {
+// countAll runs the store counts in parallel, each into its int.
+func (f *Frontend) countAll(ctx context.Context, counts map[*int]JobFilter) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(counts))
 	for into, q := range counts {
@@ -254,11 +254,11 @@ func (f *Frontend) countAll(ctx context.Context, counts map[*int]string) error {
 	return <-errs
 }
 
-// eachExecution pages through visibility for q, calling fn per job.
-func (f *Frontend) eachExecution(ctx context.Context, q string, fn func(*job)) error {
+// eachExecution pages through the runs jf selects, calling fn per run.
+func (f *Frontend) eachExecution(ctx context.Context, jf JobFilter, fn func(*job)) error {
 	var token []byte
 	for {
-		jobs, next, err := f.store.List(ctx, q, quotaPageSize, token)
+		jobs, next, err := f.store.List(ctx, jf, quotaPageSize, token)
 		if err != nil {
 			return fmt.Errorf("quota list: %w", err)
 		}

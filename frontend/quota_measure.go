@@ -8,52 +8,52 @@ package frontend
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/workflows"
 )
 
-// queryRunning selects unfinished executions (queued, awaiting input, running, cancelling).
-const queryRunning = " AND ExecutionStatus = 'Running'"
-
-// quotaScope is the visibility clauses a flight counts in: the tenant's jobs less this
-// replica's reservations, and the owner's among them ("" when the owner is not matchable).
+// quotaScope is the store filters a flight counts in: the tenant's jobs less this replica's
+// reservations, and the owner's among them (hasOwner false when no store can match the owner).
 type quotaScope struct {
-	tenant, owner string
+	tenant, owner JobFilter
+	hasOwner      bool
 }
 
-// quotaScopeOf builds the clauses for tenant (and owner, if not "") leaving out rs: this
-// replica's reservations are counted as such, never in visibility, so there is no race with
-// visibility showing them between two queries.
+// quotaScopeOf builds the filters for tenant (and owner, if not "") leaving out rs: this
+// replica's reservations are counted as such, never in the store, so there is no race with
+// the store showing them between two counts.
 func quotaScopeOf(tenant, owner string, rs []reservation) (quotaScope, error) {
-	qt, err := quoteQueryString(tenant)
-	if err != nil {
-		return quotaScope{}, fmt.Errorf("quota: tenant: %w", err)
+	sc := quotaScope{tenant: JobFilter{Tenant: tenant}}
+	for _, r := range rs {
+		sc.tenant.ExcludeIDs = append(sc.tenant.ExcludeIDs, r.id)
 	}
-	excl := ""
-	if len(rs) > 0 {
-		ids := make([]string, 0, len(rs))
-		for _, r := range rs {
-			q, err := quoteQueryString(r.id)
-			if err != nil {
-				return quotaScope{}, fmt.Errorf("quota: job id: %w", err)
-			}
-			ids = append(ids, q)
-		}
-		excl = " AND WorkflowId NOT IN (" + strings.Join(ids, ",") + ")"
+	if err := sc.tenant.validate(); err != nil {
+		return quotaScope{}, fmt.Errorf("quota: %w", err)
 	}
-	sc := quotaScope{tenant: "JobTenant = " + qt + excl}
-	// A subject the visibility store cannot match (see ownerMatchable) has no owner counts:
-	// its tenant's limits still hold.
-	if owner != "" && ownerMatchable(owner) {
-		if qs, err := quoteQueryString(owner); err == nil {
-			sc.owner = sc.tenant + " AND JobOwner = " + qs
+	// A subject no store can match (see ownerMatchable) has no owner counts: its tenant's
+	// limits still hold.
+	if owner != "" {
+		o := sc.tenant
+		o.Owner = owner
+		if o.validate() == nil {
+			sc.owner, sc.hasOwner = o, true
 		}
 	}
 	return sc, nil
+}
+
+// running is jf narrowed to unfinished runs (queued, awaiting input, running, cancelling).
+func running(jf JobFilter) JobFilter {
+	jf.Runs = RunsUnfinished
+	return jf
+}
+
+// runningSlotEvals is jf narrowed to the unfinished runs of the kinds that hold slots.
+func (f *Frontend) runningSlotEvals(jf JobFilter) JobFilter {
+	jf = running(jf)
+	jf.Kinds = f.slotKinds()
+	return jf
 }
 
 // measureTenant takes the tenant's snapshot for the starts waiting on fl: its running jobs
@@ -69,14 +69,14 @@ func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.T
 	for _, o := range fl.rs {
 		pendingEpisodes += o.episodes
 	}
-	counts := map[*int]string{}
+	counts := map[*int]JobFilter{}
 	if l.RunningJobsPerTenant > 0 {
-		counts[&s.running] = sc.tenant + queryRunning
+		counts[&s.running] = running(sc.tenant)
 	}
 	episodes := l.EpisodesInFlightPerTenant > 0 && fl.maxEp > 0
 	var evals int
 	if episodes {
-		counts[&evals] = sc.tenant + " AND " + f.slotKindsQuery() + queryRunning
+		counts[&evals] = f.runningSlotEvals(sc.tenant)
 	}
 	release := f.shownCount(tenant, fl.rs, "", counts)
 	if err := f.countAll(ctx, counts); err != nil {
@@ -87,7 +87,7 @@ func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.T
 		// At the limit: count once more before deciding. Visibility trails another replica's
 		// start by milliseconds; this gives a start made there just before the count the
 		// time to show.
-		if err := f.countAll(ctx, map[*int]string{&s.running: sc.tenant + queryRunning}); err != nil {
+		if err := f.countAll(ctx, map[*int]JobFilter{&s.running: running(sc.tenant)}); err != nil {
 			return nil, err
 		}
 	}
@@ -107,7 +107,7 @@ func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 	if err != nil {
 		return nil, err
 	}
-	s := &ownerSnap{rs: fl.rs, owner: sc.owner != ""}
+	s := &ownerSnap{rs: fl.rs, owner: sc.hasOwner}
 	if !s.owner {
 		return s, nil
 	}
@@ -118,12 +118,12 @@ func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 		}
 	}
 	now := f.opts.Now()
-	counts := map[*int]string{}
+	counts := map[*int]JobFilter{}
 	if l.RunningJobsPerOwner > 0 {
-		counts[&s.running] = sc.owner + queryRunning
+		counts[&s.running] = running(sc.owner)
 	}
 	if l.StartsPerMinutePerOwner > 0 {
-		counts[&s.recent] = sc.owner + createdSinceQuery(now.Add(-time.Minute))
+		counts[&s.recent] = createdSince(sc.owner, now.Add(-time.Minute))
 	}
 	// The tenant's flight hands started reservations back when the tenant has limits of its
 	// own; else this one does, for the owner's.
@@ -137,7 +137,7 @@ func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 	release()
 	if l.RunningJobsPerOwner > 0 && s.running+pendingMine >= l.RunningJobsPerOwner {
 		// At the limit: count once more (as measureTenant).
-		if err := f.countAll(ctx, map[*int]string{&s.running: sc.owner + queryRunning}); err != nil {
+		if err := f.countAll(ctx, map[*int]JobFilter{&s.running: running(sc.owner)}); err != nil {
 			return nil, err
 		}
 	}
@@ -161,23 +161,21 @@ func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 // shownCount adds to counts the question whether visibility shows every started reservation
 // of rs (of owner, when not ""), and returns what releases them once counts are answered: the
 // next checks need not count them as reservations (these counts leave them out anyway).
-func (f *Frontend) shownCount(tenant string, rs []reservation, owner string, counts map[*int]string) func() {
-	ids, qs := map[string]bool{}, []string{}
+func (f *Frontend) shownCount(tenant string, rs []reservation, owner string, counts map[*int]JobFilter) func() {
+	ids, list := map[string]bool{}, []string{}
 	for _, r := range rs {
-		if !r.expires.IsZero() && (owner == "" || r.owner == owner) {
-			q, err := quoteQueryString(r.id)
-			if err != nil {
-				continue
-			}
+		if !r.expires.IsZero() && (owner == "" || r.owner == owner) && storeValue(r.id) {
 			ids[r.id] = true
-			qs = append(qs, q)
+			list = append(list, r.id)
 		}
 	}
-	if len(qs) == 0 {
+	if len(list) == 0 {
 		return func() {}
 	}
 	shown := new(int)
-	counts[shown] = "WorkflowId IN (" + strings.Join(qs, ",") + ") AND ExecutionStatus != 'ContinuedAsNew'"
+	// Each reservation's job is its tenant's (its ID begins with the tenant), so naming the
+	// tenant selects the same runs; every filter names one.
+	counts[shown] = JobFilter{Tenant: tenant, IDs: list, Runs: RunsLatest}
 	return func() {
 		if *shown >= len(ids) {
 			f.quotas.release(tenant, ids)
@@ -199,7 +197,7 @@ func (f *Frontend) measureHeld(ctx context.Context, tenant string, sc quotaScope
 		return hi, lo, lo == hi, nil
 	}
 	if f.store.SlotsIndexed(ctx) {
-		lo, hi, err = f.heldByCounts(ctx, sc.tenant+" AND "+f.slotKindsQuery()+queryRunning, maxSlots, decided)
+		lo, hi, err = f.heldByCounts(ctx, f.runningSlotEvals(sc.tenant), maxSlots, decided)
 		return hi, lo, lo == hi, err
 	}
 	return f.heldByLedger(ctx, tenant, fl, limit, evals, pendingEpisodes, maxSlots)
@@ -214,15 +212,13 @@ type slotRange struct {
 	n      int
 }
 
-func (r slotRange) query(base string) string {
-	name := workflows.SAJobSlots.GetName()
+// filter narrows evals to the range.
+func (r slotRange) filter(evals JobFilter) JobFilter {
+	evals.SlotsMin, evals.SlotsMax = r.lo, r.hi
 	if r.open {
-		return base + " AND " + name + " >= " + strconv.Itoa(r.lo)
+		evals.SlotsMax = 0
 	}
-	if r.lo == r.hi {
-		return base + " AND " + name + " = " + strconv.Itoa(r.lo)
-	}
-	return base + " AND " + name + " BETWEEN " + strconv.Itoa(r.lo) + " AND " + strconv.Itoa(r.hi)
+	return evals
 }
 
 // slotRanges are the first ranges counted: [1,1], [2,3], [4,7], … up to maxSlots (open).
@@ -235,16 +231,18 @@ func slotRanges(maxSlots int) []slotRange {
 	return rs
 }
 
-// heldByCounts bounds the slots evals (the query) hold by counting them per JobSlots range,
+// heldByCounts bounds the slots evals (the filter) hold by counting them per JobSlots range,
 // halving every range that holds evals until the bounds decide (or are exact): about log2 of
 // the largest concurrency rounds of counts at most, whatever the tenant holds. Evals without
 // JobSlots are counted apart (1 to maxSlots each) and, only if still undecided, read.
-func (f *Frontend) heldByCounts(ctx context.Context, evals string, maxSlots int, decided func(lo, hi int) bool) (lo, hi int, err error) {
+func (f *Frontend) heldByCounts(ctx context.Context, evals JobFilter, maxSlots int, decided func(lo, hi int) bool) (lo, hi int, err error) {
 	ranges := slotRanges(maxSlots)
 	var legacy int
-	counts := map[*int]string{&legacy: evals + " AND " + workflows.SAJobSlots.GetName() + " IS NULL"}
+	unindexed := evals
+	unindexed.NoSlots = true
+	counts := map[*int]JobFilter{&legacy: unindexed}
 	for i := range ranges {
-		counts[&ranges[i].n] = ranges[i].query(evals)
+		counts[&ranges[i].n] = ranges[i].filter(evals)
 	}
 	if err := f.countAll(ctx, counts); err != nil {
 		return 0, 0, err
@@ -273,9 +271,9 @@ func (f *Frontend) heldByCounts(ctx context.Context, evals string, maxSlots int,
 		if len(lower) == 0 {
 			break // every range is one value: only the evals without JobSlots are left open
 		}
-		counts := map[*int]string{}
+		counts := map[*int]JobFilter{}
 		for _, i := range lower {
-			counts[&next[i].n] = next[i].query(evals)
+			counts[&next[i].n] = next[i].filter(evals)
 		}
 		whole := make([]int, len(lower))
 		for k, i := range lower {
@@ -296,7 +294,7 @@ func (f *Frontend) heldByCounts(ctx context.Context, evals string, maxSlots int,
 	}
 	// Only evals started before JobSlots existed are left: read their memo.
 	held := 0
-	err = f.eachExecution(ctx, evals+" AND "+workflows.SAJobSlots.GetName()+" IS NULL", func(j *job) { held += j.slots })
+	err = f.eachExecution(ctx, unindexed, func(j *job) { held += j.slots })
 	if err != nil {
 		return 0, 0, err
 	}
@@ -311,14 +309,15 @@ func (f *Frontend) heldByCounts(ctx context.Context, evals string, maxSlots int,
 func (f *Frontend) heldByLedger(ctx context.Context, tenant string, fl *flight, limit, evals, pendingEpisodes, maxSlots int) (held, heldMin int, exact bool, err error) {
 	held, heldMin = evals*maxSlots, evals
 	fits := func() bool { return held+pendingEpisodes+fl.maxEp <= limit }
-	qt, err := quoteQueryString(tenant)
-	if err != nil {
+	all := f.runningSlotEvals(JobFilter{Tenant: tenant})
+	if err := all.validate(); err != nil {
 		return 0, 0, false, err
 	}
-	all := "JobTenant = " + qt + " AND " + f.slotKindsQuery() + queryRunning
 	if ledger, ok := f.quotas.ledger(tenant); ok && f.opts.Now().Sub(ledger.t0) < ledgerMaxAge {
 		var newEvals int
-		if err := f.countAll(ctx, map[*int]string{&newEvals: all + " AND StartTime >= '" + ledger.t0.UTC().Format(time.RFC3339Nano) + "'"}); err != nil {
+		since := all
+		since.StartedSince = ledger.t0
+		if err := f.countAll(ctx, map[*int]JobFilter{&newEvals: since}); err != nil {
 			return 0, 0, false, err
 		}
 		if est := ledger.held + newEvals*maxSlots; est < held {

@@ -2,7 +2,6 @@ package frontend
 
 import (
 	"context"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,46 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/workflows"
 )
 
-// slotEvals is a tenant's running evals for the count evaluator: JobSlots of each (0: none, an
-// eval started before JobSlots existed; its memo says memo[i]).
+// slotEvals is a tenant's running evals: JobSlots of each (0: none, an eval started before
+// JobSlots existed; its memo says memo[i]).
 type slotEvals struct {
 	slots, memo []int
-}
-
-var (
-	reSlotsEq      = regexp.MustCompile(`JobSlots = (\d+)`)
-	reSlotsBetween = regexp.MustCompile(`JobSlots BETWEEN (\d+) AND (\d+)`)
-	reSlotsGE      = regexp.MustCompile(`JobSlots >= (\d+)`)
-)
-
-// count answers the visibility counts heldByCounts asks: the evals (no JobSlots clause), those
-// without JobSlots (IS NULL), and those in a range.
-func (e slotEvals) count(q string) int {
-	match := func(v int) bool { return true }
-	switch {
-	case strings.Contains(q, "JobSlots IS NULL"):
-		match = func(v int) bool { return v == 0 }
-	case reSlotsEq.MatchString(q):
-		n, _ := strconv.Atoi(reSlotsEq.FindStringSubmatch(q)[1])
-		match = func(v int) bool { return v == n }
-	case reSlotsBetween.MatchString(q):
-		m := reSlotsBetween.FindStringSubmatch(q)
-		lo, _ := strconv.Atoi(m[1])
-		hi, _ := strconv.Atoi(m[2])
-		match = func(v int) bool { return v >= lo && v <= hi }
-	case reSlotsGE.MatchString(q):
-		n, _ := strconv.Atoi(reSlotsGE.FindStringSubmatch(q)[1])
-		match = func(v int) bool { return v >= n }
-	}
-	c := 0
-	for _, v := range e.slots {
-		if match(v) {
-			c++
-		}
-	}
-	return c
 }
 
 func (e slotEvals) sum() int {
@@ -65,27 +31,23 @@ func (e slotEvals) sum() int {
 	return s
 }
 
-// heldFixture is a frontend over the in-memory store whose counts evaluate e.
-func heldFixture(t *testing.T, e slotEvals) (*Frontend, *memStore, *int) {
+// heldFixture is a frontend over the in-memory store holding e's evals (running, acme's),
+// whose counts the store evaluates itself.
+func heldFixture(t *testing.T, e slotEvals) (*Frontend, *memStore) {
 	t.Helper()
 	tc := newMemStore()
 	tc.slotsIndexed = true
-	var mu sync.Mutex
-	calls := new(int)
-	tc.count = func(q string) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		*calls++
-		return e.count(q), nil
-	}
-	var legacy []*job
 	for i, v := range e.slots {
+		id := "acme/eval/ann/e" + strconv.Itoa(i)
+		j := &job{id: id, runID: "run-" + id, tenant: "acme", owner: "ann", kind: "eval", exec: runRunning, saStatus: workflows.StatusRunning, slots: v}
 		if v == 0 {
-			legacy = append(legacy, &job{id: "acme/eval/ann/legacy-" + strconv.Itoa(i), slots: e.memo[i]})
+			j.slots = e.memo[i]
+		} else {
+			tc.jobSlots[j.runID] = v
 		}
+		tc.jobs[id] = j
 	}
-	tc.pages = []memPage{{jobs: legacy}}
-	return newStoreFrontend(t, tc, Options{}), tc, calls
+	return newStoreFrontend(t, tc, Options{}), tc
 }
 
 // The slots running evals hold are summed by counts of JobSlots ranges, halved until they
@@ -105,7 +67,7 @@ func TestHeldByCounts(t *testing.T) {
 		{"legacy, bounded without reading", slotEvals{slots: []int{5, 0, 7}, memo: []int{0, 9, 0}}, 1000, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f, tc, calls := heldFixture(t, c.e)
+			f, tc := heldFixture(t, c.e)
 			evals := len(c.e.slots)
 			fl := &flight{minEp: 1, maxEp: 1}
 			sc, err := quotaScopeOf("acme", "", nil)
@@ -131,8 +93,8 @@ func TestHeldByCounts(t *testing.T) {
 			if listed := len(tc.lists) > 0; listed != c.wantList {
 				t.Fatalf("listed %v, want %v (%d lists)", listed, c.wantList, len(tc.lists))
 			}
-			if *calls > 8+6*7 {
-				t.Fatalf("%d counts: more than the first round and ~log2(64) halvings", *calls)
+			if tc.counts > 8+6*7 {
+				t.Fatalf("%d counts: more than the first round and ~log2(64) halvings", tc.counts)
 			}
 		})
 	}
@@ -147,16 +109,16 @@ func TestTenantFlightShared(t *testing.T) {
 	gate := make(chan struct{})
 	var mu sync.Mutex
 	tenantWide, ownerCounts := 0, 0
-	tc.count = func(q string) (int, error) {
+	tc.onCount = func(f JobFilter) error {
 		<-gate
 		mu.Lock()
 		defer mu.Unlock()
-		if strings.Contains(q, "JobOwner") {
+		if f.Owner != "" {
 			ownerCounts++
-		} else if !strings.HasPrefix(q, "WorkflowId IN") {
+		} else if f.IDs == nil {
 			tenantWide++
 		}
-		return 0, nil
+		return nil
 	}
 	ten := authz.DefaultTenants()
 	f := newStoreFrontend(t, tc, Options{Tenants: ten, QuotaBudget: time.Minute})
@@ -209,10 +171,10 @@ func TestQuotaDegraded(t *testing.T) {
 		t.Run(string(pol), func(t *testing.T) {
 			tc := newMemStore()
 			var answering sync.Mutex // held while counts hang
-			tc.count = func(q string) (int, error) {
+			tc.onCount = func(JobFilter) error {
 				answering.Lock()
 				defer answering.Unlock()
-				return 0, nil
+				return nil
 			}
 			answering.Lock()
 			f := newStoreFrontend(t, tc, Options{Tenants: authz.DefaultTenants(), QuotaBudget: 20 * time.Millisecond,

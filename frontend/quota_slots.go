@@ -3,7 +3,6 @@
 package frontend
 
 import (
-	"strings"
 	"time"
 )
 
@@ -56,17 +55,14 @@ func (f *Frontend) maxJobSlots() int {
 	return m
 }
 
-// slotKindsQuery is the visibility clause selecting the jobs of the kinds that hold slots
-// (their names are our registered kinds', never a caller's string).
-func (f *Frontend) slotKindsQuery() string {
+// slotKinds are the names of the kinds that hold slots (our registered kinds', never a
+// caller's string).
+func (f *Frontend) slotKinds() []string {
 	var names []string
 	for _, k := range f.kinds {
 		if k.maxSlots != nil {
-			names = append(names, "'"+k.name+"'")
+			names = append(names, k.name)
 		}
 	}
-	if len(names) == 1 {
-		return "JobKind = " + names[0]
-	}
-	return "JobKind IN (" + strings.Join(names, ", ") + ")"
+	return names
 }

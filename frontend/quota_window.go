@@ -51,18 +51,25 @@ func windowRefusal(limit, count int, freeAt, now time.Time) *authz.QuotaRefusal 
 		authz.Usage{OwnerStartsLastMinute: count, OldestStart: freeAt.Add(-time.Minute)}, 0, now)
 }
 
-// createdSinceQuery counts runs started since t that did not continue as new: every job
-// created since t once, plus once each job created before t that continued as new since.
-func createdSinceQuery(t time.Time) string {
-	return " AND StartTime >= '" + t.UTC().Format(time.RFC3339Nano) + "' AND ExecutionStatus != 'ContinuedAsNew'"
+// createdSince narrows jf to the runs started since t that did not continue as new: every
+// job created since t once, plus once each job created before t that continued as new since.
+func createdSince(jf JobFilter, t time.Time) JobFilter {
+	jf.StartedSince, jf.Runs = t, RunsLatest
+	return jf
 }
 
-// continuedSinceQuery counts what createdSinceQuery counts too much: each job created before t
+// continuedSince narrows jf to what createdSince counts too much: each job created before t
 // and continued as new since has exactly one run that started before t and closed (continued)
 // after it.
-func continuedSinceQuery(t time.Time) string {
-	ts := t.UTC().Format(time.RFC3339Nano)
-	return " AND ExecutionStatus = 'ContinuedAsNew' AND StartTime < '" + ts + "' AND CloseTime >= '" + ts + "'"
+func continuedSince(jf JobFilter, t time.Time) JobFilter {
+	jf.Runs, jf.StartedBefore, jf.ClosedSince = RunsContinued, t, t
+	return jf
+}
+
+// continuedAfter narrows jf to the runs that continued as new since t.
+func continuedAfter(jf JobFilter, t time.Time) JobFilter {
+	jf.Runs, jf.ClosedSince = RunsContinued, t
+	return jf
 }
 
 // startWindow is an owner's job creations in the minute before now: their exact number, and
@@ -115,19 +122,19 @@ func (w *startWindow) nth(n int, late bool) time.Time {
 
 // startWindow counts the owner's job creations in the minute before now exactly and brackets
 // when they happened — by counts only, one round, never a listing.
-func (f *Frontend) startWindow(ctx context.Context, owner string, now time.Time) (*startWindow, error) {
+func (f *Frontend) startWindow(ctx context.Context, owner JobFilter, now time.Time) (*startWindow, error) {
 	since := now.Add(-time.Minute)
 	w := &startWindow{since: since, now: now}
 	var all, continued int
-	counts := map[*int]string{&all: owner + createdSinceQuery(since), &continued: owner + continuedSinceQuery(since),
-		&w.slack: owner + " AND ExecutionStatus = 'ContinuedAsNew' AND CloseTime >= '" + since.UTC().Format(time.RFC3339Nano) + "'"}
+	counts := map[*int]JobFilter{&all: createdSince(owner, since), &continued: continuedSince(owner, since),
+		&w.slack: continuedAfter(owner, since)}
 	probes := func(lo, hi time.Time) []probe {
 		ps := make([]probe, windowProbes)
 		for i := range ps {
 			ps[i].t = lo.Add(time.Duration(i+1) * hi.Sub(lo) / (windowProbes + 1))
 		}
 		for i := range ps {
-			counts[&ps[i].n] = owner + createdSinceQuery(ps[i].t)
+			counts[&ps[i].n] = createdSince(owner, ps[i].t)
 		}
 		return ps
 	}
@@ -141,13 +148,13 @@ func (f *Frontend) startWindow(ctx context.Context, owner string, now time.Time)
 
 // refined is w with probes within the bracket of its limit-th most recent start (a new
 // window: w is shared).
-func (f *Frontend) refined(ctx context.Context, owner string, limit int, w *startWindow) (*startWindow, error) {
+func (f *Frontend) refined(ctx context.Context, owner JobFilter, limit int, w *startWindow) (*startWindow, error) {
 	lo, hi := w.nth(limit, false), w.nth(limit, true)
 	fine := make([]probe, windowProbes)
-	counts := map[*int]string{}
+	counts := map[*int]JobFilter{}
 	for i := range fine {
 		fine[i].t = lo.Add(time.Duration(i+1) * hi.Sub(lo) / (windowProbes + 1))
-		counts[&fine[i].n] = owner + createdSinceQuery(fine[i].t)
+		counts[&fine[i].n] = createdSince(owner, fine[i].t)
 	}
 	if err := f.countAll(ctx, counts); err != nil {
 		return nil, err
@@ -160,7 +167,7 @@ func (f *Frontend) refined(ctx context.Context, owner string, limit int, w *star
 
 // rememberFullWindow remembers k's window as full, first with w's bounds and then — in the
 // background, so that the starts waiting now are answered at once — with refined ones.
-func (f *Frontend) rememberFullWindow(k flightKey, owner string, limit int, w *startWindow) {
+func (f *Frontend) rememberFullWindow(k flightKey, owner JobFilter, limit int, w *startWindow) {
 	remember := func(w *startWindow) {
 		if until := w.nth(limit, false).Add(time.Minute); until.After(w.now) {
 			f.quotas.rememberFull(k, windowFull{limit: limit, count: w.n, until: until, freeAt: w.nth(limit, true).Add(time.Minute)}, w.now)

@@ -3,7 +3,12 @@ package frontend
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
@@ -41,13 +46,16 @@ type jobStore interface {
 	// QueryEpisodes asks an eval's current run where its episode log stands
 	// (workflows.QueryEpisodes): a worker answers it, replaying the run if it must.
 	QueryEpisodes(ctx context.Context, id string, q workflows.EpisodesQuery) (workflows.EpisodesQueryResult, error)
-	// List runs one visibility page of q. A token the store rejects is errPageToken.
-	List(ctx context.Context, q string, pageSize int, token []byte) (jobs []*job, next []byte, err error)
+	// List reads one page of the runs f selects, at most pageSize, after token (nil: the first
+	// page), in the store's order (Temporal's default: unfinished runs first, newest start
+	// first, then closed runs, most recently closed first). next is empty after the last page
+	// (a full page may be followed by an empty one). A token the store rejects is errPageToken.
+	List(ctx context.Context, f JobFilter, pageSize int, token []byte) (jobs []*job, next []byte, err error)
 	// Story narrates the job's history, first run to current (describe_job); errJobNotFound
 	// when there is no such job.
 	Story(ctx context.Context, kind workflows.Kind, req storyRequest) (*storyResult, error)
-	// Count counts the visibility records matching q.
-	Count(ctx context.Context, q string) (int, error)
+	// Count counts the runs f selects.
+	Count(ctx context.Context, f JobFilter) (int, error)
 	// SlotsIndexed reports whether the store indexes a start's slots (workflows.SAJobSlots),
 	// so that counts can select on them; false while its namespace lacks the attribute
 	// (`jobgate setup` adds it) or cannot be asked.
@@ -60,6 +68,140 @@ type jobStore interface {
 	Retention(ctx context.Context) (time.Duration, bool)
 	// CheckHealth reports whether the store answers (readyz).
 	CheckHealth(ctx context.Context) error
+}
+
+// JobFilter selects runs for jobStore.List and Count: a run is selected when every field holds;
+// a field's zero value holds for every run. Values are the core's own — a verified principal's
+// tenant and subject, registered kinds, contract statuses, the IDs of jobs it started — never a
+// caller's text; validate says whether every store can match them exactly. The store alone
+// turns a filter into its query language (the Temporal store: store_query.go).
+type JobFilter struct {
+	// Tenant: runs of this tenant's jobs. Required: every selection is one tenant's.
+	Tenant string
+	// Owner: runs of this subject's jobs; "" any owner.
+	Owner string
+	// IDs: runs of these job IDs only; nil any ID. ExcludeIDs: none of these; nil none left out.
+	IDs, ExcludeIDs []string
+	// Runs: which runs by execution state; RunsAll (zero) every run, including a job's earlier
+	// runs that continued as new.
+	Runs RunSelect
+	// Kinds: runs of jobs of one of these kinds; nil any kind.
+	Kinds []string
+	// Status: runs in this contract status; "" any. A closed run's is how it closed
+	// (succeeded, failed, cancelled); an unfinished run's is the phase its workflow last
+	// reported (workflows.SAJobStatus: queued, running, awaiting_input, cancelling), so a
+	// cancel the workflow has not seen yet is not cancelling here (job.status() says it is).
+	Status workflows.Status
+	// Answerers: runs whose open input request names one of these answerers
+	// (workflows.Answerer* values, the JobAnswerer a workflow sets while awaiting input); nil
+	// any run, one without an open request included.
+	Answerers []string
+	// ApproverNot, with Answerers: a run whose answerer is workflows.AnswererApprover (an
+	// approver other than the owner) is selected only when its owner is not this subject;
+	// "" no such condition.
+	ApproverNot string
+	// StartedSince (>=) and StartedBefore (<) bound the run's start; ClosedSince (>=) its close,
+	// so it selects closed runs only. Zero: unbounded.
+	StartedSince, StartedBefore, ClosedSince time.Time
+	// SlotsMin and SlotsMax bound (inclusive) the slots the store indexed at the run's start
+	// (storeStart.slots, workflows.SAJobSlots); 0: unbounded. Either bound leaves out runs
+	// without indexed slots. NoSlots selects only those (started before the attribute existed,
+	// or on a namespace without it); it goes with neither bound.
+	SlotsMin, SlotsMax int
+	NoSlots            bool
+}
+
+// RunSelect selects runs by execution state.
+type RunSelect int
+
+const (
+	// RunsAll selects every run.
+	RunsAll RunSelect = iota
+	// RunsLatest leaves out runs closed by continue-as-new: each job once, by its latest run.
+	RunsLatest
+	// RunsUnfinished selects runs not closed yet (queued, awaiting input, running, cancelling).
+	RunsUnfinished
+	// RunsContinued selects runs closed by continue-as-new.
+	RunsContinued
+)
+
+// validate reports whether every store matches f exactly: errOwnerUnmatchable for a subject
+// (Owner, ApproverNot) the Temporal store cannot match; errQueryValue (with the field) for
+// any other value that is not one the filter allows.
+func (f JobFilter) validate() error {
+	if !storeValue(f.Tenant) {
+		return fmt.Errorf("tenant: %w", errQueryValue)
+	}
+	for _, s := range []string{f.Owner, f.ApproverNot} {
+		switch {
+		case s == "":
+		case !storeValue(s):
+			return fmt.Errorf("sub: %w", errQueryValue)
+		case !ownerMatchable(s):
+			return errOwnerUnmatchable
+		}
+	}
+	for _, id := range append(append([]string(nil), f.IDs...), f.ExcludeIDs...) {
+		if !storeValue(id) {
+			return fmt.Errorf("job id: %w", errQueryValue)
+		}
+	}
+	if f.Runs < RunsAll || f.Runs > RunsContinued {
+		return fmt.Errorf("runs: %w", errQueryValue)
+	}
+	for _, k := range f.Kinds {
+		if _, ok := workflows.LookupKind(k); !ok {
+			return fmt.Errorf("kind: %w", errQueryValue)
+		}
+	}
+	if f.Status != "" && !slices.Contains(listStatuses, f.Status) {
+		return fmt.Errorf("status: %w", errQueryValue)
+	}
+	for _, a := range f.Answerers {
+		if a != workflows.AnswererOwner && a != workflows.AnswererApprover && a != workflows.AnswererApproverOrOwner {
+			return fmt.Errorf("answerer: %w", errQueryValue)
+		}
+	}
+	if f.SlotsMin < 0 || f.SlotsMax < 0 || (f.SlotsMax > 0 && f.SlotsMin > f.SlotsMax) || (f.NoSlots && (f.SlotsMin > 0 || f.SlotsMax > 0)) {
+		return fmt.Errorf("slots: %w", errQueryValue)
+	}
+	return nil
+}
+
+// errQueryValue is returned when a filter value cannot be matched by a store.
+var errQueryValue = errors.New("value cannot be used in a visibility query")
+
+// errOwnerUnmatchable: the caller's subject cannot be matched by the visibility store.
+var errOwnerUnmatchable = errors.New("subject cannot be matched by the visibility store")
+
+// storeValue reports whether s can be a filter's string value: non-empty printable UTF-8. No
+// identity we accept is anything else, so such a value is refused rather than escaped.
+func storeValue(s string) bool {
+	if s == "" || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// ownerMatchable reports whether a filter can select the jobs of owner sub. Temporal's
+// visibility query converter (server v1.32.1) loses two kinds of subject:
+//   - it reads a string literal's value with strings.Trim(v, "'") (common/sqlquery.ParseValue),
+//     so single quotes at either end of the value are dropped;
+//   - its SQL stores escape keyword values MySQL-style (\ → \\, " → \") and hand them to
+//     SQLite or PostgreSQL, which read backslashes literally.
+//
+// Such a subject's owner condition never matches, so the core refuses its own listing rather
+// than answer it wrongly, and counts no owner quotas for it. (Filtering rows in the frontend
+// instead would put another principal's row position — run ID, start and close time — into
+// the caller's cursor.) The contract holds for every store, so that the in-memory one refuses
+// what the Temporal one cannot answer.
+func ownerMatchable(sub string) bool {
+	return !strings.ContainsAny(sub, `\"`) && !strings.HasPrefix(sub, "'") && !strings.HasSuffix(sub, "'")
 }
 
 // storeStart is what Start needs: the job's identity, its workflow input and its first memo.

@@ -287,7 +287,11 @@ func resumeStoreErr(id string, err error) error {
 	return fmt.Errorf("resume %s: %w", id, err)
 }
 
-func (s *temporalStore) List(ctx context.Context, q string, pageSize int, token []byte) ([]*job, []byte, error) {
+func (s *temporalStore) List(ctx context.Context, f JobFilter, pageSize int, token []byte) ([]*job, []byte, error) {
+	q, err := visibilityQuery(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list: %w", err)
+	}
 	resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 		Namespace:     s.namespace,
 		PageSize:      int32(pageSize),
@@ -314,7 +318,11 @@ func listStoreErr(err error, token []byte) error {
 	return storeErr("list", err)
 }
 
-func (s *temporalStore) Count(ctx context.Context, q string) (int, error) {
+func (s *temporalStore) Count(ctx context.Context, f JobFilter) (int, error) {
+	q, err := visibilityQuery(f)
+	if err != nil {
+		return 0, fmt.Errorf("count: %w", err)
+	}
 	resp, err := s.c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: s.namespace, Query: q})
 	if err != nil {
 		return 0, storeErr("count", err)

@@ -10,6 +10,24 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
+// listQuery is list_jobs' filter for tenant/sub as the Temporal store renders it.
+func listQuery(tenant, sub string, lf listFilter) (string, error) {
+	jf, err := listJobFilter(tenant, sub, lf)
+	if err != nil {
+		return "", err
+	}
+	return visibilityQuery(jf)
+}
+
+// approvalsQuery is list_approvals' filter for tenant/sub as the Temporal store renders it.
+func approvalsQuery(tenant, sub string, lf listFilter) (string, error) {
+	jf, err := approvalsJobFilter(tenant, sub, lf)
+	if err != nil {
+		return "", err
+	}
+	return visibilityQuery(jf)
+}
+
 func TestBuildListQuery(t *testing.T) {
 	const base = "JobTenant = 'acme' AND JobOwner = 'ana' AND ExecutionStatus != 'ContinuedAsNew'"
 	const baseAll = "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew'"
@@ -31,7 +49,7 @@ func TestBuildListQuery(t *testing.T) {
 		{listFilter{kind: "export", status: "failed", all: true}, baseAll + " AND JobKind = 'export' AND ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut')"},
 		{listFilter{kind: "eval", status: "awaiting_input"}, base + " AND JobKind = 'eval' AND ExecutionStatus = 'Running' AND JobStatus = 'awaiting_input'"},
 	} {
-		got, err := buildListQuery("acme", "ana", tc.lf)
+		got, err := listQuery("acme", "ana", tc.lf)
 		if err != nil || got != tc.want {
 			t.Errorf("%+v:\n got %q, %v\nwant %q", tc.lf, got, err, tc.want)
 		}
@@ -39,7 +57,7 @@ func TestBuildListQuery(t *testing.T) {
 	}
 	// Values that are not ours never reach a query, even if a listFilter were built by hand.
 	for _, lf := range []listFilter{{kind: "eval' OR 'a'='a"}, {status: "done"}, {status: "running' OR 1=1"}} {
-		if q, err := buildListQuery("acme", "ana", lf); err == nil {
+		if q, err := listQuery("acme", "ana", lf); err == nil {
 			t.Errorf("%+v: built %q", lf, q)
 		}
 	}
@@ -49,7 +67,7 @@ func TestBuildListQuery_HostileIdentities(t *testing.T) {
 	// Tenants are [a-z0-9_-]: anything else is refused, never escaped.
 	for _, tenant := range []string{"", "acme'", "acme' OR JobTenant != 'x", `acme\`, "ACME", "-acme", "acme/x", "ac me", strings.Repeat("a", 64)} {
 		for _, all := range []bool{false, true} {
-			if q, err := buildListQuery(tenant, "ana", listFilter{all: all}); err == nil {
+			if q, err := listQuery(tenant, "ana", listFilter{all: all}); err == nil {
 				t.Errorf("tenant %q: built %q", tenant, q)
 			}
 		}
@@ -62,7 +80,7 @@ func TestBuildListQuery_HostileIdentities(t *testing.T) {
 		{"über 名前", "'über 名前'"},
 		{"a%b_c*", "'a%b_c*'"},
 	} {
-		q, err := buildListQuery("acme", tc.sub, listFilter{})
+		q, err := listQuery("acme", tc.sub, listFilter{})
 		want := "JobTenant = 'acme' AND JobOwner = " + tc.lit + " AND ExecutionStatus != 'ContinuedAsNew'"
 		if err != nil || q != want {
 			t.Errorf("sub %q:\n got %q, %v\nwant %q", tc.sub, q, err, want)
@@ -72,21 +90,21 @@ func TestBuildListQuery_HostileIdentities(t *testing.T) {
 	// Subjects Temporal cannot match (see ownerMatchable): no own-jobs query is built; a
 	// tenant-wide one ignores the subject.
 	for _, sub := range []string{`back\slash`, `trail\`, `dq"x`, `x\' OR 1=1 OR JobOwner = \'`, "'", "''", "'lead", "trail'"} {
-		if q, err := buildListQuery("acme", sub, listFilter{kind: "eval"}); !errors.Is(err, errOwnerUnmatchable) {
+		if q, err := listQuery("acme", sub, listFilter{kind: "eval"}); !errors.Is(err, errOwnerUnmatchable) {
 			t.Errorf("sub %q: got %q, %v; want errOwnerUnmatchable", sub, q, err)
 		}
-		if q, err := buildListQuery("acme", sub, listFilter{all: true}); err != nil || q != "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew'" {
+		if q, err := listQuery("acme", sub, listFilter{all: true}); err != nil || q != "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew'" {
 			t.Errorf("sub %q tenant-wide: got %q, %v", sub, q, err)
 		}
 	}
 	// Not printable UTF-8: refused (no verified principal carries one).
 	for _, sub := range []string{"", "a\x00b", "a\nb", "a\u202eb", "\xff", strings.Repeat("x", 257)} {
-		if q, err := buildListQuery("acme", sub, listFilter{}); err == nil {
+		if q, err := listQuery("acme", sub, listFilter{}); err == nil {
 			t.Errorf("sub %q: built %q", sub, q)
 		}
 	}
 	// A tenant-wide listing does not look at the subject at all.
-	if _, err := buildListQuery("acme", "", listFilter{all: true}); err != nil {
+	if _, err := listQuery("acme", "", listFilter{all: true}); err != nil {
 		t.Errorf("tenant-wide listing: %v", err)
 	}
 }
@@ -206,20 +224,20 @@ func TestBuildApprovalsQuery(t *testing.T) {
 	for sub, want := range map[string]string{
 		"steward": base + " AND (JobAnswerer = 'approver-or-owner' OR (JobAnswerer = 'approver' AND JobOwner != 'steward'))",
 		"o'neil":  base + ` AND (JobAnswerer = 'approver-or-owner' OR (JobAnswerer = 'approver' AND JobOwner != 'o\'neil'))`,
-		`a\b`:     base + " AND JobAnswerer IN ('approver', 'approver-or-owner')",
-		"'quoted": base + " AND JobAnswerer IN ('approver', 'approver-or-owner')",
+		`a\b`:     base + " AND JobAnswerer IN ('approver-or-owner', 'approver')",
+		"'quoted": base + " AND JobAnswerer IN ('approver-or-owner', 'approver')",
 	} {
-		got, err := buildApprovalsQuery("acme", sub, lf)
+		got, err := approvalsQuery("acme", sub, lf)
 		if err != nil || got != want {
 			t.Errorf("sub %q:\n got %q, %v\nwant %q", sub, got, err, want)
 		}
 	}
-	if q, err := buildApprovalsQuery("acme", "", lf); err == nil {
+	if q, err := approvalsQuery("acme", "", lf); err == nil {
 		t.Errorf("empty subject: %q", q)
 	}
 	own := lf
 	own.all = false
-	if q, err := buildApprovalsQuery("acme", "steward", own); err == nil {
+	if q, err := approvalsQuery("acme", "steward", own); err == nil {
 		t.Errorf("own-jobs filter accepted: %q", q)
 	}
 }

@@ -1,0 +1,156 @@
+// store_query.go renders a JobFilter in Temporal's visibility query language: the only place
+// the frontend writes query text (the Temporal store's List and Count use it).
+
+package frontend
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// visibilityQuery is f as a visibility query. Every value is validated first (f.validate) and
+// every string literal quoted, so nothing in f can change the query's shape.
+func visibilityQuery(f JobFilter) (string, error) {
+	if err := f.validate(); err != nil {
+		return "", err
+	}
+	quote := func(s string) string {
+		q, err := quoteQueryString(s)
+		if err != nil {
+			panic("visibilityQuery: validated value not quotable: " + err.Error()) // validate refuses these
+		}
+		return q
+	}
+	quoteAll := func(ss []string) string {
+		qs := make([]string, len(ss))
+		for i, s := range ss {
+			qs[i] = quote(s)
+		}
+		return strings.Join(qs, ", ")
+	}
+	// oneOf is "attr = v" for one value, "attr IN (…)" for more.
+	oneOf := func(attr string, vs []string) string {
+		if len(vs) == 1 {
+			return attr + " = " + quote(vs[0])
+		}
+		return attr + " IN (" + quoteAll(vs) + ")"
+	}
+	cs := []string{"JobTenant = " + quote(f.Tenant)}
+	if f.Owner != "" {
+		cs = append(cs, "JobOwner = "+quote(f.Owner))
+	}
+	if f.IDs != nil {
+		if len(f.IDs) == 0 {
+			// No ID: nothing is selected (IN () is not in the language).
+			cs = append(cs, "WorkflowId = ''")
+		} else {
+			cs = append(cs, "WorkflowId IN ("+quoteAll(f.IDs)+")")
+		}
+	}
+	if len(f.ExcludeIDs) > 0 {
+		cs = append(cs, "WorkflowId NOT IN ("+quoteAll(f.ExcludeIDs)+")")
+	}
+	switch f.Runs {
+	case RunsLatest:
+		cs = append(cs, "ExecutionStatus != 'ContinuedAsNew'")
+	case RunsUnfinished:
+		cs = append(cs, "ExecutionStatus = 'Running'")
+	case RunsContinued:
+		cs = append(cs, "ExecutionStatus = 'ContinuedAsNew'")
+	}
+	if len(f.Kinds) > 0 {
+		cs = append(cs, oneOf("JobKind", f.Kinds))
+	}
+	if f.Status != "" {
+		c, ok := statusClause(f.Status)
+		if !ok {
+			return "", fmt.Errorf("status: %w", errQueryValue)
+		}
+		cs = append(cs, c)
+	}
+	if len(f.Answerers) > 0 {
+		if f.ApproverNot == "" {
+			cs = append(cs, oneOf("JobAnswerer", f.Answerers))
+		} else {
+			// An approver request of the subject's own job needs another approver.
+			alts := make([]string, len(f.Answerers))
+			for i, a := range f.Answerers {
+				alts[i] = "JobAnswerer = " + quote(a)
+				if a == workflows.AnswererApprover {
+					alts[i] = "(" + alts[i] + " AND JobOwner != " + quote(f.ApproverNot) + ")"
+				}
+			}
+			cs = append(cs, "("+strings.Join(alts, " OR ")+")")
+		}
+	}
+	if !f.StartedSince.IsZero() {
+		cs = append(cs, "StartTime >= "+queryTime(f.StartedSince))
+	}
+	if !f.StartedBefore.IsZero() {
+		cs = append(cs, "StartTime < "+queryTime(f.StartedBefore))
+	}
+	if !f.ClosedSince.IsZero() {
+		cs = append(cs, "CloseTime >= "+queryTime(f.ClosedSince))
+	}
+	slots := workflows.SAJobSlots.GetName()
+	switch lo, hi := f.SlotsMin, f.SlotsMax; {
+	case f.NoSlots:
+		cs = append(cs, slots+" IS NULL")
+	case lo > 0 && lo == hi:
+		cs = append(cs, slots+" = "+strconv.Itoa(lo))
+	case lo > 0 && hi > 0:
+		cs = append(cs, slots+" BETWEEN "+strconv.Itoa(lo)+" AND "+strconv.Itoa(hi))
+	case lo > 0:
+		cs = append(cs, slots+" >= "+strconv.Itoa(lo))
+	case hi > 0:
+		cs = append(cs, slots+" <= "+strconv.Itoa(hi))
+	}
+	return strings.Join(cs, " AND "), nil
+}
+
+// queryTime is t as a visibility datetime literal.
+func queryTime(t time.Time) string {
+	return "'" + t.UTC().Format(time.RFC3339Nano) + "'"
+}
+
+// statusClause is the visibility condition for a contract status. Closed executions are the
+// truth once a job has finished; while running, the JobStatus attribute names the phase
+// (mirrors job.status()).
+func statusClause(s workflows.Status) (string, bool) {
+	switch s {
+	case workflows.StatusSucceeded:
+		return "ExecutionStatus = 'Completed'", true
+	case workflows.StatusFailed:
+		return "ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut')", true
+	case workflows.StatusCancelled:
+		return "ExecutionStatus = 'Canceled'", true
+	case workflows.StatusQueued, workflows.StatusRunning, workflows.StatusAwaitingInput, workflows.StatusCancelling:
+		return "ExecutionStatus = 'Running' AND JobStatus = '" + string(s) + "'", true
+	}
+	return "", false
+}
+
+// quoteQueryString renders s as a single-quoted string literal of Temporal's visibility query
+// language. Temporal's parser (temporalio/sqlparser) reads backslash escapes and doubled
+// quotes; we emit \\ and \' only. Values that are not printable UTF-8 are refused rather than
+// escaped (storeValue): no identity we accept contains them.
+func quoteQueryString(s string) (string, error) {
+	if !storeValue(s) {
+		return "", errQueryValue
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('\'')
+	for _, r := range s {
+		if r == '\\' || r == '\'' {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	b.WriteByte('\'')
+	return b.String(), nil
+}
