@@ -18,10 +18,13 @@ func visibilityQuery(f JobFilter) (string, error) {
 	if err := f.validate(); err != nil {
 		return "", err
 	}
+	// validate refuses every value quoteQueryString would; should one slip through, the query
+	// fails as a whole instead of running without it.
+	var qerr error
 	quote := func(s string) string {
 		q, err := quoteQueryString(s)
-		if err != nil {
-			panic("visibilityQuery: validated value not quotable: " + err.Error()) // validate refuses these
+		if err != nil && qerr == nil {
+			qerr = fmt.Errorf("visibility query: %w", err)
 		}
 		return q
 	}
@@ -108,6 +111,9 @@ func visibilityQuery(f JobFilter) (string, error) {
 		cs = append(cs, slots+" >= "+strconv.Itoa(lo))
 	case hi > 0:
 		cs = append(cs, slots+" <= "+strconv.Itoa(hi))
+	}
+	if qerr != nil {
+		return "", qerr
 	}
 	return strings.Join(cs, " AND "), nil
 }
