@@ -74,6 +74,8 @@ type quotas struct {
 	flights map[flightKey]*flightSlot
 	full    map[flightKey]windowFull
 	ledgers map[string]slotLedger
+	// tenantRunning is each tenant's last count of unfinished jobs (measureOwner's bound).
+	tenantRunning map[string]tenantRunningCount
 	// unchecked counts, by tenant, the starts admitted without a check (QuotaAdmitBounded)
 	// since a check of the tenant last answered.
 	unchecked map[string]int
@@ -109,7 +111,8 @@ func (a admission) started() {
 
 // quotaNeeds says which flights a start of a tenant under limits l waits for.
 func quotaNeeds(l authz.Limits, episodes int) (tenant, owner bool) {
-	tenant = l.RunningJobsPerTenant > 0 || l.EpisodesInFlightPerTenant > 0 && episodes > 0
+	// The tenant's count of unfinished jobs also bounds each owner's (measureOwner).
+	tenant = l.RunningJobsPerTenant > 0 || l.RunningJobsPerOwner > 0 || l.EpisodesInFlightPerTenant > 0 && episodes > 0
 	owner = l.RunningJobsPerOwner > 0 || l.StartsPerMinutePerOwner > 0
 	return tenant, owner
 }
@@ -166,6 +169,14 @@ func (f *Frontend) admit(ctx context.Context, p authz.Principal, id string, epis
 		case *ownerSnap:
 			on = res
 		}
+	}
+	on, err := f.ownerRunningExact(ctx, l, p.Tenant, r, ts, on)
+	if err != nil {
+		if errors.Is(err, errStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+			return f.degraded(ctx, p, a, "unavailable", err)
+		}
+		a.abandoned()
+		return admission{}, err
 	}
 	if ref := decide(pol, r, episodes, f.opts.Now(), ts, on); ref != nil {
 		a.abandoned()

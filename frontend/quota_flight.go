@@ -145,8 +145,10 @@ type tenantSnap struct {
 type ownerSnap struct {
 	rs    []reservation
 	owner bool // the owner is matchable in visibility (else it has no owner counts)
-	// running counts the owner's unfinished jobs.
-	running int
+	// running counts the owner's unfinished jobs when runningCounted; else the tenant's count
+	// bounds them (decide).
+	running        int
+	runningCounted bool
 	// recent counts the owner's job creations in the last minute (an upper bound unless win
 	// is set; then exact).
 	recent int
@@ -185,8 +187,14 @@ func decide(pol authz.TenantPolicy, r reservation, episodes int, now time.Time, 
 		_, _, pendingMine := pendingBefore(o.rs, r)
 		u.OwnerStartsLastMinute = o.recent + pendingMine
 		u.OwnerRunning = pendingMine
-		if o.owner {
+		switch {
+		case o.owner && o.runningCounted:
 			u.OwnerRunning += o.running
+		case o.owner && t != nil:
+			// Not counted: the tenant's unfinished jobs bound the owner's (admit counted the
+			// owner's had this bound not kept them under the limit: ownerRunningExact).
+			pending, _, _ := pendingBefore(t.rs, r)
+			u.OwnerRunning = t.running + pending
 		}
 		if l := pol.Limits.StartsPerMinutePerOwner; o.win != nil && l > 0 && u.OwnerStartsLastMinute >= l && l-pendingMine >= 1 {
 			// The window frees a start when its (limit - pending)-th most recent one turns a minute old.

@@ -70,7 +70,9 @@ func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.T
 		pendingEpisodes += o.episodes
 	}
 	counts := map[*int]JobFilter{}
-	if l.RunningJobsPerTenant > 0 {
+	// The tenant's count also bounds each owner's: far from running_jobs_per_owner, the owners'
+	// flights need not count their own (measureOwner).
+	if l.RunningJobsPerTenant > 0 || l.RunningJobsPerOwner > 0 {
 		counts[&s.running] = running(sc.tenant)
 	}
 	episodes := l.EpisodesInFlightPerTenant > 0 && fl.maxEp > 0
@@ -90,6 +92,9 @@ func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.T
 		if err := f.countAll(ctx, map[*int]JobFilter{&s.running: running(sc.tenant)}); err != nil {
 			return nil, err
 		}
+	}
+	if l.RunningJobsPerOwner > 0 {
+		f.quotas.noteTenantRunning(tenant, s.running+len(fl.rs), f.opts.Now())
 	}
 	if episodes {
 		if s.held, s.heldMin, s.heldExact, err = f.measureHeld(ctx, tenant, sc, fl, l.EpisodesInFlightPerTenant, evals, pendingEpisodes); err != nil {
@@ -119,8 +124,13 @@ func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 	}
 	now := f.opts.Now()
 	counts := map[*int]JobFilter{}
-	if l.RunningJobsPerOwner > 0 {
+	// The tenant's unfinished jobs bound the owner's: while the tenant's last count (with this
+	// replica's reservations) is below the owner's limit, the owner's own is not asked — each
+	// start then costs one owner count, not two. admit counts it after all should this
+	// start's tenant count not fit (ownerRunningExact).
+	if l.RunningJobsPerOwner > 0 && !f.quotas.tenantRunningBelow(k.tenant, l.RunningJobsPerOwner-len(fl.rs), now) {
 		counts[&s.running] = running(sc.owner)
+		s.runningCounted = true
 	}
 	if l.StartsPerMinutePerOwner > 0 {
 		counts[&s.recent] = createdSince(sc.owner, now.Add(-time.Minute))
@@ -135,7 +145,7 @@ func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 		return nil, err
 	}
 	release()
-	if l.RunningJobsPerOwner > 0 && s.running+pendingMine >= l.RunningJobsPerOwner {
+	if s.runningCounted && s.running+pendingMine >= l.RunningJobsPerOwner {
 		// At the limit: count once more (as measureTenant).
 		if err := f.countAll(ctx, map[*int]JobFilter{&s.running: running(sc.owner)}); err != nil {
 			return nil, err
@@ -346,4 +356,62 @@ func (f *Frontend) heldByLedger(ctx context.Context, tenant string, fl *flight, 
 	}
 	f.quotas.setLedger(tenant, slotLedger{t0: t0, held: total})
 	return sum, sum, true, nil
+}
+
+// tenantBound is how long a tenant's count of unfinished jobs bounds its owners' (the owners'
+// flights that start meanwhile skip their own count while it is far enough below the limit).
+// A start's own tenant count confirms the bound before it is admitted (ownerRunningExact).
+const tenantBound = 2 * time.Second
+
+// tenantRunningCount is a tenant's last count of unfinished jobs, reservations included.
+type tenantRunningCount struct {
+	n  int
+	at time.Time
+}
+
+func (q *quotas) noteTenantRunning(tenant string, n int, at time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.tenantRunning == nil {
+		q.tenantRunning = map[string]tenantRunningCount{}
+	}
+	for t, c := range q.tenantRunning {
+		if at.Sub(c.at) > tenantBound {
+			delete(q.tenantRunning, t) // tenants that stopped starting leave nothing behind
+		}
+	}
+	q.tenantRunning[tenant] = tenantRunningCount{n: n, at: at}
+}
+
+// tenantRunningBelow reports whether the tenant's last count, younger than tenantBound, is
+// below limit.
+func (q *quotas) tenantRunningBelow(tenant string, limit int, now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c, ok := q.tenantRunning[tenant]
+	return ok && now.Sub(c.at) < tenantBound && c.n < limit
+}
+
+// ownerRunningExact returns o with the owner's unfinished jobs counted, when o's flight left
+// them out and t, this start's own tenant count (with the reservations before r), does not
+// keep the owner under its limit; else o as it is (decide bounds the owner by t).
+func (f *Frontend) ownerRunningExact(ctx context.Context, l authz.Limits, tenant string, r reservation, t *tenantSnap, o *ownerSnap) (*ownerSnap, error) {
+	if o == nil || !o.owner || o.runningCounted || l.RunningJobsPerOwner <= 0 {
+		return o, nil
+	}
+	if t != nil {
+		if pending, _, _ := pendingBefore(t.rs, r); t.running+pending < l.RunningJobsPerOwner {
+			return o, nil
+		}
+	}
+	sc, err := quotaScopeOf(tenant, r.owner, o.rs)
+	if err != nil || !sc.hasOwner {
+		return o, err
+	}
+	c := *o // shared with the flight's other waiters: count into a copy
+	if err := f.countAll(ctx, map[*int]JobFilter{&c.running: running(sc.owner)}); err != nil {
+		return nil, err
+	}
+	c.runningCounted = true
+	return &c, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
@@ -159,6 +160,71 @@ func TestTenantFlightShared(t *testing.T) {
 	}
 	if ownerCounts != 2*owners {
 		t.Fatalf("%d owner counts, want %d (running and starts of the last minute, once per owner)", ownerCounts, 2*owners)
+	}
+	// The next round: the tenant's fresh count (0 of 1000) bounds every owner's unfinished jobs
+	// far below 200, so each owner's flight asks only its starts of the last minute.
+	ownerCounts = 0
+	for i := range owners {
+		p := authz.Principal{Tenant: "acme", Subject: "owner" + strconv.Itoa(i)}
+		a, err := f.admit(context.Background(), p, "acme/eval/"+p.Subject+"/k2", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.abandoned()
+	}
+	if ownerCounts != owners {
+		t.Fatalf("%d owner counts in the second round, want %d (starts of the last minute only)", ownerCounts, owners)
+	}
+}
+
+// An owner's unfinished jobs are bounded by the tenant's while that keeps them under the limit;
+// when it does not (the tenant holds many, the owner few or many), the owner's are counted
+// before the start is decided, so running_jobs_per_owner holds exactly as before.
+func TestOwnerRunningBoundedByTenant(t *testing.T) {
+	tc := newMemStore()
+	owners := 0
+	tc.onCount = func(f JobFilter) error {
+		if f.Owner != "" && f.Runs == RunsUnfinished {
+			owners++
+		}
+		return nil
+	}
+	ten := authz.Unlimited()
+	ten.Tenants = map[string]authz.TenantPolicy{"acme": {Limits: authz.Limits{RunningJobsPerOwner: 5, RunningJobsPerTenant: -1,
+		EpisodesInFlightPerTenant: -1, StartsPerMinutePerOwner: -1}}}
+	f := newStoreFrontend(t, tc, Options{Tenants: ten})
+	ann, bo := authz.Principal{Tenant: "acme", Subject: "ann"}, authz.Principal{Tenant: "acme", Subject: "bo"}
+	start := func(p authz.Principal, key string) error {
+		a, err := f.admit(context.Background(), p, "acme/eval/"+p.Subject+"/"+key, 1)
+		if err == nil {
+			a.abandoned()
+		}
+		return err
+	}
+	// bo holds 2 running jobs, ann none: the tenant's 2 (3 with a1's reservation) < 5 keeps
+	// ann under the limit.
+	for i := range 2 {
+		tc.put(execInfo(t, "acme/eval/bo/r"+strconv.Itoa(i), "acme", "bo", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+	}
+	if err := start(ann, "a1"); err != nil {
+		t.Fatal(err)
+	}
+	owners = 0
+	if err := start(ann, "a2"); err != nil || owners != 0 {
+		t.Fatalf("start %v, %d owner counts: the tenant's fresh count bounds ann's under 5", err, owners)
+	}
+	// The tenant now holds 5, all bo's: ann's own jobs (0) must be counted before ann is
+	// admitted; bo, at its limit, is refused exactly as with its own count.
+	for i := 2; i < 5; i++ {
+		tc.put(execInfo(t, "acme/eval/bo/r"+strconv.Itoa(i), "acme", "bo", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+	}
+	owners = 0
+	if err := start(ann, "a3"); err != nil || owners == 0 {
+		t.Fatalf("start %v after %d owner counts: ann's own jobs must be counted once the tenant's reach the limit", err, owners)
+	}
+	err := start(bo, "b1")
+	if te, ok := asToolError(err); !ok || te.Code != CodeQuotaExceeded || !strings.HasPrefix(te.Message, "running_jobs_per_owner") {
+		t.Fatalf("bo at its limit: %v", err)
 	}
 }
 
