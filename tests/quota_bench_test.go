@@ -2,15 +2,20 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
@@ -232,4 +237,286 @@ func quotaBurst(b *testing.B, bundle *testBundle, tenant string, d time.Duration
 	wg.Wait()
 	side.elapsed = time.Since(start)
 	return side
+}
+
+// Issue 29's shape: many owners of one tenant starting at once.
+const (
+	manyOwners   = 50 // owners of the one tenant
+	ownersAgents = 32 // start_eval calls in flight, over all owners and both replicas
+)
+
+// BenchmarkQuotaManyOwners is issue 29's burst: 50 owners of one tenant, 32 start_eval calls in
+// flight in total (go-sdk MCP clients; the k-th job is owner k mod 50's, through replica
+// (k/50) mod 2), each a job of 1 episode of 1 ms, until the tenant holds a target number of
+// jobs; first in a tenant with every quota off (-1), then in a tenant under the built-in
+// defaults, interleaved per target so that both sides meet the same machine. A start answered
+// unavailable or with another error is retried with the same key (created: false then means
+// the refused call had started the job after all); quota_exceeded is retried after its
+// retry_after_ms (at most 1 s). Each target is a sub-benchmark continuing the same two tenants
+// (Jobs500 fills to 500, Jobs2000 on to 2,000), on two stacks:
+//
+//   - SQLite: the package's embedded Temporal (the dev server), two in-process frontends and a
+//     worker per side (setupOpts.tenants authz.Unlimited, authz.DefaultTenants);
+//   - Postgres: the PostgreSQL-backed Temporal server process of TestPostgresTemporal
+//     (startPGStack) with two `jobgate serve` replicas and a `jobgate worker` process; the
+//     replicas' tenants file holds the built-in defaults and the quotas-off tenant's -1s.
+//
+// Reports per side the starts/s (jobs created over the segment's wall time), start_eval calls
+// answered unavailable (count and % of start calls), quota_exceeded, other errors, p50/p99 of
+// the admitted starts and p99 of every start call, and the on/off throughput ratio. Reported,
+// not asserted. One segment per sub-benchmark, whatever b.N:
+//
+//	go test ./tests -run '^$' -bench 'QuotaManyOwners/SQLite' -benchtime 1x -timeout 30m
+//	go test ./tests -run '^$' -bench 'QuotaManyOwners/Postgres' -benchtime 1x -timeout 30m
+//
+// JOBGATE_BENCH_OWNERS_JOBS sets the targets (default 500; e.g. 500,2000,6000). A segment
+// stops at 1 min + 100 ms per job to create, if not done by then (logged).
+func BenchmarkQuotaManyOwners(b *testing.B) {
+	targets := []int{500}
+	if v := os.Getenv("JOBGATE_BENCH_OWNERS_JOBS"); v != "" {
+		targets = nil
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			must(b, err)
+			targets = append(targets, n)
+		}
+		slices.Sort(targets)
+	}
+	b.Run("SQLite", func(b *testing.B) {
+		def, un := authz.DefaultTenants(), authz.Unlimited()
+		on := setup(b, setupOpts{tenants: &def})
+		off := setup(b, setupOpts{tenants: &un})
+		side := func(name string, bundle *testBundle) *ownersSide {
+			return newOwnersSide(b, name, "qowners-"+name+"-"+randHex(3), func(p principal, replica int) *mcp.ClientSession {
+				return bundle.session(p, replica, "")
+			}, countTenant(b, bundle.temporal, namespace))
+		}
+		ownersBench(b, targets, side("off", off), side("on", on))
+	})
+	b.Run("Postgres", func(b *testing.B) {
+		offTenant, onTenant := "qowners-off-"+randHex(3), "qowners-on-"+randHex(3)
+		cfg := authz.DefaultTenants()
+		cfg.Tenants = map[string]authz.TenantPolicy{offTenant: {Limits: authz.Unlimited().Defaults.Limits}}
+		raw, err := json.Marshal(cfg)
+		must(b, err)
+		s := startPGStack(b, pgStackOpts{tenantsJSON: string(raw), quietPG: true})
+		side := func(name, tenant string) *ownersSide {
+			return newOwnersSide(b, name, tenant, func(p principal, replica int) *mcp.ClientSession {
+				return s.sessionAt(p, "http://"+s.serveAddrs[replica]+"/mcp", "")
+			}, countTenant(b, s.tc, pgStackNamespace))
+		}
+		ownersBench(b, targets, side("off", offTenant), side("on", onTenant))
+	})
+}
+
+// countTenant counts a tenant's jobs in tc's visibility.
+func countTenant(t testing.TB, tc client.Client, ns string) func(tenant string) int64 {
+	return func(tenant string) int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: ns,
+			Query: "JobTenant = '" + tenant + "'"})
+		must(t, err)
+		return resp.GetCount()
+	}
+}
+
+// ownersSide is one tenant of BenchmarkQuotaManyOwners: its owners' sessions and the jobs it
+// holds so far.
+type ownersSide struct {
+	name, tenant string
+	sessions     [manyOwners][2]*mcp.ClientSession // by owner, replica
+	count        func(tenant string) int64
+	run          string
+	held         int
+}
+
+func newOwnersSide(b *testing.B, name, tenant string, connect func(p principal, replica int) *mcp.ClientSession,
+	count func(string) int64) *ownersSide {
+	s := &ownersSide{name: name, tenant: tenant, count: count, run: randHex(3)}
+	for o := range manyOwners {
+		for r := range 2 {
+			s.sessions[o][r] = connect(quotaWriter(tenant, fmt.Sprintf("owner%02d", o)), r)
+		}
+	}
+	return s
+}
+
+// ownersRun is what one side got while filling its tenant up to a target.
+type ownersRun struct {
+	jobs        int // jobs created (or found created) in the segment
+	gaveUp      int // jobs not created: out of time or attempts
+	elapsed     time.Duration
+	calls       int // start_eval calls
+	unavail     int
+	refused     int
+	errs        int // other tool errors and transport errors
+	existed     int // created: false on a retry
+	limits      map[string]int
+	startLat    []time.Duration // admitted starts
+	callLat     []time.Duration // every start call
+	held        int             // the tenant's jobs afterwards, by the starts' answers
+	visible     int64           // the tenant's jobs in visibility afterwards
+	loadAverage string
+}
+
+func (r ownersRun) rate() float64 { return float64(r.jobs) / r.elapsed.Seconds() }
+
+func (r ownersRun) unavailPct() float64 {
+	if r.calls == 0 {
+		return 0
+	}
+	return 100 * float64(r.unavail) / float64(r.calls)
+}
+
+// loadAvg is the machine's load averages (/proc/loadavg's first three fields).
+func loadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(raw))[:3], " ")
+}
+
+// ownersBench runs one sub-benchmark per target, each filling off's tenant, then on's.
+func ownersBench(b *testing.B, targets []int, off, on *ownersSide) {
+	for _, target := range targets {
+		b.Run(fmt.Sprintf("Jobs%d", target), func(b *testing.B) {
+			o := off.fill(b, target)
+			q := on.fill(b, target)
+			b.ReportMetric(o.rate(), "off_starts/s")
+			b.ReportMetric(q.rate(), "on_starts/s")
+			b.ReportMetric(q.rate()/o.rate(), "on/off")
+			for _, s := range []struct {
+				name string
+				r    ownersRun
+			}{{"off", o}, {"on", q}} {
+				b.ReportMetric(float64(s.r.unavail), s.name+"_unavailable")
+				b.ReportMetric(s.r.unavailPct(), s.name+"_unavailable_%")
+				b.ReportMetric(float64(s.r.refused), s.name+"_quota_exceeded")
+				b.ReportMetric(float64(s.r.errs), s.name+"_other_errors")
+				b.ReportMetric(ms(pct(s.r.startLat, 0.5)), s.name+"_start_p50_ms")
+				b.ReportMetric(ms(pct(s.r.startLat, 0.99)), s.name+"_start_p99_ms")
+				b.ReportMetric(ms(pct(s.r.callLat, 0.99)), s.name+"_call_p99_ms")
+			}
+			for _, s := range []struct {
+				name string
+				r    ownersRun
+			}{{"off", o}, {"on ", q}} {
+				b.Logf("quotas %s: %.1f starts/s (%d jobs in %s, tenant holds %d, %d in visibility, %d given up; load before %s); %d start calls: unavailable %d (%.1f%%), quota_exceeded %d, other errors %d, created:false on a retry %d; admitted start p50 %.0f ms, p99 %.0f ms; every start call p99 %.0f ms",
+					s.name, s.r.rate(), s.r.jobs, s.r.elapsed.Round(time.Millisecond), s.r.held, s.r.visible, s.r.gaveUp, s.r.loadAverage,
+					s.r.calls, s.r.unavail, s.r.unavailPct(), s.r.refused, s.r.errs, s.r.existed,
+					ms(pct(s.r.startLat, 0.5)), ms(pct(s.r.startLat, 0.99)), ms(pct(s.r.callLat, 0.99)))
+			}
+			b.Logf("on/off starts/s %.2f; refusals by limit %v", q.rate()/o.rate(), q.limits)
+		})
+	}
+}
+
+// fill starts jobs in s's tenant until it holds target of them (or the segment's time is up).
+func (s *ownersSide) fill(b *testing.B, target int) ownersRun {
+	from := s.held
+	if from >= target {
+		return ownersRun{elapsed: time.Nanosecond, held: from}
+	}
+	budget := time.Minute + time.Duration(target-from)*100*time.Millisecond
+	deadline := time.Now().Add(budget)
+	const maxAttempts = 100
+	var next atomic.Int64
+	next.Store(int64(from))
+	var mu sync.Mutex
+	run := ownersRun{loadAverage: loadAvg()}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range ownersAgents {
+		wg.Go(func() {
+			var mine ownersRun
+			defer func() {
+				mu.Lock()
+				defer mu.Unlock()
+				run.jobs += mine.jobs
+				run.gaveUp += mine.gaveUp
+				run.calls += mine.calls
+				run.unavail += mine.unavail
+				run.refused += mine.refused
+				run.errs += mine.errs
+				run.existed += mine.existed
+				for k, v := range mine.limits {
+					if run.limits == nil {
+						run.limits = map[string]int{}
+					}
+					run.limits[k] += v
+				}
+				run.startLat = append(run.startLat, mine.startLat...)
+				run.callLat = append(run.callLat, mine.callLat...)
+			}()
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= target {
+					return
+				}
+				cs := s.sessions[k%manyOwners][(k/manyOwners)%2]
+				args := startArgs(fmt.Sprintf("mo-%s-%d", s.run, k), 1, map[string]any{"episode_ms": 1})
+				created := false
+				for attempt := 0; !created; attempt++ {
+					if attempt == maxAttempts || time.Now().After(deadline) {
+						mine.gaveUp++
+						break
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					t0 := time.Now()
+					res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "start_eval", Arguments: args})
+					lat := time.Since(t0)
+					cancel()
+					mine.calls++
+					mine.callLat = append(mine.callLat, lat)
+					var v frontend.JobView
+					var te *frontend.ToolError
+					if err == nil {
+						te, err = frontend.ParseResult(res, &v)
+					}
+					switch {
+					case err != nil:
+						mine.errs++
+					case te == nil:
+						created = true
+						mine.jobs++
+						mine.startLat = append(mine.startLat, lat)
+						if v.Created != nil && !*v.Created {
+							mine.existed++
+						}
+					case te.Code == frontend.CodeUnavailable:
+						mine.unavail++
+					case te.Code == frontend.CodeQuotaExceeded:
+						mine.refused++
+						if mine.limits == nil {
+							mine.limits = map[string]int{}
+						}
+						mine.limits[strings.SplitN(te.Message, ":", 2)[0]]++
+						// Back off as the answer says: a client's retry, not synchronisation.
+						wait := min(time.Duration(te.RetryAfterMS)*time.Millisecond, time.Second, time.Until(deadline))
+						if wait > 0 {
+							time.Sleep(wait)
+						}
+					default:
+						mine.errs++
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	run.elapsed = time.Since(start)
+	s.held = target - run.gaveUp
+	run.held = s.held
+	if run.gaveUp > 0 {
+		b.Logf("quotas %s: %d of %d jobs not created within %s or %d attempts each", s.name, run.gaveUp, target-from,
+			budget, maxAttempts)
+	}
+	// What the tenant holds, as visibility sees it (it lags the starts by a moment).
+	eventually(b, time.Minute, fmt.Sprintf("%d jobs of %s in visibility", s.held, s.tenant), func() bool {
+		run.visible = s.count(s.tenant)
+		return run.visible >= int64(s.held)
+	})
+	return run
 }
