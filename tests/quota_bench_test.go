@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -269,8 +270,10 @@ const (
 //	go test ./tests -run '^$' -bench 'QuotaManyOwners/SQLite' -benchtime 1x -timeout 30m
 //	go test ./tests -run '^$' -bench 'QuotaManyOwners/Postgres' -benchtime 1x -timeout 30m
 //
-// JOBGATE_BENCH_OWNERS_JOBS sets the targets (default 500; e.g. 500,2000,6000). A segment
-// stops at 1 min + 100 ms per job to create, if not done by then (logged).
+// JOBGATE_BENCH_OWNERS_JOBS sets the targets (default 500; e.g. 500,2000,6000). A side's
+// segment stops at 1 min + 100 ms per job to create if not done by then (logged), or at
+// JOBGATE_BENCH_OWNERS_MAX (a duration). Before the next side starts, the worker finishes the
+// last one's jobs (visibility shows none running).
 func BenchmarkQuotaManyOwners(b *testing.B) {
 	targets := []int{500}
 	if v := os.Getenv("JOBGATE_BENCH_OWNERS_JOBS"); v != "" {
@@ -291,7 +294,7 @@ func BenchmarkQuotaManyOwners(b *testing.B) {
 				return bundle.session(p, replica, "")
 			}, countTenant(b, bundle.temporal, namespace))
 		}
-		ownersBench(b, targets, side("off", off), side("on", on))
+		ownersBench(b, targets, side("off", off), side("on", on), nil)
 	})
 	b.Run("Postgres", func(b *testing.B) {
 		offTenant, onTenant := "qowners-off-"+randHex(3), "qowners-on-"+randHex(3)
@@ -305,17 +308,22 @@ func BenchmarkQuotaManyOwners(b *testing.B) {
 				return s.sessionAt(p, "http://"+s.serveAddrs[replica]+"/mcp", "")
 			}, countTenant(b, s.tc, pgStackNamespace))
 		}
-		ownersBench(b, targets, side("off", offTenant), side("on", onTenant))
+		ownersBench(b, targets, side("off", offTenant), side("on", onTenant), func() []string {
+			lines := []string{"Temporal server's warnings and errors so far: " + warnSummary(s.temporal.logs(), 5)}
+			for i, p := range s.serves {
+				lines = append(lines, fmt.Sprintf("serve %d's: %s", i, warnSummary(p.logs(), 5)))
+			}
+			return lines
+		})
 	})
 }
 
-// countTenant counts a tenant's jobs in tc's visibility.
-func countTenant(t testing.TB, tc client.Client, ns string) func(tenant string) int64 {
-	return func(tenant string) int64 {
+// countTenant counts the workflows of a visibility query in tc's namespace ns.
+func countTenant(t testing.TB, tc client.Client, ns string) func(query string) int64 {
+	return func(query string) int64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		resp, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: ns,
-			Query: "JobTenant = '" + tenant + "'"})
+		resp, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: ns, Query: query})
 		must(t, err)
 		return resp.GetCount()
 	}
@@ -326,13 +334,13 @@ func countTenant(t testing.TB, tc client.Client, ns string) func(tenant string) 
 type ownersSide struct {
 	name, tenant string
 	sessions     [manyOwners][2]*mcp.ClientSession // by owner, replica
-	count        func(tenant string) int64
+	count        func(query string) int64          // visibility
 	run          string
 	held         int
 }
 
 func newOwnersSide(b *testing.B, name, tenant string, connect func(p principal, replica int) *mcp.ClientSession,
-	count func(string) int64) *ownersSide {
+	count func(query string) int64) *ownersSide {
 	s := &ownersSide{name: name, tenant: tenant, count: count, run: randHex(3)}
 	for o := range manyOwners {
 		for r := range 2 {
@@ -355,9 +363,11 @@ type ownersRun struct {
 	limits      map[string]int
 	startLat    []time.Duration // admitted starts
 	callLat     []time.Duration // every start call
+	unavailLat  []time.Duration // start calls answered unavailable
 	held        int             // the tenant's jobs afterwards, by the starts' answers
 	visible     int64           // the tenant's jobs in visibility afterwards
 	loadAverage string
+	drain       time.Duration // from the last start until visibility showed no job running
 }
 
 func (r ownersRun) rate() float64 { return float64(r.jobs) / r.elapsed.Seconds() }
@@ -378,8 +388,9 @@ func loadAvg() string {
 	return strings.Join(strings.Fields(string(raw))[:3], " ")
 }
 
-// ownersBench runs one sub-benchmark per target, each filling off's tenant, then on's.
-func ownersBench(b *testing.B, targets []int, off, on *ownersSide) {
+// ownersBench runs one sub-benchmark per target, each filling off's tenant, then on's; it logs
+// the lines diag returns (if not nil) after each.
+func ownersBench(b *testing.B, targets []int, off, on *ownersSide, diag func() []string) {
 	for _, target := range targets {
 		b.Run(fmt.Sprintf("Jobs%d", target), func(b *testing.B) {
 			o := off.fill(b, target)
@@ -403,12 +414,17 @@ func ownersBench(b *testing.B, targets []int, off, on *ownersSide) {
 				name string
 				r    ownersRun
 			}{{"off", o}, {"on ", q}} {
-				b.Logf("quotas %s: %.1f starts/s (%d jobs in %s, tenant holds %d, %d in visibility, %d given up; load before %s); %d start calls: unavailable %d (%.1f%%), quota_exceeded %d, other errors %d, created:false on a retry %d; admitted start p50 %.0f ms, p99 %.0f ms; every start call p99 %.0f ms",
-					s.name, s.r.rate(), s.r.jobs, s.r.elapsed.Round(time.Millisecond), s.r.held, s.r.visible, s.r.gaveUp, s.r.loadAverage,
-					s.r.calls, s.r.unavail, s.r.unavailPct(), s.r.refused, s.r.errs, s.r.existed,
+				b.Logf("quotas %s: %.1f starts/s (%d jobs in %s, tenant holds %d, %d in visibility, %d given up; load before %s; all finished %s later); %d start calls: unavailable %d (%.1f%%, answered after p50 %.0f ms, p99 %.0f ms), quota_exceeded %d, other errors %d, created:false on a retry %d; admitted start p50 %.0f ms, p99 %.0f ms; every start call p99 %.0f ms",
+					s.name, s.r.rate(), s.r.jobs, s.r.elapsed.Round(time.Millisecond), s.r.held, s.r.visible, s.r.gaveUp, s.r.loadAverage, s.r.drain.Round(time.Millisecond),
+					s.r.calls, s.r.unavail, s.r.unavailPct(), ms(pct(s.r.unavailLat, 0.5)), ms(pct(s.r.unavailLat, 0.99)), s.r.refused, s.r.errs, s.r.existed,
 					ms(pct(s.r.startLat, 0.5)), ms(pct(s.r.startLat, 0.99)), ms(pct(s.r.callLat, 0.99)))
 			}
 			b.Logf("on/off starts/s %.2f; refusals by limit %v", q.rate()/o.rate(), q.limits)
+			if diag != nil {
+				for _, l := range diag() {
+					b.Log(l)
+				}
+			}
 		})
 	}
 }
@@ -420,6 +436,11 @@ func (s *ownersSide) fill(b *testing.B, target int) ownersRun {
 		return ownersRun{elapsed: time.Nanosecond, held: from}
 	}
 	budget := time.Minute + time.Duration(target-from)*100*time.Millisecond
+	if v := os.Getenv("JOBGATE_BENCH_OWNERS_MAX"); v != "" {
+		d, err := time.ParseDuration(v)
+		must(b, err)
+		budget = d
+	}
 	deadline := time.Now().Add(budget)
 	const maxAttempts = 100
 	var next atomic.Int64
@@ -449,6 +470,7 @@ func (s *ownersSide) fill(b *testing.B, target int) ownersRun {
 				}
 				run.startLat = append(run.startLat, mine.startLat...)
 				run.callLat = append(run.callLat, mine.callLat...)
+				run.unavailLat = append(run.unavailLat, mine.unavailLat...)
 			}()
 			for {
 				k := int(next.Add(1) - 1)
@@ -487,6 +509,7 @@ func (s *ownersSide) fill(b *testing.B, target int) ownersRun {
 						}
 					case te.Code == frontend.CodeUnavailable:
 						mine.unavail++
+						mine.unavailLat = append(mine.unavailLat, lat)
 					case te.Code == frontend.CodeQuotaExceeded:
 						mine.refused++
 						if mine.limits == nil {
@@ -514,9 +537,39 @@ func (s *ownersSide) fill(b *testing.B, target int) ownersRun {
 			budget, maxAttempts)
 	}
 	// What the tenant holds, as visibility sees it (it lags the starts by a moment).
+	all := "JobTenant = '" + s.tenant + "'"
 	eventually(b, time.Minute, fmt.Sprintf("%d jobs of %s in visibility", s.held, s.tenant), func() bool {
-		run.visible = s.count(s.tenant)
+		run.visible = s.count(all)
 		return run.visible >= int64(s.held)
 	})
+	// The next side starts once the worker has finished this one's jobs: each side meets a
+	// Temporal (and a machine) busy with its own jobs only, as in two separate runs.
+	drain := time.Now()
+	eventually(b, 5*time.Minute, "every job of "+s.tenant+" finished", func() bool {
+		return s.count(all+" AND ExecutionStatus = 'Running'") == 0
+	})
+	run.drain = time.Since(drain)
 	return run
+}
+
+// warnSummary counts a process's JSON log lines at warn level and above by message: the most
+// frequent few, for a benchmark's log.
+func warnSummary(logs string, top int) string {
+	n := map[string]int{}
+	for line := range strings.Lines(logs) {
+		var e struct{ Level, Msg string }
+		if json.Unmarshal([]byte(line), &e) != nil || (e.Level != "warn" && e.Level != "error") {
+			continue
+		}
+		n[e.Level+": "+e.Msg]++
+	}
+	msgs := slices.SortedFunc(maps.Keys(n), func(a, b string) int { return n[b] - n[a] })
+	var out []string
+	for _, m := range msgs[:min(top, len(msgs))] {
+		out = append(out, fmt.Sprintf("%d× %q", n[m], m))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
