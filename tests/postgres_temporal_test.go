@@ -61,6 +61,9 @@ type pgStackOpts struct {
 	// quietPG turns PostgreSQL's statement log (pgtest logs every statement) off for every new
 	// connection, Temporal's included: a benchmark measures Temporal, not the log.
 	quietPG bool
+	// visibilityRPS, if not 0, is the Temporal server's frontend.namespaceRPS.visibility
+	// (temporalpg --visibility-rps); default the server's own (10).
+	visibilityRPS int
 }
 
 const pgStackNamespace = "jobgate-prod"
@@ -136,7 +139,8 @@ func startPGStack(t testing.TB, o pgStackOpts) *pgStack {
 	c.temporal = c.run(temporalpg, "--pg-addr", net.JoinHostPort(pgHost, pgPort), "--pg-user", pgUser,
 		"--db", "temporal", "--visibility-db", "temporal_visibility", "--port", port, "--http-port", portOf(),
 		"--history-port", portOf(), "--matching-port", portOf(), "--worker-port", portOf(),
-		"--membership-ports", strings.Join([]string{lowPort(), lowPort(), lowPort(), lowPort()}, ","))
+		"--membership-ports", strings.Join([]string{lowPort(), lowPort(), lowPort(), lowPort()}, ","),
+		"--visibility-rps", fmt.Sprint(o.visibilityRPS))
 	eventually(t, 2*time.Minute, "the Temporal frontend to answer", func() bool {
 		select {
 		case <-c.temporal.done:

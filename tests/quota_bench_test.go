@@ -261,6 +261,9 @@ const (
 //   - Postgres: the PostgreSQL-backed Temporal server process of TestPostgresTemporal
 //     (startPGStack) with two `jobgate serve` replicas and a `jobgate worker` process; the
 //     replicas' tenants file holds the built-in defaults and the quotas-off tenant's -1s.
+//     That server runs Temporal's default dynamic config, 10 visibility calls per namespace
+//     and second among it (the dev server allows 1,000); JOBGATE_BENCH_PG_VISIBILITY_RPS sets
+//     another.
 //
 // Reports per side the starts/s (jobs created over the segment's wall time), start_eval calls
 // answered unavailable (count and % of start calls), quota_exceeded, other errors, p50/p99 of
@@ -302,14 +305,23 @@ func BenchmarkQuotaManyOwners(b *testing.B) {
 		cfg.Tenants = map[string]authz.TenantPolicy{offTenant: {Limits: authz.Unlimited().Defaults.Limits}}
 		raw, err := json.Marshal(cfg)
 		must(b, err)
-		s := startPGStack(b, pgStackOpts{tenantsJSON: string(raw), quietPG: true})
+		o := pgStackOpts{tenantsJSON: string(raw), quietPG: true}
+		if v := os.Getenv("JOBGATE_BENCH_PG_VISIBILITY_RPS"); v != "" {
+			o.visibilityRPS, err = strconv.Atoi(v)
+			must(b, err)
+		}
+		s := startPGStack(b, o)
 		side := func(name, tenant string) *ownersSide {
 			return newOwnersSide(b, name, tenant, func(p principal, replica int) *mcp.ClientSession {
 				return s.sessionAt(p, "http://"+s.serveAddrs[replica]+"/mcp", "")
 			}, countTenant(b, s.tc, pgStackNamespace))
 		}
 		ownersBench(b, targets, side("off", offTenant), side("on", onTenant), func() []string {
-			lines := []string{"Temporal server's warnings and errors so far: " + warnSummary(s.temporal.logs(), 5)}
+			rps := "Temporal's default (10)"
+			if o.visibilityRPS > 0 {
+				rps = fmt.Sprint(o.visibilityRPS)
+			}
+			lines := []string{"frontend.namespaceRPS.visibility " + rps + "; Temporal server's warnings and errors so far: " + warnSummary(s.temporal.logs(), 5)}
 			for i, p := range s.serves {
 				lines = append(lines, fmt.Sprintf("serve %d's: %s", i, warnSummary(p.logs(), 5)))
 			}
