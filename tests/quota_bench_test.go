@@ -260,10 +260,11 @@ const (
 //     worker per side (setupOpts.tenants authz.Unlimited, authz.DefaultTenants);
 //   - Postgres: the PostgreSQL-backed Temporal server process of TestPostgresTemporal
 //     (startPGStack) with two `jobgate serve` replicas and a `jobgate worker` process; the
-//     replicas' tenants file holds the built-in defaults and the quotas-off tenant's -1s.
-//     That server runs Temporal's default dynamic config, 10 visibility calls per namespace
-//     and second among it (the dev server allows 1,000); JOBGATE_BENCH_PG_VISIBILITY_RPS sets
-//     another.
+//     replicas' tenants file holds the built-in defaults and the quotas-off tenant's -1s;
+//     PostgreSQL's statement log (pgtest's log_statement=all) is off. That server runs
+//     Temporal's default dynamic config, 10 visibility calls per namespace and second among it
+//     (the dev server allows 1,000, cmd/deploy's compose stack 100);
+//     JOBGATE_BENCH_PG_VISIBILITY_RPS sets another.
 //
 // Reports per side the starts/s (jobs created over the segment's wall time), start_eval calls
 // answered unavailable (count and % of start calls), quota_exceeded, other errors, p50/p99 of
