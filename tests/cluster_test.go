@@ -30,7 +30,7 @@ import (
 // SIGKILLed and restarted; clients talk to the proxy.
 type cluster struct {
 	*testBundle
-	t            *testing.T
+	t            testing.TB
 	dataDir      string
 	temporalAddr string
 	temporal     *proc

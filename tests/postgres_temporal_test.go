@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ import (
 )
 
 // runTool runs a command to completion and fails the test on a non-zero exit.
-func runTool(t *testing.T, env []string, bin string, args ...string) string {
+func runTool(t testing.TB, env []string, bin string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -42,18 +43,41 @@ func runTool(t *testing.T, env []string, bin string, args ...string) string {
 	return string(out)
 }
 
-// TestPostgresTemporal runs jobgate on a production-shaped Temporal: the pinned server
-// (go.temporal.io/server, go.mod's version) as a process of its own on PostgreSQL 15, its
-// schemas created by the server module's own temporal-sql-tool, jobgate's search attributes
-// registered by `jobgate setup`, then two `serve` replicas behind a proxy and spawned workers
-// (nothing from the dev stack): the eval tour, list_jobs filters, the four-eyes export tour with
-// a verified download, and a worker SIGKILLed mid-run while another one finishes the job.
-func TestPostgresTemporal(t *testing.T) {
-	testenv.Heavy(t, "starts PostgreSQL, a Temporal server and jobgate processes")
-	t.Parallel()
-	const ns = "jobgate-prod"
+// pgStack is jobgate on a production-shaped Temporal: the pinned server as a process of its own
+// on PostgreSQL 15 (schemas by temporal-sql-tool, namespace and search attributes by `jobgate
+// setup`), two `serve` replicas behind the proxy and a spawned worker.
+type pgStack struct {
+	*cluster
+	pg *pgtest.Server
+	// common are the arguments serve and worker share (namespace, catalogs, artifacts).
+	common []string
+}
+
+// pgStackOpts says what startPGStack changes from TestPostgresTemporal's stack.
+type pgStackOpts struct {
+	// tenantsJSON, if set, is the serve replicas' tenants file (--tenants); default none, i.e.
+	// the built-in quotas.
+	tenantsJSON string
+	// quietPG turns PostgreSQL's statement log (pgtest logs every statement) off for every new
+	// connection, Temporal's included: a benchmark measures Temporal, not the log.
+	quietPG bool
+	// visibilityRPS, if not 0, is the Temporal server's frontend.namespaceRPS.visibility
+	// (temporalpg --visibility-rps); default the server's own (10).
+	visibilityRPS int
+}
+
+const pgStackNamespace = "jobgate-prod"
+
+// startPGStack starts a pgStack for t, everything stopped when t ends; it logs how long each
+// part took to come up.
+func startPGStack(t testing.TB, o pgStackOpts) *pgStack {
+	t.Helper()
+	const ns = pgStackNamespace
 	begin := time.Now()
 	pg := pgtest.Start(t)
+	if o.quietPG {
+		pg.Exec(t, "ALTER ROLE CURRENT_USER SET log_statement = 'none'")
+	}
 	pgReady := time.Since(begin)
 
 	// Build the binaries (not counted as start-up below).
@@ -115,7 +139,8 @@ func TestPostgresTemporal(t *testing.T) {
 	c.temporal = c.run(temporalpg, "--pg-addr", net.JoinHostPort(pgHost, pgPort), "--pg-user", pgUser,
 		"--db", "temporal", "--visibility-db", "temporal_visibility", "--port", port, "--http-port", portOf(),
 		"--history-port", portOf(), "--matching-port", portOf(), "--worker-port", portOf(),
-		"--membership-ports", strings.Join([]string{lowPort(), lowPort(), lowPort(), lowPort()}, ","))
+		"--membership-ports", strings.Join([]string{lowPort(), lowPort(), lowPort(), lowPort()}, ","),
+		"--visibility-rps", fmt.Sprint(o.visibilityRPS))
 	eventually(t, 2*time.Minute, "the Temporal frontend to answer", func() bool {
 		select {
 		case <-c.temporal.done:
@@ -160,19 +185,20 @@ func TestPostgresTemporal(t *testing.T) {
 	b.datasets = filepath.Join(dir, "datasets.json")
 	must(t, os.WriteFile(b.datasets, []byte(catalogJSON(t, demoDataset(demoDB(t), nil))), 0o600))
 	b.artifacts = "file://" + filepath.Join(dir, "artifacts")
-	common := []string{"--namespace", ns, "--suites", c.suitesFile, "--datasets", b.datasets, "--artifacts", b.artifacts}
+	s := &pgStack{cluster: c, pg: pg, common: []string{"--namespace", ns, "--suites", c.suitesFile, "--datasets", b.datasets, "--artifacts", b.artifacts}}
+	serveArgs := s.common
+	if o.tenantsJSON != "" {
+		tenants := filepath.Join(dir, "tenants.json")
+		must(t, os.WriteFile(tenants, []byte(o.tenantsJSON), 0o600))
+		serveArgs = append(slices.Clone(s.common), "--tenants", tenants)
+	}
 	for range 2 {
 		a := freeAddr(t)
 		c.serveAddrs = append(c.serveAddrs, a)
 		c.serves = append(c.serves, c.run(jobgateBinary(t), append([]string{"serve", "--listen", a, "--resource-uri", b.resource(),
-			"--issuer", testIssuer, "--hs256-secret-file", c.secretFile, "--handle-keys-file", c.keysFile}, common...)...))
+			"--issuer", testIssuer, "--hs256-secret-file", c.secretFile, "--handle-keys-file", c.keysFile}, serveArgs...)...))
 	}
-	startWorker := func() *proc {
-		w := c.run(jobgateBinary(t), append([]string{"worker", "--heartbeat-throttle", "500ms"}, common...)...)
-		c.workers = append(c.workers, w)
-		return w
-	}
-	startWorker()
+	s.spawnWorker()
 	c.proxyAddr = freeAddr(t)
 	c.proxy = c.run(lbproxyBinary(t), "-listen", c.proxyAddr, "-backends", "http://"+c.serveAddrs[0]+",http://"+c.serveAddrs[1])
 	for _, a := range append([]string{c.proxyAddr}, c.serveAddrs...) {
@@ -183,6 +209,28 @@ func TestPostgresTemporal(t *testing.T) {
 	t.Logf("ready: PostgreSQL %s, schemas %s, Temporal %s, jobgate setup %s, serve×2+worker+proxy %s (total with builds %s)",
 		pgReady.Round(time.Millisecond), schemaTime.Round(time.Millisecond), temporalTime.Round(time.Millisecond),
 		setupTime.Round(time.Millisecond), clusterTime.Round(time.Millisecond), time.Since(begin).Round(time.Millisecond))
+	return s
+}
+
+// spawnWorker starts one more `jobgate worker` process on the stack.
+func (s *pgStack) spawnWorker() *proc {
+	s.t.Helper()
+	w := s.run(jobgateBinary(s.t), append([]string{"worker", "--heartbeat-throttle", "500ms"}, s.common...)...)
+	s.workers = append(s.workers, w)
+	return w
+}
+
+// TestPostgresTemporal runs jobgate on a production-shaped Temporal: the pinned server
+// (go.temporal.io/server, go.mod's version) as a process of its own on PostgreSQL 15, its
+// schemas created by the server module's own temporal-sql-tool, jobgate's search attributes
+// registered by `jobgate setup`, then two `serve` replicas behind a proxy and spawned workers
+// (nothing from the dev stack): the eval tour, list_jobs filters, the four-eyes export tour with
+// a verified download, and a worker SIGKILLed mid-run while another one finishes the job.
+func TestPostgresTemporal(t *testing.T) {
+	testenv.Heavy(t, "starts PostgreSQL, a Temporal server and jobgate processes")
+	t.Parallel()
+	s := startPGStack(t, pgStackOpts{})
+	c, b := s.cluster, s.testBundle
 
 	tourStart := time.Now()
 	csAna := c.via(ana)
@@ -212,7 +260,7 @@ func TestPostgresTemporal(t *testing.T) {
 		return mustView(t, call(t, csAna, "get_eval", map[string]any{"handle": kv.Handle})).Progress.Done >= 4
 	})
 	c.workers[0].kill(t)
-	startWorker()
+	s.spawnWorker()
 	kd := waitStatus(t, csAna, kv.Handle, workflows.StatusSucceeded, 2*time.Minute)
 	if kd.Progress.Done != 40 || kd.Progress.Failed != 0 {
 		t.Fatalf("totals after the kill: %+v", kd.Progress)

@@ -96,7 +96,7 @@ type proc struct {
 
 // startProc starts cmd, collecting its stderr, and its stdout too when withStdout (otherwise
 // stdout goes where cmd.Stdout says).
-func startProc(t *testing.T, cmd *exec.Cmd, withStdout bool) *proc {
+func startProc(t testing.TB, cmd *exec.Cmd, withStdout bool) *proc {
 	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	must(t, err)
@@ -136,7 +136,7 @@ func (p *proc) logs() string {
 }
 
 // kill sends SIGKILL: no shutdown hook, no drain, exactly like a node dying.
-func (p *proc) kill(t *testing.T) {
+func (p *proc) kill(t testing.TB) {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	select {
 	case <-p.done:

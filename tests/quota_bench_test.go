@@ -2,15 +2,21 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
@@ -232,4 +238,351 @@ func quotaBurst(b *testing.B, bundle *testBundle, tenant string, d time.Duration
 	wg.Wait()
 	side.elapsed = time.Since(start)
 	return side
+}
+
+// Issue 29's shape: many owners of one tenant starting at once.
+const (
+	manyOwners   = 50 // owners of the one tenant
+	ownersAgents = 32 // start_eval calls in flight, over all owners and both replicas
+)
+
+// BenchmarkQuotaManyOwners is issue 29's burst: 50 owners of one tenant, 32 start_eval calls in
+// flight in total (go-sdk MCP clients; the k-th job is owner k mod 50's, through replica
+// (k/50) mod 2), each a job of 1 episode of 1 ms, until the tenant holds a target number of
+// jobs; first in a tenant with every quota off (-1), then in a tenant under the built-in
+// defaults, interleaved per target so that both sides meet the same machine. A start answered
+// unavailable or with another error is retried with the same key (created: false then means
+// the refused call had started the job after all); quota_exceeded is retried after its
+// retry_after_ms (at most 1 s). Each target is a sub-benchmark continuing the same two tenants
+// (Jobs500 fills to 500, Jobs2000 on to 2,000), on two stacks:
+//
+//   - SQLite: the package's embedded Temporal (the dev server), two in-process frontends and a
+//     worker per side (setupOpts.tenants authz.Unlimited, authz.DefaultTenants);
+//   - Postgres: the PostgreSQL-backed Temporal server process of TestPostgresTemporal
+//     (startPGStack) with two `jobgate serve` replicas and a `jobgate worker` process; the
+//     replicas' tenants file holds the built-in defaults and the quotas-off tenant's -1s;
+//     PostgreSQL's statement log (pgtest's log_statement=all) is off. That server runs
+//     Temporal's default dynamic config, 10 visibility calls per namespace and second among it
+//     (the dev server allows 1,000, cmd/deploy's compose stack 100);
+//     JOBGATE_BENCH_PG_VISIBILITY_RPS sets another.
+//
+// Reports per side the starts/s (jobs created over the segment's wall time), start_eval calls
+// answered unavailable (count and % of start calls), quota_exceeded, other errors, p50/p99 of
+// the admitted starts and p99 of every start call, and the on/off throughput ratio. Reported,
+// not asserted. One segment per sub-benchmark, whatever b.N:
+//
+//	go test ./tests -run '^$' -bench 'QuotaManyOwners/SQLite' -benchtime 1x -timeout 30m
+//	go test ./tests -run '^$' -bench 'QuotaManyOwners/Postgres' -benchtime 1x -timeout 30m
+//
+// JOBGATE_BENCH_OWNERS_JOBS sets the targets (default 500; e.g. 500,2000,6000). A side's
+// segment stops at 1 min + 100 ms per job to create if not done by then (logged), or at
+// JOBGATE_BENCH_OWNERS_MAX (a duration). Before the next side starts, the worker finishes the
+// last one's jobs (visibility shows none running).
+func BenchmarkQuotaManyOwners(b *testing.B) {
+	targets := []int{500}
+	if v := os.Getenv("JOBGATE_BENCH_OWNERS_JOBS"); v != "" {
+		targets = nil
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			must(b, err)
+			targets = append(targets, n)
+		}
+		slices.Sort(targets)
+	}
+	b.Run("SQLite", func(b *testing.B) {
+		def, un := authz.DefaultTenants(), authz.Unlimited()
+		on := setup(b, setupOpts{tenants: &def})
+		off := setup(b, setupOpts{tenants: &un})
+		side := func(name string, bundle *testBundle) *ownersSide {
+			return newOwnersSide(b, name, "qowners-"+name+"-"+randHex(3), func(p principal, replica int) *mcp.ClientSession {
+				return bundle.session(p, replica, "")
+			}, countTenant(b, bundle.temporal, namespace))
+		}
+		ownersBench(b, targets, side("off", off), side("on", on), nil)
+	})
+	b.Run("Postgres", func(b *testing.B) {
+		offTenant, onTenant := "qowners-off-"+randHex(3), "qowners-on-"+randHex(3)
+		cfg := authz.DefaultTenants()
+		cfg.Tenants = map[string]authz.TenantPolicy{offTenant: {Limits: authz.Unlimited().Defaults.Limits}}
+		raw, err := json.Marshal(cfg)
+		must(b, err)
+		o := pgStackOpts{tenantsJSON: string(raw), quietPG: true}
+		if v := os.Getenv("JOBGATE_BENCH_PG_VISIBILITY_RPS"); v != "" {
+			o.visibilityRPS, err = strconv.Atoi(v)
+			must(b, err)
+		}
+		s := startPGStack(b, o)
+		side := func(name, tenant string) *ownersSide {
+			return newOwnersSide(b, name, tenant, func(p principal, replica int) *mcp.ClientSession {
+				return s.sessionAt(p, "http://"+s.serveAddrs[replica]+"/mcp", "")
+			}, countTenant(b, s.tc, pgStackNamespace))
+		}
+		ownersBench(b, targets, side("off", offTenant), side("on", onTenant), func() []string {
+			rps := "Temporal's default (10)"
+			if o.visibilityRPS > 0 {
+				rps = fmt.Sprint(o.visibilityRPS)
+			}
+			lines := []string{"frontend.namespaceRPS.visibility " + rps + "; Temporal server's warnings and errors so far: " + warnSummary(s.temporal.logs(), 5)}
+			for i, p := range s.serves {
+				lines = append(lines, fmt.Sprintf("serve %d's: %s", i, warnSummary(p.logs(), 5)))
+			}
+			return lines
+		})
+	})
+}
+
+// countTenant counts the workflows of a visibility query in tc's namespace ns.
+func countTenant(t testing.TB, tc client.Client, ns string) func(query string) int64 {
+	return func(query string) int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: ns, Query: query})
+		must(t, err)
+		return resp.GetCount()
+	}
+}
+
+// ownersSide is one tenant of BenchmarkQuotaManyOwners: its owners' sessions and the jobs it
+// holds so far.
+type ownersSide struct {
+	name, tenant string
+	sessions     [manyOwners][2]*mcp.ClientSession // by owner, replica
+	count        func(query string) int64          // visibility
+	run          string
+	held         int
+}
+
+func newOwnersSide(b *testing.B, name, tenant string, connect func(p principal, replica int) *mcp.ClientSession,
+	count func(query string) int64) *ownersSide {
+	s := &ownersSide{name: name, tenant: tenant, count: count, run: randHex(3)}
+	for o := range manyOwners {
+		for r := range 2 {
+			s.sessions[o][r] = connect(quotaWriter(tenant, fmt.Sprintf("owner%02d", o)), r)
+		}
+	}
+	return s
+}
+
+// ownersRun is what one side got while filling its tenant up to a target.
+type ownersRun struct {
+	jobs        int // jobs created (or found created) in the segment
+	gaveUp      int // jobs not created: out of time or attempts
+	elapsed     time.Duration
+	calls       int // start_eval calls
+	unavail     int
+	refused     int
+	errs        int // other tool errors and transport errors
+	existed     int // created: false on a retry
+	limits      map[string]int
+	startLat    []time.Duration // admitted starts
+	callLat     []time.Duration // every start call
+	unavailLat  []time.Duration // start calls answered unavailable
+	held        int             // the tenant's jobs afterwards, by the starts' answers
+	visible     int64           // the tenant's jobs in visibility afterwards
+	loadAverage string
+	drain       time.Duration // from the last start until visibility showed no job running
+}
+
+func (r ownersRun) rate() float64 { return float64(r.jobs) / r.elapsed.Seconds() }
+
+func (r ownersRun) unavailPct() float64 {
+	if r.calls == 0 {
+		return 0
+	}
+	return 100 * float64(r.unavail) / float64(r.calls)
+}
+
+// loadAvg is the machine's load averages (/proc/loadavg's first three fields).
+func loadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(raw))[:3], " ")
+}
+
+// ownersBench runs one sub-benchmark per target, each filling off's tenant, then on's; it logs
+// the lines diag returns (if not nil) after each.
+func ownersBench(b *testing.B, targets []int, off, on *ownersSide, diag func() []string) {
+	for _, target := range targets {
+		b.Run(fmt.Sprintf("Jobs%d", target), func(b *testing.B) {
+			o := off.fill(b, target)
+			q := on.fill(b, target)
+			b.ReportMetric(o.rate(), "off_starts/s")
+			b.ReportMetric(q.rate(), "on_starts/s")
+			b.ReportMetric(q.rate()/o.rate(), "on/off")
+			for _, s := range []struct {
+				name string
+				r    ownersRun
+			}{{"off", o}, {"on", q}} {
+				b.ReportMetric(float64(s.r.unavail), s.name+"_unavailable")
+				b.ReportMetric(s.r.unavailPct(), s.name+"_unavailable_%")
+				b.ReportMetric(float64(s.r.refused), s.name+"_quota_exceeded")
+				b.ReportMetric(float64(s.r.errs), s.name+"_other_errors")
+				b.ReportMetric(ms(pct(s.r.startLat, 0.5)), s.name+"_start_p50_ms")
+				b.ReportMetric(ms(pct(s.r.startLat, 0.99)), s.name+"_start_p99_ms")
+				b.ReportMetric(ms(pct(s.r.callLat, 0.99)), s.name+"_call_p99_ms")
+			}
+			for _, s := range []struct {
+				name string
+				r    ownersRun
+			}{{"off", o}, {"on ", q}} {
+				b.Logf("quotas %s: %.1f starts/s (%d jobs in %s, tenant holds %d, %d in visibility, %d given up; load before %s; all finished %s later); %d start calls: unavailable %d (%.1f%%, answered after p50 %.0f ms, p99 %.0f ms), quota_exceeded %d, other errors %d, created:false on a retry %d; admitted start p50 %.0f ms, p99 %.0f ms; every start call p99 %.0f ms",
+					s.name, s.r.rate(), s.r.jobs, s.r.elapsed.Round(time.Millisecond), s.r.held, s.r.visible, s.r.gaveUp, s.r.loadAverage, s.r.drain.Round(time.Millisecond),
+					s.r.calls, s.r.unavail, s.r.unavailPct(), ms(pct(s.r.unavailLat, 0.5)), ms(pct(s.r.unavailLat, 0.99)), s.r.refused, s.r.errs, s.r.existed,
+					ms(pct(s.r.startLat, 0.5)), ms(pct(s.r.startLat, 0.99)), ms(pct(s.r.callLat, 0.99)))
+			}
+			b.Logf("on/off starts/s %.2f; refusals by limit %v", q.rate()/o.rate(), q.limits)
+			if diag != nil {
+				for _, l := range diag() {
+					b.Log(l)
+				}
+			}
+		})
+	}
+}
+
+// fill starts jobs in s's tenant until it holds target of them (or the segment's time is up).
+func (s *ownersSide) fill(b *testing.B, target int) ownersRun {
+	from := s.held
+	if from >= target {
+		return ownersRun{elapsed: time.Nanosecond, held: from}
+	}
+	budget := time.Minute + time.Duration(target-from)*100*time.Millisecond
+	if v := os.Getenv("JOBGATE_BENCH_OWNERS_MAX"); v != "" {
+		d, err := time.ParseDuration(v)
+		must(b, err)
+		budget = d
+	}
+	deadline := time.Now().Add(budget)
+	const maxAttempts = 100
+	var next atomic.Int64
+	next.Store(int64(from))
+	var mu sync.Mutex
+	run := ownersRun{loadAverage: loadAvg()}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range ownersAgents {
+		wg.Go(func() {
+			var mine ownersRun
+			defer func() {
+				mu.Lock()
+				defer mu.Unlock()
+				run.jobs += mine.jobs
+				run.gaveUp += mine.gaveUp
+				run.calls += mine.calls
+				run.unavail += mine.unavail
+				run.refused += mine.refused
+				run.errs += mine.errs
+				run.existed += mine.existed
+				for k, v := range mine.limits {
+					if run.limits == nil {
+						run.limits = map[string]int{}
+					}
+					run.limits[k] += v
+				}
+				run.startLat = append(run.startLat, mine.startLat...)
+				run.callLat = append(run.callLat, mine.callLat...)
+				run.unavailLat = append(run.unavailLat, mine.unavailLat...)
+			}()
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= target {
+					return
+				}
+				cs := s.sessions[k%manyOwners][(k/manyOwners)%2]
+				args := startArgs(fmt.Sprintf("mo-%s-%d", s.run, k), 1, map[string]any{"episode_ms": 1})
+				created := false
+				for attempt := 0; !created; attempt++ {
+					if attempt == maxAttempts || time.Now().After(deadline) {
+						mine.gaveUp++
+						break
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					t0 := time.Now()
+					res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "start_eval", Arguments: args})
+					lat := time.Since(t0)
+					cancel()
+					mine.calls++
+					mine.callLat = append(mine.callLat, lat)
+					var v frontend.JobView
+					var te *frontend.ToolError
+					if err == nil {
+						te, err = frontend.ParseResult(res, &v)
+					}
+					switch {
+					case err != nil:
+						mine.errs++
+					case te == nil:
+						created = true
+						mine.jobs++
+						mine.startLat = append(mine.startLat, lat)
+						if v.Created != nil && !*v.Created {
+							mine.existed++
+						}
+					case te.Code == frontend.CodeUnavailable:
+						mine.unavail++
+						mine.unavailLat = append(mine.unavailLat, lat)
+					case te.Code == frontend.CodeQuotaExceeded:
+						mine.refused++
+						if mine.limits == nil {
+							mine.limits = map[string]int{}
+						}
+						mine.limits[strings.SplitN(te.Message, ":", 2)[0]]++
+						// Back off as the answer says: a client's retry, not synchronisation.
+						wait := min(time.Duration(te.RetryAfterMS)*time.Millisecond, time.Second, time.Until(deadline))
+						if wait > 0 {
+							time.Sleep(wait)
+						}
+					default:
+						mine.errs++
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	run.elapsed = time.Since(start)
+	s.held = target - run.gaveUp
+	run.held = s.held
+	if run.gaveUp > 0 {
+		b.Logf("quotas %s: %d of %d jobs not created within %s or %d attempts each", s.name, run.gaveUp, target-from,
+			budget, maxAttempts)
+	}
+	// What the tenant holds, as visibility sees it (it lags the starts by a moment).
+	all := "JobTenant = '" + s.tenant + "'"
+	eventually(b, time.Minute, fmt.Sprintf("%d jobs of %s in visibility", s.held, s.tenant), func() bool {
+		run.visible = s.count(all)
+		return run.visible >= int64(s.held)
+	})
+	// The next side starts once the worker has finished this one's jobs: each side meets a
+	// Temporal (and a machine) busy with its own jobs only, as in two separate runs.
+	drain := time.Now()
+	eventually(b, 5*time.Minute, "every job of "+s.tenant+" finished", func() bool {
+		return s.count(all+" AND ExecutionStatus = 'Running'") == 0
+	})
+	run.drain = time.Since(drain)
+	return run
+}
+
+// warnSummary counts a process's JSON log lines at warn level and above by message: the most
+// frequent few, for a benchmark's log.
+func warnSummary(logs string, top int) string {
+	n := map[string]int{}
+	for line := range strings.Lines(logs) {
+		var e struct{ Level, Msg string }
+		if json.Unmarshal([]byte(line), &e) != nil || (e.Level != "warn" && e.Level != "error") {
+			continue
+		}
+		n[e.Level+": "+e.Msg]++
+	}
+	msgs := slices.SortedFunc(maps.Keys(n), func(a, b string) int { return n[b] - n[a] })
+	var out []string
+	for _, m := range msgs[:min(top, len(msgs))] {
+		out = append(out, fmt.Sprintf("%d× %q", n[m], m))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }

@@ -6,6 +6,7 @@
 //
 // It runs the four services (frontend, history, matching, worker) in one process with ringpop
 // membership, the default store and visibility on postgres12, and the server's default dynamic
-// config. The schemas must exist: create them with the module's own temporal-sql-tool
+// config (--visibility-rps raises frontend.namespaceRPS.visibility from its default of 10, for a
+// benchmark telling that limit apart from the store). The schemas must exist: create them with the module's own temporal-sql-tool
 // (go build go.temporal.io/server/cmd/tools/sql), as the test does.
 package main

@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
 	"go.temporal.io/server/common/headers"
 	"go.temporal.io/server/common/log"
 	_ "go.temporal.io/server/common/persistence/sql/sqlplugin/postgresql" // the postgres12 plugins
@@ -32,6 +33,7 @@ type serverFlags struct {
 	membershipPorts                                       string
 	shards                                                int
 	logLevel                                              string
+	visibilityRPS                                         int
 }
 
 func runServer(args []string) error {
@@ -52,6 +54,7 @@ func runServer(args []string) error {
 	fs.StringVar(&f.membershipPorts, "membership-ports", "6933,6934,6935,6939", "ringpop membership ports of frontend, history, matching, worker")
 	fs.IntVar(&f.shards, "shards", 4, "numHistoryShards: fixed for the life of the cluster")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "server log level")
+	fs.IntVar(&f.visibilityRPS, "visibility-rps", 0, "frontend.namespaceRPS.visibility (visibility calls per namespace and second); 0 keeps the server's default (10)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,11 +63,17 @@ func runServer(args []string) error {
 		return fmt.Errorf("--membership-ports %q: want four comma-separated ports", f.membershipPorts)
 	}
 	logger := log.NewZapLogger(log.BuildZapLogger(log.Config{Level: f.logLevel, Format: "json"}))
-	srv, err := temporal.NewServer(
+	opts := []temporal.ServerOption{
 		temporal.WithConfig(serverConfig(f, mp)),
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithLogger(logger),
-	)
+	}
+	if f.visibilityRPS > 0 {
+		opts = append(opts, temporal.WithDynamicConfigClient(dynamicconfig.StaticClient{
+			dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key(): f.visibilityRPS,
+		}))
+	}
+	srv, err := temporal.NewServer(opts...)
 	if err != nil {
 		return fmt.Errorf("new server: %w", err)
 	}
