@@ -74,6 +74,8 @@ type quotas struct {
 	flights map[flightKey]*flightSlot
 	full    map[flightKey]windowFull
 	ledgers map[string]slotLedger
+	// ranged is when each tenant's check last needed its evals' slots by range.
+	ranged map[string]time.Time
 	// tenantRunning is each tenant's last count of unfinished jobs (measureOwner's bound).
 	tenantRunning map[string]tenantRunningCount
 	// unchecked counts, by tenant, the starts admitted without a check (QuotaAdmitBounded)

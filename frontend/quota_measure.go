@@ -80,6 +80,12 @@ func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.T
 	if episodes {
 		counts[&evals] = f.runningSlotEvals(sc.tenant)
 	}
+	// A tenant whose last check needed the slots by range has them counted in this first
+	// round too: one round of counts instead of two while it holds that many evals.
+	var pre *slotCounts
+	if episodes && f.quotas.rangedRecently(tenant, f.opts.Now()) && f.store.SlotsIndexed(ctx) {
+		pre = newSlotCounts(f.runningSlotEvals(sc.tenant), f.maxJobSlots(), counts)
+	}
 	release := f.shownCount(tenant, fl.rs, "", counts)
 	if err := f.countAll(ctx, counts); err != nil {
 		return nil, err
@@ -97,7 +103,7 @@ func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.T
 		f.quotas.noteTenantRunning(tenant, s.running+len(fl.rs), f.opts.Now())
 	}
 	if episodes {
-		if s.held, s.heldMin, s.heldExact, err = f.measureHeld(ctx, tenant, sc, fl, l.EpisodesInFlightPerTenant, evals, pendingEpisodes); err != nil {
+		if s.held, s.heldMin, s.heldExact, err = f.measureHeld(ctx, tenant, sc, fl, l.EpisodesInFlightPerTenant, evals, pendingEpisodes, pre); err != nil {
 			return nil, err
 		}
 	}
@@ -197,7 +203,7 @@ func (f *Frontend) shownCount(tenant string, rs []reservation, owner string, cou
 // hold: exact, or bounds [min, held] that decide every start waiting on fl. One eval holds
 // from 1 to maxJobSlots slots; when that does not decide, JobSlots is counted by ranges
 // (heldByCounts), or — on a namespace without it — the slot ledger decides (heldByLedger).
-func (f *Frontend) measureHeld(ctx context.Context, tenant string, sc quotaScope, fl *flight, limit, evals, pendingEpisodes int) (held, heldMin int, exact bool, err error) {
+func (f *Frontend) measureHeld(ctx context.Context, tenant string, sc quotaScope, fl *flight, limit, evals, pendingEpisodes int, pre *slotCounts) (held, heldMin int, exact bool, err error) {
 	maxSlots := f.maxJobSlots()
 	decided := func(lo, hi int) bool {
 		return lo == hi || hi+pendingEpisodes+fl.maxEp <= limit || lo+fl.minEp > limit
@@ -207,7 +213,8 @@ func (f *Frontend) measureHeld(ctx context.Context, tenant string, sc quotaScope
 		return hi, lo, lo == hi, nil
 	}
 	if f.store.SlotsIndexed(ctx) {
-		lo, hi, err = f.heldByCounts(ctx, f.runningSlotEvals(sc.tenant), maxSlots, decided)
+		f.quotas.noteRanged(tenant, f.opts.Now())
+		lo, hi, err = f.heldByCounts(ctx, f.runningSlotEvals(sc.tenant), maxSlots, decided, pre)
 		return hi, lo, lo == hi, err
 	}
 	return f.heldByLedger(ctx, tenant, fl, limit, evals, pendingEpisodes, maxSlots)
@@ -245,18 +252,15 @@ func slotRanges(maxSlots int) []slotRange {
 // halving every range that holds evals until the bounds decide (or are exact): about log2 of
 // the largest concurrency rounds of counts at most, whatever the tenant holds. Evals without
 // JobSlots are counted apart (1 to maxSlots each) and, only if still undecided, read.
-func (f *Frontend) heldByCounts(ctx context.Context, evals JobFilter, maxSlots int, decided func(lo, hi int) bool) (lo, hi int, err error) {
-	ranges := slotRanges(maxSlots)
-	var legacy int
-	unindexed := evals
-	unindexed.NoSlots = true
-	counts := map[*int]JobFilter{&legacy: unindexed}
-	for i := range ranges {
-		counts[&ranges[i].n] = ranges[i].filter(evals)
+func (f *Frontend) heldByCounts(ctx context.Context, evals JobFilter, maxSlots int, decided func(lo, hi int) bool, pre *slotCounts) (lo, hi int, err error) {
+	if pre == nil {
+		counts := map[*int]JobFilter{}
+		pre = newSlotCounts(evals, maxSlots, counts)
+		if err := f.countAll(ctx, counts); err != nil {
+			return 0, 0, err
+		}
 	}
-	if err := f.countAll(ctx, counts); err != nil {
-		return 0, 0, err
-	}
+	ranges, legacy := pre.ranges, pre.legacy
 	bounds := func() (lo, hi int) {
 		lo, hi = legacy, legacy*maxSlots
 		for _, r := range ranges {
@@ -304,6 +308,8 @@ func (f *Frontend) heldByCounts(ctx context.Context, evals JobFilter, maxSlots i
 	}
 	// Only evals started before JobSlots existed are left: read their memo.
 	held := 0
+	unindexed := evals
+	unindexed.NoSlots = true
 	err = f.eachExecution(ctx, unindexed, func(j *job) { held += j.slots })
 	if err != nil {
 		return 0, 0, err
@@ -414,4 +420,48 @@ func (f *Frontend) ownerRunningExact(ctx context.Context, l authz.Limits, tenant
 	}
 	c.runningCounted = true
 	return &c, nil
+}
+
+// slotCounts is the first round of heldByCounts: the evals per JobSlots range (slotRanges)
+// and those without JobSlots.
+type slotCounts struct {
+	ranges []slotRange
+	legacy int
+}
+
+// newSlotCounts adds the first round's counts of evals to counts, answered into the result.
+func newSlotCounts(evals JobFilter, maxSlots int, counts map[*int]JobFilter) *slotCounts {
+	c := &slotCounts{ranges: slotRanges(maxSlots)}
+	unindexed := evals
+	unindexed.NoSlots = true
+	counts[&c.legacy] = unindexed
+	for i := range c.ranges {
+		counts[&c.ranges[i].n] = c.ranges[i].filter(evals)
+	}
+	return c
+}
+
+// rangedFor is how long a tenant whose check needed slots by range has them counted in the
+// first round of its next checks (measureTenant).
+const rangedFor = 30 * time.Second
+
+func (q *quotas) noteRanged(tenant string, at time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ranged == nil {
+		q.ranged = map[string]time.Time{}
+	}
+	for t, a := range q.ranged {
+		if at.Sub(a) > rangedFor {
+			delete(q.ranged, t)
+		}
+	}
+	q.ranged[tenant] = at
+}
+
+func (q *quotas) rangedRecently(tenant string, now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	a, ok := q.ranged[tenant]
+	return ok && now.Sub(a) < rangedFor
 }
