@@ -76,6 +76,9 @@ type quotas struct {
 	ledgers map[string]slotLedger
 	// ranged is when each tenant's check last needed its evals' slots by range.
 	ranged map[string]time.Time
+	// epochs and bases are the starts-of-the-minute bound's state (quota_bounds.go).
+	epochs map[string]startEpoch
+	bases  map[flightKey]ownerBase
 	// tenantRunning is each tenant's last count of unfinished jobs (measureOwner's bound).
 	tenantRunning map[string]tenantRunningCount
 	// unchecked counts, by tenant, the starts admitted without a check (QuotaAdmitBounded)
@@ -113,8 +116,9 @@ func (a admission) started() {
 
 // quotaNeeds says which flights a start of a tenant under limits l waits for.
 func quotaNeeds(l authz.Limits, episodes int) (tenant, owner bool) {
-	// The tenant's count of unfinished jobs also bounds each owner's (measureOwner).
-	tenant = l.RunningJobsPerTenant > 0 || l.RunningJobsPerOwner > 0 || l.EpisodesInFlightPerTenant > 0 && episodes > 0
+	// The tenant's figures also bound each owner's (quota_bounds.go).
+	tenant = l.RunningJobsPerTenant > 0 || l.RunningJobsPerOwner > 0 || l.StartsPerMinutePerOwner > 0 ||
+		l.EpisodesInFlightPerTenant > 0 && episodes > 0
 	owner = l.RunningJobsPerOwner > 0 || l.StartsPerMinutePerOwner > 0
 	return tenant, owner
 }
@@ -172,7 +176,7 @@ func (f *Frontend) admit(ctx context.Context, p authz.Principal, id string, epis
 			on = res
 		}
 	}
-	on, err := f.ownerRunningExact(ctx, l, p.Tenant, r, ts, on)
+	on, err := f.ownerExact(ctx, pol, ok, r, ts, on)
 	if err != nil {
 		if errors.Is(err, errStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 			return f.degraded(ctx, p, a, "unavailable", err)

@@ -117,7 +117,7 @@ func (f *Frontend) fly(k flightKey, pol authz.TenantPolicy, fl *flight) {
 		if k.owner == "" {
 			fl.res, fl.err = f.measureTenant(ctx, k.tenant, pol, fl)
 		} else {
-			fl.res, fl.err = f.measureOwner(ctx, k, pol, fl)
+			fl.res, fl.err = f.measureOwner(ctx, k, pol, fl, false)
 		}
 		cancel()
 		if fl.err == nil && (k.owner == "") == tenantLimits {
@@ -139,6 +139,10 @@ type tenantSnap struct {
 	// used when held was not needed exactly (heldExact false: held is an upper bound).
 	held, heldMin int
 	heldExact     bool
+	// sinceEpoch counts the tenant's starts since epoch (less visibilityLag): with an owner's
+	// count made in that epoch, it bounds the owner's starts of the minute.
+	sinceEpoch int
+	epoch      time.Time
 }
 
 // ownerSnap is what one owner flight measured (rs as tenantSnap's).
@@ -149,10 +153,13 @@ type ownerSnap struct {
 	// bounds them (decide).
 	running        int
 	runningCounted bool
-	// recent counts the owner's job creations in the last minute (an upper bound unless win
-	// is set; then exact).
-	recent int
-	win    *startWindow
+	// recent counts the owner's job creations in the last minute when recentCounted (an upper
+	// bound unless win is set; then exact); else base, with the tenant's starts since its
+	// epoch, bounds them (decide).
+	recent        int
+	recentCounted bool
+	base          *ownerBase
+	win           *startWindow
 }
 
 // pendingBefore sums the reservations of rs admitted before r: all of them, their episodes,
@@ -186,6 +193,12 @@ func decide(pol authz.TenantPolicy, r reservation, episodes int, now time.Time, 
 	if o != nil {
 		_, _, pendingMine := pendingBefore(o.rs, r)
 		u.OwnerStartsLastMinute = o.recent + pendingMine
+		if !o.recentCounted && o.base != nil && t != nil {
+			// Not counted: the owner's last count plus the tenant's starts since its epoch bound
+			// them (admit counted the owner's had this bound not kept them under: ownerExact).
+			pending, _, _ := pendingBefore(t.rs, r)
+			u.OwnerStartsLastMinute = o.base.c + t.sinceEpoch + pending
+		}
 		u.OwnerRunning = pendingMine
 		switch {
 		case o.owner && o.runningCounted:

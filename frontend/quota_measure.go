@@ -80,6 +80,12 @@ func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.T
 	if episodes {
 		counts[&evals] = f.runningSlotEvals(sc.tenant)
 	}
+	// The tenant's starts since its epoch bound each owner's starts of the minute (ownerBelow).
+	var epoch time.Time
+	if l.StartsPerMinutePerOwner > 0 {
+		epoch = f.quotas.epoch(tenant, f.opts.Now())
+		counts[&s.sinceEpoch] = createdSince(sc.tenant, epoch.Add(-visibilityLag))
+	}
 	// A tenant whose last check needed the slots by range has them counted in this first
 	// round too: one round of counts instead of two while it holds that many evals.
 	var pre *slotCounts
@@ -102,6 +108,10 @@ func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.T
 	if l.RunningJobsPerOwner > 0 {
 		f.quotas.noteTenantRunning(tenant, s.running+len(fl.rs), f.opts.Now())
 	}
+	if l.StartsPerMinutePerOwner > 0 {
+		s.epoch = epoch
+		f.quotas.noteTenantSince(tenant, epoch, s.sinceEpoch+len(fl.rs), l.StartsPerMinutePerOwner, f.opts.Now())
+	}
 	if episodes {
 		if s.held, s.heldMin, s.heldExact, err = f.measureHeld(ctx, tenant, sc, fl, l.EpisodesInFlightPerTenant, evals, pendingEpisodes, pre); err != nil {
 			return nil, err
@@ -112,7 +122,10 @@ func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.T
 
 // measureOwner takes the owner's snapshot for the starts waiting on fl: its running jobs and
 // its starts in the last minute (exactly, with when they happened, once that nears the limit).
-func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.TenantPolicy, fl *flight) (*ownerSnap, error) {
+// Each is counted only when the tenant's last figures do not already keep every owner under
+// its limit (ownerBelow); force counts both (ownerExact: this start's own tenant figures did
+// not confirm the bound).
+func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.TenantPolicy, fl *flight, force bool) (*ownerSnap, error) {
 	l := pol.Limits
 	sc, err := quotaScopeOf(k.tenant, k.owner, fl.rs)
 	if err != nil {
@@ -131,33 +144,46 @@ func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 	now := f.opts.Now()
 	counts := map[*int]JobFilter{}
 	// The tenant's unfinished jobs bound the owner's: while the tenant's last count (with this
-	// replica's reservations) is below the owner's limit, the owner's own is not asked — each
-	// start then costs one owner count, not two. admit counts it after all should this
-	// start's tenant count not fit (ownerRunningExact).
-	if l.RunningJobsPerOwner > 0 && !f.quotas.tenantRunningBelow(k.tenant, l.RunningJobsPerOwner-len(fl.rs), now) {
+	// replica's reservations) is below the owner's limit, the owner's own is not asked.
+	if l.RunningJobsPerOwner > 0 && (force || !f.quotas.tenantRunningBelow(k.tenant, l.RunningJobsPerOwner-len(fl.rs), now)) {
 		counts[&s.running] = running(sc.owner)
 		s.runningCounted = true
 	}
+	// The owner's starts of the minute are at most what they were at its last count plus all
+	// of the tenant's starts since the epoch that count was made in (startEpoch).
+	var epoch time.Time
 	if l.StartsPerMinutePerOwner > 0 {
-		counts[&s.recent] = createdSince(sc.owner, now.Add(-time.Minute))
+		if b, ok := f.quotas.ownerBelow(k, l.StartsPerMinutePerOwner-len(fl.rs), now); ok && !force {
+			s.base = &b
+		} else {
+			counts[&s.recent] = createdSince(sc.owner, now.Add(-time.Minute))
+			s.recentCounted = true
+			epoch = f.quotas.epoch(k.tenant, now)
+		}
 	}
 	// The tenant's flight hands started reservations back when the tenant has limits of its
 	// own; else this one does, for the owner's.
 	release := func() {}
-	if l.RunningJobsPerTenant <= 0 && l.EpisodesInFlightPerTenant <= 0 {
+	if l.RunningJobsPerTenant <= 0 && l.EpisodesInFlightPerTenant <= 0 && l.RunningJobsPerOwner <= 0 && l.StartsPerMinutePerOwner <= 0 {
 		release = f.shownCount(k.tenant, fl.rs, k.owner, counts)
+	}
+	if len(counts) == 0 {
+		return s, nil
 	}
 	if err := f.countAll(ctx, counts); err != nil {
 		return nil, err
 	}
 	release()
+	if s.recentCounted {
+		f.quotas.noteOwnerBase(k, ownerBase{c: s.recent, epoch: epoch})
+	}
 	if s.runningCounted && s.running+pendingMine >= l.RunningJobsPerOwner {
 		// At the limit: count once more (as measureTenant).
 		if err := f.countAll(ctx, map[*int]JobFilter{&s.running: running(sc.owner)}); err != nil {
 			return nil, err
 		}
 	}
-	if lim := l.StartsPerMinutePerOwner; lim > 0 && s.recent+pendingMine >= lim {
+	if lim := l.StartsPerMinutePerOwner; s.recentCounted && s.recent+pendingMine >= lim {
 		// The count (which also counts a job continued-as-new in the window) does not fit:
 		// count exactly, and bound when the window frees.
 		if s.win, err = f.startWindow(ctx, sc.owner, now); err != nil {
@@ -364,62 +390,28 @@ func (f *Frontend) heldByLedger(ctx context.Context, tenant string, fl *flight, 
 	return sum, sum, true, nil
 }
 
-// tenantBound is how long a tenant's count of unfinished jobs bounds its owners' (the owners'
-// flights that start meanwhile skip their own count while it is far enough below the limit).
-// A start's own tenant count confirms the bound before it is admitted (ownerRunningExact).
-const tenantBound = 2 * time.Second
-
-// tenantRunningCount is a tenant's last count of unfinished jobs, reservations included.
-type tenantRunningCount struct {
-	n  int
-	at time.Time
-}
-
-func (q *quotas) noteTenantRunning(tenant string, n int, at time.Time) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.tenantRunning == nil {
-		q.tenantRunning = map[string]tenantRunningCount{}
-	}
-	for t, c := range q.tenantRunning {
-		if at.Sub(c.at) > tenantBound {
-			delete(q.tenantRunning, t) // tenants that stopped starting leave nothing behind
-		}
-	}
-	q.tenantRunning[tenant] = tenantRunningCount{n: n, at: at}
-}
-
-// tenantRunningBelow reports whether the tenant's last count, younger than tenantBound, is
-// below limit.
-func (q *quotas) tenantRunningBelow(tenant string, limit int, now time.Time) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	c, ok := q.tenantRunning[tenant]
-	return ok && now.Sub(c.at) < tenantBound && c.n < limit
-}
-
-// ownerRunningExact returns o with the owner's unfinished jobs counted, when o's flight left
-// them out and t, this start's own tenant count (with the reservations before r), does not
-// keep the owner under its limit; else o as it is (decide bounds the owner by t).
-func (f *Frontend) ownerRunningExact(ctx context.Context, l authz.Limits, tenant string, r reservation, t *tenantSnap, o *ownerSnap) (*ownerSnap, error) {
-	if o == nil || !o.owner || o.runningCounted || l.RunningJobsPerOwner <= 0 {
+// ownerExact returns o as it is when this start's own tenant snapshot t (with the
+// reservations admitted before r) confirms the bounds o's flight relied on instead of counting
+// — the tenant's unfinished jobs below running_jobs_per_owner, the owner's starts of the minute
+// at its last count plus the tenant's since below starts_per_minute_per_owner — and otherwise
+// the owner measured afresh for this start (both counted), so each limit holds exactly as
+// with the owner's own counts.
+func (f *Frontend) ownerExact(ctx context.Context, pol authz.TenantPolicy, k flightKey, r reservation, t *tenantSnap, o *ownerSnap) (*ownerSnap, error) {
+	if o == nil || !o.owner {
 		return o, nil
 	}
+	l := pol.Limits
+	pending := 0
 	if t != nil {
-		if pending, _, _ := pendingBefore(t.rs, r); t.running+pending < l.RunningJobsPerOwner {
-			return o, nil
-		}
+		pending, _, _ = pendingBefore(t.rs, r)
 	}
-	sc, err := quotaScopeOf(tenant, r.owner, o.rs)
-	if err != nil || !sc.hasOwner {
-		return o, err
+	runningOK := o.runningCounted || l.RunningJobsPerOwner <= 0 || t != nil && t.running+pending < l.RunningJobsPerOwner
+	recentOK := o.recentCounted || l.StartsPerMinutePerOwner <= 0 ||
+		t != nil && o.base != nil && t.epoch.Equal(o.base.epoch) && o.base.c+t.sinceEpoch+pending < l.StartsPerMinutePerOwner
+	if runningOK && recentOK {
+		return o, nil
 	}
-	c := *o // shared with the flight's other waiters: count into a copy
-	if err := f.countAll(ctx, map[*int]JobFilter{&c.running: running(sc.owner)}); err != nil {
-		return nil, err
-	}
-	c.runningCounted = true
-	return &c, nil
+	return f.measureOwner(ctx, k, pol, &flight{rs: o.rs}, true)
 }
 
 // slotCounts is the first round of heldByCounts: the evals per JobSlots range (slotRanges)

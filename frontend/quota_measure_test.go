@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	enumspb "go.temporal.io/api/enums/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
@@ -154,15 +155,17 @@ func TestTenantFlightShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two tenant flights at most (the first took off with the first start; the rest gathered
-	// behind it), each asking running jobs and running evals: 4 counts, not 100.
-	if tenantWide > 4 {
+	// behind it), each asking running jobs, running evals and starts since the epoch: 6
+	// counts, not 150.
+	if tenantWide > 6 {
 		t.Fatalf("%d tenant-wide counts for %d owners' starts: the tenant's measures are not shared", tenantWide, owners)
 	}
 	if ownerCounts != 2*owners {
 		t.Fatalf("%d owner counts, want %d (running and starts of the last minute, once per owner)", ownerCounts, 2*owners)
 	}
-	// The next round: the tenant's fresh count (0 of 1000) bounds every owner's unfinished jobs
-	// far below 200, so each owner's flight asks only its starts of the last minute.
+	// The next round: the tenant's fresh figures bound every owner's far below its limits (0
+	// unfinished jobs of 200; its starts of the minute, 0 at its count, plus the tenant's 50
+	// since, of 600), so no owner's flight asks anything.
 	ownerCounts = 0
 	for i := range owners {
 		p := authz.Principal{Tenant: "acme", Subject: "owner" + strconv.Itoa(i)}
@@ -172,8 +175,8 @@ func TestTenantFlightShared(t *testing.T) {
 		}
 		a.abandoned()
 	}
-	if ownerCounts != owners {
-		t.Fatalf("%d owner counts in the second round, want %d (starts of the last minute only)", ownerCounts, owners)
+	if ownerCounts != 0 {
+		t.Fatalf("%d owner counts in the second round, want none", ownerCounts)
 	}
 }
 
@@ -284,5 +287,56 @@ func TestQuotaDegraded(t *testing.T) {
 				t.Fatalf("%d unchecked starts remembered after a check answered", left)
 			}
 		})
+	}
+}
+
+// An owner's starts of the minute are bounded by its last count plus the tenant's starts since
+// that count's epoch; when another owner's starts make the bound reach the limit, the owner is
+// counted afresh before the start is decided: admitted when its own starts are few, refused
+// when they reach the limit — starts_per_minute_per_owner holds as with the owner's own count.
+func TestOwnerWindowBoundedByTenant(t *testing.T) {
+	tc := newMemStore()
+	recentCounts := 0
+	tc.onCount = func(f JobFilter) error {
+		if f.Owner != "" && !f.StartedSince.IsZero() {
+			recentCounts++
+		}
+		return nil
+	}
+	ten := authz.Unlimited()
+	ten.Tenants = map[string]authz.TenantPolicy{"acme": {Limits: authz.Limits{RunningJobsPerOwner: -1, RunningJobsPerTenant: -1,
+		EpisodesInFlightPerTenant: -1, StartsPerMinutePerOwner: 10}}}
+	f := newStoreFrontend(t, tc, Options{Tenants: ten})
+	ann, bo := authz.Principal{Tenant: "acme", Subject: "ann"}, authz.Principal{Tenant: "acme", Subject: "bo"}
+	start := func(p authz.Principal, key string) error {
+		a, err := f.admit(context.Background(), p, "acme/eval/"+p.Subject+"/"+key, 1)
+		if err == nil {
+			a.abandoned()
+		}
+		return err
+	}
+	seed := func(owner string, n int) {
+		for i := range n {
+			info := execInfo(t, "acme/eval/"+owner+"/s"+strconv.Itoa(i), "acme", owner, "eval", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusRunning)
+			info.StartTime = timestamppb.New(time.Now())
+			tc.put(info)
+		}
+	}
+	if err := start(ann, "a1"); err != nil || recentCounts != 1 {
+		t.Fatalf("first start %v after %d counts of ann's starts, want 1", err, recentCounts)
+	}
+	recentCounts = 0
+	if err := start(ann, "a2"); err != nil || recentCounts != 0 {
+		t.Fatalf("second start %v after %d counts: ann's count plus the tenant's 0 since bound her far below 10", err, recentCounts)
+	}
+	// bo starts 10: the bound for ann reaches the limit, so ann is counted (0) and admitted.
+	seed("bo", 10)
+	recentCounts = 0
+	if err := start(ann, "a3"); err != nil || recentCounts == 0 {
+		t.Fatalf("start %v after %d counts: ann must be counted once the tenant's starts reach her limit", err, recentCounts)
+	}
+	// bo itself is at its limit.
+	if te, ok := asToolError(start(bo, "b1")); !ok || te.Code != CodeQuotaExceeded || !strings.HasPrefix(te.Message, "starts_per_minute_per_owner") {
+		t.Fatalf("bo at its limit: %v", te)
 	}
 }
