@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,10 +186,10 @@ func TestTenantFlightShared(t *testing.T) {
 // before the start is decided, so running_jobs_per_owner holds exactly as before.
 func TestOwnerRunningBoundedByTenant(t *testing.T) {
 	tc := newMemStore()
-	owners := 0
+	var ownerCounts atomic.Int64
 	tc.onCount = func(f JobFilter) error {
 		if f.Owner != "" && f.Runs == RunsUnfinished {
-			owners++
+			ownerCounts.Add(1)
 		}
 		return nil
 	}
@@ -212,18 +213,18 @@ func TestOwnerRunningBoundedByTenant(t *testing.T) {
 	if err := start(ann, "a1"); err != nil {
 		t.Fatal(err)
 	}
-	owners = 0
-	if err := start(ann, "a2"); err != nil || owners != 0 {
-		t.Fatalf("start %v, %d owner counts: the tenant's fresh count bounds ann's under 5", err, owners)
+	ownerCounts.Store(0)
+	if err := start(ann, "a2"); err != nil || ownerCounts.Load() != 0 {
+		t.Fatalf("start %v, %d owner counts: the tenant's fresh count bounds ann's under 5", err, ownerCounts.Load())
 	}
 	// The tenant now holds 5, all bo's: ann's own jobs (0) must be counted before ann is
 	// admitted; bo, at its limit, is refused exactly as with its own count.
 	for i := 2; i < 5; i++ {
 		tc.put(execInfo(t, "acme/eval/bo/r"+strconv.Itoa(i), "acme", "bo", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
 	}
-	owners = 0
-	if err := start(ann, "a3"); err != nil || owners == 0 {
-		t.Fatalf("start %v after %d owner counts: ann's own jobs must be counted once the tenant's reach the limit", err, owners)
+	ownerCounts.Store(0)
+	if err := start(ann, "a3"); err != nil || ownerCounts.Load() == 0 {
+		t.Fatalf("start %v after %d owner counts: ann's own jobs must be counted once the tenant's reach the limit", err, ownerCounts.Load())
 	}
 	err := start(bo, "b1")
 	if te, ok := asToolError(err); !ok || te.Code != CodeQuotaExceeded || !strings.HasPrefix(te.Message, "running_jobs_per_owner") {
@@ -296,10 +297,10 @@ func TestQuotaDegraded(t *testing.T) {
 // when they reach the limit — starts_per_minute_per_owner holds as with the owner's own count.
 func TestOwnerWindowBoundedByTenant(t *testing.T) {
 	tc := newMemStore()
-	recentCounts := 0
+	var recentCounts atomic.Int64
 	tc.onCount = func(f JobFilter) error {
 		if f.Owner != "" && !f.StartedSince.IsZero() {
-			recentCounts++
+			recentCounts.Add(1)
 		}
 		return nil
 	}
@@ -322,18 +323,18 @@ func TestOwnerWindowBoundedByTenant(t *testing.T) {
 			tc.put(info)
 		}
 	}
-	if err := start(ann, "a1"); err != nil || recentCounts != 1 {
-		t.Fatalf("first start %v after %d counts of ann's starts, want 1", err, recentCounts)
+	if err := start(ann, "a1"); err != nil || recentCounts.Load() != 1 {
+		t.Fatalf("first start %v after %d counts of ann's starts, want 1", err, recentCounts.Load())
 	}
-	recentCounts = 0
-	if err := start(ann, "a2"); err != nil || recentCounts != 0 {
-		t.Fatalf("second start %v after %d counts: ann's count plus the tenant's 0 since bound her far below 10", err, recentCounts)
+	recentCounts.Store(0)
+	if err := start(ann, "a2"); err != nil || recentCounts.Load() != 0 {
+		t.Fatalf("second start %v after %d counts: ann's count plus the tenant's 0 since bound her far below 10", err, recentCounts.Load())
 	}
 	// bo starts 10: the bound for ann reaches the limit, so ann is counted (0) and admitted.
 	seed("bo", 10)
-	recentCounts = 0
-	if err := start(ann, "a3"); err != nil || recentCounts == 0 {
-		t.Fatalf("start %v after %d counts: ann must be counted once the tenant's starts reach her limit", err, recentCounts)
+	recentCounts.Store(0)
+	if err := start(ann, "a3"); err != nil || recentCounts.Load() == 0 {
+		t.Fatalf("start %v after %d counts: ann must be counted once the tenant's starts reach her limit", err, recentCounts.Load())
 	}
 	// bo itself is at its limit.
 	if te, ok := asToolError(start(bo, "b1")); !ok || te.Code != CodeQuotaExceeded || !strings.HasPrefix(te.Message, "starts_per_minute_per_owner") {
