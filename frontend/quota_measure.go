@@ -264,14 +264,14 @@ func (r slotRange) filter(evals JobFilter) JobFilter {
 	return evals
 }
 
-// slotRanges are the first ranges counted: [1,1], [2,3], [4,7], … up to maxSlots (open).
+// slotRanges are the first ranges counted: [1, 1] and [2, maxSlots] (open). Two counts
+// decide the common tenant whose evals mostly run one episode at a time; halving refines the
+// rest only where evals are.
 func slotRanges(maxSlots int) []slotRange {
-	var rs []slotRange
-	for lo := 1; lo <= maxSlots; lo *= 2 {
-		rs = append(rs, slotRange{lo: lo, hi: min(2*lo-1, maxSlots)})
+	if maxSlots <= 1 {
+		return []slotRange{{lo: 1, hi: 1, open: true}}
 	}
-	rs[len(rs)-1].open = true
-	return rs
+	return []slotRange{{lo: 1, hi: 1}, {lo: 2, hi: maxSlots, open: true}}
 }
 
 // heldByCounts bounds the slots evals (the filter) hold by counting them per JobSlots range,
