@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -161,6 +162,8 @@ func TestCrossReplica(t *testing.T) {
 
 // TestGetWithoutWorker: the job view answers from the server while no worker runs.
 func TestGetWithoutWorker(t *testing.T) {
+	// A worker stopped and started twice, waiting out the episode it held: 15 s of waits.
+	testenv.Heavy(t, "stops and restarts a worker mid-run")
 	t.Parallel()
 	b := setup(t, setupOpts{noWorker: true})
 	cs := b.session(ana, 0, "")

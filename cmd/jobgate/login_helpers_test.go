@@ -59,6 +59,9 @@ func startLoginIdP(t *testing.T, o devidp.Options) *loginIdP {
 	p.base = "http://" + p.srv.Listener.Addr().String()
 	p.issuer, p.resource = p.base+"/oidc", p.base+"/mcp"
 	o.Issuer, o.Resource, o.Users = p.issuer, p.resource, loginUsers
+	if o.DevicePollInterval == 0 {
+		o.DevicePollInterval = time.Second // the CLI polls at the interval it is told: 1 s, not RFC 8628's 5
+	}
 	o.Now = func() time.Time { return time.Now().Add(time.Duration(p.offset.Load())) }
 	idp, err := devidp.New(o)
 	if err != nil {

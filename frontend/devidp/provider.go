@@ -62,6 +62,10 @@ type Options struct {
 	// DeviceCodeLifetime is how long a device code (RFC 8628) may be
 	// approved. Defaults to 10 minutes (DeviceCodeLifetimeDefault).
 	DeviceCodeLifetime time.Duration
+	// DevicePollInterval is how long a device (RFC 8628) must wait between two polls of the
+	// token endpoint. Defaults to 5 seconds, RFC 8628's default (DevicePollIntervalDefault);
+	// tests shorten it.
+	DevicePollInterval time.Duration
 	// Now tells the time, for tests. Defaults to time.Now.
 	Now func() time.Time
 	// AllowRemote lets clients other than loopback ones use the human-facing
@@ -77,6 +81,9 @@ type Options struct {
 
 // DeviceCodeLifetimeDefault is Options.DeviceCodeLifetime's default.
 const DeviceCodeLifetimeDefault = 10 * time.Minute
+
+// DevicePollIntervalDefault is Options.DevicePollInterval's default.
+const DevicePollIntervalDefault = 5 * time.Second
 
 // IdP is the dev OpenID Provider.
 type IdP struct {
@@ -118,6 +125,12 @@ func New(opts Options) (*IdP, error) {
 	}
 	if opts.DeviceCodeLifetime < 0 {
 		return nil, errors.New("devidp: Options.DeviceCodeLifetime is negative")
+	}
+	if opts.DevicePollInterval < 0 {
+		return nil, errors.New("devidp: Options.DevicePollInterval is negative")
+	}
+	if opts.DevicePollInterval == 0 {
+		opts.DevicePollInterval = DevicePollIntervalDefault
 	}
 	if opts.DeviceCodeLifetime == 0 {
 		opts.DeviceCodeLifetime = DeviceCodeLifetimeDefault
@@ -190,7 +203,7 @@ func New(opts Options) (*IdP, error) {
 			string(authz.ScopeRead), string(authz.ScopeWrite), string(authz.ScopeApprove), string(authz.ScopeAdmin)},
 		DeviceAuthorization: op.DeviceAuthorizationConfig{
 			Lifetime:     opts.DeviceCodeLifetime,
-			PollInterval: 5 * time.Second,
+			PollInterval: opts.DevicePollInterval,
 			// UserFormPath replaces the issuer URL's whole path, so it carries the prefix.
 			UserFormPath: path + "/device",
 			UserCode:     op.UserCodeBase20,
