@@ -13,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -140,15 +141,11 @@ func TestTenantFlightShared(t *testing.T) {
 		})
 	}
 	// Every start has reserved (and so joined its flights) before the first count answers.
-	for {
+	testenv.Eventually(t, 10*time.Second, "every start reserved", func() bool {
 		f.quotas.mu.Lock()
-		n := len(f.quotas.pending["acme"])
-		f.quotas.mu.Unlock()
-		if n == owners {
-			break
-		}
-		time.Sleep(time.Millisecond) // polling a condition, bounded by the test's timeout
-	}
+		defer f.quotas.mu.Unlock()
+		return len(f.quotas.pending["acme"]) == owners
+	})
 	close(gate)
 	wg.Wait()
 	close(errs)
