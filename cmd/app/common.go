@@ -1,11 +1,13 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -48,7 +51,7 @@ func (c TemporalConfig) DataConverter() converter.DataConverter {
 }
 
 // options are the SDK client options; an error names the TLS or credential flag that is wrong.
-func (c TemporalConfig) options(log *zap.Logger) (client.Options, error) {
+func (c TemporalConfig) Options(log *zap.Logger) (client.Options, error) {
 	opts := client.Options{HostPort: c.Address, Namespace: c.Namespace, Logger: sdkLogger{log.Sugar()},
 		DataConverter: c.DataConverter(), MetricsHandler: c.metrics}
 	if err := c.TLS.apply(&opts, log); err != nil {
@@ -110,15 +113,15 @@ func (l sdkLogger) Error(msg string, kv ...any) { l.s.Errorw(msg, kv...) }
 
 var _ sdklog.Logger = sdkLogger{}
 
-// waitTemporalWarnEvery spaces the warnings waitTemporal logs while it retries.
+// waitTemporalWarnEvery spaces the warnings WaitTemporal logs while it retries.
 const waitTemporalWarnEvery = 10 * time.Second
 
-// waitTemporal dials until Temporal answers or ctx ends, so a worker started alongside a
+// WaitTemporal dials until Temporal answers or ctx ends, so a worker started alongside a
 // booting server does not die on the first refusal. A TLS failure (unknown CA, wrong name,
 // refused client certificate) ends it at once with an error saying which flag to look at:
 // retrying cannot fix configuration. Other failures are retried, with a warning at the first
 // and then every waitTemporalWarnEvery, so a wrong address is not silent either.
-func waitTemporal(ctx context.Context, opts client.Options) (client.Client, error) {
+func WaitTemporal(ctx context.Context, opts client.Options) (client.Client, error) {
 	var last error
 	var hint string
 	var warned time.Time
@@ -153,4 +156,70 @@ func waitTemporal(ctx context.Context, opts client.Options) (client.Client, erro
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// ---------------------------------------------------------------- secrets and keys
+// serve, worker and dev read the same secret files and keyrings, and refuse the same
+// public placeholders.
+
+func resumeKeysFlags(fs *flag.FlagSet, spec, file *string) {
+	fs.StringVar(spec, "resume-keys", "", "resume-seal HMAC keys \"kid:hex,...\" shared by frontends and workers only; the first signs, all verify (prefer --resume-keys-file)")
+	fs.StringVar(file, "resume-keys-file", "", "file holding --resume-keys")
+}
+
+// loadKeyring reads a keyring from spec or file (the file wins), named by the flag it came
+// from for errors. It returns nil, nil when neither is given. A ring with a key marked DEV-ONLY
+// (a public placeholder: the marker is in the key ID, which survives a mounted file's lost name,
+// or in the file's name) is refused unless devDeployment: whoever has the repository has those
+// keys, and every key of a ring verifies.
+func loadKeyring(spec, file, flagName string, devDeployment bool) (*handle.Keyring, error) {
+	what := "--" + flagName
+	if file != "" {
+		what += "-file"
+		b, err := readSecretFile(file, what)
+		if err != nil {
+			return nil, err
+		}
+		spec = string(b)
+	}
+	if spec == "" {
+		return nil, nil
+	}
+	k, err := handle.ParseKeyring(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := refuseDevOnly(devDeployment, what, file, []byte(strings.Join(k.KIDs(), ","))); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// DevOnlyMarker marks a public placeholder secret (cmd/deploy/secrets/DEV-ONLY-*): in the file's
+// name, and in its content, since a mounted secret file loses its name (/run/secrets/...).
+const DevOnlyMarker = "DEV-ONLY"
+
+// refuseDevOnly refuses a secret marked DEV-ONLY (by the name of its file or its content)
+// unless this is a dev deployment: the placeholders are public, so anyone could mint tokens or
+// forge handles for a deployment that kept them.
+func refuseDevOnly(devDeployment bool, what, path string, secret []byte) error {
+	if devDeployment {
+		return nil
+	}
+	if (path != "" && strings.Contains(filepath.Base(path), DevOnlyMarker)) || bytes.Contains(secret, []byte(DevOnlyMarker)) {
+		return fmt.Errorf("%s: the secret is a public %s placeholder; give it one of your own (cmd/deploy/secrets/README.md says how), "+
+			"or pass --dev-deployment (JOBGATE_DEV_DEPLOYMENT=true) if this is a dev deployment", what, DevOnlyMarker)
+	}
+	return nil
+}
+
+func readSecretFile(path, what string) ([]byte, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%s: no file given", what)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return []byte(strings.TrimSpace(string(b))), nil
 }

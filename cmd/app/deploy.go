@@ -109,11 +109,11 @@ func RunDeploy(args []string, stdout, stderr io.Writer) error {
 	defer log.Sync()
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
-	opts, err := TemporalConfig{Address: c.Address, Namespace: c.Namespace, TLS: c.TLS}.options(log)
+	opts, err := TemporalConfig{Address: c.Address, Namespace: c.Namespace, TLS: c.TLS}.Options(log)
 	if err != nil {
 		return err
 	}
-	tc, err := waitTemporal(ctx, opts)
+	tc, err := WaitTemporal(ctx, opts)
 	if err != nil {
 		return err
 	}

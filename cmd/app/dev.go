@@ -185,7 +185,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 			}
 		}
 	}
-	opts, err := tc.options(m.Logger) // plaintext: the embedded server is loopback-only
+	opts, err := tc.Options(m.Logger) // plaintext: the embedded server is loopback-only
 	if err == nil {
 		err = m.tracing.start(ctx, m.Logger, &opts)
 	}

@@ -144,7 +144,7 @@ func TestMetricsFlagAndServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.close()
-	if opts, err := c.Temporal.options(zap.NewNop()); err != nil || opts.MetricsHandler == nil {
+	if opts, err := c.Temporal.Options(zap.NewNop()); err != nil || opts.MetricsHandler == nil {
 		t.Fatal("Temporal client options carry no metrics handler")
 	}
 	c.Temporal.metrics.Counter("temporal_request").Inc(1)

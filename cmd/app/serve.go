@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -9,10 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -149,39 +145,6 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	c.Pages.Flags(fs)
 }
 
-func resumeKeysFlags(fs *flag.FlagSet, spec, file *string) {
-	fs.StringVar(spec, "resume-keys", "", "resume-seal HMAC keys \"kid:hex,...\" shared by frontends and workers only; the first signs, all verify (prefer --resume-keys-file)")
-	fs.StringVar(file, "resume-keys-file", "", "file holding --resume-keys")
-}
-
-// loadKeyring reads a keyring from spec or file (the file wins), named by the flag it came
-// from for errors. It returns nil, nil when neither is given. A ring with a key marked DEV-ONLY
-// (a public placeholder: the marker is in the key ID, which survives a mounted file's lost name,
-// or in the file's name) is refused unless devDeployment: whoever has the repository has those
-// keys, and every key of a ring verifies.
-func loadKeyring(spec, file, flagName string, devDeployment bool) (*handle.Keyring, error) {
-	what := "--" + flagName
-	if file != "" {
-		what += "-file"
-		b, err := readSecretFile(file, what)
-		if err != nil {
-			return nil, err
-		}
-		spec = string(b)
-	}
-	if spec == "" {
-		return nil, nil
-	}
-	k, err := handle.ParseKeyring(spec)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	if err := refuseDevOnly(devDeployment, what, file, []byte(strings.Join(k.KIDs(), ","))); err != nil {
-		return nil, err
-	}
-	return k, nil
-}
-
 func tenantsFlag(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "tenants", "", "JSON file of per-tenant fairness weights and quotas (defaults and overrides); without it the built-in defaults apply")
 }
@@ -225,35 +188,6 @@ type ServeMain struct {
 
 // closeOnExit has Close call f (a kind's resource, opened by its serveKind.spec).
 func (m *ServeMain) closeOnExit(f func() error) { m.closers = append(m.closers, f) }
-
-// DevOnlyMarker marks a public placeholder secret (cmd/deploy/secrets/DEV-ONLY-*): in the file's
-// name, and in its content, since a mounted secret file loses its name (/run/secrets/...).
-const DevOnlyMarker = "DEV-ONLY"
-
-// refuseDevOnly refuses a secret marked DEV-ONLY (by the name of its file or its content)
-// unless this is a dev deployment: the placeholders are public, so anyone could mint tokens or
-// forge handles for a deployment that kept them.
-func refuseDevOnly(devDeployment bool, what, path string, secret []byte) error {
-	if devDeployment {
-		return nil
-	}
-	if (path != "" && strings.Contains(filepath.Base(path), DevOnlyMarker)) || bytes.Contains(secret, []byte(DevOnlyMarker)) {
-		return fmt.Errorf("%s: the secret is a public %s placeholder; give it one of your own (cmd/deploy/secrets/README.md says how), "+
-			"or pass --dev-deployment (JOBGATE_DEV_DEPLOYMENT=true) if this is a dev deployment", what, DevOnlyMarker)
-	}
-	return nil
-}
-
-func readSecretFile(path, what string) ([]byte, error) {
-	if path == "" {
-		return nil, fmt.Errorf("%s: no file given", what)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return []byte(strings.TrimSpace(string(b))), nil
-}
 
 func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 	c := m.Config
@@ -339,7 +273,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 	}
 	if m.Client == nil {
 		// Lazy: the frontend starts (and answers /readyz 503) while Temporal is down.
-		opts, err := c.Temporal.options(m.Logger)
+		opts, err := c.Temporal.Options(m.Logger)
 		if err != nil {
 			return nil, err
 		}

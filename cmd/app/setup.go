@@ -87,11 +87,11 @@ func Setup(ctx context.Context, c SetupConfig, log *zap.Logger, out io.Writer) e
 			return err
 		}
 	}
-	opts, err := TemporalConfig{Address: c.Address, Namespace: c.Namespace, TLS: c.TLS}.options(log)
+	opts, err := TemporalConfig{Address: c.Address, Namespace: c.Namespace, TLS: c.TLS}.Options(log)
 	if err != nil {
 		return err
 	}
-	tc, err := waitTemporal(ctx, opts)
+	tc, err := WaitTemporal(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -104,7 +104,7 @@ func TestTemporalTLSStartupErrors(t *testing.T) {
 		{"missing API key file", TemporalTLS{APIKeyFile: filepath.Join(f.dir, "nope")}, []string{"--temporal-api-key-file", "no such file"}},
 		{"blank API key", TemporalTLS{APIKey: "  "}, []string{"--temporal-api-key", "blank"}},
 	} {
-		_, err := TemporalConfig{Address: "127.0.0.1:7233", TLS: tc.tls}.options(zap.NewNop())
+		_, err := TemporalConfig{Address: "127.0.0.1:7233", TLS: tc.tls}.Options(zap.NewNop())
 		if err == nil {
 			t.Errorf("%s: no error", tc.name)
 			continue
@@ -141,16 +141,16 @@ func expiredCert(t *testing.T, dir string) string {
 // options of serve, worker and setup.
 func TestTemporalTLSDefaultsAndImplications(t *testing.T) {
 	f := writePKI(t)
-	opts, err := TemporalConfig{Address: "x:1"}.options(zap.NewNop())
+	opts, err := TemporalConfig{Address: "x:1"}.Options(zap.NewNop())
 	if err != nil || opts.ConnectionOptions.TLS != nil || opts.Credentials != nil {
 		t.Fatalf("default: TLS %v, credentials %v, err %v", opts.ConnectionOptions.TLS, opts.Credentials, err)
 	}
 	keyFile := write(t, f.dir, "apikey", "  secret-key\n")
-	opts, err = TemporalConfig{Address: "x:1", TLS: TemporalTLS{APIKeyFile: keyFile}}.options(zap.NewNop())
+	opts, err = TemporalConfig{Address: "x:1", TLS: TemporalTLS{APIKeyFile: keyFile}}.Options(zap.NewNop())
 	if err != nil || opts.ConnectionOptions.TLS == nil || opts.ConnectionOptions.TLS.RootCAs != nil || opts.Credentials == nil {
 		t.Fatalf("API key: TLS %+v, credentials %v, err %v", opts.ConnectionOptions.TLS, opts.Credentials, err)
 	}
-	opts, err = TemporalConfig{Address: "x:1", TLS: TemporalTLS{Enabled: true}}.options(zap.NewNop())
+	opts, err = TemporalConfig{Address: "x:1", TLS: TemporalTLS{Enabled: true}}.Options(zap.NewNop())
 	if err != nil || opts.ConnectionOptions.TLS == nil || opts.Credentials != nil {
 		t.Fatalf("--temporal-tls: TLS %+v, credentials %v, err %v", opts.ConnectionOptions.TLS, opts.Credentials, err)
 	}
@@ -186,7 +186,7 @@ func TestTemporalTLSDefaultsAndImplications(t *testing.T) {
 		if *c.tls != want {
 			t.Fatalf("%s: %+v, want %+v", c.name, *c.tls, want)
 		}
-		opts, err := TemporalConfig{Address: "x:1", TLS: *c.tls}.options(zap.NewNop())
+		opts, err := TemporalConfig{Address: "x:1", TLS: *c.tls}.Options(zap.NewNop())
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -219,7 +219,7 @@ func TestTemporalTLSReload(t *testing.T) {
 	t0 := time.Now().Add(-time.Hour)
 	cp(f.cert, certFile, t0)
 	cp(f.key, keyFile, t0)
-	opts, err := TemporalConfig{Address: "x:1", TLS: TemporalTLS{CertFile: certFile, KeyFile: keyFile}}.options(zap.NewNop())
+	opts, err := TemporalConfig{Address: "x:1", TLS: TemporalTLS{CertFile: certFile, KeyFile: keyFile}}.Options(zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -231,9 +231,9 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		return err
 	}
 	if m.Client == nil {
-		opts, err := m.Config.Temporal.options(m.Logger)
+		opts, err := m.Config.Temporal.Options(m.Logger)
 		if err == nil {
-			m.Client, err = waitTemporal(ctx, opts)
+			m.Client, err = WaitTemporal(ctx, opts)
 		}
 		if err != nil {
 			_ = m.metrics.close()

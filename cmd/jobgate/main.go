@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
+	"github.com/jobgate/jobgate/cmd/app/replay"
 )
 
 const usage = `jobgate — durable, multi-tenant jobs for AI agents, on Temporal, over MCP.
@@ -84,7 +85,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "deploy":
 		return app.RunDeploy(args, stdout, stderr)
 	case "replay":
-		if err := app.RunReplay(args, stdout, stderr); errors.Is(err, app.ErrReplayFailed) {
+		if err := replay.RunReplay(args, stdout, stderr); errors.Is(err, replay.ErrReplayFailed) {
 			return &exitError{code: 1, err: err}
 		} else {
 			return err

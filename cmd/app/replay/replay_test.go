@@ -1,4 +1,4 @@
-package app
+package replay
 
 import (
 	"os"
@@ -18,7 +18,7 @@ func TestReplayCommittedHistories(t *testing.T) {
 	}
 	for file, id := range map[string]string{"export_v2.json": "acme/export/replay", "eval_small.json": "acme/eval/replay-small",
 		"export_reask.json": "acme/export/replay", "eval_progress_run1.json": "acme/eval/replay-progress"} {
-		f, err := os.Open(filepath.Join("..", "..", "workflows", "testdata", file))
+		f, err := os.Open(filepath.Join("..", "..", "..", "workflows", "testdata", file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func TestReplayCommittedHistories(t *testing.T) {
 	}
 	// The job.progress notifier (workflows/testdata/genprogress) replays through the same
 	// registration.
-	f, err := os.Open(filepath.Join("..", "..", "workflows", "testdata", "notify_progress.json"))
+	f, err := os.Open(filepath.Join("..", "..", "..", "workflows", "testdata", "notify_progress.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

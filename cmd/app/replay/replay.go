@@ -1,4 +1,9 @@
-package app
+// Package replay is `jobgate replay`: it replays recent histories of every workflow type this
+// binary registers, from a namespace, against the workflow code in the binary, before it is
+// deployed (exit 1 names each execution it would break). It owns the replayer and its
+// reporting; the Temporal connection, flags' environment variables and logger are cmd/app's.
+// It must never import frontend: a replay needs workflow code only.
+package replay
 
 import (
 	"context"
@@ -20,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -32,7 +38,7 @@ const ReplaySampleDefault = 20
 // ReplayConfig configures `jobgate replay`.
 type ReplayConfig struct {
 	Address, Namespace string
-	TLS                TemporalTLS
+	TLS                app.TemporalTLS
 	// Sample is how many of the newest open and of the newest closed executions of each
 	// workflow type are replayed. Defaults to ReplaySampleDefault.
 	Sample int
@@ -176,12 +182,12 @@ func Replay(ctx context.Context, c ReplayConfig, log *zap.Logger, out io.Writer)
 	if err != nil {
 		return sum, err
 	}
-	opts, err := TemporalConfig{Address: c.Address, Namespace: c.Namespace, TLS: c.TLS}.options(log)
+	opts, err := app.TemporalConfig{Address: c.Address, Namespace: c.Namespace, TLS: c.TLS}.Options(log)
 	if err != nil {
 		return sum, err
 	}
 	dctx, dcancel := context.WithTimeout(ctx, max(c.DialTimeout, time.Second))
-	tc, err := waitTemporal(dctx, opts)
+	tc, err := app.WaitTemporal(dctx, opts)
 	dcancel()
 	if err != nil {
 		return sum, err
@@ -353,7 +359,7 @@ func RunReplay(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	c.Flags(fs)
-	if err := BindEnv(fs); err != nil {
+	if err := app.BindEnv(fs); err != nil {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
@@ -365,7 +371,7 @@ func RunReplay(args []string, stdout, stderr io.Writer) error {
 	if c.Sample <= 0 {
 		return fmt.Errorf("--sample %d: want at least 1", c.Sample)
 	}
-	log, err := NewLogger("console", zap.WarnLevel)
+	log, err := app.NewLogger("console", zap.WarnLevel)
 	if err != nil {
 		return err
 	}

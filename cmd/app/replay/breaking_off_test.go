@@ -1,5 +1,5 @@
 //go:build !jobgate_breaking_change
 
-package app
+package replay
 
 const breakingBuild = false
