@@ -50,20 +50,25 @@ const slotsReprobe = time.Minute
 
 func (s *temporalStore) SlotsIndexed(ctx context.Context) bool {
 	s.slots.mu.Lock()
-	defer s.slots.mu.Unlock()
-	if s.slots.known && (s.slots.yes || time.Since(s.slots.asked) < slotsReprobe) {
-		return s.slots.yes
+	known, yes, asked := s.slots.known, s.slots.yes, s.slots.asked
+	s.slots.mu.Unlock()
+	if known && (yes || time.Since(asked) < slotsReprobe) {
+		return yes
 	}
+	// Asked without the lock: a start never waits on another's probe (concurrent probes while
+	// the answer is unknown are harmless, and rare: once at start-up, once a minute on a no).
 	// A query naming an attribute the namespace lacks is an InvalidArgument; anything else
 	// (unreachable, overloaded) decides nothing and is asked again next time.
 	_, err := s.c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: s.namespace,
 		Query: workflows.SAJobSlots.GetName() + " = -1"})
 	var ia *serviceerror.InvalidArgument
+	s.slots.mu.Lock()
+	defer s.slots.mu.Unlock()
 	switch {
 	case err == nil:
 		s.slots.known, s.slots.yes = true, true
-	case errors.As(err, &ia):
-		s.slots.known, s.slots.yes, s.slots.asked = true, false, time.Now()
+	case errors.As(err, &ia) && !s.slots.yes: // a yes (another probe's) holds: attributes are never removed
+		s.slots.known, s.slots.asked = true, time.Now()
 	}
 	return s.slots.yes
 }
