@@ -157,13 +157,21 @@ func (f *Frontend) followRetryable(ctx context.Context, err error, retry *time.D
 	}
 }
 
-// viewVolatile are the members of a job view that change on every read without the job
-// changing: its handle and note, and the download links a succeeded job's result carries
-// (sealed afresh, their expiry truncated to the second, so two reads a second apart differ).
+// viewVolatile is what a job view of kind changes on every read without the job changing:
+// its handle and note, and the result members the kind seals afresh (servedKind.freshResult:
+// download links, their expiry truncated to the second, so two reads a second apart differ).
 // A stream resumed after the terminal view would otherwise send that view again.
-var viewVolatile = []string{"handle", "note",
-	"result.download_url", "result.download_url_expires_at",
-	"result.episodes_url", "result.episodes_url_expires_at"}
+func (f *Frontend) viewVolatile(kind string) []string {
+	vol := []string{"handle", "note"}
+	for _, k := range f.kinds {
+		if k.name == kind {
+			for _, m := range k.freshResult {
+				vol = append(vol, "result."+m)
+			}
+		}
+	}
+	return vol
+}
 
 // viewDigest digests a JSON object without the members named in volatile: a name, or a path
 // of names joined by "." into nested objects. Members no path names keep their bytes.

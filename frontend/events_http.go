@@ -286,7 +286,7 @@ func (f *Frontend) renderView(ctx context.Context, kind, raw string) (rendered, 
 	if err != nil {
 		return rendered{}, err
 	}
-	return rendered{payload: b, digest: viewDigest(b, viewVolatile...), terminal: v.Status.Terminal()}, nil
+	return rendered{payload: b, digest: viewDigest(b, f.viewVolatile(kind)...), terminal: v.Status.Terminal()}, nil
 }
 
 // refuseStream answers a stream that does not start: a tool error of get_* (or the stream

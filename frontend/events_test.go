@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -87,7 +89,7 @@ func TestViewDigestIgnoresFreshLinks(t *testing.T) {
 		if err != nil || res.IsError {
 			t.Fatalf("get_eval: %v %v", err, res.Content)
 		}
-		return rendered{payload: b, digest: viewDigest(b, viewVolatile...)}
+		return rendered{payload: b, digest: viewDigest(b, f.viewVolatile("eval")...)}
 	}
 	a := read()
 	fx.now = fx.now.Add(1500 * time.Millisecond)
@@ -99,9 +101,10 @@ func TestViewDigestIgnoresFreshLinks(t *testing.T) {
 		t.Fatalf("the same terminal state digests differently a second later:\n%s\n%s", a.payload, b.payload)
 	}
 	// A change of state inside the result still counts.
-	c := viewDigest(json.RawMessage(`{"status":"succeeded","result":{"passed":9,"episodes_url":"x"}}`), viewVolatile...)
-	d := viewDigest(json.RawMessage(`{"status":"succeeded","result":{"passed":8,"episodes_url":"y"}}`), viewVolatile...)
-	e := viewDigest(json.RawMessage(`{"status":"succeeded","result":"not an object"}`), viewVolatile...)
+	vol := f.viewVolatile("eval")
+	c := viewDigest(json.RawMessage(`{"status":"succeeded","result":{"passed":9,"episodes_url":"x"}}`), vol...)
+	d := viewDigest(json.RawMessage(`{"status":"succeeded","result":{"passed":8,"episodes_url":"y"}}`), vol...)
+	e := viewDigest(json.RawMessage(`{"status":"succeeded","result":"not an object"}`), vol...)
 	if c == d || e == "" {
 		t.Fatalf("digests %s %s %s", c, d, e)
 	}
@@ -403,5 +406,33 @@ func TestStopStreamsEndsStreams(t *testing.T) {
 	if body := readAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
 		!strings.Contains(body, CodeUnavailable) {
 		t.Fatalf("a stream after StopStreams: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestFreshResultMembers: the result members a kind declares as sealed afresh per read are
+// members of its result's JSON, so renaming one cannot silently bring back a repeated terminal
+// event.
+func TestFreshResultMembers(t *testing.T) {
+	f := newStoreFrontend(t, newMemStore(), Options{Kinds: DefaultKinds()})
+	for kind, result := range map[string]any{"eval": wire.EvalResultView{}, "export": wire.ExportResultView{}} {
+		members := map[string]bool{}
+		rt := reflect.TypeOf(result)
+		for i := range rt.NumField() {
+			members[strings.Split(rt.Field(i).Tag.Get("json"), ",")[0]] = true
+		}
+		var fresh []string
+		for _, k := range f.kinds {
+			if k.name == kind {
+				fresh = k.freshResult
+			}
+		}
+		if len(fresh) == 0 {
+			t.Errorf("%s declares no fresh result members, but its result carries a download link", kind)
+		}
+		for _, m := range fresh {
+			if !members[m] {
+				t.Errorf("%s: fresh result member %q is not in %s's JSON", kind, m, rt.Name())
+			}
+		}
 	}
 }

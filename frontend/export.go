@@ -103,6 +103,7 @@ func (k *exportKind) serve(f *Frontend) servedKind {
 	sk.routes = map[string]http.Handler{
 		"GET /artifacts/{token}": f.metrics.countDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.download(f, w, r) })),
 	}
+	sk.freshResult = []string{"download_url", "download_url_expires_at"}
 	return sk
 }
 

@@ -40,6 +40,10 @@ type servedKind struct {
 	// maxSlots is set by a kind whose jobs hold episode slots while unfinished (quota
 	// episodes_in_flight_per_tenant, memo "slots"): the most one of its jobs can hold.
 	maxSlots func() int
+	// freshResult names the members of the kind's result sealed afresh on every read (download
+	// links and their expiry): an event stream's digest leaves them out, so a read a second
+	// later is not a new event (events.go).
+	freshResult []string
 	// taskInput renders the kind's open input requests for tasks/get and reads tasks/update's
 	// answers; nil is the approval elicitation every job kind's request is (approvalInput).
 	taskInput taskInput
