@@ -101,16 +101,25 @@ func (j *job) policyJob() authz.Job {
 	return workflows.PolicyJob(j.tenant, j.owner, j.needsInput)
 }
 
+// closedStatus is the contract status of a run that closed as exec: false while it runs (or
+// when it continued as new, which ends no job).
+func closedStatus(exec runState) (workflows.Status, bool) {
+	switch exec {
+	case runCompleted:
+		return workflows.StatusSucceeded, true
+	case runFailed, runTerminated, runTimedOut:
+		return workflows.StatusFailed, true
+	case runCanceled:
+		return workflows.StatusCancelled, true
+	}
+	return "", false
+}
+
 // status derives the contract status: the execution status is the truth once closed; while
 // running, the JobStatus search attribute the workflow keeps says which phase it is in.
 func (j *job) status() workflows.Status {
-	switch j.exec {
-	case runCompleted:
-		return workflows.StatusSucceeded
-	case runFailed, runTerminated, runTimedOut:
-		return workflows.StatusFailed
-	case runCanceled:
-		return workflows.StatusCancelled
+	if s, closed := closedStatus(j.exec); closed {
+		return s
 	}
 	if j.cancelRequested {
 		return workflows.StatusCancelling

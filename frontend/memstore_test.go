@@ -378,17 +378,11 @@ func (m *memStore) matchesLocked(f JobFilter, j *job) bool {
 // memStatus is the contract status a store filter sees: how a closed run closed, or the phase
 // an unfinished run's workflow reported (not job.status()'s cancelling for an unseen cancel).
 func memStatus(j *job) workflows.Status {
-	switch j.exec {
-	case runRunning:
+	if j.exec == runRunning {
 		return j.saStatus
-	case runCompleted:
-		return workflows.StatusSucceeded
-	case runFailed, runTerminated, runTimedOut:
-		return workflows.StatusFailed
-	case runCanceled:
-		return workflows.StatusCancelled
 	}
-	return "" // continued as new: no contract status
+	s, _ := closedStatus(j.exec) // "" for continued as new: no contract status
+	return s
 }
 
 // memAnswerer is the run's JobAnswerer as its workflow keeps it (workflows/job.go): its open
