@@ -144,7 +144,7 @@ func BenchmarkQuotaBurst(b *testing.B) {
 		}
 		// Reported, not asserted: on a machine loaded enough, Temporal itself times out (the
 		// quotas-off side shows that); TestQuotaBurstNearLimit asserts the refusals.
-		b.Logf("on/off throughput %.2f; refusals by limit %v", q.rate()/o.rate(), q.limits)
+		b.Logf("on/off throughput %.2f (on %.1f calls/s, off %.1f calls/s); refusals by limit %v", q.rate()/o.rate(), q.rate(), o.rate(), q.limits)
 	}
 }
 
@@ -401,6 +401,35 @@ func loadAvg() string {
 	return strings.Join(strings.Fields(string(raw))[:3], " ")
 }
 
+// Issue 29's yardsticks for the quotas-on side, against the quotas-off side of the same run.
+const (
+	wantOnOff       = 0.8                    // throughput, as a share of quotas off
+	wantStartP99    = 250 * time.Millisecond // admitted start_eval p99
+	wantUnavailable = 0
+)
+
+// ownersYardsticks states each of issue 29's yardsticks with the absolute figures it is made
+// of, and whether this run met it.
+func ownersYardsticks(o, q ownersRun) []string {
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	ratio := q.rate() / o.rate()
+	p99 := pct(q.startLat, 0.99)
+	return []string{
+		fmt.Sprintf("yardstick throughput: on %.1f starts/s vs off %.1f starts/s = %.2f× (want ≥ %.2f×, i.e. ≥ %.1f starts/s): %s",
+			q.rate(), o.rate(), ratio, wantOnOff, wantOnOff*o.rate(), verdict(ratio >= wantOnOff)),
+		fmt.Sprintf("yardstick unavailable: on %d of %d start calls (off %d of %d; want %d): %s",
+			q.unavail, q.calls, o.unavail, o.calls, wantUnavailable, verdict(q.unavail == wantUnavailable)),
+		fmt.Sprintf("yardstick start p99: on %.0f ms (p50 %.0f ms) vs off %.0f ms (p50 %.0f ms) (want ≤ %.0f ms): %s",
+			ms(p99), ms(pct(q.startLat, 0.5)), ms(pct(o.startLat, 0.99)), ms(pct(o.startLat, 0.5)), ms(wantStartP99), verdict(p99 <= wantStartP99)),
+		fmt.Sprintf("quota refusals by limit (on): %v; other errors on %d, off %d", q.limits, q.errs, o.errs),
+	}
+}
+
 // ownersBench runs one sub-benchmark per target, each filling off's tenant, then on's; it logs
 // the lines diag returns (if not nil) after each.
 func ownersBench(b *testing.B, targets []int, off, on *ownersSide, diag func() []string) {
@@ -411,6 +440,7 @@ func ownersBench(b *testing.B, targets []int, off, on *ownersSide, diag func() [
 			b.ReportMetric(o.rate(), "off_starts/s")
 			b.ReportMetric(q.rate(), "on_starts/s")
 			b.ReportMetric(q.rate()/o.rate(), "on/off")
+			b.ReportMetric(wantOnOff*o.rate(), "want_on_starts/s")
 			for _, s := range []struct {
 				name string
 				r    ownersRun
@@ -432,7 +462,9 @@ func ownersBench(b *testing.B, targets []int, off, on *ownersSide, diag func() [
 					s.r.calls, s.r.unavail, s.r.unavailPct(), ms(pct(s.r.unavailLat, 0.5)), ms(pct(s.r.unavailLat, 0.99)), s.r.refused, s.r.errs, s.r.existed,
 					ms(pct(s.r.startLat, 0.5)), ms(pct(s.r.startLat, 0.99)), ms(pct(s.r.callLat, 0.99)))
 			}
-			b.Logf("on/off starts/s %.2f; refusals by limit %v", q.rate()/o.rate(), q.limits)
+			for _, l := range ownersYardsticks(o, q) {
+				b.Log(l)
+			}
 			if diag != nil {
 				for _, l := range diag() {
 					b.Log(l)
