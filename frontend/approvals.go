@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -54,9 +55,9 @@ func (f *Frontend) listApprovals(ctx context.Context, p authz.Principal, in List
 	if err != nil {
 		return nil, fmt.Errorf("list_approvals filter: %w", err)
 	}
-	return f.listPage(ctx, p, listApprovalsToolName, jf, lf.pageSize, token, fp, func(j *job) bool {
-		return j.needsInput != nil && j.needsInput.Approver == authz.ApproverApprover &&
-			authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Allow
+	return f.listPage(ctx, p, listApprovalsToolName, jf, lf.pageSize, token, fp, func(j *jobstore.Job) bool {
+		return j.NeedsInput != nil && j.NeedsInput.Approver == authz.ApproverApprover &&
+			authz.Decide(p, authz.ActionResume, j.PolicyJob()) == authz.Allow
 	})
 }
 
@@ -69,23 +70,23 @@ func (f *Frontend) listApprovals(ctx context.Context, p authz.Principal, in List
 // filter selects every approver request and keep drops the caller's own jobs after the store.
 // Only the caller's own rows are skipped then, so nothing of another principal's job reaches
 // the page or its (encrypted) cursor.
-func approvalsJobFilter(tenant, sub string, lf listFilter) (JobFilter, error) {
+func approvalsJobFilter(tenant, sub string, lf listFilter) (jobstore.Filter, error) {
 	if !lf.all || lf.status != workflows.StatusAwaitingInput {
-		return JobFilter{}, fmt.Errorf("approvals: %w", errQueryValue)
+		return jobstore.Filter{}, fmt.Errorf("approvals: %w", jobstore.ErrQueryValue)
 	}
 	jf, err := listJobFilter(tenant, sub, lf)
 	if err != nil {
-		return JobFilter{}, err
+		return jobstore.Filter{}, err
 	}
 	if authz.ValidSubject(sub) != nil {
-		return JobFilter{}, fmt.Errorf("sub: %w", errQueryValue)
+		return jobstore.Filter{}, fmt.Errorf("sub: %w", jobstore.ErrQueryValue)
 	}
 	jf.Answerers = []string{workflows.AnswererApproverOrOwner, workflows.AnswererApprover}
-	if ownerMatchable(sub) {
+	if jobstore.OwnerMatchable(sub) {
 		jf.ApproverNot = sub
 	}
-	if err := jf.validate(); err != nil {
-		return JobFilter{}, err
+	if err := jf.Validate(); err != nil {
+		return jobstore.Filter{}, err
 	}
 	return jf, nil
 }

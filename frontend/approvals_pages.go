@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
@@ -128,7 +129,7 @@ func (pf *pagesFE) failPage(w http.ResponseWriter, r *http.Request, err error) {
 
 // pageJob reads the job of the request's {job} for p: one of p's tenant that p may read with
 // action a, else errNotFound (the same for every reason).
-func (pf *pagesFE) pageJob(ctx context.Context, r *http.Request, p authz.Principal, a authz.Action) (*job, error) {
+func (pf *pagesFE) pageJob(ctx context.Context, r *http.Request, p authz.Principal, a authz.Action) (*jobstore.Job, error) {
 	id := r.PathValue("job")
 	if id == "" || len(id) > 1000 || !strings.HasPrefix(id, p.Tenant+"/") || !utf8.ValidString(id) {
 		return nil, errNotFound()
@@ -137,7 +138,7 @@ func (pf *pagesFE) pageJob(ctx context.Context, r *http.Request, p authz.Princip
 	if err != nil {
 		return nil, err
 	}
-	if j.tenant != p.Tenant || authz.Decide(p, a, j.policyJob()) == authz.NotFound {
+	if j.Tenant != p.Tenant || authz.Decide(p, a, j.PolicyJob()) == authz.NotFound {
 		return nil, errNotFound()
 	}
 	return j, nil
@@ -171,7 +172,7 @@ func (pf *pagesFE) inbox(w http.ResponseWriter, r *http.Request) {
 
 // openJob is every job page's start: the signed-in person and the job the URL names, which
 // they may read; on false it has answered (the one 404, or the job's error page).
-func (pf *pagesFE) openJob(w http.ResponseWriter, r *http.Request) (handle.Session, authz.Principal, *job, bool) {
+func (pf *pagesFE) openJob(w http.ResponseWriter, r *http.Request) (handle.Session, authz.Principal, *jobstore.Job, bool) {
 	s, p, ok := principalOf(r)
 	if !ok {
 		pf.notFound(w)
@@ -190,8 +191,8 @@ func (pf *pagesFE) request(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if j.status() == workflows.StatusAwaitingInput && j.needsInput != nil && sensitive(j.needsInput) &&
-		authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Allow {
+	if j.Status() == workflows.StatusAwaitingInput && j.NeedsInput != nil && sensitive(j.NeedsInput) &&
+		authz.Decide(p, authz.ActionResume, j.PolicyJob()) == authz.Allow {
 		// Show a sensitive scope's form only after a fresh sign-in, so the approval it sends is
 		// not refused for an old one (RequireSession sends the browser to the provider with
 		// prompt=login&max_age= and back here).
@@ -220,8 +221,8 @@ const reLoginPathMax = 1000
 
 // renderRequestReLogin answers an approval whose sign-in is too old: 403, the request as it is
 // now with the typed comment kept, and a "sign in again" link back to this request page.
-func (pf *pagesFE) renderRequestReLogin(w http.ResponseWriter, s handle.Session, p authz.Principal, j *job, comment string) {
-	link := ApprovalPagePath(j.id)
+func (pf *pagesFE) renderRequestReLogin(w http.ResponseWriter, s handle.Session, p authz.Principal, j *jobstore.Job, comment string) {
+	link := ApprovalPagePath(j.ID)
 	age := pf.maxAge.String()
 	if pf.maxAge%time.Minute == 0 {
 		age = fmt.Sprintf("%d minutes", int(pf.maxAge/time.Minute))
@@ -247,9 +248,9 @@ func (pf *pagesFE) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	in := ResumeIn{InputID: r.PostFormValue("input_id"), ScopeDigest: r.PostFormValue("scope_digest"),
 		Decision: r.PostFormValue("decision"), Comment: strings.TrimSpace(r.PostFormValue("comment"))}
-	ni := j.needsInput
+	ni := j.NeedsInput
 	switch {
-	case j.status() != workflows.StatusAwaitingInput || ni == nil:
+	case j.Status() != workflows.StatusAwaitingInput || ni == nil:
 		// A replayed or second form: the request is answered; nothing is sent.
 		pf.renderRequest(w, http.StatusConflict, s, p, j, "This request was already answered or is no longer open; nothing was changed.", "")
 		return
@@ -271,8 +272,8 @@ func (pf *pagesFE) decide(w http.ResponseWriter, r *http.Request) {
 		pf.renderRequest(w, http.StatusBadRequest, s, p, j, "The comment is too long (at most 1000 characters).", in.Comment)
 		return
 	}
-	if d := authz.Decide(p, authz.ActionResume, j.policyJob()); d != authz.Allow {
-		pf.renderRequest(w, http.StatusForbidden, s, p, j, authz.ResumeRefusal(p, j.policyJob())+".", "")
+	if d := authz.Decide(p, authz.ActionResume, j.PolicyJob()); d != authz.Allow {
+		pf.renderRequest(w, http.StatusForbidden, s, p, j, authz.ResumeRefusal(p, j.PolicyJob())+".", "")
 		return
 	}
 	if in.Decision == workflows.DecisionApprove && sensitive(ni) {
@@ -294,7 +295,7 @@ func (pf *pagesFE) decide(w http.ResponseWriter, r *http.Request) {
 }
 
 // send delivers the page's decision and shows the outcome.
-func (pf *pagesFE) send(w http.ResponseWriter, r *http.Request, s handle.Session, p authz.Principal, j *job, in ResumeIn) {
+func (pf *pagesFE) send(w http.ResponseWriter, r *http.Request, s handle.Session, p authz.Principal, j *jobstore.Job, in ResumeIn) {
 	after, err := pf.f.decideFromPage(r.Context(), s, p, j, in)
 	if err != nil {
 		var te *ToolError
@@ -327,7 +328,7 @@ func (pf *pagesFE) send(w http.ResponseWriter, r *http.Request, s handle.Session
 // OIDC session, with the session's person (issuer, name, e-mail, auth_time, amr, acr) and the
 // meaning the page showed in the sealed decision record: decide has checked that the form's
 // meaning_digest is the open request's prompt's, so that prompt is the one displayed.
-func (f *Frontend) decideFromPage(ctx context.Context, s handle.Session, p authz.Principal, j *job, in ResumeIn) (*job, error) {
+func (f *Frontend) decideFromPage(ctx context.Context, s handle.Session, p authz.Principal, j *jobstore.Job, in ResumeIn) (*jobstore.Job, error) {
 	who := answererOf(wire.Approver{Issuer: s.Issuer, Name: s.Name, Email: s.Email, AuthTime: s.AuthTime, AMR: s.AMR, ACR: s.ACR,
 		Surface: workflows.SurfacePage, SignedInWith: SignedInOIDCSession})
 	return f.resumeJob(ctx, p, j, in, who, shownPrompt(j, in.InputID))
@@ -378,13 +379,13 @@ func (pf *pagesFE) download(w http.ResponseWriter, r *http.Request) {
 
 // pageDownloadPath seals a download link to job j's artifact for p, or "" when p may not
 // download it or there is none.
-func (pf *pagesFE) pageDownloadPath(p authz.Principal, j *job, m exportManifestRef) string {
+func (pf *pagesFE) pageDownloadPath(p authz.Principal, j *jobstore.Job, m exportManifestRef) string {
 	k := pf.f.export
 	now := pf.f.opts.Now()
-	if k == nil || k.opts.Artifacts == nil || !now.Before(m.expires) || authz.Decide(p, authz.ActionDownload, j.policyJob()) != authz.Allow {
+	if k == nil || k.opts.Artifacts == nil || !now.Before(m.expires) || authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
 		return ""
 	}
-	tok := pf.f.opts.Keys.SealDownload(handle.Download{Tenant: j.tenant, WorkflowID: j.id, Subject: p.Subject,
+	tok := pf.f.opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
 		Digest: m.sha256, Expiry: now.Add(k.opts.DownloadTTL).Truncate(time.Second)})
 	if tok == "" {
 		return ""

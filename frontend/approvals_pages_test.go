@@ -15,6 +15,7 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -109,10 +110,10 @@ const (
 
 // exportAwaiting stores ana's export of customers with the sensitive column email, waiting for
 // an approver, and returns its digest.
-func (e *pagesEnv) exportAwaiting(id, owner, digest string) *job {
-	j := &job{id: id, runID: "run-" + id, tenant: "acme", owner: owner, kind: workflows.KindExport, exec: runRunning,
-		saStatus: workflows.StatusAwaitingInput, createdAt: coreNow.Add(-12 * time.Minute),
-		needsInput: &workflows.NeedsInput{InputID: "approve", Prompt: owner + promptTail,
+func (e *pagesEnv) exportAwaiting(id, owner, digest string) *jobstore.Job {
+	j := &jobstore.Job{ID: id, RunID: "run-" + id, Tenant: "acme", Owner: owner, Kind: workflows.KindExport, Exec: jobstore.RunRunning,
+		SAStatus: workflows.StatusAwaitingInput, CreatedAt: coreNow.Add(-12 * time.Minute),
+		NeedsInput: &workflows.NeedsInput{InputID: "approve", Prompt: owner + promptTail,
 			ScopeDigest: digest, Approver: authz.ApproverApprover, RequestedBy: owner, ExpiresAt: coreNow.Add(24 * time.Hour),
 			Scope: map[string]any{"dataset": "customers", "columns": []any{"id", "name", "email"}, "format": "csv",
 				"purpose": "renewal mailing for Q3", "sensitive_columns": []any{"email"}, "max_rows": float64(1000000),
@@ -152,7 +153,7 @@ var (
 func TestApprovalsPages_Inbox(t *testing.T) {
 	e := newPagesEnv(t)
 	mine := e.exportAwaiting("acme/export/steward/own", "steward", "sha256:own")
-	e.ms.leaked = []*job{mine}
+	e.ms.leaked = []*jobstore.Job{mine}
 	e.exportAwaiting(pageJobID, "ana", "sha256:d1")
 	// Nineteen more requests fill the first page (20 rows), which then carries a next cursor.
 	for i := range 19 {
@@ -177,7 +178,7 @@ func TestApprovalsPages_Inbox(t *testing.T) {
 		t.Fatalf("another person's cursor: %d, want 400", r.status)
 	}
 	// Empty state (every request answered); no jobs:approve: a clear refusal.
-	e.ms.jobs, e.ms.leaked = map[string]*job{}, nil
+	e.ms.jobs, e.ms.leaked = map[string]*jobstore.Job{}, nil
 	mustContain(t, e.do("GET", PathApprovals, steward, nil), 200, "Nothing is waiting for your answer")
 	mustContain(t, e.do("GET", PathApprovals, e.session("ana", "acme", time.Minute, owner...), nil), 403, "jobs:approve")
 	// Not signed in: sent to sign in and back.
@@ -232,7 +233,7 @@ func TestApprovalsPages_Refusals(t *testing.T) {
 	e := newPagesEnv(t)
 	j := e.exportAwaiting(pageJobID, "ana", "sha256:d1")
 	steward := e.session("steward", "acme", time.Minute, approver...)
-	j.needsInput.InputID, j.needsInput.ScopeDigest = "approve-2", "sha256:d2" // the scope changed
+	j.NeedsInput.InputID, j.NeedsInput.ScopeDigest = "approve-2", "sha256:d2" // the scope changed
 	mustContain(t, e.do("POST", reqPath, steward, form("csrf-steward", "approve", "sha256:d1", "approve", "")), 409,
 		"The request changed since you opened this page", `name="scope_digest" value="sha256:d2"`, `name="input_id" value="approve-2"`)
 	mustContain(t, e.do("POST", reqPath, steward, form("csrf-steward", "approve-2", "sha256:d2", "reject", "  ")), 400,
@@ -274,7 +275,7 @@ func TestApprovalsPages_StaleMeaning(t *testing.T) {
 	mustContain(t, e.do("GET", reqPath, steward, nil), 200,
 		`name="meaning_digest" value="`+workflows.MeaningDigest(anaPrompt)+`"`)
 	newPrompt := "ana asks to export dataset \"customers\" to a new recipient"
-	j.needsInput.Prompt = newPrompt
+	j.NeedsInput.Prompt = newPrompt
 	mustContain(t, e.do("POST", reqPath, steward, form("csrf-steward", "approve", "sha256:d1", "approve", "fine by me")), 409,
 		"The request changed since you opened this page", "to a new recipient", "fine by me",
 		`name="meaning_digest" value="`+workflows.MeaningDigest(newPrompt)+`"`)
@@ -296,7 +297,7 @@ func TestApprovalsPages_StaleMeaning(t *testing.T) {
 func TestApprovalsPages_NotFoundSameBytes(t *testing.T) {
 	e := newPagesEnv(t)
 	e.exportAwaiting(pageJobID, "ana", "sha256:d1")
-	e.ms.jobs["acme/export/ana/done"] = &job{id: "acme/export/ana/done", runID: "r", tenant: "acme", owner: "ana", kind: workflows.KindExport, exec: runCompleted}
+	e.ms.jobs["acme/export/ana/done"] = &jobstore.Job{ID: "acme/export/ana/done", RunID: "r", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport, Exec: jobstore.RunCompleted}
 	gus := e.session("gus", "globex", time.Minute, authz.ScopeRead, authz.ScopeWrite, authz.ScopeApprove)
 	steward := e.session("steward", "acme", time.Minute, approver...)
 	want := e.do("GET", ApprovalPagePath("acme/export/ana/nope"), steward, nil)
@@ -355,8 +356,8 @@ func TestApprovalsPages_FreshLogin(t *testing.T) {
 func TestApprovalsPages_MyJobs(t *testing.T) {
 	e := newPagesEnv(t)
 	id := "acme/export/ana/done"
-	j := &job{id: id, runID: "run-done", tenant: "acme", owner: "ana", kind: workflows.KindExport, exec: runCompleted,
-		createdAt: coreNow.Add(-time.Hour), progress: workflows.Progress{Done: 3, Total: 3, Unit: "rows"}}
+	j := &jobstore.Job{ID: id, RunID: "run-done", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport, Exec: jobstore.RunCompleted,
+		CreatedAt: coreNow.Add(-time.Hour), Progress: workflows.Progress{Done: 3, Total: 3, Unit: "rows"}}
 	e.ms.jobs[id] = j
 	rec := &workflows.DecisionRecord{Decision: "approve", By: "steward", Tenant: "acme", At: coreNow.Add(-30 * time.Minute),
 		Surface: workflows.SurfacePage, SignedInWith: SignedInOIDCSession, ScopeDigest: "sha256:d1", Seal: "jgr1.x",
@@ -385,10 +386,10 @@ func TestApprovalsPages_MyJobs(t *testing.T) {
 func TestApprovalsPages_RejectedJobRecord(t *testing.T) {
 	e := newPagesEnv(t)
 	id := "acme/export/ana/rejected"
-	e.ms.jobs[id] = &job{id: id, runID: "run-rej", tenant: "acme", owner: "ana", kind: workflows.KindExport, exec: runCanceled,
-		saStatus: workflows.StatusCancelled, createdAt: coreNow.Add(-time.Hour),
-		jobErr: &workflows.JobError{Code: workflows.ErrCodeRejected, Message: "rejected by steward: email is not needed"},
-		decision: &workflows.DecisionRecord{Decision: "reject", By: "steward", Tenant: "acme", At: coreNow.Add(-30 * time.Minute),
+	e.ms.jobs[id] = &jobstore.Job{ID: id, RunID: "run-rej", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport, Exec: jobstore.RunCanceled,
+		SAStatus: workflows.StatusCancelled, CreatedAt: coreNow.Add(-time.Hour),
+		JobErr: &workflows.JobError{Code: workflows.ErrCodeRejected, Message: "rejected by steward: email is not needed"},
+		Decision: &workflows.DecisionRecord{Decision: "reject", By: "steward", Tenant: "acme", At: coreNow.Add(-30 * time.Minute),
 			Surface: workflows.SurfaceTool, SignedInWith: "bearer-jwt", ScopeDigest: "sha256:d9", Seal: "jgr1.x",
 			Prompt: "Allow ana@acme to export id and **email** of customers, csv, for 'q3'", Comment: "email is not needed"}}
 	ana := e.session("ana", "acme", time.Hour, owner...)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/workflows"
 	"github.com/jobgate/jobgate/workflows/jobstate"
@@ -257,36 +258,36 @@ var shownScopeKeys = map[string]bool{"dataset": true, "columns": true, "sensitiv
 
 // renderRequest shows job j's request page to p, with msg as an alert (an error or a refusal)
 // and comment kept in the form.
-func (pf *pagesFE) renderRequest(w http.ResponseWriter, status int, s handle.Session, p authz.Principal, j *job, msg, comment string) {
+func (pf *pagesFE) renderRequest(w http.ResponseWriter, status int, s handle.Session, p authz.Principal, j *jobstore.Job, msg, comment string) {
 	pf.renderRequestWith(w, status, s, p, j, msg, comment, "")
 }
 
 // renderRequestWith is renderRequest with a "sign in again" link (reLogin, "" for none).
-func (pf *pagesFE) renderRequestWith(w http.ResponseWriter, status int, s handle.Session, p authz.Principal, j *job, msg, comment, reLogin string) {
+func (pf *pagesFE) renderRequestWith(w http.ResponseWriter, status int, s handle.Session, p authz.Principal, j *jobstore.Job, msg, comment, reLogin string) {
 	v := pageView{Title: "Approval request", Session: &s, Message: msg}
-	rv := &requestView{Status: string(j.status()), Comment: comment, CSRF: s.CSRF, Action: ApprovalPagePath(j.id), ReLogin: reLogin}
-	if authz.Decide(p, authz.ActionGet, workflows.PolicyJob(j.tenant, j.owner, nil)) == authz.Allow {
-		rv.JobLink = JobPagePath(j.id)
+	rv := &requestView{Status: string(j.Status()), Comment: comment, CSRF: s.CSRF, Action: ApprovalPagePath(j.ID), ReLogin: reLogin}
+	if authz.Decide(p, authz.ActionGet, workflows.PolicyJob(j.Tenant, j.Owner, nil)) == authz.Allow {
+		rv.JobLink = JobPagePath(j.ID)
 	}
-	if ni := j.needsInput; ni != nil && j.status() == workflows.StatusAwaitingInput {
+	if ni := j.NeedsInput; ni != nil && j.Status() == workflows.StatusAwaitingInput {
 		js := pf.f.summary(p, j)
 		rv.requestRow = requestRowOf(js, pf.f.opts.Now())
 		rv.Prompt, rv.InputID, rv.ScopeDigest, rv.Open, rv.Sensitive = ni.Prompt, ni.InputID, ni.ScopeDigest, true, sensitive(ni)
 		rv.MeaningDigest = workflows.MeaningDigest(ni.Prompt)
-		rv.Meaning = pageMeaning(rv.RequestedBy, j.tenant, ni.Scope, ni.Prompt)
+		rv.Meaning = pageMeaning(rv.RequestedBy, j.Tenant, ni.Scope, ni.Prompt)
 		for k, val := range ni.Scope {
 			if !shownScopeKeys[k] {
 				rv.Other = append(rv.Other, [2]string{k, fmt.Sprint(val)})
 			}
 		}
 		sort.Slice(rv.Other, func(a, b int) bool { return rv.Other[a][0] < rv.Other[b][0] })
-		if authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Allow {
+		if authz.Decide(p, authz.ActionResume, j.PolicyJob()) == authz.Allow {
 			rv.CanDecide = true
 		} else {
-			rv.Refusal = "You cannot decide this request: " + authz.ResumeRefusal(p, j.policyJob()) + "."
+			rv.Refusal = "You cannot decide this request: " + authz.ResumeRefusal(p, j.PolicyJob()) + "."
 		}
 	} else {
-		rv.JobID, rv.Kind = j.id, j.kind
+		rv.JobID, rv.Kind = j.ID, j.Kind
 	}
 	v.Req = rv
 	pf.render(w, status, "request", v)
@@ -294,10 +295,10 @@ func (pf *pagesFE) renderRequestWith(w http.ResponseWriter, status int, s handle
 
 // jobViewOf renders job j for p: status, progress, error, and for a succeeded export its
 // result and a download link bound to p.
-func (pf *pagesFE) jobViewOf(ctx context.Context, p authz.Principal, j *job) *jobView {
+func (pf *pagesFE) jobViewOf(ctx context.Context, p authz.Principal, j *jobstore.Job) *jobView {
 	js := pf.f.summary(p, j)
-	v := &jobView{JobID: j.id, Kind: j.kind, Status: strings.ReplaceAll(string(js.Status), "_", " "), Owner: j.owner,
-		Created: when(js.CreatedAt), Updated: when(js.UpdatedAt), Link: JobPagePath(j.id)}
+	v := &jobView{JobID: j.ID, Kind: j.Kind, Status: strings.ReplaceAll(string(js.Status), "_", " "), Owner: j.Owner,
+		Created: when(js.CreatedAt), Updated: when(js.UpdatedAt), Link: JobPagePath(j.ID)}
 	if pr := js.Progress; pr.Total > 0 || pr.Done > 0 || pr.Message != "" {
 		v.Progress = fmt.Sprintf("%s of %s %s", groupDigits(int64(pr.Done)), groupDigits(int64(pr.Total)), pr.Unit)
 		if pr.Total == 0 {
@@ -310,10 +311,10 @@ func (pf *pagesFE) jobViewOf(ctx context.Context, p authz.Principal, j *job) *jo
 	if js.Error != nil {
 		v.Error = js.Error.Message + " (" + js.Error.Code + ")"
 	}
-	if js.NeedsInput != nil && (js.NeedsInput.Approver == authz.ApproverApprover || authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Allow) {
-		v.ApprovalLink = ApprovalPagePath(j.id)
+	if js.NeedsInput != nil && (js.NeedsInput.Approver == authz.ApproverApprover || authz.Decide(p, authz.ActionResume, j.PolicyJob()) == authz.Allow) {
+		v.ApprovalLink = ApprovalPagePath(j.ID)
 	}
-	if js.Status == workflows.StatusSucceeded && j.kind == workflows.KindExport && authz.Decide(p, authz.ActionGet, j.policyJob()) == authz.Allow {
+	if js.Status == workflows.StatusSucceeded && j.Kind == workflows.KindExport && authz.Decide(p, authz.ActionGet, j.PolicyJob()) == authz.Allow {
 		var res workflows.ExportResult
 		if err := pf.f.readResult(ctx, j, &res); err == nil {
 			m := res.Manifest
@@ -328,7 +329,7 @@ func (pf *pagesFE) jobViewOf(ctx context.Context, p authz.Principal, j *job) *jo
 			v.Download = pf.pageDownloadPath(p, j, exportManifestRef{sha256: m.SHA256, expires: m.ExpiresAt})
 		}
 	}
-	if js.Status == workflows.StatusSucceeded && j.kind == workflows.KindEval && authz.Decide(p, authz.ActionGet, j.policyJob()) == authz.Allow {
+	if js.Status == workflows.StatusSucceeded && j.Kind == workflows.KindEval && authz.Decide(p, authz.ActionGet, j.PolicyJob()) == authz.Allow {
 		var res workflows.EvalResult
 		if err := pf.f.readResult(ctx, j, &res); err == nil && res.Decision != nil {
 			v.Result = decisionRows(res.Decision)
@@ -337,8 +338,8 @@ func (pf *pagesFE) jobViewOf(ctx context.Context, p authz.Principal, j *job) *jo
 			}
 		}
 	}
-	if j.decision != nil { // the job ended by a rejection: who rejected it, how and why
-		v.Result = decisionRows(j.decision)
+	if j.Decision != nil { // the job ended by a rejection: who rejected it, how and why
+		v.Result = decisionRows(j.Decision)
 	}
 	return v
 }

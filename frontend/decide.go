@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -78,11 +79,11 @@ func answererOf(a wire.Approver) answerer {
 
 // shownPrompt is the meaning a surface showed for input request inputID of j: its prompt while
 // that request is open, else "" (the validator then refuses the stale input_id anyway).
-func shownPrompt(j *job, inputID string) string {
-	if j.needsInput == nil || j.needsInput.InputID != inputID {
+func shownPrompt(j *jobstore.Job, inputID string) string {
+	if j.NeedsInput == nil || j.NeedsInput.InputID != inputID {
 		return ""
 	}
-	return j.needsInput.Prompt
+	return j.NeedsInput.Prompt
 }
 
 // decisionView is a decision record as get_* shows it (nil for none): everything but the seal,

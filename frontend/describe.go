@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -61,38 +62,38 @@ func (f *Frontend) describeJob(ctx context.Context, p authz.Principal, in Descri
 		return nil, err
 	}
 	admin := p.Has(authz.ScopeAdmin)
-	if j.owner != p.Subject && !admin || j.owner == p.Subject && !admin && !p.Has(authz.ScopeRead) {
+	if j.Owner != p.Subject && !admin || j.Owner == p.Subject && !admin && !p.Has(authz.ScopeRead) {
 		return nil, errNotFound()
 	}
-	kind, ok := workflows.LookupKind(j.kind)
+	kind, ok := workflows.LookupKind(j.Kind)
 	if !ok {
 		return nil, errNotFound()
 	}
 	v := f.summary(p, j)
-	req := storyRequest{id: j.id, maxLines: in.MaxLines, full: admin}
+	req := jobstore.StoryRequest{ID: j.ID, MaxLines: in.MaxLines, Full: admin}
 	if v.Error != nil {
-		req.jobErrCode, req.jobErrMsg = v.Error.Code, v.Error.Message
+		req.JobErrCode, req.JobErrMsg = v.Error.Code, v.Error.Message
 	}
 	sctx, cancel := context.WithTimeout(ctx, storyTimeout)
 	defer cancel()
 	st, err := f.store.Story(sctx, kind, req)
-	if errors.Is(err, errJobNotFound) {
+	if errors.Is(err, jobstore.ErrJobNotFound) {
 		return nil, errNotFound()
 	}
 	if err != nil {
 		return nil, err
 	}
-	out := &DescribeJobOut{JobID: j.id, Kind: j.kind, Status: v.Status, Owner: j.owner, StartedAt: st.started,
-		Runs: st.runs, Events: st.events, Lines: st.lines, Cut: st.cut, Detail: "owner", UIURL: v.UIURL}
+	out := &DescribeJobOut{JobID: j.ID, Kind: j.Kind, Status: v.Status, Owner: j.Owner, StartedAt: st.Started,
+		Runs: st.Runs, Events: st.Events, Lines: st.Lines, Cut: st.Cut, Detail: "owner", UIURL: v.UIURL}
 	if admin {
 		out.Detail = "full"
 	}
 	if out.StartedAt.IsZero() {
-		out.StartedAt = j.startedAt
+		out.StartedAt = j.StartedAt
 	}
 	end := f.opts.Now()
-	if !st.ended.IsZero() && v.Status.Terminal() {
-		e := st.ended
+	if !st.Ended.IsZero() && v.Status.Terminal() {
+		e := st.Ended
 		out.EndedAt, end = &e, e
 	}
 	out.Duration = end.Sub(out.StartedAt).Truncate(time.Second).String()
@@ -101,3 +102,9 @@ func (f *Frontend) describeJob(ctx context.Context, p authz.Principal, in Descri
 	}
 	return out, nil
 }
+
+// StoryLine and DescribeJobOut are describe_job's shapes (wire).
+type (
+	StoryLine      = wire.StoryLine
+	DescribeJobOut = wire.DescribeJobOut
+)

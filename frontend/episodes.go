@@ -12,6 +12,7 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -76,11 +77,11 @@ func parseEpisodesFilter(in ListEpisodesIn) (episodesFilter, error) {
 
 // fingerprint binds a cursor to this traversal: the job instance (its first run ID too, so a
 // new job under a reused ID never continues an old listing), the status and the page size.
-func (ef episodesFilter) fingerprint(j *job) string {
+func (ef episodesFilter) fingerprint(j *jobstore.Job) string {
 	pairs := map[string]string{
 		"q":         "list_episodes/v1",
-		"job":       j.id,
-		"first_run": j.firstRunID,
+		"job":       j.ID,
+		"first_run": j.FirstRunID,
 		"page_size": strconv.Itoa(ef.pageSize),
 	}
 	if ef.status != "" {
@@ -114,7 +115,7 @@ func (k *evalKind) listEpisodes(ctx context.Context, f *Frontend, p authz.Princi
 			return nil, toolErr(CodeCursorInvalid, "cursor: malformed or not issued by this service; pass next_cursor exactly as returned, or omit cursor to start from the first page")
 		}
 	}
-	running := !j.status().Terminal()
+	running := !j.Status().Terminal()
 	out := &ListEpisodesOut{Episodes: []wire.Episode{}}
 	srcs, err := k.episodeSources(ctx, f, j, running, pos)
 	var next episodePos
@@ -126,7 +127,7 @@ func (k *evalKind) listEpisodes(ctx context.Context, f *Frontend, p authz.Princi
 	}
 	if err != nil {
 		// The artifact store (or a segment in it): the operators' log says which.
-		f.logger(ctx).Error("list_episodes: reading the episode log", zap.String("job_id", j.id), zap.Error(err))
+		f.logger(ctx).Error("list_episodes: reading the episode log", zap.String("job_id", j.ID), zap.Error(err))
 		return nil, toolErr(CodeUnavailable, "the episode results could not be read from the artifact store; retry shortly")
 	}
 	if more || running {
@@ -151,13 +152,13 @@ type episodeSource struct {
 // is either still in memory or written, never both). When the workflow does not answer (no
 // worker), the written segments in the store stand in: a page then ends earlier, and its
 // cursor picks up where it ended. An ended job's are the store's.
-func (k *evalKind) episodeSources(ctx context.Context, f *Frontend, j *job, running bool, pos episodePos) ([]episodeSource, error) {
+func (k *evalKind) episodeSources(ctx context.Context, f *Frontend, j *jobstore.Job, running bool, pos episodePos) ([]episodeSource, error) {
 	store := k.opts.Artifacts
 	written := func(seg int) episodeSource {
 		return episodeSource{seg: seg, load: func(ctx context.Context) ([]activities.EpisodeOutcome, error) {
-			b, err := store.ReadEpisodeSegment(ctx, j.id, j.firstRunID, seg)
+			b, err := store.ReadEpisodeSegment(ctx, j.ID, j.FirstRunID, seg)
 			if err != nil {
-				return nil, fmt.Errorf("episode segment %d of %s: %w", seg, j.id, err)
+				return nil, fmt.Errorf("episode segment %d of %s: %w", seg, j.ID, err)
 			}
 			return activities.DecodeEpisodes(b)
 		}}
@@ -165,7 +166,7 @@ func (k *evalKind) episodeSources(ctx context.Context, f *Frontend, j *job, runn
 	if running {
 		qctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 		// Only what the page can use: from the cursor on, when it points into the current segment.
-		q, err := f.store.QueryEpisodes(qctx, j.id, workflows.EpisodesQuery{Segment: pos.seg, From: pos.off})
+		q, err := f.store.QueryEpisodes(qctx, j.ID, workflows.EpisodesQuery{Segment: pos.seg, From: pos.off})
 		cancel()
 		if err == nil {
 			var srcs []episodeSource
@@ -179,9 +180,9 @@ func (k *evalKind) episodeSources(ctx context.Context, f *Frontend, j *job, runn
 				return live, nil
 			}}), nil
 		}
-		f.logger(ctx).Info("list_episodes: the workflow did not answer; listing written segments", zap.String("job_id", j.id), zap.Error(err))
+		f.logger(ctx).Info("list_episodes: the workflow did not answer; listing written segments", zap.String("job_id", j.ID), zap.Error(err))
 	}
-	segs, err := store.EpisodeSegments(ctx, j.id, j.firstRunID)
+	segs, err := store.EpisodeSegments(ctx, j.ID, j.FirstRunID)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -26,16 +27,16 @@ import (
 // names other bytes.
 
 // episodesLink adds the episode log and its download link for p to a succeeded eval's view.
-func (k *evalKind) episodesLink(f *Frontend, p authz.Principal, j *job, log *activities.EpisodeSegment, v *EvalResultView) {
+func (k *evalKind) episodesLink(f *Frontend, p authz.Principal, j *jobstore.Job, log *activities.EpisodeSegment, v *EvalResultView) {
 	if log == nil {
 		return
 	}
 	v.EpisodesCount, v.EpisodesSHA256 = log.Count, log.SHA256
-	if k.opts.Artifacts == nil || authz.Decide(p, authz.ActionDownload, j.policyJob()) != authz.Allow {
+	if k.opts.Artifacts == nil || authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
 		return
 	}
 	exp := f.opts.Now().Add(k.opts.DownloadTTL).Truncate(time.Second)
-	tok := f.opts.Keys.SealDownload(handle.Download{Tenant: j.tenant, WorkflowID: j.id, Subject: p.Subject,
+	tok := f.opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
 		Digest: log.SHA256, Expiry: exp})
 	if tok != "" {
 		v.EpisodesURL = f.publicBase() + "/episodes/" + url.PathEscape(tok)
@@ -65,8 +66,8 @@ func (k *evalKind) downloadEpisodes(f *Frontend, w http.ResponseWriter, r *http.
 		unavailable("describe", err)
 		return
 	}
-	if j.tenant != p.Tenant || j.kind != workflows.KindEval || j.status() != workflows.StatusSucceeded ||
-		authz.Decide(p, authz.ActionDownload, j.policyJob()) != authz.Allow || k.opts.Artifacts == nil {
+	if j.Tenant != p.Tenant || j.Kind != workflows.KindEval || j.Status() != workflows.StatusSucceeded ||
+		authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow || k.opts.Artifacts == nil {
 		notFound("job not downloadable by caller")
 		return
 	}
@@ -79,7 +80,7 @@ func (k *evalKind) downloadEpisodes(f *Frontend, w http.ResponseWriter, r *http.
 		notFound("link names other bytes")
 		return
 	}
-	rd, err := k.opts.Artifacts.OpenEpisodeLog(r.Context(), j.id, j.firstRunID)
+	rd, err := k.opts.Artifacts.OpenEpisodeLog(r.Context(), j.ID, j.FirstRunID)
 	if errors.Is(err, activities.ErrArtifactGone) {
 		notFound("episode log gone")
 		return
@@ -101,6 +102,6 @@ func (k *evalKind) downloadEpisodes(f *Frontend, w http.ResponseWriter, r *http.
 	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":") // RFC 9530
 	h.Set("ETag", strconv.Quote(d.Digest))
 	h.Set("Cache-Control", "private, no-store")
-	f.logger(r.Context()).Info("episodes download", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.id))
-	http.ServeContent(w, r, name, j.closedAt, rd)
+	f.logger(r.Context()).Info("episodes download", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.ID))
+	http.ServeContent(w, r, name, j.ClosedAt, rd)
 }

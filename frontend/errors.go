@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 )
 
@@ -48,7 +49,7 @@ func errNotFound() *ToolError {
 // isUnavailable reports the job store being unreachable or overloaded (the store marks it), or
 // a call of the core running out of time.
 func isUnavailable(err error) bool {
-	return errors.Is(err, errStoreUnavailable) || errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, jobstore.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // asToolError turns an error into a tool error where the model can act on it.

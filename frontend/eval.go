@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -58,7 +59,7 @@ func (k *evalKind) Name() string { return workflows.KindEval }
 
 func (k *evalKind) serve(f *Frontend) servedKind {
 	jk := jobKind[EvalResultView]{name: workflows.KindEval, noun: "eval run",
-		result: func(ctx context.Context, p authz.Principal, j *job, decode func(any) error) (*EvalResultView, error) {
+		result: func(ctx context.Context, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
 			return k.result(f, p, j, decode)
 		}}
 	maxConc := k.suiteMax(func(s activities.Suite) int { return s.MaxConcurrency })
@@ -166,7 +167,7 @@ type EvalResultView = wire.EvalResultView
 
 // result renders the workflow's EvalResult for p: its decision record without the seal, and
 // the episode log with a download link bound to p (episodes_download.go).
-func (k *evalKind) result(f *Frontend, p authz.Principal, j *job, decode func(any) error) (*EvalResultView, error) {
+func (k *evalKind) result(f *Frontend, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
 	var r workflows.EvalResult
 	if err := decode(&r); err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 )
 
 // rendered is what a stream sends for a job at one moment.
@@ -60,18 +61,18 @@ func (f *Frontend) followJob(ctx context.Context, id string, pos handle.JobPos, 
 			}
 			continue
 		}
-		if j.runID == failedRun {
+		if j.RunID == failedRun {
 			return fmt.Errorf("job %s: its history cannot be read", id)
 		}
-		next, err := f.followRun(ctx, j.runID, id, pos, render, emit)
+		next, err := f.followRun(ctx, j.RunID, id, pos, render, emit)
 		switch {
 		case err == nil:
 			return nil
 		case errors.Is(err, errRunClosed):
 			pos = next // continued as new: the next run
 		case errors.Is(err, errRunUnreadable):
-			pos, failedRun = next, j.runID
-			if !f.followRetryable(ctx, errStoreUnavailable, &retry) {
+			pos, failedRun = next, j.RunID
+			if !f.followRetryable(ctx, jobstore.ErrStoreUnavailable, &retry) {
 				return ctx.Err()
 			}
 		default:
@@ -142,7 +143,7 @@ func (f *Frontend) followRetryable(ctx context.Context, err error, retry *time.D
 	if ctx.Err() != nil {
 		return false
 	}
-	if !errors.Is(err, errStoreUnavailable) && !errors.Is(err, context.DeadlineExceeded) && !isTemporalUnavailable(err) {
+	if !errors.Is(err, jobstore.ErrStoreUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	d := *retry/2 + rand.N(*retry/2+1)

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/jobgate/jobgate/frontend/jobstore"
 )
 
 // historyHub holds the runs some stream of this replica follows.
@@ -34,7 +36,7 @@ type runWatch struct {
 	// The job as last described for the streams of this run (described): dj was read after
 	// the history reached event dAt; dBusy is closed when a describe in flight ends.
 	dmu   sync.Mutex
-	dj    *job
+	dj    *jobstore.Job
 	dAt   int64
 	dBusy chan struct{}
 }
@@ -93,21 +95,21 @@ func (h *historyHub) read(ctx context.Context, w *runWatch) {
 			if ctx.Err() != nil {
 				return
 			}
-			if errors.Is(err, errJobNotFound) || !h.f.followRetryable(ctx, err, &retry) {
+			if errors.Is(err, jobstore.ErrJobNotFound) || !h.f.followRetryable(ctx, err, &retry) {
 				w.update(func(st *watchState) { st.err = err })
 				return
 			}
 			continue
 		}
 		retry = followRetryMin
-		token = page.next
+		token = page.Next
 		w.update(func(st *watchState) {
-			st.last = max(st.last, page.last)
-			st.relevant = max(st.relevant, page.relevant)
-			st.caughtUp = st.caughtUp || !page.full
-			st.closed = page.next == nil
+			st.last = max(st.last, page.Last)
+			st.relevant = max(st.relevant, page.Relevant)
+			st.caughtUp = st.caughtUp || !page.Full
+			st.closed = page.Next == nil
 		})
-		if page.next == nil {
+		if page.Next == nil {
 			return
 		}
 	}
@@ -133,7 +135,7 @@ func (w *runWatch) state() (watchState, <-chan struct{}) {
 // shared by every stream of the run that renders for that event or an earlier one: N listeners
 // of a job cost one Describe per change, not N. A describe started before last was seen is
 // not used for it.
-func (h *historyHub) described(ctx context.Context, w *runWatch, last int64) (*job, error) {
+func (h *historyHub) described(ctx context.Context, w *runWatch, last int64) (*jobstore.Job, error) {
 	w.dmu.Lock()
 	for {
 		if w.dj != nil && w.dAt >= last {
@@ -174,6 +176,6 @@ func (h *historyHub) described(ctx context.Context, w *runWatch, last int64) (*j
 type describedKey struct{}
 
 // withDescribed is ctx carrying j as the job's current description.
-func withDescribed(ctx context.Context, j *job) context.Context {
+func withDescribed(ctx context.Context, j *jobstore.Job) context.Context {
 	return context.WithValue(ctx, describedKey{}, j)
 }

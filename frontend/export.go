@@ -16,6 +16,7 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -85,7 +86,7 @@ func (k *exportKind) Name() string { return workflows.KindExport }
 
 func (k *exportKind) serve(f *Frontend) servedKind {
 	jk := jobKind[ExportResultView]{name: workflows.KindExport, noun: "export",
-		result: func(_ context.Context, p authz.Principal, j *job, decode func(any) error) (*ExportResultView, error) {
+		result: func(_ context.Context, p authz.Principal, j *jobstore.Job, decode func(any) error) (*ExportResultView, error) {
 			return k.result(f, p, j, decode)
 		}}
 	sk := jk.served(f, startTool(f, jk, &mcp.Tool{
@@ -108,7 +109,7 @@ func (k *exportKind) serve(f *Frontend) servedKind {
 }
 
 // result renders a succeeded export for p, with a download link bound to p.
-func (k *exportKind) result(f *Frontend, p authz.Principal, j *job, decode func(any) error) (*ExportResultView, error) {
+func (k *exportKind) result(f *Frontend, p authz.Principal, j *jobstore.Job, decode func(any) error) (*ExportResultView, error) {
 	var r workflows.ExportResult
 	if err := decode(&r); err != nil {
 		return nil, err
@@ -124,11 +125,11 @@ func (k *exportKind) result(f *Frontend, p authz.Principal, j *job, decode func(
 		v.Note = "the artifact was deleted after its retention period; start a new export (with a new idempotency_key) to get the data again"
 	case k.opts.Artifacts == nil:
 		v.Note = "this server has no artifact store configured for downloads"
-	case authz.Decide(p, authz.ActionDownload, j.policyJob()) == authz.Allow:
+	case authz.Decide(p, authz.ActionDownload, j.PolicyJob()) == authz.Allow:
 		// Not capped at the artifact's expiry: a link used after retention answers 410, which
 		// says more than a link-expired 404.
 		exp := now.Add(k.opts.DownloadTTL).Truncate(time.Second)
-		tok := f.opts.Keys.SealDownload(handle.Download{Tenant: j.tenant, WorkflowID: j.id, Subject: p.Subject,
+		tok := f.opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
 			Digest: m.SHA256, Expiry: exp})
 		if tok != "" {
 			v.DownloadURL = f.publicBase() + "/artifacts/" + url.PathEscape(tok)

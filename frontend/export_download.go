@@ -47,14 +47,14 @@ func (k *exportKind) serveDownload(f *Frontend, w http.ResponseWriter, r *http.R
 		http.Error(w, "the job store is unreachable; retry shortly", http.StatusServiceUnavailable)
 		return
 	}
-	if j.tenant != p.Tenant || j.kind != workflows.KindExport || j.status() != workflows.StatusSucceeded ||
-		authz.Decide(p, authz.ActionDownload, j.policyJob()) != authz.Allow {
+	if j.Tenant != p.Tenant || j.Kind != workflows.KindExport || j.Status() != workflows.StatusSucceeded ||
+		authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
 		notFound("job not downloadable by caller")
 		return
 	}
 	var res workflows.ExportResult
 	if err := f.readResult(r.Context(), j, &res); err != nil {
-		f.logger(r.Context()).Error("download: read result", zap.String("job_id", j.id), zap.Error(err))
+		f.logger(r.Context()).Error("download: read result", zap.String("job_id", j.ID), zap.Error(err))
 		http.Error(w, "the job store is unreachable; retry shortly", http.StatusServiceUnavailable)
 		return
 	}
@@ -82,14 +82,14 @@ func (k *exportKind) serveDownload(f *Frontend, w http.ResponseWriter, r *http.R
 		return
 	}
 	if err != nil {
-		f.logger(r.Context()).Error("download: open artifact", zap.String("job_id", j.id), zap.Error(err))
+		f.logger(r.Context()).Error("download: open artifact", zap.String("job_id", j.ID), zap.Error(err))
 		http.Error(w, "the artifact store is unreachable; retry shortly", http.StatusServiceUnavailable)
 		return
 	}
 	defer rd.Close()
 	sum, err := hex.DecodeString(m.SHA256)
 	if err != nil {
-		f.logger(r.Context()).Error("download: manifest digest", zap.String("job_id", j.id), zap.Error(err))
+		f.logger(r.Context()).Error("download: manifest digest", zap.String("job_id", j.ID), zap.Error(err))
 		http.Error(w, "bad manifest", http.StatusInternalServerError)
 		return
 	}
@@ -99,7 +99,7 @@ func (k *exportKind) serveDownload(f *Frontend, w http.ResponseWriter, r *http.R
 	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":") // RFC 9530
 	h.Set("ETag", strconv.Quote(m.SHA256))
 	h.Set("Cache-Control", "private, no-store")
-	f.logger(r.Context()).Info("download", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.id),
+	f.logger(r.Context()).Info("download", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.ID),
 		zap.String("range", r.Header.Get("Range")))
 	// ServeContent answers Range (206 with Content-Range) and sets Content-Length.
 	http.ServeContent(w, r, m.FileName, m.CreatedAt, rd)

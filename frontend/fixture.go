@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -76,7 +77,7 @@ type fixtureView = KindView[FixtureResultView]
 
 func (k fixtureKind) serve(f *Frontend) servedKind {
 	jk := jobKind[FixtureResultView]{name: workflows.KindFixture, noun: "MCP conformance fixture job",
-		result: func(ctx context.Context, _ authz.Principal, _ *job, decode func(ptr any) error) (*FixtureResultView, error) {
+		result: func(ctx context.Context, _ authz.Principal, _ *jobstore.Job, decode func(ptr any) error) (*FixtureResultView, error) {
 			var r workflows.FixtureResult
 			if err := decode(&r); err != nil {
 				return nil, err

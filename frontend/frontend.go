@@ -18,6 +18,8 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/temporalstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -123,12 +125,10 @@ type Frontend struct {
 	metrics  *metrics
 	// results are the results of succeeded runs by workflow and run ID (resultcache.go).
 	results *resultCache
-	// needsInputs are decoded open input requests by memo payload bytes (memocache.go).
-	needsInputs *needsInputCache
-	tokens      *tokenCache // verified bearer tokens by sha256
-	ready       *readiness  // Temporal's health for /readyz, cached (readyz.go)
-	store       jobStore    // the jobs (store.go): Temporal, or a unit test's fake
-	quotas      quotas      // this replica's admitted starts visibility may not show yet
+	tokens  *tokenCache    // verified bearer tokens by sha256
+	ready   *readiness     // Temporal's health for /readyz, cached (readyz.go)
+	store   jobstore.Store // the jobs (store.go): Temporal, or a unit test's fake
+	quotas  quotas         // this replica's admitted starts visibility may not show yet
 	// kinds are the served kinds (Options.Kinds bound to this frontend), in Options order.
 	kinds []servedKind
 	// tracer starts the MCP requests' spans (tracing.go).
@@ -152,7 +152,7 @@ func New(opts Options) (*Frontend, error) { return newFrontend(opts, nil) }
 
 // newFrontend is New over store; a nil store is the Temporal store of opts.Temporal (unit tests
 // pass their in-memory fake).
-func newFrontend(opts Options, store jobStore) (*Frontend, error) {
+func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
 	var missing []string
 	if opts.Temporal == nil && store == nil {
 		missing = append(missing, "Temporal")
@@ -230,11 +230,11 @@ func newFrontend(opts Options, store jobStore) (*Frontend, error) {
 		return nil, fmt.Errorf("frontend: UIURLFor %q: want %s, %s or %s", opts.UIURLFor, UIURLForAdmin, UIURLForAll, UIURLForNone)
 	}
 	f := &Frontend{opts: opts, log: opts.Logger, tokens: newTokenCache(opts.Now), results: newResultCache(),
-		needsInputs: newNeedsInputCache(), streams: newStreamLimits(opts.MaxStreams, opts.MaxStreamsPerCaller)}
+		streams: newStreamLimits(opts.MaxStreams, opts.MaxStreamsPerCaller)}
 	f.hub = newHistoryHub(f)
 	f.stopStreams, f.stopStreamsNow = context.WithCancel(context.Background())
 	if f.store = store; store == nil {
-		f.store = newTemporalStore(opts, f.needsInputs)
+		f.store = temporalstore.New(opts.Temporal, opts.Namespace, opts.TaskQueue, opts.DataConverter)
 	}
 	f.ready = newReadiness(f.store.CheckHealth, readyTTL, opts.Now)
 	var err error

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -19,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/wire"
 )
 
 const principalKey = "jobgate.principal"
@@ -280,36 +280,8 @@ func (pm *parsedMsg) decode() {
 		return
 	}
 	pm.decoded = true
-	pm.method, pm.methodOK = jsonString(pm.m["method"])
-	pm.name, _ = jsonString(pm.params["name"])
-}
-
-// jsonString decodes raw as a JSON string: ok is false when raw is absent or not a string. raw
-// is one JSON value as a parsed map holds it (valid, no surrounding space); a plain string —
-// no escapes, no control characters, valid UTF-8 — is its bytes, anything else goes through
-// encoding/json.
-func jsonString(raw json.RawMessage) (string, bool) {
-	if len(raw) == 0 {
-		return "", false
-	}
-	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
-		inner := raw[1 : n-1]
-		plain := utf8.Valid(inner)
-		for _, c := range inner {
-			if c == '\\' || c == '"' || c < 0x20 {
-				plain = false
-				break
-			}
-		}
-		if plain {
-			return string(inner), true
-		}
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
+	pm.method, pm.methodOK = wire.JSONString(pm.m["method"])
+	pm.name, _ = wire.JSONString(pm.params["name"])
 }
 
 // toolNames returns the tools a JSON-RPC message (or batch) calls.

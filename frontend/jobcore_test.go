@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -26,7 +27,7 @@ var (
 	coreAdmin = authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}}
 	// coreKind is a kind as the core sees it (its result is never read by these tests).
 	coreKind = jobKind[struct{}]{name: workflows.KindEval, noun: "eval run",
-		result: func(context.Context, authz.Principal, *job, func(any) error) (*struct{}, error) {
+		result: func(context.Context, authz.Principal, *jobstore.Job, func(any) error) (*struct{}, error) {
 			return &struct{}{}, nil
 		}}
 )
@@ -49,8 +50,8 @@ func TestStart_Idempotent(t *testing.T) {
 		t.Fatalf("first start: %+v, %v", v1, err)
 	}
 	st := ms.starts[0]
-	if st.id != "acme/eval/ana/k1" || st.tenant != "acme" || st.owner != "ana" || st.kind != workflows.KindEval ||
-		st.workflow != workflows.EvalWorkflowName || st.memo[workflows.MemoInputHash] != "h1" || st.awaitFirst {
+	if st.ID != "acme/eval/ana/k1" || st.Tenant != "acme" || st.Owner != "ana" || st.Kind != workflows.KindEval ||
+		st.Workflow != workflows.EvalWorkflowName || st.Memo[workflows.MemoInputHash] != "h1" || st.AwaitFirst {
 		t.Fatalf("start request: %+v", st)
 	}
 	// The same key and arguments: the same job, created=false, nothing new started.
@@ -83,12 +84,12 @@ func TestStart_KeyReused(t *testing.T) {
 		t.Fatalf("bo's start: %+v, %v", v, err)
 	}
 	// A key taken by a job of another kind (the same ID, a hand-made clash) is a reuse too.
-	ms.jobs["acme/eval/ana/k9"] = &job{id: "acme/eval/ana/k9", runID: "r", tenant: "acme", owner: "ana", kind: workflows.KindExport,
-		exec: runRunning, inputHash: "h1"}
+	ms.jobs["acme/eval/ana/k9"] = &jobstore.Job{ID: "acme/eval/ana/k9", RunID: "r", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport,
+		Exec: jobstore.RunRunning, InputHash: "h1"}
 	_, err = coreKind.start(ctx, f, coreAna, coreSpec("k9", "h1"))
 	wantCode(t, "other kind", err, CodeIdempotencyKeyReused)
 	// A job that vanished between the refused start and its read: retry.
-	ms.startErr = errAlreadyStarted
+	ms.startErr = jobstore.ErrAlreadyStarted
 	_, err = coreKind.start(ctx, f, coreAna, coreSpec("gone", "h1"))
 	if te := wantCode(t, "vanished", err, CodeUnavailable); te != nil && !strings.Contains(te.Message, "retry") {
 		t.Errorf("vanished: %v", te)
@@ -107,7 +108,7 @@ func TestStart_QuotaRefusedRetry(t *testing.T) {
 	f.opts.Tenants = authz.Tenants{Defaults: authz.TenantPolicy{Limits: authz.Limits{RunningJobsPerOwner: 1}}}
 	for i := range 5 {
 		id := fmt.Sprintf("acme/eval/ana/r%d", i)
-		ms.jobs[id] = &job{id: id, runID: "run-" + id, tenant: "acme", owner: "ana", kind: "eval", exec: runRunning, saStatus: workflows.StatusRunning}
+		ms.jobs[id] = &jobstore.Job{ID: id, RunID: "run-" + id, Tenant: "acme", Owner: "ana", Kind: "eval", Exec: jobstore.RunRunning, SAStatus: workflows.StatusRunning}
 	}
 	v, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1"))
 	if err != nil || *v.Created || v.JobID != "acme/eval/ana/k1" {
@@ -130,10 +131,10 @@ func mrtrCtx() context.Context {
 }
 
 // openOwnerInput is the workflow's first state for a job that at once asks its owner.
-func openOwnerInput(j *job) {
-	j.saStatus = workflows.StatusAwaitingInput
-	j.needsInput = &workflows.NeedsInput{InputID: "approve-1", Prompt: "Approve?", ScopeDigest: "sha256:d",
-		Approver: authz.ApproverOwner, RequestedBy: j.owner, ExpiresAt: coreNow.Add(time.Hour)}
+func openOwnerInput(j *jobstore.Job) {
+	j.SAStatus = workflows.StatusAwaitingInput
+	j.NeedsInput = &workflows.NeedsInput{InputID: "approve-1", Prompt: "Approve?", ScopeDigest: "sha256:d",
+		Approver: authz.ApproverOwner, RequestedBy: j.Owner, ExpiresAt: coreNow.Add(time.Hour)}
 }
 
 // A start whose job at once asks its owner returns that request in the start's one store call
@@ -149,12 +150,12 @@ func TestStart_FirstState(t *testing.T) {
 	if !errors.As(err, &ir) || ir.res.InputRequests[InputKeyApproval] == nil || ir.res.RequestState == "" {
 		t.Fatalf("start of a job that asks its owner: want input_required, got %v", err)
 	}
-	if len(ms.starts) != 1 || !ms.starts[0].awaitFirst {
+	if len(ms.starts) != 1 || !ms.starts[0].AwaitFirst {
 		t.Fatalf("starts %+v: want one that awaits the first state", ms.starts)
 	}
 	// A client that takes no elicitation: a plain start, the queued view.
 	v, err := coreKind.start(context.Background(), f, coreAna, func() startSpec { s := coreSpec("k2", "h1"); s.ownerInput = true; return s }())
-	if err != nil || v.Status != workflows.StatusQueued || ms.starts[1].awaitFirst {
+	if err != nil || v.Status != workflows.StatusQueued || ms.starts[1].AwaitFirst {
 		t.Fatalf("2025 client: %+v, %v, %+v", v, err, ms.starts[1])
 	}
 	// No worker: the first state does not come; the start still answers, with the job queued.
@@ -175,10 +176,10 @@ func TestStart_FirstState(t *testing.T) {
 }
 
 // awaitingJob stores a job of ana waiting for input from approver and returns it as Describe has it.
-func awaitingJob(t *testing.T, f *Frontend, ms *memStore, id string, approver authz.Approver) *job {
+func awaitingJob(t *testing.T, f *Frontend, ms *memStore, id string, approver authz.Approver) *jobstore.Job {
 	t.Helper()
-	ms.jobs[id] = &job{id: id, runID: "run-" + id, tenant: "acme", owner: "ana", kind: workflows.KindEval, exec: runRunning,
-		saStatus: workflows.StatusAwaitingInput, needsInput: &workflows.NeedsInput{InputID: "approve-1", Prompt: "Approve?",
+	ms.jobs[id] = &jobstore.Job{ID: id, RunID: "run-" + id, Tenant: "acme", Owner: "ana", Kind: workflows.KindEval, Exec: jobstore.RunRunning,
+		SAStatus: workflows.StatusAwaitingInput, NeedsInput: &workflows.NeedsInput{InputID: "approve-1", Prompt: "Approve?",
 			ScopeDigest: "sha256:d", Approver: approver, RequestedBy: "ana", ExpiresAt: coreNow.Add(time.Hour)}}
 	j, err := f.describe(context.Background(), id)
 	if err != nil {
@@ -193,12 +194,14 @@ func TestResume_ErrorMapping(t *testing.T) {
 	f := newCoreFrontend(t, ms)
 	ctx := context.Background()
 	in := ResumeIn{InputID: "approve-1", ScopeDigest: "sha256:d", Decision: workflows.DecisionApprove}
-	reject := func(kind, msg string) func(*job, workflows.ResumeRequest) error {
-		return func(*job, workflows.ResumeRequest) error { return &resumeRejected{kind: kind, msg: msg} }
+	reject := func(kind, msg string) func(*jobstore.Job, workflows.ResumeRequest) error {
+		return func(*jobstore.Job, workflows.ResumeRequest) error {
+			return &jobstore.ResumeRejected{Kind: kind, Msg: msg}
+		}
 	}
 	for _, c := range []struct {
 		name   string
-		resume func(*job, workflows.ResumeRequest) error
+		resume func(*jobstore.Job, workflows.ResumeRequest) error
 		code   string
 		msg    string // in the error's message
 	}{
@@ -209,10 +212,14 @@ func TestResume_ErrorMapping(t *testing.T) {
 		{"workflow not found", reject(workflows.RejectNotFound, "job not found"), CodeNotFound, "no such job"},
 		{"bad decision", reject(workflows.RejectInvalidArgument, "decision must be approve or reject"), CodeInvalidArgument, "decision"},
 		{"seal refused", reject(workflows.RejectUnsealed, "seal expired"), CodeUnavailable, "deployment problem"},
-		{"job finished", func(*job, workflows.ResumeRequest) error { return errJobNotFound }, CodeInputNotExpected, "no longer waiting"},
-		{"update timeout", func(*job, workflows.ResumeRequest) error { return fmt.Errorf("resume: %w", errUpdateTimeout) }, CodeUnavailable, "no worker processed"},
-		{"store unavailable", func(*job, workflows.ResumeRequest) error { return fmt.Errorf("resume: %w", errStoreUnavailable) }, CodeUnavailable, "no worker processed"},
-		{"deadline", func(*job, workflows.ResumeRequest) error { return context.DeadlineExceeded }, CodeUnavailable, "no worker processed"},
+		{"job finished", func(*jobstore.Job, workflows.ResumeRequest) error { return jobstore.ErrJobNotFound }, CodeInputNotExpected, "no longer waiting"},
+		{"update timeout", func(*jobstore.Job, workflows.ResumeRequest) error {
+			return fmt.Errorf("resume: %w", jobstore.ErrUpdateTimeout)
+		}, CodeUnavailable, "no worker processed"},
+		{"store unavailable", func(*jobstore.Job, workflows.ResumeRequest) error {
+			return fmt.Errorf("resume: %w", jobstore.ErrStoreUnavailable)
+		}, CodeUnavailable, "no worker processed"},
+		{"deadline", func(*jobstore.Job, workflows.ResumeRequest) error { return context.DeadlineExceeded }, CodeUnavailable, "no worker processed"},
 	} {
 		ms.resume = c.resume
 		j := awaitingJob(t, f, ms, "acme/eval/ana/r", authz.ApproverOwner)
@@ -222,7 +229,7 @@ func TestResume_ErrorMapping(t *testing.T) {
 		}
 	}
 	// Anything else is an internal error, not a tool error.
-	ms.resume = func(*job, workflows.ResumeRequest) error { return errors.New("boom") }
+	ms.resume = func(*jobstore.Job, workflows.ResumeRequest) error { return errors.New("boom") }
 	if _, err := f.resumeJob(ctx, coreAna, awaitingJob(t, f, ms, "acme/eval/ana/r", authz.ApproverOwner), in, tokenAnswerer(ctx, workflows.SurfaceTool), ""); err == nil {
 		t.Error("unknown store error: no error")
 	} else if _, ok := asToolError(err); ok {
@@ -243,7 +250,7 @@ func TestResume_ErrorMapping(t *testing.T) {
 		t.Errorf("four eyes: %q", te.Message)
 	}
 	running := awaitingJob(t, f, ms, "acme/eval/ana/x", authz.ApproverOwner)
-	running.needsInput, running.saStatus = nil, workflows.StatusRunning
+	running.NeedsInput, running.SAStatus = nil, workflows.StatusRunning
 	_, err = f.resumeJob(ctx, coreAna, running, in, tokenAnswerer(ctx, workflows.SurfaceTool), "")
 	wantCode(t, "not awaiting input", err, CodeInputNotExpected)
 	if len(ms.resumes) != n {
@@ -253,14 +260,14 @@ func TestResume_ErrorMapping(t *testing.T) {
 	// Accepted: the update carries the run, a sealed request and a deduplicating ID.
 	j := awaitingJob(t, f, ms, "acme/eval/ana/ok", authz.ApproverApprover)
 	got, err := f.resumeJob(ctx, coreAppr, j, in, tokenAnswerer(ctx, workflows.SurfaceTool), "")
-	if err != nil || got.status() != workflows.StatusRunning {
+	if err != nil || got.Status() != workflows.StatusRunning {
 		t.Fatalf("approver's resume: %+v, %v", got, err)
 	}
 	r := ms.resumes[len(ms.resumes)-1]
-	if r.id != j.id || r.runID != j.runID || r.req.Seal == "" || r.req.Principal.Subject != "cy" || !strings.HasPrefix(r.updateID, "resume-") {
+	if r.id != j.ID || r.runID != j.RunID || r.req.Seal == "" || r.req.Principal.Subject != "cy" || !strings.HasPrefix(r.updateID, "resume-") {
 		t.Fatalf("resume request: %+v", r)
 	}
-	ms.jobs[j.id] = j // again, the same answer: the same update ID (Temporal deduplicates)
+	ms.jobs[j.ID] = j // again, the same answer: the same update ID (Temporal deduplicates)
 	if _, err := f.resumeJob(ctx, coreAppr, j, in, tokenAnswerer(ctx, workflows.SurfaceTool), ""); err != nil || ms.resumes[len(ms.resumes)-1].updateID != r.updateID {
 		t.Fatalf("repeated resume: %v, update IDs %s / %s", err, r.updateID, ms.resumes[len(ms.resumes)-1].updateID)
 	}
@@ -270,38 +277,46 @@ func TestResume_ErrorMapping(t *testing.T) {
 // needs_input while awaiting input, errors of ended jobs, poll_after_ms and the ui_url rule.
 func TestSummary(t *testing.T) {
 	f := newCoreFrontend(t, newMemStore())
-	base := func(exec runState, sa workflows.Status) *job {
-		return &job{id: "acme/eval/ana/k", runID: "r1", tenant: "acme", owner: "ana", kind: workflows.KindEval, exec: exec, saStatus: sa,
-			createdAt: coreNow.Add(-time.Hour), closedAt: time.Time{},
-			progress: workflows.Progress{Done: 2, Total: 10, Unit: "episodes", AsOf: coreNow.Add(-time.Minute)}}
+	base := func(exec jobstore.RunState, sa workflows.Status) *jobstore.Job {
+		return &jobstore.Job{ID: "acme/eval/ana/k", RunID: "r1", Tenant: "acme", Owner: "ana", Kind: workflows.KindEval, Exec: exec, SAStatus: sa,
+			CreatedAt: coreNow.Add(-time.Hour), ClosedAt: time.Time{},
+			Progress: workflows.Progress{Done: 2, Total: 10, Unit: "episodes", AsOf: coreNow.Add(-time.Minute)}}
 	}
 	ni := &workflows.NeedsInput{InputID: "approve-1", Prompt: "Approve?", ScopeDigest: "sha256:d", Approver: authz.ApproverOwner}
 	for _, c := range []struct {
 		name   string
-		j      *job
+		j      *jobstore.Job
 		status workflows.Status
 		poll   int
 		code   string // error code, "" for none
 	}{
-		{"queued", base(runRunning, workflows.StatusQueued), workflows.StatusQueued, 1000, ""},
-		{"no attribute yet", base(runRunning, ""), workflows.StatusQueued, 1000, ""},
-		{"running", base(runRunning, workflows.StatusRunning), workflows.StatusRunning, 2000, ""},
-		{"awaiting", func() *job { j := base(runRunning, workflows.StatusAwaitingInput); j.needsInput = ni; return j }(), workflows.StatusAwaitingInput, 5000, ""},
-		{"cancel requested", func() *job { j := base(runRunning, workflows.StatusRunning); j.cancelRequested = true; return j }(), workflows.StatusCancelling, 1000, ""},
+		{"queued", base(jobstore.RunRunning, workflows.StatusQueued), workflows.StatusQueued, 1000, ""},
+		{"no attribute yet", base(jobstore.RunRunning, ""), workflows.StatusQueued, 1000, ""},
+		{"running", base(jobstore.RunRunning, workflows.StatusRunning), workflows.StatusRunning, 2000, ""},
+		{"awaiting", func() *jobstore.Job {
+			j := base(jobstore.RunRunning, workflows.StatusAwaitingInput)
+			j.NeedsInput = ni
+			return j
+		}(), workflows.StatusAwaitingInput, 5000, ""},
+		{"cancel requested", func() *jobstore.Job {
+			j := base(jobstore.RunRunning, workflows.StatusRunning)
+			j.CancelRequested = true
+			return j
+		}(), workflows.StatusCancelling, 1000, ""},
 		// Once closed, the run state is the truth, whatever the attribute says.
-		{"completed", base(runCompleted, workflows.StatusRunning), workflows.StatusSucceeded, 0, ""},
-		{"failed", base(runFailed, workflows.StatusRunning), workflows.StatusFailed, 0, "failed"},
-		{"terminated", base(runTerminated, workflows.StatusRunning), workflows.StatusFailed, 0, "terminated"},
-		{"timed out", base(runTimedOut, workflows.StatusRunning), workflows.StatusFailed, 0, "timedout"},
-		{"canceled", base(runCanceled, workflows.StatusRunning), workflows.StatusCancelled, 0, workflows.ErrCodeCancelled},
-		{"failed with its error", func() *job {
-			j := base(runFailed, workflows.StatusFailed)
-			j.jobErr = &workflows.JobError{Code: "all_episodes_failed", Message: "m"}
+		{"completed", base(jobstore.RunCompleted, workflows.StatusRunning), workflows.StatusSucceeded, 0, ""},
+		{"failed", base(jobstore.RunFailed, workflows.StatusRunning), workflows.StatusFailed, 0, "failed"},
+		{"terminated", base(jobstore.RunTerminated, workflows.StatusRunning), workflows.StatusFailed, 0, "terminated"},
+		{"timed out", base(jobstore.RunTimedOut, workflows.StatusRunning), workflows.StatusFailed, 0, "timedout"},
+		{"canceled", base(jobstore.RunCanceled, workflows.StatusRunning), workflows.StatusCancelled, 0, workflows.ErrCodeCancelled},
+		{"failed with its error", func() *jobstore.Job {
+			j := base(jobstore.RunFailed, workflows.StatusFailed)
+			j.JobErr = &workflows.JobError{Code: "all_episodes_failed", Message: "m"}
 			return j
 		}(), workflows.StatusFailed, 0, "all_episodes_failed"},
 	} {
 		s := f.summary(coreAna, c.j)
-		if s.Status != c.status || s.PollAfterMS != c.poll || s.Progress != c.j.progress || s.JobID != c.j.id || s.Owner != "ana" || s.Kind != "eval" {
+		if s.Status != c.status || s.PollAfterMS != c.poll || s.Progress != c.j.Progress || s.JobID != c.j.ID || s.Owner != "ana" || s.Kind != "eval" {
 			t.Errorf("%s: %+v", c.name, s)
 		}
 		if (s.Error == nil) != (c.code == "") || (s.Error != nil && s.Error.Code != c.code) {
@@ -315,9 +330,9 @@ func TestSummary(t *testing.T) {
 		}
 	}
 	// A job without created_at (started before the memo had it) shows its start time.
-	j := base(runRunning, workflows.StatusRunning)
-	j.createdAt, j.startedAt = time.Time{}, coreNow.Add(-2*time.Hour)
-	if s := f.summary(coreAna, j); !s.CreatedAt.Equal(j.startedAt) {
+	j := base(jobstore.RunRunning, workflows.StatusRunning)
+	j.CreatedAt, j.StartedAt = time.Time{}, coreNow.Add(-2*time.Hour)
+	if s := f.summary(coreAna, j); !s.CreatedAt.Equal(j.StartedAt) {
 		t.Errorf("created_at fallback: %s", s.CreatedAt)
 	}
 	// ui_url: operators only (UIURLForAdmin, the default), with the run's history.
@@ -329,7 +344,7 @@ func TestSummary(t *testing.T) {
 	}
 	// The handle names the job and its kind.
 	s := f.summary(coreAna, j)
-	if h, err := f.opts.Keys.OpenHandle(s.Handle, coreNow); err != nil || h.WorkflowID != j.id || h.Kind != "eval" || h.Tenant != "acme" {
+	if h, err := f.opts.Keys.OpenHandle(s.Handle, coreNow); err != nil || h.WorkflowID != j.ID || h.Kind != "eval" || h.Tenant != "acme" {
 		t.Errorf("handle: %+v, %v", h, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 )
 
 // TestJobIDPerOwner: the workflow ID carries tenant, kind, owner and key, splits into exactly
@@ -30,7 +31,7 @@ func TestJobIDPerOwner(t *testing.T) {
 	}
 	// Every ID can be quoted into a visibility query the store matches (quota checks query IDs).
 	for _, sub := range []string{"o'neil", `a\b`, `"q"`, "'x'"} {
-		if id := jobID("acme", "eval", sub, "k1"); !ownerMatchable(id) || strings.ContainsAny(id, `'"\`) {
+		if id := jobID("acme", "eval", sub, "k1"); !jobstore.OwnerMatchable(id) || strings.ContainsAny(id, `'"\`) {
 			t.Errorf("job ID %q cannot be matched in a visibility query", id)
 		}
 	}

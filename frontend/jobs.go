@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -45,91 +46,6 @@ type JobView = wire.JobView
 
 // NeedsInputView is an open input request (wire.NeedsInputView).
 type NeedsInputView = wire.NeedsInputView
-
-// needsInputViewOf renders an open input request.
-func needsInputViewOf(ni *workflows.NeedsInput) NeedsInputView {
-	return NeedsInputView{InputID: ni.InputID, Prompt: ni.Prompt, AnswerSchema: ni.AnswerSchema,
-		ScopeDigest: ni.ScopeDigest, Scope: ni.Scope, Approver: ni.Approver, SelfApproval: ni.AllowSelf,
-		RequestedBy: ni.RequestedBy, ExpiresAt: ni.ExpiresAt}
-}
-
-// runState is the state of a job's workflow run as the store reports it; the contract status
-// derives from it (job.status). Its values name the failure in a view's error code, spelt as
-// views always have: Temporal's status name in lower case, without separators ("timedout").
-type runState string
-
-const (
-	runUnknown        runState = "unspecified"
-	runRunning        runState = "running"
-	runCompleted      runState = "completed"
-	runFailed         runState = "failed"
-	runTerminated     runState = "terminated"
-	runTimedOut       runState = "timedout"
-	runCanceled       runState = "canceled"
-	runContinuedAsNew runState = "continuedasnew"
-)
-
-// job is what one Describe tells about a job.
-type job struct {
-	id, runID  string
-	firstRunID string // the job's first run (scopes what it keeps outside Temporal)
-	tenant     string
-	owner      string
-	kind       string
-	exec       runState
-	saStatus   workflows.Status
-	inputHash  string
-	createdAt  time.Time
-	startedAt  time.Time
-	closedAt   time.Time
-	progress   workflows.Progress
-	slots      int                   // memo slots: the episode concurrency an eval holds while unfinished
-	needsInput *workflows.NeedsInput // may be shared with other calls (see needsInputCache): never modify
-	jobErr     *workflows.JobError
-	// decision is the record of the answer that rejected the job (memo); nil otherwise.
-	decision *workflows.DecisionRecord
-	// cancelRequested: a cancel is recorded but the workflow may not have run since (no worker).
-	cancelRequested bool
-	// needsInputJSON is needsInput's NeedsInputView as JSON, when the store decoded it (needsInputCache.decode).
-	needsInputJSON []byte
-}
-
-func (j *job) policyJob() authz.Job {
-	if j.exec != runRunning {
-		return workflows.PolicyJob(j.tenant, j.owner, nil)
-	}
-	return workflows.PolicyJob(j.tenant, j.owner, j.needsInput)
-}
-
-// closedStatus is the contract status of a run that closed as exec: false while it runs (or
-// when it continued as new, which ends no job).
-func closedStatus(exec runState) (workflows.Status, bool) {
-	switch exec {
-	case runCompleted:
-		return workflows.StatusSucceeded, true
-	case runFailed, runTerminated, runTimedOut:
-		return workflows.StatusFailed, true
-	case runCanceled:
-		return workflows.StatusCancelled, true
-	}
-	return "", false
-}
-
-// status derives the contract status: the execution status is the truth once closed; while
-// running, the JobStatus search attribute the workflow keeps says which phase it is in.
-func (j *job) status() workflows.Status {
-	if s, closed := closedStatus(j.exec); closed {
-		return s
-	}
-	if j.cancelRequested {
-		return workflows.StatusCancelling
-	}
-	switch j.saStatus {
-	case workflows.StatusRunning, workflows.StatusAwaitingInput, workflows.StatusCancelling:
-		return j.saStatus
-	}
-	return workflows.StatusQueued
-}
 
 // jobID is the workflow ID of the job owner starts under key: "<tenant>/<kind>/<owner>/<key>".
 // Keys are per owner (CONTRACT semantics 1): another principal's start with the same key names
@@ -175,15 +91,15 @@ func ownerSegment(sub string) string {
 // describe reads one job; a job the store does not know is not_found. A stream's render
 // carries the job its run's watch just described (withDescribed, events_hub.go): that is the
 // answer, as fresh as the event the render is for.
-func (f *Frontend) describe(ctx context.Context, id string) (*job, error) {
-	if j, ok := ctx.Value(describedKey{}).(*job); ok && j.id == id {
+func (f *Frontend) describe(ctx context.Context, id string) (*jobstore.Job, error) {
+	if j, ok := ctx.Value(describedKey{}).(*jobstore.Job); ok && j.ID == id {
 		c := *j
 		return &c, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
 	j, err := f.store.Describe(ctx, id)
-	if errors.Is(err, errJobNotFound) {
+	if errors.Is(err, jobstore.ErrJobNotFound) {
 		return nil, errNotFound()
 	}
 	return j, err
@@ -191,7 +107,7 @@ func (f *Frontend) describe(ctx context.Context, id string) (*job, error) {
 
 // resolve opens a handle for the caller and reads the job, applying the access policy for a.
 // Every "may not know" outcome is the same not_found as an unknown job.
-func (f *Frontend) resolve(ctx context.Context, p authz.Principal, raw, kind string, a authz.Action) (*job, error) {
+func (f *Frontend) resolve(ctx context.Context, p authz.Principal, raw, kind string, a authz.Action) (*jobstore.Job, error) {
 	if raw == "" {
 		return nil, invalidArg("handle", "is required")
 	}
@@ -224,15 +140,15 @@ func (f *Frontend) resolve(ctx context.Context, p authz.Principal, raw, kind str
 	if err != nil {
 		return nil, err
 	}
-	if j.tenant != p.Tenant || j.kind != kind {
+	if j.Tenant != p.Tenant || j.Kind != kind {
 		return nil, errNotFound()
 	}
-	switch authz.Decide(p, a, j.policyJob()) {
+	switch authz.Decide(p, a, j.PolicyJob()) {
 	case authz.Allow:
 		return j, nil
 	case authz.Forbidden:
 		if a == authz.ActionResume {
-			return nil, toolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.policyJob()))
+			return nil, toolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.PolicyJob()))
 		}
 		return nil, toolErr(CodeForbidden, "you may see this job but not %s it", a)
 	default:
@@ -250,9 +166,9 @@ func kindOr(a, b string) string {
 // readResult decodes a closed successful job's workflow result into ptr. It reads the close
 // event, which works with no worker running; a succeeded run's result is then kept in the
 // closed-run cache (see resultCache), so reading it again costs no Temporal call.
-func (f *Frontend) readResult(ctx context.Context, j *job, ptr any) error {
-	cacheable := j.exec == runCompleted && j.runID != ""
-	k := resultKey{workflowID: j.id, runID: j.runID, typ: reflect.TypeOf(ptr)}
+func (f *Frontend) readResult(ctx context.Context, j *jobstore.Job, ptr any) error {
+	cacheable := j.Exec == jobstore.RunCompleted && j.RunID != ""
+	k := resultKey{workflowID: j.ID, runID: j.RunID, typ: reflect.TypeOf(ptr)}
 	if cacheable {
 		if b, ok := f.results.get(k); ok {
 			if err := json.Unmarshal(b, ptr); err == nil {
@@ -264,7 +180,7 @@ func (f *Frontend) readResult(ctx context.Context, j *job, ptr any) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
-	if err := f.store.Result(ctx, j.id, j.runID, ptr); err != nil {
+	if err := f.store.Result(ctx, j.ID, j.RunID, ptr); err != nil {
 		return err
 	}
 	if cacheable {
@@ -295,25 +211,25 @@ func latest(ts ...time.Time) time.Time {
 
 // summary renders a list row: the job view without the result (which would cost a call per
 // row). Same derivations as view.
-func (f *Frontend) summary(p authz.Principal, j *job) JobSummary {
+func (f *Frontend) summary(p authz.Principal, j *jobstore.Job) JobSummary {
 	s := JobSummary{
-		JobID:     j.id,
-		Kind:      j.kind,
-		Status:    j.status(),
-		Owner:     j.owner,
-		CreatedAt: j.createdAt,
-		Progress:  j.progress,
-		Error:     j.jobErr,
-		Decision:  decisionView(j.decision),
+		JobID:     j.ID,
+		Kind:      j.Kind,
+		Status:    j.Status(),
+		Owner:     j.Owner,
+		CreatedAt: j.CreatedAt,
+		Progress:  j.Progress,
+		Error:     j.JobErr,
+		Decision:  decisionView(j.Decision),
 	}
-	s.Handle = f.opts.Keys.SealHandle(handle.Handle{Tenant: j.tenant, WorkflowID: j.id, Kind: j.kind,
+	s.Handle = f.opts.Keys.SealHandle(handle.Handle{Tenant: j.Tenant, WorkflowID: j.ID, Kind: j.Kind,
 		Expiry: f.opts.Now().Add(f.opts.HandleTTL).Truncate(time.Second)})
 	if s.CreatedAt.IsZero() {
-		s.CreatedAt = j.startedAt
+		s.CreatedAt = j.StartedAt
 	}
-	s.UpdatedAt = latest(s.CreatedAt, j.progress.AsOf, j.closedAt)
+	s.UpdatedAt = latest(s.CreatedAt, j.Progress.AsOf, j.ClosedAt)
 	if f.showUIURL(p) {
-		s.UIURL = f.uiURL(j.id, j.runID)
+		s.UIURL = f.uiURL(j.ID, j.RunID)
 	}
 	switch s.Status {
 	case workflows.StatusQueued, workflows.StatusCancelling:
@@ -322,13 +238,13 @@ func (f *Frontend) summary(p authz.Principal, j *job) JobSummary {
 		s.PollAfterMS = 2000
 	case workflows.StatusAwaitingInput:
 		s.PollAfterMS = 5000
-		if ni := j.needsInput; ni != nil {
-			v := needsInputViewOf(ni).WithJSON(j.needsInputJSON)
+		if ni := j.NeedsInput; ni != nil {
+			v := jobstore.NeedsInputViewOf(ni).WithJSON(j.NeedsInputJSON)
 			s.NeedsInput = &v
 		}
 	case workflows.StatusFailed:
 		if s.Error == nil {
-			s.Error = &workflows.JobError{Code: string(j.exec),
+			s.Error = &workflows.JobError{Code: string(j.Exec),
 				Message: "the job's workflow ended without reporting a reason; see ui_url"}
 		}
 	case workflows.StatusCancelled:
@@ -337,4 +253,10 @@ func (f *Frontend) summary(p authz.Principal, j *job) JobSummary {
 		}
 	}
 	return s
+}
+
+// startOptions is a start's store request for principal p.
+func (f *Frontend) startOptions(p authz.Principal, id string, kind workflows.Kind, spec startSpec, memo map[string]any, awaitFirst bool) jobstore.StartRequest {
+	return jobstore.StartRequest{ID: id, Kind: kind.Name, Workflow: kind.WorkflowName, Input: spec.input, Tenant: p.Tenant, Owner: p.Subject,
+		Memo: memo, Summary: spec.summary, Details: spec.details, Fairness: f.fairness(p.Tenant), Slots: spec.slots, AwaitFirst: awaitFirst}
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -42,7 +43,7 @@ const (
 )
 
 // cancel requests cancellation of the caller's job and returns the job as it is afterwards.
-func (f *Frontend) cancel(ctx context.Context, p authz.Principal, in CancelIn, kind string) (*job, error) {
+func (f *Frontend) cancel(ctx context.Context, p authz.Principal, in CancelIn, kind string) (*jobstore.Job, error) {
 	if utf8.RuneCountInString(in.Reason) > reasonMax {
 		return nil, invalidArg("reason", "at most %d characters", reasonMax)
 	}
@@ -50,7 +51,7 @@ func (f *Frontend) cancel(ctx context.Context, p authz.Principal, in CancelIn, k
 	if err != nil {
 		return nil, err
 	}
-	if j.status().Terminal() {
+	if j.Status().Terminal() {
 		return j, nil
 	}
 	tctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
@@ -59,16 +60,16 @@ func (f *Frontend) cancel(ctx context.Context, p authz.Principal, in CancelIn, k
 	if in.Reason != "" {
 		reason += ": " + in.Reason
 	}
-	if err := f.store.Cancel(tctx, j.id, "jobgate:"+p.Tenant+"/"+p.Subject, reason); err != nil && !errors.Is(err, errJobNotFound) {
+	if err := f.store.Cancel(tctx, j.ID, "jobgate:"+p.Tenant+"/"+p.Subject, reason); err != nil && !errors.Is(err, jobstore.ErrJobNotFound) {
 		return nil, err
 	}
 	// Closed meanwhile (errJobNotFound): report the final state.
-	return f.describe(ctx, j.id)
+	return f.describe(ctx, j.ID)
 }
 
 // resume answers the job's open input request through the workflow's validated update and
 // returns the job as it is afterwards.
-func (f *Frontend) resume(ctx context.Context, p authz.Principal, in ResumeIn, kind string) (*job, error) {
+func (f *Frontend) resume(ctx context.Context, p authz.Principal, in ResumeIn, kind string) (*jobstore.Job, error) {
 	if err := checkAnswer(in.InputID, in.ScopeDigest, in.Decision, in.Comment); err != nil {
 		return nil, err
 	}
@@ -77,8 +78,8 @@ func (f *Frontend) resume(ctx context.Context, p authz.Principal, in ResumeIn, k
 		return nil, err
 	}
 	meaning := ""
-	if j.needsInput != nil {
-		meaning = j.needsInput.Prompt // what get_* showed as needs_input.prompt
+	if j.NeedsInput != nil {
+		meaning = j.NeedsInput.Prompt // what get_* showed as needs_input.prompt
 	}
 	return f.resumeJob(ctx, p, j, in, tokenAnswerer(ctx, callSurface(ctx)), meaning)
 }
@@ -109,12 +110,12 @@ func checkAnswer(inputID, scopeDigest, decision, comment string) error {
 // which surface and who answered beyond p; meaning is the text the surface showed. The request is
 // sealed with the resume keys for exactly this run, request, principal and answer: the
 // validator refuses anything unsealed, so no other Temporal client can answer for anyone.
-func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in ResumeIn, who answerer, meaning string) (*job, error) {
-	if authz.Decide(p, authz.ActionResume, j.policyJob()) == authz.Forbidden {
-		return nil, toolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.policyJob()))
+func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *jobstore.Job, in ResumeIn, who answerer, meaning string) (*jobstore.Job, error) {
+	if authz.Decide(p, authz.ActionResume, j.PolicyJob()) == authz.Forbidden {
+		return nil, toolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.PolicyJob()))
 	}
-	if j.needsInput == nil || j.status() != workflows.StatusAwaitingInput {
-		return nil, toolErr(CodeInputNotExpected, "the job is not waiting for input (status %s)", j.status())
+	if j.NeedsInput == nil || j.Status() != workflows.StatusAwaitingInput {
+		return nil, toolErr(CodeInputNotExpected, "the job is not waiting for input (status %s)", j.Status())
 	}
 	// Same principal + same answer → same update ID, so a retried resume (lost response) is
 	// deduplicated by Temporal instead of being rejected as input_not_expected. The answer is
@@ -130,45 +131,45 @@ func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *job, in 
 	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,
 		Decision: in.Decision, Comment: in.Comment, Surface: who.surface, SignedInWith: who.signedInWith,
 		Identity: who.id, Meaning: meaning}
-	req.Seal = SealResume(f.opts.ResumeKeys, j.id, j.runID, req, f.opts.Now().Add(ResumeSealTTL).Truncate(time.Second))
+	req.Seal = SealResume(f.opts.ResumeKeys, j.ID, j.RunID, req, f.opts.Now().Add(ResumeSealTTL).Truncate(time.Second))
 	if req.Seal == "" {
 		// Only an oversized principal or a describe without a run ID gets here; the worker would
 		// refuse the unsealed request anyway.
-		f.logger(ctx).Error("resume not sealed", zap.String("job_id", j.id), zap.String("run_id", j.runID))
-		return nil, fmt.Errorf("resume %s: the answer could not be sealed", j.id)
+		f.logger(ctx).Error("resume not sealed", zap.String("job_id", j.ID), zap.String("run_id", j.RunID))
+		return nil, fmt.Errorf("resume %s: the answer could not be sealed", j.ID)
 	}
-	err := f.store.Resume(tctx, j.id, j.runID, "resume-"+hex.EncodeToString(sum[:12]), req)
+	err := f.store.Resume(tctx, j.ID, j.RunID, "resume-"+hex.EncodeToString(sum[:12]), req)
 	if err != nil {
 		return nil, f.resumeError(ctx, j, err)
 	}
-	return f.describe(ctx, j.id)
+	return f.describe(ctx, j.ID)
 }
 
 // resumeError maps the store's answer to a resume to the contract's errors.
-func (f *Frontend) resumeError(ctx context.Context, j *job, err error) error {
-	var rej *resumeRejected
+func (f *Frontend) resumeError(ctx context.Context, j *jobstore.Job, err error) error {
+	var rej *jobstore.ResumeRejected
 	switch {
 	case errors.As(err, &rej):
-		switch rej.kind {
+		switch rej.Kind {
 		case workflows.RejectNotFound:
 			return errNotFound()
 		case workflows.RejectForbidden:
-			return toolErr(CodeForbidden, "%s", rej.msg)
+			return toolErr(CodeForbidden, "%s", rej.Msg)
 		case workflows.RejectInvalidArgument:
-			return invalidArg("decision", "%s", rej.msg)
+			return invalidArg("decision", "%s", rej.Msg)
 		case workflows.RejectUnsealed:
 			// This frontend sealed it, so the deployment is wrong: the workers lack the resume
 			// keys or hold others, or the clocks are minutes apart.
 			f.logger(ctx).Error("a worker refused this frontend's resume seal; give frontends and workers the same --resume-keys",
-				zap.String("job_id", j.id), zap.String("reason", rej.msg))
+				zap.String("job_id", j.ID), zap.String("reason", rej.Msg))
 			return toolErr(CodeUnavailable, "the worker could not verify this server's answer (a deployment problem: the operators are told); retry later")
 		default:
-			return toolErr(CodeInputNotExpected, "%s", rej.msg)
+			return toolErr(CodeInputNotExpected, "%s", rej.Msg)
 		}
-	case errors.Is(err, errUpdateTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, errStoreUnavailable):
+	case errors.Is(err, jobstore.ErrUpdateTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, jobstore.ErrStoreUnavailable):
 		return toolErr(CodeUnavailable, "no worker processed the answer in time; it may still be applied when one does — retry the same call (retries are deduplicated)")
-	case errors.Is(err, errJobNotFound):
+	case errors.Is(err, jobstore.ErrJobNotFound):
 		return toolErr(CodeInputNotExpected, "the job is no longer waiting for input")
 	}
-	return fmt.Errorf("resume %s: %w", j.id, err)
+	return fmt.Errorf("resume %s: %w", j.ID, err)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -125,11 +126,11 @@ type jobKind[R any] struct {
 	name string // the kind's name (workflows.Kind.Name)
 	noun string // "eval run", "export": in tool titles and descriptions
 	// result renders a succeeded job's result for the caller; decode reads the workflow result.
-	result func(ctx context.Context, p authz.Principal, j *job, decode func(ptr any) error) (*R, error)
+	result func(ctx context.Context, p authz.Principal, j *jobstore.Job, decode func(ptr any) error) (*R, error)
 }
 
 // view renders a job for the caller with a fresh handle and, once succeeded, its result.
-func (k jobKind[R]) view(ctx context.Context, f *Frontend, p authz.Principal, j *job) (*KindView[R], error) {
+func (k jobKind[R]) view(ctx context.Context, f *Frontend, p authz.Principal, j *jobstore.Job) (*KindView[R], error) {
 	v := &KindView[R]{JobSummary: f.summary(p, j)}
 	if v.Status == workflows.StatusSucceeded {
 		res, err := k.result(ctx, p, j, func(ptr any) error { return f.readResult(ctx, j, ptr) })
@@ -201,12 +202,12 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 	}
 	st := f.startOptions(p, id, kind, spec, memo, spec.ownerInput && wantsElicitation(callRequest(ctx)) && !carriesAnswer(callRequest(ctx)))
 	runID, err := f.startJob(ctx, st)
-	if err == nil || errors.Is(err, errFirstStateTimeout) && runID != "" {
+	if err == nil || errors.Is(err, jobstore.ErrFirstStateTimeout) && runID != "" {
 		adm.started()
-		j := &job{id: id, runID: runID, tenant: p.Tenant, owner: p.Subject, kind: k.name,
-			exec: runRunning, saStatus: workflows.StatusQueued, inputHash: spec.hash,
-			createdAt: now, progress: progress, slots: spec.slots}
-		if st.awaitFirst {
+		j := &jobstore.Job{ID: id, RunID: runID, Tenant: p.Tenant, Owner: p.Subject, Kind: k.name,
+			Exec: jobstore.RunRunning, SAStatus: workflows.StatusQueued, InputHash: spec.hash,
+			CreatedAt: now, Progress: progress, Slots: spec.slots}
+		if st.AwaitFirst {
 			// Show the job as its first state left it (the input request to ask about), or as
 			// it is when that did not come in time.
 			if j2, derr := f.describe(ctx, id); derr == nil {
@@ -216,11 +217,11 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 		f.metrics.jobStarted(k.name, true)
 		return k.started(ctx, f, p, j, spec, true)
 	}
-	if errors.Is(err, errFirstStateTimeout) {
+	if errors.Is(err, jobstore.ErrFirstStateTimeout) {
 		// The call ended before the start answered: the job may exist. It is this start's when
 		// it carries this start's created_at (no other start has the same instant and hash).
-		if j, derr := f.describe(ctx, id); derr == nil && j.tenant == p.Tenant && j.kind == k.name && j.owner == p.Subject &&
-			j.inputHash == spec.hash && j.createdAt.Equal(now) {
+		if j, derr := f.describe(ctx, id); derr == nil && j.Tenant == p.Tenant && j.Kind == k.name && j.Owner == p.Subject &&
+			j.InputHash == spec.hash && j.CreatedAt.Equal(now) {
 			adm.started()
 			f.metrics.jobStarted(k.name, true)
 			return k.started(ctx, f, p, j, spec, true)
@@ -229,7 +230,7 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 		return nil, err
 	}
 	adm.abandoned()
-	if !errors.Is(err, errAlreadyStarted) {
+	if !errors.Is(err, jobstore.ErrAlreadyStarted) {
 		return nil, err
 	}
 	// The key is taken: the same request gets the same job; anything else is a reuse.
@@ -241,7 +242,7 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 		}
 		return nil, err
 	}
-	if j.tenant != p.Tenant || j.kind != k.name || j.owner != p.Subject || j.inputHash != spec.hash {
+	if j.Tenant != p.Tenant || j.Kind != k.name || j.Owner != p.Subject || j.InputHash != spec.hash {
 		return nil, errKeyReused(spec.key)
 	}
 	f.metrics.jobStarted(k.name, false)
@@ -256,7 +257,7 @@ func (k jobKind[R]) existing(ctx context.Context, f *Frontend, p authz.Principal
 	if err != nil {
 		return nil, nil, false
 	}
-	if j.tenant != p.Tenant || j.kind != k.name || j.owner != p.Subject || j.inputHash != spec.hash {
+	if j.Tenant != p.Tenant || j.Kind != k.name || j.Owner != p.Subject || j.InputHash != spec.hash {
 		return nil, errKeyReused(spec.key), true
 	}
 	f.metrics.jobStarted(k.name, false)
@@ -272,7 +273,7 @@ const ownerInputWait = 3 * time.Second
 // started renders a started (or found) job. With a 2026 client that can take an elicitation, a
 // job that at once waits for its owner is answered with that elicitation (MRTR), and the
 // retry — the same idempotent start plus inputResponses — delivers the answer.
-func (k jobKind[R]) started(ctx context.Context, f *Frontend, p authz.Principal, j *job, spec startSpec, created bool) (*KindView[R], error) {
+func (k jobKind[R]) started(ctx context.Context, f *Frontend, p authz.Principal, j *jobstore.Job, spec startSpec, created bool) (*KindView[R], error) {
 	req := callRequest(ctx)
 	note := ""
 	if carriesAnswer(req) || (spec.ownerInput && wantsElicitation(req)) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -36,14 +37,6 @@ type ListJobsIn struct {
 // ListJobsOut is list_jobs' result (wire.ListJobsOut).
 type ListJobsOut = wire.ListJobsOut
 
-// Values list_jobs accepts for kind and status.
-var (
-	listStatuses = []workflows.Status{
-		workflows.StatusQueued, workflows.StatusRunning, workflows.StatusAwaitingInput, workflows.StatusSucceeded,
-		workflows.StatusFailed, workflows.StatusCancelling, workflows.StatusCancelled,
-	}
-)
-
 func (f *Frontend) listJobsTool() toolDef {
 	td := newTool(f, authz.ActionList, &mcp.Tool{
 		Name:  listToolName,
@@ -56,8 +49,8 @@ func (f *Frontend) listJobsTool() toolDef {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, f.listJobs)
 	// Tell models the enums and bounds; validation stays in listJobs so errors name the field.
-	statuses := make([]string, len(listStatuses))
-	for i, st := range listStatuses {
+	statuses := make([]string, len(jobstore.Statuses))
+	for i, st := range jobstore.Statuses {
 		statuses[i] = string(st)
 	}
 	td = td.enum("kind", workflows.KindNames()...).enum("status", statuses...).bounds("page_size", 1, ListPageSizeMax)
@@ -85,7 +78,7 @@ func parseListFilter(in ListJobsIn, all bool) (listFilter, error) {
 		lf.kind = k.Name // our constant, not the caller's string
 	}
 	if in.Status != "" {
-		for _, s := range listStatuses {
+		for _, s := range jobstore.Statuses {
 			if in.Status == string(s) {
 				lf.status = s
 			}
@@ -127,22 +120,22 @@ func (lf listFilter) fingerprint() string {
 // verified principal and are still validated; kind and status are our own constants. Runs
 // closed by continue-as-new are left out so each job appears once (its current run). A
 // subject no store can match (ownerMatchable) is errOwnerUnmatchable for its own listing.
-func listJobFilter(tenant, sub string, lf listFilter) (JobFilter, error) {
+func listJobFilter(tenant, sub string, lf listFilter) (jobstore.Filter, error) {
 	if authz.ValidTenant(tenant) != nil {
-		return JobFilter{}, fmt.Errorf("tenant: %w", errQueryValue)
+		return jobstore.Filter{}, fmt.Errorf("tenant: %w", jobstore.ErrQueryValue)
 	}
-	f := JobFilter{Tenant: tenant, Runs: RunsLatest, Status: lf.status}
+	f := jobstore.Filter{Tenant: tenant, Runs: jobstore.RunsLatest, Status: lf.status}
 	if !lf.all {
 		if authz.ValidSubject(sub) != nil {
-			return JobFilter{}, fmt.Errorf("sub: %w", errQueryValue)
+			return jobstore.Filter{}, fmt.Errorf("sub: %w", jobstore.ErrQueryValue)
 		}
 		f.Owner = sub
 	}
 	if lf.kind != "" {
 		f.Kinds = []string{lf.kind}
 	}
-	if err := f.validate(); err != nil {
-		return JobFilter{}, err
+	if err := f.Validate(); err != nil {
+		return jobstore.Filter{}, err
 	}
 	return f, nil
 }
@@ -195,27 +188,27 @@ func (f *Frontend) listJobs(ctx context.Context, p authz.Principal, in ListJobsI
 		}
 	}
 	jf, err := listJobFilter(p.Tenant, p.Subject, lf)
-	if errors.Is(err, errOwnerUnmatchable) {
+	if errors.Is(err, jobstore.ErrOwnerUnmatchable) {
 		return nil, toolErr(CodeForbidden, "list_jobs cannot select your own jobs: your subject (a backslash or double quote, or a single quote "+
 			"at either end) cannot be matched by this server's job store; use get_* with your handles, or ask a jobs:admin holder to list")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list_jobs filter: %w", err)
 	}
-	return f.listPage(ctx, p, listToolName, jf, lf.pageSize, token, fp, func(j *job) bool {
-		return (all || j.owner == p.Subject) && (lf.kind == "" || j.kind == lf.kind)
+	return f.listPage(ctx, p, listToolName, jf, lf.pageSize, token, fp, func(j *jobstore.Job) bool {
+		return (all || j.Owner == p.Subject) && (lf.kind == "" || j.Kind == lf.kind)
 	})
 }
 
 // listPage reads one store page of jf and renders the rows that keep accepts (the filter
 // already selects them; keep is defense in depth). One store call, no per-row calls.
-func (f *Frontend) listPage(ctx context.Context, p authz.Principal, tool string, jf JobFilter, pageSize int, token []byte, fp string,
-	keep func(*job) bool) (*ListJobsOut, error) {
+func (f *Frontend) listPage(ctx context.Context, p authz.Principal, tool string, jf jobstore.Filter, pageSize int, token []byte, fp string,
+	keep func(*jobstore.Job) bool) (*ListJobsOut, error) {
 	tctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()
 	jobs, next, err := f.store.List(tctx, jf, pageSize, token)
 	if err != nil {
-		if errors.Is(err, errPageToken) {
+		if errors.Is(err, jobstore.ErrPageToken) {
 			// Our filter is constant in shape, so a rejection with a cursor is the page token
 			// (e.g. the visibility store changed under it).
 			return nil, toolErr(CodeCursorInvalid, "cursor: no longer usable; restart the listing from the first page by calling %s again without cursor", tool)
@@ -224,10 +217,10 @@ func (f *Frontend) listPage(ctx context.Context, p authz.Principal, tool string,
 	}
 	out := &ListJobsOut{Jobs: make([]JobSummary, 0, len(jobs))}
 	for _, j := range jobs {
-		_, known := workflows.LookupKind(j.kind)
-		if j.tenant != p.Tenant || !strings.HasPrefix(j.id, p.Tenant+"/") || !known || !keep(j) {
+		_, known := workflows.LookupKind(j.Kind)
+		if j.Tenant != p.Tenant || !strings.HasPrefix(j.ID, p.Tenant+"/") || !known || !keep(j) {
 			f.logger(ctx).Warn(tool+": visibility returned a row outside the query; skipped",
-				zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.id))
+				zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.ID))
 			continue
 		}
 		out.Jobs = append(out.Jobs, f.summary(p, j))

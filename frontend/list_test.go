@@ -21,6 +21,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -120,7 +121,7 @@ func resumeTestKeys(t testing.TB) *handle.Keyring {
 	return k
 }
 
-func newListFrontend(t testing.TB, store jobStore) *Frontend {
+func newListFrontend(t testing.TB, store jobstore.Store) *Frontend {
 	t.Helper()
 	return newStoreFrontend(t, store, Options{UIBaseURL: "http://ui.test", Now: func() time.Time { return listNow }})
 }
@@ -185,7 +186,7 @@ func TestListJobs_Fake(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := ft.lists[0]
-	if want := (JobFilter{Tenant: "acme", Owner: "ana", Runs: RunsLatest}); r.pageSize != 2 || r.token != nil || !reflect.DeepEqual(r.f, want) {
+	if want := (jobstore.Filter{Tenant: "acme", Owner: "ana", Runs: jobstore.RunsLatest}); r.pageSize != 2 || r.token != nil || !reflect.DeepEqual(r.f, want) {
 		t.Errorf("first request: %+v, want filter %+v", r, want)
 	}
 	if len(out.Jobs) != 2 || out.Jobs[0].JobID != "acme/eval/a" || out.Jobs[1].JobID != "acme/eval/b" || out.NextCursor == "" {
@@ -244,7 +245,7 @@ func TestListJobs_Fake(t *testing.T) {
 	if err != nil || len(out.Jobs) != 1 || out.Jobs[0].Owner != "bo" || out.Jobs[0].Status != workflows.StatusAwaitingInput {
 		t.Errorf("admin: %+v, %v", out, err)
 	}
-	if r, want := ft.lists[len(ft.lists)-1], (JobFilter{Tenant: "acme", Runs: RunsLatest, Kinds: []string{"eval"}, Status: workflows.StatusAwaitingInput}); r.pageSize != 20 ||
+	if r, want := ft.lists[len(ft.lists)-1], (jobstore.Filter{Tenant: "acme", Runs: jobstore.RunsLatest, Kinds: []string{"eval"}, Status: workflows.StatusAwaitingInput}); r.pageSize != 20 ||
 		!reflect.DeepEqual(r.f, want) {
 		t.Errorf("admin request: %+v, want filter %+v", r, want)
 	}
@@ -263,7 +264,7 @@ func TestListJobs_Fake(t *testing.T) {
 
 	// Store errors: a rejected page token is cursor_invalid; a rejected query is internal;
 	// unreachable is unavailable.
-	ft.listErr = fmt.Errorf("list: %w", errPageToken)
+	ft.listErr = fmt.Errorf("list: %w", jobstore.ErrPageToken)
 	_, err = f.listJobs(ctx, listAna, ListJobsIn{PageSize: 5, Cursor: cur})
 	wantCode(t, "rejected token", err, CodeCursorInvalid)
 	ft.listErr = errors.New("list: invalid query")
@@ -271,7 +272,7 @@ func TestListJobs_Fake(t *testing.T) {
 	if _, ok := asToolError(err); ok || err == nil {
 		t.Errorf("rejected query without cursor: want an internal error, got %v", err)
 	}
-	ft.listErr = fmt.Errorf("list: %w: down", errStoreUnavailable)
+	ft.listErr = fmt.Errorf("list: %w: down", jobstore.ErrStoreUnavailable)
 	_, err = f.listJobs(ctx, listAna, ListJobsIn{})
 	if te, ok := asToolError(err); !ok || te.Code != CodeUnavailable || !te.Retryable {
 		t.Errorf("unavailable: %v", err)
@@ -289,7 +290,7 @@ func TestListJobs_UnmatchableSubject(t *testing.T) {
 		t.Fatalf("reached the store: %+v", ft.lists)
 	}
 	out, err := f.listJobs(context.Background(), authz.Principal{Tenant: "acme", Subject: sub, Scopes: []authz.Scope{authz.ScopeAdmin}}, ListJobsIn{})
-	if err != nil || len(out.Jobs) != 1 || !reflect.DeepEqual(ft.lists[0].f, JobFilter{Tenant: "acme", Runs: RunsLatest}) {
+	if err != nil || len(out.Jobs) != 1 || !reflect.DeepEqual(ft.lists[0].f, jobstore.Filter{Tenant: "acme", Runs: jobstore.RunsLatest}) {
 		t.Fatalf("tenant-wide: %+v, %v, %+v", out, err, ft.lists)
 	}
 }

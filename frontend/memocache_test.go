@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/temporalstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -45,7 +46,7 @@ func TestNeedsInputCache_SameView(t *testing.T) {
 	slow := newResultFixture(t, nil)
 	dc := converter.NewCompositeDataConverter(converter.NewNilPayloadConverter(), converter.NewByteSlicePayloadConverter(),
 		converter.NewProtoJSONPayloadConverter(), converter.NewProtoPayloadConverter(), converter.NewJSONPayloadConverter())
-	slow.tc.dec = infoDecoder(dc)
+	slow.tc.dec = temporalstore.InfoDecoder(dc)
 	info := awaitingInfo(t, "acme/eval/wait", rcNeedsInput())
 	slow.tc.put(info)
 	h := fast.handle("acme", "acme/eval/wait", "eval")
@@ -60,94 +61,20 @@ func TestNeedsInputCache_SameView(t *testing.T) {
 		}
 	}
 	// The job's own decode matches the data converter's.
-	j := fast.tc.dec.jobFromInfo(info)
+	j := fast.tc.dec.JobFromInfo(info)
 	var ref *workflows.NeedsInput
 	if err := dc.FromPayload(info.Memo.Fields[workflows.MemoNeedsInput], &ref); err != nil ||
-		!reflect.DeepEqual(j.needsInput, ref) || j.needsInputJSON == nil {
-		t.Fatalf("decoded %+v, want %+v (view %s)", j.needsInput, ref, j.needsInputJSON)
+		!reflect.DeepEqual(j.NeedsInput, ref) || j.NeedsInputJSON == nil {
+		t.Fatalf("decoded %+v, want %+v (view %s)", j.NeedsInput, ref, j.NeedsInputJSON)
 	}
 	// A view without the kept encoding encodes the same.
-	v := needsInputViewOf(ref)
+	v := jobstore.NeedsInputViewOf(ref)
 	plain, _ := json.Marshal(v)
-	if !bytes.Equal(plain, j.needsInputJSON) {
-		t.Fatalf("kept %s, encodes %s", j.needsInputJSON, plain)
+	if !bytes.Equal(plain, j.NeedsInputJSON) {
+		t.Fatalf("kept %s, encodes %s", j.NeedsInputJSON, plain)
 	}
 }
 
-func TestNeedsInputCache_Bounded(t *testing.T) {
-	c := &needsInputCache{m: make(map[string]decodedNeedsInput)}
-	ni := rcNeedsInput()
-	for i := range needsInputCacheMaxEntries + 10 {
-		c.put(fmt.Appendf(nil, `{"input_id":"%d"}`, i), decodedNeedsInput{ni: ni, view: []byte(`{}`)})
-	}
-	if len(c.m) != needsInputCacheMaxEntries {
-		t.Fatalf("%d entries, want the cap %d", len(c.m), needsInputCacheMaxEntries)
-	}
-	if _, ok := c.get([]byte(`{"input_id":"0"}`)); ok {
-		t.Error("the oldest entry survived")
-	}
-	big := bytes.Repeat([]byte("x"), needsInputCacheMaxEntry-10)
-	for i := range needsInputCacheMaxBytes/len(big) + 10 {
-		c.put(fmt.Appendf(big, "%d", i), decodedNeedsInput{ni: ni})
-	}
-	if c.bytes > needsInputCacheMaxBytes {
-		t.Fatalf("%d bytes, max %d", c.bytes, needsInputCacheMaxBytes)
-	}
-	c.put(bytes.Repeat([]byte("y"), needsInputCacheMaxEntry+1), decodedNeedsInput{ni: ni})
-	if _, ok := c.get(bytes.Repeat([]byte("y"), needsInputCacheMaxEntry+1)); ok {
-		t.Error("an entry above needsInputCacheMaxEntry was kept")
-	}
-}
-
-// fromPayload decodes exactly as the default data converter does.
-func TestFromPayloadMatchesConverter(t *testing.T) {
-	dc := converter.GetDefaultDataConverter()
-	jsonPayload := func(data string) *commonpb.Payload {
-		return &commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(converter.MetadataEncodingJSON)}, Data: []byte(data)}
-	}
-	payloads := []*commonpb.Payload{
-		payload(t, "acme"), payload(t, "a\"b\\c\u00e9<>&\u2028"), payload(t, ""), payload(t, rcNow), payload(t, workflows.Progress{Done: 1, Unit: "rows"}),
-		jsonPayload(`"plain"`), jsonPayload(`"esc\u0041\n"`), jsonPayload(`null`), jsonPayload(`7`), jsonPayload(`"\xff"`),
-		jsonPayload(`"unterminated`), jsonPayload(` "spaced" `), jsonPayload(``), jsonPayload(`{"done":"x"}`),
-		{Metadata: map[string][]byte{converter.MetadataEncoding: []byte("binary/null")}},
-		{Metadata: map[string][]byte{converter.MetadataEncoding: []byte("binary/plain")}, Data: []byte("raw")},
-	}
-	for i, p := range payloads {
-		var gotS, wantS string
-		gotErr, wantErr := fromPayload(dc, p, &gotS), dc.FromPayload(p, &wantS)
-		if (gotErr == nil) != (wantErr == nil) || gotErr == nil && gotS != wantS {
-			t.Errorf("%d string %q: got %q %v, want %q %v", i, p.Data, gotS, gotErr, wantS, wantErr)
-		}
-		var gotT, wantT time.Time
-		gotErr, wantErr = fromPayload(dc, p, &gotT), dc.FromPayload(p, &wantT)
-		if (gotErr == nil) != (wantErr == nil) || gotErr == nil && !gotT.Equal(wantT) {
-			t.Errorf("%d time %q: got %v %v, want %v %v", i, p.Data, gotT, gotErr, wantT, wantErr)
-		}
-		var gotP, wantP workflows.Progress
-		gotErr, wantErr = fromPayload(dc, p, &gotP), dc.FromPayload(p, &wantP)
-		if (gotErr == nil) != (wantErr == nil) || gotErr == nil && !reflect.DeepEqual(gotP, wantP) {
-			t.Errorf("%d progress %q: got %+v %v, want %+v %v", i, p.Data, gotP, gotErr, wantP, wantErr)
-		}
-	}
-}
-
-// FuzzJSONString: jsonString(raw) is json.Unmarshal of raw into a string, for every value a
-// parsed map can hold (and anything else).
-func FuzzJSONString(f *testing.F) {
-	for _, s := range []string{`"a"`, `"é\u00e9"`, `"\\"`, `"a\"b"`, `"\u0000"`, "\"\x01\"", "\"\xff\"", `null`, `1`, `""`, `"`, ``, `{"a":1}`, `"a" `, `"<&>"`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		got, ok := jsonString(raw)
-		var want string
-		err := json.Unmarshal(raw, &want)
-		if ok != (err == nil) || ok && got != want {
-			t.Fatalf("%q: jsonString %q %v, json.Unmarshal %q %v", raw, got, ok, want, err)
-		}
-	})
-}
-
-// The parse the layers in front of the SDK share decodes what the separate decodes did.
 func TestParsedBodyMatchesPlainDecode(t *testing.T) {
 	for _, body := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_eval","arguments":{"handle":"h"}}}`,
@@ -218,7 +145,7 @@ func TestNeedsInputViewCarriesEveryField(t *testing.T) {
 			t.Fatalf("fixture leaves NeedsInput.%s zero: set it, and carry it in NeedsInputView", rv.Type().Field(i).Name)
 		}
 	}
-	v := needsInputViewOf(ni)
+	v := jobstore.NeedsInputViewOf(ni)
 	if got := needsInputOf(&v); !reflect.DeepEqual(got, ni) {
 		t.Fatalf("round trip: %+v, want %+v", got, ni)
 	}

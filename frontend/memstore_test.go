@@ -16,6 +16,8 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/temporalstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -28,37 +30,37 @@ import (
 type memStore struct {
 	mu sync.Mutex
 
-	jobs      map[string]*job
-	dec       *temporalStore // put's decoder (its needs-input cache lives as long as the store)
-	results   map[string]any // run ID → the workflow's result
-	retention time.Duration  // 0: the store does not say
+	jobs      map[string]*jobstore.Job
+	dec       *temporalstore.Store // put's decoder (its needs-input cache lives as long as the store)
+	results   map[string]any       // run ID → the workflow's result
+	retention time.Duration        // 0: the store does not say
 
 	// firstState, when set, is what the job's workflow does before its first state (e.g. open
 	// its input request); nil means no worker runs: a start that awaits it times out.
-	firstState func(j *job)
+	firstState func(j *jobstore.Job)
 	// resume, when set, answers Resume as the workflow would; nil accepts every answer.
-	resume func(j *job, req workflows.ResumeRequest) error
+	resume func(j *jobstore.Job, req workflows.ResumeRequest) error
 
 	// earlier are runs before the current ones of m.jobs (closed by continue-as-new), which
 	// List and Count select too (continueAsNew makes them).
-	earlier []*job
+	earlier []*jobstore.Job
 	// jobSlots are the slots indexed at a run's start (workflows.SAJobSlots), by run ID; a run
 	// without an entry has none.
 	jobSlots map[string]int
 	// Scripted failures: listErr fails every List; onCount, when set, runs first in every Count
 	// (it may block) and an error it returns is Count's.
 	listErr error
-	onCount func(f JobFilter) error
+	onCount func(f jobstore.Filter) error
 	// leaked are rows every first List page carries whatever the filter: a visibility store
 	// answering outside its query, which the core must drop.
-	leaked []*job
+	leaked []*jobstore.Job
 	// slotsIndexed answers SlotsIndexed.
 	slotsIndexed bool
 	// startErr / describeErr fail Start / Describe when set.
 	startErr, describeErr error
 
 	// The record.
-	starts    []storeStart
+	starts    []jobstore.StartRequest
 	describes int
 	reads     map[string]int // run ID → result reads
 	cancels   []string
@@ -74,7 +76,7 @@ type memStore struct {
 }
 
 type memList struct {
-	f        JobFilter
+	f        jobstore.Filter
 	pageSize int
 	token    []byte
 }
@@ -84,29 +86,29 @@ type memResume struct {
 	req                 workflows.ResumeRequest
 }
 
-var _ jobStore = (*memStore)(nil)
+var _ jobstore.Store = (*memStore)(nil)
 
 func newMemStore() *memStore {
-	return &memStore{jobs: map[string]*job{}, dec: infoDecoder(converter.GetDefaultDataConverter()), results: map[string]any{},
+	return &memStore{jobs: map[string]*jobstore.Job{}, dec: temporalstore.InfoDecoder(converter.GetDefaultDataConverter()), results: map[string]any{},
 		reads: map[string]int{}, jobSlots: map[string]int{}}
 }
 
 // put stores a job recorded as Temporal keeps it (execInfo), read as the Temporal store reads it.
-func (m *memStore) put(info *workflowpb.WorkflowExecutionInfo) *job {
-	j := m.dec.jobFromInfo(info)
+func (m *memStore) put(info *workflowpb.WorkflowExecutionInfo) *jobstore.Job {
+	j := m.dec.JobFromInfo(info)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.jobs[j.id] = j
+	m.jobs[j.ID] = j
 	if p := info.GetSearchAttributes().GetIndexedFields()[workflows.SAJobSlots.GetName()]; p != nil {
 		var n int
 		if err := converter.GetDefaultDataConverter().FromPayload(p, &n); err == nil && n > 0 {
-			m.jobSlots[j.runID] = n
+			m.jobSlots[j.RunID] = n
 		}
 	}
 	if m.events == nil {
 		m.events = map[string]int64{}
 	}
-	m.events[j.id]++
+	m.events[j.ID]++
 	if m.wake != nil {
 		close(m.wake)
 	}
@@ -116,16 +118,16 @@ func (m *memStore) put(info *workflowpb.WorkflowExecutionInfo) *job {
 
 // WaitHistory serves the job's history as one event per put: it answers at once while there
 // are events after token, and otherwise waits for the next put (or the run being closed).
-func (m *memStore) WaitHistory(ctx context.Context, id, runID string, token []byte) (historyPage, error) {
+func (m *memStore) WaitHistory(ctx context.Context, id, runID string, token []byte) (jobstore.HistoryPage, error) {
 	from, _ := strconv.ParseInt(string(token), 10, 64)
 	for {
 		m.mu.Lock()
 		j, ok := m.jobs[id]
-		if !ok || (runID != "" && j.runID != runID) {
+		if !ok || (runID != "" && j.RunID != runID) {
 			m.mu.Unlock()
-			return historyPage{}, errJobNotFound
+			return jobstore.HistoryPage{}, jobstore.ErrJobNotFound
 		}
-		n, closed := m.events[id], j.exec != runRunning
+		n, closed := m.events[id], j.Exec != jobstore.RunRunning
 		if m.wake == nil {
 			m.wake = make(chan struct{})
 		}
@@ -133,54 +135,49 @@ func (m *memStore) WaitHistory(ctx context.Context, id, runID string, token []by
 		m.mu.Unlock()
 		switch {
 		case n > from && closed:
-			return historyPage{last: n, relevant: n}, nil
+			return jobstore.HistoryPage{Last: n, Relevant: n}, nil
 		case n > from:
-			return historyPage{last: n, relevant: n, next: []byte(strconv.FormatInt(n, 10))}, nil
+			return jobstore.HistoryPage{Last: n, Relevant: n, Next: []byte(strconv.FormatInt(n, 10))}, nil
 		case closed:
-			return historyPage{}, nil
+			return jobstore.HistoryPage{}, nil
 		}
 		select {
 		case <-ctx.Done():
-			return historyPage{}, ctx.Err()
+			return jobstore.HistoryPage{}, ctx.Err()
 		case <-wake:
 		}
 	}
 }
 
-// infoDecoder is a Temporal store without a client: only its decoding of execution infos.
-func infoDecoder(dc converter.DataConverter) *temporalStore {
-	return &temporalStore{dc: dc, needsInputs: newNeedsInputCache()}
-}
-
-func (m *memStore) Start(ctx context.Context, st storeStart) (string, error) {
+func (m *memStore) Start(ctx context.Context, st jobstore.StartRequest) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.starts = append(m.starts, st)
 	if m.startErr != nil {
 		return "", m.startErr
 	}
-	if _, ok := m.jobs[st.id]; ok {
-		return "", errAlreadyStarted
+	if _, ok := m.jobs[st.ID]; ok {
+		return "", jobstore.ErrAlreadyStarted
 	}
 	m.runs++
-	j := &job{id: st.id, runID: fmt.Sprintf("run-%d", m.runs), tenant: st.tenant, owner: st.owner, kind: st.kind,
-		exec: runRunning, saStatus: workflows.StatusQueued}
-	j.inputHash, _ = st.memo[workflows.MemoInputHash].(string)
-	j.createdAt, _ = st.memo[workflows.MemoCreatedAt].(time.Time)
-	j.startedAt = j.createdAt
-	j.progress, _ = st.memo[workflows.MemoProgress].(workflows.Progress)
-	j.slots, _ = st.memo[workflows.MemoSlots].(int)
-	m.jobs[st.id] = j
-	if st.slots > 0 && m.slotsIndexed {
-		m.jobSlots[j.runID] = st.slots
+	j := &jobstore.Job{ID: st.ID, RunID: fmt.Sprintf("run-%d", m.runs), Tenant: st.Tenant, Owner: st.Owner, Kind: st.Kind,
+		Exec: jobstore.RunRunning, SAStatus: workflows.StatusQueued}
+	j.InputHash, _ = st.Memo[workflows.MemoInputHash].(string)
+	j.CreatedAt, _ = st.Memo[workflows.MemoCreatedAt].(time.Time)
+	j.StartedAt = j.CreatedAt
+	j.Progress, _ = st.Memo[workflows.MemoProgress].(workflows.Progress)
+	j.Slots, _ = st.Memo[workflows.MemoSlots].(int)
+	m.jobs[st.ID] = j
+	if st.Slots > 0 && m.slotsIndexed {
+		m.jobSlots[j.RunID] = st.Slots
 	}
-	if st.awaitFirst {
+	if st.AwaitFirst {
 		if m.firstState == nil {
-			return j.runID, fmt.Errorf("start %s: %w", st.id, errFirstStateTimeout)
+			return j.RunID, fmt.Errorf("start %s: %w", st.ID, jobstore.ErrFirstStateTimeout)
 		}
 		m.firstState(j)
 	}
-	return j.runID, nil
+	return j.RunID, nil
 }
 
 func (m *memStore) FirstState(ctx context.Context, id, runID string) error {
@@ -188,18 +185,18 @@ func (m *memStore) FirstState(ctx context.Context, id, runID string) error {
 	defer m.mu.Unlock()
 	j, ok := m.jobs[id]
 	switch {
-	case !ok || j.runID != runID:
-		return errJobNotFound
+	case !ok || j.RunID != runID:
+		return jobstore.ErrJobNotFound
 	case m.firstState == nil:
-		return errFirstStateTimeout
+		return jobstore.ErrFirstStateTimeout
 	}
-	if j.saStatus == workflows.StatusQueued {
+	if j.SAStatus == workflows.StatusQueued {
 		m.firstState(j)
 	}
 	return nil
 }
 
-func (m *memStore) Describe(ctx context.Context, id string) (*job, error) {
+func (m *memStore) Describe(ctx context.Context, id string) (*jobstore.Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.describes++
@@ -208,7 +205,7 @@ func (m *memStore) Describe(ctx context.Context, id string) (*job, error) {
 	}
 	j, ok := m.jobs[id]
 	if !ok {
-		return nil, errJobNotFound
+		return nil, jobstore.ErrJobNotFound
 	}
 	c := *j // callers get a snapshot, as from a Describe
 	return &c, nil
@@ -220,7 +217,7 @@ func (m *memStore) Result(ctx context.Context, id, runID string, ptr any) error 
 	m.reads[runID]++
 	res, ok := m.results[runID]
 	if !ok {
-		return fmt.Errorf("read result of %s: %w", id, errJobNotFound)
+		return fmt.Errorf("read result of %s: %w", id, jobstore.ErrJobNotFound)
 	}
 	b, err := json.Marshal(res) // as the data converter stores it
 	if err != nil {
@@ -234,10 +231,10 @@ func (m *memStore) Cancel(ctx context.Context, id, identity, reason string) erro
 	defer m.mu.Unlock()
 	m.cancels = append(m.cancels, id)
 	j, ok := m.jobs[id]
-	if !ok || j.exec != runRunning {
-		return errJobNotFound
+	if !ok || j.Exec != jobstore.RunRunning {
+		return jobstore.ErrJobNotFound
 	}
-	j.cancelRequested = true
+	j.CancelRequested = true
 	return nil
 }
 
@@ -246,33 +243,33 @@ func (m *memStore) Resume(ctx context.Context, id, runID, updateID string, req w
 	defer m.mu.Unlock()
 	m.resumes = append(m.resumes, memResume{id: id, runID: runID, updateID: updateID, req: req})
 	j, ok := m.jobs[id]
-	if !ok || j.runID != runID || j.exec != runRunning {
-		return errJobNotFound
+	if !ok || j.RunID != runID || j.Exec != jobstore.RunRunning {
+		return jobstore.ErrJobNotFound
 	}
 	if m.resume != nil {
 		return m.resume(j, req)
 	}
-	j.needsInput, j.needsInputJSON, j.saStatus = nil, nil, workflows.StatusRunning
+	j.NeedsInput, j.NeedsInputJSON, j.SAStatus = nil, nil, workflows.StatusRunning
 	return nil
 }
 
-func (m *memStore) List(ctx context.Context, f JobFilter, pageSize int, token []byte) ([]*job, []byte, error) {
+func (m *memStore) List(ctx context.Context, f jobstore.Filter, pageSize int, token []byte) ([]*jobstore.Job, []byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lists = append(m.lists, memList{f: f, pageSize: pageSize, token: token})
 	if m.listErr != nil {
 		return nil, nil, m.listErr
 	}
-	if err := f.validate(); err != nil {
+	if err := f.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("list: %w", err)
 	}
 	var after memPos
 	if token != nil {
 		if err := json.Unmarshal(token, &after); err != nil || after.RunID == "" {
-			return nil, nil, fmt.Errorf("list: %w", errPageToken)
+			return nil, nil, fmt.Errorf("list: %w", jobstore.ErrPageToken)
 		}
 	}
-	var page []*job
+	var page []*jobstore.Job
 	for _, j := range m.selectLocked(f) {
 		if token != nil && !after.before(posOf(j)) {
 			continue
@@ -303,7 +300,9 @@ type memPos struct {
 	RunID  string
 }
 
-func posOf(j *job) memPos { return memPos{Closed: j.closedAt, Start: j.startedAt, RunID: j.runID} }
+func posOf(j *jobstore.Job) memPos {
+	return memPos{Closed: j.ClosedAt, Start: j.StartedAt, RunID: j.RunID}
+}
 
 // before reports whether p comes before q in Temporal's default order: unfinished first, most
 // recently closed first, newest start first, then by run ID.
@@ -320,8 +319,8 @@ func (p memPos) before(q memPos) bool {
 }
 
 // selectLocked is every run f selects, in List's order.
-func (m *memStore) selectLocked(f JobFilter) []*job {
-	var out []*job
+func (m *memStore) selectLocked(f jobstore.Filter) []*jobstore.Job {
+	var out []*jobstore.Job
 	for _, j := range m.jobs {
 		if m.matchesLocked(f, j) {
 			out = append(out, j)
@@ -332,7 +331,7 @@ func (m *memStore) selectLocked(f JobFilter) []*job {
 			out = append(out, j)
 		}
 	}
-	slices.SortFunc(out, func(a, b *job) int {
+	slices.SortFunc(out, func(a, b *jobstore.Job) int {
 		switch pa, pb := posOf(a), posOf(b); {
 		case pa.before(pb):
 			return -1
@@ -345,22 +344,22 @@ func (m *memStore) selectLocked(f JobFilter) []*job {
 }
 
 // matchesLocked evaluates f on run j, field by field as JobFilter documents it.
-func (m *memStore) matchesLocked(f JobFilter, j *job) bool {
-	closed := j.exec != runRunning
-	slots, indexed := m.jobSlots[j.runID]
+func (m *memStore) matchesLocked(f jobstore.Filter, j *jobstore.Job) bool {
+	closed := j.Exec != jobstore.RunRunning
+	slots, indexed := m.jobSlots[j.RunID]
 	switch {
-	case j.tenant != f.Tenant,
-		f.Owner != "" && j.owner != f.Owner,
-		f.IDs != nil && !slices.Contains(f.IDs, j.id),
-		slices.Contains(f.ExcludeIDs, j.id),
-		f.Runs == RunsLatest && j.exec == runContinuedAsNew,
-		f.Runs == RunsUnfinished && closed,
-		f.Runs == RunsContinued && j.exec != runContinuedAsNew,
-		f.Kinds != nil && !slices.Contains(f.Kinds, j.kind),
+	case j.Tenant != f.Tenant,
+		f.Owner != "" && j.Owner != f.Owner,
+		f.IDs != nil && !slices.Contains(f.IDs, j.ID),
+		slices.Contains(f.ExcludeIDs, j.ID),
+		f.Runs == jobstore.RunsLatest && j.Exec == jobstore.RunContinuedAsNew,
+		f.Runs == jobstore.RunsUnfinished && closed,
+		f.Runs == jobstore.RunsContinued && j.Exec != jobstore.RunContinuedAsNew,
+		f.Kinds != nil && !slices.Contains(f.Kinds, j.Kind),
 		f.Status != "" && memStatus(j) != f.Status,
-		!f.StartedSince.IsZero() && j.startedAt.Before(f.StartedSince),
-		!f.StartedBefore.IsZero() && !j.startedAt.Before(f.StartedBefore),
-		!f.ClosedSince.IsZero() && (!closed || j.closedAt.Before(f.ClosedSince)),
+		!f.StartedSince.IsZero() && j.StartedAt.Before(f.StartedSince),
+		!f.StartedBefore.IsZero() && !j.StartedAt.Before(f.StartedBefore),
+		!f.ClosedSince.IsZero() && (!closed || j.ClosedAt.Before(f.ClosedSince)),
 		f.NoSlots && indexed,
 		f.SlotsMin > 0 && (!indexed || slots < f.SlotsMin),
 		f.SlotsMax > 0 && (!indexed || slots > f.SlotsMax):
@@ -368,7 +367,7 @@ func (m *memStore) matchesLocked(f JobFilter, j *job) bool {
 	}
 	if f.Answerers != nil {
 		a := memAnswerer(j)
-		if !slices.Contains(f.Answerers, a) || a == workflows.AnswererApprover && f.ApproverNot != "" && j.owner == f.ApproverNot {
+		if !slices.Contains(f.Answerers, a) || a == workflows.AnswererApprover && f.ApproverNot != "" && j.Owner == f.ApproverNot {
 			return false
 		}
 	}
@@ -377,46 +376,46 @@ func (m *memStore) matchesLocked(f JobFilter, j *job) bool {
 
 // memStatus is the contract status a store filter sees: how a closed run closed, or the phase
 // an unfinished run's workflow reported (not job.status()'s cancelling for an unseen cancel).
-func memStatus(j *job) workflows.Status {
-	if j.exec == runRunning {
-		return j.saStatus
+func memStatus(j *jobstore.Job) workflows.Status {
+	if j.Exec == jobstore.RunRunning {
+		return j.SAStatus
 	}
-	s, _ := closedStatus(j.exec) // "" for continued as new: no contract status
+	s, _ := jobstore.ClosedStatus(j.Exec) // "" for continued as new: no contract status
 	return s
 }
 
 // memAnswerer is the run's JobAnswerer as its workflow keeps it (workflows/job.go): its open
 // request's answerer while it awaits input, none otherwise.
-func memAnswerer(j *job) string {
-	if j.exec != runRunning || j.saStatus != workflows.StatusAwaitingInput {
+func memAnswerer(j *jobstore.Job) string {
+	if j.Exec != jobstore.RunRunning || j.SAStatus != workflows.StatusAwaitingInput {
 		return ""
 	}
-	return workflows.Answerer(j.needsInput)
+	return workflows.Answerer(j.NeedsInput)
 }
 
 // continueAsNew closes id's current run as continued-as-new at t and makes a new current run
 // of it, started at t (the job keeps its memo and attributes, as a workflow's carried state).
-func (m *memStore) continueAsNew(id string, t time.Time) *job {
+func (m *memStore) continueAsNew(id string, t time.Time) *jobstore.Job {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.jobs[id]
 	m.runs++
 	j := *old
-	j.runID, j.startedAt, j.exec, j.closedAt = fmt.Sprintf("run-%d", m.runs), t, runRunning, time.Time{}
-	if n, ok := m.jobSlots[old.runID]; ok {
-		m.jobSlots[j.runID] = n
+	j.RunID, j.StartedAt, j.Exec, j.ClosedAt = fmt.Sprintf("run-%d", m.runs), t, jobstore.RunRunning, time.Time{}
+	if n, ok := m.jobSlots[old.RunID]; ok {
+		m.jobSlots[j.RunID] = n
 	}
-	old.exec, old.closedAt = runContinuedAsNew, t
+	old.Exec, old.ClosedAt = jobstore.RunContinuedAsNew, t
 	m.earlier = append(m.earlier, old)
 	m.jobs[id] = &j
 	return &j
 }
 
 func (m *memStore) QueryEpisodes(context.Context, string, workflows.EpisodesQuery) (workflows.EpisodesQueryResult, error) {
-	return workflows.EpisodesQueryResult{}, errStoreUnavailable // no workflow runs here
+	return workflows.EpisodesQueryResult{}, jobstore.ErrStoreUnavailable // no workflow runs here
 }
 
-func (m *memStore) Count(ctx context.Context, f JobFilter) (int, error) {
+func (m *memStore) Count(ctx context.Context, f jobstore.Filter) (int, error) {
 	m.mu.Lock()
 	m.counts++
 	hook := m.onCount
@@ -426,7 +425,7 @@ func (m *memStore) Count(ctx context.Context, f JobFilter) (int, error) {
 			return 0, err
 		}
 	}
-	if err := f.validate(); err != nil {
+	if err := f.Validate(); err != nil {
 		return 0, fmt.Errorf("count: %w", err)
 	}
 	m.mu.Lock()
@@ -443,11 +442,11 @@ func (m *memStore) Retention(context.Context) (time.Duration, bool) {
 func (m *memStore) CheckHealth(context.Context) error { return nil }
 
 // jobsOf reads execution infos as the Temporal store does (for scripted list pages).
-func jobsOf(infos ...*workflowpb.WorkflowExecutionInfo) []*job {
-	d := infoDecoder(converter.GetDefaultDataConverter())
-	js := make([]*job, len(infos))
+func jobsOf(infos ...*workflowpb.WorkflowExecutionInfo) []*jobstore.Job {
+	d := temporalstore.InfoDecoder(converter.GetDefaultDataConverter())
+	js := make([]*jobstore.Job, len(infos))
 	for i, info := range infos {
-		js[i] = d.jobFromInfo(info)
+		js[i] = d.JobFromInfo(info)
 	}
 	return js
 }
@@ -458,7 +457,7 @@ var unitSecret = bytes.Repeat([]byte{1}, 32)
 // newStoreFrontend is the unit tests' frontend over store: opts's zero Verifier, Keys,
 // ResumeKeys and ResourceURI get the tests' (unitSecret, listTestKeys, resumeTestKeys,
 // http://localhost/mcp); everything else is as given.
-func newStoreFrontend(t testing.TB, store jobStore, opts Options) *Frontend {
+func newStoreFrontend(t testing.TB, store jobstore.Store, opts Options) *Frontend {
 	t.Helper()
 	if opts.ResourceURI == "" {
 		opts.ResourceURI = "http://localhost/mcp"
@@ -484,6 +483,6 @@ func newStoreFrontend(t testing.TB, store jobStore, opts Options) *Frontend {
 }
 
 // Story: the in-memory store keeps no history (describe_job is tested on real Temporal).
-func (m *memStore) Story(ctx context.Context, kind workflows.Kind, req storyRequest) (*storyResult, error) {
+func (m *memStore) Story(ctx context.Context, kind workflows.Kind, req jobstore.StoryRequest) (*jobstore.StoryResult, error) {
 	return nil, errors.New("memStore: no history")
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -192,18 +193,18 @@ func elicitAnswer(resp mcp.InputResponse) (decision, comment string, answered bo
 
 // askFor returns the MRTR input request for job j to caller p, or nil when the caller may not
 // answer, the client cannot take one, or the job waits for nothing.
-func (f *Frontend) askFor(ctx context.Context, p authz.Principal, j *job) error {
+func (f *Frontend) askFor(ctx context.Context, p authz.Principal, j *jobstore.Job) error {
 	req := callRequest(ctx)
-	if !wantsElicitation(req) || j.needsInput == nil || j.status() != workflows.StatusAwaitingInput ||
-		authz.Decide(p, authz.ActionResume, j.policyJob()) != authz.Allow {
+	if !wantsElicitation(req) || j.NeedsInput == nil || j.Status() != workflows.StatusAwaitingInput ||
+		authz.Decide(p, authz.ActionResume, j.PolicyJob()) != authz.Allow {
 		return nil
 	}
-	ni := j.needsInput
+	ni := j.NeedsInput
 	exp := f.opts.Now().Add(StateTTLDefault)
 	if ni.ExpiresAt.Before(exp) {
 		exp = ni.ExpiresAt
 	}
-	state := f.opts.Keys.SealState(handle.State{Tenant: p.Tenant, Subject: p.Subject, WorkflowID: j.id, InputID: ni.InputID,
+	state := f.opts.Keys.SealState(handle.State{Tenant: p.Tenant, Subject: p.Subject, WorkflowID: j.ID, InputID: ni.InputID,
 		ScopeDigest: ni.ScopeDigest, Tool: req.Params.Name, ArgsDigest: argsDigest(req.Params.Arguments),
 		Expiry: exp.Truncate(time.Second)})
 	if state == "" {
@@ -219,13 +220,13 @@ func (f *Frontend) askFor(ctx context.Context, p authz.Principal, j *job) error 
 // resume resume_* makes, and returns the job afterwards and a note for the caller. Tampered
 // state, state of another call, principal or job, or a stale request: the contract's errors,
 // and nothing reaches the job.
-func (f *Frontend) answerFrom(ctx context.Context, p authz.Principal, j *job) (*job, string, error) {
+func (f *Frontend) answerFrom(ctx context.Context, p authz.Principal, j *jobstore.Job) (*jobstore.Job, string, error) {
 	req := callRequest(ctx)
 	st, err := f.opts.Keys.OpenState(req.Params.RequestState, f.opts.Now())
 	switch {
 	case err != nil && !errors.Is(err, handle.ErrExpired):
 		return nil, "", invalidArg("requestState", "malformed or not issued by this service; call again without inputResponses to be asked anew")
-	case st.Tenant != p.Tenant || st.Subject != p.Subject || st.WorkflowID != j.id:
+	case st.Tenant != p.Tenant || st.Subject != p.Subject || st.WorkflowID != j.ID:
 		return nil, "", errNotFound()
 	case err != nil:
 		return nil, "", toolErr(CodeInputNotExpected, "the elicitation expired; call again without inputResponses to be asked anew")
@@ -253,7 +254,7 @@ func (f *Frontend) answerFrom(ctx context.Context, p authz.Principal, j *job) (*
 
 // inputRound runs the MRTR part of a get_* or start_* call on job j: an answer the call carries
 // is applied; otherwise the caller may be asked. It returns the job to render and a note.
-func (f *Frontend) inputRound(ctx context.Context, p authz.Principal, j *job) (*job, string, error) {
+func (f *Frontend) inputRound(ctx context.Context, p authz.Principal, j *jobstore.Job) (*jobstore.Job, string, error) {
 	if carriesAnswer(callRequest(ctx)) {
 		return f.answerFrom(ctx, p, j)
 	}
@@ -262,9 +263,9 @@ func (f *Frontend) inputRound(ctx context.Context, p authz.Principal, j *job) (*
 
 // startJob starts st in the store within TemporalTimeout; a start that awaits the job's first
 // state waits at most ownerInputWait for it (the job is started all the same).
-func (f *Frontend) startJob(ctx context.Context, st storeStart) (string, error) {
+func (f *Frontend) startJob(ctx context.Context, st jobstore.StartRequest) (string, error) {
 	d := f.opts.TemporalTimeout
-	if st.awaitFirst {
+	if st.AwaitFirst {
 		d = min(d, ownerInputWait)
 	}
 	tctx, cancel := context.WithTimeout(ctx, d)
@@ -276,16 +277,16 @@ func (f *Frontend) startJob(ctx context.Context, st storeStart) (string, error) 
 // first-state update the start sent (deduplicated by its ID), waited for at most ownerInputWait.
 // When it does not come (no worker, a run that predates the update) or reading fails, it
 // returns j as it was read.
-func (f *Frontend) awaitFirstState(ctx context.Context, j *job) *job {
-	if j.status() != workflows.StatusQueued {
+func (f *Frontend) awaitFirstState(ctx context.Context, j *jobstore.Job) *jobstore.Job {
+	if j.Status() != workflows.StatusQueued {
 		return j
 	}
 	tctx, cancel := context.WithTimeout(ctx, ownerInputWait)
 	defer cancel()
-	if err := f.store.FirstState(tctx, j.id, j.runID); err != nil {
+	if err := f.store.FirstState(tctx, j.ID, j.RunID); err != nil {
 		return j
 	}
-	if j2, err := f.describe(ctx, j.id); err == nil {
+	if j2, err := f.describe(ctx, j.ID); err == nil {
 		return j2
 	}
 	return j

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -159,7 +160,7 @@ func (f *Frontend) admit(ctx context.Context, p authz.Principal, id string, epis
 			return f.degraded(ctx, p, a, "budget", nil)
 		}
 		if err := j.fl.err; err != nil {
-			if errors.Is(err, errStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+			if errors.Is(err, jobstore.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 				return f.degraded(ctx, p, a, "unavailable", err)
 			}
 			a.abandoned()
@@ -178,7 +179,7 @@ func (f *Frontend) admit(ctx context.Context, p authz.Principal, id string, epis
 	}
 	on, err := f.ownerExact(ctx, pol, ok, r, ts, on)
 	if err != nil {
-		if errors.Is(err, errStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, jobstore.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 			return f.degraded(ctx, p, a, "unavailable", err)
 		}
 		a.abandoned()
@@ -253,7 +254,7 @@ func (f *Frontend) refuse(p authz.Principal, ref *authz.QuotaRefusal) error {
 }
 
 // countAll runs the store counts in parallel, each into its int.
-func (f *Frontend) countAll(ctx context.Context, counts map[*int]JobFilter) error {
+func (f *Frontend) countAll(ctx context.Context, counts map[*int]jobstore.Filter) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(counts))
 	for into, q := range counts {
@@ -272,7 +273,7 @@ func (f *Frontend) countAll(ctx context.Context, counts map[*int]JobFilter) erro
 }
 
 // eachExecution pages through the runs jf selects, calling fn per run.
-func (f *Frontend) eachExecution(ctx context.Context, jf JobFilter, fn func(*job)) error {
+func (f *Frontend) eachExecution(ctx context.Context, jf jobstore.Filter, fn func(*jobstore.Job)) error {
 	var token []byte
 	for {
 		jobs, next, err := f.store.List(ctx, jf, quotaPageSize, token)

@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 )
 
 // quotaScope is the store filters a flight counts in: the tenant's jobs less this replica's
 // reservations, and the owner's among them (hasOwner false when no store can match the owner).
 type quotaScope struct {
-	tenant, owner JobFilter
+	tenant, owner jobstore.Filter
 	hasOwner      bool
 }
 
@@ -24,11 +25,11 @@ type quotaScope struct {
 // replica's reservations are counted as such, never in the store, so there is no race with
 // the store showing them between two counts.
 func quotaScopeOf(tenant, owner string, rs []reservation) (quotaScope, error) {
-	sc := quotaScope{tenant: JobFilter{Tenant: tenant}}
+	sc := quotaScope{tenant: jobstore.Filter{Tenant: tenant}}
 	for _, r := range rs {
 		sc.tenant.ExcludeIDs = append(sc.tenant.ExcludeIDs, r.id)
 	}
-	if err := sc.tenant.validate(); err != nil {
+	if err := sc.tenant.Validate(); err != nil {
 		return quotaScope{}, fmt.Errorf("quota: %w", err)
 	}
 	// A subject no store can match (see ownerMatchable) has no owner counts: its tenant's
@@ -36,7 +37,7 @@ func quotaScopeOf(tenant, owner string, rs []reservation) (quotaScope, error) {
 	if owner != "" {
 		o := sc.tenant
 		o.Owner = owner
-		if o.validate() == nil {
+		if o.Validate() == nil {
 			sc.owner, sc.hasOwner = o, true
 		}
 	}
@@ -44,13 +45,13 @@ func quotaScopeOf(tenant, owner string, rs []reservation) (quotaScope, error) {
 }
 
 // running is jf narrowed to unfinished runs (queued, awaiting input, running, cancelling).
-func running(jf JobFilter) JobFilter {
-	jf.Runs = RunsUnfinished
+func running(jf jobstore.Filter) jobstore.Filter {
+	jf.Runs = jobstore.RunsUnfinished
 	return jf
 }
 
 // runningSlotEvals is jf narrowed to the unfinished runs of the kinds that hold slots.
-func (f *Frontend) runningSlotEvals(jf JobFilter) JobFilter {
+func (f *Frontend) runningSlotEvals(jf jobstore.Filter) jobstore.Filter {
 	jf = running(jf)
 	jf.Kinds = f.slotKinds()
 	return jf
@@ -69,7 +70,7 @@ func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.T
 	for _, o := range fl.rs {
 		pendingEpisodes += o.episodes
 	}
-	counts := map[*int]JobFilter{}
+	counts := map[*int]jobstore.Filter{}
 	// The tenant's count also bounds each owner's: far from running_jobs_per_owner, the owners'
 	// flights need not count their own (measureOwner).
 	if l.RunningJobsPerTenant > 0 || l.RunningJobsPerOwner > 0 {
@@ -101,7 +102,7 @@ func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.T
 		// At the limit: count once more before deciding. Visibility trails another replica's
 		// start by milliseconds; this gives a start made there just before the count the
 		// time to show.
-		if err := f.countAll(ctx, map[*int]JobFilter{&s.running: running(sc.tenant)}); err != nil {
+		if err := f.countAll(ctx, map[*int]jobstore.Filter{&s.running: running(sc.tenant)}); err != nil {
 			return nil, err
 		}
 	}
@@ -142,7 +143,7 @@ func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 		}
 	}
 	now := f.opts.Now()
-	counts := map[*int]JobFilter{}
+	counts := map[*int]jobstore.Filter{}
 	// The tenant's unfinished jobs bound the owner's: while the tenant's last count (with this
 	// replica's reservations) is below the owner's limit, the owner's own is not asked.
 	if l.RunningJobsPerOwner > 0 && (force || !f.quotas.tenantRunningBelow(k.tenant, l.RunningJobsPerOwner-len(fl.rs), now)) {
@@ -179,7 +180,7 @@ func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 	}
 	if s.runningCounted && s.running+pendingMine >= l.RunningJobsPerOwner {
 		// At the limit: count once more (as measureTenant).
-		if err := f.countAll(ctx, map[*int]JobFilter{&s.running: running(sc.owner)}); err != nil {
+		if err := f.countAll(ctx, map[*int]jobstore.Filter{&s.running: running(sc.owner)}); err != nil {
 			return nil, err
 		}
 	}
@@ -203,10 +204,10 @@ func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 // shownCount adds to counts the question whether visibility shows every started reservation
 // of rs (of owner, when not ""), and returns what releases them once counts are answered: the
 // next checks need not count them as reservations (these counts leave them out anyway).
-func (f *Frontend) shownCount(tenant string, rs []reservation, owner string, counts map[*int]JobFilter) func() {
+func (f *Frontend) shownCount(tenant string, rs []reservation, owner string, counts map[*int]jobstore.Filter) func() {
 	ids, list := map[string]bool{}, []string{}
 	for _, r := range rs {
-		if !r.expires.IsZero() && (owner == "" || r.owner == owner) && storeValue(r.id) {
+		if !r.expires.IsZero() && (owner == "" || r.owner == owner) && jobstore.StoreValue(r.id) {
 			ids[r.id] = true
 			list = append(list, r.id)
 		}
@@ -217,7 +218,7 @@ func (f *Frontend) shownCount(tenant string, rs []reservation, owner string, cou
 	shown := new(int)
 	// Each reservation's job is its tenant's (its ID begins with the tenant), so naming the
 	// tenant selects the same runs; every filter names one.
-	counts[shown] = JobFilter{Tenant: tenant, IDs: list, Runs: RunsLatest}
+	counts[shown] = jobstore.Filter{Tenant: tenant, IDs: list, Runs: jobstore.RunsLatest}
 	return func() {
 		if *shown >= len(ids) {
 			f.quotas.release(tenant, ids)
@@ -256,7 +257,7 @@ type slotRange struct {
 }
 
 // filter narrows evals to the range.
-func (r slotRange) filter(evals JobFilter) JobFilter {
+func (r slotRange) filter(evals jobstore.Filter) jobstore.Filter {
 	evals.SlotsMin, evals.SlotsMax = r.lo, r.hi
 	if r.open {
 		evals.SlotsMax = 0
@@ -278,9 +279,9 @@ func slotRanges(maxSlots int) []slotRange {
 // halving every range that holds evals until the bounds decide (or are exact): about log2 of
 // the largest concurrency rounds of counts at most, whatever the tenant holds. Evals without
 // JobSlots are counted apart (1 to maxSlots each) and, only if still undecided, read.
-func (f *Frontend) heldByCounts(ctx context.Context, evals JobFilter, maxSlots int, decided func(lo, hi int) bool, pre *slotCounts) (lo, hi int, err error) {
+func (f *Frontend) heldByCounts(ctx context.Context, evals jobstore.Filter, maxSlots int, decided func(lo, hi int) bool, pre *slotCounts) (lo, hi int, err error) {
 	if pre == nil {
-		counts := map[*int]JobFilter{}
+		counts := map[*int]jobstore.Filter{}
 		pre = newSlotCounts(evals, maxSlots, counts)
 		if err := f.countAll(ctx, counts); err != nil {
 			return 0, 0, err
@@ -311,7 +312,7 @@ func (f *Frontend) heldByCounts(ctx context.Context, evals JobFilter, maxSlots i
 		if len(lower) == 0 {
 			break // every range is one value: only the evals without JobSlots are left open
 		}
-		counts := map[*int]JobFilter{}
+		counts := map[*int]jobstore.Filter{}
 		for _, i := range lower {
 			counts[&next[i].n] = next[i].filter(evals)
 		}
@@ -336,7 +337,7 @@ func (f *Frontend) heldByCounts(ctx context.Context, evals JobFilter, maxSlots i
 	held := 0
 	unindexed := evals
 	unindexed.NoSlots = true
-	err = f.eachExecution(ctx, unindexed, func(j *job) { held += j.slots })
+	err = f.eachExecution(ctx, unindexed, func(j *jobstore.Job) { held += j.Slots })
 	if err != nil {
 		return 0, 0, err
 	}
@@ -351,15 +352,15 @@ func (f *Frontend) heldByCounts(ctx context.Context, evals JobFilter, maxSlots i
 func (f *Frontend) heldByLedger(ctx context.Context, tenant string, fl *flight, limit, evals, pendingEpisodes, maxSlots int) (held, heldMin int, exact bool, err error) {
 	held, heldMin = evals*maxSlots, evals
 	fits := func() bool { return held+pendingEpisodes+fl.maxEp <= limit }
-	all := f.runningSlotEvals(JobFilter{Tenant: tenant})
-	if err := all.validate(); err != nil {
+	all := f.runningSlotEvals(jobstore.Filter{Tenant: tenant})
+	if err := all.Validate(); err != nil {
 		return 0, 0, false, err
 	}
 	if ledger, ok := f.quotas.ledger(tenant); ok && f.opts.Now().Sub(ledger.t0) < ledgerMaxAge {
 		var newEvals int
 		since := all
 		since.StartedSince = ledger.t0
-		if err := f.countAll(ctx, map[*int]JobFilter{&newEvals: since}); err != nil {
+		if err := f.countAll(ctx, map[*int]jobstore.Filter{&newEvals: since}); err != nil {
 			return 0, 0, false, err
 		}
 		if est := ledger.held + newEvals*maxSlots; est < held {
@@ -377,10 +378,10 @@ func (f *Frontend) heldByLedger(ctx context.Context, tenant string, fl *flight, 
 		mine[r.id] = true
 	}
 	sum, total := 0, 0
-	err = f.eachExecution(ctx, all, func(j *job) {
-		total += j.slots
-		if !mine[j.id] {
-			sum += j.slots
+	err = f.eachExecution(ctx, all, func(j *jobstore.Job) {
+		total += j.Slots
+		if !mine[j.ID] {
+			sum += j.Slots
 		}
 	})
 	if err != nil {
@@ -422,7 +423,7 @@ type slotCounts struct {
 }
 
 // newSlotCounts adds the first round's counts of evals to counts, answered into the result.
-func newSlotCounts(evals JobFilter, maxSlots int, counts map[*int]JobFilter) *slotCounts {
+func newSlotCounts(evals jobstore.Filter, maxSlots int, counts map[*int]jobstore.Filter) *slotCounts {
 	c := &slotCounts{ranges: slotRanges(maxSlots)}
 	unindexed := evals
 	unindexed.NoSlots = true

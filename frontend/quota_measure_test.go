@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -43,11 +44,11 @@ func heldFixture(t *testing.T, e slotEvals) (*Frontend, *memStore) {
 	tc.slotsIndexed = true
 	for i, v := range e.slots {
 		id := "acme/eval/ann/e" + strconv.Itoa(i)
-		j := &job{id: id, runID: "run-" + id, tenant: "acme", owner: "ann", kind: "eval", exec: runRunning, saStatus: workflows.StatusRunning, slots: v}
+		j := &jobstore.Job{ID: id, RunID: "run-" + id, Tenant: "acme", Owner: "ann", Kind: "eval", Exec: jobstore.RunRunning, SAStatus: workflows.StatusRunning, Slots: v}
 		if v == 0 {
-			j.slots = e.memo[i]
+			j.Slots = e.memo[i]
 		} else {
-			tc.jobSlots[j.runID] = v
+			tc.jobSlots[j.RunID] = v
 		}
 		tc.jobs[id] = j
 	}
@@ -113,7 +114,7 @@ func TestTenantFlightShared(t *testing.T) {
 	gate := make(chan struct{})
 	var mu sync.Mutex
 	tenantWide, ownerCounts := 0, 0
-	tc.onCount = func(f JobFilter) error {
+	tc.onCount = func(f jobstore.Filter) error {
 		<-gate
 		mu.Lock()
 		defer mu.Unlock()
@@ -179,8 +180,8 @@ func TestTenantFlightShared(t *testing.T) {
 func TestOwnerRunningBoundedByTenant(t *testing.T) {
 	tc := newMemStore()
 	var ownerCounts atomic.Int64
-	tc.onCount = func(f JobFilter) error {
-		if f.Owner != "" && f.Runs == RunsUnfinished {
+	tc.onCount = func(f jobstore.Filter) error {
+		if f.Owner != "" && f.Runs == jobstore.RunsUnfinished {
 			ownerCounts.Add(1)
 		}
 		return nil
@@ -227,7 +228,7 @@ func TestQuotaDegraded(t *testing.T) {
 		t.Run(string(pol), func(t *testing.T) {
 			tc := newMemStore()
 			var answering sync.Mutex // held while counts hang
-			tc.onCount = func(JobFilter) error {
+			tc.onCount = func(jobstore.Filter) error {
 				answering.Lock()
 				defer answering.Unlock()
 				return nil
@@ -284,7 +285,7 @@ func TestQuotaDegraded(t *testing.T) {
 func TestOwnerWindowBoundedByTenant(t *testing.T) {
 	tc := newMemStore()
 	var recentCounts atomic.Int64
-	tc.onCount = func(f JobFilter) error {
+	tc.onCount = func(f jobstore.Filter) error {
 		if f.Owner != "" && !f.StartedSince.IsZero() {
 			recentCounts.Add(1)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 )
 
 // windowFull remembers that an owner's starts window holds at least limit visible starts until
@@ -53,22 +54,22 @@ func windowRefusal(limit, count int, freeAt, now time.Time) *authz.QuotaRefusal 
 
 // createdSince narrows jf to the runs started since t that did not continue as new: every
 // job created since t once, plus once each job created before t that continued as new since.
-func createdSince(jf JobFilter, t time.Time) JobFilter {
-	jf.StartedSince, jf.Runs = t, RunsLatest
+func createdSince(jf jobstore.Filter, t time.Time) jobstore.Filter {
+	jf.StartedSince, jf.Runs = t, jobstore.RunsLatest
 	return jf
 }
 
 // continuedSince narrows jf to what createdSince counts too much: each job created before t
 // and continued as new since has exactly one run that started before t and closed (continued)
 // after it.
-func continuedSince(jf JobFilter, t time.Time) JobFilter {
-	jf.Runs, jf.StartedBefore, jf.ClosedSince = RunsContinued, t, t
+func continuedSince(jf jobstore.Filter, t time.Time) jobstore.Filter {
+	jf.Runs, jf.StartedBefore, jf.ClosedSince = jobstore.RunsContinued, t, t
 	return jf
 }
 
 // continuedAfter narrows jf to the runs that continued as new since t.
-func continuedAfter(jf JobFilter, t time.Time) JobFilter {
-	jf.Runs, jf.ClosedSince = RunsContinued, t
+func continuedAfter(jf jobstore.Filter, t time.Time) jobstore.Filter {
+	jf.Runs, jf.ClosedSince = jobstore.RunsContinued, t
 	return jf
 }
 
@@ -122,11 +123,11 @@ func (w *startWindow) nth(n int, late bool) time.Time {
 
 // startWindow counts the owner's job creations in the minute before now exactly and brackets
 // when they happened — by counts only, one round, never a listing.
-func (f *Frontend) startWindow(ctx context.Context, owner JobFilter, now time.Time) (*startWindow, error) {
+func (f *Frontend) startWindow(ctx context.Context, owner jobstore.Filter, now time.Time) (*startWindow, error) {
 	since := now.Add(-time.Minute)
 	w := &startWindow{since: since, now: now}
 	var all, continued int
-	counts := map[*int]JobFilter{&all: createdSince(owner, since), &continued: continuedSince(owner, since),
+	counts := map[*int]jobstore.Filter{&all: createdSince(owner, since), &continued: continuedSince(owner, since),
 		&w.slack: continuedAfter(owner, since)}
 	probes := func(lo, hi time.Time) []probe {
 		ps := make([]probe, windowProbes)
@@ -148,10 +149,10 @@ func (f *Frontend) startWindow(ctx context.Context, owner JobFilter, now time.Ti
 
 // refined is w with probes within the bracket of its limit-th most recent start (a new
 // window: w is shared).
-func (f *Frontend) refined(ctx context.Context, owner JobFilter, limit int, w *startWindow) (*startWindow, error) {
+func (f *Frontend) refined(ctx context.Context, owner jobstore.Filter, limit int, w *startWindow) (*startWindow, error) {
 	lo, hi := w.nth(limit, false), w.nth(limit, true)
 	fine := make([]probe, windowProbes)
-	counts := map[*int]JobFilter{}
+	counts := map[*int]jobstore.Filter{}
 	for i := range fine {
 		fine[i].t = lo.Add(time.Duration(i+1) * hi.Sub(lo) / (windowProbes + 1))
 		counts[&fine[i].n] = createdSince(owner, fine[i].t)
@@ -167,7 +168,7 @@ func (f *Frontend) refined(ctx context.Context, owner JobFilter, limit int, w *s
 
 // rememberFullWindow remembers k's window as full, first with w's bounds and then — in the
 // background, so that the starts waiting now are answered at once — with refined ones.
-func (f *Frontend) rememberFullWindow(k flightKey, owner JobFilter, limit int, w *startWindow) {
+func (f *Frontend) rememberFullWindow(k flightKey, owner jobstore.Filter, limit int, w *startWindow) {
 	remember := func(w *startWindow) {
 		if until := w.nth(limit, false).Add(time.Minute); until.After(w.now) {
 			f.quotas.rememberFull(k, windowFull{limit: limit, count: w.n, until: until, freeAt: w.nth(limit, true).Add(time.Minute)}, w.now)

@@ -16,6 +16,7 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -118,7 +119,7 @@ func TestResultCache_KeyedByRunID(t *testing.T) {
 		t.Fatalf("reads %v, want one per run", fx.tc.reads)
 	}
 	// And a run that is not (or no longer) succeeded is never served from the cache.
-	fx.tc.jobs["acme/eval/k"].exec = runFailed
+	fx.tc.jobs["acme/eval/k"].Exec = jobstore.RunFailed
 	got, _ = fx.get(t, rcAna, "eval", h)
 	if strings.Contains(got, `"result"`) {
 		t.Fatalf("a failed run shows a result: %s", got)

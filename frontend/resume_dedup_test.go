@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -16,11 +17,11 @@ import (
 func TestResumeUpdateIDCoversTheAnswer(t *testing.T) {
 	ms := newMemStore()
 	f := newStoreFrontend(t, ms, Options{Now: func() time.Time { return coreNow }})
-	j := &job{id: "acme/export/ana/k", runID: "run-k", tenant: "acme", owner: "ana", kind: workflows.KindExport, exec: runRunning,
-		saStatus: workflows.StatusAwaitingInput, needsInput: &workflows.NeedsInput{InputID: "approve", Prompt: "p",
+	j := &jobstore.Job{ID: "acme/export/ana/k", RunID: "run-k", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport, Exec: jobstore.RunRunning,
+		SAStatus: workflows.StatusAwaitingInput, NeedsInput: &workflows.NeedsInput{InputID: "approve", Prompt: "p",
 			ScopeDigest: "sha256:d", Approver: authz.ApproverApprover, RequestedBy: "ana"}}
-	ms.jobs[j.id] = j
-	ms.resume = func(*job, workflows.ResumeRequest) error { return nil } // leave it open: every call reaches the store
+	ms.jobs[j.ID] = j
+	ms.resume = func(*jobstore.Job, workflows.ResumeRequest) error { return nil } // leave it open: every call reaches the store
 	p := authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove}}
 	send := func(comment, surface string) string {
 		t.Helper()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -17,7 +18,7 @@ func TestUIURLFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}}
-	j := &job{id: "acme/eval/a", runID: "r1", tenant: "acme", owner: "ana", kind: "eval"}
+	j := &jobstore.Job{ID: "acme/eval/a", RunID: "r1", Tenant: "acme", Owner: "ana", Kind: "eval"}
 	const want = "http://ui.test/namespaces/default/workflows/acme%2Feval%2Fa/r1/history"
 	for _, c := range []struct {
 		for_, base         string

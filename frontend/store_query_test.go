@@ -7,6 +7,8 @@ import (
 
 	"github.com/temporalio/sqlparser"
 
+	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/temporalstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -16,7 +18,7 @@ func listQuery(tenant, sub string, lf listFilter) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return visibilityQuery(jf)
+	return temporalstore.VisibilityQuery(jf)
 }
 
 // approvalsQuery is list_approvals' filter for tenant/sub as the Temporal store renders it.
@@ -25,7 +27,7 @@ func approvalsQuery(tenant, sub string, lf listFilter) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return visibilityQuery(jf)
+	return temporalstore.VisibilityQuery(jf)
 }
 
 func TestBuildListQuery(t *testing.T) {
@@ -90,7 +92,7 @@ func TestBuildListQuery_HostileIdentities(t *testing.T) {
 	// Subjects Temporal cannot match (see ownerMatchable): no own-jobs query is built; a
 	// tenant-wide one ignores the subject.
 	for _, sub := range []string{`back\slash`, `trail\`, `dq"x`, `x\' OR 1=1 OR JobOwner = \'`, "'", "''", "'lead", "trail'"} {
-		if q, err := listQuery("acme", sub, listFilter{kind: "eval"}); !errors.Is(err, errOwnerUnmatchable) {
+		if q, err := listQuery("acme", sub, listFilter{kind: "eval"}); !errors.Is(err, jobstore.ErrOwnerUnmatchable) {
 			t.Errorf("sub %q: got %q, %v; want errOwnerUnmatchable", sub, q, err)
 		}
 		if q, err := listQuery("acme", sub, listFilter{all: true}); err != nil || q != "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew'" {
@@ -111,7 +113,7 @@ func TestBuildListQuery_HostileIdentities(t *testing.T) {
 
 func TestQuoteQueryString(t *testing.T) {
 	for _, s := range []string{"plain", "o'brien", `\`, `\'`, `'\`, "a''b", `"`, "名前 ü", "%_*?"} {
-		lit, err := quoteQueryString(s)
+		lit, err := temporalstore.QuoteQueryString(s)
 		if err != nil {
 			t.Fatalf("%q: %v", s, err)
 		}

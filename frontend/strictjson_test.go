@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -123,7 +124,7 @@ func FuzzStrictBody(f *testing.F) {
 			Name string `json:"name"`
 		}
 		if pm.params != nil && json.Unmarshal(req.Params, &params) == nil {
-			if name, isStr := jsonString(pm.params["name"]); isStr && name != params.Name {
+			if name, isStr := wire.JSONString(pm.params["name"]); isStr && name != params.Name {
 				t.Fatalf("%q: name %q here, %q in the SDK's params", body, name, params.Name)
 			}
 		}

@@ -320,7 +320,7 @@ func TestTaskGetSucceededIsGetResult(t *testing.T) {
 	fx := newTaskFixture(t)
 	id := "acme/eval/succeeded"
 	j := fx.tc.put(execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusSucceeded))
-	fx.tc.results[j.runID] = workflows.EvalResult{Episodes: 3, Scored: 3, Passed: 2}
+	fx.tc.results[j.RunID] = workflows.EvalResult{Episodes: 3, Scored: 3, Passed: 2}
 	taskID := fx.f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
 
 	tk, rerr, _ := fx.get(t, taskAna, taskID)

@@ -74,12 +74,12 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 		return nil, f.taskFault(ctx, err, h)
 	}
 	ok := &ack{ResultType: "complete"}
-	if j.needsInput == nil || j.status() != workflows.StatusAwaitingInput {
+	if j.NeedsInput == nil || j.Status() != workflows.StatusAwaitingInput {
 		return ok, nil // nothing outstanding: ignored
 	}
 	in := f.taskInputOf(h.Kind)
 	answered := map[string]*mcp.ElicitResult{}
-	for key := range in.requests(j.needsInput) {
+	for key := range in.requests(j.NeedsInput) {
 		rawResp, found := resps[key]
 		if !found {
 			continue // an outstanding key left unanswered (a partial answer)
@@ -93,14 +93,14 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 	if len(answered) == 0 {
 		return ok, nil // keys that are not outstanding are ignored
 	}
-	resume, accepted, err := in.answer(j.needsInput, answered)
+	resume, accepted, err := in.answer(j.NeedsInput, answered)
 	if err != nil {
 		return nil, f.taskFault(ctx, err, h)
 	}
 	if !accepted {
 		return ok, nil // declined or dismissed: the job keeps waiting
 	}
-	_, err = f.resumeJob(ctx, p, j, resume, tokenAnswerer(ctx, workflows.SurfaceTasks), shownPrompt(j, j.needsInput.InputID))
+	_, err = f.resumeJob(ctx, p, j, resume, tokenAnswerer(ctx, workflows.SurfaceTasks), shownPrompt(j, j.NeedsInput.InputID))
 	var te *ToolError
 	if errors.As(err, &te) && te.Code == CodeInputNotExpected {
 		return ok, nil // superseded meanwhile (answered, expired, cancelled): ignored

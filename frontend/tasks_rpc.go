@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -48,7 +49,7 @@ func isVersion2(raw json.RawMessage) bool {
 	if string(raw) == `"2.0"` {
 		return true
 	}
-	v, ok := jsonString(raw)
+	v, ok := wire.JSONString(raw)
 	return ok && v == "2.0"
 }
 
@@ -66,7 +67,7 @@ func validRPCID(id json.RawMessage) bool {
 }
 
 func (r *rpcRequest) str(key string) (string, bool) {
-	return jsonString(r.params[key])
+	return wire.JSONString(r.params[key])
 }
 
 func (r *rpcRequest) taskID() (string, bool) { return r.str("taskId") }

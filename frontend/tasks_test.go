@@ -19,6 +19,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -298,7 +299,7 @@ func taskSeeds(t testing.TB) map[string]string {
 	}
 }
 
-func newTaskFrontend(t testing.TB, store jobStore) *Frontend {
+func newTaskFrontend(t testing.TB, store jobstore.Store) *Frontend {
 	t.Helper()
 	return newStoreFrontend(t, store, Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow }})
 }

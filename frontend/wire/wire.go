@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -265,4 +266,32 @@ type Decision struct {
 	ScopeDigest  string    `json:"scope_digest" jsonschema:"digest of exactly what was answered"`
 	Comment      string    `json:"comment,omitempty" jsonschema:"the answerer's comment"`
 	Sealed       bool      `json:"sealed" jsonschema:"true when the record carries the frontend's seal (verify it in manifest.json with jobgate verify)"`
+}
+
+// JSONString decodes raw as a JSON string: ok is false when raw is absent or not a string. raw
+// is one JSON value as a parsed map holds it (valid, no surrounding space); a plain string —
+// no escapes, no control characters, valid UTF-8 — is its bytes, anything else goes through
+// encoding/json.
+func JSONString(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 {
+		return "", false
+	}
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
+		inner := raw[1 : n-1]
+		plain := utf8.Valid(inner)
+		for _, c := range inner {
+			if c == '\\' || c == '"' || c < 0x20 {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			return string(inner), true
+		}
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
 }

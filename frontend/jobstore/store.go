@@ -1,4 +1,4 @@
-package frontend
+package jobstore
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -22,18 +21,18 @@ import (
 //
 // Calls do not add their own deadline: the core bounds each with TemporalTimeout (or, for
 // Resume and a start that awaits its first state, its own bound) through ctx.
-type jobStore interface {
+type Store interface {
 	// Start starts the job's workflow under s.id and returns its run ID. When the ID names a job
 	// already (running, or closed and still retained) nothing is started and the error is
 	// errAlreadyStarted. With s.awaitFirst the call also waits, until ctx ends, for the job's
 	// first state (its input request open, running, or ended; see workflows.UpdateFirstState);
 	// a ctx that ends first yields errFirstStateTimeout, and the job is started all the same.
-	Start(ctx context.Context, s storeStart) (runID string, err error)
+	Start(ctx context.Context, s StartRequest) (runID string, err error)
 	// FirstState waits, until ctx ends, for the run's first state (the update Start sends
 	// with awaitFirst; a second one is deduplicated).
 	FirstState(ctx context.Context, id, runID string) error
 	// Describe reads the job's current run (errJobNotFound when there is none).
-	Describe(ctx context.Context, id string) (*job, error)
+	Describe(ctx context.Context, id string) (*Job, error)
 	// Result decodes the closed successful run's result into ptr.
 	Result(ctx context.Context, id, runID string, ptr any) error
 	// Cancel requests cancellation of the job's current run; errJobNotFound when it is closed
@@ -50,12 +49,12 @@ type jobStore interface {
 	// page), in the store's order (Temporal's default: unfinished runs first, newest start
 	// first, then closed runs, most recently closed first). next is empty after the last page
 	// (a full page may be followed by an empty one). A token the store rejects is errPageToken.
-	List(ctx context.Context, f JobFilter, pageSize int, token []byte) (jobs []*job, next []byte, err error)
+	List(ctx context.Context, f Filter, pageSize int, token []byte) (jobs []*Job, next []byte, err error)
 	// Story narrates the job's history, first run to current (describe_job); errJobNotFound
 	// when there is no such job.
-	Story(ctx context.Context, kind workflows.Kind, req storyRequest) (*storyResult, error)
+	Story(ctx context.Context, kind workflows.Kind, req StoryRequest) (*StoryResult, error)
 	// Count counts the runs f selects.
-	Count(ctx context.Context, f JobFilter) (int, error)
+	Count(ctx context.Context, f Filter) (int, error)
 	// SlotsIndexed reports whether the store indexes a start's slots (workflows.SAJobSlots),
 	// so that counts can select on them; false while its namespace lacks the attribute
 	// (`jobgate setup` adds it) or cannot be asked.
@@ -63,7 +62,7 @@ type jobStore interface {
 	// WaitHistory reads the run's history after token (nil: from its first event); once
 	// caught up it waits, in the store, until the history grows or the run closes
 	// (store_history.go). errJobNotFound when there is no such run.
-	WaitHistory(ctx context.Context, id, runID string, token []byte) (historyPage, error)
+	WaitHistory(ctx context.Context, id, runID string, token []byte) (HistoryPage, error)
 	// Retention is how long closed jobs are kept, when the store says.
 	Retention(ctx context.Context) (time.Duration, bool)
 	// CheckHealth reports whether the store answers (readyz).
@@ -75,7 +74,7 @@ type jobStore interface {
 // tenant and subject, registered kinds, contract statuses, the IDs of jobs it started — never a
 // caller's text; validate says whether every store can match them exactly. The store alone
 // turns a filter into its query language (the Temporal store: store_query.go).
-type JobFilter struct {
+type Filter struct {
 	// Tenant: runs of this tenant's jobs. Required: every selection is one tenant's.
 	Tenant string
 	// Owner: runs of this subject's jobs; "" any owner.
@@ -128,55 +127,55 @@ const (
 // validate reports whether every store matches f exactly: errOwnerUnmatchable for a subject
 // (Owner, ApproverNot) the Temporal store cannot match; errQueryValue (with the field) for
 // any other value that is not one the filter allows.
-func (f JobFilter) validate() error {
-	if !storeValue(f.Tenant) {
-		return fmt.Errorf("tenant: %w", errQueryValue)
+func (f Filter) Validate() error {
+	if !StoreValue(f.Tenant) {
+		return fmt.Errorf("tenant: %w", ErrQueryValue)
 	}
 	for _, s := range []string{f.Owner, f.ApproverNot} {
 		switch {
 		case s == "":
-		case !storeValue(s):
-			return fmt.Errorf("sub: %w", errQueryValue)
-		case !ownerMatchable(s):
-			return errOwnerUnmatchable
+		case !StoreValue(s):
+			return fmt.Errorf("sub: %w", ErrQueryValue)
+		case !OwnerMatchable(s):
+			return ErrOwnerUnmatchable
 		}
 	}
 	for _, id := range append(append([]string(nil), f.IDs...), f.ExcludeIDs...) {
-		if !storeValue(id) {
-			return fmt.Errorf("job id: %w", errQueryValue)
+		if !StoreValue(id) {
+			return fmt.Errorf("job id: %w", ErrQueryValue)
 		}
 	}
 	if f.Runs < RunsAll || f.Runs > RunsContinued {
-		return fmt.Errorf("runs: %w", errQueryValue)
+		return fmt.Errorf("runs: %w", ErrQueryValue)
 	}
 	for _, k := range f.Kinds {
 		if _, ok := workflows.LookupKind(k); !ok {
-			return fmt.Errorf("kind: %w", errQueryValue)
+			return fmt.Errorf("kind: %w", ErrQueryValue)
 		}
 	}
-	if f.Status != "" && !slices.Contains(listStatuses, f.Status) {
-		return fmt.Errorf("status: %w", errQueryValue)
+	if f.Status != "" && !slices.Contains(Statuses, f.Status) {
+		return fmt.Errorf("status: %w", ErrQueryValue)
 	}
 	for _, a := range f.Answerers {
 		if a != workflows.AnswererOwner && a != workflows.AnswererApprover && a != workflows.AnswererApproverOrOwner {
-			return fmt.Errorf("answerer: %w", errQueryValue)
+			return fmt.Errorf("answerer: %w", ErrQueryValue)
 		}
 	}
 	if f.SlotsMin < 0 || f.SlotsMax < 0 || (f.SlotsMax > 0 && f.SlotsMin > f.SlotsMax) || (f.NoSlots && (f.SlotsMin > 0 || f.SlotsMax > 0)) {
-		return fmt.Errorf("slots: %w", errQueryValue)
+		return fmt.Errorf("slots: %w", ErrQueryValue)
 	}
 	return nil
 }
 
 // errQueryValue is returned when a filter value cannot be matched by a store.
-var errQueryValue = errors.New("value cannot be used in a visibility query")
+var ErrQueryValue = errors.New("value cannot be used in a visibility query")
 
 // errOwnerUnmatchable: the caller's subject cannot be matched by the visibility store.
-var errOwnerUnmatchable = errors.New("subject cannot be matched by the visibility store")
+var ErrOwnerUnmatchable = errors.New("subject cannot be matched by the visibility store")
 
 // storeValue reports whether s can be a filter's string value: non-empty printable UTF-8. No
 // identity we accept is anything else, so such a value is refused rather than escaped.
-func storeValue(s string) bool {
+func StoreValue(s string) bool {
 	if s == "" || !utf8.ValidString(s) {
 		return false
 	}
@@ -200,53 +199,42 @@ func storeValue(s string) bool {
 // instead would put another principal's row position — run ID, start and close time — into
 // the caller's cursor.) The contract holds for every store, so that the in-memory one refuses
 // what the Temporal one cannot answer.
-func ownerMatchable(sub string) bool {
+func OwnerMatchable(sub string) bool {
 	return !strings.ContainsAny(sub, `\"`) && !strings.HasPrefix(sub, "'") && !strings.HasSuffix(sub, "'")
 }
 
 // storeStart is what Start needs: the job's identity, its workflow input and its first memo.
-type storeStart struct {
-	id       string // workflow ID (jobID)
-	kind     string // workflows.Kind name
-	workflow string // the kind's workflow type name
-	input    any
-	tenant   string
-	owner    string
+type StartRequest struct {
+	ID       string // workflow ID (jobID)
+	Kind     string // workflows.Kind name
+	Workflow string // the kind's workflow type name
+	Input    any
+	Tenant   string
+	Owner    string
 	// memo is the job's first memo (input hash, created_at, progress, slots).
-	memo map[string]any
+	Memo map[string]any
 	// summary and details label the job in the Temporal Web UI.
-	summary, details string
-	fairness         workflows.Fairness
+	Summary, Details string
+	Fairness         workflows.Fairness
 	// slots is the episode concurrency the job holds while unfinished (0 for kinds that hold
 	// none): the store indexes it (workflows.SAJobSlots) when its namespace can.
-	slots int
+	Slots int
 	// awaitFirst: wait for the job's first state (see jobStore.Start).
-	awaitFirst bool
+	AwaitFirst bool
 }
 
 // The store's own error values (the core maps them to tool errors).
 var (
-	errAlreadyStarted    = errors.New("job store: the job ID names a job already")
-	errJobNotFound       = errors.New("job store: no such job")
-	errPageToken         = errors.New("job store: page token rejected")
-	errUpdateTimeout     = errors.New("job store: no worker processed the update in time")
-	errFirstStateTimeout = errors.New("job store: the job's first state did not arrive in time")
+	ErrAlreadyStarted    = errors.New("job store: the job ID names a job already")
+	ErrJobNotFound       = errors.New("job store: no such job")
+	ErrPageToken         = errors.New("job store: page token rejected")
+	ErrUpdateTimeout     = errors.New("job store: no worker processed the update in time")
+	ErrFirstStateTimeout = errors.New("job store: the job's first state did not arrive in time")
 	// errStoreUnavailable marks the store unreachable or overloaded (asToolError: unavailable).
-	errStoreUnavailable = errors.New("job store unavailable")
+	ErrStoreUnavailable = errors.New("job store unavailable")
 )
 
 // resumeRejected is the workflow's refusal of a resume: kind is one of workflows.Reject*.
-type resumeRejected struct{ kind, msg string }
+type ResumeRejected struct{ Kind, Msg string }
 
-func (e *resumeRejected) Error() string { return "resume rejected (" + e.kind + "): " + e.msg }
-
-// newTemporalStore is the job store of opts.Temporal (opts with defaults applied).
-func newTemporalStore(opts Options, ni *needsInputCache) *temporalStore {
-	return &temporalStore{c: opts.Temporal, namespace: opts.Namespace, taskQueue: opts.TaskQueue, dc: opts.DataConverter, needsInputs: ni}
-}
-
-// startOptions is a start's store request for principal p.
-func (f *Frontend) startOptions(p authz.Principal, id string, kind workflows.Kind, spec startSpec, memo map[string]any, awaitFirst bool) storeStart {
-	return storeStart{id: id, kind: kind.Name, workflow: kind.WorkflowName, input: spec.input, tenant: p.Tenant, owner: p.Subject,
-		memo: memo, summary: spec.summary, details: spec.details, fairness: f.fairness(p.Tenant), slots: spec.slots, awaitFirst: awaitFirst}
-}
+func (e *ResumeRejected) Error() string { return "resume rejected (" + e.Kind + "): " + e.Msg }

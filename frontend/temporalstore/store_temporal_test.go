@@ -1,4 +1,4 @@
-package frontend
+package temporalstore
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -22,20 +23,20 @@ func TestTemporalStoreErrors(t *testing.T) {
 	// Resume: the workflow's refusal keeps its kind and message; out of time or unreachable is
 	// errUpdateTimeout; a closed or unknown run is errJobNotFound; anything else stays internal.
 	appErr := fmt.Errorf("update: %w", temporal.NewApplicationError("scope_digest does not match", workflows.RejectInputNotExpected))
-	var rej *resumeRejected
-	if err := resumeStoreErr("j", appErr); !errors.As(err, &rej) || rej.kind != workflows.RejectInputNotExpected || rej.msg != "scope_digest does not match" {
+	var rej *jobstore.ResumeRejected
+	if err := resumeStoreErr("j", appErr); !errors.As(err, &rej) || rej.Kind != workflows.RejectInputNotExpected || rej.Msg != "scope_digest does not match" {
 		t.Errorf("application error: %v", err)
 	}
 	for _, err := range []error{context.DeadlineExceeded, serviceerror.NewUnavailable("down"), serviceerror.NewResourceExhausted(0, "busy"),
 		serviceerror.NewDeadlineExceeded("slow"), status.Error(codes.Unavailable, "conn")} {
-		if got := resumeStoreErr("j", err); !errors.Is(got, errUpdateTimeout) {
+		if got := resumeStoreErr("j", err); !errors.Is(got, jobstore.ErrUpdateTimeout) {
 			t.Errorf("%T %v: got %v, want errUpdateTimeout", err, err, got)
 		}
 	}
-	if err := resumeStoreErr("j", serviceerror.NewNotFound("gone")); !errors.Is(err, errJobNotFound) {
+	if err := resumeStoreErr("j", serviceerror.NewNotFound("gone")); !errors.Is(err, jobstore.ErrJobNotFound) {
 		t.Errorf("not found: %v", err)
 	}
-	if err := resumeStoreErr("j", errors.New("boom")); err == nil || errors.Is(err, errUpdateTimeout) || errors.Is(err, errJobNotFound) {
+	if err := resumeStoreErr("j", errors.New("boom")); err == nil || errors.Is(err, jobstore.ErrUpdateTimeout) || errors.Is(err, jobstore.ErrJobNotFound) {
 		t.Errorf("other: %v", err)
 	}
 	if resumeStoreErr("j", nil) != nil {
@@ -44,17 +45,17 @@ func TestTemporalStoreErrors(t *testing.T) {
 
 	// List: an invalid argument with a page token is the token; without one, the query.
 	ia := serviceerror.NewInvalidArgument("bad")
-	if err := listStoreErr(ia, []byte("tok")); !errors.Is(err, errPageToken) {
+	if err := listStoreErr(ia, []byte("tok")); !errors.Is(err, jobstore.ErrPageToken) {
 		t.Errorf("rejected token: %v", err)
 	}
-	if err := listStoreErr(ia, nil); errors.Is(err, errPageToken) || isUnavailable(err) {
+	if err := listStoreErr(ia, nil); errors.Is(err, jobstore.ErrPageToken) || errors.Is(err, jobstore.ErrStoreUnavailable) {
 		t.Errorf("rejected query: %v", err)
 	}
 	// Unreachable or overloaded is the core's unavailable; other errors are not.
-	if err := listStoreErr(serviceerror.NewUnavailable("down"), nil); !isUnavailable(err) {
+	if err := listStoreErr(serviceerror.NewUnavailable("down"), nil); !errors.Is(err, jobstore.ErrStoreUnavailable) {
 		t.Errorf("unavailable: %v", err)
 	}
-	if err := storeErr("describe j", serviceerror.NewPermissionDenied("no", "")); isUnavailable(err) {
+	if err := storeErr("describe j", serviceerror.NewPermissionDenied("no", "")); errors.Is(err, jobstore.ErrStoreUnavailable) {
 		t.Errorf("permission denied is not unavailable: %v", err)
 	}
 }

@@ -1,16 +1,9 @@
-package frontend
+package temporalstore
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/jobgate/jobgate/frontend/wire"
-)
-
-// StoryLine and DescribeJobOut are describe_job's shapes (wire).
-type (
-	StoryLine      = wire.StoryLine
-	DescribeJobOut = wire.DescribeJobOut
 )
 
 // storyMaxEvents bounds the history one describe_job reads (every run of the chain together):
@@ -18,34 +11,16 @@ type (
 // runaway history from holding a request for minutes. What is left unread is said (Cut).
 const storyMaxEvents = 200_000
 
-// storyRequest is what the store needs to narrate a job's history (jobStore.Story).
-type storyRequest struct {
-	id       string
-	maxLines int
-	// full: error messages as recorded (admins); otherwise types and job-view messages only.
-	full bool
-	// jobErr is the job's error as its view shows it (sanitized), for the end line.
-	jobErrCode, jobErrMsg string
-}
-
-// storyResult is the narrated history.
-type storyResult struct {
-	lines          []StoryLine
-	cut            string
-	runs, events   int
-	started, ended time.Time
-}
-
 // storyBuf keeps the first half and the last half of max lines, counting what falls between:
 // a long history's beginning (who started it, the approval) and its end both matter.
 type storyBuf struct {
 	max        int
-	head, tail []StoryLine
+	head, tail []wire.StoryLine
 	next       int // ring position in tail
 	dropped    int
 }
 
-func (b *storyBuf) add(l StoryLine) {
+func (b *storyBuf) add(l wire.StoryLine) {
 	headMax := (b.max + 1) / 2
 	if len(b.head) < headMax {
 		b.head = append(b.head, l)
@@ -65,14 +40,14 @@ func (b *storyBuf) add(l StoryLine) {
 }
 
 // lines returns the kept lines in order and what was cut ("" when nothing).
-func (b *storyBuf) lines() ([]StoryLine, string) {
-	out := append([]StoryLine{}, b.head...)
+func (b *storyBuf) lines() ([]wire.StoryLine, string) {
+	out := append([]wire.StoryLine{}, b.head...)
 	if b.dropped == 0 {
 		return append(out, b.tail...), ""
 	}
 	cut := fmt.Sprintf("%d timeline lines between line %d and the last %d were left out (max_lines %d)",
 		b.dropped, len(b.head), len(b.tail), b.max)
-	out = append(out, StoryLine{At: b.tail[b.next].At, Text: fmt.Sprintf("… %d lines left out …", b.dropped)})
+	out = append(out, wire.StoryLine{At: b.tail[b.next].At, Text: fmt.Sprintf("… %d lines left out …", b.dropped)})
 	out = append(out, b.tail[b.next:]...)
 	return append(out, b.tail[:b.next]...), cut
 }

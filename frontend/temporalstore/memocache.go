@@ -1,4 +1,4 @@
-package frontend
+package temporalstore
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -91,7 +92,7 @@ func (c *needsInputCache) decode(dc converter.DataConverter, m *commonpb.Memo) (
 	}
 	if ni != nil {
 		var err error
-		if view, err = json.Marshal(needsInputViewOf(ni)); err != nil {
+		if view, err = json.Marshal(jobstore.NeedsInputViewOf(ni)); err != nil {
 			view = nil
 		} else {
 			c.put(p.GetData(), decodedNeedsInput{ni: ni, view: view})

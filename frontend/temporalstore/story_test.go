@@ -1,4 +1,4 @@
-package frontend
+package temporalstore
 
 import (
 	"os"
@@ -7,17 +7,19 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // narrate tells committed replay histories (workflows/testdata) as describe_job would,
 // the runs in order, so the narrator is tested on real Temporal histories without a server.
-func narrate(t *testing.T, kind string, full bool, errCode string, files ...string) *storyResult {
+func narrate(t *testing.T, kind string, full bool, errCode string, files ...string) *jobstore.StoryResult {
 	t.Helper()
 	k, _ := workflows.LookupKind(kind)
-	n := newNarrator(k.Story, defaultDC, storyRequest{maxLines: 200, full: full, jobErrCode: errCode})
+	n := newNarrator(k.Story, defaultDC, jobstore.StoryRequest{MaxLines: 200, Full: full, JobErrCode: errCode})
 	for _, name := range files {
-		fh, err := os.Open("../workflows/testdata/" + name)
+		fh, err := os.Open("../../workflows/testdata/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,18 +28,18 @@ func narrate(t *testing.T, kind string, full bool, errCode string, files ...stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		n.res.runs++
+		n.res.Runs++
 		for _, ev := range h.GetEvents() {
-			n.res.events++
+			n.res.Events++
 			n.event(ev)
 		}
 	}
 	return n.finish()
 }
 
-func storyText(st *storyResult) string {
+func storyText(st *jobstore.StoryResult) string {
 	var b strings.Builder
-	for _, l := range st.lines {
+	for _, l := range st.Lines {
 		b.WriteString(l.Text + "\n")
 	}
 	return b.String()
@@ -55,8 +57,8 @@ func TestStoryExportApproved(t *testing.T) {
 	if !strings.HasSuffix(txt, "\nsucceeded\n") {
 		t.Errorf("story does not end succeeded:\n%s", txt)
 	}
-	if st.cut != "" {
-		t.Errorf("cut = %q, want nothing cut", st.cut)
+	if st.Cut != "" {
+		t.Errorf("cut = %q, want nothing cut", st.Cut)
 	}
 }
 
@@ -69,8 +71,8 @@ func TestStoryEvalContinueAsNewAndRetry(t *testing.T) {
 				t.Errorf("full=%v: story lacks %q:\n%s", full, want, txt)
 			}
 		}
-		if st.runs != 2 {
-			t.Errorf("runs = %d", st.runs)
+		if st.Runs != 2 {
+			t.Errorf("runs = %d", st.Runs)
 		}
 	}
 }
@@ -87,7 +89,7 @@ func TestStoryCancelled(t *testing.T) {
 func TestStoryBufCuts(t *testing.T) {
 	b := storyBuf{max: 10}
 	for i := range 25 {
-		b.add(StoryLine{Text: strings.Repeat("x", i)})
+		b.add(wire.StoryLine{Text: strings.Repeat("x", i)})
 	}
 	lines, cut := b.lines()
 	if len(lines) != 11 || cut == "" || lines[5].Text != "… 15 lines left out …" || len(lines[0].Text) != 0 || len(lines[10].Text) != 24 || len(lines[6].Text) != 20 {
@@ -95,7 +97,7 @@ func TestStoryBufCuts(t *testing.T) {
 	}
 	b = storyBuf{max: 10}
 	for range 10 {
-		b.add(StoryLine{Text: "y"})
+		b.add(wire.StoryLine{Text: "y"})
 	}
 	if lines, cut := b.lines(); len(lines) != 10 || cut != "" {
 		t.Fatalf("no cut expected: %d %q", len(lines), cut)

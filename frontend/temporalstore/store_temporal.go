@@ -1,4 +1,4 @@
-package frontend
+package temporalstore
 
 import (
 	"context"
@@ -20,12 +20,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // temporalStore is the job store over a Temporal client: the only code of the frontend that
 // calls client.Client. It maps Temporal's errors to the store's error values.
-type temporalStore struct {
+type Store struct {
 	c         client.Client
 	namespace string
 	taskQueue string
@@ -48,7 +50,7 @@ type slotsProbe struct {
 
 const slotsReprobe = time.Minute
 
-func (s *temporalStore) SlotsIndexed(ctx context.Context) bool {
+func (s *Store) SlotsIndexed(ctx context.Context) bool {
 	s.slots.mu.Lock()
 	known, yes, asked := s.slots.known, s.slots.yes, s.slots.asked
 	s.slots.mu.Unlock()
@@ -73,12 +75,12 @@ func (s *temporalStore) SlotsIndexed(ctx context.Context) bool {
 	return s.slots.yes
 }
 
-var _ jobStore = (*temporalStore)(nil)
+var _ jobstore.Store = (*Store)(nil)
 
 // storeErr wraps err from a call named op: unreachable or overloaded is errStoreUnavailable.
 func storeErr(op string, err error) error {
 	if isTemporalUnavailable(err) {
-		return fmt.Errorf("%s: %w: %w", op, errStoreUnavailable, err)
+		return fmt.Errorf("%s: %w: %w", op, jobstore.ErrStoreUnavailable, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
@@ -100,15 +102,15 @@ func isTemporalUnavailable(err error) bool {
 	return false
 }
 
-func (s *temporalStore) startWorkflowOptions(ctx context.Context, st storeStart) client.StartWorkflowOptions {
+func (s *Store) startWorkflowOptions(ctx context.Context, st jobstore.StartRequest) client.StartWorkflowOptions {
 	sas := []temporal.SearchAttributeUpdate{
-		workflows.SAJobTenant.ValueSet(st.tenant), workflows.SAJobOwner.ValueSet(st.owner),
-		workflows.SAJobKind.ValueSet(st.kind), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))}
-	if st.slots > 0 && s.SlotsIndexed(ctx) {
-		sas = append(sas, workflows.SAJobSlots.ValueSet(int64(st.slots)))
+		workflows.SAJobTenant.ValueSet(st.Tenant), workflows.SAJobOwner.ValueSet(st.Owner),
+		workflows.SAJobKind.ValueSet(st.Kind), workflows.SAJobStatus.ValueSet(string(workflows.StatusQueued))}
+	if st.Slots > 0 && s.SlotsIndexed(ctx) {
+		sas = append(sas, workflows.SAJobSlots.ValueSet(int64(st.Slots)))
 	}
 	return client.StartWorkflowOptions{
-		ID:        st.id,
+		ID:        st.ID,
 		TaskQueue: s.taskQueue,
 		// A key names one job ever (while retained): a closed job's ID is not reused, and a
 		// running one is not joined — the caller compares it with the request (idempotency).
@@ -116,24 +118,24 @@ func (s *temporalStore) startWorkflowOptions(ctx context.Context, st storeStart)
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
 		TypedSearchAttributes:                    temporal.NewSearchAttributes(sas...),
-		Memo:                                     st.memo,
-		StaticSummary:                            st.summary,
-		StaticDetails:                            st.details,
+		Memo:                                     st.Memo,
+		StaticSummary:                            st.Summary,
+		StaticDetails:                            st.Details,
 		// Workflow tasks are dispatched fairly too; activities carry their own (the input's).
-		Priority: st.fairness.Priority(),
+		Priority: st.Fairness.Priority(),
 	}
 }
 
-func (s *temporalStore) Start(ctx context.Context, st storeStart) (string, error) {
+func (s *Store) Start(ctx context.Context, st jobstore.StartRequest) (string, error) {
 	opts := s.startWorkflowOptions(ctx, st)
-	if !st.awaitFirst {
-		run, err := s.c.ExecuteWorkflow(ctx, opts, st.workflow, st.input)
+	if !st.AwaitFirst {
+		run, err := s.c.ExecuteWorkflow(ctx, opts, st.Workflow, st.Input)
 		if err != nil {
 			var started *serviceerror.WorkflowExecutionAlreadyStarted
 			if errors.As(err, &started) {
-				return "", errAlreadyStarted
+				return "", jobstore.ErrAlreadyStarted
 			}
-			return "", storeErr("start "+st.id, err)
+			return "", storeErr("start "+st.ID, err)
 		}
 		return run.GetRunID(), nil
 	}
@@ -142,11 +144,11 @@ func (s *temporalStore) Start(ctx context.Context, st storeStart) (string, error
 	// nothing and sends it no update, exactly as the plain start. That holds only for an update
 	// ID the job has never seen: the server answers an existing job's update of the same ID
 	// (running or completed) whatever the policy, so each start sends its own.
-	op := s.c.NewWithStartWorkflowOperation(opts, st.workflow, st.input)
+	op := s.c.NewWithStartWorkflowOperation(opts, st.Workflow, st.Input)
 	h, err := s.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
-			WorkflowID:   st.id,
+			WorkflowID:   st.ID,
 			UpdateID:     firstStateUpdateID + "-" + uuid.NewString(),
 			UpdateName:   workflows.UpdateFirstState,
 			WaitForStage: client.WorkflowUpdateStageCompleted,
@@ -155,24 +157,24 @@ func (s *temporalStore) Start(ctx context.Context, st storeStart) (string, error
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {
-			return "", errAlreadyStarted
+			return "", jobstore.ErrAlreadyStarted
 		}
 		var timeout *client.WorkflowUpdateServiceTimeoutOrCanceledError
 		if errors.As(err, &timeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			// The call ended before the start answered: the job may or may not exist.
-			return "", fmt.Errorf("start %s: %w: %w: %w", st.id, errFirstStateTimeout, errStoreUnavailable, err)
+			return "", fmt.Errorf("start %s: %w: %w: %w", st.ID, jobstore.ErrFirstStateTimeout, jobstore.ErrStoreUnavailable, err)
 		}
-		return "", storeErr("start "+st.id, err)
+		return "", storeErr("start "+st.ID, err)
 	}
 	// A handle exists only once the start answered, so the operation holds the run.
 	run, err := op.Get(context.WithoutCancel(ctx))
 	if err != nil {
-		return "", storeErr("start "+st.id, err)
+		return "", storeErr("start "+st.ID, err)
 	}
 	if err := h.Get(ctx, nil); err != nil {
 		// Started; its first state did not arrive (no worker in time, or a worker that does not
 		// know the update yet). The caller shows the job as Describe has it.
-		return run.GetRunID(), fmt.Errorf("start %s: %w: %w", st.id, errFirstStateTimeout, err)
+		return run.GetRunID(), fmt.Errorf("start %s: %w: %w", st.ID, jobstore.ErrFirstStateTimeout, err)
 	}
 	return run.GetRunID(), nil
 }
@@ -182,7 +184,7 @@ func (s *temporalStore) Start(ctx context.Context, st storeStart) (string, error
 // sends its own ID with this prefix.
 const firstStateUpdateID = "first-state"
 
-func (s *temporalStore) FirstState(ctx context.Context, id, runID string) error {
+func (s *Store) FirstState(ctx context.Context, id, runID string) error {
 	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   id,
 		RunID:        runID,
@@ -201,22 +203,22 @@ func (s *temporalStore) FirstState(ctx context.Context, id, runID string) error 
 
 // Describe answers while no worker runs: everything comes from the server's mutable state
 // (status, search attributes, memo), never from a query.
-func (s *temporalStore) Describe(ctx context.Context, id string) (*job, error) {
+func (s *Store) Describe(ctx context.Context, id string) (*jobstore.Job, error) {
 	resp, err := s.c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return nil, errJobNotFound
+			return nil, jobstore.ErrJobNotFound
 		}
 		return nil, storeErr("describe "+id, err)
 	}
-	j := s.jobFromInfo(resp.GetWorkflowExecutionInfo())
-	j.cancelRequested = resp.GetWorkflowExtendedInfo().GetCancelRequested()
+	j := s.JobFromInfo(resp.GetWorkflowExecutionInfo())
+	j.CancelRequested = resp.GetWorkflowExtendedInfo().GetCancelRequested()
 	return j, nil
 }
 
 // Result reads the close event, which works with no worker running.
-func (s *temporalStore) Result(ctx context.Context, id, runID string, ptr any) error {
+func (s *Store) Result(ctx context.Context, id, runID string, ptr any) error {
 	if err := s.c.GetWorkflow(ctx, id, runID).Get(ctx, ptr); err != nil {
 		return storeErr("read result of "+id, err)
 	}
@@ -225,7 +227,7 @@ func (s *temporalStore) Result(ctx context.Context, id, runID string, ptr any) e
 
 // QueryEpisodes queries the job's current run. It needs a worker (one replays the run when it
 // is not cached); list_episodes falls back to the artifact store without one.
-func (s *temporalStore) QueryEpisodes(ctx context.Context, id string, q workflows.EpisodesQuery) (workflows.EpisodesQueryResult, error) {
+func (s *Store) QueryEpisodes(ctx context.Context, id string, q workflows.EpisodesQuery) (workflows.EpisodesQueryResult, error) {
 	var res workflows.EpisodesQueryResult
 	v, err := s.c.QueryWorkflow(ctx, id, "", workflows.QueryEpisodes, q)
 	if err == nil {
@@ -237,7 +239,7 @@ func (s *temporalStore) QueryEpisodes(ctx context.Context, id string, q workflow
 	return res, nil
 }
 
-func (s *temporalStore) Cancel(ctx context.Context, id, identity, reason string) error {
+func (s *Store) Cancel(ctx context.Context, id, identity, reason string) error {
 	_, err := s.c.WorkflowService().RequestCancelWorkflowExecution(ctx, &workflowservice.RequestCancelWorkflowExecutionRequest{
 		Namespace:         s.namespace,
 		WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id},
@@ -248,14 +250,14 @@ func (s *temporalStore) Cancel(ctx context.Context, id, identity, reason string)
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return errJobNotFound
+			return jobstore.ErrJobNotFound
 		}
 		return storeErr("cancel "+id, err)
 	}
 	return nil
 }
 
-func (s *temporalStore) Resume(ctx context.Context, id, runID, updateID string, req workflows.ResumeRequest) error {
+func (s *Store) Resume(ctx context.Context, id, runID, updateID string, req workflows.ResumeRequest) error {
 	// Run ID: the update goes to the run the seal names (a newer run would refuse it anyway).
 	h, err := s.c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   id,
@@ -280,20 +282,20 @@ func resumeStoreErr(id string, err error) error {
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
-		return &resumeRejected{kind: appErr.Type(), msg: appErr.Message()}
+		return &jobstore.ResumeRejected{Kind: appErr.Type(), Msg: appErr.Message()}
 	}
 	if isTemporalUnavailable(err) {
-		return fmt.Errorf("resume %s: %w: %w", id, errUpdateTimeout, err)
+		return fmt.Errorf("resume %s: %w: %w", id, jobstore.ErrUpdateTimeout, err)
 	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return errJobNotFound
+		return jobstore.ErrJobNotFound
 	}
 	return fmt.Errorf("resume %s: %w", id, err)
 }
 
-func (s *temporalStore) List(ctx context.Context, f JobFilter, pageSize int, token []byte) ([]*job, []byte, error) {
-	q, err := visibilityQuery(f)
+func (s *Store) List(ctx context.Context, f jobstore.Filter, pageSize int, token []byte) ([]*jobstore.Job, []byte, error) {
+	q, err := VisibilityQuery(f)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list: %w", err)
 	}
@@ -306,9 +308,9 @@ func (s *temporalStore) List(ctx context.Context, f JobFilter, pageSize int, tok
 	if err != nil {
 		return nil, nil, listStoreErr(err, token)
 	}
-	jobs := make([]*job, 0, len(resp.GetExecutions()))
+	jobs := make([]*jobstore.Job, 0, len(resp.GetExecutions()))
 	for _, info := range resp.GetExecutions() {
-		jobs = append(jobs, s.jobFromInfo(info))
+		jobs = append(jobs, s.JobFromInfo(info))
 	}
 	return jobs, resp.GetNextPageToken(), nil
 }
@@ -318,13 +320,13 @@ func (s *temporalStore) List(ctx context.Context, f JobFilter, pageSize int, tok
 func listStoreErr(err error, token []byte) error {
 	var ia *serviceerror.InvalidArgument
 	if errors.As(err, &ia) && token != nil {
-		return fmt.Errorf("%w: %w", errPageToken, err)
+		return fmt.Errorf("%w: %w", jobstore.ErrPageToken, err)
 	}
 	return storeErr("list", err)
 }
 
-func (s *temporalStore) Count(ctx context.Context, f JobFilter) (int, error) {
-	q, err := visibilityQuery(f)
+func (s *Store) Count(ctx context.Context, f jobstore.Filter) (int, error) {
+	q, err := VisibilityQuery(f)
 	if err != nil {
 		return 0, fmt.Errorf("count: %w", err)
 	}
@@ -335,7 +337,7 @@ func (s *temporalStore) Count(ctx context.Context, f JobFilter) (int, error) {
 	return int(resp.GetCount()), nil
 }
 
-func (s *temporalStore) Retention(ctx context.Context) (time.Duration, bool) {
+func (s *Store) Retention(ctx context.Context) (time.Duration, bool) {
 	resp, err := s.c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: s.namespace})
 	if err != nil || resp.GetConfig().GetWorkflowExecutionRetentionTtl() == nil {
 		return 0, false
@@ -343,77 +345,77 @@ func (s *temporalStore) Retention(ctx context.Context) (time.Duration, bool) {
 	return resp.GetConfig().GetWorkflowExecutionRetentionTtl().AsDuration(), true
 }
 
-func (s *temporalStore) CheckHealth(ctx context.Context) error {
+func (s *Store) CheckHealth(ctx context.Context) error {
 	_, err := s.c.CheckHealth(ctx, nil)
 	return err
 }
 
 // jobFromInfo reads a job from an execution info (Describe and ListWorkflow share the type).
-func (s *temporalStore) jobFromInfo(info *workflowpb.WorkflowExecutionInfo) *job {
+func (s *Store) JobFromInfo(info *workflowpb.WorkflowExecutionInfo) *jobstore.Job {
 	dc := s.dc
-	j := &job{
-		id:    info.GetExecution().GetWorkflowId(),
-		runID: info.GetExecution().GetRunId(),
+	j := &jobstore.Job{
+		ID:    info.GetExecution().GetWorkflowId(),
+		RunID: info.GetExecution().GetRunId(),
 		// Empty from servers before first run IDs were reported; the job's episode log is then
 		// out of reach (it is scoped by the first run ID).
-		firstRunID: info.GetFirstRunId(),
-		exec:       execStatusOf(info.GetStatus()),
+		FirstRunID: info.GetFirstRunId(),
+		Exec:       execStatusOf(info.GetStatus()),
 	}
 	if t := info.GetStartTime(); t != nil {
-		j.startedAt = t.AsTime()
+		j.StartedAt = t.AsTime()
 	}
 	if t := info.GetCloseTime(); t != nil {
-		j.closedAt = t.AsTime()
+		j.ClosedAt = t.AsTime()
 	}
 	sa := info.GetSearchAttributes()
-	j.tenant = decodeKeyword(dc, sa, workflows.SAJobTenant.GetName())
-	j.owner = decodeKeyword(dc, sa, workflows.SAJobOwner.GetName())
-	j.kind = decodeKeyword(dc, sa, workflows.SAJobKind.GetName())
-	j.saStatus = workflows.Status(decodeKeyword(dc, sa, workflows.SAJobStatus.GetName()))
+	j.Tenant = decodeKeyword(dc, sa, workflows.SAJobTenant.GetName())
+	j.Owner = decodeKeyword(dc, sa, workflows.SAJobOwner.GetName())
+	j.Kind = decodeKeyword(dc, sa, workflows.SAJobKind.GetName())
+	j.SAStatus = workflows.Status(decodeKeyword(dc, sa, workflows.SAJobStatus.GetName()))
 	m := info.GetMemo()
-	j.inputHash, _ = decodeMemo[string](dc, m, workflows.MemoInputHash)
-	j.createdAt, _ = decodeMemo[time.Time](dc, m, workflows.MemoCreatedAt)
-	j.progress, _ = decodeMemo[workflows.Progress](dc, m, workflows.MemoProgress)
-	j.slots, _ = decodeMemo[int](dc, m, workflows.MemoSlots)
+	j.InputHash, _ = decodeMemo[string](dc, m, workflows.MemoInputHash)
+	j.CreatedAt, _ = decodeMemo[time.Time](dc, m, workflows.MemoCreatedAt)
+	j.Progress, _ = decodeMemo[workflows.Progress](dc, m, workflows.MemoProgress)
+	j.Slots, _ = decodeMemo[int](dc, m, workflows.MemoSlots)
 	if ni, view, ok := s.needsInputs.decode(dc, m); ok && ni != nil && ni.InputID != "" {
-		j.needsInput, j.needsInputJSON = ni, view
+		j.NeedsInput, j.NeedsInputJSON = ni, view
 	}
 	if je, ok := decodeMemo[*workflows.JobError](dc, m, workflows.MemoError); ok && je != nil && je.Code != "" {
 		if je.Code == workflows.ErrCodeExportFailed && je.Message != workflows.MsgExportFailed {
 			// Recorded before the message was fixed: it held the worker's pid@host and the
 			// driver's error (host, user, database). Callers get the fixed text; history keeps it.
-			if j.progress.Message == je.Message {
-				j.progress.Message = workflows.MsgExportFailed
+			if j.Progress.Message == je.Message {
+				j.Progress.Message = workflows.MsgExportFailed
 			}
 			je.Message = workflows.MsgExportFailed
 		}
-		j.jobErr = je
+		j.JobErr = je
 	}
 	if d, ok := decodeMemo[*workflows.DecisionRecord](dc, m, workflows.MemoDecision); ok && d != nil {
-		j.decision = d
+		j.Decision = d
 	}
 	return j
 }
 
 // execStatusOf maps Temporal's execution status to the core's run state.
-func execStatusOf(st enumspb.WorkflowExecutionStatus) runState {
+func execStatusOf(st enumspb.WorkflowExecutionStatus) jobstore.RunState {
 	switch st {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return runRunning
+		return jobstore.RunRunning
 	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-		return runCompleted
+		return jobstore.RunCompleted
 	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
-		return runFailed
+		return jobstore.RunFailed
 	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
-		return runTerminated
+		return jobstore.RunTerminated
 	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
-		return runTimedOut
+		return jobstore.RunTimedOut
 	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
-		return runCanceled
+		return jobstore.RunCanceled
 	case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-		return runContinuedAsNew
+		return jobstore.RunContinuedAsNew
 	}
-	return runUnknown
+	return jobstore.RunUnknown
 }
 
 func decodeKeyword(dc converter.DataConverter, sa *commonpb.SearchAttributes, name string) string {
@@ -451,7 +453,7 @@ func fromPayload(dc converter.DataConverter, p *commonpb.Payload, ptr any) error
 	}
 	data := p.GetData()
 	if sp, ok := ptr.(*string); ok {
-		if s, ok := jsonString(data); ok {
+		if s, ok := wire.JSONString(data); ok {
 			*sp = s
 			return nil
 		}
@@ -464,3 +466,14 @@ func fromPayload(dc converter.DataConverter, p *commonpb.Payload, ptr any) error
 
 // defaultDC is the default data converter (a package singleton), for fromPayload's fast path.
 var defaultDC = converter.GetDefaultDataConverter()
+
+// newTemporalStore is the job store of Temporal client c, in namespace, starting jobs on taskQueue.
+func New(c client.Client, namespace, taskQueue string, dc converter.DataConverter) *Store {
+	return &Store{c: c, namespace: namespace, taskQueue: taskQueue, dc: dc, needsInputs: newNeedsInputCache()}
+}
+
+// infoDecoder is a Temporal store without a client: only its decoding of execution infos
+// (the in-memory store describes its jobs as Temporal would).
+func InfoDecoder(dc converter.DataConverter) *Store {
+	return &Store{dc: dc, needsInputs: newNeedsInputCache()}
+}

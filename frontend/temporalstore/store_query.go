@@ -1,7 +1,7 @@
 // store_query.go renders a JobFilter in Temporal's visibility query language: the only place
 // the frontend writes query text (the Temporal store's List and Count use it).
 
-package frontend
+package temporalstore
 
 import (
 	"fmt"
@@ -9,20 +9,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // visibilityQuery is f as a visibility query. Every value is validated first (f.validate) and
 // every string literal quoted, so nothing in f can change the query's shape.
-func visibilityQuery(f JobFilter) (string, error) {
-	if err := f.validate(); err != nil {
+func VisibilityQuery(f jobstore.Filter) (string, error) {
+	if err := f.Validate(); err != nil {
 		return "", err
 	}
 	// validate refuses every value quoteQueryString would; should one slip through, the query
 	// fails as a whole instead of running without it.
 	var qerr error
 	quote := func(s string) string {
-		q, err := quoteQueryString(s)
+		q, err := QuoteQueryString(s)
 		if err != nil && qerr == nil {
 			qerr = fmt.Errorf("visibility query: %w", err)
 		}
@@ -58,11 +59,11 @@ func visibilityQuery(f JobFilter) (string, error) {
 		cs = append(cs, "WorkflowId NOT IN ("+quoteAll(f.ExcludeIDs)+")")
 	}
 	switch f.Runs {
-	case RunsLatest:
+	case jobstore.RunsLatest:
 		cs = append(cs, "ExecutionStatus != 'ContinuedAsNew'")
-	case RunsUnfinished:
+	case jobstore.RunsUnfinished:
 		cs = append(cs, "ExecutionStatus = 'Running'")
-	case RunsContinued:
+	case jobstore.RunsContinued:
 		cs = append(cs, "ExecutionStatus = 'ContinuedAsNew'")
 	}
 	if len(f.Kinds) > 0 {
@@ -71,7 +72,7 @@ func visibilityQuery(f JobFilter) (string, error) {
 	if f.Status != "" {
 		c, ok := statusClause(f.Status)
 		if !ok {
-			return "", fmt.Errorf("status: %w", errQueryValue)
+			return "", fmt.Errorf("status: %w", jobstore.ErrQueryValue)
 		}
 		cs = append(cs, c)
 	}
@@ -144,9 +145,9 @@ func statusClause(s workflows.Status) (string, bool) {
 // language. Temporal's parser (temporalio/sqlparser) reads backslash escapes and doubled
 // quotes; we emit \\ and \' only. Values that are not printable UTF-8 are refused rather than
 // escaped (storeValue): no identity we accept contains them.
-func quoteQueryString(s string) (string, error) {
-	if !storeValue(s) {
-		return "", errQueryValue
+func QuoteQueryString(s string) (string, error) {
+	if !jobstore.StoreValue(s) {
+		return "", jobstore.ErrQueryValue
 	}
 	var b strings.Builder
 	b.Grow(len(s) + 2)

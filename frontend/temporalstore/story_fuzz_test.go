@@ -1,4 +1,4 @@
-package frontend
+package temporalstore
 
 import (
 	"testing"
@@ -9,6 +9,7 @@ import (
 	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -36,11 +37,11 @@ func FuzzStoryPayloads(f *testing.F) {
 		}
 		for _, kind := range workflows.KindNames() {
 			k, _ := workflows.LookupKind(kind)
-			n := newNarrator(k.Story, defaultDC, storyRequest{maxLines: 10})
+			n := newNarrator(k.Story, defaultDC, jobstore.StoryRequest{MaxLines: 10})
 			for _, ev := range evs {
 				n.event(ev)
 			}
-			if st := n.finish(); len(st.lines) == 0 {
+			if st := n.finish(); len(st.Lines) == 0 {
 				t.Fatalf("%s: no line told", kind)
 			}
 		}

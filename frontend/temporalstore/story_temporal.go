@@ -1,4 +1,4 @@
-package frontend
+package temporalstore
 
 import (
 	"context"
@@ -15,19 +15,21 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // Story reads the job's history, first run to current (following continue-as-new), one
 // server page at a time, and narrates it with the kind's words (workflows.Kind.Story).
-func (s *temporalStore) Story(ctx context.Context, kind workflows.Kind, req storyRequest) (*storyResult, error) {
-	resp, err := s.c.DescribeWorkflowExecution(ctx, req.id, "")
+func (s *Store) Story(ctx context.Context, kind workflows.Kind, req jobstore.StoryRequest) (*jobstore.StoryResult, error) {
+	resp, err := s.c.DescribeWorkflowExecution(ctx, req.ID, "")
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return nil, errJobNotFound
+			return nil, jobstore.ErrJobNotFound
 		}
-		return nil, storeErr("describe "+req.id, err)
+		return nil, storeErr("describe "+req.ID, err)
 	}
 	info := resp.GetWorkflowExecutionInfo()
 	runID := info.GetFirstRunId()
@@ -36,19 +38,19 @@ func (s *temporalStore) Story(ctx context.Context, kind workflows.Kind, req stor
 	}
 	n := newNarrator(kind.Story, s.dc, req)
 	for runID != "" {
-		n.res.runs++
-		it := s.c.GetWorkflowHistory(ctx, req.id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		n.res.Runs++
+		it := s.c.GetWorkflowHistory(ctx, req.ID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		next := ""
 		for it.HasNext() {
-			if n.res.events >= storyMaxEvents {
+			if n.res.Events >= storyMaxEvents {
 				n.budgetCut = true
 				break
 			}
 			ev, err := it.Next()
 			if err != nil {
-				return nil, storeErr("history of "+req.id, err)
+				return nil, storeErr("history of "+req.ID, err)
 			}
-			n.res.events++
+			n.res.Events++
 			if nr := n.event(ev); nr != "" {
 				next = nr
 			}
@@ -66,9 +68,9 @@ func (s *temporalStore) Story(ctx context.Context, kind workflows.Kind, req stor
 type narrator struct {
 	story workflows.Story
 	dc    converter.DataConverter
-	req   storyRequest
+	req   jobstore.StoryRequest
 	buf   storyBuf
-	res   storyResult
+	res   jobstore.StoryResult
 	// per run: scheduled event ID → activity type
 	sched map[int64]string
 	// completed activities per type, across runs (ordinals in "parts 1–40 succeeded")
@@ -88,20 +90,20 @@ type storyGroup struct {
 	text     func(g *storyGroup) string
 }
 
-func newNarrator(story workflows.Story, dc converter.DataConverter, req storyRequest) *narrator {
-	return &narrator{story: story, dc: dc, req: req, buf: storyBuf{max: req.maxLines},
+func newNarrator(story workflows.Story, dc converter.DataConverter, req jobstore.StoryRequest) *narrator {
+	return &narrator{story: story, dc: dc, req: req, buf: storyBuf{max: req.MaxLines},
 		sched: map[int64]string{}, done: map[string]int{}, asked: map[string]bool{}}
 }
 
 func (n *narrator) line(at time.Time, format string, args ...any) {
 	n.flush()
-	n.buf.add(StoryLine{At: at.UTC(), Text: fmt.Sprintf(format, args...)})
+	n.buf.add(wire.StoryLine{At: at.UTC(), Text: fmt.Sprintf(format, args...)})
 }
 
 func (n *narrator) flush() {
 	if g := n.group; g != nil {
 		n.group = nil
-		n.buf.add(StoryLine{At: g.at.UTC(), Text: g.text(g)})
+		n.buf.add(wire.StoryLine{At: g.at.UTC(), Text: g.text(g)})
 	}
 }
 
@@ -133,11 +135,11 @@ func (n *narrator) event(ev *historypb.HistoryEvent) (nextRun string) {
 		if args != "" {
 			args = ": " + args
 		}
-		if n.res.runs <= 1 {
-			n.res.started = at
+		if n.res.Runs <= 1 {
+			n.res.Started = at
 			n.line(at, "started by %s%s", n.owner(a), args)
 		} else {
-			n.line(at, "run %d began (continue-as-new)%s", n.res.runs, args)
+			n.line(at, "run %d began (continue-as-new)%s", n.res.Runs, args)
 		}
 	case enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
 		n.memo(at, ev.GetWorkflowPropertiesModifiedEventAttributes().GetUpsertedMemo().GetFields()[workflows.MemoNeedsInput])
@@ -203,7 +205,7 @@ func (n *narrator) event(ev *historypb.HistoryEvent) (nextRun string) {
 	case enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
 		n.line(at, "started child workflow %s", ev.GetStartChildWorkflowExecutionInitiatedEventAttributes().GetWorkflowType().GetName())
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-		n.line(at, "run %d continued as new", n.res.runs)
+		n.line(at, "run %d continued as new", n.res.Runs)
 		return ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 		n.end(at, "succeeded", nil)
@@ -250,16 +252,16 @@ func (n *narrator) memo(at time.Time, p *commonpb.Payload) {
 // end is the job's last line: its status, the job's error code and message as its view shows
 // them, and (full detail) the failure as recorded.
 func (n *narrator) end(at time.Time, what string, f *failurepb.Failure) {
-	n.res.ended = at
+	n.res.Ended = at
 	s := what
-	if n.req.jobErrCode != "" {
-		s += " (" + n.req.jobErrCode
-		if n.req.jobErrMsg != "" {
-			s += ": " + oneLineText(n.req.jobErrMsg)
+	if n.req.JobErrCode != "" {
+		s += " (" + n.req.JobErrCode
+		if n.req.JobErrMsg != "" {
+			s += ": " + oneLineText(n.req.JobErrMsg)
 		}
 		s += ")"
 	}
-	if f != nil && n.req.full {
+	if f != nil && n.req.Full {
 		s += "; recorded failure: " + n.failure(f)
 	}
 	n.line(at, "%s", s)
@@ -272,7 +274,7 @@ func (n *narrator) failure(f *failurepb.Failure) string {
 		return "no error recorded"
 	}
 	typ := failureType(f)
-	if !n.req.full {
+	if !n.req.Full {
 		return typ
 	}
 	msg := oneLineText(f.GetMessage())
@@ -329,15 +331,15 @@ func oneLineText(s string) string {
 	return s
 }
 
-func (n *narrator) finish() *storyResult {
+func (n *narrator) finish() *jobstore.StoryResult {
 	n.flush()
-	n.res.lines, n.res.cut = n.buf.lines()
+	n.res.Lines, n.res.Cut = n.buf.lines()
 	if n.budgetCut {
 		more := fmt.Sprintf("history read up to its first %d events; the rest is not told", storyMaxEvents)
-		if n.res.cut != "" {
-			n.res.cut += "; " + more
+		if n.res.Cut != "" {
+			n.res.Cut += "; " + more
 		} else {
-			n.res.cut = more
+			n.res.Cut = more
 		}
 	}
 	return &n.res

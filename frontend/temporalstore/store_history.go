@@ -1,31 +1,18 @@
 // store_history.go holds the job store's wait on a run's history: the one Temporal call a job
 // event stream (events.go) blocks in.
 
-package frontend
+package temporalstore
 
 import (
 	"context"
 	"errors"
 
+	"github.com/jobgate/jobgate/frontend/jobstore"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 )
-
-// historyPage is one answer of jobStore.WaitHistory.
-type historyPage struct {
-	// last is the ID of the last event of the page; 0 when the page had none (the wait ended
-	// without news, or the page was empty).
-	last int64
-	// next continues after this page; nil when the run is closed and its history read to the end.
-	next []byte
-	// relevant is the ID of the page's last event that can change a job's view (viewEvent);
-	// 0 when none did.
-	relevant int64
-	// full: the page holds as many events as a page may, so more may be waiting to be read.
-	full bool
-}
 
 // viewEvent: an event of this type can change what a job view shows — the run starting or
 // closing (continued as new included), a memo or search attribute upsert (progress, status,
@@ -54,7 +41,7 @@ const historyPageSize = 1000
 // blocks in Temporal until the run's history grows or closes, or Temporal's long-poll
 // interval passes (then the page is empty and next is the same position). Temporal does the
 // waiting: a stream costs one open call, not a poll loop.
-func (s *temporalStore) WaitHistory(ctx context.Context, id, runID string, token []byte) (historyPage, error) {
+func (s *Store) WaitHistory(ctx context.Context, id, runID string, token []byte) (jobstore.HistoryPage, error) {
 	resp, err := s.c.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
 		Namespace:              s.namespace,
 		Execution:              &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID},
@@ -67,25 +54,25 @@ func (s *temporalStore) WaitHistory(ctx context.Context, id, runID string, token
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return historyPage{}, errJobNotFound
+			return jobstore.HistoryPage{}, jobstore.ErrJobNotFound
 		}
-		return historyPage{}, storeErr("history "+id, err)
+		return jobstore.HistoryPage{}, storeErr("history "+id, err)
 	}
-	p := historyPage{next: resp.GetNextPageToken()}
+	p := jobstore.HistoryPage{Next: resp.GetNextPageToken()}
 	ev := resp.GetHistory().GetEvents()
 	for _, e := range ev {
 		if viewEvent(e.GetEventType()) {
-			p.relevant = e.GetEventId()
+			p.Relevant = e.GetEventId()
 		}
 	}
 	if len(ev) > 0 {
-		p.last = ev[len(ev)-1].GetEventId()
+		p.Last = ev[len(ev)-1].GetEventId()
 	}
-	p.full = len(ev) >= historyPageSize
+	p.Full = len(ev) >= historyPageSize
 	if len(resp.GetRawHistory()) > 0 {
 		// A server sending raw history (a namespace setting) gives no decoded events: every
 		// page may matter.
-		p.relevant, p.full = max(p.last, 1), false
+		p.Relevant, p.Full = max(p.Last, 1), false
 	}
 	return p, nil
 }
