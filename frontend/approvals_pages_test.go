@@ -16,6 +16,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -27,7 +28,7 @@ import (
 
 type pagesEnv struct {
 	t    testing.TB
-	ms   *memStore
+	ms   *memstore.Store
 	f    *Frontend
 	srv  *httptest.Server
 	idp  *httptest.Server
@@ -36,7 +37,7 @@ type pagesEnv struct {
 
 func newPagesEnv(t testing.TB) *pagesEnv {
 	t.Helper()
-	e := &pagesEnv{t: t, ms: newMemStore()}
+	e := &pagesEnv{t: t, ms: memstore.New()}
 	e.idp = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		base := "http://" + r.Host
 		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": base, "authorization_endpoint": base + "/authorize",
@@ -118,7 +119,7 @@ func (e *pagesEnv) exportAwaiting(id, owner, digest string) *jobstore.Job {
 			Scope: map[string]any{"dataset": "customers", "columns": []any{"id", "name", "email"}, "format": "csv",
 				"purpose": "renewal mailing for Q3", "sensitive_columns": []any{"email"}, "max_rows": float64(1000000),
 				"config_digest": "sha256:cfg"}}}
-	e.ms.jobs[id] = j
+	e.ms.Jobs[id] = j
 	return j
 }
 
@@ -153,7 +154,7 @@ var (
 func TestApprovalsPages_Inbox(t *testing.T) {
 	e := newPagesEnv(t)
 	mine := e.exportAwaiting("acme/export/steward/own", "steward", "sha256:own")
-	e.ms.leaked = []*jobstore.Job{mine}
+	e.ms.Leaked = []*jobstore.Job{mine}
 	e.exportAwaiting(pageJobID, "ana", "sha256:d1")
 	// Nineteen more requests fill the first page (20 rows), which then carries a next cursor.
 	for i := range 19 {
@@ -166,7 +167,7 @@ func TestApprovalsPages_Inbox(t *testing.T) {
 	if strings.Contains(r.body, "steward%2Fown") {
 		t.Fatalf("the steward's own request is listed:\n%s", r.body)
 	}
-	if jf := e.ms.lists[0].f; jf.Tenant != "acme" || jf.ApproverNot != "steward" || len(jf.Answerers) != 2 || jf.Status != workflows.StatusAwaitingInput {
+	if jf := e.ms.Lists[0].Filter; jf.Tenant != "acme" || jf.ApproverNot != "steward" || len(jf.Answerers) != 2 || jf.Status != workflows.StatusAwaitingInput {
 		t.Fatalf("inbox filter %+v is not list_approvals' rule", jf)
 	}
 	// The next page's cursor is list_approvals' signed cursor: it opens for the steward only.
@@ -178,7 +179,7 @@ func TestApprovalsPages_Inbox(t *testing.T) {
 		t.Fatalf("another person's cursor: %d, want 400", r.status)
 	}
 	// Empty state (every request answered); no jobs:approve: a clear refusal.
-	e.ms.jobs, e.ms.leaked = map[string]*jobstore.Job{}, nil
+	e.ms.Jobs, e.ms.Leaked = map[string]*jobstore.Job{}, nil
 	mustContain(t, e.do("GET", PathApprovals, steward, nil), 200, "Nothing is waiting for your answer")
 	mustContain(t, e.do("GET", PathApprovals, e.session("ana", "acme", time.Minute, owner...), nil), 403, "jobs:approve")
 	// Not signed in: sent to sign in and back.
@@ -199,10 +200,10 @@ func TestApprovalsPages_Approve(t *testing.T) {
 		"sha256:d1", `<label for="comment">`, "config_digest")
 	mustContain(t, e.do("POST", reqPath, steward, form("csrf-steward", "approve", "sha256:d1", "approve", "ok for Q3")), 200,
 		"You approved this request", "running")
-	if len(e.ms.resumes) != 1 {
-		t.Fatalf("%d resumes, want 1", len(e.ms.resumes))
+	if len(e.ms.Resumes) != 1 {
+		t.Fatalf("%d resumes, want 1", len(e.ms.Resumes))
 	}
-	req := e.ms.resumes[0].req
+	req := e.ms.Resumes[0].Req
 	if req.Surface != workflows.SurfacePage || req.SignedInWith != SignedInOIDCSession || req.Principal.Subject != "steward" ||
 		req.Decision != "approve" || req.Comment != "ok for Q3" || req.ScopeDigest != "sha256:d1" || req.Seal == "" {
 		t.Fatalf("resume request %+v", req)
@@ -215,15 +216,15 @@ func TestApprovalsPages_Approve(t *testing.T) {
 	// The same form again: the request is answered, the steward no longer sees the job; nothing is sent.
 	r = e.do("POST", reqPath, steward, form("csrf-steward", "approve", "sha256:d1", "approve", "ok for Q3"))
 	mustContain(t, r, 404, notFoundMsg)
-	if len(e.ms.resumes) != 1 {
-		t.Fatalf("replay sent a second decision (%d resumes)", len(e.ms.resumes))
+	if len(e.ms.Resumes) != 1 {
+		t.Fatalf("replay sent a second decision (%d resumes)", len(e.ms.Resumes))
 	}
 	// Someone who still sees the job (its owner) posting the old form reads that it was answered.
 	ana := e.session("ana", "acme", time.Minute, authz.ScopeRead, authz.ScopeWrite)
 	mustContain(t, e.do("POST", reqPath, ana, form("csrf-ana", "approve", "sha256:d1", "approve", "")), 409,
 		"This request was already answered or is no longer open; nothing was changed.", "running")
-	if len(e.ms.resumes) != 1 {
-		t.Fatalf("a second decision (%d resumes)", len(e.ms.resumes))
+	if len(e.ms.Resumes) != 1 {
+		t.Fatalf("a second decision (%d resumes)", len(e.ms.Resumes))
 	}
 }
 
@@ -254,13 +255,13 @@ func TestApprovalsPages_Refusals(t *testing.T) {
 	if r := e.do("POST", reqPath, steward, form("csrf-other", "approve-2", "sha256:d2", "approve", "")); r.status != 403 {
 		t.Fatalf("wrong csrf: %d", r.status)
 	}
-	if len(e.ms.resumes) != 0 {
-		t.Fatalf("%d resumes sent, want none", len(e.ms.resumes))
+	if len(e.ms.Resumes) != 0 {
+		t.Fatalf("%d resumes sent, want none", len(e.ms.Resumes))
 	}
 	// A reject with a comment goes through.
 	mustContain(t, e.do("POST", reqPath, steward, form("csrf-steward", "approve-2", "sha256:d2", "reject", "not for Q3")), 200, "You rejected")
-	if len(e.ms.resumes) != 1 || e.ms.resumes[0].req.Decision != "reject" {
-		t.Fatalf("resumes %+v", e.ms.resumes)
+	if len(e.ms.Resumes) != 1 || e.ms.Resumes[0].Req.Decision != "reject" {
+		t.Fatalf("resumes %+v", e.ms.Resumes)
 	}
 }
 
@@ -282,14 +283,14 @@ func TestApprovalsPages_StaleMeaning(t *testing.T) {
 	noDigest := form("csrf-steward", "approve", "sha256:d1", "approve", "")
 	noDigest.Del("meaning_digest")
 	mustContain(t, e.do("POST", reqPath, steward, noDigest), 409, "The request changed since you opened this page")
-	if len(e.ms.resumes) != 0 {
-		t.Fatalf("%d resumes sent for a meaning the page did not show", len(e.ms.resumes))
+	if len(e.ms.Resumes) != 0 {
+		t.Fatalf("%d resumes sent for a meaning the page did not show", len(e.ms.Resumes))
 	}
 	ok := form("csrf-steward", "approve", "sha256:d1", "approve", "")
 	ok.Set("meaning_digest", workflows.MeaningDigest(newPrompt))
 	mustContain(t, e.do("POST", reqPath, steward, ok), 200, "You approved")
-	if len(e.ms.resumes) != 1 || e.ms.resumes[0].req.Meaning != newPrompt {
-		t.Fatalf("resumes %+v", e.ms.resumes)
+	if len(e.ms.Resumes) != 1 || e.ms.Resumes[0].Req.Meaning != newPrompt {
+		t.Fatalf("resumes %+v", e.ms.Resumes)
 	}
 }
 
@@ -297,7 +298,7 @@ func TestApprovalsPages_StaleMeaning(t *testing.T) {
 func TestApprovalsPages_NotFoundSameBytes(t *testing.T) {
 	e := newPagesEnv(t)
 	e.exportAwaiting(pageJobID, "ana", "sha256:d1")
-	e.ms.jobs["acme/export/ana/done"] = &jobstore.Job{ID: "acme/export/ana/done", RunID: "r", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport, Exec: jobstore.RunCompleted}
+	e.ms.Jobs["acme/export/ana/done"] = &jobstore.Job{ID: "acme/export/ana/done", RunID: "r", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport, Exec: jobstore.RunCompleted}
 	gus := e.session("gus", "globex", time.Minute, authz.ScopeRead, authz.ScopeWrite, authz.ScopeApprove)
 	steward := e.session("steward", "acme", time.Minute, approver...)
 	want := e.do("GET", ApprovalPagePath("acme/export/ana/nope"), steward, nil)
@@ -313,7 +314,7 @@ func TestApprovalsPages_NotFoundSameBytes(t *testing.T) {
 	if r := e.do("POST", reqPath, gus, form("csrf-gus", "approve", "sha256:d1", "approve", "")); r.status != 404 || r.body != want.body {
 		t.Fatalf("gus POST: %d", r.status)
 	}
-	if len(e.ms.resumes) != 0 {
+	if len(e.ms.Resumes) != 0 {
 		t.Fatal("a resume was sent")
 	}
 }
@@ -336,7 +337,7 @@ func TestApprovalsPages_FreshLogin(t *testing.T) {
 	link := reqPath + "?comment=ok+for+Q3+%26+only+Q3"
 	mustContain(t, r, 403, "needs a sign-in from the last 5 minutes", "Nothing was decided", "Sign in again", `href="`+strings.ReplaceAll(link, "+", "&#43;")+`"`,
 		">ok for Q3 &amp; only Q3</textarea>", `name="decision" value="approve"`)
-	if len(e.ms.resumes) != 0 {
+	if len(e.ms.Resumes) != 0 {
 		t.Fatal("approved with an old sign-in")
 	}
 	if r := e.do("GET", link, old, nil); r.status != http.StatusFound || !strings.Contains(r.loc, "prompt=login") {
@@ -358,13 +359,13 @@ func TestApprovalsPages_MyJobs(t *testing.T) {
 	id := "acme/export/ana/done"
 	j := &jobstore.Job{ID: id, RunID: "run-done", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport, Exec: jobstore.RunCompleted,
 		CreatedAt: coreNow.Add(-time.Hour), Progress: workflows.Progress{Done: 3, Total: 3, Unit: "rows"}}
-	e.ms.jobs[id] = j
+	e.ms.Jobs[id] = j
 	rec := &workflows.DecisionRecord{Decision: "approve", By: "steward", Tenant: "acme", At: coreNow.Add(-30 * time.Minute),
 		Surface: workflows.SurfacePage, SignedInWith: SignedInOIDCSession, ScopeDigest: "sha256:d1", Seal: "jgr1.x",
 		Identity: workflows.Identity{Issuer: "https://idp.example", Name: "Stew Ard", Email: "steward@acme.example",
 			AuthTime: coreNow.Add(-31 * time.Minute), AMR: []string{"pwd", "otp"}},
 		Prompt: "Allow ana@acme to export id and **email** of customers, csv, for 'q3'", Comment: "ok for Q3"}
-	e.ms.results["run-done"] = workflows.ExportResult{ApprovedBy: "steward", Decision: rec, Manifest: activities.Manifest{Rows: 3, Format: "csv",
+	e.ms.Results["run-done"] = workflows.ExportResult{ApprovedBy: "steward", Decision: rec, Manifest: activities.Manifest{Rows: 3, Format: "csv",
 		Columns: []string{"id", "email"}, FileName: "q3.csv.gz", SHA256: strings.Repeat("ab", 32), ExpiresAt: coreNow.Add(time.Hour)}}
 	ana := e.session("ana", "acme", time.Hour, owner...)
 	mustContain(t, e.do("GET", PathJobs, ana, nil), 200, `href="/jobs/acme%2Fexport%2Fana%2Fdone"`, "succeeded", "3 of 3 rows")
@@ -386,7 +387,7 @@ func TestApprovalsPages_MyJobs(t *testing.T) {
 func TestApprovalsPages_RejectedJobRecord(t *testing.T) {
 	e := newPagesEnv(t)
 	id := "acme/export/ana/rejected"
-	e.ms.jobs[id] = &jobstore.Job{ID: id, RunID: "run-rej", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport, Exec: jobstore.RunCanceled,
+	e.ms.Jobs[id] = &jobstore.Job{ID: id, RunID: "run-rej", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport, Exec: jobstore.RunCanceled,
 		SAStatus: workflows.StatusCancelled, CreatedAt: coreNow.Add(-time.Hour),
 		JobErr: &workflows.JobError{Code: workflows.ErrCodeRejected, Message: "rejected by steward: email is not needed"},
 		Decision: &workflows.DecisionRecord{Decision: "reject", By: "steward", Tenant: "acme", At: coreNow.Add(-30 * time.Minute),
@@ -411,9 +412,9 @@ func FuzzApprovalsPagesDecide(f *testing.F) {
 	steward := e.session("steward", "acme", time.Minute, approver...)
 	f.Fuzz(func(t *testing.T, id, inputID, digest, decision, comment string) {
 		e.t = t
-		e.ms.mu.Lock()
-		e.ms.resumes = nil
-		e.ms.mu.Unlock()
+		e.ms.Mu.Lock()
+		e.ms.Resumes = nil
+		e.ms.Mu.Unlock()
 		e.exportAwaiting(pageJobID, "ana", "sha256:d1")
 		r := e.do("POST", "/approvals/"+url.PathEscape(id), steward, form("csrf-steward", inputID, digest, decision, comment))
 		if r.status >= 500 {
@@ -421,7 +422,7 @@ func FuzzApprovalsPagesDecide(f *testing.F) {
 		}
 		valid := id == pageJobID && inputID == "approve" && digest == "sha256:d1" &&
 			(decision == "approve" || decision == "reject" && strings.TrimSpace(comment) != "") && utf8.RuneCountInString(strings.TrimSpace(comment)) <= commentMax
-		if got := len(e.ms.resumes); got != map[bool]int{true: 1, false: 0}[valid] {
+		if got := len(e.ms.Resumes); got != map[bool]int{true: 1, false: 0}[valid] {
 			t.Fatalf("%d resumes for id %q input %q digest %q decision %q comment %q", got, id, inputID, digest, decision, comment)
 		}
 	})

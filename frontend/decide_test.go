@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -16,7 +17,7 @@ import (
 // with the session's identity (auth_time sealed to the second), surface, sign-in and the open
 // request's prompt as the meaning shown (the page checked the form's meaning_digest against it).
 func TestDecideFromPage(t *testing.T) {
-	ms := newMemStore()
+	ms := memstore.New()
 	f := newCoreFrontend(t, ms)
 	ctx := context.Background()
 	j := awaitingJob(t, f, ms, "acme/eval/ana/d", authz.ApproverApprover)
@@ -27,7 +28,7 @@ func TestDecideFromPage(t *testing.T) {
 		Decision: workflows.DecisionApprove, Comment: "ok"}); err != nil {
 		t.Fatal(err)
 	}
-	r := ms.resumes[len(ms.resumes)-1].req
+	r := ms.Resumes[len(ms.Resumes)-1].Req
 	want := workflows.Identity{Issuer: s.Issuer, Name: "Cy", Email: "cy@acme.example", AuthTime: authAt.Truncate(time.Second),
 		AMR: []string{"pwd"}, ACR: "1"}
 	if f := workflows.IdentityMismatch(want, r.Identity); f != "" || r.Surface != workflows.SurfacePage ||

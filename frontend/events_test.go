@@ -16,6 +16,7 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -115,8 +116,8 @@ func TestViewDigestIgnoresFreshLinks(t *testing.T) {
 // view; a second stream of the same caller past the limit is 429 with Retry-After; another
 // principal gets the unknown job's answer.
 func TestJobEventsOverMemStore(t *testing.T) {
-	tc := newMemStore()
-	tc.retention = time.Hour
+	tc := memstore.New()
+	tc.RetentionAnswer = time.Hour
 	f := newStoreFrontend(t, tc, Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow },
 		StreamHeartbeat: 20 * time.Millisecond, MaxStreamsPerCaller: 1})
 	srv := httptest.NewUnstartedServer(f.Handler())
@@ -125,7 +126,7 @@ func TestJobEventsOverMemStore(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 	id := "acme/eval/ana/streamed"
-	tc.put(execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+	tc.Put(memstore.ExecInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
 	h := f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
 	get := func(p authz.Principal, raw string) *http.Response {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/jobs/"+raw+"/events", nil)
@@ -202,9 +203,9 @@ func TestJobEventsOverMemStore(t *testing.T) {
 			beats++
 		}
 	}
-	info := execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, workflows.StatusRunning)
-	info.Memo.Fields[workflows.MemoError] = payload(t, &workflows.JobError{Code: "all_episodes_failed", Message: "all failed"})
-	tc.put(info)
+	info := memstore.ExecInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, workflows.StatusRunning)
+	info.Memo.Fields[workflows.MemoError] = memstore.Payload(t, &workflows.JobError{Code: "all_episodes_failed", Message: "all failed"})
+	tc.Put(info)
 	id2, v2, _ := next()
 	if v2.Status != workflows.StatusFailed || id2 == id1 {
 		t.Fatalf("second event %q %+v", id2, v2)
@@ -244,14 +245,14 @@ func readAll(t *testing.T, resp *http.Response) string {
 // of the watched task ends the stream with the listen's result; a second stream past the
 // caller's limit is 429 with a quota_exceeded tool error; without the extension -32021.
 func TestListenOverMemStore(t *testing.T) {
-	tc := newMemStore()
-	tc.retention = time.Hour
+	tc := memstore.New()
+	tc.RetentionAnswer = time.Hour
 	f := newStoreFrontend(t, tc, Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow }, MaxStreamsPerCaller: 1})
 	srv := httptest.NewServer(f.Handler())
 	defer srv.Close()
 	id := "acme/eval/ana/listened"
-	tc.put(execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
-	tc.put(execInfo(t, "globex/eval/gus/theirs", "globex", "gus", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+	tc.Put(memstore.ExecInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+	tc.Put(memstore.ExecInfo(t, "globex/eval/gus/theirs", "globex", "gus", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
 	mine := f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
 	theirs := f.opts.Keys.SealHandle(handle.Handle{Tenant: "globex", WorkflowID: "globex/eval/gus/theirs", Kind: "eval", Expiry: taskNow.Add(time.Hour)})
 	ana := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}
@@ -338,9 +339,9 @@ func TestListenOverMemStore(t *testing.T) {
 		!strings.Contains(readAll(t, busy), CodeQuotaExceeded) {
 		t.Fatalf("second listen: %d", busy.StatusCode)
 	}
-	info := execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, workflows.StatusRunning)
-	info.Memo.Fields[workflows.MemoError] = payload(t, &workflows.JobError{Code: "cancelled", Message: "cancelled by ana"})
-	tc.put(info)
+	info := memstore.ExecInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, workflows.StatusRunning)
+	info.Memo.Fields[workflows.MemoError] = memstore.Payload(t, &workflows.JobError{Code: "cancelled", Message: "cancelled by ana"})
+	tc.Put(info)
 	if n := nextData(); !strings.Contains(n, `"status":"cancelled"`) {
 		t.Fatalf("after the cancel: %s", n)
 	}
@@ -363,12 +364,12 @@ func mustCanon(t *testing.T, b []byte) []byte {
 // TestStopStreamsEndsStreams: StopStreams (a server shutting down) ends an open stream, and a
 // stream asked for afterwards is 503 unavailable (another replica takes it).
 func TestStopStreamsEndsStreams(t *testing.T) {
-	tc := newMemStore()
+	tc := memstore.New()
 	f := newStoreFrontend(t, tc, Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow }})
 	srv := httptest.NewServer(f.Handler())
 	defer srv.Close()
 	id := "acme/eval/ana/stopped"
-	tc.put(execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+	tc.Put(memstore.ExecInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
 	h := f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
 	tok, err := authz.MintHS256(unitSecret, authz.MintOptions{Issuer: "iss", Audience: "http://localhost/mcp",
 		Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}, TTL: time.Hour})
@@ -413,7 +414,7 @@ func TestStopStreamsEndsStreams(t *testing.T) {
 // members of its result's JSON, so renaming one cannot silently bring back a repeated terminal
 // event.
 func TestFreshResultMembers(t *testing.T) {
-	f := newStoreFrontend(t, newMemStore(), Options{Kinds: DefaultKinds()})
+	f := newStoreFrontend(t, memstore.New(), Options{Kinds: DefaultKinds()})
 	for kind, result := range map[string]any{"eval": wire.EvalResultView{}, "export": wire.ExportResultView{}} {
 		members := map[string]bool{}
 		rt := reflect.TypeOf(result)

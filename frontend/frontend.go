@@ -19,6 +19,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/quota"
 	"github.com/jobgate/jobgate/frontend/temporalstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
@@ -93,7 +94,7 @@ type Options struct {
 	// QuotaAdmitBounded (the default) admits up to QuotaOvershoot such starts of a tenant on
 	// this replica until a check of that tenant answers again; QuotaRefuse refuses each with
 	// quota_exceeded and retry_after_ms.
-	QuotaDegraded QuotaPolicy
+	QuotaDegraded quota.Policy
 	// QuotaOvershoot bounds the starts of one tenant this replica admits unchecked under
 	// QuotaAdmitBounded between two checks that answered. Defaults to QuotaOvershootDefault (8).
 	QuotaOvershoot int
@@ -125,10 +126,10 @@ type Frontend struct {
 	metrics  *metrics
 	// results are the results of succeeded runs by workflow and run ID (resultcache.go).
 	results *resultCache
-	tokens  *tokenCache    // verified bearer tokens by sha256
-	ready   *readiness     // Temporal's health for /readyz, cached (readyz.go)
-	store   jobstore.Store // the jobs (store.go): Temporal, or a unit test's fake
-	quotas  quotas         // this replica's admitted starts visibility may not show yet
+	tokens  *tokenCache     // verified bearer tokens by sha256
+	ready   *readiness      // Temporal's health for /readyz, cached (readyz.go)
+	store   jobstore.Store  // the jobs (store.go): Temporal, or a unit test's fake
+	quota   *quota.Admitter // admission of starts under the tenants' quotas (quota.go)
 	// kinds are the served kinds (Options.Kinds bound to this frontend), in Options order.
 	kinds []servedKind
 	// tracer starts the MCP requests' spans (tracing.go).
@@ -194,17 +195,17 @@ func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
 		opts.TemporalTimeout = TemporalTimeoutDefault
 	}
 	if opts.QuotaBudget <= 0 {
-		opts.QuotaBudget = QuotaBudgetDefault
+		opts.QuotaBudget = quota.BudgetDefault
 	}
 	if opts.QuotaOvershoot <= 0 {
-		opts.QuotaOvershoot = QuotaOvershootDefault
+		opts.QuotaOvershoot = quota.OvershootDefault
 	}
 	switch opts.QuotaDegraded {
 	case "":
-		opts.QuotaDegraded = QuotaAdmitBounded
-	case QuotaAdmitBounded, QuotaRefuse:
+		opts.QuotaDegraded = quota.AdmitBounded
+	case quota.AdmitBounded, quota.Refuse:
 	default:
-		return nil, fmt.Errorf("frontend: QuotaDegraded %q: want %q or %q", opts.QuotaDegraded, QuotaAdmitBounded, QuotaRefuse)
+		return nil, fmt.Errorf("frontend: QuotaDegraded %q: want %q or %q", opts.QuotaDegraded, quota.AdmitBounded, quota.Refuse)
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
@@ -249,6 +250,16 @@ func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
 	if f.kinds, err = serveKinds(f, opts.Kinds); err != nil {
 		return nil, err
 	}
+	var slotKinds []quota.SlotKind
+	for _, k := range f.kinds {
+		if k.maxSlots != nil {
+			slotKinds = append(slotKinds, quota.SlotKind{Name: k.name, MaxSlots: k.maxSlots()})
+		}
+	}
+	f.quota = quota.New(quota.Options{Tenants: opts.Tenants, QuotaBudget: opts.QuotaBudget, QuotaDegraded: opts.QuotaDegraded,
+		QuotaOvershoot: opts.QuotaOvershoot, TemporalTimeout: opts.TemporalTimeout, Now: opts.Now, Logger: f.logger},
+		f.store, slotKinds, quota.Metrics{Degraded: f.metrics.quotaDegraded,
+			Rejected: func(tenant, limit string) { f.metrics.quotaRejected(opts.Tenants, tenant, limit) }})
 	f.actions = map[string]authz.Action{}
 	f.taskSupport = map[string]taskSupport{}
 	f.handlers = map[string]mcp.ToolHandler{}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -32,7 +33,7 @@ var (
 		}}
 )
 
-func newCoreFrontend(t *testing.T, ms *memStore) *Frontend {
+func newCoreFrontend(t *testing.T, ms *memstore.Store) *Frontend {
 	t.Helper()
 	return newStoreFrontend(t, ms, Options{UIBaseURL: "http://ui.test", Now: func() time.Time { return coreNow }})
 }
@@ -42,14 +43,14 @@ func coreSpec(key, hash string) startSpec {
 }
 
 func TestStart_Idempotent(t *testing.T) {
-	ms := newMemStore()
+	ms := memstore.New()
 	f := newCoreFrontend(t, ms)
 	ctx := context.Background()
 	v1, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1"))
 	if err != nil || v1.Created == nil || !*v1.Created || v1.Status != workflows.StatusQueued {
 		t.Fatalf("first start: %+v, %v", v1, err)
 	}
-	st := ms.starts[0]
+	st := ms.Starts[0]
 	if st.ID != "acme/eval/ana/k1" || st.Tenant != "acme" || st.Owner != "ana" || st.Kind != workflows.KindEval ||
 		st.Workflow != workflows.EvalWorkflowName || st.Memo[workflows.MemoInputHash] != "h1" || st.AwaitFirst {
 		t.Fatalf("start request: %+v", st)
@@ -59,24 +60,24 @@ func TestStart_Idempotent(t *testing.T) {
 	if err != nil || v2.Created == nil || *v2.Created || v2.JobID != v1.JobID {
 		t.Fatalf("retried start: %+v, %v", v2, err)
 	}
-	if len(ms.jobs) != 1 || ms.runs != 1 {
-		t.Fatalf("%d jobs, %d runs after a retried start; want 1, 1", len(ms.jobs), ms.runs)
+	if len(ms.Jobs) != 1 || ms.RunCount != 1 {
+		t.Fatalf("%d jobs, %d runs after a retried start; want 1, 1", len(ms.Jobs), ms.RunCount)
 	}
 }
 
 func TestStart_KeyReused(t *testing.T) {
-	ms := newMemStore()
+	ms := memstore.New()
 	f := newCoreFrontend(t, ms)
 	ctx := context.Background()
 	if _, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1")); err != nil {
 		t.Fatal(err)
 	}
-	before := *ms.jobs["acme/eval/ana/k1"]
+	before := *ms.Jobs["acme/eval/ana/k1"]
 	// Other arguments under the same key: idempotency_key_reused, nothing started or changed.
 	_, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h2"))
 	wantCode(t, "other arguments", err, CodeIdempotencyKeyReused)
-	if len(ms.jobs) != 1 || ms.runs != 1 || !reflect.DeepEqual(*ms.jobs["acme/eval/ana/k1"], before) {
-		t.Fatalf("a reused key changed the store: %d jobs, %d runs", len(ms.jobs), ms.runs)
+	if len(ms.Jobs) != 1 || ms.RunCount != 1 || !reflect.DeepEqual(*ms.Jobs["acme/eval/ana/k1"], before) {
+		t.Fatalf("a reused key changed the store: %d jobs, %d runs", len(ms.Jobs), ms.RunCount)
 	}
 	// Another owner's start with the same key is their own job.
 	v, err := coreKind.start(ctx, f, coreBo, coreSpec("k1", "h2"))
@@ -84,12 +85,12 @@ func TestStart_KeyReused(t *testing.T) {
 		t.Fatalf("bo's start: %+v, %v", v, err)
 	}
 	// A key taken by a job of another kind (the same ID, a hand-made clash) is a reuse too.
-	ms.jobs["acme/eval/ana/k9"] = &jobstore.Job{ID: "acme/eval/ana/k9", RunID: "r", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport,
+	ms.Jobs["acme/eval/ana/k9"] = &jobstore.Job{ID: "acme/eval/ana/k9", RunID: "r", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport,
 		Exec: jobstore.RunRunning, InputHash: "h1"}
 	_, err = coreKind.start(ctx, f, coreAna, coreSpec("k9", "h1"))
 	wantCode(t, "other kind", err, CodeIdempotencyKeyReused)
 	// A job that vanished between the refused start and its read: retry.
-	ms.startErr = jobstore.ErrAlreadyStarted
+	ms.StartErr = jobstore.ErrAlreadyStarted
 	_, err = coreKind.start(ctx, f, coreAna, coreSpec("gone", "h1"))
 	if te := wantCode(t, "vanished", err, CodeUnavailable); te != nil && !strings.Contains(te.Message, "retry") {
 		t.Errorf("vanished: %v", te)
@@ -98,17 +99,17 @@ func TestStart_KeyReused(t *testing.T) {
 
 // A start the quota refuses still answers an idempotent retry with its job, and a reuse as a reuse.
 func TestStart_QuotaRefusedRetry(t *testing.T) {
-	ms := newMemStore()
-	f := newCoreFrontend(t, ms)
+	ms := memstore.New()
+	f := newStoreFrontend(t, ms, Options{UIBaseURL: "http://ui.test", Now: func() time.Time { return coreNow },
+		Tenants: authz.Tenants{Defaults: authz.TenantPolicy{Limits: authz.Limits{RunningJobsPerOwner: 1}}}})
 	ctx := context.Background()
 	if _, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1")); err != nil {
 		t.Fatal(err)
 	}
 	// Now the owner is over the limit: 5 more of ana's jobs are running.
-	f.opts.Tenants = authz.Tenants{Defaults: authz.TenantPolicy{Limits: authz.Limits{RunningJobsPerOwner: 1}}}
 	for i := range 5 {
 		id := fmt.Sprintf("acme/eval/ana/r%d", i)
-		ms.jobs[id] = &jobstore.Job{ID: id, RunID: "run-" + id, Tenant: "acme", Owner: "ana", Kind: "eval", Exec: jobstore.RunRunning, SAStatus: workflows.StatusRunning}
+		ms.Jobs[id] = &jobstore.Job{ID: id, RunID: "run-" + id, Tenant: "acme", Owner: "ana", Kind: "eval", Exec: jobstore.RunRunning, SAStatus: workflows.StatusRunning}
 	}
 	v, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1"))
 	if err != nil || *v.Created || v.JobID != "acme/eval/ana/k1" {
@@ -118,8 +119,8 @@ func TestStart_QuotaRefusedRetry(t *testing.T) {
 	wantCode(t, "reuse over quota", err, CodeIdempotencyKeyReused)
 	_, err = coreKind.start(ctx, f, coreAna, coreSpec("k2", "h1"))
 	wantCode(t, "new job over quota", err, CodeQuotaExceeded)
-	if ms.runs != 1 {
-		t.Fatalf("%d runs started, want 1", ms.runs)
+	if ms.RunCount != 1 {
+		t.Fatalf("%d runs started, want 1", ms.RunCount)
 	}
 }
 
@@ -140,8 +141,8 @@ func openOwnerInput(j *jobstore.Job) {
 // A start whose job at once asks its owner returns that request in the start's one store call
 // (Update-With-Start), for a client that can take it; the retry finds the same job.
 func TestStart_FirstState(t *testing.T) {
-	ms := newMemStore()
-	ms.firstState = openOwnerInput
+	ms := memstore.New()
+	ms.OnFirstState = openOwnerInput
 	f := newCoreFrontend(t, ms)
 	spec := coreSpec("k1", "h1")
 	spec.ownerInput = true
@@ -150,35 +151,35 @@ func TestStart_FirstState(t *testing.T) {
 	if !errors.As(err, &ir) || ir.res.InputRequests[InputKeyApproval] == nil || ir.res.RequestState == "" {
 		t.Fatalf("start of a job that asks its owner: want input_required, got %v", err)
 	}
-	if len(ms.starts) != 1 || !ms.starts[0].AwaitFirst {
-		t.Fatalf("starts %+v: want one that awaits the first state", ms.starts)
+	if len(ms.Starts) != 1 || !ms.Starts[0].AwaitFirst {
+		t.Fatalf("starts %+v: want one that awaits the first state", ms.Starts)
 	}
 	// A client that takes no elicitation: a plain start, the queued view.
 	v, err := coreKind.start(context.Background(), f, coreAna, func() startSpec { s := coreSpec("k2", "h1"); s.ownerInput = true; return s }())
-	if err != nil || v.Status != workflows.StatusQueued || ms.starts[1].AwaitFirst {
-		t.Fatalf("2025 client: %+v, %v, %+v", v, err, ms.starts[1])
+	if err != nil || v.Status != workflows.StatusQueued || ms.Starts[1].AwaitFirst {
+		t.Fatalf("2025 client: %+v, %v, %+v", v, err, ms.Starts[1])
 	}
 	// No worker: the first state does not come; the start still answers, with the job queued.
-	ms.firstState = nil
+	ms.OnFirstState = nil
 	v, err = coreKind.start(mrtrCtx(), f, coreAna, func() startSpec { s := coreSpec("k3", "h1"); s.ownerInput = true; return s }())
 	if err != nil || !*v.Created || v.Status != workflows.StatusQueued {
 		t.Fatalf("no worker: %+v, %v", v, err)
 	}
 	// Its retry, once a worker ran it, finds the job and asks.
-	ms.firstState = openOwnerInput
+	ms.OnFirstState = openOwnerInput
 	_, err = coreKind.start(mrtrCtx(), f, coreAna, func() startSpec { s := coreSpec("k3", "h1"); s.ownerInput = true; return s }())
 	if !errors.As(err, &ir) {
 		t.Fatalf("retry: want input_required, got %v", err)
 	}
-	if ms.runs != 3 {
-		t.Fatalf("%d runs, want 3", ms.runs)
+	if ms.RunCount != 3 {
+		t.Fatalf("%d runs, want 3", ms.RunCount)
 	}
 }
 
 // awaitingJob stores a job of ana waiting for input from approver and returns it as Describe has it.
-func awaitingJob(t *testing.T, f *Frontend, ms *memStore, id string, approver authz.Approver) *jobstore.Job {
+func awaitingJob(t *testing.T, f *Frontend, ms *memstore.Store, id string, approver authz.Approver) *jobstore.Job {
 	t.Helper()
-	ms.jobs[id] = &jobstore.Job{ID: id, RunID: "run-" + id, Tenant: "acme", Owner: "ana", Kind: workflows.KindEval, Exec: jobstore.RunRunning,
+	ms.Jobs[id] = &jobstore.Job{ID: id, RunID: "run-" + id, Tenant: "acme", Owner: "ana", Kind: workflows.KindEval, Exec: jobstore.RunRunning,
 		SAStatus: workflows.StatusAwaitingInput, NeedsInput: &workflows.NeedsInput{InputID: "approve-1", Prompt: "Approve?",
 			ScopeDigest: "sha256:d", Approver: approver, RequestedBy: "ana", ExpiresAt: coreNow.Add(time.Hour)}}
 	j, err := f.describe(context.Background(), id)
@@ -190,7 +191,7 @@ func awaitingJob(t *testing.T, f *Frontend, ms *memStore, id string, approver au
 
 // Every way a resume can fail maps to the contract's error, named for what the caller can do.
 func TestResume_ErrorMapping(t *testing.T) {
-	ms := newMemStore()
+	ms := memstore.New()
 	f := newCoreFrontend(t, ms)
 	ctx := context.Background()
 	in := ResumeIn{InputID: "approve-1", ScopeDigest: "sha256:d", Decision: workflows.DecisionApprove}
@@ -221,7 +222,7 @@ func TestResume_ErrorMapping(t *testing.T) {
 		}, CodeUnavailable, "no worker processed"},
 		{"deadline", func(*jobstore.Job, workflows.ResumeRequest) error { return context.DeadlineExceeded }, CodeUnavailable, "no worker processed"},
 	} {
-		ms.resume = c.resume
+		ms.OnResume = c.resume
 		j := awaitingJob(t, f, ms, "acme/eval/ana/r", authz.ApproverOwner)
 		_, err := f.resumeJob(ctx, coreAna, j, in, tokenAnswerer(ctx, workflows.SurfaceTool), "")
 		if te := wantCode(t, c.name, err, c.code); te != nil && !strings.Contains(te.Message, c.msg) {
@@ -229,7 +230,7 @@ func TestResume_ErrorMapping(t *testing.T) {
 		}
 	}
 	// Anything else is an internal error, not a tool error.
-	ms.resume = func(*jobstore.Job, workflows.ResumeRequest) error { return errors.New("boom") }
+	ms.OnResume = func(*jobstore.Job, workflows.ResumeRequest) error { return errors.New("boom") }
 	if _, err := f.resumeJob(ctx, coreAna, awaitingJob(t, f, ms, "acme/eval/ana/r", authz.ApproverOwner), in, tokenAnswerer(ctx, workflows.SurfaceTool), ""); err == nil {
 		t.Error("unknown store error: no error")
 	} else if _, ok := asToolError(err); ok {
@@ -237,8 +238,8 @@ func TestResume_ErrorMapping(t *testing.T) {
 	}
 
 	// Refused by the core: no update reaches the store.
-	ms.resume = nil
-	n := len(ms.resumes)
+	ms.OnResume = nil
+	n := len(ms.Resumes)
 	opsW := authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeWrite, authz.ScopeAdmin}}
 	_, err := f.resumeJob(ctx, opsW, awaitingJob(t, f, ms, "acme/eval/ana/o", authz.ApproverOwner), in, tokenAnswerer(ctx, workflows.SurfaceTool), "")
 	if te := wantCode(t, "an admin on an owner request", err, CodeForbidden); te != nil && !strings.Contains(te.Message, "owner") {
@@ -253,8 +254,8 @@ func TestResume_ErrorMapping(t *testing.T) {
 	running.NeedsInput, running.SAStatus = nil, workflows.StatusRunning
 	_, err = f.resumeJob(ctx, coreAna, running, in, tokenAnswerer(ctx, workflows.SurfaceTool), "")
 	wantCode(t, "not awaiting input", err, CodeInputNotExpected)
-	if len(ms.resumes) != n {
-		t.Fatalf("%d refused resumes reached the store", len(ms.resumes)-n)
+	if len(ms.Resumes) != n {
+		t.Fatalf("%d refused resumes reached the store", len(ms.Resumes)-n)
 	}
 
 	// Accepted: the update carries the run, a sealed request and a deduplicating ID.
@@ -263,20 +264,20 @@ func TestResume_ErrorMapping(t *testing.T) {
 	if err != nil || got.Status() != workflows.StatusRunning {
 		t.Fatalf("approver's resume: %+v, %v", got, err)
 	}
-	r := ms.resumes[len(ms.resumes)-1]
-	if r.id != j.ID || r.runID != j.RunID || r.req.Seal == "" || r.req.Principal.Subject != "cy" || !strings.HasPrefix(r.updateID, "resume-") {
+	r := ms.Resumes[len(ms.Resumes)-1]
+	if r.ID != j.ID || r.RunID != j.RunID || r.Req.Seal == "" || r.Req.Principal.Subject != "cy" || !strings.HasPrefix(r.UpdateID, "resume-") {
 		t.Fatalf("resume request: %+v", r)
 	}
-	ms.jobs[j.ID] = j // again, the same answer: the same update ID (Temporal deduplicates)
-	if _, err := f.resumeJob(ctx, coreAppr, j, in, tokenAnswerer(ctx, workflows.SurfaceTool), ""); err != nil || ms.resumes[len(ms.resumes)-1].updateID != r.updateID {
-		t.Fatalf("repeated resume: %v, update IDs %s / %s", err, r.updateID, ms.resumes[len(ms.resumes)-1].updateID)
+	ms.Jobs[j.ID] = j // again, the same answer: the same update ID (Temporal deduplicates)
+	if _, err := f.resumeJob(ctx, coreAppr, j, in, tokenAnswerer(ctx, workflows.SurfaceTool), ""); err != nil || ms.Resumes[len(ms.Resumes)-1].UpdateID != r.UpdateID {
+		t.Fatalf("repeated resume: %v, update IDs %s / %s", err, r.UpdateID, ms.Resumes[len(ms.Resumes)-1].UpdateID)
 	}
 }
 
 // The view: the contract status from the run state and the JobStatus attribute, progress,
 // needs_input while awaiting input, errors of ended jobs, poll_after_ms and the ui_url rule.
 func TestSummary(t *testing.T) {
-	f := newCoreFrontend(t, newMemStore())
+	f := newCoreFrontend(t, memstore.New())
 	base := func(exec jobstore.RunState, sa workflows.Status) *jobstore.Job {
 		return &jobstore.Job{ID: "acme/eval/ana/k", RunID: "r1", Tenant: "acme", Owner: "ana", Kind: workflows.KindEval, Exec: exec, SAStatus: sa,
 			CreatedAt: coreNow.Add(-time.Hour), ClosedAt: time.Time{},

@@ -260,3 +260,8 @@ func (f *Frontend) startOptions(p authz.Principal, id string, kind workflows.Kin
 	return jobstore.StartRequest{ID: id, Kind: kind.Name, Workflow: kind.WorkflowName, Input: spec.input, Tenant: p.Tenant, Owner: p.Subject,
 		Memo: memo, Summary: spec.summary, Details: spec.details, Fairness: f.fairness(p.Tenant), Slots: spec.slots, AwaitFirst: awaitFirst}
 }
+
+// fairness is tenant's dispatch key and configured weight.
+func (f *Frontend) fairness(tenant string) workflows.Fairness {
+	return workflows.Fairness{Key: tenant, Weight: float32(f.opts.Tenants.For(tenant).FairnessWeight)}
+}

@@ -178,7 +178,7 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 	}
 	id := jobID(p.Tenant, k.name, p.Subject, spec.key)
 	noteJob(ctx, id)
-	adm, err := f.admit(ctx, p, id, spec.slots)
+	adm, err := f.quota.Admit(ctx, p, id, spec.slots)
 	if err != nil {
 		var te *ToolError
 		if errors.As(err, &te) && te.Code == CodeQuotaExceeded {
@@ -203,7 +203,7 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 	st := f.startOptions(p, id, kind, spec, memo, spec.ownerInput && wantsElicitation(callRequest(ctx)) && !carriesAnswer(callRequest(ctx)))
 	runID, err := f.startJob(ctx, st)
 	if err == nil || errors.Is(err, jobstore.ErrFirstStateTimeout) && runID != "" {
-		adm.started()
+		adm.Started()
 		j := &jobstore.Job{ID: id, RunID: runID, Tenant: p.Tenant, Owner: p.Subject, Kind: k.name,
 			Exec: jobstore.RunRunning, SAStatus: workflows.StatusQueued, InputHash: spec.hash,
 			CreatedAt: now, Progress: progress, Slots: spec.slots}
@@ -222,14 +222,14 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 		// it carries this start's created_at (no other start has the same instant and hash).
 		if j, derr := f.describe(ctx, id); derr == nil && j.Tenant == p.Tenant && j.Kind == k.name && j.Owner == p.Subject &&
 			j.InputHash == spec.hash && j.CreatedAt.Equal(now) {
-			adm.started()
+			adm.Started()
 			f.metrics.jobStarted(k.name, true)
 			return k.started(ctx, f, p, j, spec, true)
 		}
-		adm.abandoned()
+		adm.Abandoned()
 		return nil, err
 	}
-	adm.abandoned()
+	adm.Abandoned()
 	if !errors.Is(err, jobstore.ErrAlreadyStarted) {
 		return nil, err
 	}

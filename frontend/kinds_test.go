@@ -174,17 +174,17 @@ func TestKindsSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.slotKinds(); !slices.Equal(got, []string{"eval"}) {
+	if got := f.quota.SlotKinds(); !slices.Equal(got, []string{"eval"}) {
 		t.Errorf("slot kinds %q, want [eval]", got)
 	}
-	if got := f.maxJobSlots(); got != 777 {
+	if got := f.quota.MaxJobSlots(); got != 777 {
 		t.Errorf("max slots %d, want 777 (the largest suite concurrency)", got)
 	}
 	f, err = kindsFrontend(t, ExportKind(ExportOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.maxJobSlots(); got != 0 {
+	if got := f.quota.MaxJobSlots(); got != 0 {
 		t.Errorf("export-only max slots %d, want 0", got)
 	}
 }

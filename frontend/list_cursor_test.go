@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 )
 
 func sealTestCursor(k *handle.Keyring, p authz.Principal, tool string, lf listFilter, exp time.Time) string {
@@ -20,7 +21,7 @@ func sealTestCursor(k *handle.Keyring, p authz.Principal, tool string, lf listFi
 }
 
 func TestOpenListCursor(t *testing.T) {
-	f := newListFrontend(t, newMemStore())
+	f := newListFrontend(t, memstore.New())
 	k := f.opts.Keys
 	lf := listFilter{pageSize: 7, kind: "eval"}
 	fp := lf.fingerprint()
@@ -126,7 +127,7 @@ func listSeeds(t testing.TB) map[string]string {
 // TestListCursorSeedCorpus keeps testdata/fuzz/FuzzListCursor in step with listSeeds and checks
 // each seed's outcome. Rewrite with: go test ./frontend -run TestListCursorSeedCorpus -update-list-seeds
 func TestListCursorSeedCorpus(t *testing.T) {
-	f := newListFrontend(t, newMemStore())
+	f := newListFrontend(t, memstore.New())
 	dir := filepath.Join("testdata", "fuzz", "FuzzListCursor")
 	seeds := listSeeds(t)
 	testenv.SeedCorpus(t, dir, seeds, *updateListSeeds, false)
@@ -149,7 +150,7 @@ func TestListCursorSeedCorpus(t *testing.T) {
 // this service sealed for exactly this caller, tool and filters, and otherwise exactly
 // cursor_invalid or cursor_expired (binding before expiry); it never panics.
 func FuzzListCursor(f *testing.F) {
-	fe := newListFrontend(f, newMemStore())
+	fe := newListFrontend(f, memstore.New())
 	fp := listSeedFilter.fingerprint()
 	f.Fuzz(func(t *testing.T, s string) {
 		tok, err := fe.openListCursor(listAna, listToolName, s, fp)

@@ -13,15 +13,12 @@ import (
 	"testing"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/sdk/converter"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -136,46 +133,18 @@ func wantCode(t *testing.T, name string, err error, code string) *ToolError {
 	return te
 }
 
-func payload(t testing.TB, v any) *commonpb.Payload {
-	p, err := converter.GetDefaultDataConverter().ToPayload(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func execInfo(t testing.TB, id, tenant, owner, kind string, st enumspb.WorkflowExecutionStatus, saStatus workflows.Status) *workflowpb.WorkflowExecutionInfo {
-	start := listNow.Add(-time.Hour)
-	info := &workflowpb.WorkflowExecutionInfo{
-		Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: "run-" + id},
-		Status:    st,
-		StartTime: timestamppb.New(start),
-		SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{
-			"JobTenant": payload(t, tenant), "JobOwner": payload(t, owner), "JobKind": payload(t, kind), "JobStatus": payload(t, string(saStatus)),
-		}},
-		Memo: &commonpb.Memo{Fields: map[string]*commonpb.Payload{
-			workflows.MemoCreatedAt: payload(t, start),
-			workflows.MemoProgress:  payload(t, workflows.Progress{Done: 3, Failed: 1, Total: 10, AsOf: start.Add(time.Minute)}),
-		}},
-	}
-	if st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		info.CloseTime = timestamppb.New(start.Add(2 * time.Minute))
-	}
-	return info
-}
-
 func TestListJobs_Fake(t *testing.T) {
-	ft := newMemStore()
+	ft := memstore.New()
 	run, term, done := enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
-	ft.put(execInfo(t, "acme/eval/a", "acme", "ana", "eval", run, workflows.StatusRunning))
-	ft.put(execInfo(t, "acme/eval/b", "acme", "ana", "eval", term, workflows.StatusRunning))
-	ft.put(execInfo(t, "acme/eval/f", "acme", "ana", "eval", done, workflows.StatusSucceeded))
-	ft.put(execInfo(t, "acme/eval/d", "acme", "bo", "eval", run, workflows.StatusAwaitingInput))
+	ft.Put(memstore.ExecInfo(t, "acme/eval/a", "acme", "ana", "eval", run, workflows.StatusRunning))
+	ft.Put(memstore.ExecInfo(t, "acme/eval/b", "acme", "ana", "eval", term, workflows.StatusRunning))
+	ft.Put(memstore.ExecInfo(t, "acme/eval/f", "acme", "ana", "eval", done, workflows.StatusSucceeded))
+	ft.Put(memstore.ExecInfo(t, "acme/eval/d", "acme", "bo", "eval", run, workflows.StatusAwaitingInput))
 	// Rows outside the filter are dropped, whatever the store returns.
-	ft.leaked = jobsOf(
-		execInfo(t, "globex/eval/c", "globex", "ana", "eval", run, workflows.StatusRunning),
-		execInfo(t, "acme/eval/d", "acme", "bo", "eval", run, workflows.StatusRunning),
-		execInfo(t, "acme/other/e", "acme", "ana", "other", run, workflows.StatusRunning),
+	ft.Leaked = memstore.JobsOf(
+		memstore.ExecInfo(t, "globex/eval/c", "globex", "ana", "eval", run, workflows.StatusRunning),
+		memstore.ExecInfo(t, "acme/eval/d", "acme", "bo", "eval", run, workflows.StatusRunning),
+		memstore.ExecInfo(t, "acme/other/e", "acme", "ana", "other", run, workflows.StatusRunning),
 	)
 	f := newListFrontend(t, ft)
 	ctx := context.Background()
@@ -185,8 +154,8 @@ func TestListJobs_Fake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := ft.lists[0]
-	if want := (jobstore.Filter{Tenant: "acme", Owner: "ana", Runs: jobstore.RunsLatest}); r.pageSize != 2 || r.token != nil || !reflect.DeepEqual(r.f, want) {
+	r := ft.Lists[0]
+	if want := (jobstore.Filter{Tenant: "acme", Owner: "ana", Runs: jobstore.RunsLatest}); r.PageSize != 2 || r.Token != nil || !reflect.DeepEqual(r.Filter, want) {
 		t.Errorf("first request: %+v, want filter %+v", r, want)
 	}
 	if len(out.Jobs) != 2 || out.Jobs[0].JobID != "acme/eval/a" || out.Jobs[1].JobID != "acme/eval/b" || out.NextCursor == "" {
@@ -217,7 +186,7 @@ func TestListJobs_Fake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := ft.lists[1]; !bytes.Equal(r.token, c.PageToken) || r.pageSize != 2 || !reflect.DeepEqual(r.f, ft.lists[0].f) {
+	if r := ft.Lists[1]; !bytes.Equal(r.Token, c.PageToken) || r.PageSize != 2 || !reflect.DeepEqual(r.Filter, ft.Lists[0].Filter) {
 		t.Errorf("second request: %+v", r)
 	}
 	if len(out.Jobs) != 1 || out.Jobs[0].Status != workflows.StatusSucceeded || out.NextCursor != "" {
@@ -225,7 +194,7 @@ func TestListJobs_Fake(t *testing.T) {
 	}
 
 	// Misused cursors never reach Temporal.
-	n := len(ft.lists)
+	n := len(ft.Lists)
 	cur := sealTestCursor(f.opts.Keys, listAna, listToolName, listFilter{pageSize: 5}, listNow.Add(time.Minute))
 	_, err = f.listJobs(ctx, listAna, ListJobsIn{PageSize: 6, Cursor: cur})
 	wantCode(t, "other page_size", err, CodeCursorInvalid)
@@ -234,19 +203,19 @@ func TestListJobs_Fake(t *testing.T) {
 	wantCode(t, "now tenant-wide", err, CodeCursorInvalid)
 	_, err = f.listJobs(ctx, listAna, ListJobsIn{PageSize: 5, Kind: "nope", Cursor: cur})
 	wantCode(t, "bad kind with cursor", err, CodeInvalidArgument)
-	if len(ft.lists) != n {
+	if len(ft.Lists) != n {
 		t.Errorf("a rejected call reached Temporal")
 	}
 
 	// Admin: tenant-wide, other owners' rows kept.
-	ft.leaked = nil
+	ft.Leaked = nil
 	ops := authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeAdmin}}
 	out, err = f.listJobs(ctx, ops, ListJobsIn{Kind: "eval", Status: "awaiting_input"})
 	if err != nil || len(out.Jobs) != 1 || out.Jobs[0].Owner != "bo" || out.Jobs[0].Status != workflows.StatusAwaitingInput {
 		t.Errorf("admin: %+v, %v", out, err)
 	}
-	if r, want := ft.lists[len(ft.lists)-1], (jobstore.Filter{Tenant: "acme", Runs: jobstore.RunsLatest, Kinds: []string{"eval"}, Status: workflows.StatusAwaitingInput}); r.pageSize != 20 ||
-		!reflect.DeepEqual(r.f, want) {
+	if r, want := ft.Lists[len(ft.Lists)-1], (jobstore.Filter{Tenant: "acme", Runs: jobstore.RunsLatest, Kinds: []string{"eval"}, Status: workflows.StatusAwaitingInput}); r.PageSize != 20 ||
+		!reflect.DeepEqual(r.Filter, want) {
 		t.Errorf("admin request: %+v, want filter %+v", r, want)
 	}
 
@@ -264,15 +233,15 @@ func TestListJobs_Fake(t *testing.T) {
 
 	// Store errors: a rejected page token is cursor_invalid; a rejected query is internal;
 	// unreachable is unavailable.
-	ft.listErr = fmt.Errorf("list: %w", jobstore.ErrPageToken)
+	ft.ListErr = fmt.Errorf("list: %w", jobstore.ErrPageToken)
 	_, err = f.listJobs(ctx, listAna, ListJobsIn{PageSize: 5, Cursor: cur})
 	wantCode(t, "rejected token", err, CodeCursorInvalid)
-	ft.listErr = errors.New("list: invalid query")
+	ft.ListErr = errors.New("list: invalid query")
 	_, err = f.listJobs(ctx, listAna, ListJobsIn{})
 	if _, ok := asToolError(err); ok || err == nil {
 		t.Errorf("rejected query without cursor: want an internal error, got %v", err)
 	}
-	ft.listErr = fmt.Errorf("list: %w: down", jobstore.ErrStoreUnavailable)
+	ft.ListErr = fmt.Errorf("list: %w: down", jobstore.ErrStoreUnavailable)
 	_, err = f.listJobs(ctx, listAna, ListJobsIn{})
 	if te, ok := asToolError(err); !ok || te.Code != CodeUnavailable || !te.Retryable {
 		t.Errorf("unavailable: %v", err)
@@ -281,22 +250,22 @@ func TestListJobs_Fake(t *testing.T) {
 
 func TestListJobs_UnmatchableSubject(t *testing.T) {
 	sub := `back\slash "q"`
-	ft := newMemStore()
-	ft.put(execInfo(t, "acme/eval/mine", "acme", sub, "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+	ft := memstore.New()
+	ft.Put(memstore.ExecInfo(t, "acme/eval/mine", "acme", sub, "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
 	f := newListFrontend(t, ft)
 	_, err := f.listJobs(context.Background(), authz.Principal{Tenant: "acme", Subject: sub, Scopes: []authz.Scope{authz.ScopeRead}}, ListJobsIn{})
 	wantCode(t, "own listing", err, CodeForbidden)
-	if len(ft.lists) != 0 {
-		t.Fatalf("reached the store: %+v", ft.lists)
+	if len(ft.Lists) != 0 {
+		t.Fatalf("reached the store: %+v", ft.Lists)
 	}
 	out, err := f.listJobs(context.Background(), authz.Principal{Tenant: "acme", Subject: sub, Scopes: []authz.Scope{authz.ScopeAdmin}}, ListJobsIn{})
-	if err != nil || len(out.Jobs) != 1 || !reflect.DeepEqual(ft.lists[0].f, jobstore.Filter{Tenant: "acme", Runs: jobstore.RunsLatest}) {
-		t.Fatalf("tenant-wide: %+v, %v, %+v", out, err, ft.lists)
+	if err != nil || len(out.Jobs) != 1 || !reflect.DeepEqual(ft.Lists[0].Filter, jobstore.Filter{Tenant: "acme", Runs: jobstore.RunsLatest}) {
+		t.Fatalf("tenant-wide: %+v, %v, %+v", out, err, ft.Lists)
 	}
 }
 
 func TestListJobsTool_Schema(t *testing.T) {
-	f := newListFrontend(t, newMemStore())
+	f := newListFrontend(t, memstore.New())
 	td := f.listJobsTool()
 	if td.tool.Name != "list_jobs" || td.tool.Annotations == nil || !td.tool.Annotations.ReadOnlyHint {
 		t.Fatalf("tool %+v", td.tool)

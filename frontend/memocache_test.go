@@ -18,6 +18,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/frontend/temporalstore"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -34,8 +35,8 @@ func rcNeedsInput() *workflows.NeedsInput {
 }
 
 func awaitingInfo(t *testing.T, id string, ni *workflows.NeedsInput) *workflowpb.WorkflowExecutionInfo {
-	info := execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusAwaitingInput)
-	info.Memo.Fields[workflows.MemoNeedsInput] = payload(t, ni)
+	info := memstore.ExecInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusAwaitingInput)
+	info.Memo.Fields[workflows.MemoNeedsInput] = memstore.Payload(t, ni)
 	return info
 }
 
@@ -46,22 +47,22 @@ func TestNeedsInputCache_SameView(t *testing.T) {
 	slow := newResultFixture(t, nil)
 	dc := converter.NewCompositeDataConverter(converter.NewNilPayloadConverter(), converter.NewByteSlicePayloadConverter(),
 		converter.NewProtoJSONPayloadConverter(), converter.NewProtoPayloadConverter(), converter.NewJSONPayloadConverter())
-	slow.tc.dec = temporalstore.InfoDecoder(dc)
+	slow.tc.Dec = temporalstore.InfoDecoder(dc)
 	info := awaitingInfo(t, "acme/eval/wait", rcNeedsInput())
-	slow.tc.put(info)
+	slow.tc.Put(info)
 	h := fast.handle("acme", "acme/eval/wait", "eval")
 	want, _ := slow.get(t, rcAna, "eval", h)
 	if !strings.Contains(want, `"needs_input":{"input_id":"approve-0123456789ab"`) || !strings.Contains(want, `\u003c150\u003e`) {
 		t.Fatalf("reference view: %s", want)
 	}
 	for i := range 3 { // a miss, then hits (each put reads the job as a Describe does)
-		fast.tc.put(info)
+		fast.tc.Put(info)
 		if got, _ := fast.get(t, rcAna, "eval", h); got != want {
 			t.Fatalf("call %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
 	// The job's own decode matches the data converter's.
-	j := fast.tc.dec.JobFromInfo(info)
+	j := fast.tc.Dec.JobFromInfo(info)
 	var ref *workflows.NeedsInput
 	if err := dc.FromPayload(info.Memo.Fields[workflows.MemoNeedsInput], &ref); err != nil ||
 		!reflect.DeepEqual(j.NeedsInput, ref) || j.NeedsInputJSON == nil {
@@ -155,7 +156,7 @@ func TestNeedsInputViewCarriesEveryField(t *testing.T) {
 // offers the input request only to whoever may answer it.
 func TestTaskGetAwaitingOneDescribe(t *testing.T) {
 	fx := newResultFixture(t, nil)
-	fx.tc.put(awaitingInfo(t, "acme/eval/wait", rcNeedsInput()))
+	fx.tc.Put(awaitingInfo(t, "acme/eval/wait", rcNeedsInput()))
 	h := fx.handle("acme", "acme/eval/wait", "eval")
 	srv := fx.f.Handler()
 	get := func(p authz.Principal) (*task, *rpcError) {
@@ -192,8 +193,8 @@ func TestTaskGetAwaitingOneDescribe(t *testing.T) {
 	if _, ok := tk.InputRequests[taskInputKey(rcNeedsInput())]; !ok {
 		t.Fatalf("input requests keyed %v", tk.InputRequests)
 	}
-	if fx.tc.describes != 1 {
-		t.Fatalf("tasks/get made %d Describes, want 1", fx.tc.describes)
+	if fx.tc.Describes != 1 {
+		t.Fatalf("tasks/get made %d Describes, want 1", fx.tc.Describes)
 	}
 	ro, rerr := get(authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}})
 	if rerr != nil || ro.Status != taskWorking || len(ro.InputRequests) != 0 {

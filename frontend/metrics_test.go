@@ -14,12 +14,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 )
 
 func newMetricsFrontend(t *testing.T) (*Frontend, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	return newStoreFrontend(t, newMemStore(), Options{Metrics: reg}), reg
+	return newStoreFrontend(t, memstore.New(), Options{Metrics: reg}), reg
 }
 
 // metricValue is the value of the series name{labels}, 0 when absent.
@@ -213,7 +214,7 @@ func TestMetricsHTTPRefusals(t *testing.T) {
 
 func TestMetricsOffByDefault(t *testing.T) {
 	// Without Options.Metrics the collectors exist but nothing is registered, and calls still work.
-	f := newListFrontend(t, newMemStore())
+	f := newListFrontend(t, memstore.New())
 	p := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}
 	if res := callTool(t, f, "list_jobs", p, nil); res.IsError {
 		t.Fatalf("list_jobs: %v", res.Content)

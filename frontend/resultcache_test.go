@@ -17,6 +17,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -31,13 +32,13 @@ var (
 
 type resultFixture struct {
 	f   *Frontend
-	tc  *memStore
+	tc  *memstore.Store
 	now time.Time
 }
 
 func newResultFixture(t *testing.T, artifacts *activities.ArtifactStore) *resultFixture {
 	t.Helper()
-	fx := &resultFixture{now: rcNow, tc: newMemStore()}
+	fx := &resultFixture{now: rcNow, tc: memstore.New()}
 	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", bytes.Repeat([]byte{1}, 32), "")
 	if err != nil {
 		t.Fatal(err)
@@ -54,10 +55,10 @@ func newResultFixture(t *testing.T, artifacts *activities.ArtifactStore) *result
 // succeeded adds a succeeded run of job id (owner ana) with the given run ID and result.
 func (fx *resultFixture) succeeded(t *testing.T, id, kind, runID string, result any) {
 	t.Helper()
-	info := execInfo(t, id, "acme", "ana", kind, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusRunning)
+	info := memstore.ExecInfo(t, id, "acme", "ana", kind, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusRunning)
 	info.Execution.RunId = runID
-	fx.tc.put(info)
-	fx.tc.results[runID] = result
+	fx.tc.Put(info)
+	fx.tc.Results[runID] = result
 }
 
 func (fx *resultFixture) handle(tenant, id, kind string) string {
@@ -82,11 +83,11 @@ func TestResultCache_ClosedRunReadOnce(t *testing.T) {
 	}
 	fx.now = fx.now.Add(time.Minute) // a later call: a fresh handle, the same result
 	second, _ := fx.get(t, rcAna, "eval", h)
-	if fx.tc.reads["run-1"] != 1 {
-		t.Fatalf("the result of a closed run was read %d times, want once", fx.tc.reads["run-1"])
+	if fx.tc.ResultReads["run-1"] != 1 {
+		t.Fatalf("the result of a closed run was read %d times, want once", fx.tc.ResultReads["run-1"])
 	}
-	if fx.tc.describes != 2 {
-		t.Fatalf("%d Describes for two calls: every call must read (and authorize) the job afresh", fx.tc.describes)
+	if fx.tc.Describes != 2 {
+		t.Fatalf("%d Describes for two calls: every call must read (and authorize) the job afresh", fx.tc.Describes)
 	}
 	var v1, v2 JobView
 	if json.Unmarshal([]byte(first), &v1) != nil || json.Unmarshal([]byte(second), &v2) != nil {
@@ -115,11 +116,11 @@ func TestResultCache_KeyedByRunID(t *testing.T) {
 	if !strings.Contains(got, `"passed":2,`) || !strings.Contains(got, `"mean_score":0.25`) {
 		t.Fatalf("new run served the old run's result: %s", got)
 	}
-	if fx.tc.reads["run-1"] != 1 || fx.tc.reads["run-2"] != 1 {
-		t.Fatalf("reads %v, want one per run", fx.tc.reads)
+	if fx.tc.ResultReads["run-1"] != 1 || fx.tc.ResultReads["run-2"] != 1 {
+		t.Fatalf("reads %v, want one per run", fx.tc.ResultReads)
 	}
 	// And a run that is not (or no longer) succeeded is never served from the cache.
-	fx.tc.jobs["acme/eval/k"].Exec = jobstore.RunFailed
+	fx.tc.Jobs["acme/eval/k"].Exec = jobstore.RunFailed
 	got, _ = fx.get(t, rcAna, "eval", h)
 	if strings.Contains(got, `"result"`) {
 		t.Fatalf("a failed run shows a result: %s", got)
@@ -154,12 +155,12 @@ func TestResultCache_NeverBypassesAuthz(t *testing.T) {
 			t.Errorf("%s: %s, want exactly %s", name, got, unknown)
 		}
 	}
-	delete(fx.tc.jobs, "acme/eval/done") // purged: the cached result must not keep it alive
+	delete(fx.tc.Jobs, "acme/eval/done") // purged: the cached result must not keep it alive
 	if got, _ := fx.get(t, rcAna, "eval", h); got != unknown {
 		t.Errorf("purged job: %s, want exactly %s", got, unknown)
 	}
-	if fx.tc.reads["run-1"] != 1 {
-		t.Errorf("result reads %d, want 1", fx.tc.reads["run-1"])
+	if fx.tc.ResultReads["run-1"] != 1 {
+		t.Errorf("result reads %d, want 1", fx.tc.ResultReads["run-1"])
 	}
 }
 
@@ -200,8 +201,8 @@ func TestResultCache_PerCallerViewOfExport(t *testing.T) {
 	if links["ana"] == links["ops"] {
 		t.Error("two principals were served the same download link")
 	}
-	if fx.tc.reads["run-x"] != 1 {
-		t.Errorf("result reads %d, want 1", fx.tc.reads["run-x"])
+	if fx.tc.ResultReads["run-x"] != 1 {
+		t.Errorf("result reads %d, want 1", fx.tc.ResultReads["run-x"])
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -15,13 +16,13 @@ import (
 // another ID, or Temporal would hand back the first answer's outcome as if the second comment had
 // been recorded (review 18, finding 15).
 func TestResumeUpdateIDCoversTheAnswer(t *testing.T) {
-	ms := newMemStore()
+	ms := memstore.New()
 	f := newStoreFrontend(t, ms, Options{Now: func() time.Time { return coreNow }})
 	j := &jobstore.Job{ID: "acme/export/ana/k", RunID: "run-k", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport, Exec: jobstore.RunRunning,
 		SAStatus: workflows.StatusAwaitingInput, NeedsInput: &workflows.NeedsInput{InputID: "approve", Prompt: "p",
 			ScopeDigest: "sha256:d", Approver: authz.ApproverApprover, RequestedBy: "ana"}}
-	ms.jobs[j.ID] = j
-	ms.resume = func(*jobstore.Job, workflows.ResumeRequest) error { return nil } // leave it open: every call reaches the store
+	ms.Jobs[j.ID] = j
+	ms.OnResume = func(*jobstore.Job, workflows.ResumeRequest) error { return nil } // leave it open: every call reaches the store
 	p := authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove}}
 	send := func(comment, surface string) string {
 		t.Helper()
@@ -29,7 +30,7 @@ func TestResumeUpdateIDCoversTheAnswer(t *testing.T) {
 			Decision: workflows.DecisionApprove, Comment: comment}, answerer{surface: surface, signedInWith: workflows.SignedInBearerJWT}, "p"); err != nil {
 			t.Fatal(err)
 		}
-		return ms.resumes[len(ms.resumes)-1].updateID
+		return ms.Resumes[len(ms.Resumes)-1].UpdateID
 	}
 	first := send("ok for Q3", workflows.SurfaceTool)
 	if again := send("ok for Q3", workflows.SurfaceTool); again != first {

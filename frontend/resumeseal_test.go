@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -31,7 +32,7 @@ func TestUIURLFor(t *testing.T) {
 		{UIURLForAll, "", false, false},
 	} {
 		f, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
-			ResourceURI: "http://localhost/mcp", UIBaseURL: c.base, UIURLFor: c.for_, Now: func() time.Time { return listNow }}, newMemStore())
+			ResourceURI: "http://localhost/mcp", UIBaseURL: c.base, UIURLFor: c.for_, Now: func() time.Time { return listNow }}, memstore.New())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,11 +47,11 @@ func TestUIURLFor(t *testing.T) {
 		}
 	}
 	if _, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
-		ResourceURI: "http://localhost/mcp", UIURLFor: "admins"}, newMemStore()); err == nil {
+		ResourceURI: "http://localhost/mcp", UIURLFor: "admins"}, memstore.New()); err == nil {
 		t.Error("UIURLFor \"admins\" accepted")
 	}
 	if _, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t),
-		ResourceURI: "http://localhost/mcp"}, newMemStore()); err == nil {
+		ResourceURI: "http://localhost/mcp"}, memstore.New()); err == nil {
 		t.Error("a frontend without ResumeKeys was built")
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -46,7 +47,7 @@ func TestStoreSuiteMem(t *testing.T) {
 
 // memHarness seeds a memStore directly, on a clock a second per start.
 func memHarness() storeHarness {
-	m := newMemStore()
+	m := memstore.New()
 	clock := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	return storeHarness{store: m, seed: func(t *testing.T, jobs []suiteJob) {
 		for _, s := range jobs {
@@ -60,21 +61,21 @@ func memHarness() storeHarness {
 					j.NeedsInput.Approver = authz.ApproverOwner
 				}
 			}
-			m.mu.Lock()
-			m.jobs[s.id] = j
+			m.Mu.Lock()
+			m.Jobs[s.id] = j
 			if s.slots > 0 {
-				m.jobSlots[j.RunID] = s.slots
+				m.JobSlots[j.RunID] = s.slots
 			}
-			m.mu.Unlock()
+			m.Mu.Unlock()
 			if s.continued {
 				clock = clock.Add(time.Second)
-				j = m.continueAsNew(s.id, clock)
+				j = m.ContinueAsNew(s.id, clock)
 			}
 			if s.end != jobstore.RunRunning {
 				clock = clock.Add(time.Second)
-				m.mu.Lock()
+				m.Mu.Lock()
 				j.Exec, j.ClosedAt = s.end, clock
-				m.mu.Unlock()
+				m.Mu.Unlock()
 			}
 		}
 	}}

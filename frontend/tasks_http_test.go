@@ -18,13 +18,14 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // taskFixture is a frontend over the in-memory job store holding one job per state.
 type taskFixture struct {
 	f     *Frontend
-	tc    *memStore
+	tc    *memstore.Store
 	h     http.Handler
 	id    map[string]string // state → taskId
 	nextN int
@@ -32,18 +33,18 @@ type taskFixture struct {
 
 func newTaskFixture(t *testing.T) *taskFixture {
 	t.Helper()
-	tc := newMemStore()
-	tc.retention = time.Hour
+	tc := memstore.New()
+	tc.RetentionAnswer = time.Hour
 	fx := &taskFixture{tc: tc, id: map[string]string{}}
 	fx.f = newTaskFrontend(t, tc)
 	fx.h = fx.f.Handler()
 	add := func(state string, st enumspb.WorkflowExecutionStatus, sa workflows.Status, memo map[string]any) {
 		id := "acme/eval/" + state
-		info := execInfo(t, id, "acme", "ana", "eval", st, sa)
+		info := memstore.ExecInfo(t, id, "acme", "ana", "eval", st, sa)
 		for k, v := range memo {
-			info.Memo.Fields[k] = payload(t, v)
+			info.Memo.Fields[k] = memstore.Payload(t, v)
 		}
-		tc.put(info)
+		tc.Put(info)
 		fx.id[state] = fx.f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(7 * 24 * time.Hour)})
 	}
 	running := enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
@@ -209,21 +210,21 @@ func TestTasksOverMemStore(t *testing.T) {
 			!strings.Contains(rec.Header().Get("WWW-Authenticate"), "tasks/cancel needs one of: jobs:write jobs:admin") {
 			t.Fatalf("%d %q", rec.Code, rec.Header().Get("WWW-Authenticate"))
 		}
-		if len(fx.tc.cancels) != 0 {
+		if len(fx.tc.Cancels) != 0 {
 			t.Fatal("a refused cancel reached Temporal")
 		}
 	})
 	t.Run("Cancel", func(t *testing.T) {
 		rec := fx.post(t, taskAna, methodTasksCancel, fx.id["running"], map[string]any{"taskId": fx.id["running"]}, nil)
 		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"result":{"resultType":"complete"}`) ||
-			len(fx.tc.cancels) != 1 || fx.tc.cancels[0] != "acme/eval/running" {
-			t.Fatalf("%d %s %v", rec.Code, rec.Body, fx.tc.cancels)
+			len(fx.tc.Cancels) != 1 || fx.tc.Cancels[0] != "acme/eval/running" {
+			t.Fatalf("%d %s %v", rec.Code, rec.Body, fx.tc.Cancels)
 		}
 	})
 	t.Run("MismatchRunsNothing", func(t *testing.T) {
-		before := len(fx.tc.cancels)
+		before := len(fx.tc.Cancels)
 		rec := fx.post(t, taskAna, methodTasksCancel, fx.id["awaiting"], map[string]any{"taskId": fx.id["running"]}, nil)
-		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "-32020") || len(fx.tc.cancels) != before {
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "-32020") || len(fx.tc.Cancels) != before {
 			t.Fatalf("%d %s", rec.Code, rec.Body)
 		}
 	})
@@ -251,8 +252,8 @@ func TestTasksOverMemStore(t *testing.T) {
 				}
 			}
 		}
-		if len(fx.tc.cancels) != 1 {
-			t.Fatalf("a tasks/cancel of another version ran: %v", fx.tc.cancels)
+		if len(fx.tc.Cancels) != 1 {
+			t.Fatalf("a tasks/cancel of another version ran: %v", fx.tc.Cancels)
 		}
 	})
 }
@@ -304,11 +305,11 @@ func TestTaskNotServedUnchecked(t *testing.T) {
 			t.Errorf("%v: %d %s", p.Scopes, rec.Code, rec.Body)
 		}
 	}
-	if len(fx.tc.cancels) != 0 {
-		t.Fatalf("an unchecked tasks/cancel ran: %v", fx.tc.cancels)
+	if len(fx.tc.Cancels) != 0 {
+		t.Fatalf("an unchecked tasks/cancel ran: %v", fx.tc.Cancels)
 	}
 	// Through the front door the same cancel runs.
-	if rec := fx.post(t, taskAna, methodTasksCancel, fx.id["running"], map[string]any{"taskId": fx.id["running"]}, nil); rec.Code != http.StatusOK || len(fx.tc.cancels) != 1 {
+	if rec := fx.post(t, taskAna, methodTasksCancel, fx.id["running"], map[string]any{"taskId": fx.id["running"]}, nil); rec.Code != http.StatusOK || len(fx.tc.Cancels) != 1 {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 }
@@ -319,8 +320,8 @@ func TestTaskNotServedUnchecked(t *testing.T) {
 func TestTaskGetSucceededIsGetResult(t *testing.T) {
 	fx := newTaskFixture(t)
 	id := "acme/eval/succeeded"
-	j := fx.tc.put(execInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusSucceeded))
-	fx.tc.results[j.RunID] = workflows.EvalResult{Episodes: 3, Scored: 3, Passed: 2}
+	j := fx.tc.Put(memstore.ExecInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusSucceeded))
+	fx.tc.Results[j.RunID] = workflows.EvalResult{Episodes: 3, Scored: 3, Passed: 2}
 	taskID := fx.f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
 
 	tk, rerr, _ := fx.get(t, taskAna, taskID)

@@ -20,6 +20,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -150,10 +151,10 @@ func TestTaskCheckHeaders(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 with code %d", name, rec.Code, rec.Body, c.code)
 		}
 	}
-	if len(fx.tc.cancels) != 0 {
-		t.Fatalf("a refused tasks/cancel ran: %v", fx.tc.cancels)
+	if len(fx.tc.Cancels) != 0 {
+		t.Fatalf("a refused tasks/cancel ran: %v", fx.tc.Cancels)
 	}
-	if rec := post(body, good); rec.Code != http.StatusOK || len(fx.tc.cancels) != 1 {
+	if rec := post(body, good); rec.Code != http.StatusOK || len(fx.tc.Cancels) != 1 {
 		t.Fatalf("matching headers refused: %d %s", rec.Code, rec.Body)
 	}
 }
@@ -217,7 +218,7 @@ func TestTaskInputKey(t *testing.T) {
 // keeps the others, leaves the server's own capabilities alone, and passes errors and other
 // methods through.
 func TestTaskAddCapability(t *testing.T) {
-	f := newTaskFrontend(t, newMemStore())
+	f := newTaskFrontend(t, memstore.New())
 	for _, c := range []struct {
 		caps *mcp.ServerCapabilities
 		want string
@@ -305,7 +306,7 @@ func newTaskFrontend(t testing.TB, store jobstore.Store) *Frontend {
 }
 
 func TestTaskOpenTaskID(t *testing.T) {
-	f := newTaskFrontend(t, newMemStore())
+	f := newTaskFrontend(t, memstore.New())
 	for name, s := range taskSeeds(t) {
 		h, rerr := f.openTaskID(taskAna, s)
 		switch {
@@ -336,7 +337,7 @@ func TestTaskIDSeedCorpus(t *testing.T) {
 // caller's tenant and a kind it serves, and otherwise answers exactly the unknown task (the
 // same value for every cause) or, for the caller's own tenant, the expired task; never panics.
 func FuzzTaskID(f *testing.F) {
-	fe := newTaskFrontend(f, newMemStore())
+	fe := newTaskFrontend(f, memstore.New())
 	f.Fuzz(func(t *testing.T, s string) {
 		h, rerr := fe.openTaskID(taskAna, s)
 		oh, oerr := fe.opts.Keys.OpenHandle(s, taskNow)

@@ -19,6 +19,7 @@ import (
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/pages"
+	"github.com/jobgate/jobgate/frontend/quota"
 )
 
 // ServeConfig configures `jobgate serve`.
@@ -137,10 +138,10 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxStreamsPerCaller, "max-streams-per-caller", frontend.MaxStreamsPerCallerDefault, "most event streams one principal holds open on this replica (more: 429)")
 	metricsFlag(fs, &c.MetricsListen)
 	tenantsFlag(fs, &c.TenantsFile)
-	fs.DurationVar(&c.QuotaBudget, "quota-budget", frontend.QuotaBudgetDefault, "how long a start waits for its quota check; past it --quota-degraded decides (never unavailable)")
-	fs.StringVar(&c.QuotaDegraded, "quota-degraded", string(frontend.QuotaAdmitBounded), "how a start whose quota check did not answer in time is decided: "+
-		string(frontend.QuotaAdmitBounded)+" (admit up to --quota-overshoot starts per tenant on this replica until a check answers) or "+string(frontend.QuotaRefuse)+" (quota_exceeded with retry_after_ms)")
-	fs.IntVar(&c.QuotaOvershoot, "quota-overshoot", frontend.QuotaOvershootDefault, "most starts of one tenant this replica admits unchecked under --quota-degraded "+string(frontend.QuotaAdmitBounded))
+	fs.DurationVar(&c.QuotaBudget, "quota-budget", quota.BudgetDefault, "how long a start waits for its quota check; past it --quota-degraded decides (never unavailable)")
+	fs.StringVar(&c.QuotaDegraded, "quota-degraded", string(quota.AdmitBounded), "how a start whose quota check did not answer in time is decided: "+
+		string(quota.AdmitBounded)+" (admit up to --quota-overshoot starts per tenant on this replica until a check answers) or "+string(quota.Refuse)+" (quota_exceeded with retry_after_ms)")
+	fs.IntVar(&c.QuotaOvershoot, "quota-overshoot", quota.OvershootDefault, "most starts of one tenant this replica admits unchecked under --quota-degraded "+string(quota.AdmitBounded))
 	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept secrets marked "+DevOnlyMarker+" (public placeholders)")
 	c.Pages.Flags(fs)
 }
@@ -305,7 +306,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		HandleTTL: c.HandleTTL, CursorTTL: c.CursorTTL, Logger: m.Logger, Metrics: m.metrics.registerer(),
 		StreamHeartbeat: c.StreamHeartbeat, MaxStreams: c.MaxStreams, MaxStreamsPerCaller: c.MaxStreamsPerCaller,
 		DataConverter: c.Temporal.DataConverter(), Tenants: tenants,
-		QuotaBudget: c.QuotaBudget, QuotaDegraded: frontend.QuotaPolicy(c.QuotaDegraded), QuotaOvershoot: c.QuotaOvershoot,
+		QuotaBudget: c.QuotaBudget, QuotaDegraded: quota.Policy(c.QuotaDegraded), QuotaOvershoot: c.QuotaOvershoot,
 		Now: m.Now, TracerProvider: m.Tracing.frontendProvider(),
 	})
 }

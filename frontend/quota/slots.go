@@ -1,6 +1,6 @@
 // quota_slots.go holds the slot ledger of running evals' episode concurrency.
 
-package frontend
+package quota
 
 import (
 	"time"
@@ -45,24 +45,20 @@ func (q *quotas) setLedger(tenant string, l slotLedger) {
 }
 
 // maxJobSlots bounds the episode slots one job of a slot-holding kind holds.
-func (f *Frontend) maxJobSlots() int {
+func (f *Admitter) MaxJobSlots() int {
 	m := 0
 	for _, k := range f.kinds {
-		if k.maxSlots != nil {
-			m = max(m, k.maxSlots())
-		}
+		m = max(m, k.MaxSlots)
 	}
 	return m
 }
 
 // slotKinds are the names of the kinds that hold slots (our registered kinds', never a
 // caller's string).
-func (f *Frontend) slotKinds() []string {
+func (f *Admitter) SlotKinds() []string {
 	var names []string
 	for _, k := range f.kinds {
-		if k.maxSlots != nil {
-			names = append(names, k.name)
-		}
+		names = append(names, k.Name)
 	}
 	return names
 }

@@ -1,7 +1,6 @@
-package frontend
+package memstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,10 +11,13 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/temporalstore"
 	"github.com/jobgate/jobgate/workflows"
@@ -27,47 +29,47 @@ import (
 // evaluates List's and Count's JobFilter against its runs (the store suite, store_suite_test.go,
 // holds it to what the Temporal store answers), and lets a test say what the workflow would do
 // (firstState, resume). Integration tests run the real store against the embedded Temporal.
-type memStore struct {
-	mu sync.Mutex
+type Store struct {
+	Mu sync.Mutex
 
-	jobs      map[string]*jobstore.Job
-	dec       *temporalstore.Store // put's decoder (its needs-input cache lives as long as the store)
-	results   map[string]any       // run ID → the workflow's result
-	retention time.Duration        // 0: the store does not say
+	Jobs            map[string]*jobstore.Job
+	Dec             *temporalstore.Store // put's decoder (its needs-input cache lives as long as the store)
+	Results         map[string]any       // run ID → the workflow's result
+	RetentionAnswer time.Duration        // 0: the store does not say
 
 	// firstState, when set, is what the job's workflow does before its first state (e.g. open
 	// its input request); nil means no worker runs: a start that awaits it times out.
-	firstState func(j *jobstore.Job)
+	OnFirstState func(j *jobstore.Job)
 	// resume, when set, answers Resume as the workflow would; nil accepts every answer.
-	resume func(j *jobstore.Job, req workflows.ResumeRequest) error
+	OnResume func(j *jobstore.Job, req workflows.ResumeRequest) error
 
 	// earlier are runs before the current ones of m.jobs (closed by continue-as-new), which
 	// List and Count select too (continueAsNew makes them).
 	earlier []*jobstore.Job
 	// jobSlots are the slots indexed at a run's start (workflows.SAJobSlots), by run ID; a run
 	// without an entry has none.
-	jobSlots map[string]int
+	JobSlots map[string]int
 	// Scripted failures: listErr fails every List; onCount, when set, runs first in every Count
 	// (it may block) and an error it returns is Count's.
-	listErr error
-	onCount func(f jobstore.Filter) error
+	ListErr error
+	OnCount func(f jobstore.Filter) error
 	// leaked are rows every first List page carries whatever the filter: a visibility store
 	// answering outside its query, which the core must drop.
-	leaked []*jobstore.Job
+	Leaked []*jobstore.Job
 	// slotsIndexed answers SlotsIndexed.
-	slotsIndexed bool
+	Indexed bool
 	// startErr / describeErr fail Start / Describe when set.
-	startErr, describeErr error
+	StartErr, describeErr error
 
 	// The record.
-	starts    []jobstore.StartRequest
-	describes int
-	reads     map[string]int // run ID → result reads
-	cancels   []string
-	resumes   []memResume
-	lists     []memList
-	counts    int
-	runs      int
+	Starts      []jobstore.StartRequest
+	Describes   int
+	ResultReads map[string]int // run ID → result reads
+	Cancels     []string
+	Resumes     []ResumeCall
+	Lists       []List
+	CountCalls  int
+	RunCount    int
 
 	// events counts each job's history events (one per put); wake is closed and replaced on
 	// every put, waking WaitHistory.
@@ -75,34 +77,34 @@ type memStore struct {
 	wake   chan struct{}
 }
 
-type memList struct {
-	f        jobstore.Filter
-	pageSize int
-	token    []byte
+type List struct {
+	Filter   jobstore.Filter
+	PageSize int
+	Token    []byte
 }
 
-type memResume struct {
-	id, runID, updateID string
-	req                 workflows.ResumeRequest
+type ResumeCall struct {
+	ID, RunID, UpdateID string
+	Req                 workflows.ResumeRequest
 }
 
-var _ jobstore.Store = (*memStore)(nil)
+var _ jobstore.Store = (*Store)(nil)
 
-func newMemStore() *memStore {
-	return &memStore{jobs: map[string]*jobstore.Job{}, dec: temporalstore.InfoDecoder(converter.GetDefaultDataConverter()), results: map[string]any{},
-		reads: map[string]int{}, jobSlots: map[string]int{}}
+func New() *Store {
+	return &Store{Jobs: map[string]*jobstore.Job{}, Dec: temporalstore.InfoDecoder(converter.GetDefaultDataConverter()), Results: map[string]any{},
+		ResultReads: map[string]int{}, JobSlots: map[string]int{}}
 }
 
 // put stores a job recorded as Temporal keeps it (execInfo), read as the Temporal store reads it.
-func (m *memStore) put(info *workflowpb.WorkflowExecutionInfo) *jobstore.Job {
-	j := m.dec.JobFromInfo(info)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.jobs[j.ID] = j
+func (m *Store) Put(info *workflowpb.WorkflowExecutionInfo) *jobstore.Job {
+	j := m.Dec.JobFromInfo(info)
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	m.Jobs[j.ID] = j
 	if p := info.GetSearchAttributes().GetIndexedFields()[workflows.SAJobSlots.GetName()]; p != nil {
 		var n int
 		if err := converter.GetDefaultDataConverter().FromPayload(p, &n); err == nil && n > 0 {
-			m.jobSlots[j.RunID] = n
+			m.JobSlots[j.RunID] = n
 		}
 	}
 	if m.events == nil {
@@ -118,13 +120,13 @@ func (m *memStore) put(info *workflowpb.WorkflowExecutionInfo) *jobstore.Job {
 
 // WaitHistory serves the job's history as one event per put: it answers at once while there
 // are events after token, and otherwise waits for the next put (or the run being closed).
-func (m *memStore) WaitHistory(ctx context.Context, id, runID string, token []byte) (jobstore.HistoryPage, error) {
+func (m *Store) WaitHistory(ctx context.Context, id, runID string, token []byte) (jobstore.HistoryPage, error) {
 	from, _ := strconv.ParseInt(string(token), 10, 64)
 	for {
-		m.mu.Lock()
-		j, ok := m.jobs[id]
+		m.Mu.Lock()
+		j, ok := m.Jobs[id]
 		if !ok || (runID != "" && j.RunID != runID) {
-			m.mu.Unlock()
+			m.Mu.Unlock()
 			return jobstore.HistoryPage{}, jobstore.ErrJobNotFound
 		}
 		n, closed := m.events[id], j.Exec != jobstore.RunRunning
@@ -132,7 +134,7 @@ func (m *memStore) WaitHistory(ctx context.Context, id, runID string, token []by
 			m.wake = make(chan struct{})
 		}
 		wake := m.wake
-		m.mu.Unlock()
+		m.Mu.Unlock()
 		switch {
 		case n > from && closed:
 			return jobstore.HistoryPage{Last: n, Relevant: n}, nil
@@ -149,61 +151,61 @@ func (m *memStore) WaitHistory(ctx context.Context, id, runID string, token []by
 	}
 }
 
-func (m *memStore) Start(ctx context.Context, st jobstore.StartRequest) (string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.starts = append(m.starts, st)
-	if m.startErr != nil {
-		return "", m.startErr
+func (m *Store) Start(ctx context.Context, st jobstore.StartRequest) (string, error) {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	m.Starts = append(m.Starts, st)
+	if m.StartErr != nil {
+		return "", m.StartErr
 	}
-	if _, ok := m.jobs[st.ID]; ok {
+	if _, ok := m.Jobs[st.ID]; ok {
 		return "", jobstore.ErrAlreadyStarted
 	}
-	m.runs++
-	j := &jobstore.Job{ID: st.ID, RunID: fmt.Sprintf("run-%d", m.runs), Tenant: st.Tenant, Owner: st.Owner, Kind: st.Kind,
+	m.RunCount++
+	j := &jobstore.Job{ID: st.ID, RunID: fmt.Sprintf("run-%d", m.RunCount), Tenant: st.Tenant, Owner: st.Owner, Kind: st.Kind,
 		Exec: jobstore.RunRunning, SAStatus: workflows.StatusQueued}
 	j.InputHash, _ = st.Memo[workflows.MemoInputHash].(string)
 	j.CreatedAt, _ = st.Memo[workflows.MemoCreatedAt].(time.Time)
 	j.StartedAt = j.CreatedAt
 	j.Progress, _ = st.Memo[workflows.MemoProgress].(workflows.Progress)
 	j.Slots, _ = st.Memo[workflows.MemoSlots].(int)
-	m.jobs[st.ID] = j
-	if st.Slots > 0 && m.slotsIndexed {
-		m.jobSlots[j.RunID] = st.Slots
+	m.Jobs[st.ID] = j
+	if st.Slots > 0 && m.Indexed {
+		m.JobSlots[j.RunID] = st.Slots
 	}
 	if st.AwaitFirst {
-		if m.firstState == nil {
+		if m.OnFirstState == nil {
 			return j.RunID, fmt.Errorf("start %s: %w", st.ID, jobstore.ErrFirstStateTimeout)
 		}
-		m.firstState(j)
+		m.OnFirstState(j)
 	}
 	return j.RunID, nil
 }
 
-func (m *memStore) FirstState(ctx context.Context, id, runID string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	j, ok := m.jobs[id]
+func (m *Store) FirstState(ctx context.Context, id, runID string) error {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	j, ok := m.Jobs[id]
 	switch {
 	case !ok || j.RunID != runID:
 		return jobstore.ErrJobNotFound
-	case m.firstState == nil:
+	case m.OnFirstState == nil:
 		return jobstore.ErrFirstStateTimeout
 	}
 	if j.SAStatus == workflows.StatusQueued {
-		m.firstState(j)
+		m.OnFirstState(j)
 	}
 	return nil
 }
 
-func (m *memStore) Describe(ctx context.Context, id string) (*jobstore.Job, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.describes++
+func (m *Store) Describe(ctx context.Context, id string) (*jobstore.Job, error) {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	m.Describes++
 	if m.describeErr != nil {
 		return nil, m.describeErr
 	}
-	j, ok := m.jobs[id]
+	j, ok := m.Jobs[id]
 	if !ok {
 		return nil, jobstore.ErrJobNotFound
 	}
@@ -211,11 +213,11 @@ func (m *memStore) Describe(ctx context.Context, id string) (*jobstore.Job, erro
 	return &c, nil
 }
 
-func (m *memStore) Result(ctx context.Context, id, runID string, ptr any) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.reads[runID]++
-	res, ok := m.results[runID]
+func (m *Store) Result(ctx context.Context, id, runID string, ptr any) error {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	m.ResultReads[runID]++
+	res, ok := m.Results[runID]
 	if !ok {
 		return fmt.Errorf("read result of %s: %w", id, jobstore.ErrJobNotFound)
 	}
@@ -226,11 +228,11 @@ func (m *memStore) Result(ctx context.Context, id, runID string, ptr any) error 
 	return json.Unmarshal(b, ptr)
 }
 
-func (m *memStore) Cancel(ctx context.Context, id, identity, reason string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.cancels = append(m.cancels, id)
-	j, ok := m.jobs[id]
+func (m *Store) Cancel(ctx context.Context, id, identity, reason string) error {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	m.Cancels = append(m.Cancels, id)
+	j, ok := m.Jobs[id]
 	if !ok || j.Exec != jobstore.RunRunning {
 		return jobstore.ErrJobNotFound
 	}
@@ -238,27 +240,27 @@ func (m *memStore) Cancel(ctx context.Context, id, identity, reason string) erro
 	return nil
 }
 
-func (m *memStore) Resume(ctx context.Context, id, runID, updateID string, req workflows.ResumeRequest) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.resumes = append(m.resumes, memResume{id: id, runID: runID, updateID: updateID, req: req})
-	j, ok := m.jobs[id]
+func (m *Store) Resume(ctx context.Context, id, runID, updateID string, req workflows.ResumeRequest) error {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	m.Resumes = append(m.Resumes, ResumeCall{ID: id, RunID: runID, UpdateID: updateID, Req: req})
+	j, ok := m.Jobs[id]
 	if !ok || j.RunID != runID || j.Exec != jobstore.RunRunning {
 		return jobstore.ErrJobNotFound
 	}
-	if m.resume != nil {
-		return m.resume(j, req)
+	if m.OnResume != nil {
+		return m.OnResume(j, req)
 	}
 	j.NeedsInput, j.NeedsInputJSON, j.SAStatus = nil, nil, workflows.StatusRunning
 	return nil
 }
 
-func (m *memStore) List(ctx context.Context, f jobstore.Filter, pageSize int, token []byte) ([]*jobstore.Job, []byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.lists = append(m.lists, memList{f: f, pageSize: pageSize, token: token})
-	if m.listErr != nil {
-		return nil, nil, m.listErr
+func (m *Store) List(ctx context.Context, f jobstore.Filter, pageSize int, token []byte) ([]*jobstore.Job, []byte, error) {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	m.Lists = append(m.Lists, List{Filter: f, PageSize: pageSize, Token: token})
+	if m.ListErr != nil {
+		return nil, nil, m.ListErr
 	}
 	if err := f.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("list: %w", err)
@@ -288,7 +290,7 @@ func (m *memStore) List(ctx context.Context, f jobstore.Filter, pageSize int, to
 		next, _ = json.Marshal(posOf(page[len(page)-1]))
 	}
 	if token == nil {
-		page = append(page, m.leaked...)
+		page = append(page, m.Leaked...)
 	}
 	return page, next, nil
 }
@@ -319,9 +321,9 @@ func (p memPos) before(q memPos) bool {
 }
 
 // selectLocked is every run f selects, in List's order.
-func (m *memStore) selectLocked(f jobstore.Filter) []*jobstore.Job {
+func (m *Store) selectLocked(f jobstore.Filter) []*jobstore.Job {
 	var out []*jobstore.Job
-	for _, j := range m.jobs {
+	for _, j := range m.Jobs {
 		if m.matchesLocked(f, j) {
 			out = append(out, j)
 		}
@@ -344,9 +346,9 @@ func (m *memStore) selectLocked(f jobstore.Filter) []*jobstore.Job {
 }
 
 // matchesLocked evaluates f on run j, field by field as JobFilter documents it.
-func (m *memStore) matchesLocked(f jobstore.Filter, j *jobstore.Job) bool {
+func (m *Store) matchesLocked(f jobstore.Filter, j *jobstore.Job) bool {
 	closed := j.Exec != jobstore.RunRunning
-	slots, indexed := m.jobSlots[j.RunID]
+	slots, indexed := m.JobSlots[j.RunID]
 	switch {
 	case j.Tenant != f.Tenant,
 		f.Owner != "" && j.Owner != f.Owner,
@@ -395,31 +397,31 @@ func memAnswerer(j *jobstore.Job) string {
 
 // continueAsNew closes id's current run as continued-as-new at t and makes a new current run
 // of it, started at t (the job keeps its memo and attributes, as a workflow's carried state).
-func (m *memStore) continueAsNew(id string, t time.Time) *jobstore.Job {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	old := m.jobs[id]
-	m.runs++
+func (m *Store) ContinueAsNew(id string, t time.Time) *jobstore.Job {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	old := m.Jobs[id]
+	m.RunCount++
 	j := *old
-	j.RunID, j.StartedAt, j.Exec, j.ClosedAt = fmt.Sprintf("run-%d", m.runs), t, jobstore.RunRunning, time.Time{}
-	if n, ok := m.jobSlots[old.RunID]; ok {
-		m.jobSlots[j.RunID] = n
+	j.RunID, j.StartedAt, j.Exec, j.ClosedAt = fmt.Sprintf("run-%d", m.RunCount), t, jobstore.RunRunning, time.Time{}
+	if n, ok := m.JobSlots[old.RunID]; ok {
+		m.JobSlots[j.RunID] = n
 	}
 	old.Exec, old.ClosedAt = jobstore.RunContinuedAsNew, t
 	m.earlier = append(m.earlier, old)
-	m.jobs[id] = &j
+	m.Jobs[id] = &j
 	return &j
 }
 
-func (m *memStore) QueryEpisodes(context.Context, string, workflows.EpisodesQuery) (workflows.EpisodesQueryResult, error) {
+func (m *Store) QueryEpisodes(context.Context, string, workflows.EpisodesQuery) (workflows.EpisodesQueryResult, error) {
 	return workflows.EpisodesQueryResult{}, jobstore.ErrStoreUnavailable // no workflow runs here
 }
 
-func (m *memStore) Count(ctx context.Context, f jobstore.Filter) (int, error) {
-	m.mu.Lock()
-	m.counts++
-	hook := m.onCount
-	m.mu.Unlock()
+func (m *Store) Count(ctx context.Context, f jobstore.Filter) (int, error) {
+	m.Mu.Lock()
+	m.CountCalls++
+	hook := m.OnCount
+	m.Mu.Unlock()
 	if hook != nil {
 		if err := hook(f); err != nil {
 			return 0, err
@@ -428,21 +430,21 @@ func (m *memStore) Count(ctx context.Context, f jobstore.Filter) (int, error) {
 	if err := f.Validate(); err != nil {
 		return 0, fmt.Errorf("count: %w", err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
 	return len(m.selectLocked(f)), nil
 }
 
-func (m *memStore) SlotsIndexed(context.Context) bool { return m.slotsIndexed }
+func (m *Store) SlotsIndexed(context.Context) bool { return m.Indexed }
 
-func (m *memStore) Retention(context.Context) (time.Duration, bool) {
-	return m.retention, m.retention > 0
+func (m *Store) Retention(context.Context) (time.Duration, bool) {
+	return m.RetentionAnswer, m.RetentionAnswer > 0
 }
 
-func (m *memStore) CheckHealth(context.Context) error { return nil }
+func (m *Store) CheckHealth(context.Context) error { return nil }
 
 // jobsOf reads execution infos as the Temporal store does (for scripted list pages).
-func jobsOf(infos ...*workflowpb.WorkflowExecutionInfo) []*jobstore.Job {
+func JobsOf(infos ...*workflowpb.WorkflowExecutionInfo) []*jobstore.Job {
 	d := temporalstore.InfoDecoder(converter.GetDefaultDataConverter())
 	js := make([]*jobstore.Job, len(infos))
 	for i, info := range infos {
@@ -451,38 +453,42 @@ func jobsOf(infos ...*workflowpb.WorkflowExecutionInfo) []*jobstore.Job {
 	return js
 }
 
-// unitSecret signs the unit tests' bearer tokens (newStoreFrontend's verifier).
-var unitSecret = bytes.Repeat([]byte{1}, 32)
+// Story: the in-memory store keeps no history (describe_job is tested on real Temporal).
+func (m *Store) Story(ctx context.Context, kind workflows.Kind, req jobstore.StoryRequest) (*jobstore.StoryResult, error) {
+	return nil, errors.New("memStore: no history")
+}
 
-// newStoreFrontend is the unit tests' frontend over store: opts's zero Verifier, Keys,
-// ResumeKeys and ResourceURI get the tests' (unitSecret, listTestKeys, resumeTestKeys,
-// http://localhost/mcp); everything else is as given.
-func newStoreFrontend(t testing.TB, store jobstore.Store, opts Options) *Frontend {
-	t.Helper()
-	if opts.ResourceURI == "" {
-		opts.ResourceURI = "http://localhost/mcp"
-	}
-	if opts.Verifier == nil {
-		v, err := authz.NewHS256Verifier("iss", opts.ResourceURI, unitSecret, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts.Verifier = v
-	}
-	if opts.Keys == nil {
-		opts.Keys = listTestKeys(t)
-	}
-	if opts.ResumeKeys == nil {
-		opts.ResumeKeys = resumeTestKeys(t)
-	}
-	f, err := newFrontend(opts, store)
+// infoNow is the clock execInfo builds its runs around (an hour before it).
+var infoNow = time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// payload encodes v as the default data converter does.
+func Payload(t testing.TB, v any) *commonpb.Payload {
+	p, err := converter.GetDefaultDataConverter().ToPayload(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f
+	return p
 }
 
-// Story: the in-memory store keeps no history (describe_job is tested on real Temporal).
-func (m *memStore) Story(ctx context.Context, kind workflows.Kind, req jobstore.StoryRequest) (*jobstore.StoryResult, error) {
-	return nil, errors.New("memStore: no history")
+// execInfo is a run as Temporal's visibility describes it: id of tenant's owner, of kind, in
+// execution state st, its JobStatus saStatus; started an hour before infoNow and, unless it
+// runs, closed two minutes later.
+func ExecInfo(t testing.TB, id, tenant, owner, kind string, st enumspb.WorkflowExecutionStatus, saStatus workflows.Status) *workflowpb.WorkflowExecutionInfo {
+	start := infoNow.Add(-time.Hour)
+	info := &workflowpb.WorkflowExecutionInfo{
+		Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: "run-" + id},
+		Status:    st,
+		StartTime: timestamppb.New(start),
+		SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{
+			"JobTenant": Payload(t, tenant), "JobOwner": Payload(t, owner), "JobKind": Payload(t, kind), "JobStatus": Payload(t, string(saStatus)),
+		}},
+		Memo: &commonpb.Memo{Fields: map[string]*commonpb.Payload{
+			workflows.MemoCreatedAt: Payload(t, start),
+			workflows.MemoProgress:  Payload(t, workflows.Progress{Done: 3, Failed: 1, Total: 10, AsOf: start.Add(time.Minute)}),
+		}},
+	}
+	if st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		info.CloseTime = timestamppb.New(start.Add(2 * time.Minute))
+	}
+	return info
 }

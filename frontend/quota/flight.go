@@ -1,7 +1,7 @@
 // quota_flight.go holds the shared quota checks (flights) and the usage snapshots they measure
 // in visibility (quota_measure.go), by which every start waiting on them is decided.
 
-package frontend
+package quota
 
 import (
 	"context"
@@ -109,7 +109,7 @@ func (q *quotas) landed(k flightKey) *flight {
 // fly runs flight fl of k and then the flights that gathered behind it, one at a time. A
 // flight that answered forgets the tenant's unchecked starts (it counted them) when it is the
 // flight that measures the tenant's limits.
-func (f *Frontend) fly(k flightKey, pol authz.TenantPolicy, fl *flight) {
+func (f *Admitter) fly(k flightKey, pol authz.TenantPolicy, fl *flight) {
 	l := pol.Limits
 	tenantLimits := l.RunningJobsPerTenant > 0 || l.EpisodesInFlightPerTenant > 0
 	for fl != nil {

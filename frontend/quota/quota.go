@@ -1,4 +1,4 @@
-package frontend
+package quota
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobstore"
-	"github.com/jobgate/jobgate/workflows"
+	"github.com/jobgate/jobgate/frontend/wire"
 )
 
 // Quotas are counted in the job store (Temporal visibility), which every replica shares: running jobs
@@ -51,19 +51,19 @@ const quotaPageSize = 1000
 
 // Defaults of the quota options.
 const (
-	QuotaBudgetDefault    = 2 * time.Second
-	QuotaOvershootDefault = 8
+	BudgetDefault    = 2 * time.Second
+	OvershootDefault = 8
 )
 
 // QuotaPolicy is how a start whose quota check cannot answer in time is decided.
-type QuotaPolicy string
+type Policy string
 
 const (
 	// QuotaAdmitBounded admits it while fewer than Options.QuotaOvershoot starts of its tenant
 	// were admitted so on this replica since a check of the tenant last answered; else refuses.
-	QuotaAdmitBounded QuotaPolicy = "admit-bounded"
+	AdmitBounded Policy = "admit-bounded"
 	// QuotaRefuse refuses it: quota_exceeded, retryable, with retry_after_ms.
-	QuotaRefuse QuotaPolicy = "refuse"
+	Refuse Policy = "refuse"
 )
 
 // quotas is the replica-local admission state: reservations, shared check flights, full
@@ -89,13 +89,13 @@ type quotas struct {
 
 // admission is an admitted start's reservation: started hands it to visibility, abandoned drops it.
 type admission struct {
-	f      *Frontend
+	f      *Admitter
 	tenant string
 	r      *reservation
 }
 
 // abandoned drops the reservation of a start that created nothing.
-func (a admission) abandoned() {
+func (a admission) Abandoned() {
 	if a.r != nil {
 		a.f.quotas.update(a.tenant, func(r *reservation) bool { return r.seq != a.r.seq })
 	}
@@ -103,7 +103,7 @@ func (a admission) abandoned() {
 
 // started keeps the reservation until a check finds the job in visibility, or visibleWait
 // passes.
-func (a admission) started() {
+func (a admission) Started() {
 	if a.r != nil {
 		exp := a.f.opts.Now().Add(visibleWait)
 		a.f.quotas.update(a.tenant, func(r *reservation) bool {
@@ -126,7 +126,7 @@ func quotaNeeds(l authz.Limits, episodes int) (tenant, owner bool) {
 
 // admit checks p's quotas for new job id holding episodes of episode concurrency. A refusal is
 // a quota_exceeded tool error; the admission must be resolved with started or abandoned.
-func (f *Frontend) admit(ctx context.Context, p authz.Principal, id string, episodes int) (admission, error) {
+func (f *Admitter) Admit(ctx context.Context, p authz.Principal, id string, episodes int) (admission, error) {
 	pol := f.opts.Tenants.For(p.Tenant)
 	l := pol.Limits
 	needT, needO := quotaNeeds(l, episodes)
@@ -154,7 +154,7 @@ func (f *Frontend) admit(ctx context.Context, p authz.Principal, id string, epis
 		select {
 		case <-j.fl.done:
 		case <-ctx.Done():
-			a.abandoned()
+			a.Abandoned()
 			return admission{}, fmt.Errorf("quota check: %w", ctx.Err())
 		case <-budget.C:
 			return f.degraded(ctx, p, a, "budget", nil)
@@ -163,7 +163,7 @@ func (f *Frontend) admit(ctx context.Context, p authz.Principal, id string, epis
 			if errors.Is(err, jobstore.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 				return f.degraded(ctx, p, a, "unavailable", err)
 			}
-			a.abandoned()
+			a.Abandoned()
 			return admission{}, err
 		}
 	}
@@ -182,11 +182,11 @@ func (f *Frontend) admit(ctx context.Context, p authz.Principal, id string, epis
 		if errors.Is(err, jobstore.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 			return f.degraded(ctx, p, a, "unavailable", err)
 		}
-		a.abandoned()
+		a.Abandoned()
 		return admission{}, err
 	}
 	if ref := decide(pol, r, episodes, f.opts.Now(), ts, on); ref != nil {
-		a.abandoned()
+		a.Abandoned()
 		return admission{}, f.refuse(p, ref)
 	}
 	return a, nil
@@ -194,13 +194,13 @@ func (f *Frontend) admit(ctx context.Context, p authz.Principal, id string, epis
 
 // degraded decides a start whose check did not answer (why: "budget" or "unavailable") by
 // Options.QuotaDegraded.
-func (f *Frontend) degraded(ctx context.Context, p authz.Principal, a admission, why string, err error) (admission, error) {
-	admitted := f.opts.QuotaDegraded == QuotaAdmitBounded && f.quotas.takeUnchecked(p.Tenant, f.opts.QuotaOvershoot)
+func (f *Admitter) degraded(ctx context.Context, p authz.Principal, a admission, why string, err error) (admission, error) {
+	admitted := f.opts.QuotaDegraded == AdmitBounded && f.quotas.takeUnchecked(p.Tenant, f.opts.QuotaOvershoot)
 	decision := "refused"
 	if admitted {
 		decision = "admitted"
 	}
-	f.metrics.quotaDegraded.WithLabelValues(decision, why).Inc()
+	f.metrics.Degraded.WithLabelValues(decision, why).Inc()
 	log := f.logger(ctx).With(zap.String("tenant", p.Tenant), zap.String("policy", string(f.opts.QuotaDegraded)),
 		zap.String("why", why), zap.Duration("budget", f.opts.QuotaBudget))
 	if err != nil {
@@ -212,9 +212,9 @@ func (f *Frontend) degraded(ctx context.Context, p authz.Principal, a admission,
 		return a, nil
 	}
 	log.Warn("quota check did not answer in time: start refused")
-	a.abandoned()
-	f.metrics.quotaRejected(f.opts.Tenants, p.Tenant, quotaLimitUnchecked)
-	return admission{}, &ToolError{Code: CodeQuotaExceeded, Retryable: true, RetryAfterMS: max(f.opts.QuotaBudget.Milliseconds(), 1),
+	a.Abandoned()
+	f.metrics.Rejected(p.Tenant, quotaLimitUnchecked)
+	return admission{}, &wire.ToolError{Code: wire.CodeQuotaExceeded, Retryable: true, RetryAfterMS: max(f.opts.QuotaBudget.Milliseconds(), 1),
 		Message: quotaLimitUnchecked + ": your tenant's usage could not be counted in time; nothing was started, retry shortly"}
 }
 
@@ -244,9 +244,9 @@ func (q *quotas) checked(tenant string) {
 }
 
 // refuse counts a refusal and renders it as the quota_exceeded tool error.
-func (f *Frontend) refuse(p authz.Principal, ref *authz.QuotaRefusal) error {
-	f.metrics.quotaRejected(f.opts.Tenants, p.Tenant, ref.Limit)
-	te := &ToolError{Code: CodeQuotaExceeded, Message: ref.Limit + ": " + ref.Message + "; nothing was started", Retryable: true}
+func (f *Admitter) refuse(p authz.Principal, ref *authz.QuotaRefusal) error {
+	f.metrics.Rejected(p.Tenant, ref.Limit)
+	te := &wire.ToolError{Code: wire.CodeQuotaExceeded, Message: ref.Limit + ": " + ref.Message + "; nothing was started", Retryable: true}
 	if ref.RetryAfter > 0 {
 		te.RetryAfterMS = max(ref.RetryAfter.Milliseconds(), 1)
 	}
@@ -254,7 +254,7 @@ func (f *Frontend) refuse(p authz.Principal, ref *authz.QuotaRefusal) error {
 }
 
 // countAll runs the store counts in parallel, each into its int.
-func (f *Frontend) countAll(ctx context.Context, counts map[*int]jobstore.Filter) error {
+func (f *Admitter) countAll(ctx context.Context, counts map[*int]jobstore.Filter) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(counts))
 	for into, q := range counts {
@@ -273,7 +273,7 @@ func (f *Frontend) countAll(ctx context.Context, counts map[*int]jobstore.Filter
 }
 
 // eachExecution pages through the runs jf selects, calling fn per run.
-func (f *Frontend) eachExecution(ctx context.Context, jf jobstore.Filter, fn func(*jobstore.Job)) error {
+func (f *Admitter) eachExecution(ctx context.Context, jf jobstore.Filter, fn func(*jobstore.Job)) error {
 	var token []byte
 	for {
 		jobs, next, err := f.store.List(ctx, jf, quotaPageSize, token)
@@ -287,9 +287,4 @@ func (f *Frontend) eachExecution(ctx context.Context, jf jobstore.Filter, fn fun
 			return nil
 		}
 	}
-}
-
-// fairness is tenant's dispatch key and configured weight.
-func (f *Frontend) fairness(tenant string) workflows.Fairness {
-	return workflows.Fairness{Key: tenant, Weight: float32(f.opts.Tenants.For(tenant).FairnessWeight)}
 }

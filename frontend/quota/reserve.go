@@ -1,7 +1,7 @@
 // quota_reserve.go holds this replica's reservations: starts admitted here that visibility may
 // not show yet, counted against the tenant's later starts.
 
-package frontend
+package quota
 
 import "time"
 

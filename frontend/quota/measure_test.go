@@ -1,7 +1,8 @@
-package frontend
+package quota
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,13 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -36,23 +41,23 @@ func (e slotEvals) sum() int {
 	return s
 }
 
-// heldFixture is a frontend over the in-memory store holding e's evals (running, acme's),
+// heldFixture is an admitter over the in-memory store holding e's evals (running, acme's),
 // whose counts the store evaluates itself.
-func heldFixture(t *testing.T, e slotEvals) (*Frontend, *memStore) {
+func heldFixture(t *testing.T, e slotEvals) (*Admitter, *memstore.Store) {
 	t.Helper()
-	tc := newMemStore()
-	tc.slotsIndexed = true
+	tc := memstore.New()
+	tc.Indexed = true
 	for i, v := range e.slots {
 		id := "acme/eval/ann/e" + strconv.Itoa(i)
 		j := &jobstore.Job{ID: id, RunID: "run-" + id, Tenant: "acme", Owner: "ann", Kind: "eval", Exec: jobstore.RunRunning, SAStatus: workflows.StatusRunning, Slots: v}
 		if v == 0 {
 			j.Slots = e.memo[i]
 		} else {
-			tc.jobSlots[j.RunID] = v
+			tc.JobSlots[j.RunID] = v
 		}
-		tc.jobs[id] = j
+		tc.Jobs[id] = j
 	}
-	return newStoreFrontend(t, tc, Options{}), tc
+	return newTestAdmitter(t, tc, Options{}), tc
 }
 
 // The slots running evals hold are summed by counts of JobSlots ranges, halved until they
@@ -95,11 +100,11 @@ func TestHeldByCounts(t *testing.T) {
 			if exact && held != sum {
 				t.Fatalf("exact %d, want %d", held, sum)
 			}
-			if listed := len(tc.lists) > 0; listed != c.wantList {
-				t.Fatalf("listed %v, want %v (%d lists)", listed, c.wantList, len(tc.lists))
+			if listed := len(tc.Lists) > 0; listed != c.wantList {
+				t.Fatalf("listed %v, want %v (%d lists)", listed, c.wantList, len(tc.Lists))
 			}
-			if tc.counts > 8+6*7 {
-				t.Fatalf("%d counts: more than the first round and ~log2(64) halvings", tc.counts)
+			if tc.CountCalls > 8+6*7 {
+				t.Fatalf("%d counts: more than the first round and ~log2(64) halvings", tc.CountCalls)
 			}
 		})
 	}
@@ -109,12 +114,12 @@ func TestHeldByCounts(t *testing.T) {
 // tenant-wide counts are asked once for all of them, not once per owner (issue 29: 50 owners
 // sent 50 concurrent tenant-wide queries per round). Each owner's own counts are its own.
 func TestTenantFlightShared(t *testing.T) {
-	tc := newMemStore()
-	tc.slotsIndexed = true
+	tc := memstore.New()
+	tc.Indexed = true
 	gate := make(chan struct{})
 	var mu sync.Mutex
 	tenantWide, ownerCounts := 0, 0
-	tc.onCount = func(f jobstore.Filter) error {
+	tc.OnCount = func(f jobstore.Filter) error {
 		<-gate
 		mu.Lock()
 		defer mu.Unlock()
@@ -126,7 +131,7 @@ func TestTenantFlightShared(t *testing.T) {
 		return nil
 	}
 	ten := authz.DefaultTenants()
-	f := newStoreFrontend(t, tc, Options{Tenants: ten, QuotaBudget: time.Minute})
+	f := newTestAdmitter(t, tc, Options{Tenants: ten, QuotaBudget: time.Minute})
 	const owners = 50
 	var wg sync.WaitGroup
 	errs := make(chan error, owners)
@@ -178,9 +183,9 @@ func TestTenantFlightShared(t *testing.T) {
 // when it does not (the tenant holds many, the owner few or many), the owner's are counted
 // before the start is decided, so running_jobs_per_owner holds exactly as before.
 func TestOwnerRunningBoundedByTenant(t *testing.T) {
-	tc := newMemStore()
+	tc := memstore.New()
 	var ownerCounts atomic.Int64
-	tc.onCount = func(f jobstore.Filter) error {
+	tc.OnCount = func(f jobstore.Filter) error {
 		if f.Owner != "" && f.Runs == jobstore.RunsUnfinished {
 			ownerCounts.Add(1)
 		}
@@ -189,13 +194,13 @@ func TestOwnerRunningBoundedByTenant(t *testing.T) {
 	ten := authz.Unlimited()
 	ten.Tenants = map[string]authz.TenantPolicy{"acme": {Limits: authz.Limits{RunningJobsPerOwner: 5, RunningJobsPerTenant: -1,
 		EpisodesInFlightPerTenant: -1, StartsPerMinutePerOwner: -1}}}
-	f := newStoreFrontend(t, tc, Options{Tenants: ten})
+	f := newTestAdmitter(t, tc, Options{Tenants: ten})
 	ann, bo := authz.Principal{Tenant: "acme", Subject: "ann"}, authz.Principal{Tenant: "acme", Subject: "bo"}
 	start := func(p authz.Principal, key string) error { return admitDropped(f, p, key) }
 	// bo holds 2 running jobs, ann none: the tenant's 2 (3 with a1's reservation) < 5 keeps
 	// ann under the limit.
 	for i := range 2 {
-		tc.put(execInfo(t, "acme/eval/bo/r"+strconv.Itoa(i), "acme", "bo", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+		tc.Put(memstore.ExecInfo(t, "acme/eval/bo/r"+strconv.Itoa(i), "acme", "bo", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
 	}
 	if err := start(ann, "a1"); err != nil {
 		t.Fatal(err)
@@ -207,14 +212,14 @@ func TestOwnerRunningBoundedByTenant(t *testing.T) {
 	// The tenant now holds 5, all bo's: ann's own jobs (0) must be counted before ann is
 	// admitted; bo, at its limit, is refused exactly as with its own count.
 	for i := 2; i < 5; i++ {
-		tc.put(execInfo(t, "acme/eval/bo/r"+strconv.Itoa(i), "acme", "bo", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+		tc.Put(memstore.ExecInfo(t, "acme/eval/bo/r"+strconv.Itoa(i), "acme", "bo", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
 	}
 	ownerCounts.Store(0)
 	if err := start(ann, "a3"); err != nil || ownerCounts.Load() == 0 {
 		t.Fatalf("start %v after %d owner counts: ann's own jobs must be counted once the tenant's reach the limit", err, ownerCounts.Load())
 	}
 	err := start(bo, "b1")
-	if te, ok := asToolError(err); !ok || te.Code != CodeQuotaExceeded || !strings.HasPrefix(te.Message, "running_jobs_per_owner") {
+	if te, ok := toolError(err); !ok || te.Code != wire.CodeQuotaExceeded || !strings.HasPrefix(te.Message, "running_jobs_per_owner") {
 		t.Fatalf("bo at its limit: %v", err)
 	}
 }
@@ -224,48 +229,48 @@ func TestOwnerRunningBoundedByTenant(t *testing.T) {
 // quota_exceeded and retry_after_ms; the refuse policy refuses at once. A check that answers
 // again lifts the bound.
 func TestQuotaDegraded(t *testing.T) {
-	for _, pol := range []QuotaPolicy{QuotaAdmitBounded, QuotaRefuse} {
+	for _, pol := range []Policy{AdmitBounded, Refuse} {
 		t.Run(string(pol), func(t *testing.T) {
-			tc := newMemStore()
+			tc := memstore.New()
 			var answering sync.Mutex // held while counts hang
-			tc.onCount = func(jobstore.Filter) error {
+			tc.OnCount = func(jobstore.Filter) error {
 				answering.Lock()
 				defer answering.Unlock()
 				return nil
 			}
 			answering.Lock()
-			f := newStoreFrontend(t, tc, Options{Tenants: authz.DefaultTenants(), QuotaBudget: 20 * time.Millisecond,
+			f := newTestAdmitter(t, tc, Options{Tenants: authz.DefaultTenants(), QuotaBudget: 20 * time.Millisecond,
 				QuotaDegraded: pol, QuotaOvershoot: 3})
 			p := authz.Principal{Tenant: "acme", Subject: "ann"}
 			admitted, refused := 0, 0
 			for i := range 5 {
-				_, err := f.admit(t.Context(), p, "acme/eval/ann/k"+strconv.Itoa(i), 1)
-				te, ok := asToolError(err)
+				_, err := f.Admit(t.Context(), p, "acme/eval/ann/k"+strconv.Itoa(i), 1)
+				te, ok := toolError(err)
 				switch {
 				case err == nil:
 					admitted++
-				case ok && te.Code == CodeQuotaExceeded && te.Retryable && te.RetryAfterMS > 0 && strings.HasPrefix(te.Message, quotaLimitUnchecked):
+				case ok && te.Code == wire.CodeQuotaExceeded && te.Retryable && te.RetryAfterMS > 0 && strings.HasPrefix(te.Message, quotaLimitUnchecked):
 					refused++
 				default:
 					t.Fatalf("start %d: %v", i, err)
 				}
 			}
 			want := 0
-			if pol == QuotaAdmitBounded {
+			if pol == AdmitBounded {
 				want = 3
 			}
 			if admitted != want || refused != 5-want {
 				t.Fatalf("admitted %d, refused %d; want %d and %d", admitted, refused, want, 5-want)
 			}
-			if got := testutil.ToFloat64(f.metrics.quotaDegraded.WithLabelValues("admitted", "budget")); int(got) != want {
+			if got := testutil.ToFloat64(f.metrics.Degraded.WithLabelValues("admitted", "budget")); int(got) != want {
 				t.Fatalf("metric admitted %v, want %d", got, want)
 			}
-			if got := testutil.ToFloat64(f.metrics.quotaDegraded.WithLabelValues("refused", "budget")); int(got) != 5-want {
+			if got := testutil.ToFloat64(f.metrics.Degraded.WithLabelValues("refused", "budget")); int(got) != 5-want {
 				t.Fatalf("metric refused %v, want %d", got, 5-want)
 			}
 			// Visibility answers again: the next start is checked (and the bound lifted).
 			answering.Unlock()
-			if _, err := f.admit(t.Context(), p, "acme/eval/ann/after", 1); err != nil {
+			if _, err := f.Admit(t.Context(), p, "acme/eval/ann/after", 1); err != nil {
 				t.Fatalf("after visibility answers: %v", err)
 			}
 			f.quotas.mu.Lock()
@@ -283,9 +288,9 @@ func TestQuotaDegraded(t *testing.T) {
 // counted afresh before the start is decided: admitted when its own starts are few, refused
 // when they reach the limit — starts_per_minute_per_owner holds as with the owner's own count.
 func TestOwnerWindowBoundedByTenant(t *testing.T) {
-	tc := newMemStore()
+	tc := memstore.New()
 	var recentCounts atomic.Int64
-	tc.onCount = func(f jobstore.Filter) error {
+	tc.OnCount = func(f jobstore.Filter) error {
 		if f.Owner != "" && !f.StartedSince.IsZero() {
 			recentCounts.Add(1)
 		}
@@ -294,14 +299,14 @@ func TestOwnerWindowBoundedByTenant(t *testing.T) {
 	ten := authz.Unlimited()
 	ten.Tenants = map[string]authz.TenantPolicy{"acme": {Limits: authz.Limits{RunningJobsPerOwner: -1, RunningJobsPerTenant: -1,
 		EpisodesInFlightPerTenant: -1, StartsPerMinutePerOwner: 10}}}
-	f := newStoreFrontend(t, tc, Options{Tenants: ten})
+	f := newTestAdmitter(t, tc, Options{Tenants: ten})
 	ann, bo := authz.Principal{Tenant: "acme", Subject: "ann"}, authz.Principal{Tenant: "acme", Subject: "bo"}
 	start := func(p authz.Principal, key string) error { return admitDropped(f, p, key) }
 	seed := func(owner string, n int) {
 		for i := range n {
-			info := execInfo(t, "acme/eval/"+owner+"/s"+strconv.Itoa(i), "acme", owner, "eval", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusRunning)
+			info := memstore.ExecInfo(t, "acme/eval/"+owner+"/s"+strconv.Itoa(i), "acme", owner, "eval", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusRunning)
 			info.StartTime = timestamppb.New(time.Now())
-			tc.put(info)
+			tc.Put(info)
 		}
 	}
 	if err := start(ann, "a1"); err != nil || recentCounts.Load() != 1 {
@@ -318,17 +323,50 @@ func TestOwnerWindowBoundedByTenant(t *testing.T) {
 		t.Fatalf("start %v after %d counts: ann must be counted once the tenant's starts reach her limit", err, recentCounts.Load())
 	}
 	// bo itself is at its limit.
-	if te, ok := asToolError(start(bo, "b1")); !ok || te.Code != CodeQuotaExceeded || !strings.HasPrefix(te.Message, "starts_per_minute_per_owner") {
+	if te, ok := toolError(start(bo, "b1")); !ok || te.Code != wire.CodeQuotaExceeded || !strings.HasPrefix(te.Message, "starts_per_minute_per_owner") {
 		t.Fatalf("bo at its limit: %v", te)
 	}
 }
 
 // admitDropped runs the quota check of a 1-episode eval start of p under key and, when
 // admitted, drops the reservation (nothing is started): the tests look at the check alone.
-func admitDropped(f *Frontend, p authz.Principal, key string) error {
-	a, err := f.admit(context.Background(), p, "acme/eval/"+p.Subject+"/"+key, 1)
+func admitDropped(f *Admitter, p authz.Principal, key string) error {
+	a, err := f.Admit(context.Background(), p, "acme/eval/"+p.Subject+"/"+key, 1)
 	if err == nil {
-		a.abandoned()
+		a.Abandoned()
 	}
 	return err
+}
+
+// newTestAdmitter is an Admitter over store with opts' zero fields defaulted as the frontend
+// defaults them, admitting for the eval kind (at most 64 slots a job).
+func newTestAdmitter(t testing.TB, store jobstore.Store, opts Options) *Admitter {
+	t.Helper()
+	if opts.QuotaBudget <= 0 {
+		opts.QuotaBudget = BudgetDefault
+	}
+	if opts.QuotaOvershoot <= 0 {
+		opts.QuotaOvershoot = OvershootDefault
+	}
+	if opts.QuotaDegraded == "" {
+		opts.QuotaDegraded = AdmitBounded
+	}
+	if opts.TemporalTimeout <= 0 {
+		opts.TemporalTimeout = 10 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = func(context.Context) *zap.Logger { return zap.NewNop() }
+	}
+	m := Metrics{Degraded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quota_degraded_total"}, []string{"decision", "why"}),
+		Rejected: func(tenant, limit string) {}}
+	return New(opts, store, []SlotKind{{Name: "eval", MaxSlots: 64}}, m)
+}
+
+// toolError is err's tool error, if it is one.
+func toolError(err error) (*wire.ToolError, bool) {
+	var te *wire.ToolError
+	return te, errors.As(err, &te)
 }

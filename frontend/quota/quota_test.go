@@ -1,4 +1,4 @@
-package frontend
+package quota
 
 import (
 	"slices"
@@ -12,7 +12,7 @@ import (
 // finds it visible or visibleWait passes.
 func TestQuotaReservations(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	f := &Frontend{opts: Options{Now: func() time.Time { return now }}}
+	f := &Admitter{opts: Options{Now: func() time.Time { return now }}}
 	q := &f.quotas
 	// ahead reserves a probe start at at and lists the tenant's other live reservations, those a
 	// check at that moment counts (reserving drops the expired ones).
@@ -26,7 +26,7 @@ func TestQuotaReservations(t *testing.T) {
 			}
 		}
 		q.mu.Unlock()
-		(admission{f: f, tenant: tenant, r: &r}).abandoned() // only look
+		(admission{f: f, tenant: tenant, r: &r}).Abandoned() // only look
 		return out
 	}
 	admit := func(id string) admission {
@@ -47,10 +47,10 @@ func TestQuotaReservations(t *testing.T) {
 	if got := ahead("acme", "x", now.Add(time.Hour)); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("in-flight reservations dropped: %v", got)
 	}
-	b.abandoned()
-	a.started()
+	b.Abandoned()
+	a.Started()
 	c := admit("c")
-	c.started()
+	c.Started()
 	if got := ahead("acme", "x", now); !slices.Equal(got, []string{"a", "c"}) {
 		t.Fatalf("after b abandoned: %v, want [a c]", got)
 	}

@@ -3,7 +3,7 @@
 // last minute). Every figure is a COUNT; only the slots of evals that carry no JobSlots (started
 // before it existed, or on a namespace without it) are ever read row by row.
 
-package frontend
+package quota
 
 import (
 	"context"
@@ -51,15 +51,15 @@ func running(jf jobstore.Filter) jobstore.Filter {
 }
 
 // runningSlotEvals is jf narrowed to the unfinished runs of the kinds that hold slots.
-func (f *Frontend) runningSlotEvals(jf jobstore.Filter) jobstore.Filter {
+func (f *Admitter) runningSlotEvals(jf jobstore.Filter) jobstore.Filter {
 	jf = running(jf)
-	jf.Kinds = f.slotKinds()
+	jf.Kinds = f.SlotKinds()
 	return jf
 }
 
 // measureTenant takes the tenant's snapshot for the starts waiting on fl: its running jobs
 // and, when a waiter asks for episodes, the slots its running evals hold.
-func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.TenantPolicy, fl *flight) (*tenantSnap, error) {
+func (f *Admitter) measureTenant(ctx context.Context, tenant string, pol authz.TenantPolicy, fl *flight) (*tenantSnap, error) {
 	l := pol.Limits
 	sc, err := quotaScopeOf(tenant, "", fl.rs)
 	if err != nil {
@@ -91,7 +91,7 @@ func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.T
 	// round too: one round of counts instead of two while it holds that many evals.
 	var pre *slotCounts
 	if episodes && f.quotas.rangedRecently(tenant, f.opts.Now()) && f.store.SlotsIndexed(ctx) {
-		pre = newSlotCounts(f.runningSlotEvals(sc.tenant), f.maxJobSlots(), counts)
+		pre = newSlotCounts(f.runningSlotEvals(sc.tenant), f.MaxJobSlots(), counts)
 	}
 	release := f.shownCount(tenant, fl.rs, "", counts)
 	if err := f.countAll(ctx, counts); err != nil {
@@ -126,7 +126,7 @@ func (f *Frontend) measureTenant(ctx context.Context, tenant string, pol authz.T
 // Each is counted only when the tenant's last figures do not already keep every owner under
 // its limit (ownerBelow); force counts both (ownerExact: this start's own tenant figures did
 // not confirm the bound).
-func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.TenantPolicy, fl *flight, force bool) (*ownerSnap, error) {
+func (f *Admitter) measureOwner(ctx context.Context, k flightKey, pol authz.TenantPolicy, fl *flight, force bool) (*ownerSnap, error) {
 	l := pol.Limits
 	sc, err := quotaScopeOf(k.tenant, k.owner, fl.rs)
 	if err != nil {
@@ -204,7 +204,7 @@ func (f *Frontend) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 // shownCount adds to counts the question whether visibility shows every started reservation
 // of rs (of owner, when not ""), and returns what releases them once counts are answered: the
 // next checks need not count them as reservations (these counts leave them out anyway).
-func (f *Frontend) shownCount(tenant string, rs []reservation, owner string, counts map[*int]jobstore.Filter) func() {
+func (f *Admitter) shownCount(tenant string, rs []reservation, owner string, counts map[*int]jobstore.Filter) func() {
 	ids, list := map[string]bool{}, []string{}
 	for _, r := range rs {
 		if !r.expires.IsZero() && (owner == "" || r.owner == owner) && jobstore.StoreValue(r.id) {
@@ -230,8 +230,8 @@ func (f *Frontend) shownCount(tenant string, rs []reservation, owner string, cou
 // hold: exact, or bounds [min, held] that decide every start waiting on fl. One eval holds
 // from 1 to maxJobSlots slots; when that does not decide, JobSlots is counted by ranges
 // (heldByCounts), or — on a namespace without it — the slot ledger decides (heldByLedger).
-func (f *Frontend) measureHeld(ctx context.Context, tenant string, sc quotaScope, fl *flight, limit, evals, pendingEpisodes int, pre *slotCounts) (held, heldMin int, exact bool, err error) {
-	maxSlots := f.maxJobSlots()
+func (f *Admitter) measureHeld(ctx context.Context, tenant string, sc quotaScope, fl *flight, limit, evals, pendingEpisodes int, pre *slotCounts) (held, heldMin int, exact bool, err error) {
+	maxSlots := f.MaxJobSlots()
 	decided := func(lo, hi int) bool {
 		return lo == hi || hi+pendingEpisodes+fl.maxEp <= limit || lo+fl.minEp > limit
 	}
@@ -279,7 +279,7 @@ func slotRanges(maxSlots int) []slotRange {
 // halving every range that holds evals until the bounds decide (or are exact): about log2 of
 // the largest concurrency rounds of counts at most, whatever the tenant holds. Evals without
 // JobSlots are counted apart (1 to maxSlots each) and, only if still undecided, read.
-func (f *Frontend) heldByCounts(ctx context.Context, evals jobstore.Filter, maxSlots int, decided func(lo, hi int) bool, pre *slotCounts) (lo, hi int, err error) {
+func (f *Admitter) heldByCounts(ctx context.Context, evals jobstore.Filter, maxSlots int, decided func(lo, hi int) bool, pre *slotCounts) (lo, hi int, err error) {
 	if pre == nil {
 		counts := map[*int]jobstore.Filter{}
 		pre = newSlotCounts(evals, maxSlots, counts)
@@ -349,7 +349,7 @@ func (f *Frontend) heldByCounts(ctx context.Context, evals jobstore.Filter, maxS
 // heldByLedger is measureHeld on a namespace without JobSlots (until `jobgate setup` adds it):
 // the tenant's slot ledger (the last listing's sum, with every eval started since at the
 // largest concurrency) and, when that does not decide, a listing of the running evals.
-func (f *Frontend) heldByLedger(ctx context.Context, tenant string, fl *flight, limit, evals, pendingEpisodes, maxSlots int) (held, heldMin int, exact bool, err error) {
+func (f *Admitter) heldByLedger(ctx context.Context, tenant string, fl *flight, limit, evals, pendingEpisodes, maxSlots int) (held, heldMin int, exact bool, err error) {
 	held, heldMin = evals*maxSlots, evals
 	fits := func() bool { return held+pendingEpisodes+fl.maxEp <= limit }
 	all := f.runningSlotEvals(jobstore.Filter{Tenant: tenant})
@@ -397,7 +397,7 @@ func (f *Frontend) heldByLedger(ctx context.Context, tenant string, fl *flight, 
 // at its last count plus the tenant's since below starts_per_minute_per_owner — and otherwise
 // the owner measured afresh for this start (both counted), so each limit holds exactly as
 // with the owner's own counts.
-func (f *Frontend) ownerExact(ctx context.Context, pol authz.TenantPolicy, k flightKey, r reservation, t *tenantSnap, o *ownerSnap) (*ownerSnap, error) {
+func (f *Admitter) ownerExact(ctx context.Context, pol authz.TenantPolicy, k flightKey, r reservation, t *tenantSnap, o *ownerSnap) (*ownerSnap, error) {
 	if o == nil || !o.owner {
 		return o, nil
 	}

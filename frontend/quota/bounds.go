@@ -4,7 +4,7 @@
 // minute). A bound only saves a count: each start's own tenant figures confirm it before it
 // is admitted (ownerExact), so the limits hold as with the owners' own counts.
 
-package frontend
+package quota
 
 import "time"
 

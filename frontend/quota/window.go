@@ -1,7 +1,7 @@
 // quota_window.go holds the starts-per-minute window: its exact count, the probes bounding
 // when its starts happened, and the remembered full windows.
 
-package frontend
+package quota
 
 import (
 	"context"
@@ -123,7 +123,7 @@ func (w *startWindow) nth(n int, late bool) time.Time {
 
 // startWindow counts the owner's job creations in the minute before now exactly and brackets
 // when they happened — by counts only, one round, never a listing.
-func (f *Frontend) startWindow(ctx context.Context, owner jobstore.Filter, now time.Time) (*startWindow, error) {
+func (f *Admitter) startWindow(ctx context.Context, owner jobstore.Filter, now time.Time) (*startWindow, error) {
 	since := now.Add(-time.Minute)
 	w := &startWindow{since: since, now: now}
 	var all, continued int
@@ -149,7 +149,7 @@ func (f *Frontend) startWindow(ctx context.Context, owner jobstore.Filter, now t
 
 // refined is w with probes within the bracket of its limit-th most recent start (a new
 // window: w is shared).
-func (f *Frontend) refined(ctx context.Context, owner jobstore.Filter, limit int, w *startWindow) (*startWindow, error) {
+func (f *Admitter) refined(ctx context.Context, owner jobstore.Filter, limit int, w *startWindow) (*startWindow, error) {
 	lo, hi := w.nth(limit, false), w.nth(limit, true)
 	fine := make([]probe, windowProbes)
 	counts := map[*int]jobstore.Filter{}
@@ -168,7 +168,7 @@ func (f *Frontend) refined(ctx context.Context, owner jobstore.Filter, limit int
 
 // rememberFullWindow remembers k's window as full, first with w's bounds and then — in the
 // background, so that the starts waiting now are answered at once — with refined ones.
-func (f *Frontend) rememberFullWindow(k flightKey, owner jobstore.Filter, limit int, w *startWindow) {
+func (f *Admitter) rememberFullWindow(k flightKey, owner jobstore.Filter, limit int, w *startWindow) {
 	remember := func(w *startWindow) {
 		if until := w.nth(limit, false).Add(time.Minute); until.After(w.now) {
 			f.quotas.rememberFull(k, windowFull{limit: limit, count: w.n, until: until, freeAt: w.nth(limit, true).Add(time.Minute)}, w.now)
