@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -35,7 +36,7 @@ func TestDecideFromPage(t *testing.T) {
 		r.SignedInWith != SignedInOIDCSession || r.Meaning != "Approve?" || r.Comment != "ok" {
 		t.Fatalf("request %+v (identity field %q)", r, f)
 	}
-	seal, err := ResumeVerifier(f.opts.ResumeKeys).OpenResumeSeal(r.Seal, f.opts.Now())
+	seal, err := resumeseal.Verifier(f.opts.ResumeKeys).OpenResumeSeal(r.Seal, f.opts.Now())
 	if err != nil || workflows.IdentityMismatch(seal.Identity, r.Identity) != "" || seal.MeaningDigest != workflows.MeaningDigest("Approve?") {
 		t.Fatalf("seal %+v, %v", seal, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -131,7 +132,7 @@ func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *jobstore
 	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,
 		Decision: in.Decision, Comment: in.Comment, Surface: who.surface, SignedInWith: who.signedInWith,
 		Identity: who.id, Meaning: meaning}
-	req.Seal = SealResume(f.opts.ResumeKeys, j.ID, j.RunID, req, f.opts.Now().Add(ResumeSealTTL).Truncate(time.Second))
+	req.Seal = resumeseal.Seal(f.opts.ResumeKeys, j.ID, j.RunID, req, f.opts.Now().Add(ResumeSealTTL).Truncate(time.Second))
 	if req.Seal == "" {
 		// Only an oversized principal or a describe without a run ID gets here; the worker would
 		// refuse the unsealed request anyway.

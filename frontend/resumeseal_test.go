@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
@@ -62,12 +63,12 @@ func TestResumeVerifier(t *testing.T) {
 	keys := resumeTestKeys(t)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	p := authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove, authz.ScopeRead}}
-	seal := SealResume(keys, "acme/export/q3", "r1", workflows.ResumeRequest{Principal: p, InputID: "approve-1",
+	seal := resumeseal.Seal(keys, "acme/export/q3", "r1", workflows.ResumeRequest{Principal: p, InputID: "approve-1",
 		ScopeDigest: "sha256:ab", Decision: workflows.DecisionApprove, Comment: "fine", Surface: workflows.SurfaceMRTR,
 		SignedInWith: workflows.SignedInBearerJWT, Meaning: "Allow ann@acme to export id of customers",
 		Identity: workflows.Identity{Issuer: "https://idp", Name: "Stew", Email: "s@acme.example",
 			AuthTime: now.Add(-time.Minute), AMR: []string{"pwd"}, ACR: "1"}}, now.Add(ResumeSealTTL))
-	got, err := ResumeVerifier(keys).OpenResumeSeal(seal, now)
+	got, err := resumeseal.Verifier(keys).OpenResumeSeal(seal, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +80,10 @@ func TestResumeVerifier(t *testing.T) {
 			AuthTime: now.Add(-time.Minute), AMR: []string{"pwd"}, ACR: "1"}) != "" {
 		t.Errorf("opened %+v", got)
 	}
-	if _, err := ResumeVerifier(keys).OpenResumeSeal(seal, now.Add(ResumeSealTTL)); err == nil {
+	if _, err := resumeseal.Verifier(keys).OpenResumeSeal(seal, now.Add(ResumeSealTTL)); err == nil {
 		t.Error("an expired seal opened")
 	}
-	if _, err := ResumeVerifier(listTestKeys(t)).OpenResumeSeal(seal, now); err == nil {
+	if _, err := resumeseal.Verifier(listTestKeys(t)).OpenResumeSeal(seal, now); err == nil {
 		t.Error("the handle keys opened a resume seal")
 	}
 }

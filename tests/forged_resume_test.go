@@ -18,6 +18,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -61,7 +62,7 @@ func acceptedResume(t *testing.T, b *testBundle, id string) workflows.ResumeRequ
 
 // sealWith seals req for run runID of job id with keys, as a frontend holding keys would.
 func sealWith(keys *handle.Keyring, id, runID string, req workflows.ResumeRequest, expiry time.Time) string {
-	return frontend.SealResume(keys, id, runID, req, expiry)
+	return resumeseal.Seal(keys, id, runID, req, expiry)
 }
 
 // artifactFiles counts files in the bundle's artifact store under job id.

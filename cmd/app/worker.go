@@ -16,8 +16,8 @@ import (
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -220,7 +220,7 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	}
 	wfs := &workflows.Workflows{Notify: notes}
 	if m.ResumeKeys != nil {
-		wfs.Resume = frontend.ResumeVerifier(m.ResumeKeys)
+		wfs.Resume = resumeseal.Verifier(m.ResumeKeys)
 		// The same keys seal each export manifest, under a key derived for manifests only
 		// (handle.SealManifest), so `jobgate verify` can check the digests and the record.
 		acts.ManifestSealer = m.ResumeKeys

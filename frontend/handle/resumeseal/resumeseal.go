@@ -1,4 +1,8 @@
-package frontend
+// Package resumeseal seals every answer a frontend sends to a job (resume_*, MRTR,
+// tasks/update, the approvals pages) and opens the seal for the workflows' update validator:
+// the worker needs only this, not the frontend. It owns the mapping between a
+// workflows.ResumeRequest and a handle.Resume; it never imports the frontend or any store.
+package resumeseal
 
 import (
 	"errors"
@@ -13,7 +17,7 @@ import (
 // as every frontend surface does before the resume update; the workflows' validator checks
 // each sealed field against the request. "" when req cannot be sealed (see handle.SealResume).
 // Exported for the tests and history generators that play a frontend.
-func SealResume(keys *handle.Keyring, workflowID, runID string, req workflows.ResumeRequest, expiry time.Time) string {
+func Seal(keys *handle.Keyring, workflowID, runID string, req workflows.ResumeRequest, expiry time.Time) string {
 	p := req.Principal
 	scopes := make([]string, len(p.Scopes))
 	for i, s := range p.Scopes {
@@ -28,7 +32,7 @@ func SealResume(keys *handle.Keyring, workflowID, runID string, req workflows.Re
 
 // ResumeVerifier opens resume seals made with keys (the resume keys) for the workflows'
 // update validator; the worker injects it (workflows.Workflows.Resume).
-func ResumeVerifier(keys *handle.Keyring) workflows.ResumeVerifier { return resumeVerifier{keys} }
+func Verifier(keys *handle.Keyring) workflows.ResumeVerifier { return resumeVerifier{keys} }
 
 type resumeVerifier struct{ keys *handle.Keyring }
 
