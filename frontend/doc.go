@@ -9,8 +9,8 @@
 // a KindSpec (EvalKind, ExportKind, listed once in DefaultKinds) that supplies its start tool,
 // options, result view, routes and quota needs; the tool list is built by looping over the kinds.
 // start_eval checks the start permission and the idempotency key once (startTool), decodes its
-// arguments strictly, validates them against the suite catalog, and asks the job store (jobStore,
-// store.go; Temporal is its one production implementation, store_temporal.go) to start the
+// arguments strictly, validates them against the suite catalog, and asks the job store (jobstore.Store,
+// store.go; Temporal is its one production implementation, temporalstore/store_temporal.go) to start the
 // workflow <tenant>/eval/<owner>/<idempotency_key> with the argument digest in its memo and the
 // tenant/owner/kind/status search attributes. It returns only once Temporal has
 // durably recorded the start, with a signed handle naming the job. A job that at once waits for
@@ -20,7 +20,7 @@
 // Later, on any replica, get_eval opens the handle (signature, then tenant, then expiry),
 // describes the workflow through the store, re-checks the caller with authz.Decide, and renders
 // the job view (jobs.go) from the execution status, search attributes and memo alone, so it
-// answers while no worker runs. resume_eval seals the answer (resumeseal.go) and sends a Temporal
+// answers while no worker runs. resume_eval seals the answer (handle/resumeseal) and sends a Temporal
 // Update whose validator opens the seal and re-checks principal, input_id and scope_digest;
 // cancel_eval requests workflow cancellation. tasks/* (the Tasks extension) are methods
 // registered with the SDK that run the same get and cancel tools; how a kind's open request

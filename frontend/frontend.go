@@ -86,7 +86,7 @@ type Options struct {
 	// Tenants holds per-tenant fairness weights and quotas. The zero value has no quotas and
 	// equal weights; servers load a tenants file or authz.DefaultTenants.
 	Tenants authz.Tenants
-	// QuotaBudget bounds how long a start waits for its quota check (quota.go). Past it, or
+	// QuotaBudget bounds how long a start waits for its quota check (quota/quota.go). Past it, or
 	// when visibility does not answer, the start is decided by QuotaDegraded, never answered
 	// unavailable. Defaults to QuotaBudgetDefault (2 s).
 	QuotaBudget time.Duration
@@ -128,8 +128,8 @@ type Frontend struct {
 	results *resultCache
 	tokens  *tokenCache     // verified bearer tokens by sha256
 	ready   *readiness      // Temporal's health for /readyz, cached (readyz.go)
-	store   jobstore.Store  // the jobs (store.go): Temporal, or a unit test's fake
-	quota   *quota.Admitter // admission of starts under the tenants' quotas (quota.go)
+	store   jobstore.Store  // the jobs (jobstore/store.go): Temporal, or a unit test's fake
+	quota   *quota.Admitter // admission of starts under the tenants' quotas (quota/quota.go)
 	// kinds are the served kinds (Options.Kinds bound to this frontend), in Options order.
 	kinds []servedKind
 	// tracer starts the MCP requests' spans (tracing.go).

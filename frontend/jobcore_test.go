@@ -17,7 +17,7 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// Unit tests of the job core over the in-memory store (memstore_test.go): idempotent start,
+// Unit tests of the job core over the in-memory store (jobstore/memstore): idempotent start,
 // key reuse, the quota's retried start, every resume error mapping and the view.
 
 var (

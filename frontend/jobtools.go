@@ -64,7 +64,7 @@ func (f *Frontend) cancel(ctx context.Context, p authz.Principal, in CancelIn, k
 	if err := f.store.Cancel(tctx, j.ID, "jobgate:"+p.Tenant+"/"+p.Subject, reason); err != nil && !errors.Is(err, jobstore.ErrJobNotFound) {
 		return nil, err
 	}
-	// Closed meanwhile (errJobNotFound): report the final state.
+	// Closed meanwhile (jobstore.ErrJobNotFound): report the final state.
 	return f.describe(ctx, j.ID)
 }
 

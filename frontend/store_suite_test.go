@@ -12,8 +12,8 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// The store suite: one set of expectations about List and Count of a JobFilter, run against
-// every jobStore (as river runs one driver suite on every driver), so that the in-memory store
+// The store suite: one set of expectations about List and Count of a jobstore.Filter, run against
+// every jobstore.Store (as river runs one driver suite on every driver), so that the in-memory store
 // the core's unit tests use answers as the Temporal store does. Each store seeds the same jobs
 // its own way (storeHarness.seed).
 

@@ -86,7 +86,7 @@ func (j *Job) Status() workflows.Status {
 	return workflows.StatusQueued
 }
 
-// historyPage is one answer of jobStore.WaitHistory.
+// historyPage is one answer of Store.WaitHistory.
 type HistoryPage struct {
 	// last is the ID of the last event of the page; 0 when the page had none (the wait ended
 	// without news, or the page was empty).
@@ -100,7 +100,7 @@ type HistoryPage struct {
 	Full bool
 }
 
-// storyRequest is what the store needs to narrate a job's history (jobStore.Story).
+// storyRequest is what the store needs to narrate a job's history (Store.Story).
 type StoryRequest struct {
 	ID       string
 	MaxLines int

@@ -13,34 +13,34 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// jobStore is the job core's only way to the jobs: start, read, cancel, answer and list them.
+// Store is the job core's only way to the jobs: start, read, cancel, answer and list them.
 // It speaks the core's terms (job, run ID, memo fields, search attributes, the core's own error
 // values below), so the core never sees a Temporal type or inspects a serviceerror. The
-// Temporal implementation (store_temporal.go, built from Options.Temporal) is the only
-// production one; unit tests of the core use the in-memory fake (memstore_test.go).
+// Temporal implementation (temporalstore/store_temporal.go, built from Options.Temporal) is the only
+// production one; unit tests of the core use the in-memory fake (jobstore/memstore).
 //
 // Calls do not add their own deadline: the core bounds each with TemporalTimeout (or, for
 // Resume and a start that awaits its first state, its own bound) through ctx.
 type Store interface {
 	// Start starts the job's workflow under s.id and returns its run ID. When the ID names a job
 	// already (running, or closed and still retained) nothing is started and the error is
-	// errAlreadyStarted. With s.awaitFirst the call also waits, until ctx ends, for the job's
+	// ErrAlreadyStarted. With s.awaitFirst the call also waits, until ctx ends, for the job's
 	// first state (its input request open, running, or ended; see workflows.UpdateFirstState);
 	// a ctx that ends first yields errFirstStateTimeout, and the job is started all the same.
 	Start(ctx context.Context, s StartRequest) (runID string, err error)
 	// FirstState waits, until ctx ends, for the run's first state (the update Start sends
 	// with awaitFirst; a second one is deduplicated).
 	FirstState(ctx context.Context, id, runID string) error
-	// Describe reads the job's current run (errJobNotFound when there is none).
+	// Describe reads the job's current run (ErrJobNotFound when there is none).
 	Describe(ctx context.Context, id string) (*Job, error)
 	// Result decodes the closed successful run's result into ptr.
 	Result(ctx context.Context, id, runID string, ptr any) error
-	// Cancel requests cancellation of the job's current run; errJobNotFound when it is closed
+	// Cancel requests cancellation of the job's current run; ErrJobNotFound when it is closed
 	// or gone.
 	Cancel(ctx context.Context, id, identity, reason string) error
 	// Resume delivers req to the run through the jobgate.resume update and waits for it to
 	// complete. A refusal by the workflow is a *resumeRejected; errUpdateTimeout when no worker
-	// took it in time; errJobNotFound when the run is closed or gone.
+	// took it in time; ErrJobNotFound when the run is closed or gone.
 	Resume(ctx context.Context, id, runID, updateID string, req workflows.ResumeRequest) error
 	// QueryEpisodes asks an eval's current run where its episode log stands
 	// (workflows.QueryEpisodes): a worker answers it, replaying the run if it must.
@@ -50,7 +50,7 @@ type Store interface {
 	// first, then closed runs, most recently closed first). next is empty after the last page
 	// (a full page may be followed by an empty one). A token the store rejects is errPageToken.
 	List(ctx context.Context, f Filter, pageSize int, token []byte) (jobs []*Job, next []byte, err error)
-	// Story narrates the job's history, first run to current (describe_job); errJobNotFound
+	// Story narrates the job's history, first run to current (describe_job); ErrJobNotFound
 	// when there is no such job.
 	Story(ctx context.Context, kind workflows.Kind, req StoryRequest) (*StoryResult, error)
 	// Count counts the runs f selects.
@@ -61,7 +61,7 @@ type Store interface {
 	SlotsIndexed(ctx context.Context) bool
 	// WaitHistory reads the run's history after token (nil: from its first event); once
 	// caught up it waits, in the store, until the history grows or the run closes
-	// (store_history.go). errJobNotFound when there is no such run.
+	// (temporalstore/store_history.go). ErrJobNotFound when there is no such run.
 	WaitHistory(ctx context.Context, id, runID string, token []byte) (HistoryPage, error)
 	// Retention is how long closed jobs are kept, when the store says.
 	Retention(ctx context.Context) (time.Duration, bool)
@@ -69,11 +69,11 @@ type Store interface {
 	CheckHealth(ctx context.Context) error
 }
 
-// JobFilter selects runs for jobStore.List and Count: a run is selected when every field holds;
+// Filter selects runs for Store.List and Count: a run is selected when every field holds;
 // a field's zero value holds for every run. Values are the core's own — a verified principal's
 // tenant and subject, registered kinds, contract statuses, the IDs of jobs it started — never a
 // caller's text; validate says whether every store can match them exactly. The store alone
-// turns a filter into its query language (the Temporal store: store_query.go).
+// turns a filter into its query language (the Temporal store: temporalstore/store_query.go).
 type Filter struct {
 	// Tenant: runs of this tenant's jobs. Required: every selection is one tenant's.
 	Tenant string
@@ -103,7 +103,7 @@ type Filter struct {
 	// so it selects closed runs only. Zero: unbounded.
 	StartedSince, StartedBefore, ClosedSince time.Time
 	// SlotsMin and SlotsMax bound (inclusive) the slots the store indexed at the run's start
-	// (storeStart.slots, workflows.SAJobSlots); 0: unbounded. Either bound leaves out runs
+	// (StartRequest.slots, workflows.SAJobSlots); 0: unbounded. Either bound leaves out runs
 	// without indexed slots. NoSlots selects only those (started before the attribute existed,
 	// or on a namespace without it); it goes with neither bound.
 	SlotsMin, SlotsMax int
@@ -203,7 +203,7 @@ func OwnerMatchable(sub string) bool {
 	return !strings.ContainsAny(sub, `\"`) && !strings.HasPrefix(sub, "'") && !strings.HasSuffix(sub, "'")
 }
 
-// storeStart is what Start needs: the job's identity, its workflow input and its first memo.
+// StartRequest is what Start needs: the job's identity, its workflow input and its first memo.
 type StartRequest struct {
 	ID       string // workflow ID (jobID)
 	Kind     string // workflows.Kind name
@@ -219,7 +219,7 @@ type StartRequest struct {
 	// slots is the episode concurrency the job holds while unfinished (0 for kinds that hold
 	// none): the store indexes it (workflows.SAJobSlots) when its namespace can.
 	Slots int
-	// awaitFirst: wait for the job's first state (see jobStore.Start).
+	// awaitFirst: wait for the job's first state (see Store.Start).
 	AwaitFirst bool
 }
 
@@ -230,7 +230,7 @@ var (
 	ErrPageToken         = errors.New("job store: page token rejected")
 	ErrUpdateTimeout     = errors.New("job store: no worker processed the update in time")
 	ErrFirstStateTimeout = errors.New("job store: the job's first state did not arrive in time")
-	// errStoreUnavailable marks the store unreachable or overloaded (asToolError: unavailable).
+	// ErrStoreUnavailable marks the store unreachable or overloaded (asToolError: unavailable).
 	ErrStoreUnavailable = errors.New("job store unavailable")
 )
 

@@ -1,4 +1,4 @@
-// quota_bounds.go holds what lets an owner's check skip its own counts: the tenant's last
+// bounds.go holds what lets an owner's check skip its own counts: the tenant's last
 // figures, which bound every owner's (its unfinished jobs bound theirs; its starts since an
 // epoch, added to an owner's count made in that epoch, bound that owner's starts of the
 // minute). A bound only saves a count: each start's own tenant figures confirm it before it

@@ -1,5 +1,5 @@
-// quota_flight.go holds the shared quota checks (flights) and the usage snapshots they measure
-// in visibility (quota_measure.go), by which every start waiting on them is decided.
+// flight.go holds the shared quota checks (flights) and the usage snapshots they measure
+// in visibility (measure.go), by which every start waiting on them is decided.
 
 package quota
 

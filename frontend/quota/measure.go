@@ -1,4 +1,4 @@
-// quota_measure.go measures a flight's usage in visibility: the tenant's figures (running
+// measure.go measures a flight's usage in visibility: the tenant's figures (running
 // jobs, the episode slots its running evals hold) and an owner's (running jobs, starts in the
 // last minute). Every figure is a COUNT; only the slots of evals that carry no JobSlots (started
 // before it existed, or on a namespace without it) are ever read row by row.

@@ -39,7 +39,7 @@ import (
 // Visibility trails a start by a few milliseconds. Within one replica the gap is closed by
 // reservations: a start admitted here counts against later starts of its tenant until a check
 // finds it in visibility (or visibleWait after its start), and the counts leave out every job
-// this replica holds a reservation for (JobFilter.ExcludeIDs), so each is counted exactly once.
+// this replica holds a reservation for (jobstore.Filter.ExcludeIDs), so each is counted exactly once.
 // Across replicas the gap stays open: two replicas admitting the same tenant's starts in the same instant may each
 // count the other's start as not yet there. The overshoot is therefore at most the starts of
 // that tenant in flight on the other replicas (frontend/README.md "Fairness and quotas";
@@ -77,7 +77,7 @@ type quotas struct {
 	ledgers map[string]slotLedger
 	// ranged is when each tenant's check last needed its evals' slots by range.
 	ranged map[string]time.Time
-	// epochs and bases are the starts-of-the-minute bound's state (quota_bounds.go).
+	// epochs and bases are the starts-of-the-minute bound's state (bounds.go).
 	epochs map[string]startEpoch
 	bases  map[flightKey]ownerBase
 	// tenantRunning is each tenant's last count of unfinished jobs (measureOwner's bound).
@@ -117,7 +117,7 @@ func (a admission) Started() {
 
 // quotaNeeds says which flights a start of a tenant under limits l waits for.
 func quotaNeeds(l authz.Limits, episodes int) (tenant, owner bool) {
-	// The tenant's figures also bound each owner's (quota_bounds.go).
+	// The tenant's figures also bound each owner's (bounds.go).
 	tenant = l.RunningJobsPerTenant > 0 || l.RunningJobsPerOwner > 0 || l.StartsPerMinutePerOwner > 0 ||
 		l.EpisodesInFlightPerTenant > 0 && episodes > 0
 	owner = l.RunningJobsPerOwner > 0 || l.StartsPerMinutePerOwner > 0

@@ -1,4 +1,4 @@
-// quota_reserve.go holds this replica's reservations: starts admitted here that visibility may
+// reserve.go holds this replica's reservations: starts admitted here that visibility may
 // not show yet, counted against the tenant's later starts.
 
 package quota

@@ -1,4 +1,4 @@
-// quota_slots.go holds the slot ledger of running evals' episode concurrency.
+// slots.go holds the slot ledger of running evals' episode concurrency.
 
 package quota
 

@@ -1,4 +1,4 @@
-// quota_window.go holds the starts-per-minute window: its exact count, the probes bounding
+// window.go holds the starts-per-minute window: its exact count, the probes bounding
 // when its starts happened, and the remembered full windows.
 
 package quota

@@ -1,4 +1,4 @@
-// store_query.go renders a JobFilter in Temporal's visibility query language: the only place
+// store_query.go renders a jobstore.Filter in Temporal's visibility query language: the only place
 // the frontend writes query text (the Temporal store's List and Count use it).
 
 package temporalstore

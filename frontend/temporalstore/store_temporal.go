@@ -77,7 +77,7 @@ func (s *Store) SlotsIndexed(ctx context.Context) bool {
 
 var _ jobstore.Store = (*Store)(nil)
 
-// storeErr wraps err from a call named op: unreachable or overloaded is errStoreUnavailable.
+// storeErr wraps err from a call named op: unreachable or overloaded is jobstore.ErrStoreUnavailable.
 func storeErr(op string, err error) error {
 	if isTemporalUnavailable(err) {
 		return fmt.Errorf("%s: %w: %w", op, jobstore.ErrStoreUnavailable, err)
@@ -275,7 +275,7 @@ func (s *Store) Resume(ctx context.Context, id, runID, updateID string, req work
 
 // resumeStoreErr maps what Temporal answered a resume update: the workflow's refusal (an
 // application error from its validator or handler) is a *resumeRejected; unreachable, overloaded
-// or out of time is errUpdateTimeout; a closed or unknown run is errJobNotFound.
+// or out of time is errUpdateTimeout; a closed or unknown run is jobstore.ErrJobNotFound.
 func resumeStoreErr(id string, err error) error {
 	if err == nil {
 		return nil

@@ -21,7 +21,7 @@ import (
 // a serviceerror (the core's mapping of those values: TestResume_ErrorMapping, TestListJobs_Fake).
 func TestTemporalStoreErrors(t *testing.T) {
 	// Resume: the workflow's refusal keeps its kind and message; out of time or unreachable is
-	// errUpdateTimeout; a closed or unknown run is errJobNotFound; anything else stays internal.
+	// errUpdateTimeout; a closed or unknown run is jobstore.ErrJobNotFound; anything else stays internal.
 	appErr := fmt.Errorf("update: %w", temporal.NewApplicationError("scope_digest does not match", workflows.RejectInputNotExpected))
 	var rej *jobstore.ResumeRejected
 	if err := resumeStoreErr("j", appErr); !errors.As(err, &rej) || rej.Kind != workflows.RejectInputNotExpected || rej.Msg != "scope_digest does not match" {

@@ -25,8 +25,8 @@ import (
 
 // memStore is the one in-memory job store of the core's unit tests: jobs by ID in the core's
 // terms, and a record of every call. It is the store's edge, not a mock of Temporal: it keeps
-// jobStore's contract (errAlreadyStarted for a taken ID, errJobNotFound for an unknown one …),
-// evaluates List's and Count's JobFilter against its runs (the store suite, store_suite_test.go,
+// jobstore.Store's contract (jobstore.ErrAlreadyStarted for a taken ID, jobstore.ErrJobNotFound for an unknown one …),
+// evaluates List's and Count's jobstore.Filter against its runs (the store suite, store_suite_test.go,
 // holds it to what the Temporal store answers), and lets a test say what the workflow would do
 // (firstState, resume). Integration tests run the real store against the embedded Temporal.
 type Store struct {
@@ -345,7 +345,7 @@ func (m *Store) selectLocked(f jobstore.Filter) []*jobstore.Job {
 	return out
 }
 
-// matchesLocked evaluates f on run j, field by field as JobFilter documents it.
+// matchesLocked evaluates f on run j, field by field as jobstore.Filter documents it.
 func (m *Store) matchesLocked(f jobstore.Filter, j *jobstore.Job) bool {
 	closed := j.Exec != jobstore.RunRunning
 	slots, indexed := m.JobSlots[j.RunID]

@@ -1,0 +1,61 @@
+package frontend
+
+import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestLayers pins who may import what under frontend/ (each package's doc.go says why): the
+// job store's types know no store, quotas know no Temporal, and only the Temporal store calls
+// Temporal's services or reads its errors. The root package names client.Client once, in
+// Options, to hand it to the Temporal store.
+func TestLayers(t *testing.T) {
+	const mod = "github.com/jobgate/jobgate/"
+	temporalCalls := []string{"go.temporal.io/api/workflowservice/", "go.temporal.io/api/serviceerror", "go.temporal.io/sdk/client"}
+	frontendPkgs := []string{mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/quota", mod + "frontend/jobstore/memstore", mod + "frontend/pages"}
+	rules := map[string][]string{ // directory → forbidden import prefixes (exact for frontend's own packages)
+		".":                 {mod + "activities/testenv", mod + "frontend/jobstore/memstore"},
+		"jobstore":          append(append([]string{}, temporalCalls...), frontendPkgs...),
+		"jobstore/memstore": {mod + "frontend", mod + "frontend/quota", mod + "frontend/pages", "go.temporal.io/sdk/client"},
+		"quota":             {"go.temporal.io/", mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/jobstore/memstore", mod + "activities"},
+		"temporalstore":     {mod + "frontend", mod + "frontend/quota", mod + "frontend/pages", mod + "frontend/jobstore/memstore"},
+		"handle/resumeseal": {mod + "frontend", "go.temporal.io/"},
+		"wire":              {mod + "frontend", "go.temporal.io/"},
+		"pages":             temporalCalls,
+	}
+	for dir, forbidden := range rules {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: %v %v", dir, files, err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, is := range af.Imports {
+				p, _ := strconv.Unquote(is.Path.Value)
+				for _, bad := range forbidden {
+					own := strings.HasPrefix(bad, mod+"frontend")
+					if (own && p == bad) || (!own && strings.HasPrefix(p, bad)) {
+						t.Errorf("%s imports %s: package %s must not", f, p, dir)
+					}
+				}
+				if dir != "temporalstore" && !(dir == "." && filepath.Base(f) == "frontend.go" && p == "go.temporal.io/sdk/client") {
+					for _, c := range temporalCalls {
+						if strings.HasPrefix(p, c) {
+							t.Errorf("%s imports %s: only frontend/temporalstore calls Temporal", f, p)
+						}
+					}
+				}
+			}
+		}
+	}
+}
