@@ -61,18 +61,8 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 	if err != nil {
 		return Manifest{}, err
 	}
-	if m, err := store.ReadManifest(ctx, in.JobID, in.FirstRunID); err == nil {
-		if m.RunID == in.FirstRunID && m.InputDigest == digest {
-			// An attempt that died between the manifest and the cleanup left chunks behind.
-			if err := store.deletePrefix(ctx, prefix+"part-"); err != nil {
-				return Manifest{}, err
-			}
-			return m, nil
-		}
-		activity.GetLogger(ctx).Warn("a stored manifest of another job instance or input is ignored and replaced",
-			"job_id", in.JobID, "first_run_id", in.FirstRunID, "stored_run_id", m.RunID)
-	} else if !errors.Is(err, ErrArtifactGone) {
-		return Manifest{}, err
+	if m, done, err := reuseManifest(ctx, store, in, digest); done || err != nil {
+		return m, err
 	}
 	if err := checkFormat(in.Format); err != nil {
 		return Manifest{}, err
@@ -80,31 +70,94 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 	if len(in.Columns) == 0 {
 		return Manifest{}, invalid("no columns")
 	}
-	parts := slices.Clone(in.Parts)
-	slices.SortFunc(parts, func(x, y PartResult) int { return x.Part - y.Part })
-	chunks := 0
-	for i, p := range parts {
-		if p.Part < 1 || (i > 0 && parts[i-1].Part == p.Part) || p.Chunks < 0 || p.Rows < 0 || p.Bytes < 0 {
-			return Manifest{}, invalid("part %d: malformed or repeated part result", p.Part)
-		}
-		chunks += p.Chunks
+	parts, chunks, err := partsInOrder(in.Parts)
+	if err != nil {
+		return Manifest{}, err
 	}
 	started := activity.GetInfo(ctx).StartedTime
 	if started.IsZero() {
 		started = time.Now()
 	}
-
 	key := prefix + "export." + in.Format + ".gz"
+	m := Manifest{
+		Object:      key,
+		FileName:    artifactFileName(in.JobID, in.Format),
+		Format:      in.Format,
+		Columns:     slices.Clone(in.Columns),
+		Parts:       make([]ManifestPart, 0, len(parts)),
+		CreatedAt:   started.UTC(),
+		ExpiresAt:   in.ExpiresAt.UTC(),
+		RunID:       in.FirstRunID,
+		InputDigest: digest,
+		Decision:    in.Decision,
+		Scope:       in.Scope,
+	}
+	if err := concatParts(ctx, store, in, parts, chunks, &m); err != nil {
+		return Manifest{}, err
+	}
+	m.ApprovalRequired = in.ApprovalRequired
+	if err := a.writeManifest(ctx, store, in, &m); err != nil {
+		return Manifest{}, err
+	}
+	if err := store.deletePrefix(ctx, prefix+"part-"); err != nil {
+		return Manifest{}, err
+	}
+	activity.GetLogger(ctx).Info("export finalized", "job_id", in.JobID, "first_run_id", in.FirstRunID, "rows", m.Rows, "bytes", m.Bytes, "parts", len(m.Parts))
+	return m, nil
+}
+
+// reuseManifest is a retry's answer: done with the stored manifest when this very input wrote
+// it (deleting the chunks an attempt that died before its cleanup left), not done when there
+// is none or another instance's or input's (logged; it will be replaced).
+func reuseManifest(ctx context.Context, store *ArtifactStore, in FinalizeExportInput, digest string) (Manifest, bool, error) {
+	m, err := store.ReadManifest(ctx, in.JobID, in.FirstRunID)
+	if errors.Is(err, ErrArtifactGone) {
+		return Manifest{}, false, nil
+	}
+	if err != nil {
+		return Manifest{}, false, err
+	}
+	if m.RunID != in.FirstRunID || m.InputDigest != digest {
+		activity.GetLogger(ctx).Warn("a stored manifest of another job instance or input is ignored and replaced",
+			"job_id", in.JobID, "first_run_id", in.FirstRunID, "stored_run_id", m.RunID)
+		return Manifest{}, false, nil
+	}
+	// An attempt that died between the manifest and the cleanup left chunks behind.
+	if err := store.deletePrefix(ctx, ExportPrefix(in.JobID, in.FirstRunID)+"part-"); err != nil {
+		return Manifest{}, false, err
+	}
+	return m, true, nil
+}
+
+// partsInOrder is the part results sorted by part number, refused if any is malformed or
+// repeated, and their chunk count.
+func partsInOrder(in []PartResult) (parts []PartResult, chunks int, err error) {
+	parts = slices.Clone(in)
+	slices.SortFunc(parts, func(x, y PartResult) int { return x.Part - y.Part })
+	for i, p := range parts {
+		if p.Part < 1 || (i > 0 && parts[i-1].Part == p.Part) || p.Chunks < 0 || p.Rows < 0 || p.Bytes < 0 {
+			return nil, 0, invalid("part %d: malformed or repeated part result", p.Part)
+		}
+		chunks += p.Chunks
+	}
+	return parts, chunks, nil
+}
+
+// concatParts writes the artifact m.Object: the lead member (csv's header, or an empty member
+// for a jsonl export without chunks), then every part's chunks in order, each part checked
+// against the bytes it reported. It fills in m's parts, rows, bytes and digest; on an error
+// the partial object is discarded, never committed.
+func concatParts(ctx context.Context, store *ArtifactStore, in FinalizeExportInput, parts []PartResult, chunks int, m *Manifest) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := store.b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/gzip"})
+	w, err := store.b.NewWriter(wctx, m.Object, &blob.WriterOptions{ContentType: "application/gzip"})
 	if err != nil {
-		return Manifest{}, fmt.Errorf("write artifact: %w", err)
+		return fmt.Errorf("write artifact: %w", err)
 	}
-	abort := func(err error) (Manifest, error) {
+	abort := func(err error) error {
 		cancel() // before Close: the partial object is discarded, never committed
 		_ = w.Close()
-		return Manifest{}, err
+		return err
 	}
 	whole := sha256.New()
 	var total int64
@@ -123,20 +176,6 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 		return abort(fmt.Errorf("write artifact: %w", err))
 	}
 	total += int64(len(lead))
-
-	m := Manifest{
-		Object:      key,
-		FileName:    artifactFileName(in.JobID, in.Format),
-		Format:      in.Format,
-		Columns:     slices.Clone(in.Columns),
-		Parts:       make([]ManifestPart, 0, len(parts)),
-		CreatedAt:   started.UTC(),
-		ExpiresAt:   in.ExpiresAt.UTC(),
-		RunID:       in.FirstRunID,
-		InputDigest: digest,
-		Decision:    in.Decision,
-		Scope:       in.Scope,
-	}
 	for _, p := range parts {
 		ph := sha256.New()
 		var pb int64
@@ -156,34 +195,33 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 		m.Parts = append(m.Parts, ManifestPart{Part: p.Part, Rows: p.Rows, Bytes: pb, SHA256: hex.EncodeToString(ph.Sum(nil))})
 	}
 	if err := w.Close(); err != nil {
-		return Manifest{}, fmt.Errorf("write artifact: %w", err)
+		return fmt.Errorf("write artifact: %w", err)
 	}
 	m.Bytes = total
 	m.SHA256 = hex.EncodeToString(whole.Sum(nil))
+	return nil
+}
 
-	m.ApprovalRequired = in.ApprovalRequired
+// writeManifest seals m (with a ManifestSealer) and writes it next to the artifact.
+func (a *Activities) writeManifest(ctx context.Context, store *ArtifactStore, in FinalizeExportInput, m *Manifest) error {
 	mb, err := json.Marshal(m)
 	if err != nil {
-		return Manifest{}, err
+		return err
 	}
 	if a.ManifestSealer != nil {
 		// Sealed last, over everything above, so the artifact's digests and the decision record
 		// cannot be rewritten or removed by whoever can write the artifact store alone.
 		if m.ManifestSeal, err = a.ManifestSealer.SealManifest(mb); err != nil {
-			return Manifest{}, fmt.Errorf("seal manifest: %w", err)
+			return fmt.Errorf("seal manifest: %w", err)
 		}
 		if mb, err = json.Marshal(m); err != nil {
-			return Manifest{}, err
+			return err
 		}
 	}
 	if err := store.b.WriteAll(ctx, manifestKey(in.JobID, in.FirstRunID), mb, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
-		return Manifest{}, fmt.Errorf("write manifest: %w", err)
+		return fmt.Errorf("write manifest: %w", err)
 	}
-	if err := store.deletePrefix(ctx, prefix+"part-"); err != nil {
-		return Manifest{}, err
-	}
-	activity.GetLogger(ctx).Info("export finalized", "job_id", in.JobID, "first_run_id", in.FirstRunID, "rows", m.Rows, "bytes", m.Bytes, "parts", len(m.Parts))
-	return m, nil
+	return nil
 }
 
 // finalizeDigest is "sha256:<hex>" of the canonical JSON of a finalize input: what a stored

@@ -65,54 +65,15 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 	if err != nil {
 		return PartResult{}, err
 	}
-	if d.ConfigDigest() != in.ConfigDigest {
-		return PartResult{}, scopeChanged(d)
-	}
-	if in.Tenant == "" {
-		return PartResult{}, invalid("no tenant")
-	}
-	if err := checkFormat(in.Format); err != nil {
-		return PartResult{}, err
-	}
-	if err := checkColumns(d, in.Columns); err != nil {
-		return PartResult{}, err
-	}
-	if in.Part < 1 {
-		return PartResult{}, invalid("part %d: parts count from 1", in.Part)
-	}
-	pageRows := in.PageRows
-	if pageRows <= 0 {
-		pageRows = PageRowsDefault
-	}
-	if pageRows > pageRowsMax {
-		return PartResult{}, invalid("page_rows %d: at most %d", pageRows, pageRowsMax)
-	}
-	through, err := keyArg(d, in.Range.Through)
+	pageRows, through, err := checkPartInput(d, in)
 	if err != nil {
 		return PartResult{}, err
-	}
-	if in.Range.After != nil {
-		if _, err := keyArg(d, *in.Range.After); err != nil {
-			return PartResult{}, err
-		}
 	}
 	store, err := a.store()
 	if err != nil {
 		return PartResult{}, err
 	}
-
-	prog := PartProgress{LastKey: in.Range.After}
-	if activity.HasHeartbeatDetails(ctx) {
-		var hb PartProgress
-		// Unreadable or inconsistent details: start over; rewritten chunks are identical.
-		if err := activity.GetHeartbeatDetails(ctx, &hb); err == nil && hb.NextChunk > 0 &&
-			hb.LastKey != nil && hb.Rows > 0 && hb.Bytes > 0 {
-			if _, err := keyArg(d, *hb.LastKey); err == nil {
-				prog = hb
-			}
-		}
-	}
-
+	prog := resumedProgress(ctx, d, in)
 	db, err := a.pool().Open(d)
 	if err != nil {
 		return PartResult{}, err
@@ -128,31 +89,11 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 	rate := &rateState{perSecond: d.MaxRowsPerSecond, start: time.Now()}
 	base := fmt.Sprintf(`SELECT %s FROM %s WHERE %s = $1 AND `, strings.Join(sel, ", "), qi(d.Table), qi(d.TenantColumn))
 	for {
-		q, args := base, []any{in.Tenant}
-		if prog.LastKey != nil {
-			after, err := keyArg(d, *prog.LastKey)
-			if err != nil {
-				return PartResult{}, err
-			}
-			if in.Range.After == nil || *prog.LastKey != *in.Range.After {
-				// Resuming after a chunk (a retry or a throttle pause): a second row with the
-				// chunk's last key would be skipped by "> LastKey", unseen by the stream's check.
-				var n int
-				dq := fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s WHERE %s = $1 AND %s = $2 LIMIT 2) x`,
-					qi(d.Table), qi(d.TenantColumn), qi(d.KeyColumn))
-				if err := a.queryRow(ctx, db, d, dq, []any{in.Tenant, after}, &n); err != nil {
-					return PartResult{}, err
-				}
-				if n > 1 {
-					return PartResult{}, invalid("dataset %q: %s is not unique for the tenant; rows cannot be paged", d.Name, d.KeyColumn)
-				}
-			}
-			q += fmt.Sprintf(`%s > $2 AND `, qi(d.KeyColumn))
-			args = append(args, after)
+		q, args, err := a.restOfRange(ctx, db, d, in, prog.LastKey, base, through)
+		if err != nil {
+			return PartResult{}, err
 		}
-		q += fmt.Sprintf(`%s <= $%d ORDER BY %s`, qi(d.KeyColumn), len(args)+1, qi(d.KeyColumn))
-		args = append(args, through)
-		err := a.streamPart(ctx, db, d, in, store, &prog, pageRows, rate, q, args)
+		err = a.streamPart(ctx, db, d, in, store, &prog, pageRows, rate, q, args)
 		if err == nil {
 			break
 		}
@@ -164,6 +105,93 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 		}
 	}
 	return PartResult{Part: in.Part, Chunks: prog.NextChunk, Rows: prog.Rows, Bytes: prog.Bytes}, nil
+}
+
+// checkPartInput refuses a part the dataset d does not allow (changed config, no tenant, bad
+// format, columns, part number, page size or range keys); it returns the page size (the
+// default for none) and the range's last key as a query argument.
+func checkPartInput(d Dataset, in ExportPartInput) (pageRows int, through any, err error) {
+	if d.ConfigDigest() != in.ConfigDigest {
+		return 0, nil, scopeChanged(d)
+	}
+	if in.Tenant == "" {
+		return 0, nil, invalid("no tenant")
+	}
+	if err := checkFormat(in.Format); err != nil {
+		return 0, nil, err
+	}
+	if err := checkColumns(d, in.Columns); err != nil {
+		return 0, nil, err
+	}
+	if in.Part < 1 {
+		return 0, nil, invalid("part %d: parts count from 1", in.Part)
+	}
+	pageRows = in.PageRows
+	if pageRows <= 0 {
+		pageRows = PageRowsDefault
+	}
+	if pageRows > pageRowsMax {
+		return 0, nil, invalid("page_rows %d: at most %d", pageRows, pageRowsMax)
+	}
+	through, err = keyArg(d, in.Range.Through)
+	if err != nil {
+		return 0, nil, err
+	}
+	if in.Range.After != nil {
+		if _, err := keyArg(d, *in.Range.After); err != nil {
+			return 0, nil, err
+		}
+	}
+	return pageRows, through, nil
+}
+
+// resumedProgress is where the part starts: after the last heartbeat's chunk when its details
+// are readable and consistent, else at the start of the range (rewritten chunks are identical).
+func resumedProgress(ctx context.Context, d Dataset, in ExportPartInput) PartProgress {
+	prog := PartProgress{LastKey: in.Range.After}
+	if !activity.HasHeartbeatDetails(ctx) {
+		return prog
+	}
+	var hb PartProgress
+	if err := activity.GetHeartbeatDetails(ctx, &hb); err == nil && hb.NextChunk > 0 &&
+		hb.LastKey != nil && hb.Rows > 0 && hb.Bytes > 0 {
+		if _, err := keyArg(d, *hb.LastKey); err == nil {
+			prog = hb
+		}
+	}
+	return prog
+}
+
+// restOfRange is the query (base and its arguments) for the part's rows after lastKey (nil: the
+// whole range) through through, in key order. Resuming after a chunk it first checks that
+// lastKey is unique for the tenant.
+func (a *Activities) restOfRange(ctx context.Context, db *sql.DB, d Dataset, in ExportPartInput, lastKey *string,
+	base string, through any) (string, []any, error) {
+	q, args := base, []any{in.Tenant}
+	if lastKey != nil {
+		after, err := keyArg(d, *lastKey)
+		if err != nil {
+			return "", nil, err
+		}
+		if in.Range.After == nil || *lastKey != *in.Range.After {
+			// Resuming after a chunk (a retry or a throttle pause): a second row with the
+			// chunk's last key would be skipped by "> LastKey", unseen by the stream's check.
+			var n int
+			dq := fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s WHERE %s = $1 AND %s = $2 LIMIT 2) x`,
+				qi(d.Table), qi(d.TenantColumn), qi(d.KeyColumn))
+			if err := a.queryRow(ctx, db, d, dq, []any{in.Tenant, after}, &n); err != nil {
+				return "", nil, err
+			}
+			if n > 1 {
+				return "", nil, invalid("dataset %q: %s is not unique for the tenant; rows cannot be paged", d.Name, d.KeyColumn)
+			}
+		}
+		q += fmt.Sprintf(`%s > $2 AND `, qi(d.KeyColumn))
+		args = append(args, after)
+	}
+	q += fmt.Sprintf(`%s <= $%d ORDER BY %s`, qi(d.KeyColumn), len(args)+1, qi(d.KeyColumn))
+	args = append(args, through)
+	return q, args, nil
 }
 
 const (

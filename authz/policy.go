@@ -87,26 +87,35 @@ func Decide(p Principal, a Action, j Job) Decision {
 		return NotFound
 	}
 	switch a {
-	case ActionStart:
-		if p.Has(ScopeWrite) {
-			return Allow
-		}
-		return Forbidden
-	case ActionList:
-		if p.Has(ScopeRead) || p.Has(ScopeAdmin) {
-			return Allow
-		}
-		return Forbidden
-	case ActionListApprovals:
-		if p.Has(ScopeApprove) {
-			return Allow
-		}
-		return Forbidden
+	case ActionStart, ActionList, ActionListApprovals:
+		return decideWithoutJob(p, a)
 	case ActionGet, ActionDownload, ActionCancel, ActionResume:
-	default:
-		return NotFound
+		return decideOnJob(p, a, j)
 	}
+	return NotFound
+}
 
+// decideWithoutJob decides the actions that name no job (start and the lists): the scope alone
+// allows or forbids.
+func decideWithoutJob(p Principal, a Action) Decision {
+	var allow bool
+	switch a {
+	case ActionStart:
+		allow = p.Has(ScopeWrite)
+	case ActionList:
+		allow = p.Has(ScopeRead) || p.Has(ScopeAdmin)
+	case ActionListApprovals:
+		allow = p.Has(ScopeApprove)
+	}
+	if allow {
+		return Allow
+	}
+	return Forbidden
+}
+
+// decideOnJob decides an action on j: another tenant's job is NotFound, and a refusal is
+// Forbidden only to a caller who can see the job.
+func decideOnJob(p Principal, a Action, j Job) Decision {
 	if j.Tenant == "" || j.Tenant != p.Tenant {
 		return NotFound
 	}
@@ -125,16 +134,7 @@ func Decide(p Principal, a Action, j Job) Decision {
 	case ActionCancel:
 		allow = owner && p.Has(ScopeWrite) || p.Has(ScopeAdmin)
 	case ActionResume:
-		switch j.OpenInput {
-		case ApproverOwner:
-			allow = owner && p.Has(ScopeWrite)
-		case ApproverApprover:
-			// Four eyes: the owner may not approve their own job unless the request allows it.
-			allow = p.Has(ScopeApprove) && (!owner || j.SelfApproval)
-		case ApproverNone:
-			// Let the owner through so they learn input_not_expected.
-			allow = owner && p.Has(ScopeWrite)
-		}
+		allow = mayResume(p, owner, j)
 	}
 	switch {
 	case allow:
@@ -143,6 +143,21 @@ func Decide(p Principal, a Action, j Job) Decision {
 		return Forbidden
 	}
 	return NotFound
+}
+
+// mayResume reports whether p may answer j's open input request; owner says p owns j.
+func mayResume(p Principal, owner bool, j Job) bool {
+	switch j.OpenInput {
+	case ApproverOwner:
+		return owner && p.Has(ScopeWrite)
+	case ApproverApprover:
+		// Four eyes: the owner may not approve their own job unless the request allows it.
+		return p.Has(ScopeApprove) && (!owner || j.SelfApproval)
+	case ApproverNone:
+		// Let the owner through so they learn input_not_expected.
+		return owner && p.Has(ScopeWrite)
+	}
+	return false
 }
 
 // ResumeRefusal explains a Forbidden resume to the caller, for the tool error's message.

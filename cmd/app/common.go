@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,10 +39,43 @@ type TemporalConfig struct {
 
 // Flags registers the Temporal flags with env-var equivalents.
 func (c *TemporalConfig) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Address, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
-	fs.StringVar(&c.Namespace, "namespace", "default", "Temporal namespace holding the jobs")
+	ConnectionFlags(fs, &c.Address, &c.Namespace, &c.TLS)
 	fs.StringVar(&c.TaskQueue, "task-queue", workflows.TaskQueueDefault, "task queue the workers poll")
-	c.TLS.Flags(fs)
+}
+
+// ConnectionFlags registers the flags that say how to reach Temporal (--temporal-address,
+// --namespace and the TLS flags), so serve, worker, setup, deploy and replay share their names,
+// defaults and variables.
+func ConnectionFlags(fs *flag.FlagSet, address, namespace *string, tls *TemporalTLS) {
+	fs.StringVar(address, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
+	fs.StringVar(namespace, "namespace", "default", "Temporal namespace holding the jobs")
+	tls.Flags(fs)
+}
+
+// DialTemporal is how the one-shot commands (setup, deploy, replay) reach Temporal: the
+// options for address, namespace and tls, then WaitTemporal until it answers or ctx ends.
+func DialTemporal(ctx context.Context, address, namespace string, tls TemporalTLS, log *zap.Logger) (client.Client, client.Options, error) {
+	opts, err := TemporalConfig{Address: address, Namespace: namespace, TLS: tls}.Options(log)
+	if err != nil {
+		return nil, client.Options{}, err
+	}
+	tc, err := WaitTemporal(ctx, opts)
+	if err != nil {
+		return nil, client.Options{}, err
+	}
+	return tc, opts, nil
+}
+
+// CommandFlags is a one-shot command's flag set (setup, deploy, replay): parse errors are
+// returned, not exits, and -h prints usage (which ends in a newline), then the flags, on stderr.
+func CommandFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage+"\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
 }
 
 // DataConverter is the converter every jobgate client uses; the frontend decodes memos and

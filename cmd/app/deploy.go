@@ -30,11 +30,9 @@ type DeployConfig struct {
 
 // Flags registers deploy's flags.
 func (c *DeployConfig) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Address, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
-	fs.StringVar(&c.Namespace, "namespace", "default", "Temporal namespace holding the jobs")
+	ConnectionFlags(fs, &c.Address, &c.Namespace, &c.TLS)
 	fs.StringVar(&c.Name, "deployment-name", DeploymentNameDefault, "Temporal Worker Deployment the workers join")
 	fs.DurationVar(&c.Timeout, "timeout", 30*time.Second, "give up after this long (includes waiting for Temporal)")
-	c.TLS.Flags(fs)
 }
 
 const deployUsage = `Usage:
@@ -50,12 +48,7 @@ running until 'status' shows its version drained (no open pinned jobs). See cmd/
 // RunDeploy is the `jobgate deploy` command.
 func RunDeploy(args []string, stdout, stderr io.Writer) error {
 	var c DeployConfig
-	fs := flag.NewFlagSet("deploy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, deployUsage+"\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs := CommandFlags("deploy", deployUsage, stderr)
 	c.Flags(fs)
 	if err := BindEnv(fs); err != nil {
 		return err
@@ -109,11 +102,7 @@ func RunDeploy(args []string, stdout, stderr io.Writer) error {
 	defer log.Sync()
 	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
 	defer cancel()
-	opts, err := TemporalConfig{Address: c.Address, Namespace: c.Namespace, TLS: c.TLS}.Options(log)
-	if err != nil {
-		return err
-	}
-	tc, err := WaitTemporal(ctx, opts)
+	tc, _, err := DialTemporal(ctx, c.Address, c.Namespace, c.TLS, log)
 	if err != nil {
 		return err
 	}

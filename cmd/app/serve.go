@@ -193,73 +193,14 @@ func (m *ServeMain) closeOnExit(f func() error) { m.closers = append(m.closers, 
 func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 	c := m.Config
 	if m.Verifier == nil {
-		if c.Issuer == "" {
-			return nil, errors.New("--issuer is required")
-		}
-		if c.JWKSURL != "" && c.HS256SecretFile != "" {
-			return nil, errors.New("exactly one of --jwks-url and --hs256-secret-file is required")
-		}
-		if c.JWKSURL == "" && c.HS256SecretFile == "" {
-			// A standard IdP names its JWK Set in its metadata: --issuer alone is enough.
-			u, err := discoverJWKSURL(ctx, c.Issuer, nil)
-			if err != nil {
-				return nil, err
-			}
-			c.JWKSURL = u
-			if m.Logger != nil {
-				m.Logger.Info("JWK Set discovered from the issuer's metadata", zap.String("issuer", c.Issuer), zap.String("jwks_url", u))
-			}
-		}
-		if c.JWKSURL != "" {
-			log := m.Logger
-			if log == nil {
-				log = zap.NewNop()
-			}
-			// The background refresh ends with ctx (serve's lifetime).
-			v, err := authz.NewJWKSVerifier(ctx, authz.JWKSOptions{URL: c.JWKSURL, Issuer: c.Issuer, Audience: c.ResourceURI,
-				TenantClaim: c.TenantClaim, ScopeClaim: c.ScopeClaim, RefreshInterval: c.JWKSRefresh, UnknownKIDInterval: c.JWKSUnknownKIDInterval,
-				RefreshError: func(u string, err error) {
-					log.Warn("JWK Set refresh failed; keeping the keys held", zap.String("url", u), zap.Error(err))
-				}})
-			if err != nil {
-				return nil, err
-			}
-			m.Verifier = v
-		} else {
-			secret, err := readSecretFile(c.HS256SecretFile, "--hs256-secret-file")
-			if err != nil {
-				return nil, err
-			}
-			if err := refuseDevOnly(c.DevDeployment, "--hs256-secret-file", c.HS256SecretFile, secret); err != nil {
-				return nil, err
-			}
-			v, err := authz.NewHS256Verifier(c.Issuer, c.ResourceURI, secret, c.TenantClaim)
-			if err != nil {
-				return nil, err
-			}
-			m.Verifier = v
-		}
-	}
-	if m.Keys == nil {
-		k, err := loadKeyring(c.HandleKeys, c.HandleKeysFile, "handle-keys", c.DevDeployment)
+		v, err := m.newVerifier(ctx, c)
 		if err != nil {
 			return nil, err
 		}
-		if k == nil {
-			return nil, errors.New("--handle-keys or --handle-keys-file is required (all replicas must share them)")
-		}
-		m.Keys = k
+		m.Verifier = v
 	}
-	if m.ResumeKeys == nil {
-		// The resume keys are the power to approve: refused as placeholders like the handle keys.
-		k, err := loadKeyring(c.ResumeKeys, c.ResumeKeysFile, "resume-keys", c.DevDeployment)
-		if err != nil {
-			return nil, err
-		}
-		if k == nil {
-			return nil, errors.New("--resume-keys or --resume-keys-file is required (frontends seal every answer with them; give the workers the same keys)")
-		}
-		m.ResumeKeys = k
+	if err := m.loadKeys(c); err != nil {
+		return nil, err
 	}
 	var tenants authz.Tenants
 	var err error
@@ -273,23 +214,9 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		return nil, err
 	}
 	if m.Client == nil {
-		// Lazy: the frontend starts (and answers /readyz 503) while Temporal is down.
-		opts, err := c.Temporal.Options(m.Logger)
+		cl, err := m.lazyClient(ctx, c)
 		if err != nil {
 			return nil, err
-		}
-		if opts.ConnectionOptions.TLS != nil {
-			// Fail start-up on a TLS misconfiguration rather than serve /readyz 503 for ever.
-			if err := probeTLS(ctx, opts); err != nil {
-				return nil, err
-			}
-		}
-		if opts.Interceptors, err = m.Tracing.clientInterceptors(); err != nil {
-			return nil, err
-		}
-		cl, err := client.NewLazyClient(opts)
-		if err != nil {
-			return nil, fmt.Errorf("temporal client: %w", err)
 		}
 		m.Client, m.own = cl, true
 	}
@@ -309,6 +236,97 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		QuotaBudget: c.QuotaBudget, QuotaDegraded: quota.Policy(c.QuotaDegraded), QuotaOvershoot: c.QuotaOvershoot,
 		Now: m.Now, TracerProvider: m.Tracing.frontendProvider(),
 	})
+}
+
+// newVerifier is the bearer-token verifier the flags describe: a JWK Set (named, or discovered
+// from --issuer's metadata) refreshed in the background until ctx ends, or an HS256 secret.
+func (m *ServeMain) newVerifier(ctx context.Context, c ServeConfig) (authz.Verifier, error) {
+	if c.Issuer == "" {
+		return nil, errors.New("--issuer is required")
+	}
+	if c.JWKSURL != "" && c.HS256SecretFile != "" {
+		return nil, errors.New("exactly one of --jwks-url and --hs256-secret-file is required")
+	}
+	if c.JWKSURL == "" && c.HS256SecretFile == "" {
+		// A standard IdP names its JWK Set in its metadata: --issuer alone is enough.
+		u, err := discoverJWKSURL(ctx, c.Issuer, nil)
+		if err != nil {
+			return nil, err
+		}
+		c.JWKSURL = u
+		if m.Logger != nil {
+			m.Logger.Info("JWK Set discovered from the issuer's metadata", zap.String("issuer", c.Issuer), zap.String("jwks_url", u))
+		}
+	}
+	if c.JWKSURL == "" {
+		secret, err := readSecretFile(c.HS256SecretFile, "--hs256-secret-file")
+		if err != nil {
+			return nil, err
+		}
+		if err := refuseDevOnly(c.DevDeployment, "--hs256-secret-file", c.HS256SecretFile, secret); err != nil {
+			return nil, err
+		}
+		return authz.NewHS256Verifier(c.Issuer, c.ResourceURI, secret, c.TenantClaim)
+	}
+	log := m.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	// The background refresh ends with ctx (serve's lifetime).
+	return authz.NewJWKSVerifier(ctx, authz.JWKSOptions{URL: c.JWKSURL, Issuer: c.Issuer, Audience: c.ResourceURI,
+		TenantClaim: c.TenantClaim, ScopeClaim: c.ScopeClaim, RefreshInterval: c.JWKSRefresh, UnknownKIDInterval: c.JWKSUnknownKIDInterval,
+		RefreshError: func(u string, err error) {
+			log.Warn("JWK Set refresh failed; keeping the keys held", zap.String("url", u), zap.Error(err))
+		}})
+}
+
+// loadKeys loads the handle and resume keyrings not set in code; a frontend needs both.
+func (m *ServeMain) loadKeys(c ServeConfig) error {
+	if m.Keys == nil {
+		k, err := loadKeyring(c.HandleKeys, c.HandleKeysFile, "handle-keys", c.DevDeployment)
+		if err != nil {
+			return err
+		}
+		if k == nil {
+			return errors.New("--handle-keys or --handle-keys-file is required (all replicas must share them)")
+		}
+		m.Keys = k
+	}
+	if m.ResumeKeys == nil {
+		// The resume keys are the power to approve: refused as placeholders like the handle keys.
+		k, err := loadKeyring(c.ResumeKeys, c.ResumeKeysFile, "resume-keys", c.DevDeployment)
+		if err != nil {
+			return err
+		}
+		if k == nil {
+			return errors.New("--resume-keys or --resume-keys-file is required (frontends seal every answer with them; give the workers the same keys)")
+		}
+		m.ResumeKeys = k
+	}
+	return nil
+}
+
+// lazyClient is the Temporal client: lazy, so the frontend starts (and answers /readyz 503)
+// while Temporal is down, but a TLS misconfiguration fails start-up.
+func (m *ServeMain) lazyClient(ctx context.Context, c ServeConfig) (client.Client, error) {
+	opts, err := c.Temporal.Options(m.Logger)
+	if err != nil {
+		return nil, err
+	}
+	if opts.ConnectionOptions.TLS != nil {
+		// Fail start-up on a TLS misconfiguration rather than serve /readyz 503 for ever.
+		if err := probeTLS(ctx, opts); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Interceptors, err = m.Tracing.clientInterceptors(); err != nil {
+		return nil, err
+	}
+	cl, err := client.NewLazyClient(opts)
+	if err != nil {
+		return nil, fmt.Errorf("temporal client: %w", err)
+	}
+	return cl, nil
 }
 
 // Run listens and serves in the background; it returns once the listener is bound.

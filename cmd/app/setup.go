@@ -50,15 +50,13 @@ type SetupConfig struct {
 
 // Flags registers setup's flags (the same names and env vars as serve and worker).
 func (c *SetupConfig) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Address, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
-	fs.StringVar(&c.Namespace, "namespace", "default", "Temporal namespace holding the jobs")
+	ConnectionFlags(fs, &c.Address, &c.Namespace, &c.TLS)
 	fs.BoolVar(&c.CreateNamespace, "create-namespace", true, "register the namespace if it does not exist")
 	fs.DurationVar(&c.Retention, "retention", 7*24*time.Hour, "retention of a namespace setup creates")
 	fs.DurationVar(&c.Timeout, "timeout", 2*time.Minute, "give up after this long (includes waiting for Temporal)")
 	fs.StringVar(&c.DatasetsFile, "datasets", "", "export dataset catalog file (the one serve and worker use): "+
 		"setup refuses a namespace retention shorter than a dataset's retention")
 	fs.BoolVar(&c.Force, "force", false, "set up even when the namespace retention is shorter than a dataset's retention")
-	c.TLS.Flags(fs)
 }
 
 // SearchAttributes are the custom search attributes jobgate's workflows set and list_jobs and
@@ -87,11 +85,7 @@ func Setup(ctx context.Context, c SetupConfig, log *zap.Logger, out io.Writer) e
 			return err
 		}
 	}
-	opts, err := TemporalConfig{Address: c.Address, Namespace: c.Namespace, TLS: c.TLS}.Options(log)
-	if err != nil {
-		return err
-	}
-	tc, err := WaitTemporal(ctx, opts)
+	tc, opts, err := DialTemporal(ctx, c.Address, c.Namespace, c.TLS, log)
 	if err != nil {
 		return err
 	}
@@ -262,14 +256,9 @@ func names(attrs map[string]enumspb.IndexedValueType) []string {
 // RunSetup is the `jobgate setup` command: flags (and their JOBGATE_* variables), then Setup.
 func RunSetup(args []string, stdout, stderr io.Writer) error {
 	var c SetupConfig
-	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: jobgate setup [flags]\n\nMakes a Temporal namespace ready for jobgate, once per namespace (idempotent):\n"+
-			"registers the namespace if missing and jobgate's Keyword search attributes\n"+
-			"(Keyword JobTenant, JobOwner, JobKind, JobStatus, JobAnswerer; Int JobSlots) through the operator API.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs := CommandFlags("setup", "Usage: jobgate setup [flags]\n\nMakes a Temporal namespace ready for jobgate, once per namespace (idempotent):\n"+
+		"registers the namespace if missing and jobgate's Keyword search attributes\n"+
+		"(Keyword JobTenant, JobOwner, JobKind, JobStatus, JobAnswerer; Int JobSlots) through the operator API.\n", stderr)
 	c.Flags(fs)
 	if err := BindEnv(fs); err != nil {
 		return err

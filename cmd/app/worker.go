@@ -168,19 +168,10 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = zap.NewNop()
 	}
-	kinds := m.Config.Kinds
-	if kinds == nil {
-		kinds = workflows.KindNames()
-	}
-	if len(kinds) == 0 {
-		return fmt.Errorf("kinds: want at least one of %s", strings.Join(workflows.KindNames(), ", "))
-	}
-	// Set in code (dev, tests) rather than by the flag: the same checks, so an unknown or
-	// repeated kind is an error here, not a registration panic.
-	if _, err := ParseKinds(strings.Join(kinds, ",")); err != nil {
+	kinds, err := m.kinds()
+	if err != nil {
 		return err
 	}
-	kinds = append(slices.Clone(kinds), m.Config.devKinds...)
 	deploy, err := m.Config.Deployment.resolve()
 	if err != nil {
 		return err
@@ -198,25 +189,85 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	wfs, notes, err := m.bindWorkflows(acts)
+	if err != nil {
+		return err
+	}
+	if err := m.connect(ctx); err != nil {
+		return err
+	}
+	acts.SegmentEpisodes = segmentEpisodes(m.Client)
+	tq := m.Config.Temporal.TaskQueue
+	if tq == "" {
+		tq = workflows.TaskQueueDefault
+	}
+	opts, err := m.workerOptions(ctx, deploy)
+	if err != nil {
+		return err
+	}
+	m.db = &activities.DBPool{}
+	acts.DB = m.db
+	notifier := &activities.Notifier{Targets: notes.Targets, PublicURL: m.Config.PublicURL,
+		Observe: notifyDeliveries(m.metrics.registerer()), Snapshot: jobSnapshot(m.Client, m.Config.Temporal.DataConverter())}
+	queues := m.queues(acts, tq, kinds)
+	if err := m.startWorkers(queues, tq, opts, wfs, acts, notifier); err != nil {
+		return err
+	}
+	if deploy.Name != "" {
+		bootstrapCurrent(ctx, m.Client, deploy, m.Logger)
+	}
+	for _, wk := range workerKinds() {
+		if wk.polling != nil && m.Config.serves(wk.name) {
+			wk.polling(ctx, m, acts, tq)
+		}
+	}
+	m.Logger.Info("worker polling", zap.String("task_queue", tq), zap.Strings("kinds", kinds),
+		zap.Strings("suites", suites.Names()), zap.Strings("datasets", acts.Datasets.Names()),
+		zap.Strings("suite_queues", slices.DeleteFunc(slices.Sorted(maps.Keys(queues)), func(q string) bool { return q == tq })),
+		zap.Any("registered", m.registered), zap.String("deployment", deploy.Name), zap.String("build_id", deploy.BuildID))
+	return nil
+}
+
+// kinds is the kinds this worker registers: Config.Kinds (default every kind), checked as the
+// flag is, then the kinds only dev serves.
+func (m *WorkerMain) kinds() ([]string, error) {
+	kinds := m.Config.Kinds
+	if kinds == nil {
+		kinds = workflows.KindNames()
+	}
+	if len(kinds) == 0 {
+		return nil, fmt.Errorf("kinds: want at least one of %s", strings.Join(workflows.KindNames(), ", "))
+	}
+	// Set in code (dev, tests) rather than by the flag: the same checks, so an unknown or
+	// repeated kind is an error here, not a registration panic.
+	if _, err := ParseKinds(strings.Join(kinds, ",")); err != nil {
+		return nil, err
+	}
+	return append(slices.Clone(kinds), m.Config.devKinds...), nil
+}
+
+// bindWorkflows is what the workflows are bound to: the resume verifier (the keys also seal export
+// manifests) and the tenants' notifications.
+func (m *WorkerMain) bindWorkflows(acts *activities.Activities) (*workflows.Workflows, *notifications, error) {
 	if m.ResumeKeys == nil {
 		// The worker is the side that verifies: a public placeholder here would let anyone with
 		// Temporal access forge approvals, whatever keys the frontends hold.
 		k, err := loadKeyring(m.Config.ResumeKeys, m.Config.ResumeKeysFile, "resume-keys", m.Config.DevDeployment)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		m.ResumeKeys = k
 	}
 	tenants, err := authz.LoadTenants(m.Config.TenantsFile)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	notes, err := loadNotifications(tenants, m.Config.TenantsFile)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := notes.checkPublicURL(m.Config.PublicURL); err != nil {
-		return err
+		return nil, nil, err
 	}
 	wfs := &workflows.Workflows{Notify: notes}
 	if m.ResumeKeys != nil {
@@ -227,26 +278,35 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	} else {
 		m.Logger.Error("no --resume-keys / --resume-keys-file: this worker refuses every resume (approvals, rejections); give it the frontends' resume keys")
 	}
+	return wfs, notes, nil
+}
+
+// connect starts the metrics listener and, unless one was given, dials Temporal (waiting for
+// it); a failed dial stops the listener again.
+func (m *WorkerMain) connect(ctx context.Context) error {
+	var err error
 	if m.metrics, err = startMetricsFor(m.Config.MetricsListen, &m.Config.Temporal, m.Logger); err != nil {
 		return err
 	}
-	if m.Client == nil {
-		opts, err := m.Config.Temporal.Options(m.Logger)
-		if err == nil {
-			m.Client, err = WaitTemporal(ctx, opts)
-		}
-		if err != nil {
-			_ = m.metrics.close()
-			m.metrics = nil
-			return err
-		}
-		m.own = true
+	if m.Client != nil {
+		return nil
 	}
-	acts.SegmentEpisodes = segmentEpisodes(m.Client)
-	tq := m.Config.Temporal.TaskQueue
-	if tq == "" {
-		tq = workflows.TaskQueueDefault
+	opts, err := m.Config.Temporal.Options(m.Logger)
+	if err == nil {
+		m.Client, err = WaitTemporal(ctx, opts)
 	}
+	if err != nil {
+		_ = m.metrics.close()
+		m.metrics = nil
+		return err
+	}
+	m.own = true
+	return nil
+}
+
+// workerOptions is the options every task queue's worker shares: episode slots, the heartbeat
+// cap, the deployment and tracing.
+func (m *WorkerMain) workerOptions(ctx context.Context, deploy DeploymentConfig) (worker.Options, error) {
 	hb := m.Config.HeartbeatThrottle
 	if hb <= 0 {
 		hb = HeartbeatThrottleDefault
@@ -264,12 +324,14 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		DeploymentOptions:                deploy.deploymentOptions(),
 	}
 	if err := m.startTracing(ctx, &opts); err != nil {
-		return err
+		return worker.Options{}, err
 	}
-	m.db = &activities.DBPool{}
-	acts.DB = m.db
-	notifier := &activities.Notifier{Targets: notes.Targets, PublicURL: m.Config.PublicURL,
-		Observe: notifyDeliveries(m.metrics.registerer()), Snapshot: jobSnapshot(m.Client, m.Config.Temporal.DataConverter())}
+	return opts, nil
+}
+
+// queues maps each task queue to the kinds registered on it: every kind on tq, and a served
+// kind's further queues (e.g. eval's suite queues) to that kind.
+func (m *WorkerMain) queues(acts *activities.Activities, tq string, kinds []string) map[string][]string {
 	queues := map[string][]string{tq: kinds}
 	for _, wk := range workerKinds() {
 		if wk.queues == nil || !m.Config.serves(wk.name) {
@@ -281,6 +343,13 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 			}
 		}
 	}
+	return queues
+}
+
+// startWorkers starts one worker per queue with its kinds registered (and, on tq, the
+// notifications), recording each name in m.registered; on an error it stops those started.
+func (m *WorkerMain) startWorkers(queues map[string][]string, tq string, opts worker.Options,
+	wfs *workflows.Workflows, acts *activities.Activities, notifier *activities.Notifier) error {
 	m.registered = map[string][]string{}
 	for _, q := range slices.Sorted(maps.Keys(queues)) {
 		w := worker.New(m.Client, q, opts)
@@ -310,18 +379,6 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		}
 		m.workers = append(m.workers, w)
 	}
-	if deploy.Name != "" {
-		bootstrapCurrent(ctx, m.Client, deploy, m.Logger)
-	}
-	for _, wk := range workerKinds() {
-		if wk.polling != nil && m.Config.serves(wk.name) {
-			wk.polling(ctx, m, acts, tq)
-		}
-	}
-	m.Logger.Info("worker polling", zap.String("task_queue", tq), zap.Strings("kinds", kinds),
-		zap.Strings("suites", suites.Names()), zap.Strings("datasets", acts.Datasets.Names()),
-		zap.Strings("suite_queues", slices.DeleteFunc(slices.Sorted(maps.Keys(queues)), func(q string) bool { return q == tq })),
-		zap.Any("registered", m.registered), zap.String("deployment", deploy.Name), zap.String("build_id", deploy.BuildID))
 	return nil
 }
 

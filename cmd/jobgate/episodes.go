@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/jobgate/jobgate/frontend/wire"
 )
@@ -86,18 +85,11 @@ func runJobsEpisodes(args []string, stdout, stderr io.Writer) error {
 }
 
 func printEpisodes(w io.Writer, eps []wire.Episode) {
-	if len(eps) == 0 {
-		fmt.Fprintln(w, "no episodes")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "INDEX\tSTATUS\tSCORE\tATTEMPTS\tDURATION_MS\tERROR")
-	for _, e := range eps {
+	printTable(w, "no episodes", "INDEX\tSTATUS\tSCORE\tATTEMPTS\tDURATION_MS\tERROR", eps, func(e wire.Episode) string {
 		score := "-"
 		if e.Score != nil {
 			score = strconv.FormatFloat(*e.Score, 'g', -1, 64)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\n", e.Index, oneLine(e.Status), score, e.Attempts, e.DurationMS, oneLine(e.Error))
-	}
-	_ = tw.Flush()
+		return fmt.Sprintf("%d\t%s\t%s\t%d\t%d\t%s", e.Index, oneLine(e.Status), score, e.Attempts, e.DurationMS, oneLine(e.Error))
+	})
 }

@@ -123,15 +123,24 @@ func listJobsPage(cl *client, c jobsListFlags, cursor string) (*wire.ListJobsOut
 }
 
 func printJobs(w io.Writer, rows []wire.JobSummary) {
+	printTable(w, "no jobs", "JOB_ID\tKIND\tSTATUS\tOWNER\tPROGRESS (done/failed/total)\tCREATED_AT", rows, func(r wire.JobSummary) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%d/%d/%d\t%s", oneLine(r.JobID), r.Kind, r.Status, oneLine(r.Owner),
+			r.Progress.Done, r.Progress.Failed, r.Progress.Total, r.CreatedAt.UTC().Format(time.RFC3339))
+	})
+}
+
+// printTable is how the client commands print a list: none alone when there are no rows, else
+// header and one line per row (tab-separated columns, as row formats them) aligned the same
+// way in every table.
+func printTable[T any](w io.Writer, none, header string, rows []T, row func(T) string) {
 	if len(rows) == 0 {
-		fmt.Fprintln(w, "no jobs")
+		fmt.Fprintln(w, none)
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB_ID\tKIND\tSTATUS\tOWNER\tPROGRESS (done/failed/total)\tCREATED_AT")
+	fmt.Fprintln(tw, header)
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d/%d\t%s\n", oneLine(r.JobID), r.Kind, r.Status, oneLine(r.Owner),
-			r.Progress.Done, r.Progress.Failed, r.Progress.Total, r.CreatedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintln(tw, row(r))
 	}
 	_ = tw.Flush()
 }

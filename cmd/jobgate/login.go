@@ -89,17 +89,9 @@ func login(ctx context.Context, o loginOpts, stdout io.Writer) error {
 	if prmErr != nil && (o.issuer == "" || o.resource == "") {
 		return prmErr
 	}
-	resource := o.resource
-	switch {
-	case prm != nil && resource == "" && !sameURL(prm.Resource, o.url):
-		// RFC 9728 §3.3: metadata naming another resource must not be used, or a server could
-		// collect tokens meant for another. Behind a proxy the operator says so with --resource.
-		return fmt.Errorf("login: the server at %s names its resource %q, not %s; if that is right (a proxy or another spelling), pass --resource %s",
-			o.url, prm.Resource, o.url, prm.Resource)
-	case prm != nil && resource != "" && !sameURL(prm.Resource, resource):
-		return fmt.Errorf("login: --resource %s, but the server at %s names its resource %q", resource, o.url, prm.Resource)
-	case resource == "":
-		resource = prm.Resource
+	resource, err := loginResource(o, prm)
+	if err != nil {
+		return err
 	}
 	issuer := o.issuer
 	if issuer == "" {
@@ -108,22 +100,7 @@ func login(ctx context.Context, o loginOpts, stdout io.Writer) error {
 		}
 		issuer = prm.AuthorizationServers[0]
 	}
-	var scopes []string
-	if o.scope != "" {
-		scopes = strings.Fields(o.scope)
-	} else {
-		if prm != nil {
-			scopes = slices.Clone(prm.ScopesSupported)
-		} else {
-			scopes = authz.ScopeStrings(authz.AllScopes())
-		}
-		// openid: standard IdPs key consent and sessions on it; offline_access: a refresh token.
-		for _, s := range []string{"openid", "offline_access"} {
-			if !slices.Contains(scopes, s) {
-				scopes = append(scopes, s)
-			}
-		}
-	}
+	scopes := loginScopes(o.scope, prm)
 	meta, err := discoverIssuer(ctx, hc, issuer)
 	if err != nil {
 		return err
@@ -163,13 +140,7 @@ func login(ctx context.Context, o loginOpts, stdout io.Writer) error {
 	if o.secretFile != "" {
 		l.ClientSecretFile = absPath(o.secretFile)
 	}
-	// Re-read: another command may have refreshed another login meanwhile.
-	tf, err := loadTokens(path)
-	if err != nil {
-		return err
-	}
-	tf.put(l)
-	if err := saveTokens(path, tf); err != nil {
+	if err := putLogin(path, l); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "Signed in to %s as %s (tenant %s; scopes %s) for %s.\n", cleanText(meta.Issuer), cleanText(info.Subject), cleanText(info.Tenant),
@@ -180,6 +151,56 @@ func login(ctx context.Context, o loginOpts, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "Token saved in %s (expires %s, %s).\n", path, l.Expiry.Local().Format(time.RFC3339), refresh)
 	return nil
+}
+
+// loginResource is the resource the token is for: --resource, else the one the server's
+// metadata (prm) names, which must then be --url; when both are there they must agree.
+func loginResource(o loginOpts, prm *resourceMetadata) (string, error) {
+	resource := o.resource
+	switch {
+	case prm != nil && resource == "" && !sameURL(prm.Resource, o.url):
+		// RFC 9728 §3.3: metadata naming another resource must not be used, or a server could
+		// collect tokens meant for another. Behind a proxy the operator says so with --resource.
+		return "", fmt.Errorf("login: the server at %s names its resource %q, not %s; if that is right (a proxy or another spelling), pass --resource %s",
+			o.url, prm.Resource, o.url, prm.Resource)
+	case prm != nil && resource != "" && !sameURL(prm.Resource, resource):
+		return "", fmt.Errorf("login: --resource %s, but the server at %s names its resource %q", resource, o.url, prm.Resource)
+	case resource == "":
+		resource = prm.Resource
+	}
+	return resource, nil
+}
+
+// loginScopes is the scopes to ask for: --scope as given, else the server's scopes_supported
+// (every scope without metadata) plus openid and offline_access.
+func loginScopes(scope string, prm *resourceMetadata) []string {
+	if scope != "" {
+		return strings.Fields(scope)
+	}
+	var scopes []string
+	if prm != nil {
+		scopes = slices.Clone(prm.ScopesSupported)
+	} else {
+		scopes = authz.ScopeStrings(authz.AllScopes())
+	}
+	// openid: standard IdPs key consent and sessions on it; offline_access: a refresh token.
+	for _, s := range []string{"openid", "offline_access"} {
+		if !slices.Contains(scopes, s) {
+			scopes = append(scopes, s)
+		}
+	}
+	return scopes
+}
+
+// putLogin saves l in the token store at path beside the other logins, re-reading the store
+// first: another command may have refreshed another login meanwhile.
+func putLogin(path string, l storedLogin) error {
+	tf, err := loadTokens(path)
+	if err != nil {
+		return err
+	}
+	tf.put(l)
+	return saveTokens(path, tf)
 }
 
 func readClientSecret(file string) (string, error) {

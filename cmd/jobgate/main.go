@@ -112,14 +112,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q", cmd)
 }
 
+// newFlagSet is a command's flag set, as app.CommandFlags makes setup's, deploy's and replay's:
+// -h prints the usage line, summary, then the flags.
 func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: jobgate %s [flags]\n\n%s\n\nFlags:\n", name, summary)
-		fs.PrintDefaults()
-	}
-	return fs
+	return app.CommandFlags(name, "Usage: jobgate "+name+" [flags]\n\n"+summary+"\n", stderr)
 }
 
 // untilSignal runs a Main until SIGINT/SIGTERM, then closes it.

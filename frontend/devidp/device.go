@@ -2,7 +2,6 @@ package devidp
 
 import (
 	"context"
-	"crypto/hmac"
 	"fmt"
 	"net/http"
 	"slices"
@@ -149,9 +148,7 @@ func (i *IdP) renderDevice(w http.ResponseWriter, status int, d deviceData) {
 		d.CSRF = i.deviceCSRF(d.UserCode)
 	}
 	d.Users = i.users
-	setPageHeaders(w)
-	w.WriteHeader(status)
-	_ = deviceTmpl.Execute(w, d)
+	renderPage(w, status, deviceTmpl, d)
 }
 
 // devicePage: without user_code, a form to type it (a GET form, no JavaScript);
@@ -171,13 +168,12 @@ func (i *IdP) devicePage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (i *IdP) deviceSubmit(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
+	uc, ok := postedForm(w, r, "user_code", i.deviceCSRF, "device")
+	if !ok {
 		return
 	}
-	uc := r.PostForm.Get("user_code")
-	if uc == "" || !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(i.deviceCSRF(uc))) {
+	if uc == "" {
+		// No code, no request to answer: refused as a wrong token is.
 		http.Error(w, "csrf: missing or wrong token; reload the device page", http.StatusForbidden)
 		return
 	}

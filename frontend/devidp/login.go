@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"html/template"
 	"net/http"
 
 	"github.com/zitadel/oidc/v3/pkg/op"
@@ -39,20 +40,12 @@ func (i *IdP) renderLogin(w http.ResponseWriter, status int, d loginData) {
 	d.Action = i.path + "/login"
 	d.CSRF = i.csrfToken(d.AuthRequestID)
 	d.Users = i.users
-	setPageHeaders(w)
-	w.WriteHeader(status)
-	_ = loginTmpl.Execute(w, d)
+	renderPage(w, status, loginTmpl, d)
 }
 
 func (i *IdP) loginSubmit(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 4096)
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
-		return
-	}
-	id := r.PostForm.Get("authRequestID")
-	if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(i.csrfToken(id))) {
-		http.Error(w, "csrf: missing or wrong token; reload the sign-in page", http.StatusForbidden)
+	id, ok := postedForm(w, r, "authRequestID", i.csrfToken, "sign-in")
+	if !ok {
 		return
 	}
 	if err := i.store.completeAuth(id, r.PostForm.Get("user")); err != nil {
@@ -61,6 +54,30 @@ func (i *IdP) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := op.ContextWithIssuer(r.Context(), i.issuer)
 	http.Redirect(w, r, op.AuthCallbackURL(i.provider)(ctx, id), http.StatusFound)
+}
+
+// renderPage writes one of the pages (the picker, the device page) with status.
+func renderPage(w http.ResponseWriter, status int, tmpl *template.Template, data any) {
+	setPageHeaders(w)
+	w.WriteHeader(status)
+	_ = tmpl.Execute(w, data)
+}
+
+// postedForm reads a page's POSTed form (at most 4 KiB) and returns its field key once the
+// form's csrf token is the one token issues for that value; otherwise it answers 400 (a bad
+// form) or 403 (naming the page to reload) and returns false.
+func postedForm(w http.ResponseWriter, r *http.Request, key string, token func(string) string, page string) (string, bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return "", false
+	}
+	v := r.PostForm.Get(key)
+	if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(token(v))) {
+		http.Error(w, "csrf: missing or wrong token; reload the "+page+" page", http.StatusForbidden)
+		return "", false
+	}
+	return v, true
 }
 
 func setPageHeaders(w http.ResponseWriter) {

@@ -110,6 +110,63 @@ var (
 
 // New builds the provider, loading or creating its state in opts.Dir.
 func New(opts Options) (*IdP, error) {
+	u, err := opts.check()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Dir != "" {
+		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("devidp: %w", err)
+		}
+	}
+	key, err := loadOrCreateKey(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	cryptoKey, err := loadOrCreateSecret(opts.Dir, "crypto-key")
+	if err != nil {
+		return nil, err
+	}
+	path := strings.TrimSuffix(u.Path, "/")
+	idp := &IdP{issuer: strings.TrimSuffix(opts.Issuer, "/"), path: path, users: opts.Users, allowRemote: opts.AllowRemote}
+	// The CSRF key need not survive a restart: a picker page from before one is simply re-shown.
+	if _, err := randRead(idp.csrf[:]); err != nil {
+		return nil, err
+	}
+	if idp.store, idp.pagesSecret, err = newStorage(opts, key, path); err != nil {
+		return nil, err
+	}
+	cfg := &op.Config{
+		CryptoKey:             cryptoKey,
+		CodeMethodS256:        true,
+		GrantTypeRefreshToken: true,
+		AuthMethodPost:        true, // client_secret_post as well as basic, for jobgate-pages
+		SupportedScopes: []string{oidc.ScopeOpenID, oidc.ScopeOfflineAccess,
+			string(authz.ScopeRead), string(authz.ScopeWrite), string(authz.ScopeApprove), string(authz.ScopeAdmin)},
+		DeviceAuthorization: op.DeviceAuthorizationConfig{
+			Lifetime:     opts.DeviceCodeLifetime,
+			PollInterval: opts.DevicePollInterval,
+			// UserFormPath replaces the issuer URL's whole path, so it carries the prefix.
+			UserFormPath: path + "/device",
+			UserCode:     op.UserCodeBase20,
+		},
+	}
+	var popts []op.Option
+	if u.Scheme == "http" {
+		popts = append(popts, op.WithAllowInsecure())
+	}
+	p, err := op.NewProvider(cfg, idp.store, op.StaticIssuer(idp.issuer), popts...)
+	if err != nil {
+		return nil, fmt.Errorf("devidp: %w", err)
+	}
+	idp.provider = p
+	idp.handler = idp.routes()
+	return idp, nil
+}
+
+// check refuses options New cannot serve and fills in the defaults; it returns the parsed
+// issuer URL.
+func (opts *Options) check() (*url.URL, error) {
 	u, err := url.Parse(opts.Issuer)
 	switch {
 	case opts.Issuer == "":
@@ -138,26 +195,14 @@ func New(opts Options) (*IdP, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Dir != "" {
-		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
-			return nil, fmt.Errorf("devidp: %w", err)
-		}
-	}
-	key, err := loadOrCreateKey(opts.Dir)
-	if err != nil {
-		return nil, err
-	}
-	cryptoKey, err := loadOrCreateSecret(opts.Dir, "crypto-key")
-	if err != nil {
-		return nil, err
-	}
-	path := strings.TrimSuffix(u.Path, "/")
-	idp := &IdP{issuer: strings.TrimSuffix(opts.Issuer, "/"), path: path, users: opts.Users, allowRemote: opts.AllowRemote}
-	// The CSRF key need not survive a restart: a picker page from before one is simply re-shown.
-	if _, err := randRead(idp.csrf[:]); err != nil {
-		return nil, err
-	}
-	s := &storage{
+	return u, nil
+}
+
+// newStorage is the provider's state: the users, the built-in clients (the CLI's, and
+// jobgate-pages' with its secret when opts.PagesRedirectURIs is set), and the registered
+// clients and refresh tokens saved in opts.Dir.
+func newStorage(opts Options, key *signingKey, path string) (s *storage, pagesSecret string, err error) {
+	s = &storage{
 		resource: opts.Resource, dir: opts.Dir, now: opts.Now, key: key,
 		users: map[string]User{}, clients: map[string]*client{},
 		authReqs: map[string]*authRequest{}, codes: map[string]string{}, refresh: map[string]*refreshToken{},
@@ -165,7 +210,7 @@ func New(opts Options) (*IdP, error) {
 	}
 	for _, usr := range opts.Users {
 		if _, dup := s.users[usr.Subject]; dup || usr.Subject == "" {
-			return nil, fmt.Errorf("devidp: Options.Users: empty or duplicate subject %q", usr.Subject)
+			return nil, "", fmt.Errorf("devidp: Options.Users: empty or duplicate subject %q", usr.Subject)
 		}
 		s.users[usr.Subject] = usr
 	}
@@ -175,66 +220,47 @@ func New(opts Options) (*IdP, error) {
 	if len(opts.PagesRedirectURIs) > 0 {
 		for _, u := range opts.PagesRedirectURIs {
 			if err := checkRedirectURI(u); err != nil {
-				return nil, fmt.Errorf("devidp: Options.PagesRedirectURIs: %w", err)
+				return nil, "", fmt.Errorf("devidp: Options.PagesRedirectURIs: %w", err)
 			}
 		}
 		sec, err := loadOrCreateSecret(opts.Dir, "pages-client-secret")
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		idp.pagesSecret = base64.RawURLEncoding.EncodeToString(sec[:])
-		pc := pagesClient(s.loginURL, slices.Clone(opts.PagesRedirectURIs), idp.pagesSecret)
+		pagesSecret = base64.RawURLEncoding.EncodeToString(sec[:])
+		pc := pagesClient(s.loginURL, slices.Clone(opts.PagesRedirectURIs), pagesSecret)
 		pc.postLogout = slices.Clone(opts.PagesPostLogoutRedirectURIs)
 		s.clients[PagesClientID] = pc
 	}
 	if err := s.loadClients(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := s.loadRefresh(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	idp.store = s
-	cfg := &op.Config{
-		CryptoKey:             cryptoKey,
-		CodeMethodS256:        true,
-		GrantTypeRefreshToken: true,
-		AuthMethodPost:        true, // client_secret_post as well as basic, for jobgate-pages
-		SupportedScopes: []string{oidc.ScopeOpenID, oidc.ScopeOfflineAccess,
-			string(authz.ScopeRead), string(authz.ScopeWrite), string(authz.ScopeApprove), string(authz.ScopeAdmin)},
-		DeviceAuthorization: op.DeviceAuthorizationConfig{
-			Lifetime:     opts.DeviceCodeLifetime,
-			PollInterval: opts.DevicePollInterval,
-			// UserFormPath replaces the issuer URL's whole path, so it carries the prefix.
-			UserFormPath: path + "/device",
-			UserCode:     op.UserCodeBase20,
-		},
-	}
-	var popts []op.Option
-	if u.Scheme == "http" {
-		popts = append(popts, op.WithAllowInsecure())
-	}
-	p, err := op.NewProvider(cfg, s, op.StaticIssuer(idp.issuer), popts...)
-	if err != nil {
-		return nil, fmt.Errorf("devidp: %w", err)
-	}
-	idp.provider = p
+	return s, pagesSecret, nil
+}
+
+// routes serves the human-facing pages (loopback only unless AllowRemote), the RFC 8414
+// metadata, and the provider under the issuer's path.
+func (i *IdP) routes() http.Handler {
+	path, p := i.path, i.provider
 	mux := http.NewServeMux()
-	local := idp.loopbackOnly
-	mux.Handle("GET "+path+"/login", local(http.HandlerFunc(idp.loginPage)))
-	mux.HandleFunc("GET "+path+"/.well-known/openid-configuration", idp.discoveryHandler)
-	mux.HandleFunc("GET /.well-known/oauth-authorization-server"+path, idp.discoveryHandler)
-	mux.Handle("POST "+path+"/register", local(http.HandlerFunc(idp.registerHandler)))
-	mux.Handle("GET "+path+"/device", local(http.HandlerFunc(idp.devicePage)))
-	mux.Handle("POST "+path+"/device", local(http.NewCrossOriginProtection().Handler(http.HandlerFunc(idp.deviceSubmit))))
+	local := i.loopbackOnly
+	mux.Handle("GET "+path+"/login", local(http.HandlerFunc(i.loginPage)))
+	mux.HandleFunc("GET "+path+"/.well-known/openid-configuration", i.discoveryHandler)
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server"+path, i.discoveryHandler)
+	mux.Handle("POST "+path+"/register", local(http.HandlerFunc(i.registerHandler)))
+	mux.Handle("GET "+path+"/device", local(http.HandlerFunc(i.devicePage)))
+	mux.Handle("POST "+path+"/device", local(http.NewCrossOriginProtection().Handler(http.HandlerFunc(i.deviceSubmit))))
 	// Cross-site POSTs are refused by Sec-Fetch-Site/Origin as well as by the form token.
-	mux.Handle("POST "+path+"/login", local(http.NewCrossOriginProtection().Handler(http.HandlerFunc(idp.loginSubmit))))
+	mux.Handle("POST "+path+"/login", local(http.NewCrossOriginProtection().Handler(http.HandlerFunc(i.loginSubmit))))
 	if path == "" {
 		mux.Handle("/", p)
 	} else {
 		mux.Handle(path+"/", http.StripPrefix(path, p))
 	}
-	idp.handler = mux
-	return idp, nil
+	return mux
 }
 
 // Handler serves the provider (discovery, keys, authorize, token, ...), the

@@ -81,9 +81,7 @@ func (f sinceFlag) Set(v string) error {
 
 // Flags registers replay's flags (the connection flags are serve's, worker's and setup's).
 func (c *ReplayConfig) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Address, "temporal-address", "127.0.0.1:7233", "Temporal frontend host:port")
-	fs.StringVar(&c.Namespace, "namespace", "default", "Temporal namespace holding the jobs")
-	c.TLS.Flags(fs)
+	app.ConnectionFlags(fs, &c.Address, &c.Namespace, &c.TLS)
 	fs.IntVar(&c.Sample, "sample", ReplaySampleDefault, "replay up to this many of the newest open and of the newest closed executions of each workflow type")
 	fs.StringVar(&c.Query, "query", "", "visibility filter ANDed to every listing, e.g. \"JobTenant = 'acme'\"")
 	fs.Var(sinceFlag{&c.Since}, "since", "only closed executions closed since: a duration back from now (72h) or an RFC 3339 time; open ones are always replayed")
@@ -182,12 +180,8 @@ func Replay(ctx context.Context, c ReplayConfig, log *zap.Logger, out io.Writer)
 	if err != nil {
 		return sum, err
 	}
-	opts, err := app.TemporalConfig{Address: c.Address, Namespace: c.Namespace, TLS: c.TLS}.Options(log)
-	if err != nil {
-		return sum, err
-	}
 	dctx, dcancel := context.WithTimeout(ctx, max(c.DialTimeout, time.Second))
-	tc, err := app.WaitTemporal(dctx, opts)
+	tc, _, err := app.DialTemporal(dctx, c.Address, c.Namespace, c.TLS, log)
 	dcancel()
 	if err != nil {
 		return sum, err
@@ -349,15 +343,10 @@ func fetchHistory(ctx context.Context, tc client.Client, id, runID string) (*his
 // RunReplay is the `jobgate replay` command: flags (and their JOBGATE_* variables), then Replay.
 func RunReplay(args []string, stdout, stderr io.Writer) error {
 	var c ReplayConfig
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: jobgate replay [flags]\n\nReplays recent histories of every jobgate workflow type in a namespace (open and\n"+
-			"closed, by visibility query) against the workflow code in this binary, before it is\n"+
-			"deployed. One line per execution; exit 0 all replayed, 1 any did not (non-determinism),\n"+
-			"2 usage or connection error. Histories deleted meanwhile are reported, not failed.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
+	fs := app.CommandFlags("replay", "Usage: jobgate replay [flags]\n\nReplays recent histories of every jobgate workflow type in a namespace (open and\n"+
+		"closed, by visibility query) against the workflow code in this binary, before it is\n"+
+		"deployed. One line per execution; exit 0 all replayed, 1 any did not (non-determinism),\n"+
+		"2 usage or connection error. Histories deleted meanwhile are reported, not failed.\n", stderr)
 	c.Flags(fs)
 	if err := app.BindEnv(fs); err != nil {
 		return err

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
@@ -96,42 +98,14 @@ func run(out, name, scenario string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	db := filepath.Join(dir, "demo.db")
-	if err := activities.SeedDemoDB(db); err != nil {
-		return err
-	}
-	store, err := activities.OpenArtifactStore(ctx, "file://"+filepath.Join(dir, "artifacts"))
+	r, stop, err := startRecorder(ctx, dir)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer stop()
 
-	r := &recorder{datasets: activities.DemoDatasets(db)}
-	// Resumes are sealed as a frontend seals them.
-	if r.keys, err = handle.NewKeyring("gen", map[string][]byte{"gen": handle.GenerateKey()}); err != nil {
-		return err
-	}
-	r.e, err = gen.Start(ctx, tq, workflows.KindExport, &workflows.Workflows{Resume: frontend.ResumeVerifier(r.keys)},
-		&activities.Activities{Datasets: r.datasets, Artifacts: store, DB: &activities.DBPool{}, QueryHook: r.hook})
-	if err != nil {
-		return err
-	}
-	defer r.e.Stop()
-
-	d := r.datasets["customers"]
-	in := workflows.ExportInput{Tenant: "acme", Owner: "ann",
-		Args: workflows.ExportArgs{Dataset: "customers", Format: "csv", Columns: []string{"id", "name", "country"},
-			Purpose: "replay history"},
-		ConfigDigest: d.ConfigDigest(), MaxRows: d.MaxRows, Retention: workflows.Duration(time.Hour),
-		PartRows: 2000, PageRows: 500, Concurrency: 2}
 	id := "acme/export/replay"
-	if scenario != "plain" && scenario != "retention" {
-		in.Args.Columns = append(in.Args.Columns, "email")
-	}
-	if scenario == "retention" {
-		// Short enough that the child's timer fires and it deletes while we wait.
-		in.Retention = workflows.Duration(2 * time.Second)
-	}
+	in := r.input(scenario)
 	if scenario == "cancel-parts" {
 		r.partGate, r.release = make(chan struct{}, 1), make(chan struct{})
 	}
@@ -140,69 +114,20 @@ func run(out, name, scenario string) error {
 		return err
 	}
 	saveID, saveRun := id, run.GetRunID()
-	summary := ""
+	var summary string
 	switch scenario {
 	case "plain", "approve", "reask", "retention":
-		if scenario == "approve" || scenario == "reask" {
-			first, err := r.approve(ctx, id, "", func() {
-				if scenario == "reask" {
-					// The dataset's config changes after the job asked: its plan reports the
-					// change, and it asks again (approve-2) before reading any row.
-					d := r.datasets["customers"]
-					d.MaxRows++
-					r.datasets["customers"] = d
-				}
-			})
-			if err != nil {
-				return fmt.Errorf("%s: %w", id, err)
-			}
-			if scenario == "reask" {
-				if _, err := r.approve(ctx, id, first, nil); err != nil {
-					return fmt.Errorf("%s: second approval: %w", id, err)
-				}
-			}
-		}
-		var res workflows.ExportResult
-		if err := run.Get(ctx, &res); err != nil {
-			return fmt.Errorf("%s: %w", id, err)
-		}
-		summary = fmt.Sprintf("%d rows, artifact %s", res.Manifest.Rows, res.Manifest.Object)
-		if scenario == "retention" {
-			saveID = id + "/retention/" + run.GetRunID()
-			if err := r.e.Client.GetWorkflow(ctx, saveID, "").Get(ctx, nil); err != nil {
-				return fmt.Errorf("%s: %w", saveID, err)
-			}
-			saveRun = ""
-			summary = "retention child of a " + summary
+		if saveID, saveRun, summary, err = r.complete(ctx, scenario, id, run); err != nil {
+			return err
 		}
 	case "cancel-waiting":
-		if _, err := r.waitInput(ctx, id, ""); err != nil {
+		if summary, err = r.cancelWaiting(ctx, id, run); err != nil {
 			return err
 		}
-		if err := r.cancelAndWait(ctx, id, run); err != nil {
-			return err
-		}
-		summary = "cancelled while awaiting approval"
 	case "cancel-parts":
-		if _, err := r.approve(ctx, id, "", nil); err != nil {
+		if summary, err = r.cancelParts(ctx, id, run); err != nil {
 			return err
 		}
-		select {
-		case <-r.partGate:
-		case <-ctx.Done():
-			return fmt.Errorf("%s: no part started", id)
-		}
-		// The part is held at its first statement: cancel, then let it go on (it sees the
-		// cancel at its next heartbeat, or finishes; the job is cancelled either way).
-		err := r.e.Client.CancelWorkflow(ctx, id, "")
-		close(r.release)
-		if err != nil {
-			return err
-		}
-		if err := r.waitClosed(ctx, id, run); err != nil {
-			return err
-		}
-		summary = "cancelled while parts ran"
 	}
 	events, err := r.e.Save(ctx, out, name, saveID, saveRun)
 	if err != nil {
@@ -210,4 +135,121 @@ func run(out, name, scenario string) error {
 	}
 	fmt.Printf("%s: %d events, %s\n", name, events, summary)
 	return nil
+}
+
+// startRecorder seeds the demo database and the artifact store under dir and starts the
+// embedded server and worker; stop shuts down both.
+func startRecorder(ctx context.Context, dir string) (r *recorder, stop func(), err error) {
+	db := filepath.Join(dir, "demo.db")
+	if err := activities.SeedDemoDB(db); err != nil {
+		return nil, nil, err
+	}
+	store, err := activities.OpenArtifactStore(ctx, "file://"+filepath.Join(dir, "artifacts"))
+	if err != nil {
+		return nil, nil, err
+	}
+	r = &recorder{datasets: activities.DemoDatasets(db)}
+	// Resumes are sealed as a frontend seals them.
+	if r.keys, err = handle.NewKeyring("gen", map[string][]byte{"gen": handle.GenerateKey()}); err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	r.e, err = gen.Start(ctx, tq, workflows.KindExport, &workflows.Workflows{Resume: frontend.ResumeVerifier(r.keys)},
+		&activities.Activities{Datasets: r.datasets, Artifacts: store, DB: &activities.DBPool{}, QueryHook: r.hook})
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	return r, func() { r.e.Stop(); store.Close() }, nil
+}
+
+// input is the job every scenario starts: the approval scenarios add a sensitive column (email)
+// so the job asks, and retention shortens the artifact's life so its child deletes in time.
+func (r *recorder) input(scenario string) workflows.ExportInput {
+	d := r.datasets["customers"]
+	in := workflows.ExportInput{Tenant: "acme", Owner: "ann",
+		Args: workflows.ExportArgs{Dataset: "customers", Format: "csv", Columns: []string{"id", "name", "country"},
+			Purpose: "replay history"},
+		ConfigDigest: d.ConfigDigest(), MaxRows: d.MaxRows, Retention: workflows.Duration(time.Hour),
+		PartRows: 2000, PageRows: 500, Concurrency: 2}
+	if scenario != "plain" && scenario != "retention" {
+		in.Args.Columns = append(in.Args.Columns, "email")
+	}
+	if scenario == "retention" {
+		// Short enough that the child's timer fires and it deletes while we wait.
+		in.Retention = workflows.Duration(2 * time.Second)
+	}
+	return in
+}
+
+// complete runs the scenarios that end in an artifact (plain, approve, reask, retention),
+// answering the approvals they ask for. It returns the run to save: the job's, or for retention
+// its retention child's, which has then deleted the artifact.
+func (r *recorder) complete(ctx context.Context, scenario, id string, run client.WorkflowRun) (saveID, saveRun, summary string, err error) {
+	if scenario == "approve" || scenario == "reask" {
+		first, err := r.approve(ctx, id, "", func() {
+			if scenario == "reask" {
+				// The dataset's config changes after the job asked: its plan reports the
+				// change, and it asks again (approve-2) before reading any row.
+				d := r.datasets["customers"]
+				d.MaxRows++
+				r.datasets["customers"] = d
+			}
+		})
+		if err != nil {
+			return "", "", "", fmt.Errorf("%s: %w", id, err)
+		}
+		if scenario == "reask" {
+			if _, err := r.approve(ctx, id, first, nil); err != nil {
+				return "", "", "", fmt.Errorf("%s: second approval: %w", id, err)
+			}
+		}
+	}
+	var res workflows.ExportResult
+	if err := run.Get(ctx, &res); err != nil {
+		return "", "", "", fmt.Errorf("%s: %w", id, err)
+	}
+	summary = fmt.Sprintf("%d rows, artifact %s", res.Manifest.Rows, res.Manifest.Object)
+	if scenario != "retention" {
+		return id, run.GetRunID(), summary, nil
+	}
+	saveID = id + "/retention/" + run.GetRunID()
+	if err := r.e.Client.GetWorkflow(ctx, saveID, "").Get(ctx, nil); err != nil {
+		return "", "", "", fmt.Errorf("%s: %w", saveID, err)
+	}
+	return saveID, "", "retention child of a " + summary, nil
+}
+
+// cancelWaiting cancels the job while it waits for approval.
+func (r *recorder) cancelWaiting(ctx context.Context, id string, run client.WorkflowRun) (string, error) {
+	if _, err := r.waitInput(ctx, id, ""); err != nil {
+		return "", err
+	}
+	if err := r.cancelAndWait(ctx, id, run); err != nil {
+		return "", err
+	}
+	return "cancelled while awaiting approval", nil
+}
+
+// cancelParts approves the job, then cancels it while a part is held at its first statement.
+func (r *recorder) cancelParts(ctx context.Context, id string, run client.WorkflowRun) (string, error) {
+	if _, err := r.approve(ctx, id, "", nil); err != nil {
+		return "", err
+	}
+	select {
+	case <-r.partGate:
+	case <-ctx.Done():
+		return "", fmt.Errorf("%s: no part started", id)
+	}
+	// The part is held at its first statement: cancel, then let it go on (it sees the
+	// cancel at its next heartbeat, or finishes; the job is cancelled either way).
+	err := r.e.Client.CancelWorkflow(ctx, id, "")
+	close(r.release)
+	if err != nil {
+		return "", err
+	}
+	if err := r.waitClosed(ctx, id, run); err != nil {
+		return "", err
+	}
+	return "cancelled while parts ran", nil
 }
