@@ -151,11 +151,11 @@ type Frontend struct {
 // The jobs live in Temporal (Options.Temporal).
 func New(opts Options) (*Frontend, error) { return newFrontend(opts, nil) }
 
-// newFrontend is New over store; a nil store is the Temporal store of opts.Temporal (unit tests
-// pass their in-memory fake).
-func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
+// check reports the first thing wrong with opts: a required field missing (Temporal only when
+// no store is given) or an option value not among its choices.
+func (opts *Options) check(haveStore bool) error {
 	var missing []string
-	if opts.Temporal == nil && store == nil {
+	if opts.Temporal == nil && !haveStore {
 		missing = append(missing, "Temporal")
 	}
 	if opts.Verifier == nil {
@@ -171,8 +171,25 @@ func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
 		missing = append(missing, "ResourceURI")
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("frontend: missing %s", strings.Join(missing, ", "))
+		return fmt.Errorf("frontend: missing %s", strings.Join(missing, ", "))
 	}
+	switch opts.QuotaDegraded {
+	case "":
+	case quota.AdmitBounded, quota.Refuse:
+	default:
+		return fmt.Errorf("frontend: QuotaDegraded %q: want %q or %q", opts.QuotaDegraded, quota.AdmitBounded, quota.Refuse)
+	}
+	switch opts.UIURLFor {
+	case "":
+	case UIURLForAdmin, UIURLForAll, UIURLForNone:
+	default:
+		return fmt.Errorf("frontend: UIURLFor %q: want %s, %s or %s", opts.UIURLFor, UIURLForAdmin, UIURLForAll, UIURLForNone)
+	}
+	return nil
+}
+
+// defaults fills the zero fields of opts with their documented defaults.
+func (opts *Options) defaults() {
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
 	}
@@ -200,13 +217,6 @@ func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
 	if opts.QuotaOvershoot <= 0 {
 		opts.QuotaOvershoot = quota.OvershootDefault
 	}
-	switch opts.QuotaDegraded {
-	case "":
-		opts.QuotaDegraded = quota.AdmitBounded
-	case quota.AdmitBounded, quota.Refuse:
-	default:
-		return nil, fmt.Errorf("frontend: QuotaDegraded %q: want %q or %q", opts.QuotaDegraded, quota.AdmitBounded, quota.Refuse)
-	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
@@ -223,13 +233,21 @@ func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
 		opts.MaxStreamsPerCaller = MaxStreamsPerCallerDefault
 	}
 	opts.UIBaseURL = strings.TrimRight(opts.UIBaseURL, "/")
-	switch opts.UIURLFor {
-	case "":
-		opts.UIURLFor = UIURLForAdmin
-	case UIURLForAdmin, UIURLForAll, UIURLForNone:
-	default:
-		return nil, fmt.Errorf("frontend: UIURLFor %q: want %s, %s or %s", opts.UIURLFor, UIURLForAdmin, UIURLForAll, UIURLForNone)
+	if opts.QuotaDegraded == "" {
+		opts.QuotaDegraded = quota.AdmitBounded
 	}
+	if opts.UIURLFor == "" {
+		opts.UIURLFor = UIURLForAdmin
+	}
+}
+
+// newFrontend is New over store; a nil store is the Temporal store of opts.Temporal (unit tests
+// pass their in-memory fake).
+func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
+	if err := opts.check(store != nil); err != nil {
+		return nil, err
+	}
+	opts.defaults()
 	f := &Frontend{opts: opts, log: opts.Logger, tokens: newTokenCache(opts.Now), results: newResultCache(),
 		streams: newStreamLimits(opts.MaxStreams, opts.MaxStreamsPerCaller)}
 	f.hub = newHistoryHub(f)
