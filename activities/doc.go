@@ -48,6 +48,10 @@
 //   - A command episode sees none of the worker's environment beyond PATH, HOME, LANG, LC_ALL,
 //     TZ, the variables its suite names and its own JOBGATE_* episode variables.
 //
+// What callers share with these activities (their names, inputs, results and records, the
+// suite and dataset catalogs) is package activities/contract, which imports no driver:
+// workflows and the frontend import only it, so they never link pgx, SQLite or a blob driver.
+//
 // README.md in this directory is the operator's reference: the catalog formats, what a command
 // sees, the http receiver protocol, how an export runs and how notifications are delivered.
 package activities

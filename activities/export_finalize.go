@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"go.temporal.io/sdk/activity"
 	"gocloud.dev/blob"
 )
@@ -51,41 +52,41 @@ func artifactFileName(jobID, format string) string {
 // A retry after success returns the stored manifest (the chunks may be gone by then), but only
 // a manifest this very input wrote: same first run ID and input digest. Anything else stored
 // there (an earlier instance's, under a legacy prefix) is never returned; it is overwritten.
-func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput) (Manifest, error) {
+func (a *Activities) FinalizeExport(ctx context.Context, in contract.FinalizeExportInput) (contract.Manifest, error) {
 	store, err := a.store()
 	if err != nil {
-		return Manifest{}, err
+		return contract.Manifest{}, err
 	}
 	prefix := ExportPrefix(in.JobID, in.FirstRunID)
 	digest, err := finalizeDigest(in)
 	if err != nil {
-		return Manifest{}, err
+		return contract.Manifest{}, err
 	}
 	if m, err := store.ReadManifest(ctx, in.JobID, in.FirstRunID); err == nil {
 		if m.RunID == in.FirstRunID && m.InputDigest == digest {
 			// An attempt that died between the manifest and the cleanup left chunks behind.
 			if err := store.deletePrefix(ctx, prefix+"part-"); err != nil {
-				return Manifest{}, err
+				return contract.Manifest{}, err
 			}
 			return m, nil
 		}
 		activity.GetLogger(ctx).Warn("a stored manifest of another job instance or input is ignored and replaced",
 			"job_id", in.JobID, "first_run_id", in.FirstRunID, "stored_run_id", m.RunID)
-	} else if !errors.Is(err, ErrArtifactGone) {
-		return Manifest{}, err
+	} else if !errors.Is(err, contract.ErrArtifactGone) {
+		return contract.Manifest{}, err
 	}
 	if err := checkFormat(in.Format); err != nil {
-		return Manifest{}, err
+		return contract.Manifest{}, err
 	}
 	if len(in.Columns) == 0 {
-		return Manifest{}, invalid("no columns")
+		return contract.Manifest{}, invalid("no columns")
 	}
 	parts := slices.Clone(in.Parts)
-	slices.SortFunc(parts, func(x, y PartResult) int { return x.Part - y.Part })
+	slices.SortFunc(parts, func(x, y contract.PartResult) int { return x.Part - y.Part })
 	chunks := 0
 	for i, p := range parts {
 		if p.Part < 1 || (i > 0 && parts[i-1].Part == p.Part) || p.Chunks < 0 || p.Rows < 0 || p.Bytes < 0 {
-			return Manifest{}, invalid("part %d: malformed or repeated part result", p.Part)
+			return contract.Manifest{}, invalid("part %d: malformed or repeated part result", p.Part)
 		}
 		chunks += p.Chunks
 	}
@@ -99,19 +100,19 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 	defer cancel()
 	w, err := store.b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/gzip"})
 	if err != nil {
-		return Manifest{}, fmt.Errorf("write artifact: %w", err)
+		return contract.Manifest{}, fmt.Errorf("write artifact: %w", err)
 	}
-	abort := func(err error) (Manifest, error) {
+	abort := func(err error) (contract.Manifest, error) {
 		cancel() // before Close: the partial object is discarded, never committed
 		_ = w.Close()
-		return Manifest{}, err
+		return contract.Manifest{}, err
 	}
 	whole := sha256.New()
 	var total int64
 	out := io.MultiWriter(w, whole)
 	var lead []byte
 	switch {
-	case in.Format == FormatCSV:
+	case in.Format == contract.FormatCSV:
 		lead, err = csvHeader(in.Columns)
 	case chunks == 0:
 		lead, err = gzipMember(nil)
@@ -124,12 +125,12 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 	}
 	total += int64(len(lead))
 
-	m := Manifest{
+	m := contract.Manifest{
 		Object:      key,
 		FileName:    artifactFileName(in.JobID, in.Format),
 		Format:      in.Format,
 		Columns:     slices.Clone(in.Columns),
-		Parts:       make([]ManifestPart, 0, len(parts)),
+		Parts:       make([]contract.ManifestPart, 0, len(parts)),
 		CreatedAt:   started.UTC(),
 		ExpiresAt:   in.ExpiresAt.UTC(),
 		RunID:       in.FirstRunID,
@@ -153,10 +154,10 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 		}
 		total += pb
 		m.Rows += p.Rows
-		m.Parts = append(m.Parts, ManifestPart{Part: p.Part, Rows: p.Rows, Bytes: pb, SHA256: hex.EncodeToString(ph.Sum(nil))})
+		m.Parts = append(m.Parts, contract.ManifestPart{Part: p.Part, Rows: p.Rows, Bytes: pb, SHA256: hex.EncodeToString(ph.Sum(nil))})
 	}
 	if err := w.Close(); err != nil {
-		return Manifest{}, fmt.Errorf("write artifact: %w", err)
+		return contract.Manifest{}, fmt.Errorf("write artifact: %w", err)
 	}
 	m.Bytes = total
 	m.SHA256 = hex.EncodeToString(whole.Sum(nil))
@@ -164,23 +165,23 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 	m.ApprovalRequired = in.ApprovalRequired
 	mb, err := json.Marshal(m)
 	if err != nil {
-		return Manifest{}, err
+		return contract.Manifest{}, err
 	}
 	if a.ManifestSealer != nil {
 		// Sealed last, over everything above, so the artifact's digests and the decision record
 		// cannot be rewritten or removed by whoever can write the artifact store alone.
 		if m.ManifestSeal, err = a.ManifestSealer.SealManifest(mb); err != nil {
-			return Manifest{}, fmt.Errorf("seal manifest: %w", err)
+			return contract.Manifest{}, fmt.Errorf("seal manifest: %w", err)
 		}
 		if mb, err = json.Marshal(m); err != nil {
-			return Manifest{}, err
+			return contract.Manifest{}, err
 		}
 	}
 	if err := store.b.WriteAll(ctx, manifestKey(in.JobID, in.FirstRunID), mb, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
-		return Manifest{}, fmt.Errorf("write manifest: %w", err)
+		return contract.Manifest{}, fmt.Errorf("write manifest: %w", err)
 	}
 	if err := store.deletePrefix(ctx, prefix+"part-"); err != nil {
-		return Manifest{}, err
+		return contract.Manifest{}, err
 	}
 	activity.GetLogger(ctx).Info("export finalized", "job_id", in.JobID, "first_run_id", in.FirstRunID, "rows", m.Rows, "bytes", m.Bytes, "parts", len(m.Parts))
 	return m, nil
@@ -188,7 +189,7 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 
 // finalizeDigest is "sha256:<hex>" of the canonical JSON of a finalize input: what a stored
 // manifest must have been written for to be reused.
-func finalizeDigest(in FinalizeExportInput) (string, error) {
+func finalizeDigest(in contract.FinalizeExportInput) (string, error) {
 	in.ExpiresAt = in.ExpiresAt.UTC()
 	b, err := json.Marshal(in)
 	if err != nil {

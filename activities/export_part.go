@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/klauspost/compress/gzip"
 	"go.temporal.io/sdk/activity"
 	"gocloud.dev/blob"
@@ -60,45 +61,45 @@ func chunkKey(jobID, firstRunID string, part, chunk int) string {
 // of PageRows rows (fewer when their text reaches chunkRawMax), each a complete gzip member. It heartbeats after every chunk and resumes
 // from the last heartbeat; a chunk rewritten because its heartbeat was lost comes out
 // byte-identical (deterministic encoding and gzip), so a resumed part equals a clean one.
-func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartResult, error) {
+func (a *Activities) ExportPart(ctx context.Context, in contract.ExportPartInput) (contract.PartResult, error) {
 	d, err := a.dataset(in.Dataset)
 	if err != nil {
-		return PartResult{}, err
+		return contract.PartResult{}, err
 	}
 	if d.ConfigDigest() != in.ConfigDigest {
-		return PartResult{}, scopeChanged(d)
+		return contract.PartResult{}, scopeChanged(d)
 	}
 	if in.Tenant == "" {
-		return PartResult{}, invalid("no tenant")
+		return contract.PartResult{}, invalid("no tenant")
 	}
 	if err := checkFormat(in.Format); err != nil {
-		return PartResult{}, err
+		return contract.PartResult{}, err
 	}
 	if err := checkColumns(d, in.Columns); err != nil {
-		return PartResult{}, err
+		return contract.PartResult{}, err
 	}
 	if in.Part < 1 {
-		return PartResult{}, invalid("part %d: parts count from 1", in.Part)
+		return contract.PartResult{}, invalid("part %d: parts count from 1", in.Part)
 	}
 	pageRows := in.PageRows
 	if pageRows <= 0 {
-		pageRows = PageRowsDefault
+		pageRows = contract.PageRowsDefault
 	}
 	if pageRows > pageRowsMax {
-		return PartResult{}, invalid("page_rows %d: at most %d", pageRows, pageRowsMax)
+		return contract.PartResult{}, invalid("page_rows %d: at most %d", pageRows, pageRowsMax)
 	}
 	through, err := keyArg(d, in.Range.Through)
 	if err != nil {
-		return PartResult{}, err
+		return contract.PartResult{}, err
 	}
 	if in.Range.After != nil {
 		if _, err := keyArg(d, *in.Range.After); err != nil {
-			return PartResult{}, err
+			return contract.PartResult{}, err
 		}
 	}
 	store, err := a.store()
 	if err != nil {
-		return PartResult{}, err
+		return contract.PartResult{}, err
 	}
 
 	prog := PartProgress{LastKey: in.Range.After}
@@ -115,7 +116,7 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 
 	db, err := a.pool().Open(d)
 	if err != nil {
-		return PartResult{}, err
+		return contract.PartResult{}, err
 	}
 	sel := make([]string, 0, len(in.Columns)+1)
 	sel = append(sel, qi(d.KeyColumn))
@@ -132,7 +133,7 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 		if prog.LastKey != nil {
 			after, err := keyArg(d, *prog.LastKey)
 			if err != nil {
-				return PartResult{}, err
+				return contract.PartResult{}, err
 			}
 			if in.Range.After == nil || *prog.LastKey != *in.Range.After {
 				// Resuming after a chunk (a retry or a throttle pause): a second row with the
@@ -141,10 +142,10 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 				dq := fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s WHERE %s = $1 AND %s = $2 LIMIT 2) x`,
 					qi(d.Table), qi(d.TenantColumn), qi(d.KeyColumn))
 				if err := a.queryRow(ctx, db, d, dq, []any{in.Tenant, after}, &n); err != nil {
-					return PartResult{}, err
+					return contract.PartResult{}, err
 				}
 				if n > 1 {
-					return PartResult{}, invalid("dataset %q: %s is not unique for the tenant; rows cannot be paged", d.Name, d.KeyColumn)
+					return contract.PartResult{}, invalid("dataset %q: %s is not unique for the tenant; rows cannot be paged", d.Name, d.KeyColumn)
 				}
 			}
 			q += fmt.Sprintf(`%s > $2 AND `, qi(d.KeyColumn))
@@ -157,13 +158,13 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 			break
 		}
 		if !errors.Is(err, errPaused) {
-			return PartResult{}, err
+			return contract.PartResult{}, err
 		}
 		if err := rate.wait(ctx); err != nil {
-			return PartResult{}, err
+			return contract.PartResult{}, err
 		}
 	}
-	return PartResult{Part: in.Part, Chunks: prog.NextChunk, Rows: prog.Rows, Bytes: prog.Bytes}, nil
+	return contract.PartResult{Part: in.Part, Chunks: prog.NextChunk, Rows: prog.Rows, Bytes: prog.Bytes}, nil
 }
 
 const (
@@ -187,7 +188,7 @@ var chunkRawMax int64 = chunkRawMaxDefault
 // by a retry that resumed after the previous chunk's last key comes out byte-identical.
 // PostgreSQL rows of the column types pgDecoderFor knows take the raw path; everything else
 // goes through database/sql. Both write the same bytes.
-func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in ExportPartInput, store *ArtifactStore,
+func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d contract.Dataset, in contract.ExportPartInput, store *ArtifactStore,
 	prog *PartProgress, pageRows int, rate *rateState, q string, args []any) error {
 	// Cancelled on return: an error abandons the rest of the result instead of draining it.
 	qctx, cancel := context.WithCancel(ctx)
@@ -195,7 +196,7 @@ func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in E
 	enc := newRowEncoder(in.Format, in.Columns)
 	pw := newPartWriter(ctx, store, in, d.KeyColumn, prog, pageRows, rate, enc)
 	defer pw.release()
-	if d.Driver == DriverPostgres && !a.sqlRowsOnly {
+	if d.Driver == contract.DriverPostgres && !a.sqlRowsOnly {
 		fast, err := a.queryPGRaw(qctx, cancel, db, d, q, args, func(r *pgRawRows) error {
 			for r.Next() {
 				key, err := r.encode(d, enc)
@@ -260,7 +261,7 @@ func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in E
 type partWriter struct {
 	ctx      context.Context
 	store    *ArtifactStore
-	in       ExportPartInput
+	in       contract.ExportPartInput
 	prog     *PartProgress
 	pageRows int
 	rate     *rateState
@@ -275,7 +276,7 @@ type partWriter struct {
 	keyColumn string // for the duplicate-key error
 }
 
-func newPartWriter(ctx context.Context, store *ArtifactStore, in ExportPartInput, keyColumn string, prog *PartProgress,
+func newPartWriter(ctx context.Context, store *ArtifactStore, in contract.ExportPartInput, keyColumn string, prog *PartProgress,
 	pageRows int, rate *rateState, enc *rowEncoder) *partWriter {
 	w := &partWriter{ctx: ctx, store: store, in: in, keyColumn: keyColumn, prog: prog, pageRows: pageRows, rate: rate, enc: enc}
 	w.zw = gzipWriters.Get().(*gzip.Writer)

@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
@@ -105,7 +105,7 @@ func TestBrowserApprovals(t *testing.T) {
 	raw, err := os.ReadFile(mp)
 	must(t, err)
 	var man struct {
-		Decision *activities.DecisionRecord `json:"decision"`
+		Decision *contract.DecisionRecord `json:"decision"`
 	}
 	must(t, json.Unmarshal(raw, &man))
 	if d := man.Decision; d == nil || d.Surface != workflows.SurfacePage || d.SignedInWith != frontend.SignedInOIDCSession ||

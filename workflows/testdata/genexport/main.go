@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
@@ -63,7 +64,7 @@ func main() {
 type recorder struct {
 	e        *gen.Env
 	keys     *handle.Keyring
-	datasets activities.Datasets
+	datasets contract.Datasets
 	// partGate, when set, receives once when a part sends its first statement, which then
 	// waits until release is closed.
 	mu       sync.Mutex
@@ -106,7 +107,7 @@ func run(out, name, scenario string) error {
 	}
 	defer store.Close()
 
-	r := &recorder{datasets: activities.DemoDatasets(db)}
+	r := &recorder{datasets: contract.DemoDatasets(db)}
 	// Resumes are sealed as a frontend seals them.
 	if r.keys, err = handle.NewKeyring("gen", map[string][]byte{"gen": handle.GenerateKey()}); err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
@@ -64,7 +65,7 @@ func run(out, only string) error {
 		return err
 	}
 	defer store.Close()
-	acts := &activities.Activities{Suites: activities.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond, Artifacts: store}
+	acts := &activities.Activities{Suites: contract.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond, Artifacts: store}
 	e, err := gen.Start(ctx, tq, workflows.KindEval, wfs, acts)
 	if err != nil {
 		return err
@@ -73,7 +74,7 @@ func run(out, only string) error {
 	c := e.Client
 	// WriteEpisodes reads each segment with the run's own query, as cmd/app wires it (set before
 	// any job starts, so no activity has read the field yet).
-	acts.SegmentEpisodes = func(ctx context.Context, jobID, runID string) (int, []activities.EpisodeOutcome, error) {
+	acts.SegmentEpisodes = func(ctx context.Context, jobID, runID string) (int, []contract.EpisodeOutcome, error) {
 		v, err := c.QueryWorkflow(ctx, jobID, runID, workflows.QueryEpisodes, workflows.EpisodesQuery{})
 		if err != nil {
 			return 0, nil, err

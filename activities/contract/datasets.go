@@ -1,4 +1,4 @@
-package activities
+package contract
 
 // The dataset catalog: Dataset and its columns, config digest and defaults, strict parsing
 // and validation of a catalog file, and the demo catalog.
@@ -73,9 +73,9 @@ type Dataset struct {
 	MaxRowsPerSecond int `json:"max_rows_per_second,omitempty"`
 }
 
-// withDefaults fills the zero fields that have defaults, so a dataset built in code and the
+// WithDefaults fills the zero fields that have defaults, so a dataset built in code and the
 // same dataset read from a file digest alike.
-func (d Dataset) withDefaults() Dataset {
+func (d Dataset) WithDefaults() Dataset {
 	if d.Driver == "" {
 		d.Driver = DriverSQLite
 	}
@@ -102,7 +102,7 @@ func (d Dataset) withDefaults() Dataset {
 // and a digest over them would leak nothing but churn approvals. Timeouts and retention are
 // left out too: they change how long things last, not what is disclosed.
 func (d Dataset) ConfigDigest() string {
-	d = d.withDefaults()
+	d = d.WithDefaults()
 	type col struct {
 		Name      string `json:"name"`
 		Sensitive bool   `json:"sensitive"`
@@ -195,7 +195,7 @@ func ParseDatasets(b []byte) (Datasets, error) {
 			err = derr
 		}
 		if err == nil {
-			err = d.validate()
+			err = d.Validate()
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", datasetRef(i, raw), err)
@@ -203,7 +203,7 @@ func ParseDatasets(b []byte) (Datasets, error) {
 		if _, dup := c[d.Name]; dup {
 			return nil, fmt.Errorf("dataset %q: name: configured twice", d.Name)
 		}
-		c[d.Name] = d.withDefaults()
+		c[d.Name] = d.WithDefaults()
 	}
 	return c, nil
 }
@@ -231,7 +231,9 @@ func datasetRef(i int, raw json.RawMessage) string {
 	return fmt.Sprintf("datasets[%d]", i)
 }
 
-func (d Dataset) validate() error {
+// Validate checks what ParseDatasets checks of one dataset (names, key, columns, limits):
+// activities call it for datasets built in code, so only a valid identifier reaches SQL.
+func (d Dataset) Validate() error {
 	if d.MaxRowsPerSecond < 0 {
 		return fmt.Errorf("max_rows_per_second %d: must be 0 (no limit) or more", d.MaxRowsPerSecond)
 	}
@@ -329,5 +331,5 @@ func DemoDatasets(sqlitePath string) Datasets {
 			{Name: "country"}, {Name: "plan"}, {Name: "signup_date"},
 		},
 	}
-	return Datasets{d.Name: d.withDefaults()}
+	return Datasets{d.Name: d.WithDefaults()}
 }

@@ -1,4 +1,4 @@
-package activities
+package contract
 
 import (
 	"bytes"
@@ -108,12 +108,6 @@ var (
 
 // envNamesMax bounds a suite's env list.
 const envNamesMax = 64
-
-// commandEnvBase are the worker variables every command episode receives when the worker has
-// them: what a program needs to find binaries, its home and its locale. Nothing else of the
-// worker's environment reaches a command unless its suite names it (Suite.Env). A function, so
-// the allow-list is no package state anything could append to.
-func commandEnvBase() []string { return []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ"} }
 
 // DefaultCatalog has the demo suite the dev stack always offers (CONTRACT.md).
 func DefaultCatalog() Catalog {
