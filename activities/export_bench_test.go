@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 )
 
 // BenchmarkExportLevers exports one tenant's rows (columns id,name,country,plan,signup_date;

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 )
 
 // TestPGRawColumnTypeChanged: a column type change after the raw path ran on a pooled

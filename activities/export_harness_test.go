@@ -26,7 +26,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 )
 
 // backend is one SQL engine holding the same deterministic data: the demo customers (integer

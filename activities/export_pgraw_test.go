@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 )
 
 // TestPGRawMatchesSQL: an export of every column type the PostgreSQL raw path decodes, edge

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 )
 
 // TestPlanExportApproval: the plan carries the worker catalog's approval settings for the

@@ -19,8 +19,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/activities/receiver"
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/tests/support/receiver"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 const httpJobID = "acme/eval/run-1"

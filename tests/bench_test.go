@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 	"github.com/jobgate/jobgate/workflows"
 )
 

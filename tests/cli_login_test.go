@@ -20,10 +20,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/oidctest"
-	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/devidp"
+	"github.com/jobgate/jobgate/tests/support/oidctest"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 // `jobgate login`, whoami and logout as subprocesses of the built binary against a real jobgate
@@ -418,7 +418,7 @@ func testCLILogin(t *testing.T, d idpDriver) {
 	}
 }
 
-// cliNodeIdP is npm oidc-provider (activities/oidctest), an independent certified provider, as
+// cliNodeIdP is npm oidc-provider (tests/support/oidctest), an independent certified provider, as
 // its own process. Its access tokens live 20 seconds throughout (inside the CLI's 30-second
 // refresh margin), so every CLI command refreshes and saves the rotated tokens.
 type cliNodeIdP struct{ *oidctest.Provider }

@@ -9,8 +9,8 @@
 // real wiring of package app on loopback ports. It mints tokens for principals of its tenants,
 // connects the real go-sdk MCP client to either replica, calls the tools, and asserts what
 // Temporal stored: history, visibility, memo, artifacts, logs. Suites that need more start real
-// processes (`jobgate` binaries, tests/lbproxy, activities/receiver, tests/temporalpg), real
-// PostgreSQL servers (activities/pgtest), or Node clients (tests/tsclient, tests/conformance).
+// processes (`jobgate` binaries, tests/lbproxy, tests/support/receiver, tests/temporalpg), real
+// PostgreSQL servers (tests/support/pgtest), or Node clients (tests/tsclient, tests/conformance).
 //
 // # Guarantees
 //

@@ -26,8 +26,8 @@ import (
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/activities/pgtest"
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 )
 
 // copyCols are the exported columns: none is sensitive, so no approval stands in the timing.

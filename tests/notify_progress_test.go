@@ -16,8 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/activities/webhookrecv"
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/tests/support/webhookrecv"
 	"github.com/jobgate/jobgate/workflows"
 )
 

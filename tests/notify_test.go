@@ -18,14 +18,14 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/activities/webhookrecv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
+	"github.com/jobgate/jobgate/tests/support/webhookrecv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// webhookrecvTarget is the notification test receiver process (activities/webhookrecv).
-var webhookrecvTarget = goTarget{"../activities/webhookrecv/cmd/webhookrecv", "webhookrecv", ""}
+// webhookrecvTarget is the notification test receiver process (tests/support/webhookrecv).
+var webhookrecvTarget = goTarget{"./support/webhookrecv/cmd/webhookrecv", "webhookrecv", ""}
 
 // notifyFixture is a receiver's address and state directory and the tenants file naming it as
 // acme's endpoint (both events, allow_private: the receiver is on loopback).

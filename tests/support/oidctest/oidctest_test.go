@@ -12,9 +12,9 @@ import (
 
 	"golang.org/x/oauth2"
 
-	"github.com/jobgate/jobgate/activities/oidctest"
-	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/tests/support/oidctest"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 const resource = "http://127.0.0.1:1/mcp"

@@ -4,7 +4,7 @@
 //
 // The PostgreSQL binaries (initdb, pg_ctl, postgres) must be on PATH. Without them, or with
 // -short (a PostgreSQL server is too heavy for the fast loop), a test is skipped, except under
-// CI=true, where it fails: CI must never pass by skipping (activities/testenv).
+// CI=true, where it fails: CI must never pass by skipping (tests/support/testenv).
 //
 // It is a test-support package like net/http/httptest, and lives beside the dataset code whose
 // tests need it (activities' export tests, and the integration tests in tests/): library tests

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 const testKey = "acme/eval/run-1#7" // shaped like a jobgate operation ID: "/" and "#" need escaping

@@ -1,7 +1,7 @@
-// Command webhookrecv runs the notification test receiver (package activities/webhookrecv) as
+// Command webhookrecv runs the notification test receiver (package tests/support/webhookrecv) as
 // its own process:
 //
-//	go run ./activities/webhookrecv/cmd/webhookrecv -addr 127.0.0.1:8090 -dir /tmp/wh -secret-file secret
+//	go run ./tests/support/webhookrecv/cmd/webhookrecv -addr 127.0.0.1:8090 -dir /tmp/wh -secret-file secret
 //
 // It prints "webhookrecv: listening on http://<addr>" once it accepts connections.
 package main
@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/activities/webhookrecv"
+	"github.com/jobgate/jobgate/tests/support/webhookrecv"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/jobgate/jobgate/activities/receiver"
+	"github.com/jobgate/jobgate/tests/support/receiver"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 // GrantDeviceCode is the device authorization grant type (RFC 8628).

@@ -5,12 +5,12 @@
 //
 // It exists so that jobgate's login flows, its JWKS verification and MCP clients' own login are
 // proved against a provider jobgate did not write (the dev IdP in frontend/devidp is the other).
-// It is a test-support package like activities/pgtest: tests in tests/ and other packages' tests
+// It is a test-support package like tests/support/pgtest: tests in tests/ and other packages' tests
 // may import it; production code never does.
 //
 // Node.js (20+) must be on PATH and tests/oidcidp/node_modules installed (`npm ci` there; Start
 // runs it itself when npm is on PATH). Without them, or with -short, a test is skipped, except
-// under CI=true, where it fails (activities/testenv).
+// under CI=true, where it fails (tests/support/testenv).
 //
 // # Happy path
 //

@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 // Dir is tests/oidcidp, the Node project with idp.mjs, found from this file's place in the module.
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "tests", "oidcidp")
+	return filepath.Join(filepath.Dir(file), "..", "..", "oidcidp")
 }
 
 func ensureDeps(t testing.TB, dir string) {
