@@ -51,6 +51,8 @@
 // What callers share with these activities (their names, inputs, results and records, the
 // suite and dataset catalogs) is package activities/contract, which imports no driver:
 // workflows and the frontend import only it, so they never link pgx, SQLite or a blob driver.
+// Of jobgate, activities imports only activities/contract and authz; it must never import
+// workflows, frontend or cmd (workflows reach it by activity name, cmd wires it).
 //
 // README.md in this directory is the operator's reference: the catalog formats, what a command
 // sees, the http receiver protocol, how an export runs and how notifications are delivered.

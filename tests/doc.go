@@ -21,4 +21,7 @@
 //
 // README.md in this directory records what the suites proved (what survives what) and the
 // benchmark figures.
+//
+// No package imports it; it may import any package of the module, and starts what it cannot
+// import (jobgate binaries, tests/lbproxy, tests/temporalpg) as processes.
 package tests

@@ -30,4 +30,7 @@
 //     scope = the requested scopes the user has, and the user's claims (tenant, …); a user
 //     configured without a tenant gets a token without the tenant claim.
 //   - Every client allowed the refresh_token grant gets a refresh token (offline_access or not).
+//
+// Test support: only tests import it, never non-test code; of jobgate it imports only
+// tests/support/testenv.
 package oidctest

@@ -28,4 +28,7 @@
 //     (unless AllowDuplicates turns that off to show what a naive receiver would do).
 //   - Close ends stalls and waits until every handler has written its state, so the directory
 //     can be reopened or removed right after.
+//
+// Test support: only tests and its cmd/receiver import it, never non-test code; it imports no
+// jobgate package (it speaks the protocol as any receiver would).
 package receiver

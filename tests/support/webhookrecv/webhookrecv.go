@@ -9,6 +9,9 @@
 //
 // Faults: FailFirst answers 500 to the first n validly signed requests; StallFirst holds the
 // first n until the sender hangs up (a worker killed mid-delivery).
+//
+// Test support: only tests and its cmd/webhookrecv import it, never non-test code; it imports
+// no jobgate package (it checks signatures as any receiver would).
 package webhookrecv
 
 import (

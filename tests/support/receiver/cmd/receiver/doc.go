@@ -4,4 +4,6 @@
 //
 // It prints the episodes URL to put in an http suite's "url", keeps its state in -dir (restart it
 // with the same -dir and it remembers what it applied), and takes faults on POST /control.
+//
+// It imports only tests/support/receiver of jobgate.
 package main

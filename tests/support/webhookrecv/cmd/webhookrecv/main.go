@@ -4,6 +4,9 @@
 //	go run ./tests/support/webhookrecv/cmd/webhookrecv -addr 127.0.0.1:8090 -dir /tmp/wh -secret-file secret
 //
 // It prints "webhookrecv: listening on http://<addr>" once it accepts connections.
+//
+// Of jobgate it imports tests/support/webhookrecv and activities (ReadNotifySecret, so it reads a
+// secret file exactly as the worker does).
 package main
 
 import (
