@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,19 +16,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
 
-// Application error types an episode can end with. Both are final: retrying cannot change them.
-const (
-	ErrTypeEpisodeFailed = "EpisodeFailed"
-	ErrTypeSuiteMissing  = "SuiteMissing"
-)
-
 // Activities holds the dependencies of the episode and export activities.
 type Activities struct {
-	Suites Catalog
+	Suites contract.Catalog
 	// HeartbeatEvery is how often a running episode heartbeats. Defaults to 1 second.
 	HeartbeatEvery time.Duration
 	// HTTPClient sends the episodes of http suites; shared by all of them. Nil: a default client
@@ -38,7 +31,7 @@ type Activities struct {
 	HTTPClient *http.Client
 
 	// Datasets is the export catalog; callers only name datasets.
-	Datasets Datasets
+	Datasets contract.Datasets
 	// Artifacts stores export chunks, artifacts and manifests.
 	Artifacts *ArtifactStore
 	// DB caches the dataset connections. Nil: a pool created on first use.
@@ -62,37 +55,6 @@ type Activities struct {
 	lazyDB     *DBPool   // used while DB is nil
 }
 
-// EpisodeInput names one episode of one job.
-type EpisodeInput struct {
-	JobID string `json:"job_id"`
-	// FirstRunID is the job's first run ID: stable across retries, worker deaths and
-	// continue-as-new, and unique per job instance (a workflow ID is reused once Temporal has
-	// purged a closed job). Empty in episodes scheduled before it existed.
-	FirstRunID string `json:"first_run_id,omitempty"`
-	Suite      string `json:"suite"`
-	Index      int    `json:"index"`
-	// OperationID is stable across retries, worker deaths and continue-as-new, and never
-	// repeats across job instances: the workflow ID, the first run ID and the episode index.
-	// Commands and receivers get it so an uncertain attempt can be reconciled, never with the
-	// result of another job that once had the same ID.
-	OperationID string         `json:"operation_id"`
-	Params      map[string]any `json:"params,omitempty"`
-}
-
-// EpisodeResult is one episode's score.
-type EpisodeResult struct {
-	Score  float64 `json:"score"`
-	Passed bool    `json:"passed"`
-	// Attempt is the attempt that scored (1 for the first); 0 in results recorded before it.
-	Attempt int `json:"attempt,omitempty"`
-}
-
-// EpisodeErrorDetails ride on an episode's final (non-retryable) failure, for its episode log:
-// the attempt it ended on.
-type EpisodeErrorDetails struct {
-	Attempt int `json:"attempt"`
-}
-
 // withAttempt adds the attempt to a final application error, keeping its message and type; other
 // errors (retried ones, whose last attempt is known from the retry policy) pass unchanged.
 func withAttempt(ctx context.Context, err error) error {
@@ -101,29 +63,29 @@ func withAttempt(ctx context.Context, err error) error {
 		return err
 	}
 	return temporal.NewNonRetryableApplicationError(ae.Message(), ae.Type(), ae.Unwrap(),
-		EpisodeErrorDetails{Attempt: int(activity.GetInfo(ctx).Attempt)})
+		contract.EpisodeErrorDetails{Attempt: int(activity.GetInfo(ctx).Attempt)})
 }
 
 // RunEpisode runs one episode of the named suite.
-func (a *Activities) RunEpisode(ctx context.Context, in EpisodeInput) (EpisodeResult, error) {
+func (a *Activities) RunEpisode(ctx context.Context, in contract.EpisodeInput) (contract.EpisodeResult, error) {
 	s, ok := a.Suites[in.Suite]
 	if !ok {
-		return EpisodeResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("suite %q is not configured on this worker", in.Suite), ErrTypeSuiteMissing, nil)
+		return contract.EpisodeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("suite %q is not configured on this worker", in.Suite), contract.ErrTypeSuiteMissing, nil)
 	}
 	var (
-		res EpisodeResult
+		res contract.EpisodeResult
 		err error
 	)
 	switch s.Kind {
-	case SuiteDemo:
+	case contract.SuiteDemo:
 		res, err = a.runDemo(ctx, in)
-	case SuiteCommand:
+	case contract.SuiteCommand:
 		res, err = a.runCommand(ctx, s, in)
-	case SuiteHTTP:
+	case contract.SuiteHTTP:
 		res, err = a.runHTTP(ctx, s, in)
 	default:
-		return res, temporal.NewNonRetryableApplicationError("unknown suite kind", ErrTypeSuiteMissing, nil)
+		return res, temporal.NewNonRetryableApplicationError("unknown suite kind", contract.ErrTypeSuiteMissing, nil)
 	}
 	if err != nil {
 		return res, withAttempt(ctx, err)
@@ -140,22 +102,12 @@ func (a *Activities) heartbeatEvery() time.Duration {
 	return time.Second
 }
 
-// DemoOutcome is what a demo episode of operationID reports at failRate: whether it fails
-// (simulated) and otherwise its score. Tests predict a run's outcomes with it.
-func DemoOutcome(operationID string, failRate float64) (fails bool, score float64) {
-	h := fnv.New64a()
-	h.Write([]byte(operationID))
-	rng := rand.New(rand.NewPCG(h.Sum64(), 0x6a6f6267617465))
-	fails = rng.Float64() < failRate
-	return fails, math.Round(rng.Float64()*1000) / 1000
-}
-
 // runDemo simulates work. The outcome is a pure function of the operation ID, so a retry after
 // a worker death reproduces the original outcome instead of rolling the dice again.
-func (a *Activities) runDemo(ctx context.Context, in EpisodeInput) (EpisodeResult, error) {
+func (a *Activities) runDemo(ctx context.Context, in contract.EpisodeInput) (contract.EpisodeResult, error) {
 	ms, _ := in.Params["episode_ms"].(float64)
 	failRate, _ := in.Params["fail_rate"].(float64)
-	fails, score := DemoOutcome(in.OperationID, failRate)
+	fails, score := contract.DemoOutcome(in.OperationID, failRate)
 
 	// The first heartbeat comes one interval in, not at the start: an attempt's first heartbeat
 	// is a synchronous round trip and a write of the job's workflow state on the server, which
@@ -170,7 +122,7 @@ func (a *Activities) runDemo(ctx context.Context, in EpisodeInput) (EpisodeResul
 		for {
 			select {
 			case <-ctx.Done():
-				return EpisodeResult{}, ctx.Err()
+				return contract.EpisodeResult{}, ctx.Err()
 			case <-tick.C:
 				activity.RecordHeartbeat(ctx, in.Index)
 			case <-done.C:
@@ -179,17 +131,17 @@ func (a *Activities) runDemo(ctx context.Context, in EpisodeInput) (EpisodeResul
 		}
 	}
 	if fails {
-		return EpisodeResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("episode %d failed (simulated, fail_rate %.2f)", in.Index, failRate), ErrTypeEpisodeFailed, nil)
+		return contract.EpisodeResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("episode %d failed (simulated, fail_rate %.2f)", in.Index, failRate), contract.ErrTypeEpisodeFailed, nil)
 	}
-	return EpisodeResult{Score: score}, nil
+	return contract.EpisodeResult{Score: score}, nil
 }
 
 const outputTailBytes = 2048
 
 // runCommand runs the suite's command for one episode. The whole process group is killed when
 // the activity is cancelled (job cancel) or times out, so no orphan keeps running.
-func (a *Activities) runCommand(ctx context.Context, s Suite, in EpisodeInput) (EpisodeResult, error) {
+func (a *Activities) runCommand(ctx context.Context, s contract.Suite, in contract.EpisodeInput) (contract.EpisodeResult, error) {
 	params, _ := json.Marshal(in.Params)
 	info := activity.GetInfo(ctx)
 	cmd := exec.CommandContext(ctx, s.Command[0], s.Command[1:]...)
@@ -208,7 +160,7 @@ func (a *Activities) runCommand(ctx context.Context, s Suite, in EpisodeInput) (
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 
 	if err := cmd.Start(); err != nil {
-		return EpisodeResult{}, fmt.Errorf("start episode command: %w", err)
+		return contract.EpisodeResult{}, fmt.Errorf("start episode command: %w", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -221,10 +173,10 @@ func (a *Activities) runCommand(ctx context.Context, s Suite, in EpisodeInput) (
 			// Make sure nothing of the group outlives the episode, even on success.
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			if ctx.Err() != nil {
-				return EpisodeResult{}, ctx.Err()
+				return contract.EpisodeResult{}, ctx.Err()
 			}
 			if err != nil {
-				return EpisodeResult{}, fmt.Errorf("episode command: %w; stderr: %s", err, stderr.String())
+				return contract.EpisodeResult{}, fmt.Errorf("episode command: %w; stderr: %s", err, stderr.String())
 			}
 			return parseScore(stdout.String())
 		case <-tick.C:
@@ -238,7 +190,7 @@ func (a *Activities) runCommand(ctx context.Context, s Suite, in EpisodeInput) (
 // (AWS_SECRET_ACCESS_KEY, PGPASSWORD, AZURE_STORAGE_KEY, …) and its own JOBGATE_* settings.
 // The episode gets commandEnvBase and the variables its suite names, as the worker has them,
 // then the JOBGATE_* variables of the episode itself (set last: they cannot be overridden).
-func commandEnv(s Suite, episode ...string) []string {
+func commandEnv(s contract.Suite, episode ...string) []string {
 	base := commandEnvBase()
 	env := make([]string, 0, len(base)+len(s.Env)+len(episode))
 	seen := map[string]bool{}
@@ -260,19 +212,19 @@ func commandEnv(s Suite, episode ...string) []string {
 const scoreLimit = 1e9
 
 // parseScore reads the last non-empty stdout line as {"score": <finite number>}.
-func parseScore(out string) (EpisodeResult, error) {
+func parseScore(out string) (contract.EpisodeResult, error) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	last := strings.TrimSpace(lines[len(lines)-1])
 	var v struct {
 		Score *float64 `json:"score"`
 	}
 	if err := json.Unmarshal([]byte(last), &v); err != nil || v.Score == nil {
-		return EpisodeResult{}, errors.New(`episode command: last stdout line is not {"score": <number>}`)
+		return contract.EpisodeResult{}, errors.New(`episode command: last stdout line is not {"score": <number>}`)
 	}
 	if math.IsNaN(*v.Score) || math.Abs(*v.Score) > scoreLimit {
-		return EpisodeResult{}, fmt.Errorf("episode command: score must be a finite number within ±%g", scoreLimit)
+		return contract.EpisodeResult{}, fmt.Errorf("episode command: score must be a finite number within ±%g", scoreLimit)
 	}
-	return EpisodeResult{Score: *v.Score}, nil
+	return contract.EpisodeResult{Score: *v.Score}, nil
 }
 
 // tailBuffer keeps only the last outputTailBytes written, so a chatty command cannot exhaust memory.
@@ -291,3 +243,9 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 }
 
 func (t *tailBuffer) String() string { return t.b.String() }
+
+// commandEnvBase are the worker variables every command episode receives when the worker has
+// them: what a program needs to find binaries, its home and its locale. Nothing else of the
+// worker's environment reaches a command unless its suite names it (Suite.Env). A function, so
+// the allow-list is no package state anything could append to.
+func commandEnvBase() []string { return []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ"} }

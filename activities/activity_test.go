@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 func TestParseScore(t *testing.T) {
@@ -42,7 +44,7 @@ func TestCommandEnvAllowList(t *testing.T) {
 	t.Setenv("LANG", "C.UTF-8")
 	t.Setenv("TZ", "") // restored after the test…
 	os.Unsetenv("TZ")  // …and unset during it: a base variable the worker lacks stays unset
-	s := Suite{Kind: SuiteCommand, Env: []string{"OPENAI_API_KEY", "NOT_SET_ANYWHERE", "PATH"}}
+	s := contract.Suite{Kind: contract.SuiteCommand, Env: []string{"OPENAI_API_KEY", "NOT_SET_ANYWHERE", "PATH"}}
 	got := commandEnv(s, "JOBGATE_JOB_ID=acme/eval/k")
 	want := []string{"PATH=/usr/bin:/bin", "HOME=/home/worker", "LANG=C.UTF-8", "OPENAI_API_KEY=named", "JOBGATE_JOB_ID=acme/eval/k"}
 	if lc, ok := os.LookupEnv("LC_ALL"); ok {

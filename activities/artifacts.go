@@ -3,20 +3,17 @@ package activities
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file:// artifact stores
 	_ "gocloud.dev/blob/memblob"  // mem:// artifact stores (tests, ephemeral dev)
 	"gocloud.dev/gcerrors"
 )
-
-// ErrArtifactGone: the artifact or its manifest is not in the store (deleted after retention,
-// or never finished).
-var ErrArtifactGone = errors.New("export artifact is gone")
 
 // ArtifactStore keeps export artifacts: chunk objects while a job runs, then one gzip file
 // and its manifest per job instance, all under ExportPrefix(jobID, firstRunID).
@@ -85,31 +82,31 @@ func manifestKey(jobID, firstRunID string) string {
 // gone wraps a NotFound from the store as ErrArtifactGone and leaves other errors alone.
 func gone(err error) error {
 	if gcerrors.Code(err) == gcerrors.NotFound {
-		return fmt.Errorf("%w: %w", ErrArtifactGone, err)
+		return fmt.Errorf("%w: %w", contract.ErrArtifactGone, err)
 	}
 	return err
 }
 
 // ReadManifest reads a finished export's manifest. ErrArtifactGone when there is none.
-func (s *ArtifactStore) ReadManifest(ctx context.Context, jobID, firstRunID string) (Manifest, error) {
+func (s *ArtifactStore) ReadManifest(ctx context.Context, jobID, firstRunID string) (contract.Manifest, error) {
 	b, err := s.b.ReadAll(ctx, manifestKey(jobID, firstRunID))
 	if err != nil {
-		return Manifest{}, gone(err)
+		return contract.Manifest{}, gone(err)
 	}
-	var m Manifest
+	var m contract.Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return Manifest{}, fmt.Errorf("manifest of %s: %w", jobID, err)
+		return contract.Manifest{}, fmt.Errorf("manifest of %s: %w", jobID, err)
 	}
 	return m, nil
 }
 
 // OpenArtifact opens the artifact a manifest names. The reader seeks, so it can feed
 // http.ServeContent (ranges, If-Modified-Since). ErrArtifactGone when missing.
-func (s *ArtifactStore) OpenArtifact(ctx context.Context, m Manifest) (*blob.Reader, error) {
+func (s *ArtifactStore) OpenArtifact(ctx context.Context, m contract.Manifest) (io.ReadSeekCloser, error) {
 	// A manifest only ever names an object under exports/; refuse anything else rather than
 	// serve an arbitrary key from the bucket.
 	if !strings.HasPrefix(m.Object, "exports/") {
-		return nil, fmt.Errorf("%w: manifest names no export object", ErrArtifactGone)
+		return nil, fmt.Errorf("%w: manifest names no export object", contract.ErrArtifactGone)
 	}
 	r, err := s.b.NewReader(ctx, m.Object, nil)
 	if err != nil {
@@ -117,3 +114,6 @@ func (s *ArtifactStore) OpenArtifact(ctx context.Context, m Manifest) (*blob.Rea
 	}
 	return r, nil
 }
+
+// The frontend reads the store through contract.ArtifactReader.
+var _ contract.ArtifactReader = (*ArtifactStore)(nil)

@@ -14,7 +14,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+	"github.com/jobgate/jobgate/activities/contract"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
 // Demo data: 8,000 customers, ids 1..8000 interleaved between two tenants (5 of every 8 ids
@@ -139,8 +140,8 @@ type DBPool struct {
 
 // Open returns the pool's *sql.DB for d, opening it on first use. Opening does not connect:
 // the first statement does.
-func (p *DBPool) Open(d Dataset) (*sql.DB, error) {
-	d = d.withDefaults()
+func (p *DBPool) Open(d contract.Dataset) (*sql.DB, error) {
+	d = d.WithDefaults()
 	key := d.Driver + "\x00" + d.DSN
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -155,12 +156,12 @@ func (p *DBPool) Open(d Dataset) (*sql.DB, error) {
 		err error
 	)
 	switch d.Driver {
-	case DriverSQLite:
+	case contract.DriverSQLite:
 		var uri string
 		if uri, err = sqliteDatasetURI(d.DSN); err == nil {
 			db, err = sql.Open("sqlite", uri)
 		}
-	case DriverPostgres:
+	case contract.DriverPostgres:
 		db, err = sql.Open("pgx", d.DSN)
 	default:
 		err = fmt.Errorf("unknown driver %q", d.Driver)

@@ -48,6 +48,12 @@
 //   - A command episode sees none of the worker's environment beyond PATH, HOME, LANG, LC_ALL,
 //     TZ, the variables its suite names and its own JOBGATE_* episode variables.
 //
+// What callers share with these activities (their names, inputs, results and records, the
+// suite and dataset catalogs) is package activities/contract, which imports no driver:
+// workflows and the frontend import only it, so they never link pgx, SQLite or a blob driver.
+// Of jobgate, activities imports only activities/contract and authz; it must never import
+// workflows, frontend or cmd (workflows reach it by activity name, cmd wires it).
+//
 // README.md in this directory is the operator's reference: the catalog formats, what a command
 // sees, the http receiver protocol, how an export runs and how notifications are delivered.
 package activities

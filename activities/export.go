@@ -9,32 +9,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jobgate/jobgate/activities/contract"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
-
-// ErrTypeExportInvalid: the export's input cannot be served as given (unknown format or
-// column, malformed key range, too many parts) or a row cannot be paged (NULL or mistyped
-// key). Retrying the same input cannot help.
-const ErrTypeExportInvalid = "ExportInvalid"
-
-// Export formats: the one definition (the frontend offers and checks these too).
-const (
-	FormatJSONL = "jsonl"
-	FormatCSV   = "csv"
-)
-
-// Formats lists the export formats in the order start_export offers them.
-func Formats() []string { return []string{FormatJSONL, FormatCSV} }
-
-// ValidFormat reports whether f is one of Formats.
-func ValidFormat(f string) bool { return slices.Contains(Formats(), f) }
 
 const (
 	// pageRowsMax bounds one page, so one chunk, held in memory while it is encoded.
@@ -71,32 +54,32 @@ func (a *Activities) store() (*ArtifactStore, error) {
 	return a.Artifacts, nil
 }
 
-func (a *Activities) dataset(name string) (Dataset, error) {
+func (a *Activities) dataset(name string) (contract.Dataset, error) {
 	d, ok := a.Datasets[name]
 	if !ok {
-		return Dataset{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("dataset %q is not configured on this worker", name), ErrTypeDatasetMissing, nil)
+		return contract.Dataset{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("dataset %q is not configured on this worker", name), contract.ErrTypeDatasetMissing, nil)
 	}
 	// Datasets built in code skip ParseDatasets: validate here too, so only a valid
 	// identifier ever reaches SQL.
-	if err := d.validate(); err != nil {
-		return Dataset{}, invalid("dataset %q is misconfigured: %v", name, err)
+	if err := d.Validate(); err != nil {
+		return contract.Dataset{}, invalid("dataset %q is misconfigured: %v", name, err)
 	}
-	return d.withDefaults(), nil
+	return d.WithDefaults(), nil
 }
 
 func invalid(format string, args ...any) error {
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrTypeExportInvalid, nil)
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), contract.ErrTypeExportInvalid, nil)
 }
 
-func scopeChanged(d Dataset) error {
+func scopeChanged(d contract.Dataset) error {
 	return temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("dataset %q changed since the export was approved (config digest now %s); nothing was read", d.Name, d.ConfigDigest()),
-		ErrTypeScopeChanged, nil)
+		contract.ErrTypeScopeChanged, nil)
 }
 
 // query sends one statement to the dataset, telling QueryHook first.
-func (a *Activities) query(ctx context.Context, db querier, d Dataset, q string, args ...any) (*sql.Rows, error) {
+func (a *Activities) query(ctx context.Context, db querier, d contract.Dataset, q string, args ...any) (*sql.Rows, error) {
 	if a.QueryHook != nil {
 		a.QueryHook(d.Name, q)
 	}
@@ -110,11 +93,11 @@ func (a *Activities) query(ctx context.Context, db querier, d Dataset, q string,
 // queryErr is how a statement's failure to start reaches the workflow: a refused login as the
 // final DatasetAccess (the driver's error, with host, user and database, only as its cause),
 // anything else retryable.
-func (a *Activities) queryErr(ctx context.Context, d Dataset, err error) error {
+func (a *Activities) queryErr(ctx context.Context, d contract.Dataset, err error) error {
 	if accessRefused(err) {
 		activity.GetLogger(ctx).Error("dataset refused the worker's login", "dataset", d.Name, "error", err)
 		return temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("dataset %q: the database refused the worker's login or does not exist", d.Name), ErrTypeDatasetAccess, err)
+			fmt.Sprintf("dataset %q: the database refused the worker's login or does not exist", d.Name), contract.ErrTypeDatasetAccess, err)
 	}
 	return fmt.Errorf("dataset %q: query: %w", d.Name, err)
 }
@@ -125,7 +108,7 @@ type querier interface {
 }
 
 // queryRow runs a one-row statement through query and scans it into dest.
-func (a *Activities) queryRow(ctx context.Context, db querier, d Dataset, q string, args []any, dest ...any) error {
+func (a *Activities) queryRow(ctx context.Context, db querier, d contract.Dataset, q string, args []any, dest ...any) error {
 	rows, err := a.query(ctx, db, d, q, args...)
 	if err != nil {
 		return err
@@ -155,7 +138,7 @@ func accessRefused(err error) bool {
 func qi(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // missingColumns lists the requested columns the dataset does not have.
-func missingColumns(d Dataset, cols []string) []string {
+func missingColumns(d contract.Dataset, cols []string) []string {
 	var out []string
 	for _, c := range cols {
 		if _, ok := d.Column(c); !ok {
@@ -167,7 +150,7 @@ func missingColumns(d Dataset, cols []string) []string {
 
 // checkColumns rejects what could not be exported as asked: no columns, unknown or repeated
 // ones. It runs before any statement, so only catalog identifiers ever reach SQL.
-func checkColumns(d Dataset, cols []string) error {
+func checkColumns(d contract.Dataset, cols []string) error {
 	if len(cols) == 0 {
 		return invalid("dataset %q: no columns requested", d.Name)
 	}
@@ -185,28 +168,28 @@ func checkColumns(d Dataset, cols []string) error {
 }
 
 func checkFormat(f string) error {
-	if !ValidFormat(f) {
-		return invalid("format %q: want %q or %q", f, FormatJSONL, FormatCSV)
+	if !contract.ValidFormat(f) {
+		return invalid("format %q: want %q or %q", f, contract.FormatJSONL, contract.FormatCSV)
 	}
 	return nil
 }
 
 // keyString renders a key value as it travels in ranges and heartbeats. Values are never
 // echoed in errors: they are row data.
-func keyString(d Dataset, v any) (string, error) {
+func keyString(d contract.Dataset, v any) (string, error) {
 	switch k := v.(type) {
 	case nil:
 		return "", invalid("dataset %q: a row has a NULL %s; rows without a key cannot be paged", d.Name, d.KeyColumn)
 	case int64:
-		if d.KeyType == KeyTypeInteger {
+		if d.KeyType == contract.KeyTypeInteger {
 			return strconv.FormatInt(k, 10), nil
 		}
 	case string:
-		if d.KeyType == KeyTypeText {
+		if d.KeyType == contract.KeyTypeText {
 			return k, nil
 		}
 	case []byte:
-		if d.KeyType == KeyTypeText && utf8.Valid(k) {
+		if d.KeyType == contract.KeyTypeText && utf8.Valid(k) {
 			return string(k), nil
 		}
 	}
@@ -215,8 +198,8 @@ func keyString(d Dataset, v any) (string, error) {
 
 // keyArg binds a key string as the column's type: int64 for integer keys, so the database
 // compares numbers, not text.
-func keyArg(d Dataset, k string) (any, error) {
-	if d.KeyType == KeyTypeInteger {
+func keyArg(d contract.Dataset, k string) (any, error) {
+	if d.KeyType == contract.KeyTypeInteger {
 		n, err := strconv.ParseInt(k, 10, 64)
 		if err != nil {
 			return nil, invalid("key %q is not an integer", k)

@@ -16,7 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/activities/contract"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 )
 
 // BenchmarkExportLevers exports one tenant's rows (columns id,name,country,plan,signup_date;
@@ -44,7 +45,7 @@ func BenchmarkExportLevers(b *testing.B) {
 	for _, engine := range []string{"postgres", "sqlite"} {
 		b.Run(engine, func(b *testing.B) {
 			var (
-				ds    Datasets
+				ds    contract.Datasets
 				limit func(b *testing.B, format string) int
 			)
 			if engine == "sqlite" {
@@ -60,7 +61,7 @@ func BenchmarkExportLevers(b *testing.B) {
 					INSERT INTO customers SELECT x, CASE WHEN x % 8 IN (2, 5, 7) THEN 'globex' ELSE 'acme' END,
 					'Customer ' || x, 'customer' || x || '@example.com', CASE WHEN x % 97 = 0 THEN NULL ELSE 'US' END,
 					'pro', date('2022-01-01', '+' || (x % 1000) || ' days') FROM g`, total)
-				ds = DemoDatasets(path)
+				ds = contract.DemoDatasets(path)
 				limit = func(b *testing.B, format string) int { return sqliteLimit(b, db, format, cols) }
 			} else {
 				s := pgtest.Start(b)
@@ -71,12 +72,12 @@ func BenchmarkExportLevers(b *testing.B) {
 					'Customer ' || x, 'customer' || x || '@example.com', CASE WHEN x % 97 = 0 THEN NULL ELSE 'US' END,
 					'pro', date '2022-01-01' + (x % 1000) FROM generate_series(1, $1::int) x`, total)
 				s.Exec(b, `VACUUM ANALYZE customers`)
-				d := DemoDatasets("")["customers"]
-				d.Driver, d.DSN = DriverPostgres, s.DSN
-				ds = Datasets{"customers": d}
+				d := contract.DemoDatasets("")["customers"]
+				d.Driver, d.DSN = contract.DriverPostgres, s.DSN
+				ds = contract.Datasets{"customers": d}
 				limit = func(b *testing.B, _ string) int { return pgCopyLimit(b, s.DSN) }
 			}
-			for _, format := range []string{FormatCSV, FormatJSONL} {
+			for _, format := range []string{contract.FormatCSV, contract.FormatJSONL} {
 				for _, conc := range []int{2, 4} {
 					b.Run(fmt.Sprintf("%s/parts-in-flight=%d", format, conc), func(b *testing.B) {
 						h := newHarness(b, ds)
@@ -184,14 +185,14 @@ func sqliteLimit(b *testing.B, db *sql.DB, format string, cols []string) int {
 }
 
 // runTimed is harness.runConcurrent, also returning how long the plan and finalize took.
-func runTimed(b *testing.B, h *harness, j job, conc int) (Manifest, time.Duration, time.Duration) {
+func runTimed(b *testing.B, h *harness, j job, conc int) (contract.Manifest, time.Duration, time.Duration) {
 	t0 := time.Now()
 	plan, err := h.plan(j.planInput(h))
 	if err != nil {
 		b.Fatal(err)
 	}
 	planTime := time.Since(t0)
-	parts := make([]PartResult, len(plan.Ranges))
+	parts := make([]contract.PartResult, len(plan.Ranges))
 	errs := make([]error, len(plan.Ranges))
 	sem := make(chan struct{}, conc)
 	var wg sync.WaitGroup

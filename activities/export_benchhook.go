@@ -8,6 +8,8 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 // EncodeRowsForBench streams rows (the values of cols, no key column in front) through the
@@ -21,7 +23,7 @@ func EncodeRowsForBench(rows *sql.Rows, format string, cols []string, w io.Write
 	if len(types) != len(cols) {
 		return 0, fmt.Errorf("query returns %d columns for %d names", len(types), len(cols))
 	}
-	if format == FormatCSV {
+	if format == contract.FormatCSV {
 		cw := csv.NewWriter(w)
 		if err := cw.Write(cols); err != nil {
 			return 0, err
@@ -50,7 +52,7 @@ func EncodeRowsForBench(rows *sql.Rows, format string, cols []string, w io.Write
 			return n, err
 		}
 		// Flush a page's worth at a time, as the export does: the buffer stays small.
-		if n++; n%PageRowsDefault == 0 {
+		if n++; n%contract.PageRowsDefault == 0 {
 			if err := flush(); err != nil {
 				return n, err
 			}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/csv"
 	"testing"
+
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 // FuzzCSVField: a csv row written by the export's own appender is byte-identical to
@@ -22,7 +24,7 @@ func FuzzCSVField(f *testing.F) {
 				t.Fatal(err)
 			}
 			w.Flush()
-			e := newRowEncoder(FormatCSV, make([]string, len(rec)))
+			e := newRowEncoder(contract.FormatCSV, make([]string, len(rec)))
 			e.begin()
 			for i, s := range rec {
 				appendCell(e, i, s, kindString)

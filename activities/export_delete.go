@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 )
@@ -39,7 +40,7 @@ func (s *ArtifactStore) deletePrefix(ctx context.Context, prefix string) error {
 
 // DeleteExport deletes every object of one export job instance: artifact, manifest and any
 // chunks, under ExportPrefix(JobID, FirstRunID) only. Deleting what is already gone succeeds.
-func (a *Activities) DeleteExport(ctx context.Context, in DeleteExportInput) error {
+func (a *Activities) DeleteExport(ctx context.Context, in contract.DeleteExportInput) error {
 	if in.JobID == "" {
 		return invalid("no job_id")
 	}

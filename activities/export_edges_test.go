@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/activities/contract"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 )
 
 // TestPGRawColumnTypeChanged: a column type change after the raw path ran on a pooled
@@ -20,15 +21,15 @@ func TestPGRawColumnTypeChanged(t *testing.T) {
 	s := pgtest.Start(t)
 	s.Exec(t, `CREATE TABLE sc (id bigint PRIMARY KEY, tenant text NOT NULL, v integer)`)
 	s.Exec(t, `INSERT INTO sc VALUES (1,'acme',1),(2,'acme',2),(3,'acme',3)`)
-	d := Dataset{Name: "sc", Driver: DriverPostgres, DSN: s.DSN, Table: "sc", TenantColumn: "tenant",
-		KeyColumn: "id", KeyType: KeyTypeInteger, Columns: []Column{{Name: "id"}, {Name: "v"}}}.withDefaults()
-	ds := Datasets{"sc": d}
+	d := contract.Dataset{Name: "sc", Driver: contract.DriverPostgres, DSN: s.DSN, Table: "sc", TenantColumn: "tenant",
+		KeyColumn: "id", KeyType: contract.KeyTypeInteger, Columns: []contract.Column{{Name: "id"}, {Name: "v"}}}.WithDefaults()
+	ds := contract.Datasets{"sc": d}
 	for _, sqlOnly := range []bool{false, true} {
 		h := newHarness(t, ds)
 		h.a.sqlRowsOnly = sqlOnly
 		run := func(i int) error {
 			j := job{id: fmt.Sprintf("acme/export/sc-%v-%d", sqlOnly, i), tenant: "acme", dataset: "sc",
-				format: FormatCSV, columns: []string{"id", "v"}, partRows: 100, pageRows: 100}
+				format: contract.FormatCSV, columns: []string{"id", "v"}, partRows: 100, pageRows: 100}
 			plan, err := h.plan(j.planInput(h))
 			if err != nil {
 				return err
@@ -80,11 +81,11 @@ func TestDuplicateKeySplitAtResume(t *testing.T) {
 			for i, n := range []int{1, 2, 3, 3, 4} {
 				mustExec(t, be.db, `INSERT INTO dup2 VALUES ($1, 'acme', $2)`, n, fmt.Sprintf("row %d", i))
 			}
-			d := Dataset{Name: "dup2", Driver: be.datasets["customers"].Driver, DSN: be.datasets["customers"].DSN,
-				Table: "dup2", TenantColumn: "org", KeyColumn: "n", KeyType: KeyTypeInteger,
-				Columns: []Column{{Name: "n"}, {Name: "label"}}}.withDefaults()
-			h := newHarness(t, Datasets{"dup2": d})
-			j := job{id: "acme/export/dup2", tenant: "acme", dataset: "dup2", format: FormatCSV,
+			d := contract.Dataset{Name: "dup2", Driver: be.datasets["customers"].Driver, DSN: be.datasets["customers"].DSN,
+				Table: "dup2", TenantColumn: "org", KeyColumn: "n", KeyType: contract.KeyTypeInteger,
+				Columns: []contract.Column{{Name: "n"}, {Name: "label"}}}.WithDefaults()
+			h := newHarness(t, contract.Datasets{"dup2": d})
+			j := job{id: "acme/export/dup2", tenant: "acme", dataset: "dup2", format: contract.FormatCSV,
 				columns: []string{"n", "label"}, partRows: 100, pageRows: 3}
 			plan, err := h.plan(j.planInput(h))
 			if err != nil {
@@ -110,11 +111,11 @@ func TestDuplicateKeySplitAtPause(t *testing.T) {
 	for i, n := range []int{1, 2, 3, 3, 4} {
 		mustExec(t, be.db, `INSERT INTO dup3 VALUES ($1, 'acme', $2)`, n, fmt.Sprintf("row %d", i))
 	}
-	d := Dataset{Name: "dup3", Driver: DriverPostgres, DSN: be.datasets["customers"].DSN,
-		Table: "dup3", TenantColumn: "org", KeyColumn: "n", KeyType: KeyTypeInteger, MaxRowsPerSecond: 3,
-		Columns: []Column{{Name: "n"}, {Name: "label"}}}.withDefaults()
-	h := newHarness(t, Datasets{"dup3": d})
-	j := job{id: "acme/export/dup3", tenant: "acme", dataset: "dup3", format: FormatCSV,
+	d := contract.Dataset{Name: "dup3", Driver: contract.DriverPostgres, DSN: be.datasets["customers"].DSN,
+		Table: "dup3", TenantColumn: "org", KeyColumn: "n", KeyType: contract.KeyTypeInteger, MaxRowsPerSecond: 3,
+		Columns: []contract.Column{{Name: "n"}, {Name: "label"}}}.WithDefaults()
+	h := newHarness(t, contract.Datasets{"dup3": d})
+	j := job{id: "acme/export/dup3", tenant: "acme", dataset: "dup3", format: contract.FormatCSV,
 		columns: []string{"n", "label"}, partRows: 100, pageRows: 3}
 	plan, err := h.plan(j.planInput(h))
 	if err != nil {
@@ -132,9 +133,9 @@ func TestPlanKeyTypes(t *testing.T) {
 	s := pgtest.Start(t)
 	db := s.DB(t)
 	types := []struct{ typ, kt string }{
-		{"bigint", KeyTypeInteger}, {"integer", KeyTypeInteger}, {"smallint", KeyTypeInteger},
-		{"text", KeyTypeText}, {"varchar(12)", KeyTypeText}, {"char(6)", KeyTypeText}, {`text COLLATE "C"`, KeyTypeText},
-		{`text COLLATE "en-x-icu"`, KeyTypeText}, {"name", KeyTypeText}, {"uuid", KeyTypeText},
+		{"bigint", contract.KeyTypeInteger}, {"integer", contract.KeyTypeInteger}, {"smallint", contract.KeyTypeInteger},
+		{"text", contract.KeyTypeText}, {"varchar(12)", contract.KeyTypeText}, {"char(6)", contract.KeyTypeText}, {`text COLLATE "C"`, contract.KeyTypeText},
+		{`text COLLATE "en-x-icu"`, contract.KeyTypeText}, {"name", contract.KeyTypeText}, {"uuid", contract.KeyTypeText},
 	}
 	for ti, ty := range types {
 		tbl := fmt.Sprintf("pk%d", ti)
@@ -144,7 +145,7 @@ func TestPlanKeyTypes(t *testing.T) {
 		}
 		for i := 0; i < 23; i++ {
 			var v any = i*7 - 60
-			if ty.kt == KeyTypeText {
+			if ty.kt == contract.KeyTypeText {
 				v = []string{"a", "B", "b", "á", "A", "z", "Z", " x", "x", "_", "-a", "aa"}[i%12] + fmt.Sprint(i/12)
 				if ty.typ == "uuid" {
 					v = fmt.Sprintf("00000000-0000-0000-0000-%012d", (i*7919)%1000)
@@ -152,13 +153,13 @@ func TestPlanKeyTypes(t *testing.T) {
 			}
 			mustExec(t, db, fmt.Sprintf(`INSERT INTO %s VALUES ($1, 'acme')`, tbl), v)
 		}
-		mustExec(t, db, fmt.Sprintf(`INSERT INTO %s VALUES ($1, 'solo')`, tbl), map[bool]any{true: map[bool]string{true: "10000000-0000-0000-0000-000000000000", false: "q"}[ty.typ == "uuid"], false: 5}[ty.kt == KeyTypeText])
-		d := Dataset{Name: tbl, Driver: DriverPostgres, DSN: s.DSN, Table: tbl, TenantColumn: "org", KeyColumn: "k",
-			KeyType: ty.kt, Columns: []Column{{Name: "k"}}}.withDefaults()
-		h := newHarness(t, Datasets{tbl: d})
+		mustExec(t, db, fmt.Sprintf(`INSERT INTO %s VALUES ($1, 'solo')`, tbl), map[bool]any{true: map[bool]string{true: "10000000-0000-0000-0000-000000000000", false: "q"}[ty.typ == "uuid"], false: 5}[ty.kt == contract.KeyTypeText])
+		d := contract.Dataset{Name: tbl, Driver: contract.DriverPostgres, DSN: s.DSN, Table: tbl, TenantColumn: "org", KeyColumn: "k",
+			KeyType: ty.kt, Columns: []contract.Column{{Name: "k"}}}.WithDefaults()
+		h := newHarness(t, contract.Datasets{tbl: d})
 		for _, tenant := range []string{"acme", "solo"} {
 			for _, pr := range []int{1, 2, 3, 5, 22, 23, 24, 1000} {
-				j := job{id: "acme/export/x", tenant: tenant, dataset: tbl, format: FormatCSV, columns: []string{"k"}, partRows: pr}
+				j := job{id: "acme/export/x", tenant: tenant, dataset: tbl, format: contract.FormatCSV, columns: []string{"k"}, partRows: pr}
 				plan, err := h.plan(j.planInput(h))
 				if err != nil {
 					t.Errorf("%s pr %d: %v", ty.typ, pr, err)
@@ -171,7 +172,7 @@ func TestPlanKeyTypes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var want []KeyRange
+				var want []contract.KeyRange
 				var after *string
 				for rows.Next() {
 					var kv any
@@ -180,7 +181,7 @@ func TestPlanKeyTypes(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					want = append(want, KeyRange{After: after, Through: kk})
+					want = append(want, contract.KeyRange{After: after, Through: kk})
 					after = &kk
 				}
 				rows.Close()

@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 // rowEncoder turns rows into jsonl or csv text, one page at a time.
@@ -83,7 +85,7 @@ func (e *rowEncoder) begin() { e.start = len(e.buf) }
 func (e *rowEncoder) cell(i int, s []byte, k valueKind) { appendCell(e, i, s, k) }
 
 func appendCell[T string | []byte](e *rowEncoder, i int, s T, k valueKind) {
-	if e.format == FormatCSV {
+	if e.format == contract.FormatCSV {
 		if i > 0 {
 			e.buf = append(e.buf, ',')
 		}
@@ -105,7 +107,7 @@ func appendCell[T string | []byte](e *rowEncoder, i int, s T, k valueKind) {
 
 // end closes the current row.
 func (e *rowEncoder) end() {
-	if e.format == FormatCSV {
+	if e.format == contract.FormatCSV {
 		if len(e.cols) == 1 && len(e.buf) == e.start {
 			// A lone empty field would be an empty line, which csv readers skip: quote it
 			// so the row survives (encoding/csv, which this matches, does the same).

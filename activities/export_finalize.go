@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"go.temporal.io/sdk/activity"
 	"gocloud.dev/blob"
 )
@@ -51,40 +52,40 @@ func artifactFileName(jobID, format string) string {
 // A retry after success returns the stored manifest (the chunks may be gone by then), but only
 // a manifest this very input wrote: same first run ID and input digest. Anything else stored
 // there (an earlier instance's, under a legacy prefix) is never returned; it is overwritten.
-func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput) (Manifest, error) {
+func (a *Activities) FinalizeExport(ctx context.Context, in contract.FinalizeExportInput) (contract.Manifest, error) {
 	store, err := a.store()
 	if err != nil {
-		return Manifest{}, err
+		return contract.Manifest{}, err
 	}
 	prefix := ExportPrefix(in.JobID, in.FirstRunID)
 	digest, err := finalizeDigest(in)
 	if err != nil {
-		return Manifest{}, err
+		return contract.Manifest{}, err
 	}
 	if m, done, err := reuseManifest(ctx, store, in, digest); done || err != nil {
 		return m, err
 	}
 	if err := checkFormat(in.Format); err != nil {
-		return Manifest{}, err
+		return contract.Manifest{}, err
 	}
 	if len(in.Columns) == 0 {
-		return Manifest{}, invalid("no columns")
+		return contract.Manifest{}, invalid("no columns")
 	}
 	parts, chunks, err := partsInOrder(in.Parts)
 	if err != nil {
-		return Manifest{}, err
+		return contract.Manifest{}, err
 	}
 	started := activity.GetInfo(ctx).StartedTime
 	if started.IsZero() {
 		started = time.Now()
 	}
 	key := prefix + "export." + in.Format + ".gz"
-	m := Manifest{
+	m := contract.Manifest{
 		Object:      key,
 		FileName:    artifactFileName(in.JobID, in.Format),
 		Format:      in.Format,
 		Columns:     slices.Clone(in.Columns),
-		Parts:       make([]ManifestPart, 0, len(parts)),
+		Parts:       make([]contract.ManifestPart, 0, len(parts)),
 		CreatedAt:   started.UTC(),
 		ExpiresAt:   in.ExpiresAt.UTC(),
 		RunID:       in.FirstRunID,
@@ -93,14 +94,14 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 		Scope:       in.Scope,
 	}
 	if err := concatParts(ctx, store, in, parts, chunks, &m); err != nil {
-		return Manifest{}, err
+		return contract.Manifest{}, err
 	}
 	m.ApprovalRequired = in.ApprovalRequired
 	if err := a.writeManifest(ctx, store, in, &m); err != nil {
-		return Manifest{}, err
+		return contract.Manifest{}, err
 	}
 	if err := store.deletePrefix(ctx, prefix+"part-"); err != nil {
-		return Manifest{}, err
+		return contract.Manifest{}, err
 	}
 	activity.GetLogger(ctx).Info("export finalized", "job_id", in.JobID, "first_run_id", in.FirstRunID, "rows", m.Rows, "bytes", m.Bytes, "parts", len(m.Parts))
 	return m, nil
@@ -109,31 +110,31 @@ func (a *Activities) FinalizeExport(ctx context.Context, in FinalizeExportInput)
 // reuseManifest is a retry's answer: done with the stored manifest when this very input wrote
 // it (deleting the chunks an attempt that died before its cleanup left), not done when there
 // is none or another instance's or input's (logged; it will be replaced).
-func reuseManifest(ctx context.Context, store *ArtifactStore, in FinalizeExportInput, digest string) (Manifest, bool, error) {
+func reuseManifest(ctx context.Context, store *ArtifactStore, in contract.FinalizeExportInput, digest string) (contract.Manifest, bool, error) {
 	m, err := store.ReadManifest(ctx, in.JobID, in.FirstRunID)
-	if errors.Is(err, ErrArtifactGone) {
-		return Manifest{}, false, nil
+	if errors.Is(err, contract.ErrArtifactGone) {
+		return contract.Manifest{}, false, nil
 	}
 	if err != nil {
-		return Manifest{}, false, err
+		return contract.Manifest{}, false, err
 	}
 	if m.RunID != in.FirstRunID || m.InputDigest != digest {
 		activity.GetLogger(ctx).Warn("a stored manifest of another job instance or input is ignored and replaced",
 			"job_id", in.JobID, "first_run_id", in.FirstRunID, "stored_run_id", m.RunID)
-		return Manifest{}, false, nil
+		return contract.Manifest{}, false, nil
 	}
 	// An attempt that died between the manifest and the cleanup left chunks behind.
 	if err := store.deletePrefix(ctx, ExportPrefix(in.JobID, in.FirstRunID)+"part-"); err != nil {
-		return Manifest{}, false, err
+		return contract.Manifest{}, false, err
 	}
 	return m, true, nil
 }
 
 // partsInOrder is the part results sorted by part number, refused if any is malformed or
 // repeated, and their chunk count.
-func partsInOrder(in []PartResult) (parts []PartResult, chunks int, err error) {
+func partsInOrder(in []contract.PartResult) (parts []contract.PartResult, chunks int, err error) {
 	parts = slices.Clone(in)
-	slices.SortFunc(parts, func(x, y PartResult) int { return x.Part - y.Part })
+	slices.SortFunc(parts, func(x, y contract.PartResult) int { return x.Part - y.Part })
 	for i, p := range parts {
 		if p.Part < 1 || (i > 0 && parts[i-1].Part == p.Part) || p.Chunks < 0 || p.Rows < 0 || p.Bytes < 0 {
 			return nil, 0, invalid("part %d: malformed or repeated part result", p.Part)
@@ -147,7 +148,7 @@ func partsInOrder(in []PartResult) (parts []PartResult, chunks int, err error) {
 // for a jsonl export without chunks), then every part's chunks in order, each part checked
 // against the bytes it reported. It fills in m's parts, rows, bytes and digest; on an error
 // the partial object is discarded, never committed.
-func concatParts(ctx context.Context, store *ArtifactStore, in FinalizeExportInput, parts []PartResult, chunks int, m *Manifest) error {
+func concatParts(ctx context.Context, store *ArtifactStore, in contract.FinalizeExportInput, parts []contract.PartResult, chunks int, m *contract.Manifest) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := store.b.NewWriter(wctx, m.Object, &blob.WriterOptions{ContentType: "application/gzip"})
@@ -164,7 +165,7 @@ func concatParts(ctx context.Context, store *ArtifactStore, in FinalizeExportInp
 	out := io.MultiWriter(w, whole)
 	var lead []byte
 	switch {
-	case in.Format == FormatCSV:
+	case in.Format == contract.FormatCSV:
 		lead, err = csvHeader(in.Columns)
 	case chunks == 0:
 		lead, err = gzipMember(nil)
@@ -192,7 +193,7 @@ func concatParts(ctx context.Context, store *ArtifactStore, in FinalizeExportInp
 		}
 		total += pb
 		m.Rows += p.Rows
-		m.Parts = append(m.Parts, ManifestPart{Part: p.Part, Rows: p.Rows, Bytes: pb, SHA256: hex.EncodeToString(ph.Sum(nil))})
+		m.Parts = append(m.Parts, contract.ManifestPart{Part: p.Part, Rows: p.Rows, Bytes: pb, SHA256: hex.EncodeToString(ph.Sum(nil))})
 	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("write artifact: %w", err)
@@ -203,7 +204,7 @@ func concatParts(ctx context.Context, store *ArtifactStore, in FinalizeExportInp
 }
 
 // writeManifest seals m (with a ManifestSealer) and writes it next to the artifact.
-func (a *Activities) writeManifest(ctx context.Context, store *ArtifactStore, in FinalizeExportInput, m *Manifest) error {
+func (a *Activities) writeManifest(ctx context.Context, store *ArtifactStore, in contract.FinalizeExportInput, m *contract.Manifest) error {
 	mb, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -226,7 +227,7 @@ func (a *Activities) writeManifest(ctx context.Context, store *ArtifactStore, in
 
 // finalizeDigest is "sha256:<hex>" of the canonical JSON of a finalize input: what a stored
 // manifest must have been written for to be reused.
-func finalizeDigest(in FinalizeExportInput) (string, error) {
+func finalizeDigest(in contract.FinalizeExportInput) (string, error) {
 	in.ExpiresAt = in.ExpiresAt.UTC()
 	b, err := json.Marshal(in)
 	if err != nil {

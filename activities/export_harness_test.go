@@ -25,14 +25,15 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"gocloud.dev/blob"
 
-	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/activities/contract"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 )
 
 // backend is one SQL engine holding the same deterministic data: the demo customers (integer
 // key) and a small accounts table (text key).
 type backend struct {
 	name       string
-	datasets   Datasets
+	datasets   contract.Datasets
 	db         *sql.DB         // independent reader for expected output
 	statements func() []string // statements the server logged; nil when it cannot tell
 }
@@ -57,9 +58,9 @@ func accountRows() [][3]any {
 	return out
 }
 
-func accountsDataset(driver, dsn string) Dataset {
-	return Dataset{Name: "accounts", Driver: driver, DSN: dsn, Table: "accounts", TenantColumn: "org",
-		KeyColumn: "code", KeyType: KeyTypeText, Columns: []Column{{Name: "code"}, {Name: "label"}, {Name: "balance"}}}.withDefaults()
+func accountsDataset(driver, dsn string) contract.Dataset {
+	return contract.Dataset{Name: "accounts", Driver: driver, DSN: dsn, Table: "accounts", TenantColumn: "org",
+		KeyColumn: "code", KeyType: contract.KeyTypeText, Columns: []contract.Column{{Name: "code"}, {Name: "label"}, {Name: "balance"}}}.WithDefaults()
 }
 
 func sqliteBackend(t testing.TB) backend {
@@ -76,8 +77,8 @@ func sqliteBackend(t testing.TB) backend {
 	for _, r := range accountRows() {
 		mustExec(t, db, `INSERT INTO accounts VALUES ($1, $2, $3, $4)`, r[0], r[1], "label "+r[0].(string), r[2])
 	}
-	ds := DemoDatasets(path)
-	ds["accounts"] = accountsDataset(DriverSQLite, path)
+	ds := contract.DemoDatasets(path)
+	ds["accounts"] = accountsDataset(contract.DriverSQLite, path)
 	return backend{name: "sqlite", datasets: ds, db: db}
 }
 
@@ -110,10 +111,10 @@ func postgresBackend(t testing.TB) backend {
 	for _, r := range accountRows() {
 		s.Exec(t, `INSERT INTO accounts VALUES ($1, $2, $3, $4)`, r[0], r[1], "label "+r[0].(string), r[2])
 	}
-	cust := DemoDatasets("")["customers"]
-	cust.Driver, cust.DSN = DriverPostgres, s.DSN
+	cust := contract.DemoDatasets("")["customers"]
+	cust.Driver, cust.DSN = contract.DriverPostgres, s.DSN
 	return backend{name: "postgres", db: db, statements: s.Statements,
-		datasets: Datasets{"customers": cust, "accounts": accountsDataset(DriverPostgres, s.DSN)}}
+		datasets: contract.Datasets{"customers": cust, "accounts": accountsDataset(contract.DriverPostgres, s.DSN)}}
 }
 
 func mustExec(t testing.TB, db *sql.DB, q string, args ...any) {
@@ -133,7 +134,7 @@ type harness struct {
 
 var quietLogger = log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 
-func newHarness(t testing.TB, ds Datasets) *harness {
+func newHarness(t testing.TB, ds contract.Datasets) *harness {
 	store, err := OpenArtifactStore(context.Background(), "file://"+filepath.Join(t.TempDir(), "new", "artifacts"))
 	if err != nil {
 		t.Fatal(err)
@@ -168,8 +169,8 @@ func (h *harness) env(heartbeat *PartProgress) *testsuite.TestActivityEnvironmen
 	return env
 }
 
-func (h *harness) plan(in PlanExportInput) (PlanExportResult, error) {
-	var res PlanExportResult
+func (h *harness) plan(in contract.PlanExportInput) (contract.PlanExportResult, error) {
+	var res contract.PlanExportResult
 	v, err := h.env(nil).ExecuteActivity(h.a.PlanExport, in)
 	if err == nil {
 		err = v.Get(&res)
@@ -177,8 +178,8 @@ func (h *harness) plan(in PlanExportInput) (PlanExportResult, error) {
 	return res, err
 }
 
-func (h *harness) part(in ExportPartInput, heartbeat *PartProgress) (PartResult, error) {
-	var res PartResult
+func (h *harness) part(in contract.ExportPartInput, heartbeat *PartProgress) (contract.PartResult, error) {
+	var res contract.PartResult
 	v, err := h.env(heartbeat).ExecuteActivity(h.a.ExportPart, in)
 	if err == nil {
 		err = v.Get(&res)
@@ -186,8 +187,8 @@ func (h *harness) part(in ExportPartInput, heartbeat *PartProgress) (PartResult,
 	return res, err
 }
 
-func (h *harness) finalize(in FinalizeExportInput) (Manifest, error) {
-	var m Manifest
+func (h *harness) finalize(in contract.FinalizeExportInput) (contract.Manifest, error) {
+	var m contract.Manifest
 	v, err := h.env(nil).ExecuteActivity(h.a.FinalizeExport, in)
 	if err == nil {
 		err = v.Get(&m)
@@ -218,29 +219,29 @@ func (j job) firstRun() string {
 
 func (j job) digest(h *harness) string { return h.a.Datasets[j.dataset].ConfigDigest() }
 
-func (j job) planInput(h *harness) PlanExportInput {
-	return PlanExportInput{JobID: j.id, Tenant: j.tenant, Dataset: j.dataset, Columns: j.columns,
+func (j job) planInput(h *harness) contract.PlanExportInput {
+	return contract.PlanExportInput{JobID: j.id, Tenant: j.tenant, Dataset: j.dataset, Columns: j.columns,
 		ConfigDigest: j.digest(h), PartRows: j.partRows}
 }
 
-func (j job) partInput(h *harness, part int, r KeyRange) ExportPartInput {
-	return ExportPartInput{JobID: j.id, FirstRunID: j.firstRun(), Tenant: j.tenant, Dataset: j.dataset, Columns: j.columns, Format: j.format,
+func (j job) partInput(h *harness, part int, r contract.KeyRange) contract.ExportPartInput {
+	return contract.ExportPartInput{JobID: j.id, FirstRunID: j.firstRun(), Tenant: j.tenant, Dataset: j.dataset, Columns: j.columns, Format: j.format,
 		ConfigDigest: j.digest(h), Part: part, Range: r, PageRows: j.pageRows}
 }
 
-func (j job) finalizeInput(parts []PartResult) FinalizeExportInput {
-	return FinalizeExportInput{JobID: j.id, FirstRunID: j.firstRun(), Format: j.format, Columns: j.columns, Parts: parts,
+func (j job) finalizeInput(parts []contract.PartResult) contract.FinalizeExportInput {
+	return contract.FinalizeExportInput{JobID: j.id, FirstRunID: j.firstRun(), Format: j.format, Columns: j.columns, Parts: parts,
 		ExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 }
 
 // run exports j end to end: plan, every part in order, finalize.
-func (h *harness) run(t testing.TB, j job) (PlanExportResult, []PartResult, Manifest) {
+func (h *harness) run(t testing.TB, j job) (contract.PlanExportResult, []contract.PartResult, contract.Manifest) {
 	t.Helper()
 	plan, err := h.plan(j.planInput(h))
 	if err != nil || plan.ScopeChanged {
 		t.Fatalf("plan: %+v, %v", plan, err)
 	}
-	var parts []PartResult
+	var parts []contract.PartResult
 	for i, r := range plan.Ranges {
 		p, err := h.part(j.partInput(h, i+1, r), nil)
 		if err != nil {
@@ -257,19 +258,23 @@ func (h *harness) run(t testing.TB, j job) (PlanExportResult, []PartResult, Mani
 
 // artifact reads m's object, checks its size and digests against the manifest, and returns
 // the decompressed content, read as one gzip stream.
-func (h *harness) artifact(t testing.TB, m Manifest) []byte {
+func (h *harness) artifact(t testing.TB, m contract.Manifest) []byte {
 	t.Helper()
 	r, err := h.a.Artifacts.OpenArtifact(context.Background(), m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var _ io.ReadSeeker = r // http.ServeContent needs a seeker
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if int64(len(raw)) != m.Bytes || r.Size() != m.Bytes || hexSum(raw) != m.SHA256 {
+	// The size a seek to the end reports is what http.ServeContent serves ranges against.
+	size, err := r.Seek(0, io.SeekEnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(raw)) != m.Bytes || size != m.Bytes || hexSum(raw) != m.SHA256 {
 		t.Fatalf("artifact: %d bytes %s; manifest says %d bytes %s", len(raw), hexSum(raw), m.Bytes, m.SHA256)
 	}
 	// The parts are the artifact's tail, in order; what precedes them is the lead member.
@@ -301,7 +306,7 @@ func hexSum(b []byte) string {
 
 // expected reads the tenant's rows straight from the database and encodes them with
 // encoding/json and encoding/csv: an independent version of what the export must hold.
-func expected(t testing.TB, be backend, d Dataset, tenant string, cols []string, format string) ([]byte, int) {
+func expected(t testing.TB, be backend, d contract.Dataset, tenant string, cols []string, format string) ([]byte, int) {
 	t.Helper()
 	sel := make([]string, len(cols))
 	for i, c := range cols {
@@ -328,7 +333,7 @@ func expected(t testing.TB, be backend, d Dataset, tenant string, cols []string,
 	}
 	var out bytes.Buffer
 	cw := csv.NewWriter(&out)
-	if format == FormatCSV {
+	if format == contract.FormatCSV {
 		cw.Write(cols)
 	}
 	n := 0
@@ -363,7 +368,7 @@ func expected(t testing.TB, be backend, d Dataset, tenant string, cols []string,
 				t.Fatalf("column %s: unexpected %T", cols[i], v)
 			}
 		}
-		if format == FormatCSV {
+		if format == contract.FormatCSV {
 			cw.Write(rec)
 			continue
 		}
@@ -456,12 +461,12 @@ func listKeys(t testing.TB, h *harness, prefix string) []string {
 }
 
 // runConcurrent is run with up to conc parts in flight, as the workflow runs them.
-func (h *harness) runConcurrent(t testing.TB, j job, conc int) Manifest {
+func (h *harness) runConcurrent(t testing.TB, j job, conc int) contract.Manifest {
 	plan, err := h.plan(j.planInput(h))
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts := make([]PartResult, len(plan.Ranges))
+	parts := make([]contract.PartResult, len(plan.Ranges))
 	errs := make([]error, len(plan.Ranges))
 	sem := make(chan struct{}, conc)
 	var wg sync.WaitGroup

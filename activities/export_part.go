@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/klauspost/compress/gzip"
 	"go.temporal.io/sdk/activity"
 	"gocloud.dev/blob"
@@ -60,23 +61,23 @@ func chunkKey(jobID, firstRunID string, part, chunk int) string {
 // of PageRows rows (fewer when their text reaches chunkRawMax), each a complete gzip member. It heartbeats after every chunk and resumes
 // from the last heartbeat; a chunk rewritten because its heartbeat was lost comes out
 // byte-identical (deterministic encoding and gzip), so a resumed part equals a clean one.
-func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartResult, error) {
+func (a *Activities) ExportPart(ctx context.Context, in contract.ExportPartInput) (contract.PartResult, error) {
 	d, err := a.dataset(in.Dataset)
 	if err != nil {
-		return PartResult{}, err
+		return contract.PartResult{}, err
 	}
 	pageRows, through, err := checkPartInput(d, in)
 	if err != nil {
-		return PartResult{}, err
+		return contract.PartResult{}, err
 	}
 	store, err := a.store()
 	if err != nil {
-		return PartResult{}, err
+		return contract.PartResult{}, err
 	}
 	prog := resumedProgress(ctx, d, in)
 	db, err := a.pool().Open(d)
 	if err != nil {
-		return PartResult{}, err
+		return contract.PartResult{}, err
 	}
 	sel := make([]string, 0, len(in.Columns)+1)
 	sel = append(sel, qi(d.KeyColumn))
@@ -91,26 +92,26 @@ func (a *Activities) ExportPart(ctx context.Context, in ExportPartInput) (PartRe
 	for {
 		q, args, err := a.restOfRange(ctx, db, d, in, prog.LastKey, base, through)
 		if err != nil {
-			return PartResult{}, err
+			return contract.PartResult{}, err
 		}
 		err = a.streamPart(ctx, db, d, in, store, &prog, pageRows, rate, q, args)
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, errPaused) {
-			return PartResult{}, err
+			return contract.PartResult{}, err
 		}
 		if err := rate.wait(ctx); err != nil {
-			return PartResult{}, err
+			return contract.PartResult{}, err
 		}
 	}
-	return PartResult{Part: in.Part, Chunks: prog.NextChunk, Rows: prog.Rows, Bytes: prog.Bytes}, nil
+	return contract.PartResult{Part: in.Part, Chunks: prog.NextChunk, Rows: prog.Rows, Bytes: prog.Bytes}, nil
 }
 
 // checkPartInput refuses a part the dataset d does not allow (changed config, no tenant, bad
 // format, columns, part number, page size or range keys); it returns the page size (the
 // default for none) and the range's last key as a query argument.
-func checkPartInput(d Dataset, in ExportPartInput) (pageRows int, through any, err error) {
+func checkPartInput(d contract.Dataset, in contract.ExportPartInput) (pageRows int, through any, err error) {
 	if d.ConfigDigest() != in.ConfigDigest {
 		return 0, nil, scopeChanged(d)
 	}
@@ -128,7 +129,7 @@ func checkPartInput(d Dataset, in ExportPartInput) (pageRows int, through any, e
 	}
 	pageRows = in.PageRows
 	if pageRows <= 0 {
-		pageRows = PageRowsDefault
+		pageRows = contract.PageRowsDefault
 	}
 	if pageRows > pageRowsMax {
 		return 0, nil, invalid("page_rows %d: at most %d", pageRows, pageRowsMax)
@@ -147,7 +148,7 @@ func checkPartInput(d Dataset, in ExportPartInput) (pageRows int, through any, e
 
 // resumedProgress is where the part starts: after the last heartbeat's chunk when its details
 // are readable and consistent, else at the start of the range (rewritten chunks are identical).
-func resumedProgress(ctx context.Context, d Dataset, in ExportPartInput) PartProgress {
+func resumedProgress(ctx context.Context, d contract.Dataset, in contract.ExportPartInput) PartProgress {
 	prog := PartProgress{LastKey: in.Range.After}
 	if !activity.HasHeartbeatDetails(ctx) {
 		return prog
@@ -165,7 +166,7 @@ func resumedProgress(ctx context.Context, d Dataset, in ExportPartInput) PartPro
 // restOfRange is the query (base and its arguments) for the part's rows after lastKey (nil: the
 // whole range) through through, in key order. Resuming after a chunk it first checks that
 // lastKey is unique for the tenant.
-func (a *Activities) restOfRange(ctx context.Context, db *sql.DB, d Dataset, in ExportPartInput, lastKey *string,
+func (a *Activities) restOfRange(ctx context.Context, db *sql.DB, d contract.Dataset, in contract.ExportPartInput, lastKey *string,
 	base string, through any) (string, []any, error) {
 	q, args := base, []any{in.Tenant}
 	if lastKey != nil {
@@ -215,7 +216,7 @@ var chunkRawMax int64 = chunkRawMaxDefault
 // by a retry that resumed after the previous chunk's last key comes out byte-identical.
 // PostgreSQL rows of the column types pgDecoderFor knows take the raw path; everything else
 // goes through database/sql. Both write the same bytes.
-func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in ExportPartInput, store *ArtifactStore,
+func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d contract.Dataset, in contract.ExportPartInput, store *ArtifactStore,
 	prog *PartProgress, pageRows int, rate *rateState, q string, args []any) error {
 	// Cancelled on return: an error abandons the rest of the result instead of draining it.
 	qctx, cancel := context.WithCancel(ctx)
@@ -223,7 +224,7 @@ func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in E
 	enc := newRowEncoder(in.Format, in.Columns)
 	pw := newPartWriter(ctx, store, in, d.KeyColumn, prog, pageRows, rate, enc)
 	defer pw.release()
-	if d.Driver == DriverPostgres && !a.sqlRowsOnly {
+	if d.Driver == contract.DriverPostgres && !a.sqlRowsOnly {
 		fast, err := a.queryPGRaw(qctx, cancel, db, d, q, args, func(r *pgRawRows) error {
 			for r.Next() {
 				key, err := r.encode(d, enc)
@@ -288,7 +289,7 @@ func (a *Activities) streamPart(ctx context.Context, db *sql.DB, d Dataset, in E
 type partWriter struct {
 	ctx      context.Context
 	store    *ArtifactStore
-	in       ExportPartInput
+	in       contract.ExportPartInput
 	prog     *PartProgress
 	pageRows int
 	rate     *rateState
@@ -303,7 +304,7 @@ type partWriter struct {
 	keyColumn string // for the duplicate-key error
 }
 
-func newPartWriter(ctx context.Context, store *ArtifactStore, in ExportPartInput, keyColumn string, prog *PartProgress,
+func newPartWriter(ctx context.Context, store *ArtifactStore, in contract.ExportPartInput, keyColumn string, prog *PartProgress,
 	pageRows int, rate *rateState, enc *rowEncoder) *partWriter {
 	w := &partWriter{ctx: ctx, store: store, in: in, keyColumn: keyColumn, prog: prog, pageRows: pageRows, rate: rate, enc: enc}
 	w.zw = gzipWriters.Get().(*gzip.Writer)

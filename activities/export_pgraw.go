@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 // pgCellDecoder turns one non-NULL raw value into its export text and its JSON kind. The text
@@ -182,16 +183,16 @@ type pgRawRows struct {
 
 // newPGRawRows prepares decoders for rows' columns (the key column first) or reports, with
 // ok false, that some column needs the database/sql path.
-func newPGRawRows(d Dataset, fds []pgconn.FieldDescription, rows pgx.Rows) (*pgRawRows, bool) {
+func newPGRawRows(d contract.Dataset, fds []pgconn.FieldDescription, rows pgx.Rows) (*pgRawRows, bool) {
 	if len(fds) < 2 {
 		return nil, false
 	}
 	r := &pgRawRows{rows: rows, cols: make([]pgCellDecoder, len(fds)-1)}
 	switch k := fds[0]; {
-	case d.KeyType == KeyTypeInteger && k.Format == pgtype.BinaryFormatCode &&
+	case d.KeyType == contract.KeyTypeInteger && k.Format == pgtype.BinaryFormatCode &&
 		(k.DataTypeOID == pgtype.Int2OID || k.DataTypeOID == pgtype.Int4OID || k.DataTypeOID == pgtype.Int8OID):
 		r.key = pgDecoderFor(k.DataTypeOID, k.Format)
-	case d.KeyType == KeyTypeText && k.Format == pgtype.TextFormatCode:
+	case d.KeyType == contract.KeyTypeText && k.Format == pgtype.TextFormatCode:
 		if dec := pgDecoderFor(k.DataTypeOID, k.Format); dec != nil {
 			// keyString keeps a text key as the driver gave it, invalid UTF-8 included.
 			r.key = func(_ *[]byte, src []byte) ([]byte, valueKind, error) { return src, kindString, nil }
@@ -213,7 +214,7 @@ func (r *pgRawRows) Err() error { return r.rows.Err() }
 
 // encode writes the current row's values into enc and returns its key text, valid until the
 // next call.
-func (r *pgRawRows) encode(d Dataset, enc *rowEncoder) ([]byte, error) {
+func (r *pgRawRows) encode(d contract.Dataset, enc *rowEncoder) ([]byte, error) {
 	raw := r.rows.RawValues()
 	if len(raw) != len(r.cols)+1 {
 		return nil, fmt.Errorf("dataset %q: row has %d values", d.Name, len(raw))
@@ -247,7 +248,7 @@ func (r *pgRawRows) encode(d Dataset, enc *rowEncoder) ([]byte, error) {
 // needs the database/sql path: the statement is described first, so that costs one round
 // trip, not a result to drain. cancel is ctx's: an error from each cancels the query before
 // its rows are closed, so the rest of the result is abandoned, not drained.
-func (a *Activities) queryPGRaw(ctx context.Context, cancel context.CancelFunc, db *sql.DB, d Dataset, q string, args []any,
+func (a *Activities) queryPGRaw(ctx context.Context, cancel context.CancelFunc, db *sql.DB, d contract.Dataset, q string, args []any,
 	each func(*pgRawRows) error) (fast bool, err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {

@@ -13,7 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/activities/contract"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 )
 
 // TestPGRawMatchesSQL: an export of every column type the PostgreSQL raw path decodes, edge
@@ -45,18 +46,18 @@ func TestPGRawMatchesSQL(t *testing.T) {
 	s.Exec(t, `INSERT INTO typed VALUES `+strings.Join(vals, ", "))
 	fast := []string{"i2", "i4", "i8", "t", "vc", "bp", "nm", "b", "f4", "f8", "d", "ts", "tz"}
 	slow := []string{"num", "u", "j"}
-	var cols []Column
+	var cols []contract.Column
 	for _, c := range append(append([]string{"id", "code"}, fast...), slow...) {
-		cols = append(cols, Column{Name: c})
+		cols = append(cols, contract.Column{Name: c})
 	}
-	byID := Dataset{Name: "typed", Driver: DriverPostgres, DSN: s.DSN, Table: "typed", TenantColumn: "tenant",
-		KeyColumn: "id", KeyType: KeyTypeInteger, Columns: cols}.withDefaults()
+	byID := contract.Dataset{Name: "typed", Driver: contract.DriverPostgres, DSN: s.DSN, Table: "typed", TenantColumn: "tenant",
+		KeyColumn: "id", KeyType: contract.KeyTypeInteger, Columns: cols}.WithDefaults()
 	byCode := byID
-	byCode.Name, byCode.KeyColumn, byCode.KeyType = "typed_code", "code", KeyTypeText
+	byCode.Name, byCode.KeyColumn, byCode.KeyType = "typed_code", "code", contract.KeyTypeText
 	// A DSN that chose the simple protocol (a transaction-pooling pgbouncer) keeps database/sql.
 	simple := byID
 	simple.Name, simple.DSN = "typed_simple", s.DSN+"&default_query_exec_mode=simple_protocol"
-	ds := Datasets{"typed": byID, "typed_code": byCode, "typed_simple": simple}
+	ds := contract.Datasets{"typed": byID, "typed_code": byCode, "typed_simple": simple}
 
 	for _, c := range []struct {
 		dataset string
@@ -70,7 +71,7 @@ func TestPGRawMatchesSQL(t *testing.T) {
 		// (Text-format results: pgx's text parsing refuses five- and six-digit years, so not ts or d.)
 		{"typed_simple", []string{"code", "i2", "i8", "t", "bp", "b", "f8"}, false},
 	} {
-		for _, format := range []string{FormatCSV, FormatJSONL} {
+		for _, format := range []string{contract.FormatCSV, contract.FormatJSONL} {
 			name := fmt.Sprintf("%s/%s/%d-columns", c.dataset, format, len(c.columns))
 			t.Run(name, func(t *testing.T) {
 				j := job{id: "acme/export/raw-" + strings.ReplaceAll(name, "/", "-"), tenant: "acme", dataset: c.dataset,

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
@@ -15,50 +16,50 @@ import (
 // PlanExport cuts the tenant's rows into key ranges of PartRows rows each. When the
 // dataset's config digest is no longer the approved one, it reports the change and sends
 // nothing to the database.
-func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanExportResult, error) {
+func (a *Activities) PlanExport(ctx context.Context, in contract.PlanExportInput) (contract.PlanExportResult, error) {
 	d, err := a.dataset(in.Dataset)
 	if err != nil {
-		return PlanExportResult{}, err
+		return contract.PlanExportResult{}, err
 	}
-	res := PlanExportResult{
+	res := contract.PlanExportResult{
 		ConfigDigest:     d.ConfigDigest(),
 		Sensitive:        d.AnySensitive(in.Columns),
 		SensitiveColumns: sensitiveOf(d, in.Columns),
 		Missing:          missingColumns(d, in.Columns),
 	}
-	res.Approval = &PlanApproval{Required: res.Sensitive, AllowSelf: d.AllowSelfApproval,
+	res.Approval = &contract.PlanApproval{Required: res.Sensitive, AllowSelf: d.AllowSelfApproval,
 		Sensitive: res.SensitiveColumns, Timeout: d.ApprovalTimeout}
 	if res.ConfigDigest != in.ConfigDigest {
 		res.ScopeChanged = true
 		return res, nil
 	}
 	if in.Tenant == "" {
-		return PlanExportResult{}, invalid("no tenant")
+		return contract.PlanExportResult{}, invalid("no tenant")
 	}
 	if err := checkColumns(d, in.Columns); err != nil {
-		return PlanExportResult{}, err
+		return contract.PlanExportResult{}, err
 	}
 	partRows := in.PartRows
 	if partRows <= 0 {
-		partRows = PartRowsDefault
+		partRows = contract.PartRowsDefault
 	}
 	db, err := a.pool().Open(d)
 	if err != nil {
-		return PlanExportResult{}, err
+		return contract.PlanExportResult{}, err
 	}
 	// One snapshot for the walk and the tail, so a row written in between cannot make them
 	// disagree. The server does the scanning: the worker reads one key per part.
 	opts := &sql.TxOptions{}
-	if d.Driver == DriverPostgres {
+	if d.Driver == contract.DriverPostgres {
 		opts = &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
 	}
 	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
 		if accessRefused(err) {
-			return PlanExportResult{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("dataset %q: the database refused the worker's login or does not exist", d.Name), ErrTypeDatasetAccess, err)
+			return contract.PlanExportResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("dataset %q: the database refused the worker's login or does not exist", d.Name), contract.ErrTypeDatasetAccess, err)
 		}
-		return PlanExportResult{}, fmt.Errorf("dataset %q: begin: %w", d.Name, err)
+		return contract.PlanExportResult{}, fmt.Errorf("dataset %q: begin: %w", d.Name, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only: nothing to keep
 
@@ -68,14 +69,14 @@ func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanEx
 	var nullKey int
 	nq := fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM %s WHERE %s = $1 AND %s IS NULL LIMIT 1) n`, t, tc, k)
 	if err := a.queryRow(ctx, tx, d, nq, []any{in.Tenant}, &nullKey); err != nil {
-		return PlanExportResult{}, err
+		return contract.PlanExportResult{}, err
 	}
 	if nullKey > 0 {
-		return PlanExportResult{}, invalid("dataset %q: a row has a NULL %s; rows without a key cannot be paged", d.Name, d.KeyColumn)
+		return contract.PlanExportResult{}, invalid("dataset %q: a row has a NULL %s; rows without a key cannot be paged", d.Name, d.KeyColumn)
 	}
 	tooLarge := temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("dataset %q: the tenant has more than %d rows, the dataset's max_rows; nothing was exported", d.Name, d.MaxRows),
-		ErrTypeDatasetTooLarge, nil)
+		contract.ErrTypeDatasetTooLarge, nil)
 	tooManyParts := invalid("part_rows %d cuts more than %d parts; use larger parts", partRows, partsMax)
 
 	// The boundary keys of the full parts, every partRows-th key in key order, in one walk of
@@ -93,7 +94,7 @@ func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanEx
 	) SELECT k FROM b WHERE k IS NOT NULL ORDER BY n`, k, t, tc)
 	rows, err := a.query(ctx, tx, d, bq, in.Tenant, int64(partRows-1), int64(stepsMax))
 	if err != nil {
-		return PlanExportResult{}, err
+		return contract.PlanExportResult{}, err
 	}
 	defer rows.Close()
 	var (
@@ -102,24 +103,24 @@ func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanEx
 	)
 	for rows.Next() {
 		if err := rows.Scan(&kv); err != nil {
-			return PlanExportResult{}, fmt.Errorf("dataset %q: %w", d.Name, err)
+			return contract.PlanExportResult{}, fmt.Errorf("dataset %q: %w", d.Name, err)
 		}
 		through, err := keyString(d, kv)
 		if err != nil {
-			return PlanExportResult{}, err
+			return contract.PlanExportResult{}, err
 		}
-		res.Ranges = append(res.Ranges, KeyRange{After: after, Through: through})
+		res.Ranges = append(res.Ranges, contract.KeyRange{After: after, Through: through})
 		after = &through
 	}
 	if err := rows.Err(); err != nil {
-		return PlanExportResult{}, fmt.Errorf("dataset %q: %w", d.Name, err)
+		return contract.PlanExportResult{}, fmt.Errorf("dataset %q: %w", d.Name, err)
 	}
 	rows.Close()
 	if len(res.Ranges) == stepsMax {
 		if stepsMax*partRows > d.MaxRows {
-			return PlanExportResult{}, tooLarge
+			return contract.PlanExportResult{}, tooLarge
 		}
-		return PlanExportResult{}, tooManyParts
+		return contract.PlanExportResult{}, tooManyParts
 	}
 	// The rest after the last full part: fewer than partRows rows, counted with their last key.
 	var (
@@ -132,25 +133,25 @@ func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanEx
 	if after != nil {
 		ak, err := keyArg(d, *after)
 		if err != nil {
-			return PlanExportResult{}, err
+			return contract.PlanExportResult{}, err
 		}
 		where += fmt.Sprintf(` AND %s > $2`, k)
 		targs = append(targs, ak)
 	}
 	tq := fmt.Sprintf(`SELECT count(*), (SELECT %[1]s FROM %[2]s WHERE %[3]s ORDER BY %[1]s DESC LIMIT 1) FROM %[2]s WHERE %[3]s`, k, t, where)
 	if err := a.queryRow(ctx, tx, d, tq, targs, &tail, &last); err != nil {
-		return PlanExportResult{}, err
+		return contract.PlanExportResult{}, err
 	}
 	total := int64(len(res.Ranges))*int64(partRows) + tail
 	if total > int64(d.MaxRows) {
-		return PlanExportResult{}, tooLarge
+		return contract.PlanExportResult{}, tooLarge
 	}
 	if tail > 0 {
 		through, err := keyString(d, last)
 		if err != nil {
-			return PlanExportResult{}, err
+			return contract.PlanExportResult{}, err
 		}
-		res.Ranges = append(res.Ranges, KeyRange{After: after, Through: through})
+		res.Ranges = append(res.Ranges, contract.KeyRange{After: after, Through: through})
 	}
 	res.Rows = int(total)
 	activity.RecordHeartbeat(ctx, res.Rows)
@@ -158,7 +159,7 @@ func (a *Activities) PlanExport(ctx context.Context, in PlanExportInput) (PlanEx
 }
 
 // sensitiveOf lists the columns of cols that d marks sensitive, in cols' order.
-func sensitiveOf(d Dataset, cols []string) []string {
+func sensitiveOf(d contract.Dataset, cols []string) []string {
 	var out []string
 	for _, c := range cols {
 		if col, ok := d.Column(c); ok && col.Sensitive {

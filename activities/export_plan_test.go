@@ -6,18 +6,20 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 // scanPlan is the plan as the client-side scan cut it before the server-side plan: every
 // partRows-th key closes a part, the last key closes the last one.
-func scanPlan(keys []string, partRows int) []KeyRange {
+func scanPlan(keys []string, partRows int) []contract.KeyRange {
 	var (
-		out   []KeyRange
+		out   []contract.KeyRange
 		after *string
 	)
 	for i := partRows - 1; i < len(keys)+partRows-1; i += partRows {
 		through := keys[min(i, len(keys)-1)]
-		out = append(out, KeyRange{After: after, Through: through})
+		out = append(out, contract.KeyRange{After: after, Through: through})
 		after = &through
 	}
 	return out
@@ -81,13 +83,13 @@ func TestPlanOnServer(t *testing.T) {
 			// sent: no tail count, no row read.
 			small := be.datasets["customers"]
 			small.MaxRows = 1400
-			hs := newHarness(t, Datasets{"customers": small})
+			hs := newHarness(t, contract.Datasets{"customers": small})
 			var logged int
 			if be.statements != nil {
 				logged = len(be.statements())
 			}
 			j = job{id: "acme/export/big", tenant: "acme", dataset: "customers", columns: []string{"id"}, partRows: 700}
-			if _, err := hs.plan(j.planInput(hs)); appErrType(err) != ErrTypeDatasetTooLarge {
+			if _, err := hs.plan(j.planInput(hs)); appErrType(err) != contract.ErrTypeDatasetTooLarge {
 				t.Fatalf("over max_rows: %v", err)
 			}
 			if len(hs.qs) != 2 || !strings.Contains(hs.qs[0], "IS NULL") || !strings.Contains(hs.qs[1], "RECURSIVE") {
@@ -106,9 +108,9 @@ func TestPlanOnServer(t *testing.T) {
 				ok  bool
 			}{{len(keys), true}, {len(keys) - 1, false}, {700, false}, {699, false}, {1, false}} {
 				small.MaxRows = c.max
-				hs := newHarness(t, Datasets{"customers": small})
+				hs := newHarness(t, contract.Datasets{"customers": small})
 				res, err := hs.plan(j.planInput(hs))
-				if c.ok != (err == nil) || (!c.ok && appErrType(err) != ErrTypeDatasetTooLarge) || (c.ok && res.Rows != len(keys)) {
+				if c.ok != (err == nil) || (!c.ok && appErrType(err) != contract.ErrTypeDatasetTooLarge) || (c.ok && res.Rows != len(keys)) {
 					t.Fatalf("max_rows %d for %d rows: %+v, %v", c.max, len(keys), res.Rows, err)
 				}
 			}
@@ -124,7 +126,7 @@ func TestChunkByteCap(t *testing.T) {
 	be := sqliteBackend(t)
 	h := newHarness(t, be.datasets)
 	cols := []string{"id", "name", "email", "country", "plan", "signup_date"}
-	for _, format := range Formats() {
+	for _, format := range contract.Formats() {
 		j := job{id: "acme/export/cap-" + format, tenant: "acme", dataset: "customers", format: format,
 			columns: cols, partRows: 2000, pageRows: 1000}
 		_, parts, m := h.run(t, j)
@@ -150,10 +152,10 @@ func TestThrottleClosesQuery(t *testing.T) {
 	be.datasets["customers"] = d
 	h := newHarness(t, be.datasets)
 	cols := []string{"id", "name", "email", "country", "plan", "signup_date"}
-	j := job{id: "acme/export/throttled", tenant: "acme", dataset: "customers", format: FormatCSV,
+	j := job{id: "acme/export/throttled", tenant: "acme", dataset: "customers", format: contract.FormatCSV,
 		columns: cols, partRows: 5000, pageRows: 500}
 	_, parts, m := h.run(t, j)
-	want, _ := expected(t, be, d, "acme", cols, FormatCSV)
+	want, _ := expected(t, be, d, "acme", cols, contract.FormatCSV)
 	if got := h.artifact(t, m); !bytes.Equal(got, want) {
 		t.Fatal("throttled artifact differs from the expected one")
 	}
@@ -184,16 +186,16 @@ func TestDuplicateKeysRefused(t *testing.T) {
 			for i, n := range []int{1, 2, 3, 4, 5, 5, 6, 7, 9, 9} {
 				mustExec(t, be.db, `INSERT INTO dup VALUES ($1, 'acme', $2)`, n, fmt.Sprintf("row %d", i))
 			}
-			d := Dataset{Name: "dup", Driver: be.datasets["customers"].Driver, DSN: be.datasets["customers"].DSN,
-				Table: "dup", TenantColumn: "org", KeyColumn: "n", KeyType: KeyTypeInteger,
-				Columns: []Column{{Name: "n"}, {Name: "label"}}}.withDefaults()
-			ds := Datasets{"dup": d}
+			d := contract.Dataset{Name: "dup", Driver: be.datasets["customers"].Driver, DSN: be.datasets["customers"].DSN,
+				Table: "dup", TenantColumn: "org", KeyColumn: "n", KeyType: contract.KeyTypeInteger,
+				Columns: []contract.Column{{Name: "n"}, {Name: "label"}}}.WithDefaults()
+			ds := contract.Datasets{"dup": d}
 			for _, pr := range []int{4, 100} {
 				for _, sqlOnly := range []bool{false, true} {
 					h := newHarness(t, ds)
 					h.a.sqlRowsOnly = sqlOnly
 					j := job{id: fmt.Sprintf("acme/export/dup-%d-%v", pr, sqlOnly), tenant: "acme", dataset: "dup",
-						format: FormatCSV, columns: []string{"n", "label"}, partRows: pr, pageRows: 3}
+						format: contract.FormatCSV, columns: []string{"n", "label"}, partRows: pr, pageRows: 3}
 					err := func() error {
 						plan, err := h.plan(j.planInput(h))
 						if err != nil {
@@ -206,7 +208,7 @@ func TestDuplicateKeysRefused(t *testing.T) {
 						}
 						return nil
 					}()
-					if appErrType(err) != ErrTypeExportInvalid || !strings.Contains(err.Error(), "not unique") {
+					if appErrType(err) != contract.ErrTypeExportInvalid || !strings.Contains(err.Error(), "not unique") {
 						t.Fatalf("part_rows %d, sql only %v: %v", pr, sqlOnly, err)
 					}
 				}
@@ -217,7 +219,7 @@ func TestDuplicateKeysRefused(t *testing.T) {
 			for _, pr := range []int{1, 4, 100} {
 				h := newHarness(t, ds)
 				j := job{id: "acme/export/nullkey", tenant: "acme", dataset: "dup", columns: []string{"n"}, partRows: pr}
-				if _, err := h.plan(j.planInput(h)); appErrType(err) != ErrTypeExportInvalid || !strings.Contains(err.Error(), "NULL") {
+				if _, err := h.plan(j.planInput(h)); appErrType(err) != contract.ErrTypeExportInvalid || !strings.Contains(err.Error(), "NULL") {
 					t.Fatalf("NULL key, part_rows %d: %v", pr, err)
 				}
 			}

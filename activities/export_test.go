@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 func TestExportSQLite(t *testing.T) {
@@ -27,7 +29,7 @@ func TestExportPostgres(t *testing.T) {
 // as date in PostgreSQL).
 func TestExportEnginesAgree(t *testing.T) {
 	lite, pg := sqliteBackend(t), postgresBackend(t)
-	for _, format := range []string{FormatJSONL, FormatCSV} {
+	for _, format := range []string{contract.FormatJSONL, contract.FormatCSV} {
 		for _, ds := range []string{"customers", "accounts"} {
 			cols := []string{"id", "name", "email", "country", "plan", "signup_date"}
 			if ds == "accounts" {
@@ -57,12 +59,12 @@ func testExport(t *testing.T, be backend) {
 			cols           []string
 			rows           int
 		}{
-			{"acme", FormatJSONL, cust.DefaultColumns(), 5000},
-			{"acme", FormatCSV, []string{"email", "id", "country", "signup_date"}, 5000},
-			{"globex", FormatJSONL, []string{"signup_date", "name", "email"}, 3000},
-			{"globex", FormatCSV, cust.DefaultColumns(), 3000},
-			{"initech", FormatJSONL, cust.DefaultColumns(), 0},
-			{"initech", FormatCSV, cust.DefaultColumns(), 0},
+			{"acme", contract.FormatJSONL, cust.DefaultColumns(), 5000},
+			{"acme", contract.FormatCSV, []string{"email", "id", "country", "signup_date"}, 5000},
+			{"globex", contract.FormatJSONL, []string{"signup_date", "name", "email"}, 3000},
+			{"globex", contract.FormatCSV, cust.DefaultColumns(), 3000},
+			{"initech", contract.FormatJSONL, cust.DefaultColumns(), 0},
+			{"initech", contract.FormatCSV, cust.DefaultColumns(), 0},
 		} {
 			h := newHarness(t, be.datasets)
 			j := job{id: c.tenant + "/export/content-" + c.format, tenant: c.tenant, dataset: "customers",
@@ -83,7 +85,7 @@ func testExport(t *testing.T, be backend) {
 			if n > 0 && parts[0].Chunks != 6 { // 700 rows in pages of 128
 				t.Fatalf("part 1 has %d chunks, want 6", parts[0].Chunks)
 			}
-			if c.format == FormatCSV && strings.Count(string(got), strings.Join(c.cols, ",")+"\n") != 1 {
+			if c.format == contract.FormatCSV && strings.Count(string(got), strings.Join(c.cols, ",")+"\n") != 1 {
 				t.Fatal("csv header not exactly once")
 			}
 			other := "@globex.example"
@@ -103,13 +105,13 @@ func testExport(t *testing.T, be backend) {
 
 	t.Run("resume", func(t *testing.T) {
 		h := newHarness(t, be.datasets)
-		clean := job{id: "acme/export/clean", tenant: "acme", dataset: "customers", format: FormatJSONL,
+		clean := job{id: "acme/export/clean", tenant: "acme", dataset: "customers", format: contract.FormatJSONL,
 			columns: []string{"id", "name", "email", "country"}, partRows: 700, pageRows: 128}
 		plan, err := h.plan(clean.planInput(h))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var cleanParts []PartResult
+		var cleanParts []contract.PartResult
 		cleanChunks := map[string][]byte{}
 		for i, r := range plan.Ranges {
 			p, err := h.part(clean.partInput(h, i+1, r), nil)
@@ -130,7 +132,7 @@ func testExport(t *testing.T, be backend) {
 		resumed := clean
 		resumed.id = "acme/export/resumed"
 		keys := tenantKeys(t, be, "acme")
-		var parts []PartResult
+		var parts []contract.PartResult
 		for i, r := range plan.Ranges {
 			in := resumed.partInput(h, i+1, r)
 			if i+1 != 2 {
@@ -202,9 +204,9 @@ func testExport(t *testing.T, be backend) {
 	t.Run("stale digest reads nothing", func(t *testing.T) {
 		// The approval was given for a catalog where email was not sensitive and phone existed.
 		approved := cust
-		approved.Columns = append([]Column{}, cust.Columns...)
+		approved.Columns = append([]contract.Column{}, cust.Columns...)
 		approved.Columns[2].Sensitive = false
-		approved.Columns = append(approved.Columns, Column{Name: "phone"})
+		approved.Columns = append(approved.Columns, contract.Column{Name: "phone"})
 		staleDigest := approved.ConfigDigest()
 
 		h := newHarness(t, be.datasets)
@@ -213,7 +215,7 @@ func testExport(t *testing.T, be backend) {
 			logged = len(be.statements())
 		}
 		cols := []string{"id", "email", "phone"}
-		res, err := h.plan(PlanExportInput{JobID: "acme/export/stale", Tenant: "acme", Dataset: "customers",
+		res, err := h.plan(contract.PlanExportInput{JobID: "acme/export/stale", Tenant: "acme", Dataset: "customers",
 			Columns: cols, ConfigDigest: staleDigest, PartRows: 700})
 		if err != nil {
 			t.Fatal(err)
@@ -222,10 +224,10 @@ func testExport(t *testing.T, be backend) {
 			!reflect.DeepEqual(res.Missing, []string{"phone"}) || res.Rows != 0 || len(res.Ranges) != 0 {
 			t.Fatalf("plan %+v", res)
 		}
-		_, err = h.part(ExportPartInput{JobID: "acme/export/stale", Tenant: "acme", Dataset: "customers",
-			Columns: []string{"id", "email"}, Format: FormatJSONL, ConfigDigest: staleDigest, Part: 1,
-			Range: KeyRange{Through: "8000"}}, nil)
-		if appErrType(err) != ErrTypeScopeChanged {
+		_, err = h.part(contract.ExportPartInput{JobID: "acme/export/stale", Tenant: "acme", Dataset: "customers",
+			Columns: []string{"id", "email"}, Format: contract.FormatJSONL, ConfigDigest: staleDigest, Part: 1,
+			Range: contract.KeyRange{Through: "8000"}}, nil)
+		if appErrType(err) != contract.ErrTypeScopeChanged {
 			t.Fatalf("part with a stale digest: %v", err)
 		}
 		if n := h.queries(); n != 0 {
@@ -243,7 +245,7 @@ func testExport(t *testing.T, be backend) {
 		}
 		// Control: with the current digest the same plan does reach the database, and the
 		// server log shows it, the tenant bound as a parameter.
-		if _, err := h.plan(PlanExportInput{JobID: "acme/export/stale", Tenant: "acme", Dataset: "customers",
+		if _, err := h.plan(contract.PlanExportInput{JobID: "acme/export/stale", Tenant: "acme", Dataset: "customers",
 			Columns: []string{"id"}, ConfigDigest: cust.ConfigDigest(), PartRows: 700}); err != nil {
 			t.Fatal(err)
 		}
@@ -261,11 +263,11 @@ func testExport(t *testing.T, be backend) {
 	t.Run("limits and errors", func(t *testing.T) {
 		small := be.datasets["customers"]
 		small.MaxRows = 4999
-		ds := Datasets{"customers": small}
+		ds := contract.Datasets{"customers": small}
 		h := newHarness(t, ds)
 		j := job{id: "acme/export/big", tenant: "acme", dataset: "customers", columns: []string{"id"}, partRows: 700}
 		_, err := h.plan(j.planInput(h))
-		if appErrType(err) != ErrTypeDatasetTooLarge || !strings.Contains(err.Error(), "4999") {
+		if appErrType(err) != contract.ErrTypeDatasetTooLarge || !strings.Contains(err.Error(), "4999") {
 			t.Fatalf("5000 rows over max_rows 4999: %v", err)
 		}
 		// The tenant is a bound value: SQL in it matches no tenant.
@@ -280,41 +282,41 @@ func testExport(t *testing.T, be backend) {
 		}
 
 		before := h.queries()
-		_, err = h.plan(PlanExportInput{JobID: "acme/export/x", Tenant: "acme", Dataset: "nope", Columns: []string{"id"}})
-		if appErrType(err) != ErrTypeDatasetMissing {
+		_, err = h.plan(contract.PlanExportInput{JobID: "acme/export/x", Tenant: "acme", Dataset: "nope", Columns: []string{"id"}})
+		if appErrType(err) != contract.ErrTypeDatasetMissing {
 			t.Fatalf("unknown dataset: %v", err)
 		}
-		_, err = h.part(ExportPartInput{JobID: "acme/export/x", Tenant: "acme", Dataset: "nope", Columns: []string{"id"},
-			Format: FormatJSONL, Part: 1, Range: KeyRange{Through: "1"}}, nil)
-		if appErrType(err) != ErrTypeDatasetMissing {
+		_, err = h.part(contract.ExportPartInput{JobID: "acme/export/x", Tenant: "acme", Dataset: "nope", Columns: []string{"id"},
+			Format: contract.FormatJSONL, Part: 1, Range: contract.KeyRange{Through: "1"}}, nil)
+		if appErrType(err) != contract.ErrTypeDatasetMissing {
 			t.Fatalf("unknown dataset: %v", err)
 		}
-		good := job{id: "acme/export/x", tenant: "acme", dataset: "customers", format: FormatJSONL, columns: []string{"id"}}
-		mod := func(f func(*ExportPartInput)) ExportPartInput {
-			in := good.partInput(h, 1, KeyRange{Through: "9"})
+		good := job{id: "acme/export/x", tenant: "acme", dataset: "customers", format: contract.FormatJSONL, columns: []string{"id"}}
+		mod := func(f func(*contract.ExportPartInput)) contract.ExportPartInput {
+			in := good.partInput(h, 1, contract.KeyRange{Through: "9"})
 			f(&in)
 			return in
 		}
-		for name, in := range map[string]ExportPartInput{
-			"unknown column":  mod(func(in *ExportPartInput) { in.Columns = []string{"id", "ssn"} }),
-			"repeated column": mod(func(in *ExportPartInput) { in.Columns = []string{"id", "id"} }),
-			"format":          mod(func(in *ExportPartInput) { in.Format = "xml" }),
-			"bad key":         mod(func(in *ExportPartInput) { in.Range.Through = "9; DROP TABLE customers" }),
-			"no tenant":       mod(func(in *ExportPartInput) { in.Tenant = "" }),
-			"part 0":          mod(func(in *ExportPartInput) { in.Part = 0 }),
-			"huge page":       mod(func(in *ExportPartInput) { in.PageRows = 1 << 30 }),
-			"quoted column":   mod(func(in *ExportPartInput) { in.Columns = []string{`id" FROM x; --`} }),
+		for name, in := range map[string]contract.ExportPartInput{
+			"unknown column":  mod(func(in *contract.ExportPartInput) { in.Columns = []string{"id", "ssn"} }),
+			"repeated column": mod(func(in *contract.ExportPartInput) { in.Columns = []string{"id", "id"} }),
+			"format":          mod(func(in *contract.ExportPartInput) { in.Format = "xml" }),
+			"bad key":         mod(func(in *contract.ExportPartInput) { in.Range.Through = "9; DROP TABLE customers" }),
+			"no tenant":       mod(func(in *contract.ExportPartInput) { in.Tenant = "" }),
+			"part 0":          mod(func(in *contract.ExportPartInput) { in.Part = 0 }),
+			"huge page":       mod(func(in *contract.ExportPartInput) { in.PageRows = 1 << 30 }),
+			"quoted column":   mod(func(in *contract.ExportPartInput) { in.Columns = []string{`id" FROM x; --`} }),
 		} {
-			if _, err := h.part(in, nil); appErrType(err) != ErrTypeExportInvalid {
+			if _, err := h.part(in, nil); appErrType(err) != contract.ErrTypeExportInvalid {
 				t.Errorf("%s: %v", name, err)
 			}
 		}
 		// A dataset built in code with a bad identifier is refused before any SQL.
 		bad := be.datasets["customers"]
 		bad.Table = `customers" WHERE 1=1; --`
-		hb := newHarness(t, Datasets{"customers": bad})
-		if _, err := hb.plan(PlanExportInput{JobID: "acme/export/x", Tenant: "acme", Dataset: "customers",
-			Columns: []string{"id"}, ConfigDigest: bad.ConfigDigest()}); appErrType(err) != ErrTypeExportInvalid || hb.queries() != 0 {
+		hb := newHarness(t, contract.Datasets{"customers": bad})
+		if _, err := hb.plan(contract.PlanExportInput{JobID: "acme/export/x", Tenant: "acme", Dataset: "customers",
+			Columns: []string{"id"}, ConfigDigest: bad.ConfigDigest()}); appErrType(err) != contract.ErrTypeExportInvalid || hb.queries() != 0 {
 			t.Fatalf("misconfigured dataset: %v, %d statements", err, hb.queries())
 		}
 		if n := h.queries() - before; n != 0 {
@@ -324,7 +326,7 @@ func testExport(t *testing.T, be backend) {
 
 	t.Run("text key", func(t *testing.T) {
 		acc := be.datasets["accounts"]
-		for _, format := range []string{FormatJSONL, FormatCSV} {
+		for _, format := range []string{contract.FormatJSONL, contract.FormatCSV} {
 			h := newHarness(t, be.datasets)
 			j := job{id: "acme/export/accounts-" + format, tenant: "acme", dataset: "accounts", format: format,
 				columns: []string{"code", "balance", "label"}, partRows: 5, pageRows: 2}
@@ -341,13 +343,13 @@ func testExport(t *testing.T, be backend) {
 
 	t.Run("delete", func(t *testing.T) {
 		h := newHarness(t, be.datasets)
-		j := job{id: "acme/export/delete-me", tenant: "acme", dataset: "customers", format: FormatCSV,
+		j := job{id: "acme/export/delete-me", tenant: "acme", dataset: "customers", format: contract.FormatCSV,
 			columns: []string{"id"}, partRows: 2000, pageRows: 1000}
 		plan, err := h.plan(j.planInput(h))
 		if err != nil {
 			t.Fatal(err)
 		}
-		parts := []PartResult{}
+		parts := []contract.PartResult{}
 		for i, r := range plan.Ranges {
 			p, err := h.part(j.partInput(h, i+1, r), nil)
 			if err != nil {
@@ -356,11 +358,11 @@ func testExport(t *testing.T, be backend) {
 			parts = append(parts, p)
 		}
 		// Another job's objects must survive.
-		other := job{id: "acme/export/delete-me-not", tenant: "acme", dataset: "customers", format: FormatCSV,
+		other := job{id: "acme/export/delete-me-not", tenant: "acme", dataset: "customers", format: contract.FormatCSV,
 			columns: []string{"id"}, partRows: 2000, pageRows: 1000}
 		_, _, mOther := h.run(t, other)
 		del := func() error {
-			_, err := h.env(nil).ExecuteActivity(h.a.DeleteExport, DeleteExportInput{JobID: j.id, FirstRunID: j.firstRun()})
+			_, err := h.env(nil).ExecuteActivity(h.a.DeleteExport, contract.DeleteExportInput{JobID: j.id, FirstRunID: j.firstRun()})
 			return err
 		}
 		// Mid-job (chunks only) and after finalize.
@@ -386,10 +388,10 @@ func testExport(t *testing.T, be backend) {
 			t.Fatalf("left: %v", keys)
 		}
 		ctx := context.Background()
-		if _, err := h.a.Artifacts.ReadManifest(ctx, j.id, j.firstRun()); !errors.Is(err, ErrArtifactGone) {
+		if _, err := h.a.Artifacts.ReadManifest(ctx, j.id, j.firstRun()); !errors.Is(err, contract.ErrArtifactGone) {
 			t.Fatalf("manifest after delete: %v", err)
 		}
-		if _, err := h.a.Artifacts.OpenArtifact(ctx, m); !errors.Is(err, ErrArtifactGone) {
+		if _, err := h.a.Artifacts.OpenArtifact(ctx, m); !errors.Is(err, contract.ErrArtifactGone) {
 			t.Fatalf("artifact after delete: %v", err)
 		}
 		if err := del(); err != nil {
@@ -412,7 +414,7 @@ func TestExportRunScoped(t *testing.T) {
 	h := newHarness(t, be.datasets)
 	ctx := context.Background()
 	const id = "acme/export/reused"
-	old := job{id: id, run: "run-old", tenant: "acme", dataset: "customers", format: FormatCSV,
+	old := job{id: id, run: "run-old", tenant: "acme", dataset: "customers", format: contract.FormatCSV,
 		columns: []string{"id", "name", "email"}, partRows: 2000, pageRows: 1000}
 	_, _, mOld := h.run(t, old)
 	legacy := old
@@ -446,12 +448,12 @@ func TestExportRunScoped(t *testing.T) {
 	}
 
 	// The old instance's retention (and a legacy one's) deletes nothing of the new one.
-	for _, in := range []DeleteExportInput{{JobID: id, FirstRunID: "run-old"}, {JobID: id}} {
+	for _, in := range []contract.DeleteExportInput{{JobID: id, FirstRunID: "run-old"}, {JobID: id}} {
 		if _, err := h.env(nil).ExecuteActivity(h.a.DeleteExport, in); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h.a.Artifacts.ReadManifest(ctx, id, "run-old"); !errors.Is(err, ErrArtifactGone) {
+	if _, err := h.a.Artifacts.ReadManifest(ctx, id, "run-old"); !errors.Is(err, contract.ErrArtifactGone) {
 		t.Fatalf("old manifest after its delete: %v", err)
 	}
 	if got, err := h.a.Artifacts.ReadManifest(ctx, id, "run-new"); err != nil || got.SHA256 != mNew.SHA256 {

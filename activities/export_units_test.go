@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/activities/contract"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 )
 
 // TestPlanExportApproval: the plan carries the worker catalog's approval settings for the
@@ -21,10 +22,10 @@ import (
 func TestPlanExportApproval(t *testing.T) {
 	be := sqliteBackend(t)
 	cust := be.datasets["customers"]
-	cust.AllowSelfApproval, cust.ApprovalTimeout = true, Duration(3*time.Hour)
-	h := newHarness(t, Datasets{"customers": cust})
+	cust.AllowSelfApproval, cust.ApprovalTimeout = true, contract.Duration(3*time.Hour)
+	h := newHarness(t, contract.Datasets{"customers": cust})
 	j := job{id: "acme/export/plan", tenant: "acme", dataset: "customers", columns: []string{"id", "email"}}
-	want := &PlanApproval{Required: true, AllowSelf: true, Sensitive: []string{"email"}, Timeout: Duration(3 * time.Hour)}
+	want := &contract.PlanApproval{Required: true, AllowSelf: true, Sensitive: []string{"email"}, Timeout: contract.Duration(3 * time.Hour)}
 	for _, digest := range []string{j.digest(h), "sha256:stale"} {
 		in := j.planInput(h)
 		in.ConfigDigest = digest
@@ -62,14 +63,14 @@ func TestEncodeValues(t *testing.T) {
 		{ts, false, `"2024-02-29T22:59:58.123456789Z"`, `2024-02-29T22:59:58.123456789Z`},
 		{time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC), true, `"2024-02-29"`, `2024-02-29`},
 	} {
-		for _, format := range []string{FormatJSONL, FormatCSV} {
+		for _, format := range []string{contract.FormatJSONL, contract.FormatCSV} {
 			e := newRowEncoder(format, []string{"v"})
 			e.reset(nil)
 			e.date[0] = c.date
 			if err := e.row([]any{c.v}); err != nil {
 				t.Fatal(err)
 			}
-			if format == FormatCSV {
+			if format == contract.FormatCSV {
 				r, err := csv.NewReader(bytes.NewReader(e.buf)).Read()
 				if err != nil || r[0] != c.text {
 					t.Errorf("csv %#v: %q, %v; want %q", c.v, r, err, c.text)
@@ -103,13 +104,13 @@ func TestArtifactStoreMem(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.ReadManifest(ctx, "acme/export/none", firstRunTest); !errors.Is(err, ErrArtifactGone) {
+	if _, err := s.ReadManifest(ctx, "acme/export/none", firstRunTest); !errors.Is(err, contract.ErrArtifactGone) {
 		t.Fatalf("missing manifest: %v", err)
 	}
-	if _, err := s.OpenArtifact(ctx, Manifest{Object: "exports/x/export.csv.gz"}); !errors.Is(err, ErrArtifactGone) {
+	if _, err := s.OpenArtifact(ctx, contract.Manifest{Object: "exports/x/export.csv.gz"}); !errors.Is(err, contract.ErrArtifactGone) {
 		t.Fatalf("missing artifact: %v", err)
 	}
-	if _, err := s.OpenArtifact(ctx, Manifest{Object: "secrets/key"}); !errors.Is(err, ErrArtifactGone) {
+	if _, err := s.OpenArtifact(ctx, contract.Manifest{Object: "secrets/key"}); !errors.Is(err, contract.ErrArtifactGone) {
 		t.Fatalf("object outside exports/: %v", err)
 	}
 	if got := ExportPrefix("acme/export/my-key", ""); got != "exports/acme%2Fexport%2Fmy-key/" {
@@ -128,7 +129,7 @@ func BenchmarkExport100k(b *testing.B) {
 	const total = 160_000 // 5 of every 8 ids are acme's: 100,000 rows
 	for _, engine := range []string{"sqlite", "postgres"} {
 		b.Run(engine, func(b *testing.B) {
-			var ds Datasets
+			var ds contract.Datasets
 			if engine == "sqlite" {
 				path := filepath.Join(b.TempDir(), "big.db")
 				db, err := sql.Open("sqlite", path)
@@ -142,7 +143,7 @@ func BenchmarkExport100k(b *testing.B) {
 					'Customer ' || x, 'customer' || x || '@example.com', CASE WHEN x % 97 = 0 THEN NULL ELSE 'US' END,
 					'pro', date('2022-01-01', '+' || (x % 1000) || ' days') FROM g`, total)
 				db.Close()
-				ds = DemoDatasets(path)
+				ds = contract.DemoDatasets(path)
 			} else {
 				s := pgtest.Start(b)
 				s.Exec(b, `CREATE TABLE customers (id bigint PRIMARY KEY, tenant text NOT NULL, name text NOT NULL,
@@ -152,15 +153,15 @@ func BenchmarkExport100k(b *testing.B) {
 					'Customer ' || x, 'customer' || x || '@example.com', CASE WHEN x % 97 = 0 THEN NULL ELSE 'US' END,
 					'pro', date '2022-01-01' + (x % 1000) FROM generate_series(1, $1::int) x`, total)
 				s.Exec(b, `ANALYZE customers`)
-				d := DemoDatasets("")["customers"]
-				d.Driver, d.DSN = DriverPostgres, s.DSN
-				ds = Datasets{"customers": d}
+				d := contract.DemoDatasets("")["customers"]
+				d.Driver, d.DSN = contract.DriverPostgres, s.DSN
+				ds = contract.Datasets{"customers": d}
 			}
 			cols := []string{"id", "name", "email", "country", "plan", "signup_date"}
 			for _, v := range []struct {
 				format string
 				conc   int
-			}{{FormatJSONL, 1}, {FormatCSV, 1}, {FormatJSONL, 4}} {
+			}{{contract.FormatJSONL, 1}, {contract.FormatCSV, 1}, {contract.FormatJSONL, 4}} {
 				b.Run(fmt.Sprintf("%s/parts-in-flight=%d", v.format, v.conc), func(b *testing.B) {
 					h := newHarness(b, ds)
 					b.ResetTimer()

@@ -5,31 +5,17 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 // The conformance fixtures' one activity (workflows/fixture.go, served only by `jobgate dev
 // --conformance-fixtures`): it composes the text a fixture job answers with. It has no side
 // effect, so every attempt returns the same text for the same input.
 
-// FixtureTextIn is what a fixture job computed: the tool that started it, its arguments and
-// the answers it gathered.
-type FixtureTextIn struct {
-	Tool    string         `json:"tool"`
-	Name    string         `json:"name,omitempty"`
-	Label   string         `json:"label,omitempty"`
-	Seconds int            `json:"seconds,omitempty"`
-	Target  string         `json:"target,omitempty"`
-	Answers map[string]any `json:"answers,omitempty"`
-}
-
-// FixtureTextOut is the fixture job's answer text.
-type FixtureTextOut struct {
-	Text string `json:"text"`
-}
-
 // FixtureText composes a fixture job's answer: the greeting, the computation or what the
 // answered questions said.
-func (a *Activities) FixtureText(_ context.Context, in FixtureTextIn) (FixtureTextOut, error) {
+func (a *Activities) FixtureText(_ context.Context, in contract.FixtureTextIn) (contract.FixtureTextOut, error) {
 	var text string
 	switch {
 	case in.Name != "":
@@ -53,5 +39,5 @@ func (a *Activities) FixtureText(_ context.Context, in FixtureTextIn) (FixtureTe
 		}
 		text += " (answers: " + strings.Join(parts, "; ") + ")"
 	}
-	return FixtureTextOut{Text: text}, nil
+	return contract.FixtureTextOut{Text: text}, nil
 }

@@ -16,13 +16,10 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
-
-// ErrTypeEpisodeRejected: an http suite's receiver refused the episode with a 4xx (other than
-// 408, 409, 425 and 429), or answered in a way retrying cannot change. Final, like EpisodeFailed.
-const ErrTypeEpisodeRejected = "EpisodeRejected"
 
 // Headers an http episode request carries.
 const (
@@ -84,7 +81,7 @@ var defaultHTTPClient = &http.Client{
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   MaxConcurrencyDefault,
+		MaxIdleConnsPerHost:   contract.MaxConcurrencyDefault,
 		IdleConnTimeout:       90 * time.Second,
 	},
 	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -100,7 +97,7 @@ func (a *Activities) httpClient() *http.Client {
 // runHTTP runs one episode of an http suite. An attempt after the first, or one that finds an
 // uncertain earlier attempt in its heartbeat details, first asks the receiver whether the
 // operation was applied and returns the stored score instead of sending it again.
-func (a *Activities) runHTTP(ctx context.Context, s Suite, in EpisodeInput) (EpisodeResult, error) {
+func (a *Activities) runHTTP(ctx context.Context, s contract.Suite, in contract.EpisodeInput) (contract.EpisodeResult, error) {
 	var prior *httpAttempt
 	if activity.HasHeartbeatDetails(ctx) {
 		var hb httpAttempt
@@ -114,14 +111,14 @@ func (a *Activities) runHTTP(ctx context.Context, s Suite, in EpisodeInput) (Epi
 
 // runHTTPAttempt is runHTTP with the attempt number and the earlier attempt's heartbeat (nil:
 // none) given, so tests can play any attempt.
-func (a *Activities) runHTTPAttempt(ctx context.Context, s Suite, in EpisodeInput, attempt int32, prior *httpAttempt) (EpisodeResult, error) {
+func (a *Activities) runHTTPAttempt(ctx context.Context, s contract.Suite, in contract.EpisodeInput, attempt int32, prior *httpAttempt) (contract.EpisodeResult, error) {
 	key := in.OperationID
 	if err := validOperationID(key); err != nil {
-		return EpisodeResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeEpisodeFailed, nil)
+		return contract.EpisodeResult{}, temporal.NewNonRetryableApplicationError(err.Error(), contract.ErrTypeEpisodeFailed, nil)
 	}
 	timeout := s.RequestTimeout.D()
 	if timeout <= 0 {
-		timeout = RequestTimeoutDefault
+		timeout = contract.RequestTimeoutDefault
 	}
 	logger := activity.GetLogger(ctx)
 
@@ -130,7 +127,7 @@ func (a *Activities) runHTTPAttempt(ctx context.Context, s Suite, in EpisodeInpu
 		// details show an uncertain send.
 		res, applied, err := a.reconcileHTTP(ctx, s.URL, key, attempt, timeout)
 		if err != nil {
-			return EpisodeResult{}, err
+			return contract.EpisodeResult{}, err
 		}
 		if applied {
 			logger.Info("http episode: earlier attempt was applied; using its stored score",
@@ -146,41 +143,41 @@ func (a *Activities) runHTTPAttempt(ctx context.Context, s Suite, in EpisodeInpu
 	}
 	body, err := json.Marshal(httpEpisodeRequest{JobID: in.JobID, Episode: in.Index, Attempt: attempt, Params: params})
 	if err != nil {
-		return EpisodeResult{}, temporal.NewNonRetryableApplicationError("encode episode request: "+err.Error(), ErrTypeEpisodeFailed, nil)
+		return contract.EpisodeResult{}, temporal.NewNonRetryableApplicationError("encode episode request: "+err.Error(), contract.ErrTypeEpisodeFailed, nil)
 	}
 	ans, err := a.httpDo(ctx, http.MethodPost, s.URL, key, attempt, body, timeout,
 		httpAttempt{Phase: httpPhaseSending, Key: key, Attempt: attempt})
 	if err != nil {
-		return EpisodeResult{}, err
+		return contract.EpisodeResult{}, err
 	}
 	switch {
 	case ans.status >= 200 && ans.status < 300:
 		return ans.score("POST")
 	case retryableStatus(ans.status):
-		return EpisodeResult{}, ans.retryable("POST", "outcome uncertain; the next attempt reconciles first")
+		return contract.EpisodeResult{}, ans.retryable("POST", "outcome uncertain; the next attempt reconciles first")
 	default:
-		return EpisodeResult{}, ans.rejected("POST", "the receiver rejected the episode")
+		return contract.EpisodeResult{}, ans.rejected("POST", "the receiver rejected the episode")
 	}
 }
 
 // reconcileHTTP asks GET <url>/<escaped key>: 200 with a score means an earlier attempt was
 // applied; 404 means none was.
-func (a *Activities) reconcileHTTP(ctx context.Context, base, key string, attempt int32, timeout time.Duration) (EpisodeResult, bool, error) {
+func (a *Activities) reconcileHTTP(ctx context.Context, base, key string, attempt int32, timeout time.Duration) (contract.EpisodeResult, bool, error) {
 	ans, err := a.httpDo(ctx, http.MethodGet, reconcileURL(base, key), key, attempt, nil, timeout,
 		httpAttempt{Phase: httpPhaseReconciling, Key: key, Attempt: attempt})
 	if err != nil {
-		return EpisodeResult{}, false, err
+		return contract.EpisodeResult{}, false, err
 	}
 	switch {
 	case ans.status == http.StatusOK:
 		res, err := ans.score("reconcile GET")
 		return res, err == nil, err
 	case ans.status == http.StatusNotFound:
-		return EpisodeResult{}, false, nil
+		return contract.EpisodeResult{}, false, nil
 	case retryableStatus(ans.status):
-		return EpisodeResult{}, false, ans.retryable("reconcile GET", "nothing was sent again")
+		return contract.EpisodeResult{}, false, ans.retryable("reconcile GET", "nothing was sent again")
 	default:
-		return EpisodeResult{}, false, ans.rejected("reconcile GET",
+		return contract.EpisodeResult{}, false, ans.rejected("reconcile GET",
 			"the receiver must answer 200 {\"score\": …} or 404 for an operation ID (activities/README.md: HTTP suites)")
 	}
 }
@@ -215,7 +212,7 @@ func (a *Activities) httpDo(ctx context.Context, method, target, key string, att
 	req, err := http.NewRequestWithContext(rctx, method, target, rd)
 	if err != nil {
 		return httpAnswer{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("%s %s: %v", method, target, err), ErrTypeEpisodeFailed, nil)
+			fmt.Sprintf("%s %s: %v", method, target, err), contract.ErrTypeEpisodeFailed, nil)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -281,20 +278,20 @@ func (a *Activities) httpDo(ctx context.Context, method, target, key string, att
 
 // score reads {"score": <finite number within ±scoreLimit>} from a 2xx answer. A malformed
 // answer is retryable: the next attempt reconciles and reads the stored result again.
-func (ans httpAnswer) score(what string) (EpisodeResult, error) {
+func (ans httpAnswer) score(what string) (contract.EpisodeResult, error) {
 	var v struct {
 		Score *float64 `json:"score"`
 	}
 	if ans.truncated || json.Unmarshal(ans.body, &v) != nil || v.Score == nil {
-		return EpisodeResult{}, temporal.NewApplicationError(
+		return contract.EpisodeResult{}, temporal.NewApplicationError(
 			fmt.Sprintf(`%s %s answered %d without {"score": <number>}: %s`, what, ans.url, ans.status, ans.snippet()),
 			errTypeEpisodeBadAnswer)
 	}
 	if math.IsNaN(*v.Score) || math.IsInf(*v.Score, 0) || math.Abs(*v.Score) > scoreLimit {
-		return EpisodeResult{}, temporal.NewApplicationError(
+		return contract.EpisodeResult{}, temporal.NewApplicationError(
 			fmt.Sprintf("%s %s: score must be a finite number within ±%g", what, ans.url, scoreLimit), errTypeEpisodeBadAnswer)
 	}
-	return EpisodeResult{Score: *v.Score}, nil
+	return contract.EpisodeResult{Score: *v.Score}, nil
 }
 
 // retryable is the error for 408, 409, 425, 429 and 5xx; it honours a Retry-After in seconds.
@@ -313,7 +310,7 @@ func (ans httpAnswer) rejected(what, why string) error {
 	if ans.status >= 300 && ans.status < 400 {
 		msg = fmt.Sprintf("%s %s answered %s: redirects are not followed; configure the final URL", what, ans.url, statusText(ans.status))
 	}
-	return temporal.NewNonRetryableApplicationError(msg, ErrTypeEpisodeRejected, nil)
+	return temporal.NewNonRetryableApplicationError(msg, contract.ErrTypeEpisodeRejected, nil)
 }
 
 // snippet is the start of the body, at most httpSnippetBytes, quoted with control characters

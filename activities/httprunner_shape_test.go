@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 // fakeReceiver answers every request with the given status, headers and body, and remembers
@@ -122,7 +124,7 @@ func TestHTTPEpisode_AnswersRetryCannotChange(t *testing.T) {
 		_, url := newFake(t, 400, strings.Repeat("secret-row-data\n", 100_000))
 		h := newHTTPHarness(t, url, nil)
 		_, err := h.run(httpIn(0), nil)
-		ae := appErr(t, err, ErrTypeEpisodeRejected, false)
+		ae := appErr(t, err, contract.ErrTypeEpisodeRejected, false)
 		if msg := ae.Error(); len(msg) > 1024 || !strings.Contains(msg, "400 Bad Request") || strings.Contains(msg, "\n") {
 			t.Fatalf("%d bytes: %q", len(msg), msg)
 		}
@@ -132,7 +134,7 @@ func TestHTTPEpisode_AnswersRetryCannotChange(t *testing.T) {
 		f.header = map[string]string{"Location": "http://elsewhere.invalid/episodes"}
 		h := newHTTPHarness(t, url, nil)
 		_, err := h.run(httpIn(0), nil)
-		ae := appErr(t, err, ErrTypeEpisodeRejected, false)
+		ae := appErr(t, err, contract.ErrTypeEpisodeRejected, false)
 		if !strings.Contains(ae.Error(), "redirects are not followed") {
 			t.Fatal(ae)
 		}
@@ -141,7 +143,7 @@ func TestHTTPEpisode_AnswersRetryCannotChange(t *testing.T) {
 		_, url := newFake(t, http.StatusMethodNotAllowed, "POST only")
 		h := newHTTPHarness(t, url, nil)
 		_, err := h.runAt(httpIn(0), 2)
-		ae := appErr(t, err, ErrTypeEpisodeRejected, false)
+		ae := appErr(t, err, contract.ErrTypeEpisodeRejected, false)
 		if !strings.Contains(ae.Error(), "reconcile GET") || !strings.Contains(ae.Error(), "405") {
 			t.Fatal(ae)
 		}
@@ -166,7 +168,7 @@ func TestHTTPEpisode_AnswersRetryCannotChange(t *testing.T) {
 		in := httpIn(0)
 		in.OperationID = "bad\nkey"
 		_, err := h.run(in, nil)
-		appErr(t, err, ErrTypeEpisodeFailed, false)
+		appErr(t, err, contract.ErrTypeEpisodeFailed, false)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if len(f.reqs) != 0 {
@@ -177,33 +179,33 @@ func TestHTTPEpisode_AnswersRetryCannotChange(t *testing.T) {
 
 func TestHTTPSuiteValidation(t *testing.T) {
 	for _, c := range []struct {
-		s  Suite
+		s  contract.Suite
 		ok bool
 	}{
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx.internal:8080/episodes"}, true},
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "https://rx.internal/v1/episodes/"}, true},
-		{Suite{Name: "h", Kind: SuiteHTTP}, false},
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "ftp://rx/episodes"}, false},
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "/episodes"}, false},
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http:///episodes"}, false},
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http:rx"}, false},
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://user:pw@rx/episodes"}, false},
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/episodes?v=1"}, false},
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/episodes?"}, false},
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/episodes#x"}, false},
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/%zz"}, false},
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/e", RequestTimeout: Duration(-time.Second)}, false},
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/e", RequestTimeout: Duration(time.Hour)}, false},
-		{Suite{Name: "h", Kind: SuiteHTTP, URL: "http://rx/e", RequestTimeout: Duration(time.Minute), EpisodeTimeout: Duration(30 * time.Second)}, false},
-		{Suite{Name: "h", Kind: SuiteCommand, Command: []string{"x"}, URL: "http://rx/e"}, false},
-		{Suite{Name: "h", Kind: SuiteDemo, RequestTimeout: Duration(time.Second)}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "http://rx.internal:8080/episodes"}, true},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "https://rx.internal/v1/episodes/"}, true},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "ftp://rx/episodes"}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "/episodes"}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "http:///episodes"}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "http:rx"}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "http://user:pw@rx/episodes"}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "http://rx/episodes?v=1"}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "http://rx/episodes?"}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "http://rx/episodes#x"}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "http://rx/%zz"}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "http://rx/e", RequestTimeout: contract.Duration(-time.Second)}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "http://rx/e", RequestTimeout: contract.Duration(time.Hour)}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteHTTP, URL: "http://rx/e", RequestTimeout: contract.Duration(time.Minute), EpisodeTimeout: contract.Duration(30 * time.Second)}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteCommand, Command: []string{"x"}, URL: "http://rx/e"}, false},
+		{contract.Suite{Name: "h", Kind: contract.SuiteDemo, RequestTimeout: contract.Duration(time.Second)}, false},
 	} {
-		cat := Catalog{}
+		cat := contract.Catalog{}
 		err := cat.Add(c.s)
 		if (err == nil) != c.ok {
 			t.Errorf("%+v: %v", c.s, err)
 		}
-		if err == nil && cat["h"].RequestTimeout.D() != RequestTimeoutDefault {
+		if err == nil && cat["h"].RequestTimeout.D() != contract.RequestTimeoutDefault {
 			t.Errorf("%+v: request_timeout default %s", c.s, cat["h"].RequestTimeout.D())
 		}
 	}
@@ -215,12 +217,12 @@ func TestHTTPSuiteFromCatalogFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadCatalog(path)
+	c, err := contract.LoadCatalog(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := c["remote"]
-	if s.Kind != SuiteHTTP || s.URL != "http://127.0.0.1:8089/episodes" || s.RequestTimeout.D() != 5*time.Second {
+	if s.Kind != contract.SuiteHTTP || s.URL != "http://127.0.0.1:8089/episodes" || s.RequestTimeout.D() != 5*time.Second {
 		t.Fatalf("%+v", s)
 	}
 	if p, err := s.NormalizeParams(map[string]any{"anything": 1.0}); err != nil || p["anything"] != 1.0 {

@@ -18,8 +18,9 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/jobgate/jobgate/activities/receiver"
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/activities/contract"
+	"github.com/jobgate/jobgate/tests/support/receiver"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 const httpJobID = "acme/eval/run-1"
@@ -31,13 +32,13 @@ type httpHarness struct {
 	rcv   *receiver.Receiver
 	srv   *receiver.Server
 	a     *Activities
-	suite Suite
+	suite contract.Suite
 
 	mu         sync.Mutex
 	heartbeats []httpAttempt // details of the heartbeats the test environment saw
 }
 
-func newHTTPHarness(t *testing.T, url string, mod func(*Suite)) *httpHarness {
+func newHTTPHarness(t *testing.T, url string, mod func(*contract.Suite)) *httpHarness {
 	t.Helper()
 	h := &httpHarness{t: t}
 	if url == "" {
@@ -52,11 +53,11 @@ func newHTTPHarness(t *testing.T, url string, mod func(*Suite)) *httpHarness {
 		t.Cleanup(func() { _ = srv.Close() })
 		h.rcv, h.srv, url = rcv, srv, srv.URL
 	}
-	s := Suite{Name: "rx", Kind: SuiteHTTP, URL: url, RequestTimeout: Duration(5 * time.Second), PassThreshold: 0.25}
+	s := contract.Suite{Name: "rx", Kind: contract.SuiteHTTP, URL: url, RequestTimeout: contract.Duration(5 * time.Second), PassThreshold: 0.25}
 	if mod != nil {
 		mod(&s)
 	}
-	c := Catalog{}
+	c := contract.Catalog{}
 	if err := c.Add(s); err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +66,8 @@ func newHTTPHarness(t *testing.T, url string, mod func(*Suite)) *httpHarness {
 	return h
 }
 
-func httpIn(i int) EpisodeInput {
-	return EpisodeInput{JobID: httpJobID, Suite: "rx", Index: i, OperationID: fmt.Sprintf("%s#%d", httpJobID, i),
+func httpIn(i int) contract.EpisodeInput {
+	return contract.EpisodeInput{JobID: httpJobID, Suite: "rx", Index: i, OperationID: fmt.Sprintf("%s#%d", httpJobID, i),
 		Params: map[string]any{"level": "hard"}}
 }
 
@@ -77,7 +78,7 @@ func (h *httpHarness) env(ctx context.Context, prior *httpAttempt) *testsuite.Te
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(h.a)
 	// runAt plays any attempt number, as after a worker death that lost every heartbeat.
-	env.RegisterActivityWithOptions(func(ctx context.Context, in EpisodeInput, attempt int32) (EpisodeResult, error) {
+	env.RegisterActivityWithOptions(func(ctx context.Context, in contract.EpisodeInput, attempt int32) (contract.EpisodeResult, error) {
 		res, err := h.a.runHTTPAttempt(ctx, h.suite, in, attempt, nil)
 		res.Passed = err == nil && res.Score >= h.suite.PassThreshold // as RunEpisode does
 		return res, err
@@ -99,19 +100,19 @@ func (h *httpHarness) env(ctx context.Context, prior *httpAttempt) *testsuite.Te
 	return env
 }
 
-func result(v converter.EncodedValue, err error) (EpisodeResult, error) {
-	var res EpisodeResult
+func result(v converter.EncodedValue, err error) (contract.EpisodeResult, error) {
+	var res contract.EpisodeResult
 	if err == nil {
 		err = v.Get(&res)
 	}
 	return res, err
 }
 
-func (h *httpHarness) run(in EpisodeInput, prior *httpAttempt) (EpisodeResult, error) {
+func (h *httpHarness) run(in contract.EpisodeInput, prior *httpAttempt) (contract.EpisodeResult, error) {
 	return result(h.env(nil, prior).ExecuteActivity(h.a.RunEpisode, in))
 }
 
-func (h *httpHarness) runAt(in EpisodeInput, attempt int32) (EpisodeResult, error) {
+func (h *httpHarness) runAt(in contract.EpisodeInput, attempt int32) (contract.EpisodeResult, error) {
 	return result(h.env(nil, nil).ExecuteActivity("runAt", in, attempt))
 }
 
@@ -150,7 +151,7 @@ func (h *httpHarness) wantEffects(key string, n int) {
 	}
 }
 
-func (h *httpHarness) wantScore(res EpisodeResult, err error, key string) {
+func (h *httpHarness) wantScore(res contract.EpisodeResult, err error, key string) {
 	h.t.Helper()
 	if err != nil {
 		h.t.Fatalf("episode: %v", err)
@@ -256,19 +257,19 @@ func TestHTTPEpisode_RetryWithoutHeartbeatStillReconciles(t *testing.T) {
 
 // episodeWorkflow runs one episode with a real retry policy, so attempts count up and heartbeat
 // details carry over as they do on a server.
-func episodeWorkflow(ctx workflow.Context, in EpisodeInput) (EpisodeResult, error) {
+func episodeWorkflow(ctx workflow.Context, in contract.EpisodeInput) (contract.EpisodeResult, error) {
 	var a *Activities
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 4,
-			NonRetryableErrorTypes: []string{ErrTypeEpisodeFailed, ErrTypeSuiteMissing, ErrTypeEpisodeRejected}},
+			NonRetryableErrorTypes: []string{contract.ErrTypeEpisodeFailed, contract.ErrTypeSuiteMissing, contract.ErrTypeEpisodeRejected}},
 	})
-	var res EpisodeResult
+	var res contract.EpisodeResult
 	err := workflow.ExecuteActivity(ctx, a.RunEpisode, in).Get(ctx, &res)
 	return res, err
 }
 
-func (h *httpHarness) runWorkflow(in EpisodeInput) (EpisodeResult, error) {
+func (h *httpHarness) runWorkflow(in contract.EpisodeInput) (contract.EpisodeResult, error) {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(quietLogger)
 	env := s.NewTestWorkflowEnvironment()
@@ -278,7 +279,7 @@ func (h *httpHarness) runWorkflow(in EpisodeInput) (EpisodeResult, error) {
 	if !env.IsWorkflowCompleted() {
 		h.t.Fatal("workflow did not complete")
 	}
-	var res EpisodeResult
+	var res contract.EpisodeResult
 	err := env.GetWorkflowError()
 	if err == nil {
 		err = env.GetWorkflowResult(&res)
@@ -311,7 +312,7 @@ func TestHTTPEpisode_RetriesUnderARetryPolicy(t *testing.T) {
 		h.rcv.FailNext(5, http.StatusUnprocessableEntity)
 		in := httpIn(7)
 		_, err := h.runWorkflow(in)
-		appErr(t, err, ErrTypeEpisodeRejected, false)
+		appErr(t, err, contract.ErrTypeEpisodeRejected, false)
 		h.wantOutcomes(in.OperationID, "POST#1 injected_status")
 	})
 }
@@ -339,7 +340,7 @@ func TestHTTPEpisode_4xxIsRejected(t *testing.T) {
 	for _, code := range []int{400, 401, 403, 404, 413, 422} {
 		h.rcv.FailNext(1, code)
 		_, err := h.run(in, nil)
-		ae := appErr(t, err, ErrTypeEpisodeRejected, false)
+		ae := appErr(t, err, contract.ErrTypeEpisodeRejected, false)
 		if msg := ae.Error(); !strings.Contains(msg, fmt.Sprint(code)) || !strings.Contains(msg, "injected failure") {
 			t.Fatalf("%d: message lacks status or body: %v", code, msg)
 		}
@@ -348,7 +349,7 @@ func TestHTTPEpisode_4xxIsRejected(t *testing.T) {
 }
 
 func TestHTTPEpisode_StallBeyondRequestTimeout(t *testing.T) {
-	h := newHTTPHarness(t, "", func(s *Suite) { s.RequestTimeout = Duration(200 * time.Millisecond) })
+	h := newHTTPHarness(t, "", func(s *contract.Suite) { s.RequestTimeout = contract.Duration(200 * time.Millisecond) })
 	h.rcv.StallNext(1, time.Hour)
 	in := httpIn(10)
 	began := time.Now()
@@ -366,7 +367,7 @@ func TestHTTPEpisode_StallBeyondRequestTimeout(t *testing.T) {
 }
 
 func TestHTTPEpisode_CancelDuringStallReturnsPromptly(t *testing.T) {
-	h := newHTTPHarness(t, "", func(s *Suite) { s.RequestTimeout = Duration(time.Minute) })
+	h := newHTTPHarness(t, "", func(s *contract.Suite) { s.RequestTimeout = contract.Duration(time.Minute) })
 	h.rcv.StallNext(1, time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -3,9 +3,7 @@ package activities
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,79 +23,9 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
-
-// NotifyActivityName is the name workflows execute the delivery activity by; part of history.
-const NotifyActivityName = "Notify"
-
-// Delivery outcomes, the label of the deliveries metric and the value in NotifyResult.
-const (
-	OutcomeDelivered = "delivered" // the endpoint answered 2xx
-	OutcomeRetry     = "retry"     // network error, 5xx, 408 or 429: the attempt fails and is retried
-	OutcomeRejected  = "rejected"  // any other 4xx: the endpoint refuses the event; not retried
-	OutcomeRefused   = "refused"   // the URL resolved to a disallowed address; not retried
-	// OutcomeDropped: a job.progress delivery that did not land within its window; never
-	// retried after it (the next window carries newer progress).
-	OutcomeDropped = "dropped"
-)
-
-// NotifyEvent is one logical event. The workflow builds it (deterministically) and every retry
-// sends the same one: ID is the webhook-id receivers dedupe on. It carries no row data and no
-// handle: a person follows Link to the page and signs in there.
-type NotifyEvent struct {
-	// ID is stable for the logical event: derived from the workflow ID, the first run ID, and
-	// the input ID or event type (see workflows).
-	ID     string `json:"id"`
-	Type   string `json:"type"` // authz.EventApprovalRequested, authz.EventJobFinished
-	Tenant string `json:"tenant"`
-	JobID  string `json:"job_id"`
-	Kind   string `json:"kind"`
-	Owner  string `json:"owner,omitempty"`
-	// Meaning is the request's text in words (approval.requested) or the job's end (job.finished).
-	Meaning  string `json:"meaning"`
-	InputID  string `json:"input_id,omitempty"`
-	Approver string `json:"approver,omitempty"`
-	Status   string `json:"status,omitempty"`
-	// ErrorCode is a job.finished event's error code (the job view's error.code: e.g.
-	// cancelled, rejected, input_expired, all_episodes_failed) when the job did not succeed,
-	// so a receiver can branch on it without parsing Meaning.
-	ErrorCode string    `json:"error_code,omitempty"`
-	At        time.Time `json:"at"`
-	ExpiresAt time.Time `json:"expires_at,omitzero"`
-	// Progress is a job.progress event's progress (the job view's progress: counts and the
-	// job's message, never rows); nil for the other types.
-	Progress *EventProgress `json:"progress,omitempty"`
-}
-
-// EventProgress is a job's progress as a job.progress event carries it: the job view's
-// progress object.
-type EventProgress struct {
-	Done    int       `json:"done"`
-	Failed  int       `json:"failed"`
-	Total   int       `json:"total"`
-	Unit    string    `json:"unit,omitempty"`
-	Message string    `json:"message,omitempty"`
-	AsOf    time.Time `json:"as_of,omitzero"`
-}
-
-// EventID is the webhook-id of one logical event: the same on every retry, attempt and worker,
-// distinct per job instance (first run ID), per type and per key (an input ID for
-// approval.requested, the progress state for job.progress, "" for job.finished).
-func EventID(jobID, firstRunID, eventType, key string) string {
-	sum := sha256.Sum256([]byte(jobID + "|" + firstRunID + "|" + eventType + "|" + key))
-	return "evt_" + hex.EncodeToString(sum[:16])
-}
-
-// NotifyInput is the delivery activity's input.
-type NotifyInput struct {
-	Event NotifyEvent `json:"event"`
-}
-
-// NotifyResult says how each endpoint's delivery ended, by endpoint name.
-type NotifyResult struct {
-	Outcomes map[string]string `json:"outcomes,omitempty"`
-}
 
 // NotifyTarget is an endpoint as the worker holds it: its config and its secret read.
 type NotifyTarget struct {
@@ -165,7 +93,7 @@ func ReadNotifySecret(raw []byte) ([]byte, error) {
 }
 
 // Link is the page where event's request is answered (or its job seen).
-func (n *Notifier) Link(ev NotifyEvent) string {
+func (n *Notifier) Link(ev contract.NotifyEvent) string {
 	base := strings.TrimSuffix(n.PublicURL, "/")
 	if ev.Type == authz.EventJobFinished || ev.Type == authz.EventJobProgress {
 		return base + "/jobs/" + url.PathEscape(ev.JobID)
@@ -174,7 +102,7 @@ func (n *Notifier) Link(ev NotifyEvent) string {
 }
 
 // Body renders ev in format (authz.NotifyFormat*).
-func (n *Notifier) Body(ev NotifyEvent, format string) ([]byte, error) {
+func (n *Notifier) Body(ev contract.NotifyEvent, format string) ([]byte, error) {
 	link := n.Link(ev)
 	if format == authz.NotifyFormatSlack {
 		title := "Approval requested"
@@ -234,8 +162,8 @@ var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Re
 // heartbeat, so a retry, also on another worker after this one died, sends only to the rest,
 // with the same webhook-id. It fails (and is retried with backoff) while an endpoint may still
 // take the event later.
-func (n *Notifier) Notify(ctx context.Context, in NotifyInput) (NotifyResult, error) {
-	res := NotifyResult{Outcomes: map[string]string{}}
+func (n *Notifier) Notify(ctx context.Context, in contract.NotifyInput) (contract.NotifyResult, error) {
+	res := contract.NotifyResult{Outcomes: map[string]string{}}
 	if activity.HasHeartbeatDetails(ctx) {
 		_ = activity.GetHeartbeatDetails(ctx, &res)
 		if res.Outcomes == nil {
@@ -252,7 +180,7 @@ func (n *Notifier) Notify(ctx context.Context, in NotifyInput) (NotifyResult, er
 	var pending []string
 	for _, t := range targets {
 		name := t.EndpointName()
-		if o := res.Outcomes[name]; o == OutcomeDelivered || o == OutcomeRejected || o == OutcomeRefused {
+		if o := res.Outcomes[name]; o == contract.OutcomeDelivered || o == contract.OutcomeRejected || o == contract.OutcomeRefused {
 			continue
 		}
 		outcome, err := n.deliver(ctx, t, in.Event)
@@ -265,7 +193,7 @@ func (n *Notifier) Notify(ctx context.Context, in NotifyInput) (NotifyResult, er
 			activity.GetLogger(ctx).Warn("notification not delivered", "endpoint", name, "event_id", in.Event.ID,
 				"outcome", outcome, "error", err)
 		}
-		if outcome == OutcomeRetry {
+		if outcome == contract.OutcomeRetry {
 			pending = append(pending, fmt.Sprintf("%s: %v", name, err))
 		}
 		if ctx.Err() != nil {
@@ -291,14 +219,14 @@ func (h *heartbeater) set(ctx context.Context, name, outcome string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.outcomes[name] = outcome
-	activity.RecordHeartbeat(ctx, NotifyResult{Outcomes: maps.Clone(h.outcomes)})
+	activity.RecordHeartbeat(ctx, contract.NotifyResult{Outcomes: maps.Clone(h.outcomes)})
 }
 
 func (h *heartbeater) run(ctx context.Context, every time.Duration) func() {
 	return tickHeartbeats(ctx, every, ctx.Done(), func() []any {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return []any{NotifyResult{Outcomes: maps.Clone(h.outcomes)}}
+		return []any{contract.NotifyResult{Outcomes: maps.Clone(h.outcomes)}}
 	})
 }
 
@@ -327,23 +255,23 @@ func tickHeartbeats(ctx context.Context, every time.Duration, stopOn <-chan stru
 	return func() { close(done) }
 }
 
-func (n *Notifier) deliver(ctx context.Context, t NotifyTarget, ev NotifyEvent) (string, error) {
+func (n *Notifier) deliver(ctx context.Context, t NotifyTarget, ev contract.NotifyEvent) (string, error) {
 	format := t.Format
 	if format == "" {
 		format = authz.NotifyFormatStandard
 	}
 	body, err := n.Body(ev, format)
 	if err != nil {
-		return OutcomeRejected, err
+		return contract.OutcomeRejected, err
 	}
 	wh, err := standardwebhooks.NewWebhookRaw(t.Secret)
 	if err != nil {
-		return OutcomeRejected, err
+		return contract.OutcomeRejected, err
 	}
 	now := time.Now()
 	sig, err := wh.Sign(ev.ID, now, body)
 	if err != nil {
-		return OutcomeRejected, err
+		return contract.OutcomeRejected, err
 	}
 	timeout := n.Timeout
 	if timeout <= 0 {
@@ -353,7 +281,7 @@ func (n *Notifier) deliver(ctx context.Context, t NotifyTarget, ev NotifyEvent) 
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, t.URL, bytes.NewReader(body))
 	if err != nil {
-		return OutcomeRejected, errors.New("the endpoint's URL does not make a request")
+		return contract.OutcomeRejected, errors.New("the endpoint's URL does not make a request")
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "jobgate-notify/1")
@@ -371,19 +299,19 @@ func (n *Notifier) deliver(ctx context.Context, t NotifyTarget, ev NotifyEvent) 
 		}
 		var refused *refusedAddrError
 		if errors.As(err, &refused) {
-			return OutcomeRefused, err
+			return contract.OutcomeRefused, err
 		}
-		return OutcomeRetry, err
+		return contract.OutcomeRetry, err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	switch c := resp.StatusCode; {
 	case c >= 200 && c < 300:
-		return OutcomeDelivered, nil
+		return contract.OutcomeDelivered, nil
 	case c == http.StatusRequestTimeout || c == http.StatusTooManyRequests || c >= 500:
-		return OutcomeRetry, fmt.Errorf("HTTP %d", c)
+		return contract.OutcomeRetry, fmt.Errorf("HTTP %d", c)
 	default:
-		return OutcomeRejected, fmt.Errorf("HTTP %d: the endpoint refuses the event; not retried", c)
+		return contract.OutcomeRejected, fmt.Errorf("HTTP %d: the endpoint refuses the event; not retried", c)
 	}
 }
 

@@ -10,55 +10,19 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
-
-// NotifyProgressActivityName is the name the job.progress notifier executes one window by;
-// part of history.
-const NotifyProgressActivityName = "NotifyProgress"
 
 // JobSnapshot is what one job.progress window reads of its job: what get_* would show (the
 // JobStatus search attribute and the progress memo), read from Temporal by the worker's
 // injected [Notifier.Snapshot].
 type JobSnapshot struct {
 	Status   string
-	Progress EventProgress
+	Progress contract.EventProgress
 	// Closed: the job's workflow no longer runs (in any run), or the workflow ID now names
 	// another job instance (another first run ID).
 	Closed bool
-}
-
-// ProgressMark is what an endpoint was last sent of a job's progress.
-type ProgressMark struct {
-	// Key is the last state it took (or refused for good); "" before any.
-	Key string `json:"key,omitempty"`
-	// At is when its last delivery started: the next is due a window (progress_every) later.
-	At time.Time `json:"at,omitzero"`
-}
-
-// NotifyProgressInput is the job.progress notifier's input (the workflow's and each window's):
-// the job, and what each endpoint was last sent, carried across windows and continue-as-new.
-type NotifyProgressInput struct {
-	Tenant     string `json:"tenant"`
-	JobID      string `json:"job_id"`
-	FirstRunID string `json:"first_run_id"`
-	Kind       string `json:"kind"`
-	Owner      string `json:"owner,omitempty"`
-	// Sent is by endpoint name.
-	Sent map[string]ProgressMark `json:"sent,omitempty"`
-}
-
-// NotifyProgressResult is one window's outcome.
-type NotifyProgressResult struct {
-	Sent map[string]ProgressMark `json:"sent,omitempty"`
-	// NextIn is when the next window is due (the notifier's timer): the nearest endpoint's,
-	// never below authz.ProgressEveryMin.
-	NextIn Duration `json:"next_in"`
-	// Done: the job has ended, or no endpoint wants job.progress any more; no further window.
-	Done bool `json:"done,omitempty"`
-	// Outcomes are this window's deliveries, by endpoint (Outcome*; dropped when a delivery did
-	// not land within its window).
-	Outcomes map[string]string `json:"outcomes,omitempty"`
 }
 
 // progressKey is a progress state's identity: its webhook-id is derived from it, so the same
@@ -76,10 +40,10 @@ func terminalStatus(s string) bool { return s == "succeeded" || s == "failed" ||
 // doubling) only until its window ends, then dropped: a later window carries newer progress.
 // A cancel (the job ended) stops retries, but a request in flight is let finish (within the
 // request timeout), so job.finished, sent after this returns, is never overtaken by it.
-func (n *Notifier) NotifyProgress(ctx context.Context, in NotifyProgressInput) (NotifyProgressResult, error) {
-	res := NotifyProgressResult{Sent: maps.Clone(in.Sent), Outcomes: map[string]string{}}
+func (n *Notifier) NotifyProgress(ctx context.Context, in contract.NotifyProgressInput) (contract.NotifyProgressResult, error) {
+	res := contract.NotifyProgressResult{Sent: maps.Clone(in.Sent), Outcomes: map[string]string{}}
 	if res.Sent == nil {
-		res.Sent = map[string]ProgressMark{}
+		res.Sent = map[string]contract.ProgressMark{}
 	}
 	// Whatever starts a notifier (any Temporal client can) only ever reads a job of the
 	// tenant whose endpoints it sends to: job IDs begin with their tenant.
@@ -111,7 +75,7 @@ func (n *Notifier) NotifyProgress(ctx context.Context, in NotifyProgressInput) (
 	}
 	key := progressKey(snap)
 	p := snap.Progress
-	ev := NotifyEvent{ID: EventID(in.JobID, in.FirstRunID, authz.EventJobProgress, key), Type: authz.EventJobProgress,
+	ev := contract.NotifyEvent{ID: contract.EventID(in.JobID, in.FirstRunID, authz.EventJobProgress, key), Type: authz.EventJobProgress,
 		Tenant: in.Tenant, JobID: in.JobID, Kind: in.Kind, Owner: in.Owner, Status: snap.Status, Progress: &p,
 		Meaning: fmt.Sprintf("The %s job of %s is %s: %d of %d %s done, %d failed", in.Kind, in.Owner, snap.Status,
 			p.Done, p.Total, p.Unit, p.Failed),
@@ -143,7 +107,7 @@ func (n *Notifier) NotifyProgress(ctx context.Context, in NotifyProgressInput) (
 			continue
 		}
 		mu.Lock()
-		res.Sent[name] = ProgressMark{Key: m.Key, At: now}
+		res.Sent[name] = contract.ProgressMark{Key: m.Key, At: now}
 		mu.Unlock()
 		soonest(window)
 		wg.Add(1)
@@ -153,19 +117,19 @@ func (n *Notifier) NotifyProgress(ctx context.Context, in NotifyProgressInput) (
 			mu.Lock()
 			defer mu.Unlock()
 			res.Outcomes[name] = outcome
-			if outcome != OutcomeDropped {
-				res.Sent[name] = ProgressMark{Key: key, At: now}
+			if outcome != contract.OutcomeDropped {
+				res.Sent[name] = contract.ProgressMark{Key: key, At: now}
 			}
 		}()
 	}
 	wg.Wait()
-	res.NextIn = Duration(max(next, authz.ProgressEveryMin))
+	res.NextIn = contract.Duration(max(next, authz.ProgressEveryMin))
 	return res, nil
 }
 
 // deliverWithin delivers ev to t, retrying what may be retried until deadline (or until ctx
 // is done); what could not land by then is dropped.
-func (n *Notifier) deliverWithin(ctx context.Context, t NotifyTarget, ev NotifyEvent, deadline time.Time) string {
+func (n *Notifier) deliverWithin(ctx context.Context, t NotifyTarget, ev contract.NotifyEvent, deadline time.Time) string {
 	name := t.EndpointName()
 	backoff := time.Second
 	for {
@@ -177,7 +141,7 @@ func (n *Notifier) deliverWithin(ctx context.Context, t NotifyTarget, ev NotifyE
 		if n.Observe != nil {
 			n.Observe(name, outcome)
 		}
-		if outcome != OutcomeRetry {
+		if outcome != contract.OutcomeRetry {
 			if err != nil {
 				activity.GetLogger(ctx).Warn("job.progress not delivered", "endpoint", name, "event_id", ev.ID, "outcome", outcome, "error", err)
 			}
@@ -189,18 +153,18 @@ func (n *Notifier) deliverWithin(ctx context.Context, t NotifyTarget, ev NotifyE
 			activity.GetLogger(ctx).Warn("job.progress dropped: not delivered within its window", "endpoint", name,
 				"event_id", ev.ID, "error", err)
 			if n.Observe != nil {
-				n.Observe(name, OutcomeDropped)
+				n.Observe(name, contract.OutcomeDropped)
 			}
-			return OutcomeDropped
+			return contract.OutcomeDropped
 		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			if n.Observe != nil {
-				n.Observe(name, OutcomeDropped)
+				n.Observe(name, contract.OutcomeDropped)
 			}
-			return OutcomeDropped
+			return contract.OutcomeDropped
 		case <-timer.C:
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -21,9 +22,9 @@ import (
 // the status, the progress object and the job page's link: states and a link, no handle.
 func TestNotifyProgressBody(t *testing.T) {
 	n := &Notifier{PublicURL: "https://jobgate.example"}
-	ev := NotifyEvent{ID: "evt_p", Type: authz.EventJobProgress, Tenant: "acme", JobID: "acme/eval/ana/k", Kind: "eval",
+	ev := contract.NotifyEvent{ID: "evt_p", Type: authz.EventJobProgress, Tenant: "acme", JobID: "acme/eval/ana/k", Kind: "eval",
 		Owner: "ana", Status: "running", Meaning: "The eval job of ana is running: 40 of 100 episodes done, 2 failed",
-		At: time.Unix(1700000000, 0), Progress: &EventProgress{Done: 40, Failed: 2, Total: 100, Unit: "episodes",
+		At: time.Unix(1700000000, 0), Progress: &contract.EventProgress{Done: 40, Failed: 2, Total: 100, Unit: "episodes",
 			Message: "running", AsOf: time.Unix(1700000000, 0)}}
 	body, err := n.Body(ev, authz.NotifyFormatStandard)
 	if err != nil {
@@ -33,10 +34,10 @@ func TestNotifyProgressBody(t *testing.T) {
 		Type      string    `json:"type"`
 		Timestamp time.Time `json:"timestamp"`
 		Data      struct {
-			EventID  string        `json:"event_id"`
-			Status   string        `json:"status"`
-			Link     string        `json:"link"`
-			Progress EventProgress `json:"progress"`
+			EventID  string                 `json:"event_id"`
+			Status   string                 `json:"status"`
+			Link     string                 `json:"link"`
+			Progress contract.EventProgress `json:"progress"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(body, &msg); err != nil {
@@ -100,8 +101,8 @@ func progressDone(t *testing.T, wh *standardwebhooks.Webhook, h notifyHit) int {
 	var msg struct {
 		Type string `json:"type"`
 		Data struct {
-			EventID  string        `json:"event_id"`
-			Progress EventProgress `json:"progress"`
+			EventID  string                 `json:"event_id"`
+			Progress contract.EventProgress `json:"progress"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(h.body, &msg); err != nil || msg.Type != authz.EventJobProgress || msg.Data.EventID != h.header.Get("webhook-id") {
@@ -120,14 +121,14 @@ type progressFixture struct {
 	snap JobSnapshot
 	// closed makes the job read as closed (its workflow no longer runs).
 	closed bool
-	in     NotifyProgressInput
+	in     contract.NotifyProgressInput
 }
 
 // newProgressFixture: acme has two job.progress endpoints, /fast (5s windows) and /slow (the
 // default 30s), and one approval-only endpoint; the job's state and the clock are the test's.
 func newProgressFixture(t *testing.T) *progressFixture {
 	f := &progressFixture{t: t, recv: &progressRecv{status: map[string]int{}, got: map[string][]notifyHit{}},
-		now: time.Unix(1700000000, 0), in: NotifyProgressInput{Tenant: "acme", JobID: "acme/eval/ana/k", FirstRunID: "run1", Kind: "eval", Owner: "ana"}}
+		now: time.Unix(1700000000, 0), in: contract.NotifyProgressInput{Tenant: "acme", JobID: "acme/eval/ana/k", FirstRunID: "run1", Kind: "eval", Owner: "ana"}}
 	srv := httptest.NewServer(f.recv)
 	t.Cleanup(srv.Close)
 	secret := []byte("0123456789abcdef0123456789abcdef")
@@ -161,15 +162,15 @@ func newProgressFixture(t *testing.T) *progressFixture {
 }
 
 // window runs one window at the fixture's clock with the job at done of 100, carrying Sent.
-func (f *progressFixture) window(at time.Duration, status string, done int) NotifyProgressResult {
+func (f *progressFixture) window(at time.Duration, status string, done int) contract.NotifyProgressResult {
 	f.t.Helper()
-	f.snap = JobSnapshot{Status: status, Closed: f.closed, Progress: EventProgress{Done: done, Total: 100, Unit: "episodes", Message: status}}
+	f.snap = JobSnapshot{Status: status, Closed: f.closed, Progress: contract.EventProgress{Done: done, Total: 100, Unit: "episodes", Message: status}}
 	f.now = time.Unix(1700000000, 0).Add(at)
 	v, err := f.env.ExecuteActivity(f.n.NotifyProgress, f.in)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	var res NotifyProgressResult
+	var res contract.NotifyProgressResult
 	if err := v.Get(&res); err != nil {
 		f.t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestNotifyProgressWindowsCoalesce(t *testing.T) {
 	// One logical event per state: both endpoints got done=30 under the same webhook-id,
 	// derived from the job instance and the state.
 	fast, slow := f.recv.hits("/fast"), f.recv.hits("/slow")
-	want := EventID("acme/eval/ana/k", "run1", authz.EventJobProgress, "running|30|0|100|running")
+	want := contract.EventID("acme/eval/ana/k", "run1", authz.EventJobProgress, "running|30|0|100|running")
 	if fast[1].header.Get("webhook-id") != want || slow[1].header.Get("webhook-id") != want || fast[0].header.Get("webhook-id") == want {
 		t.Fatalf("webhook-ids %s %s %s, want %s for done=30", fast[0].header.Get("webhook-id"), fast[1].header.Get("webhook-id"),
 			slow[1].header.Get("webhook-id"), want)
@@ -263,7 +264,7 @@ func TestNotifyProgressDroppedPastItsWindow(t *testing.T) {
 	start := time.Now()
 	res := f.window(0, "running", 10)
 	took := time.Since(start)
-	if res.Outcomes["/fast"] != OutcomeDropped || res.Outcomes["/slow"] != OutcomeDelivered {
+	if res.Outcomes["/fast"] != contract.OutcomeDropped || res.Outcomes["/slow"] != contract.OutcomeDelivered {
 		t.Fatalf("outcomes %v", res.Outcomes)
 	}
 	hits := f.recv.hits("/fast")
@@ -278,7 +279,7 @@ func TestNotifyProgressDroppedPastItsWindow(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	if o := observed[len(observed)-1]; o != OutcomeDropped || len(observed) != len(hits)+1 {
+	if o := observed[len(observed)-1]; o != contract.OutcomeDropped || len(observed) != len(hits)+1 {
 		t.Fatalf("observed %v for /fast, want a retry per attempt, then the drop", observed)
 	}
 	mu.Unlock()
@@ -286,7 +287,7 @@ func TestNotifyProgressDroppedPastItsWindow(t *testing.T) {
 	if res := f.window(2*time.Second, "running", 10); len(res.Outcomes) != 0 {
 		t.Fatalf("a dropped delivery was queued: %v", res.Outcomes)
 	}
-	if res := f.window(5*time.Second, "running", 10); res.Outcomes["/fast"] != OutcomeDelivered {
+	if res := f.window(5*time.Second, "running", 10); res.Outcomes["/fast"] != contract.OutcomeDelivered {
 		t.Fatalf("next window: %v", res.Outcomes)
 	}
 	hits = f.recv.hits("/fast")

@@ -14,6 +14,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -68,13 +69,13 @@ func TestNotifyOutcomes(t *testing.T) {
 		}
 		return []NotifyTarget{target("/ok", ""), target("/gone", "slack"), target("/down", ""), target("/busy", "")}
 	}, Observe: func(e, o string) { observed = append(observed, e+"="+o) }}
-	ev := NotifyEvent{ID: "evt_1", Type: authz.EventApprovalRequested, Tenant: "acme", JobID: "acme/export/ana/k 1",
+	ev := contract.NotifyEvent{ID: "evt_1", Type: authz.EventApprovalRequested, Tenant: "acme", JobID: "acme/export/ana/k 1",
 		Kind: "export", Meaning: "Allow ana to export email", At: time.Unix(1700000000, 0)}
 
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(n.Notify)
-	_, err := env.ExecuteActivity(n.Notify, NotifyInput{Event: ev})
+	_, err := env.ExecuteActivity(n.Notify, contract.NotifyInput{Event: ev})
 	if err == nil || !strings.Contains(err.Error(), "/down: HTTP 500") || !strings.Contains(err.Error(), "/busy: HTTP 429") {
 		t.Fatalf("error %v, want the 500 and 429 endpoints pending", err)
 	}
@@ -115,13 +116,13 @@ func TestNotifyRefusesPrivateAtDial(t *testing.T) {
 	u := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
 	n := &Notifier{}
 	out, err := n.deliver(t.Context(), NotifyTarget{NotifyEndpoint: authz.NotifyEndpoint{URL: u}, Secret: []byte("0123456789abcdef01234567")},
-		NotifyEvent{ID: "evt_2", Type: authz.EventApprovalRequested})
+		contract.NotifyEvent{ID: "evt_2", Type: authz.EventApprovalRequested})
 	var refused *refusedAddrError
-	if out != OutcomeRefused || !errors.As(err, &refused) || hits != 0 {
+	if out != contract.OutcomeRefused || !errors.As(err, &refused) || hits != 0 {
 		t.Fatalf("outcome %s, error %v, hits %d: want refused before connecting", out, err, hits)
 	}
 	if out, err := n.deliver(t.Context(), NotifyTarget{NotifyEndpoint: authz.NotifyEndpoint{URL: u, AllowPrivate: true}, Secret: []byte("0123456789abcdef01234567")},
-		NotifyEvent{ID: "evt_2", Type: authz.EventApprovalRequested}); out != OutcomeDelivered || err != nil || hits != 1 {
+		contract.NotifyEvent{ID: "evt_2", Type: authz.EventApprovalRequested}); out != contract.OutcomeDelivered || err != nil || hits != 1 {
 		t.Fatalf("allow_private: outcome %s, %v, hits %d", out, err, hits)
 	}
 }
@@ -134,8 +135,8 @@ func TestNotifyErrorsKeepTheURLOut(t *testing.T) {
 	srv.Close() // nothing listens any more: a connection error
 	n := &Notifier{}
 	out, err := n.deliver(t.Context(), NotifyTarget{NotifyEndpoint: authz.NotifyEndpoint{URL: u, AllowPrivate: true}, Secret: []byte("0123456789abcdef01234567")},
-		NotifyEvent{ID: "evt_3", Type: authz.EventApprovalRequested})
-	if out != OutcomeRetry || err == nil || strings.Contains(err.Error(), "s3cr3tpath") {
+		contract.NotifyEvent{ID: "evt_3", Type: authz.EventApprovalRequested})
+	if out != contract.OutcomeRetry || err == nil || strings.Contains(err.Error(), "s3cr3tpath") {
 		t.Fatalf("outcome %s, error %v: want a retry whose error leaves the URL out", out, err)
 	}
 }
@@ -159,7 +160,7 @@ func FuzzReadNotifySecret(f *testing.F) {
 // the section is verbatim (no auto-linking). Review finding 5.
 func TestNotifySlackEscapesRequesterText(t *testing.T) {
 	n := &Notifier{PublicURL: "https://jobgate.example"}
-	ev := NotifyEvent{ID: "evt_4", Type: authz.EventJobFinished, Tenant: "acme", JobID: "acme/export/ana/<x>",
+	ev := contract.NotifyEvent{ID: "evt_4", Type: authz.EventJobFinished, Tenant: "acme", JobID: "acme/export/ana/<x>",
 		Kind: "export<!here>", Status: "failed<@U1>", At: time.Unix(1700000000, 0),
 		Meaning: "Allow ana to export email for '<https://evil.example/approve|Approve here> & <!channel>'"}
 	body, err := n.Body(ev, authz.NotifyFormatSlack)
@@ -207,7 +208,7 @@ func TestNotifyClientKept(t *testing.T) {
 // the job did not succeed, error_code; a succeeded job's body has no error_code key.
 func TestNotifyBodyErrorCode(t *testing.T) {
 	n := &Notifier{PublicURL: "https://jobgate.example"}
-	ev := NotifyEvent{ID: "evt_5", Type: authz.EventJobFinished, Tenant: "acme", JobID: "acme/eval/ana/k",
+	ev := contract.NotifyEvent{ID: "evt_5", Type: authz.EventJobFinished, Tenant: "acme", JobID: "acme/eval/ana/k",
 		Kind: "eval", Status: "cancelled", ErrorCode: "cancelled", At: time.Unix(1700000000, 0),
 		Meaning: "The eval job of ana ended: cancelled (cancelled)"}
 	for _, tc := range []struct {

@@ -73,4 +73,7 @@
 //
 // README.md in this directory is the operator's view of verifying tokens against an identity
 // provider's JWK Set (jwks.go).
+//
+// It imports nothing of jobgate, Temporal or any driver: every other package may import it, so
+// it must never import frontend, workflows, activities or cmd.
 package authz

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 
 	"github.com/golang-jwt/jwt/v5"
 )

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
@@ -365,7 +365,7 @@ func TestApprovalsPages_MyJobs(t *testing.T) {
 		Identity: workflows.Identity{Issuer: "https://idp.example", Name: "Stew Ard", Email: "steward@acme.example",
 			AuthTime: coreNow.Add(-31 * time.Minute), AMR: []string{"pwd", "otp"}},
 		Prompt: "Allow ana@acme to export id and **email** of customers, csv, for 'q3'", Comment: "ok for Q3"}
-	e.ms.Results["run-done"] = workflows.ExportResult{ApprovedBy: "steward", Decision: rec, Manifest: activities.Manifest{Rows: 3, Format: "csv",
+	e.ms.Results["run-done"] = workflows.ExportResult{ApprovedBy: "steward", Decision: rec, Manifest: contract.Manifest{Rows: 3, Format: "csv",
 		Columns: []string{"id", "email"}, FileName: "q3.csv.gz", SHA256: strings.Repeat("ab", 32), ExpiresAt: coreNow.Add(time.Hour)}}
 	ana := e.session("ana", "acme", time.Hour, owner...)
 	mustContain(t, e.do("GET", PathJobs, ana, nil), 200, `href="/jobs/acme%2Fexport%2Fana%2Fdone"`, "succeeded", "3 of 3 rows")

@@ -9,7 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
@@ -45,7 +45,7 @@ func (k *evalKind) listEpisodesTool(f *Frontend) toolDef {
 	}, func(ctx context.Context, p authz.Principal, in ListEpisodesIn) (*ListEpisodesOut, error) {
 		return k.listEpisodes(ctx, f, p, in)
 	})
-	td = td.enum("status", activities.EpisodePassed, activities.EpisodeFailed, activities.EpisodeErrored).
+	td = td.enum("status", contract.EpisodePassed, contract.EpisodeFailed, contract.EpisodeErrored).
 		bounds("page_size", 1, wire.EpisodesPageSizeMax)
 	td.tool.InputSchema.(*jsonschema.Schema).Properties["page_size"].Default = []byte(strconv.Itoa(wire.EpisodesPageSizeDefault))
 	return td
@@ -53,14 +53,14 @@ func (k *evalKind) listEpisodesTool(f *Frontend) toolDef {
 
 // episodesFilter is list_episodes' validated arguments past the handle: our own constants only.
 type episodesFilter struct {
-	status   string // "" or an activities.Episode* status
+	status   string // "" or an contract.Episode* status
 	pageSize int
 }
 
 func parseEpisodesFilter(in ListEpisodesIn) (episodesFilter, error) {
 	ef := episodesFilter{pageSize: in.PageSize}
 	if in.Status != "" {
-		s, err := activities.ParseEpisodeStatus(in.Status)
+		s, err := contract.ParseEpisodeStatus(in.Status)
 		if err != nil {
 			return ef, invalidArg("status", "%v (or omitted for all)", err)
 		}
@@ -121,7 +121,7 @@ func (k *evalKind) listEpisodes(ctx context.Context, f *Frontend, p authz.Princi
 	var next episodePos
 	var more bool
 	if err == nil {
-		next, more, err = scanEpisodes(ctx, srcs, pos, ef, func(o activities.EpisodeOutcome) {
+		next, more, err = scanEpisodes(ctx, srcs, pos, ef, func(o contract.EpisodeOutcome) {
 			out.Episodes = append(out.Episodes, episodeView(o))
 		})
 	}
@@ -144,7 +144,7 @@ func (k *evalKind) listEpisodes(ctx context.Context, f *Frontend, p authz.Princi
 // needed.
 type episodeSource struct {
 	seg, base int
-	load      func(ctx context.Context) ([]activities.EpisodeOutcome, error)
+	load      func(ctx context.Context) ([]contract.EpisodeOutcome, error)
 }
 
 // episodeSources lists the log's segments in order. A running job's come from its workflow:
@@ -155,12 +155,12 @@ type episodeSource struct {
 func (k *evalKind) episodeSources(ctx context.Context, f *Frontend, j *jobstore.Job, running bool, pos episodePos) ([]episodeSource, error) {
 	store := k.opts.Artifacts
 	written := func(seg int) episodeSource {
-		return episodeSource{seg: seg, load: func(ctx context.Context) ([]activities.EpisodeOutcome, error) {
+		return episodeSource{seg: seg, load: func(ctx context.Context) ([]contract.EpisodeOutcome, error) {
 			b, err := store.ReadEpisodeSegment(ctx, j.ID, j.FirstRunID, seg)
 			if err != nil {
 				return nil, fmt.Errorf("episode segment %d of %s: %w", seg, j.ID, err)
 			}
-			return activities.DecodeEpisodes(b)
+			return contract.DecodeEpisodes(b)
 		}}
 	}
 	if running {
@@ -176,7 +176,7 @@ func (k *evalKind) episodeSources(ctx context.Context, f *Frontend, j *jobstore.
 				}
 			}
 			live := q.Episodes
-			return append(srcs, episodeSource{seg: q.Segment, base: q.From, load: func(context.Context) ([]activities.EpisodeOutcome, error) {
+			return append(srcs, episodeSource{seg: q.Segment, base: q.From, load: func(context.Context) ([]contract.EpisodeOutcome, error) {
 				return live, nil
 			}}), nil
 		}
@@ -196,7 +196,7 @@ func (k *evalKind) episodeSources(ctx context.Context, f *Frontend, j *jobstore.
 // scanEpisodes walks srcs from pos, passing the outcomes that match ef to emit until a page
 // is full. It returns the position of the first outcome not scanned, and whether one exists.
 func scanEpisodes(ctx context.Context, srcs []episodeSource, pos episodePos, ef episodesFilter,
-	emit func(activities.EpisodeOutcome)) (next episodePos, more bool, err error) {
+	emit func(contract.EpisodeOutcome)) (next episodePos, more bool, err error) {
 	next, n := pos, 0
 	for _, s := range srcs {
 		if s.seg < pos.seg {
@@ -227,7 +227,7 @@ func scanEpisodes(ctx context.Context, srcs []episodeSource, pos episodePos, ef 
 	return next, false, nil
 }
 
-func episodeView(o activities.EpisodeOutcome) wire.Episode {
+func episodeView(o contract.EpisodeOutcome) wire.Episode {
 	return wire.Episode{Index: o.Index, OperationID: o.OperationID, Status: o.Status, Score: o.Score,
 		Attempts: o.Attempts, DurationMS: o.DurationMS, Error: o.Error}
 }

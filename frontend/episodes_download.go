@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
@@ -27,7 +27,7 @@ import (
 // names other bytes.
 
 // episodesLink adds the episode log and its download link for p to a succeeded eval's view.
-func (k *evalKind) episodesLink(f *Frontend, p authz.Principal, j *jobstore.Job, log *activities.EpisodeSegment, v *EvalResultView) {
+func (k *evalKind) episodesLink(f *Frontend, p authz.Principal, j *jobstore.Job, log *contract.EpisodeSegment, v *EvalResultView) {
 	if log == nil {
 		return
 	}
@@ -81,7 +81,7 @@ func (k *evalKind) downloadEpisodes(f *Frontend, w http.ResponseWriter, r *http.
 		return
 	}
 	rd, err := k.opts.Artifacts.OpenEpisodeLog(r.Context(), j.ID, j.FirstRunID)
-	if errors.Is(err, activities.ErrArtifactGone) {
+	if errors.Is(err, contract.ErrArtifactGone) {
 		notFound("episode log gone")
 		return
 	}

@@ -6,20 +6,20 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 // epSrc is a segment of n outcomes whose indexes are seg*1000+i; every third one failed.
 func epSrc(seg, n int) episodeSource {
-	items := make([]activities.EpisodeOutcome, n)
+	items := make([]contract.EpisodeOutcome, n)
 	for i := range items {
-		st := activities.EpisodePassed
+		st := contract.EpisodePassed
 		if i%3 == 0 {
-			st = activities.EpisodeFailed
+			st = contract.EpisodeFailed
 		}
-		items[i] = activities.EpisodeOutcome{Index: seg*1000 + i, Status: st}
+		items[i] = contract.EpisodeOutcome{Index: seg*1000 + i, Status: st}
 	}
-	return episodeSource{seg: seg, load: func(context.Context) ([]activities.EpisodeOutcome, error) { return items, nil }}
+	return episodeSource{seg: seg, load: func(context.Context) ([]contract.EpisodeOutcome, error) { return items, nil }}
 }
 
 // epScanAll pages through srcs from the start and returns the indexes and the positions each
@@ -34,7 +34,7 @@ func epScanAll(t *testing.T, srcs func() []episodeSource, ef episodesFilter) ([]
 	for range 1000 {
 		starts = append(starts, pos)
 		n := 0
-		next, more, err := scanEpisodes(context.Background(), srcs(), pos, ef, func(o activities.EpisodeOutcome) {
+		next, more, err := scanEpisodes(context.Background(), srcs(), pos, ef, func(o contract.EpisodeOutcome) {
 			got = append(got, o.Index)
 			n++
 		})
@@ -59,7 +59,7 @@ func TestScanEpisodes(t *testing.T) {
 		items, _ := s.load(context.Background())
 		for _, o := range items {
 			want = append(want, o.Index)
-			if o.Status == activities.EpisodeFailed {
+			if o.Status == contract.EpisodeFailed {
 				wantFailed = append(wantFailed, o.Index)
 			}
 		}
@@ -69,7 +69,7 @@ func TestScanEpisodes(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("page size %d: %v, want %v", size, got, want)
 		}
-		failed, _ := epScanAll(t, srcs, episodesFilter{pageSize: size, status: activities.EpisodeFailed})
+		failed, _ := epScanAll(t, srcs, episodesFilter{pageSize: size, status: contract.EpisodeFailed})
 		if !reflect.DeepEqual(failed, wantFailed) {
 			t.Errorf("page size %d, failed: %v, want %v", size, failed, wantFailed)
 		}
@@ -80,35 +80,35 @@ func TestScanEpisodes(t *testing.T) {
 	live := func() []episodeSource { return []episodeSource{epSrc(1, 7), epSrc(3, 5), epSrc(5, 1)} }
 	var got []int
 	next, more, err := scanEpisodes(context.Background(), live(), episodePos{}, episodesFilter{pageSize: 100},
-		func(o activities.EpisodeOutcome) { got = append(got, o.Index) })
+		func(o contract.EpisodeOutcome) { got = append(got, o.Index) })
 	if err != nil || more || next != (episodePos{seg: 5, off: 1}) || len(got) != 13 {
 		t.Fatalf("live: next %+v more %v err %v, %d items", next, more, err, len(got))
 	}
 	_, _, _ = scanEpisodes(context.Background(), srcs(), next, episodesFilter{pageSize: 100},
-		func(o activities.EpisodeOutcome) { got = append(got, o.Index) })
+		func(o contract.EpisodeOutcome) { got = append(got, o.Index) })
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("resumed: %v, want %v", got, want)
 	}
 
 	// The workflow answers a listing resuming inside its segment with the rest only (base).
 	full, _ := epSrc(3, 5).load(context.Background())
-	tail := episodeSource{seg: 3, base: 2, load: func(context.Context) ([]activities.EpisodeOutcome, error) { return full[2:], nil }}
+	tail := episodeSource{seg: 3, base: 2, load: func(context.Context) ([]contract.EpisodeOutcome, error) { return full[2:], nil }}
 	var fromFull, fromTail []int
 	n1, _, _ := scanEpisodes(context.Background(), []episodeSource{epSrc(3, 5)}, episodePos{seg: 3, off: 2}, episodesFilter{pageSize: 2},
-		func(o activities.EpisodeOutcome) { fromFull = append(fromFull, o.Index) })
+		func(o contract.EpisodeOutcome) { fromFull = append(fromFull, o.Index) })
 	n2, _, _ := scanEpisodes(context.Background(), []episodeSource{tail}, episodePos{seg: 3, off: 2}, episodesFilter{pageSize: 2},
-		func(o activities.EpisodeOutcome) { fromTail = append(fromTail, o.Index) })
+		func(o contract.EpisodeOutcome) { fromTail = append(fromTail, o.Index) })
 	if !reflect.DeepEqual(fromFull, fromTail) || n1 != n2 || len(fromTail) != 2 {
 		t.Fatalf("from the tail: %v next %+v, from the whole segment: %v next %+v", fromTail, n2, fromFull, n1)
 	}
 	if _, _, err := scanEpisodes(context.Background(), []episodeSource{tail}, episodePos{seg: 3, off: 1}, episodesFilter{pageSize: 2},
-		func(activities.EpisodeOutcome) {}); err == nil {
+		func(contract.EpisodeOutcome) {}); err == nil {
 		t.Fatal("a position before the source's base read as if nothing were missing")
 	}
 
 	// A segment that cannot be read is an error, not a short page.
-	bad := []episodeSource{{seg: 1, load: func(context.Context) ([]activities.EpisodeOutcome, error) { return nil, fmt.Errorf("gone") }}}
-	if _, _, err := scanEpisodes(context.Background(), bad, episodePos{}, episodesFilter{pageSize: 5}, func(activities.EpisodeOutcome) {}); err == nil {
+	bad := []episodeSource{{seg: 1, load: func(context.Context) ([]contract.EpisodeOutcome, error) { return nil, fmt.Errorf("gone") }}}
+	if _, _, err := scanEpisodes(context.Background(), bad, episodePos{}, episodesFilter{pageSize: 5}, func(contract.EpisodeOutcome) {}); err == nil {
 		t.Fatal("unreadable segment read as empty")
 	}
 }
@@ -130,7 +130,7 @@ func TestParseEpisodesFilter(t *testing.T) {
 		}
 	}
 	ef, err := parseEpisodesFilter(ListEpisodesIn{Status: "errored"})
-	if err != nil || ef != (episodesFilter{status: activities.EpisodeErrored, pageSize: 20}) {
+	if err != nil || ef != (episodesFilter{status: contract.EpisodeErrored, pageSize: 20}) {
 		t.Fatalf("%+v %v", ef, err)
 	}
 }

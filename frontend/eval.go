@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/wire"
@@ -32,11 +32,11 @@ func (in StartEvalIn) idempotencyKey() string { return in.IdempotencyKey }
 
 // EvalOptions configure the eval kind.
 type EvalOptions struct {
-	// Suites are the eval suites callers may name. Defaults to activities.DefaultCatalog().
-	Suites activities.Catalog
+	// Suites are the eval suites callers may name. Defaults to contract.DefaultCatalog().
+	Suites contract.Catalog
 	// Artifacts is the artifact store the workers keep episode logs in (list_episodes,
 	// episodes_url). Nil: neither is served.
-	Artifacts *activities.ArtifactStore
+	Artifacts contract.ArtifactReader
 	// DownloadTTL is how long an episodes_url stays valid. Defaults to DownloadTTLDefault.
 	DownloadTTL time.Duration
 }
@@ -45,7 +45,7 @@ type EvalOptions struct {
 // suite; the result is the workflow's EvalResult as recorded; its jobs hold episode slots.
 func EvalKind(o EvalOptions) KindSpec {
 	if o.Suites == nil {
-		o.Suites = activities.DefaultCatalog()
+		o.Suites = contract.DefaultCatalog()
 	}
 	if o.DownloadTTL <= 0 {
 		o.DownloadTTL = DownloadTTLDefault
@@ -62,7 +62,7 @@ func (k *evalKind) serve(f *Frontend) servedKind {
 		result: func(ctx context.Context, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
 			return k.result(f, p, j, decode)
 		}}
-	maxConc := k.suiteMax(func(s activities.Suite) int { return s.MaxConcurrency })
+	maxConc := k.suiteMax(func(s contract.Suite) int { return s.MaxConcurrency })
 	sk := jk.served(f, startTool(f, jk, &mcp.Tool{
 		Title: "Start an eval run",
 		Description: "Start an eval run of a suite, or find the one already started with this idempotency_key. " +
@@ -72,7 +72,7 @@ func (k *evalKind) serve(f *Frontend) servedKind {
 	}, func(_ context.Context, p authz.Principal, in StartEvalIn) (startSpec, error) {
 		return k.startSpec(f, p, in)
 	}).
-		bounds("episodes", 1, float64(k.suiteMax(func(s activities.Suite) int { return s.MaxEpisodes }))).
+		bounds("episodes", 1, float64(k.suiteMax(func(s contract.Suite) int { return s.MaxEpisodes }))).
 		bounds("concurrency", 1, float64(maxConc)))
 	sk.reads = append(sk.reads, k.listEpisodesTool(f))
 	sk.routes = map[string]http.Handler{
@@ -86,7 +86,7 @@ func (k *evalKind) serve(f *Frontend) servedKind {
 
 // suiteMax is the largest limit any configured suite allows (the schema's bound; each suite
 // is checked exactly at start).
-func (k *evalKind) suiteMax(limit func(activities.Suite) int) int {
+func (k *evalKind) suiteMax(limit func(contract.Suite) int) int {
 	m := 1
 	for _, s := range k.opts.Suites {
 		m = max(m, limit(s))
@@ -95,14 +95,14 @@ func (k *evalKind) suiteMax(limit func(activities.Suite) int) int {
 }
 
 // evalArgs validates and normalizes start_eval's arguments against the suite catalog.
-func (k *evalKind) evalArgs(in StartEvalIn) (workflows.EvalArgs, activities.Suite, error) {
+func (k *evalKind) evalArgs(in StartEvalIn) (workflows.EvalArgs, contract.Suite, error) {
 	var zero workflows.EvalArgs
 	if in.Suite == "" {
-		return zero, activities.Suite{}, invalidArg("suite", "is required (available: %s)", strings.Join(k.opts.Suites.Names(), ", "))
+		return zero, contract.Suite{}, invalidArg("suite", "is required (available: %s)", strings.Join(k.opts.Suites.Names(), ", "))
 	}
 	s, ok := k.opts.Suites[in.Suite]
 	if !ok {
-		return zero, activities.Suite{}, invalidArg("suite", "unknown suite %q (available: %s)", truncate(in.Suite, 64), strings.Join(k.opts.Suites.Names(), ", "))
+		return zero, contract.Suite{}, invalidArg("suite", "unknown suite %q (available: %s)", truncate(in.Suite, 64), strings.Join(k.opts.Suites.Names(), ", "))
 	}
 	if in.Episodes < 1 || in.Episodes > s.MaxEpisodes {
 		return zero, s, invalidArg("episodes", "must be between 1 and %d", s.MaxEpisodes)
@@ -116,7 +116,7 @@ func (k *evalKind) evalArgs(in StartEvalIn) (workflows.EvalArgs, activities.Suit
 	}
 	params, err := s.NormalizeParams(in.Params)
 	if err != nil {
-		var pe *activities.ParamError
+		var pe *contract.ParamError
 		if errors.As(err, &pe) {
 			return zero, s, invalidArg(pe.Field, "%s", pe.Reason)
 		}

@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 var updateEventSeeds = flag.Bool("update-event-seeds", false, "rewrite testdata/fuzz/FuzzListenRequest")

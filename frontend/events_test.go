@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
@@ -80,7 +81,7 @@ func TestViewDigestIgnoresFreshLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := rcEval
-	res.EpisodeLog = &activities.EpisodeSegment{Count: 10, SHA256: strings.Repeat("ab", 32)}
+	res.EpisodeLog = &contract.EpisodeSegment{Count: 10, SHA256: strings.Repeat("ab", 32)}
 	fx.succeeded(t, "acme/eval/linked", "eval", "run-1", res)
 	h := fx.handle("acme", "acme/eval/linked", "eval")
 	// What renderView digests: get_eval's structured content, for the stream's caller.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
@@ -21,7 +21,7 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// Export limits. The formats are activities.Formats.
+// Export limits. The formats are contract.Formats.
 const (
 	purposeMax = 500
 	columnsMax = 200
@@ -45,10 +45,10 @@ func (in StartExportIn) idempotencyKey() string { return in.IdempotencyKey }
 // ExportOptions configure the export kind.
 type ExportOptions struct {
 	// Datasets are the export datasets callers may name. Defaults to none.
-	Datasets activities.Datasets
+	Datasets contract.Datasets
 	// Artifacts is the artifact store downloads read from. Required for downloads; without
 	// it a succeeded export has no download_url.
-	Artifacts *activities.ArtifactStore
+	Artifacts contract.ArtifactReader
 	// DownloadTTL is how long a download link stays valid. Defaults to DownloadTTLDefault (5 minutes).
 	DownloadTTL time.Duration
 	// Tuning sizes the export jobs this frontend starts. Zero fields take the workflow defaults.
@@ -57,9 +57,9 @@ type ExportOptions struct {
 
 // ExportTuning sizes export jobs; it is recorded in each job's input when it starts.
 type ExportTuning struct {
-	// PartRows is rows per part (one activity each). Defaults to activities.PartRowsDefault.
+	// PartRows is rows per part (one activity each). Defaults to contract.PartRowsDefault.
 	PartRows int
-	// PageRows is rows per query page and chunk object. Defaults to activities.PageRowsDefault.
+	// PageRows is rows per query page and chunk object. Defaults to contract.PageRowsDefault.
 	PageRows int
 	// Concurrency bounds parts in flight. Defaults to workflows.ExportConcurrencyDefault.
 	Concurrency int
@@ -72,7 +72,7 @@ type ExportTuning struct {
 // GET /artifacts/{token} (export_download.go).
 func ExportKind(o ExportOptions) KindSpec {
 	if o.Datasets == nil {
-		o.Datasets = activities.Datasets{}
+		o.Datasets = contract.Datasets{}
 	}
 	if o.DownloadTTL <= 0 {
 		o.DownloadTTL = DownloadTTLDefault
@@ -99,7 +99,7 @@ func (k *exportKind) serve(f *Frontend) servedKind {
 	}, func(_ context.Context, p authz.Principal, in StartExportIn) (startSpec, error) {
 		return k.startSpec(f, p, in)
 	}).
-		enum("format", activities.Formats()...))
+		enum("format", contract.Formats()...))
 	f.export = k // the pages' job view and download (approvals_pages.go)
 	sk.routes = map[string]http.Handler{
 		"GET /artifacts/{token}": f.metrics.countDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.download(f, w, r) })),
@@ -151,20 +151,20 @@ func (f *Frontend) publicBase() string {
 }
 
 // exportArgs validates and normalizes start_export's arguments against the dataset catalog.
-func (k *exportKind) exportArgs(in StartExportIn) (workflows.ExportArgs, activities.Dataset, error) {
+func (k *exportKind) exportArgs(in StartExportIn) (workflows.ExportArgs, contract.Dataset, error) {
 	var zero workflows.ExportArgs
 	names := strings.Join(k.opts.Datasets.Names(), ", ")
 	if names == "" {
 		names = "none configured"
 	}
 	if in.Dataset == "" {
-		return zero, activities.Dataset{}, invalidArg("dataset", "is required (available: %s)", names)
+		return zero, contract.Dataset{}, invalidArg("dataset", "is required (available: %s)", names)
 	}
 	d, ok := k.opts.Datasets[in.Dataset]
 	if !ok {
 		return zero, d, invalidArg("dataset", "unknown dataset %q (available: %s)", truncate(in.Dataset, 64), names)
 	}
-	if !activities.ValidFormat(in.Format) {
+	if !contract.ValidFormat(in.Format) {
 		return zero, d, invalidArg("format", "must be jsonl or csv")
 	}
 	all := make([]string, len(d.Columns))

@@ -11,7 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"go.uber.org/zap"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
@@ -77,7 +77,7 @@ func (k *exportKind) serveDownload(f *Frontend, w http.ResponseWriter, r *http.R
 		return
 	}
 	rd, err := k.opts.Artifacts.OpenArtifact(r.Context(), m)
-	if errors.Is(err, activities.ErrArtifactGone) {
+	if errors.Is(err, contract.ErrArtifactGone) {
 		gone()
 		return
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -166,7 +166,7 @@ func TestKindsRefused(t *testing.T) {
 // TestKindsSlots: the episode-slot quota counts the jobs of the kinds that hold slots, and one
 // job holds at most what its kind allows; a frontend without such a kind has none.
 func TestKindsSlots(t *testing.T) {
-	suites := activities.DefaultCatalog()
+	suites := contract.DefaultCatalog()
 	big := suites["demo"]
 	big.Name, big.MaxConcurrency = "big", 777
 	suites["big"] = big

@@ -18,7 +18,7 @@ func TestLayers(t *testing.T) {
 	temporalCalls := []string{"go.temporal.io/api/workflowservice/", "go.temporal.io/api/serviceerror", "go.temporal.io/sdk/client"}
 	frontendPkgs := []string{mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/quota", mod + "frontend/jobstore/memstore", mod + "frontend/pages"}
 	rules := map[string][]string{ // directory → forbidden import prefixes (exact for frontend's own packages)
-		".":                 {mod + "activities/testenv", mod + "frontend/jobstore/memstore"},
+		".":                 {mod + "tests/support/testenv", mod + "frontend/jobstore/memstore"},
 		"jobstore":          append(append([]string{}, temporalCalls...), frontendPkgs...),
 		"jobstore/memstore": {mod + "frontend", mod + "frontend/quota", mod + "frontend/pages", "go.temporal.io/sdk/client"},
 		"quota":             {"go.temporal.io/", mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/jobstore/memstore", mod + "activities"},

@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
@@ -36,7 +37,7 @@ type resultFixture struct {
 	now time.Time
 }
 
-func newResultFixture(t *testing.T, artifacts *activities.ArtifactStore) *resultFixture {
+func newResultFixture(t *testing.T, artifacts contract.ArtifactReader) *resultFixture {
 	t.Helper()
 	fx := &resultFixture{now: rcNow, tc: memstore.New()}
 	v, err := authz.NewHS256Verifier("iss", "http://localhost/mcp", bytes.Repeat([]byte{1}, 32), "")
@@ -173,9 +174,9 @@ func TestResultCache_PerCallerViewOfExport(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	fx := newResultFixture(t, store)
-	fx.succeeded(t, "acme/export/x", "export", "run-x", workflows.ExportResult{Manifest: activities.Manifest{
+	fx.succeeded(t, "acme/export/x", "export", "run-x", workflows.ExportResult{Manifest: contract.Manifest{
 		Object: "acme/export/x/data.jsonl.gz", FileName: "x.jsonl.gz", Format: "jsonl", Columns: []string{"id", "name"},
-		Rows: 3, Bytes: 99, SHA256: strings.Repeat("a", 64), Parts: []activities.ManifestPart{{Part: 0, Rows: 3, Bytes: 99}},
+		Rows: 3, Bytes: 99, SHA256: strings.Repeat("a", 64), Parts: []contract.ManifestPart{{Part: 0, Rows: 3, Bytes: 99}},
 		CreatedAt: rcNow.Add(-time.Hour), ExpiresAt: rcNow.Add(24 * time.Hour)}})
 	h := fx.handle("acme", "acme/export/x", "export")
 	links := map[string]string{}

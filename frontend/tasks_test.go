@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 

@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,10 +17,11 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/tests/support/chrome"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -36,9 +36,7 @@ import (
 // my jobs and the job page go to a temp dir, or to $JOBGATE_SCREENSHOTS/approvals.
 func TestBrowserApprovals(t *testing.T) {
 	testenv.Heavy(t, "builds jobgate, runs jobgate dev and Chromium")
-	if _, err := exec.LookPath(chromiumPath); err != nil {
-		testenv.Missing(t, chromiumPath+" is not installed (apt-get install chromium)")
-	}
+	chrome.Require(t)
 	shots := os.Getenv("JOBGATE_SCREENSHOTS")
 	if shots == "" {
 		shots = t.TempDir()
@@ -64,16 +62,16 @@ func TestBrowserApprovals(t *testing.T) {
 
 	b := newBrowser(t, filepath.Join(shots, "approvals"))
 	signIn := func(sub, path string) {
-		b.step("forget everything", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		b.Step("forget everything", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 			_, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{})
 			return err
 		}))
-		b.step("open "+path, chromedp.Navigate(base+path), b.at(issuer+"/login?"))
-		b.step("pick "+sub, chromedp.Click(chromedp.CSS(`button[name=user][value="`+sub+`"]`)), b.at(base+path))
+		b.Step("open "+path, chromedp.Navigate(base+path), chrome.At(issuer+"/login?"))
+		b.Step("pick "+sub, chromedp.Click(chromedp.CSS(`button[name=user][value="`+sub+`"]`)), chrome.At(base+path))
 	}
 	has := func(what string, wants ...string) {
 		t.Helper()
-		body := b.text()
+		body := b.Text()
 		for _, want := range wants {
 			if !strings.Contains(body, want) {
 				t.Fatalf("%s lacks %q:\n%s", what, want, body)
@@ -85,12 +83,12 @@ func TestBrowserApprovals(t *testing.T) {
 	signIn("steward", frontend.PathApprovals)
 	has("the steward's inbox", "Approvals waiting for you", "ana", "renewal mailing for Q3", "customers", "email (sensitive)")
 	b.shoot("inbox")
-	b.step("open the request", chromedp.Click(chromedp.CSS(`a[href="`+frontend.ApprovalPagePath(v.JobID)+`"]`)), b.at(reqURL))
+	b.Step("open the request", chromedp.Click(chromedp.CSS(`a[href="`+frontend.ApprovalPagePath(v.JobID)+`"]`)), chrome.At(reqURL))
 	has("the request page", "What approving means", "Allow ana@acme to export id, name and email (sensitive) of customers",
 		"renewal mailing for Q3", w.NeedsInput.ScopeDigest, "Approve", "Reject")
 	b.shoot("request")
-	b.step("approve", chromedp.SendKeys(chromedp.CSS("#comment"), "ok for the Q3 mailing"),
-		chromedp.Click(chromedp.CSS(`button[value=approve]`)), b.at(reqURL), shows("Decision recorded"))
+	b.Step("approve", chromedp.SendKeys(chromedp.CSS("#comment"), "ok for the Q3 mailing"),
+		chromedp.Click(chromedp.CSS(`button[value=approve]`)), chrome.At(reqURL), chrome.Shows("Decision recorded"))
 	has("the outcome page", "Decision recorded", "You approved this request", "ok for the Q3 mailing")
 	b.shoot("outcome")
 	done := exWait(t, cs, v.Handle, workflows.StatusSucceeded, 90*time.Second)
@@ -105,7 +103,7 @@ func TestBrowserApprovals(t *testing.T) {
 	raw, err := os.ReadFile(mp)
 	must(t, err)
 	var man struct {
-		Decision *activities.DecisionRecord `json:"decision"`
+		Decision *contract.DecisionRecord `json:"decision"`
 	}
 	must(t, json.Unmarshal(raw, &man))
 	if d := man.Decision; d == nil || d.Surface != workflows.SurfacePage || d.SignedInWith != frontend.SignedInOIDCSession ||
@@ -139,18 +137,18 @@ func TestBrowserApprovals(t *testing.T) {
 	exWait(t, cs, v2.Handle, workflows.StatusAwaitingInput, 60*time.Second)
 	signIn("ana", frontend.ApprovalPagePath(v2.JobID))
 	has("ana's own request", "You cannot decide this request")
-	if n := b.eval(`String(document.querySelectorAll("button[name=decision]").length)`); n != "0" {
+	if n := b.Eval(`String(document.querySelectorAll("button[name=decision]").length)`); n != "0" {
 		t.Fatalf("ana is offered %s decision buttons on her own request", n)
 	}
-	b.step("my jobs", chromedp.Navigate(base+frontend.PathJobs), b.at(base+frontend.PathJobs))
+	b.Step("my jobs", chromedp.Navigate(base+frontend.PathJobs), chrome.At(base+frontend.PathJobs))
 	has("ana's jobs", "My jobs", v.JobID, "succeeded", "awaiting input")
 	b.shoot("jobs")
-	b.step("the job", chromedp.Navigate(base+frontend.JobPagePath(v.JobID)), b.at(base+frontend.JobPagePath(v.JobID)))
+	b.Step("the job", chromedp.Navigate(base+frontend.JobPagePath(v.JobID)), chrome.At(base+frontend.JobPagePath(v.JobID)))
 	has("ana's job page", "succeeded", "steward", "Download the file")
 	b.shoot("job")
 	// The button's link, fetched with ana's session cookie, is the artifact (its digest the
 	// result's); without the cookie, or with the steward's link rule broken, it is a 404.
-	href := b.eval(`document.querySelector("a[download]").getAttribute("href")`)
+	href := b.Eval(`document.querySelector("a[download]").getAttribute("href")`)
 	get := func(cookie string) *http.Response {
 		req, err := http.NewRequest("GET", base+href, nil)
 		must(t, err)
@@ -163,7 +161,7 @@ func TestBrowserApprovals(t *testing.T) {
 		return resp
 	}
 	res, _ := done.Result.(map[string]any)
-	if resp := get(b.cookie(base, "jobgate_session").Value); resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") != `"`+res["sha256"].(string)+`"` {
+	if resp := get(b.Cookie(base, "jobgate_session").Value); resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") != `"`+res["sha256"].(string)+`"` {
 		t.Fatalf("download with ana's session: %s, ETag %s, want %s", resp.Status, resp.Header.Get("ETag"), res["sha256"])
 	}
 	if resp := get(""); resp.StatusCode != http.StatusSeeOther {
@@ -173,12 +171,12 @@ func TestBrowserApprovals(t *testing.T) {
 	// gus of globex: nothing in the inbox, and the guessed URL is the 404 of a missing job.
 	signIn("gus", frontend.PathApprovals)
 	has("gus's inbox", "jobs:approve")
-	if body := b.text(); strings.Contains(body, "acme") {
+	if body := b.Text(); strings.Contains(body, "acme") {
 		t.Fatalf("gus's inbox names acme:\n%s", body)
 	}
-	b.step("guessed URL", chromedp.Navigate(reqURL), b.at(reqURL))
+	b.Step("guessed URL", chromedp.Navigate(reqURL), chrome.At(reqURL))
 	has("gus on ana's request", "There is no such request or job for you")
-	if resp := get(b.cookie(base, "jobgate_session").Value); resp.StatusCode != http.StatusNotFound {
+	if resp := get(b.Cookie(base, "jobgate_session").Value); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("ana's download link with gus's session: %s, want 404", resp.Status)
 	}
 
@@ -193,7 +191,7 @@ func TestBrowserApprovals(t *testing.T) {
 	must(t, err)
 	keys, err := handle.ParseKeyring(strings.TrimSpace(string(spec)))
 	must(t, err)
-	c := b.cookie(base, "jobgate_session")
+	c := b.Cookie(base, "jobgate_session")
 	if c == nil {
 		t.Fatal("no session cookie")
 	}
@@ -203,39 +201,19 @@ func TestBrowserApprovals(t *testing.T) {
 		t.Fatalf("the fresh sign-in's auth_time is %s", sess.AuthTime)
 	}
 	sess.AuthTime = time.Now().Add(-time.Hour)
-	b.step("age the sign-in", b.setCookie(base, "jobgate_session", keys.SealSession(sess)))
-	b.step("approve with an old sign-in", chromedp.Click(chromedp.CSS(`button[value=approve]`)), b.at(req2), shows("Nothing was decided"))
+	b.Step("age the sign-in", chrome.SetCookie(base, "jobgate_session", keys.SealSession(sess)))
+	b.Step("approve with an old sign-in", chromedp.Click(chromedp.CSS(`button[value=approve]`)), chrome.At(req2), chrome.Shows("Nothing was decided"))
 	has("the refusal", "needs a sign-in from the last", "Sign in again and come back to this request")
 	if got := mustView(t, call(t, cs, "get_export", map[string]any{"handle": v2.Handle})); got.Status != workflows.StatusAwaitingInput {
 		t.Fatalf("approved with an old sign-in: %s", got.Status)
 	}
 	// The refusal keeps the form and offers a sign-in that comes back here (a GET, not a re-POST).
-	b.step("sign in again", chromedp.Click(chromedp.Search(`//a[contains(., "Sign in again")]`)), b.at(issuer+"/login?"))
-	b.step("pick steward again", chromedp.Click(chromedp.CSS(`button[name=user][value="steward"]`)), b.at(req2))
-	b.step("approve", chromedp.Click(chromedp.CSS(`button[value=approve]`)), b.at(req2), shows("Decision recorded"))
+	b.Step("sign in again", chromedp.Click(chromedp.Search(`//a[contains(., "Sign in again")]`)), chrome.At(issuer+"/login?"))
+	b.Step("pick steward again", chromedp.Click(chromedp.CSS(`button[name=user][value="steward"]`)), chrome.At(req2))
+	b.Step("approve", chromedp.Click(chromedp.CSS(`button[value=approve]`)), chrome.At(req2), chrome.Shows("Decision recorded"))
 	has("the second outcome", "You approved this request")
 	exWait(t, cs, v2.Handle, workflows.StatusSucceeded, 90*time.Second)
 	t.Logf("screenshots in %s", b.shots)
-}
-
-// shows waits until the page's text holds want: a form posted to the page's own URL leaves
-// the URL as it was, so at alone cannot tell the answer from the page it came from.
-func shows(want string) chromedp.Action[chromedp.Void] {
-	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			body, err := chromedp.Evaluate[string]("document.readyState == 'complete' ? document.body.innerText : ''")(ctx, tg)
-			if err == nil && strings.Contains(body, want) {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("waiting for %q on the page: %w", want, ctx.Err())
-			case <-tick.C:
-			}
-		}
-	})
 }
 
 // startDevProcessIn is startDevProcess on data dir dir (its dev secrets readable by the test).

@@ -12,7 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/workflows"
@@ -28,7 +28,7 @@ func TestListApprovals_HiddenJobsLeaveNoTrace(t *testing.T) {
 	db := demoDB(t)
 	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t,
 		demoDataset(db, nil), // sensitive email, four eyes
-		demoDataset(db, func(d *activities.Dataset) { d.Name, d.AllowSelfApproval = "customers_self", true }))})
+		demoDataset(db, func(d *contract.Dataset) { d.Name, d.AllowSelfApproval = "customers_self", true }))})
 	tenant := listTenant()
 	anaT := principal{tenant, "ana", listRW}
 	boT := principal{tenant, "bo", listRW}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/activities/contract"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -79,10 +79,10 @@ func BenchmarkExport100k(b *testing.B) {
 		FROM generate_series(1, %d) i`, rows))
 	for _, tc := range []struct {
 		name string
-		d    activities.Dataset
+		d    contract.Dataset
 	}{
 		{"SQLite", demoDataset(sqlitePath, nil)},
-		{"PostgreSQL", demoDataset("", func(d *activities.Dataset) { d.Driver, d.DSN = activities.DriverPostgres, pg.DSN })},
+		{"PostgreSQL", demoDataset("", func(d *contract.Dataset) { d.Driver, d.DSN = contract.DriverPostgres, pg.DSN })},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			bundle := setup(b, setupOpts{datasetsJSON: catalogJSON(b, tc.d)})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,14 +20,12 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/jobgate/jobgate/activities/oidctest"
-	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/pages"
+	"github.com/jobgate/jobgate/tests/support/chrome"
+	"github.com/jobgate/jobgate/tests/support/oidctest"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
-
-// chromiumPath is Debian's chromium (apt-get install chromium); never a downloaded browser.
-const chromiumPath = "/usr/bin/chromium"
 
 // signInStack is a jobgate whose pages sign people in at an OpenID Provider, as a browser
 // sees it.
@@ -66,9 +63,7 @@ type signInConfirm struct{ at, button string }
 // /me, the signed-out page and the error pages go to a temp dir, or to $JOBGATE_SCREENSHOTS.
 func TestBrowserSignIn(t *testing.T) {
 	testenv.Heavy(t, "builds jobgate, starts Chromium and an OpenID Provider on Node.js")
-	if _, err := exec.LookPath(chromiumPath); err != nil {
-		testenv.Missing(t, chromiumPath+" is not installed (apt-get install chromium)")
-	}
+	chrome.Require(t)
 	shots := os.Getenv("JOBGATE_SCREENSHOTS")
 	if shots == "" {
 		shots = t.TempDir()
@@ -99,8 +94,8 @@ func TestBrowserSignIn(t *testing.T) {
 	t.Run("serve-wrong-secret", func(t *testing.T) {
 		base, p, serve := startServeWithProvider(t, randHex(24), "not-the-secret")
 		b := newBrowser(t, filepath.Join(shots, "serve-wrong-secret"))
-		b.step("open /me", chromedp.Navigate(base+pages.PathMe), b.at(p.Issuer+"/interaction/"))
-		b.step("pick ana", chromedp.Click(chromedp.CSS(`button[name=sub][value="ana"]`)), b.at(base+pages.PathCallback))
+		b.Step("open /me", chromedp.Navigate(base+pages.PathMe), chrome.At(p.Issuer+"/interaction/"))
+		b.Step("pick ana", chromedp.Click(chromedp.CSS(`button[name=sub][value="ana"]`)), chrome.At(base+pages.PathCallback))
 		b.oneLineNoSession(base, "refused this server's client credentials (invalid_client)")
 		b.shoot("wrong-secret")
 		// The provider's answer is for the operator: in the log, with the error code, not on the page.
@@ -115,10 +110,10 @@ func walkSignIn(t *testing.T, b *browser, s signInStack) {
 	me, signedOut := s.base+pages.PathMe, s.base+pages.PathSignedOut
 
 	// Signing in starts at a protected page: the provider's picker.
-	b.step("open /me", chromedp.Navigate(me), b.at(s.picker))
+	b.Step("open /me", chromedp.Navigate(me), chrome.At(s.picker))
 	b.shoot("picker")
-	b.step("pick ana", chromedp.Click(chromedp.CSS(s.user(ana.sub))), b.at(me))
-	body := b.text()
+	b.Step("pick ana", chromedp.Click(chromedp.CSS(s.user(ana.sub))), chrome.At(me))
+	body := b.Text()
 	for _, want := range []string{"Signed in as ana", "acme", "jobs:read jobs:write", "Sign out"} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("/me lacks %q:\n%s", want, body)
@@ -128,11 +123,11 @@ func walkSignIn(t *testing.T, b *browser, s signInStack) {
 		t.Fatalf("ana's page names globex:\n%s", body)
 	}
 	b.shoot("me")
-	sess := b.cookie(s.base, "jobgate_session")
+	sess := b.Cookie(s.base, "jobgate_session")
 	if sess == nil || !sess.HTTPOnly || sess.SameSite != network.CookieSameSiteLax || sess.Path != "/" {
 		t.Fatalf("session cookie %+v, want HttpOnly, SameSite=Lax, Path=/", sess)
 	}
-	if c := b.cookie(s.base, "jobgate_login"); c != nil {
+	if c := b.Cookie(s.base, "jobgate_login"); c != nil {
 		t.Fatalf("the login cookie outlived its callback: %+v", c)
 	}
 
@@ -145,30 +140,30 @@ func walkSignIn(t *testing.T, b *browser, s signInStack) {
 	}))
 	defer evil.Close()
 	evilURL := strings.Replace(evil.URL, "127.0.0.1", hostOf(s.other), 1)
-	b.step("cross-site form", chromedp.Navigate(evilURL), chromedp.Click(chromedp.CSS("#go")), b.at(s.base+pages.PathLogout))
-	if body := b.text(); !strings.Contains(body, "came from another site") {
+	b.Step("cross-site form", chromedp.Navigate(evilURL), chromedp.Click(chromedp.CSS("#go")), chrome.At(s.base+pages.PathLogout))
+	if body := b.Text(); !strings.Contains(body, "came from another site") {
 		t.Fatalf("cross-site POST:\n%s", body)
 	}
-	b.step("still signed in", chromedp.Navigate(me), b.at(me))
-	if body := b.text(); !strings.Contains(body, "Signed in as ana") {
+	b.Step("still signed in", chromedp.Navigate(me), chrome.At(me))
+	if body := b.Text(); !strings.Contains(body, "Signed in as ana") {
 		t.Fatalf("after the refused POST:\n%s", body)
 	}
 
 	// Sign out: jobgate clears its cookie, then the provider ends its session (RP-initiated
 	// logout) and sends the browser back to the signed-out page.
-	b.step("sign out", chromedp.Click(chromedp.CSS(`form[action$="/logout"] button`)))
+	b.Step("sign out", chromedp.Click(chromedp.CSS(`form[action$="/logout"] button`)))
 	if c := s.confirmLogout; c != nil {
-		b.step("provider's sign-out", b.at(c.at), chromedp.Click(chromedp.CSS(c.button)))
+		b.Step("provider's sign-out", chrome.At(c.at), chromedp.Click(chromedp.CSS(c.button)))
 	}
-	b.step("signed out", b.at(signedOut))
-	if body := b.text(); !strings.Contains(body, "You are signed out") {
+	b.Step("signed out", chrome.At(signedOut))
+	if body := b.Text(); !strings.Contains(body, "You are signed out") {
 		t.Fatalf("signed-out page:\n%s", body)
 	}
-	if c := b.cookie(s.base, "jobgate_session"); c != nil {
+	if c := b.Cookie(s.base, "jobgate_session"); c != nil {
 		t.Fatalf("session cookie after sign-out: %+v", c)
 	}
 	b.shoot("signed-out")
-	b.step("/me after sign-out", chromedp.Navigate(me), b.at(s.picker))
+	b.Step("/me after sign-out", chromedp.Navigate(me), chrome.At(s.picker))
 
 	// ana's real cookie with one character of its ciphertext changed, set by script: no
 	// session, back to the picker; likewise a cookie made up from nothing.
@@ -180,25 +175,25 @@ func walkSignIn(t *testing.T, b *browser, s signInStack) {
 		edited[i] = 'A'
 	}
 	for _, forged := range []string{string(edited), "jgx1.k1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"} {
-		b.step("set a forged cookie", chromedp.Navigate(signedOut), b.at(signedOut), b.setCookie(s.base, "jobgate_session", forged))
-		if c := b.cookie(s.base, "jobgate_session"); c == nil || c.Value != forged {
+		b.Step("set a forged cookie", chromedp.Navigate(signedOut), chrome.At(signedOut), chrome.SetCookie(s.base, "jobgate_session", forged))
+		if c := b.Cookie(s.base, "jobgate_session"); c == nil || c.Value != forged {
 			t.Fatalf("the forged cookie did not stick: %+v", c)
 		}
-		b.step("/me with a forged cookie", chromedp.Navigate(me), b.at(s.picker))
-		if c := b.cookie(s.base, "jobgate_session"); c != nil {
+		b.Step("/me with a forged cookie", chromedp.Navigate(me), chrome.At(s.picker))
+		if c := b.Cookie(s.base, "jobgate_session"); c != nil {
 			t.Fatalf("a refused cookie was kept: %+v", c)
 		}
 	}
 
 	// Tenant B: gus of globex never sees acme.
-	b.step("pick gus", chromedp.Click(chromedp.CSS(s.user(gus.sub))), b.at(me))
-	if body := b.text(); !strings.Contains(body, "Signed in as gus") || !strings.Contains(body, "globex") || strings.Contains(body, "acme") {
+	b.Step("pick gus", chromedp.Click(chromedp.CSS(s.user(gus.sub))), chrome.At(me))
+	if body := b.Text(); !strings.Contains(body, "Signed in as gus") || !strings.Contains(body, "globex") || strings.Contains(body, "acme") {
 		t.Fatalf("gus's /me:\n%s", body)
 	}
 
 	// The error page: a return address off the site.
-	b.step("bad return", chromedp.Navigate(s.base+pages.PathLogin+"?return=//evil.example"), b.at(s.base+pages.PathLogin))
-	if body := b.text(); !strings.Contains(body, "must be a path on this site") {
+	b.Step("bad return", chromedp.Navigate(s.base+pages.PathLogin+"?return=//evil.example"), chrome.At(s.base+pages.PathLogin))
+	if body := b.Text(); !strings.Contains(body, "must be a path on this site") {
 		t.Fatalf("error page:\n%s", body)
 	}
 	b.shoot("error")
@@ -208,12 +203,12 @@ func walkSignIn(t *testing.T, b *browser, s signInStack) {
 		return
 	}
 	// Signed in at the provider, but its tokens carry no tenant: one clear line, no session.
-	b.step("forget everything", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+	b.Step("forget everything", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 		_, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{})
 		return err
 	}))
-	b.step("open /me", chromedp.Navigate(me), b.at(s.picker))
-	b.step("pick "+s.noTenant, chromedp.Click(chromedp.CSS(s.user(s.noTenant))), b.at(s.base+pages.PathCallback))
+	b.Step("open /me", chromedp.Navigate(me), chrome.At(s.picker))
+	b.Step("pick "+s.noTenant, chromedp.Click(chromedp.CSS(s.user(s.noTenant))), chrome.At(s.base+pages.PathCallback))
 	b.oneLineNoSession(s.base, `carry no "tenant" (tenant) claim`)
 	b.shoot("no-tenant")
 
@@ -221,12 +216,12 @@ func walkSignIn(t *testing.T, b *browser, s signInStack) {
 		return
 	}
 	// The person presses Deny at the provider: one line, no session.
-	b.step("forget everything", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+	b.Step("forget everything", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 		_, err := chromedp.Call(ctx, network.ClearBrowserCookies, cdp.Empty{})
 		return err
 	}))
-	b.step("open /me", chromedp.Navigate(me), b.at(s.picker))
-	b.step("deny", chromedp.Click(chromedp.CSS(s.deny)), b.at(s.base+pages.PathCallback))
+	b.Step("open /me", chromedp.Navigate(me), chrome.At(s.picker))
+	b.Step("deny", chromedp.Click(chromedp.CSS(s.deny)), chrome.At(s.base+pages.PathCallback))
 	b.oneLineNoSession(s.base, "Sign-in was refused at the identity provider (access_denied).")
 }
 
@@ -234,11 +229,11 @@ func walkSignIn(t *testing.T, b *browser, s signInStack) {
 // holds no session cookie for origin.
 func (b *browser) oneLineNoSession(origin, want string) {
 	b.t.Helper()
-	alert := b.eval(`(document.querySelector("[role=alert]") || document.body).innerText`)
+	alert := b.Eval(`(document.querySelector("[role=alert]") || document.body).innerText`)
 	if !strings.Contains(alert, want) || strings.Contains(alert, "\n") {
-		b.t.Fatalf("the page says %q, want one line with %q:\n%s", alert, want, b.text())
+		b.t.Fatalf("the page says %q, want one line with %q:\n%s", alert, want, b.Text())
 	}
-	if c := b.cookie(origin, "jobgate_session"); c != nil {
+	if c := b.Cookie(origin, "jobgate_session"); c != nil {
 		b.t.Fatalf("a session cookie after a failed sign-in: %+v", c)
 	}
 }
@@ -364,113 +359,17 @@ func hostOf(origin string) string {
 	return h
 }
 
-// browser is one headless Chromium with a fresh profile, closed when the test ends.
+// browser is a chrome.Browser whose screenshots go to shots.
 type browser struct {
+	*chrome.Browser
 	t     *testing.T
-	ctx   context.Context
 	shots string
 }
 
 func newBrowser(t *testing.T, shots string) *browser {
 	t.Helper()
-	must(t, os.MkdirAll(shots, 0o755))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(chromiumPath), chromedp.Headless,
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1200, 900),
-		chromedp.UserDataDir(t.TempDir()))
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil { // starts the browser; no timeout on this first call
-		t.Fatal(err)
-	}
-	return &browser{t: t, ctx: ctx, shots: shots}
-}
-
-// step runs the actions within 30 seconds or fails the test.
-func (b *browser) step(what string, steps ...chromedp.Action[chromedp.Void]) {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		b.t.Fatalf("%s: %v", what, err)
-	}
-}
-
-// at waits until the page's URL starts with prefix and the document has loaded.
-func (b *browser) at(prefix string) chromedp.Action[chromedp.Void] {
-	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			loc, err := chromedp.Location()(ctx, tg)
-			if err != nil {
-				return err
-			}
-			ready, err := chromedp.Evaluate[string]("document.readyState")(ctx, tg)
-			if err == nil && strings.HasPrefix(loc, prefix) && ready == "complete" {
-				return nil
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("waiting for %s, at %s: %w", prefix, loc, ctx.Err())
-			case <-tick.C:
-			}
-		}
-	})
-}
-
-func (b *browser) eval(js string) string {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-	if err != nil {
-		b.t.Fatalf("%s: %v", js, err)
-	}
-	return s
-}
-
-func (b *browser) text() string { b.t.Helper(); return b.eval("document.body.innerText") }
-
-// cookie is the browser's cookie name for origin (nil: none), read through the DevTools
-// protocol: the session cookie is HttpOnly, no page script sees it.
-func (b *browser) cookie(origin, name string) *network.Cookie {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{origin + "/"}})
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	for _, c := range res.Cookies {
-		if c.Name == name {
-			return c
-		}
-	}
-	return nil
-}
-
-// setCookie sets (or replaces) cookie name for origin as the server would have: HttpOnly,
-// SameSite=Lax, Path=/.
-func (b *browser) setCookie(origin, name, value string) chromedp.Action[chromedp.Void] {
-	return chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-		yes := true
-		_, err := chromedp.Call(ctx, network.SetCookie, network.SetCookieParams{Name: name, Value: value, URL: origin + "/",
-			Path: "/", HTTPOnly: &yes, SameSite: network.CookieSameSiteLax})
-		return err
-	})
+	return &browser{Browser: chrome.New(t), t: t, shots: shots}
 }
 
 // shoot saves full-page screenshots of the current page at 1200 and 390 px wide.
-func (b *browser) shoot(name string) {
-	b.t.Helper()
-	for _, w := range []int64{1200, 390} {
-		var png []byte
-		b.step("screenshot "+name, chromedp.EmulateViewport(w, 844), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			var err error
-			png, err = chromedp.FullScreenshot(100)(ctx, tg)
-			return err
-		}))
-		must(b.t, os.WriteFile(filepath.Join(b.shots, fmt.Sprintf("%s-%d.png", name, w)), png, 0o644))
-	}
-	b.step("viewport back", chromedp.EmulateViewport(1200, 900))
-}
+func (b *browser) shoot(name string) { b.t.Helper(); b.Shoot(b.shots, name) }

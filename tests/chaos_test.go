@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -20,10 +19,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/oidctest"
-	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/devidp"
+	"github.com/jobgate/jobgate/tests/support/oidctest"
+	"github.com/jobgate/jobgate/tests/support/testenv"
+	"github.com/jobgate/jobgate/tests/support/webclient"
 )
 
 // `jobgate login`, whoami and logout as subprocesses of the built binary against a real jobgate
@@ -97,12 +97,6 @@ var (
 	reFormAuthReq = regexp.MustCompile(`name="authRequestID" value="([^"]+)"`)
 )
 
-func pageBrowser() *http.Client {
-	jar, _ := cookiejar.New(nil)
-	return &http.Client{Jar: jar, Timeout: 30 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-}
-
 func browse(t *testing.T, c *http.Client, method, u string, form url.Values) (*http.Response, string) {
 	t.Helper()
 	var resp *http.Response
@@ -129,7 +123,7 @@ func redirectOf(t *testing.T, resp *http.Response) string {
 
 func (p *cliDevIdP) ApproveDevice(t *testing.T, verificationURI, userCode, user string) {
 	t.Helper()
-	c := pageBrowser()
+	c := webclient.New(nil)
 	resp, page := browse(t, c, http.MethodGet, verificationURI+"?user_code="+url.QueryEscape(userCode), nil)
 	m := reFormCSRF.FindStringSubmatch(page)
 	if resp.StatusCode != 200 || m == nil || !strings.Contains(page, "Development only") {
@@ -146,7 +140,7 @@ func (p *cliDevIdP) ApproveDevice(t *testing.T, verificationURI, userCode, user 
 
 func (p *cliDevIdP) BrowserSignIn(t *testing.T, authURL, user string) int {
 	t.Helper()
-	c := pageBrowser()
+	c := webclient.New(nil)
 	resp, _ := browse(t, c, http.MethodGet, authURL, nil)
 	resp, page := browse(t, c, http.MethodGet, redirectOf(t, resp), nil)
 	id, csrf := reFormAuthReq.FindStringSubmatch(page), reFormCSRF.FindStringSubmatch(page)
@@ -418,7 +412,7 @@ func testCLILogin(t *testing.T, d idpDriver) {
 	}
 }
 
-// cliNodeIdP is npm oidc-provider (activities/oidctest), an independent certified provider, as
+// cliNodeIdP is npm oidc-provider (tests/support/oidctest), an independent certified provider, as
 // its own process. Its access tokens live 20 seconds throughout (inside the CLI's 30-second
 // refresh margin), so every CLI command refreshes and saves the rotated tokens.
 type cliNodeIdP struct{ *oidctest.Provider }
@@ -455,6 +449,6 @@ func (p cliNodeIdP) BrowserSignIn(t *testing.T, authURL, user string) int {
 	if !strings.HasPrefix(loopback, "http://127.0.0.1:") {
 		t.Fatalf("the IdP redirected to %s, not the CLI's loopback", loopback)
 	}
-	resp, _ := browse(t, pageBrowser(), http.MethodGet, loopback, nil)
+	resp, _ := browse(t, webclient.New(nil), http.MethodGet, loopback, nil)
 	return resp.StatusCode
 }

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/receiver"
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/tests/support/receiver"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 

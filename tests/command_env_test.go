@@ -19,7 +19,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -187,7 +187,7 @@ func TestCommandWorkerKindsEvalServesNoExport(t *testing.T) {
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 	// Plus the notification delivery every kind's jobs use.
-	want := []string{"activity:" + activities.NotifyActivityName, "activity:" + activities.NotifyProgressActivityName, "activity:RunEpisode", "activity:WriteEpisodes",
+	want := []string{"activity:" + contract.NotifyActivityName, "activity:" + contract.NotifyProgressActivityName, "activity:RunEpisode", "activity:WriteEpisodes",
 		"workflow:" + workflows.EvalWorkflowName, "workflow:" + workflows.NotifyWorkflowName, "workflow:" + workflows.NotifyProgressWorkflowName}
 	if got := w.Registered(); len(got) != 1 || !slices.Equal(slices.Sorted(slices.Values(got[queue])), want) {
 		t.Fatalf("registered %v, want only %v on %s", got, want, queue)

@@ -20,7 +20,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/workflows"
@@ -78,14 +78,14 @@ func TestComposeSharedStateAndCatalog(t *testing.T) {
 		if file == "" {
 			continue
 		}
-		cat, err := activities.LoadDatasets(file)
+		cat, err := contract.LoadDatasets(file)
 		if err != nil {
 			t.Errorf("%s: %v", s.Name, err)
 			continue
 		}
 		// A postgres dataset's password comes from a mounted .pgpass file (worker side).
 		for _, ds := range cat {
-			if ds.Driver != activities.DriverPostgres || composeSubcommand(s) != "worker" {
+			if ds.Driver != contract.DriverPostgres || composeSubcommand(s) != "worker" {
 				continue
 			}
 			cfg, err := pgconn.ParseConfig(ds.DSN)
@@ -262,7 +262,7 @@ func TestComposeEpisodeWorkerHoldsNoCredentials(t *testing.T) {
 			t.Errorf("%s reads suites %s, others %s", s.Name, f, suitesFile)
 		}
 	}
-	cat, err := activities.LoadCatalog(suitesFile)
+	cat, err := contract.LoadCatalog(suitesFile)
 	if err != nil {
 		t.Fatal(err)
 	}

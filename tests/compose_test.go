@@ -23,9 +23,9 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 
-	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 

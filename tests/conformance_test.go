@@ -23,9 +23,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 // conformanceDir holds the official MCP conformance suite (@modelcontextprotocol/conformance),

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 // demoDB seeds the demo customers database (5,000 acme rows, 3,000 globex rows, a sensitive
@@ -18,7 +19,7 @@ func demoDB(t testing.TB) string {
 }
 
 // catalogJSON renders datasets as a catalog file ({"datasets":[...]}).
-func catalogJSON(t testing.TB, ds ...activities.Dataset) string {
+func catalogJSON(t testing.TB, ds ...contract.Dataset) string {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{"datasets": ds})
 	must(t, err)
@@ -26,9 +27,9 @@ func catalogJSON(t testing.TB, ds ...activities.Dataset) string {
 }
 
 // demoDataset is the dev stack's "customers" dataset over db, changed by edit if given.
-func demoDataset(db string, edit func(*activities.Dataset)) activities.Dataset {
-	d := activities.DemoDatasets(db)["customers"]
-	d.Columns = append([]activities.Column(nil), d.Columns...)
+func demoDataset(db string, edit func(*contract.Dataset)) contract.Dataset {
+	d := contract.DemoDatasets(db)["customers"]
+	d.Columns = append([]contract.Column(nil), d.Columns...)
 	if edit != nil {
 		edit(&d)
 	}

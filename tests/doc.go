@@ -9,8 +9,8 @@
 // real wiring of package app on loopback ports. It mints tokens for principals of its tenants,
 // connects the real go-sdk MCP client to either replica, calls the tools, and asserts what
 // Temporal stored: history, visibility, memo, artifacts, logs. Suites that need more start real
-// processes (`jobgate` binaries, tests/lbproxy, activities/receiver, tests/temporalpg), real
-// PostgreSQL servers (activities/pgtest), or Node clients (tests/tsclient, tests/conformance).
+// processes (`jobgate` binaries, tests/lbproxy, tests/support/receiver, tests/temporalpg), real
+// PostgreSQL servers (tests/support/pgtest), or Node clients (tests/tsclient, tests/conformance).
 //
 // # Guarantees
 //
@@ -21,4 +21,7 @@
 //
 // README.md in this directory records what the suites proved (what survives what) and the
 // benchmark figures.
+//
+// No package imports it; it may import any package of the module, and starts what it cannot
+// import (jobgate binaries, tests/lbproxy, tests/temporalpg) as processes.
 package tests

@@ -22,7 +22,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/workflows"
@@ -74,8 +74,8 @@ func BenchmarkEpisodes(b *testing.B) {
 	n := episodesBenchDefault
 	if s := os.Getenv("JOBGATE_BENCH_EPISODES"); s != "" {
 		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 || v > activities.MaxEpisodesDefault {
-			b.Fatalf("JOBGATE_BENCH_EPISODES=%q: want 1..%d", s, activities.MaxEpisodesDefault)
+		if err != nil || v < 1 || v > contract.MaxEpisodesDefault {
+			b.Fatalf("JOBGATE_BENCH_EPISODES=%q: want 1..%d", s, contract.MaxEpisodesDefault)
 		}
 		n = v
 	}
@@ -280,10 +280,10 @@ type rawEpisodesIn struct {
 // the episode activity's timeouts and retry policy.
 func rawEpisodes(ctx workflow.Context, in rawEpisodesIn) (int, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: activities.EpisodeTimeoutDefault,
-		HeartbeatTimeout:    activities.HeartbeatTimeoutDefault,
+		StartToCloseTimeout: contract.EpisodeTimeoutDefault,
+		HeartbeatTimeout:    contract.HeartbeatTimeoutDefault,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
-			MaximumInterval: 30 * time.Second, MaximumAttempts: activities.MaxAttemptsDefault},
+			MaximumInterval: 30 * time.Second, MaximumAttempts: contract.MaxAttemptsDefault},
 	})
 	runEnd := min(in.Total, in.Next+in.PerRun)
 	sel := workflow.NewSelector(ctx)

@@ -18,12 +18,12 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/wire"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -171,10 +171,10 @@ func TestListEpisodes(t *testing.T) {
 	}
 	wantFailed := map[int]bool{}
 	for _, e := range all {
-		fails, score := activities.DemoOutcome(workflows.OperationID(end.JobID, first, e.Index), failRate)
-		want := activities.EpisodePassed
-		if fails || score < activities.PassThresholdDefault {
-			want = activities.EpisodeFailed
+		fails, score := contract.DemoOutcome(workflows.OperationID(end.JobID, first, e.Index), failRate)
+		want := contract.EpisodePassed
+		if fails || score < contract.PassThresholdDefault {
+			want = contract.EpisodeFailed
 			wantFailed[e.Index] = true
 		}
 		if e.OperationID != workflows.OperationID(end.JobID, first, e.Index) || e.Status != want || e.Attempts != 1 {
@@ -373,7 +373,7 @@ func epAssertHistoryHoldsNoOutcomes(t *testing.T, b *testBundle, jobID, firstRun
 				if len(data) > 1024 || bytes.Contains(data, []byte("operation_id")) {
 					t.Fatalf("run %s: WriteEpisodes scheduled with %d bytes of input: %.300s", runID, len(data), data)
 				}
-				var in activities.WriteEpisodesInput
+				var in contract.WriteEpisodesInput
 				must(t, dc.FromPayloads(a.GetInput(), &in))
 				if in.RunID != runID || in.Count < 1 {
 					t.Fatalf("run %s: WriteEpisodes input %+v", runID, in)
@@ -383,7 +383,7 @@ func epAssertHistoryHoldsNoOutcomes(t *testing.T, b *testBundle, jobID, firstRun
 				if names[a.GetScheduledEventId()] != "WriteEpisodes" {
 					continue
 				}
-				var res activities.WriteEpisodesResult
+				var res contract.WriteEpisodesResult
 				must(t, dc.FromPayloads(a.GetResult(), &res))
 				if !res.Stored || res.Segment.SHA256 == "" {
 					t.Fatalf("run %s: WriteEpisodes result %+v", runID, res)

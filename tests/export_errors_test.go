@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/activities/pgtest"
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/activities/contract"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -27,7 +27,7 @@ func TestExportFailureMessageIsSafe(t *testing.T) {
 	const role, dbName = "mallory_svc", "crm_prod_eu"
 	u.User = url.UserPassword(role, "hunter2")
 	u.Path = "/" + dbName
-	d := demoDataset("", func(d *activities.Dataset) { d.Driver, d.DSN = activities.DriverPostgres, u.String() })
+	d := demoDataset("", func(d *contract.Dataset) { d.Driver, d.DSN = contract.DriverPostgres, u.String() })
 	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, d)})
 	cs := b.session(ana, 0, "")
 	v := mustView(t, exStart(t, cs, uniqueKey(t), "csv", []string{"id", "name"}))

@@ -12,10 +12,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	_ "modernc.org/sqlite"
 
-	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/activities/pgtest"
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -61,7 +61,7 @@ func mustPage(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]
 
 // pgCustomers starts a PostgreSQL server, copies the demo customers table into it (signup_date
 // as a real date), and returns the server and its dataset.
-func pgCustomers(t testing.TB) (*pgtest.Server, activities.Dataset) {
+func pgCustomers(t testing.TB) (*pgtest.Server, contract.Dataset) {
 	t.Helper()
 	src, err := sql.Open("sqlite", demoDB(t))
 	must(t, err)
@@ -88,7 +88,7 @@ func pgCustomers(t testing.TB) (*pgtest.Server, activities.Dataset) {
 	}
 	must(t, rows.Err())
 	must(t, tx.Commit())
-	d := demoDataset("", func(d *activities.Dataset) { d.Driver, d.DSN = activities.DriverPostgres, pg.DSN })
+	d := demoDataset("", func(d *contract.Dataset) { d.Driver, d.DSN = contract.DriverPostgres, pg.DSN })
 	return pg, d
 }
 
@@ -140,7 +140,7 @@ func TestChaosExportWorkerSIGKILL(t *testing.T) {
 	testenv.Heavy(t, "spawns jobgate worker processes and SIGKILLs one")
 	t.Parallel()
 	b := setup(t, setupOpts{noWorker: true,
-		datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), func(d *activities.Dataset) { d.MaxRowsPerSecond = 400 })),
+		datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), func(d *contract.Dataset) { d.MaxRowsPerSecond = 400 })),
 		export:       frontend.ExportTuning{PartRows: 500, PageRows: 100, Concurrency: 2, PartHeartbeatTimeout: 2 * time.Second}})
 	cs := b.session(ana, 0, "")
 	w1 := b.spawn(t, "worker")

@@ -20,7 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	_ "modernc.org/sqlite"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/workflows"
@@ -276,8 +276,8 @@ func TestExportFourEyes(t *testing.T) {
 // neither read a row.
 func TestExportApprovalExpiryAndReject(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), func(d *activities.Dataset) {
-		d.ApprovalTimeout = activities.Duration(2 * time.Second)
+	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), func(d *contract.Dataset) {
+		d.ApprovalTimeout = contract.Duration(2 * time.Second)
 	}))})
 	cs := b.session(ana, 0, "")
 	v := mustView(t, exStart(t, cs, uniqueKey(t), "csv", []string{"id", "email"}))
@@ -310,7 +310,7 @@ func TestExportConfigChangedAfterApproval(t *testing.T) {
 
 	// The dataset owner marks "name" sensitive; workers pick up the new catalog.
 	b.stopWorker()
-	must(t, os.WriteFile(b.datasets, []byte(catalogJSON(t, demoDataset(db, func(d *activities.Dataset) {
+	must(t, os.WriteFile(b.datasets, []byte(catalogJSON(t, demoDataset(db, func(d *contract.Dataset) {
 		for i := range d.Columns {
 			if d.Columns[i].Name == "name" {
 				d.Columns[i].Sensitive = true
@@ -454,8 +454,8 @@ func TestExportDownload(t *testing.T) {
 // get_export says so, and a link issued before answers 410.
 func TestExportRetention(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), func(d *activities.Dataset) {
-		d.Retention = activities.Duration(4 * time.Second)
+	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), func(d *contract.Dataset) {
+		d.Retention = contract.Duration(4 * time.Second)
 	}))})
 	cs := b.session(ana, 0, "")
 	v := mustView(t, exStart(t, cs, uniqueKey(t), "jsonl", nil))

@@ -9,10 +9,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/activities/pgtest"
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -41,7 +41,7 @@ func (e *copyEnv) get(size string) *copyData {
 	}
 	n := copySizes[size]
 	d := &copyData{rows: n}
-	var ds activities.Dataset
+	var ds contract.Dataset
 	start := time.Now()
 	if e.engine == "PostgreSQL" {
 		if e.pg == nil {
@@ -49,11 +49,11 @@ func (e *copyEnv) get(size string) *copyData {
 		}
 		d.table = "customers_" + strings.ToLower(size) // unquoted names fold to lower case in PostgreSQL; the catalog quotes them
 		pgGenerateCustomers(e.owner, e.pg, d.table, n)
-		ds = copyDataset(activities.DriverPostgres, e.pg.DSN, d.table, n)
+		ds = copyDataset(contract.DriverPostgres, e.pg.DSN, d.table, n)
 	} else {
 		d.table = filepath.Join(e.owner.TempDir(), "customers_"+size+".db")
 		sqliteGenerateCustomers(e.owner, d.table, n)
-		ds = copyDataset(activities.DriverSQLite, d.table, "customers", n)
+		ds = copyDataset(contract.DriverSQLite, d.table, "customers", n)
 	}
 	e.owner.Logf("%s %s: generated %d rows in %s", e.engine, size, n, time.Since(start).Round(time.Millisecond))
 	d.bundle = setup(e.owner, setupOpts{noWorker: e.noWorker, datasetsJSON: catalogJSON(e.owner, ds)})
@@ -79,7 +79,7 @@ func BenchmarkExportVsCopy(b *testing.B) {
 	for _, engine := range []string{"PostgreSQL", "SQLite"} {
 		b.Run(engine, func(b *testing.B) {
 			env := &copyEnv{owner: b, engine: engine, data: map[string]*copyData{}}
-			for _, format := range []string{activities.FormatCSV, activities.FormatJSONL} {
+			for _, format := range []string{contract.FormatCSV, contract.FormatJSONL} {
 				b.Run(format, func(b *testing.B) {
 					for _, size := range []string{"1M", "10M"} {
 						b.Run(size, func(b *testing.B) { env.vsCopy(b, format, size) })
@@ -136,7 +136,7 @@ func (e *copyEnv) vsCopy(b *testing.B, format, size string) {
 		}
 		lines, sum := artifactSum(b, d.bundle, r)
 		wantLines := int64(d.rows)
-		if format == activities.FormatCSV {
+		if format == contract.FormatCSV {
 			wantLines++ // the header
 		}
 		if lines != wantLines {
@@ -150,7 +150,7 @@ func (e *copyEnv) vsCopy(b *testing.B, format, size string) {
 			if limSum != sum {
 				// csv must match byte for byte; jsonl from row_to_json may space or escape
 				// differently, which is not a fault of either side.
-				if format == activities.FormatCSV || e.engine == "SQLite" {
+				if format == contract.FormatCSV || e.engine == "SQLite" {
 					b.Fatalf("limit %s: %d lines sha256 %s; artifact %d lines sha256 %s", impl, limLines, limSum, lines, sum)
 				}
 				b.Logf("limit %s output differs from the artifact's text (jsonl, server-built rows)", impl)
@@ -183,7 +183,7 @@ func BenchmarkExportWorkerRSS(b *testing.B) {
 				w := spawnWorker(b, d.bundle)
 				t0 := time.Now()
 				b.StartTimer()
-				r := d.export(b, activities.FormatCSV, i)
+				r := d.export(b, contract.FormatCSV, i)
 				b.StopTimer()
 				spent += time.Since(t0)
 				hwm := vmHWM(b, w.cmd.Process.Pid)

@@ -25,8 +25,9 @@ import (
 	kgzip "github.com/klauspost/compress/gzip"
 
 	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/activities/pgtest"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
 )
 
 // copyCols are the exported columns: none is sensitive, so no approval stands in the timing.
@@ -73,10 +74,10 @@ func sqliteGenerateCustomers(b testing.TB, path string, n int) {
 }
 
 // copyDataset is the catalog entry over the generated table, allowing all n rows.
-func copyDataset(driver, dsn, table string, n int) activities.Dataset {
-	return demoDataset("", func(d *activities.Dataset) {
+func copyDataset(driver, dsn, table string, n int) contract.Dataset {
+	return demoDataset("", func(d *contract.Dataset) {
 		d.Driver, d.DSN, d.Table = driver, dsn, table
-		d.MaxRows = max(n, activities.MaxRowsDefault)
+		d.MaxRows = max(n, contract.MaxRowsDefault)
 	})
 }
 
@@ -104,7 +105,7 @@ func pgCopyLimit(b testing.TB, dsn, table, format, impl, path string) int64 {
 	defer conn.Close(ctx)
 	sel := fmt.Sprintf(`SELECT %s FROM %s WHERE tenant = 'acme' ORDER BY id`, strings.Join(copyCols, ", "), table)
 	q := `COPY (` + sel + `) TO STDOUT (FORMAT csv, HEADER)`
-	if format == activities.FormatJSONL {
+	if format == contract.FormatJSONL {
 		// Text format escapes backslashes; the generated rows hold none, so the lines are JSON.
 		q = `COPY (SELECT row_to_json(r) FROM (` + sel + `) r) TO STDOUT`
 	}

@@ -15,9 +15,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/activities/webhookrecv"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/tests/support/webhookrecv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -25,11 +25,11 @@ import (
 type progressBody struct {
 	Type string `json:"type"`
 	Data struct {
-		EventID  string                    `json:"event_id"`
-		JobID    string                    `json:"job_id"`
-		Status   string                    `json:"status"`
-		Link     string                    `json:"link"`
-		Progress *activities.EventProgress `json:"progress"`
+		EventID  string                  `json:"event_id"`
+		JobID    string                  `json:"job_id"`
+		Status   string                  `json:"status"`
+		Link     string                  `json:"link"`
+		Progress *contract.EventProgress `json:"progress"`
 	} `json:"data"`
 }
 
@@ -125,7 +125,7 @@ func (r progressRun) check(t *testing.T) ([]progressBody, []time.Time) {
 			t.Fatalf("event %d %s, want job.progress of a running job", i, ev.Body)
 		}
 		key := fmt.Sprintf("%s|%d|%d|%d|%s", body.Data.Status, p.Done, p.Failed, p.Total, p.Message)
-		if ev.WebhookID != activities.EventID(r.jobID, r.firstRun, authz.EventJobProgress, key) {
+		if ev.WebhookID != contract.EventID(r.jobID, r.firstRun, authz.EventJobProgress, key) {
 			t.Fatalf("event %d: webhook-id %s is not the state's", i, ev.WebhookID)
 		}
 		if n := len(progress); n > 0 && p.Done < progress[n-1].Data.Progress.Done {

@@ -17,15 +17,15 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/activities/webhookrecv"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
+	"github.com/jobgate/jobgate/tests/support/webhookrecv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// webhookrecvTarget is the notification test receiver process (activities/webhookrecv).
-var webhookrecvTarget = goTarget{"../activities/webhookrecv/cmd/webhookrecv", "webhookrecv", ""}
+// webhookrecvTarget is the notification test receiver process (tests/support/webhookrecv).
+var webhookrecvTarget = goTarget{"./support/webhookrecv/cmd/webhookrecv", "webhookrecv", ""}
 
 // notifyFixture is a receiver's address and state directory and the tenants file naming it as
 // acme's endpoint (both events, allow_private: the receiver is on loopback).
@@ -127,7 +127,7 @@ func notifyActivities(t *testing.T, b *testBundle, jobID string) (scheduled int,
 		must(t, err)
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			if e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == activities.NotifyActivityName {
+			if e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == contract.NotifyActivityName {
 				scheduled++
 				ids[e.GetEventId()] = true
 			}
@@ -204,7 +204,7 @@ func TestNotifyReceiverDownGetsEventLater(t *testing.T) {
 		d, err := b.temporal.DescribeWorkflowExecution(context.Background(), jobID, "")
 		must(t, err)
 		for _, p := range d.GetPendingActivities() {
-			if p.GetActivityType().GetName() == activities.NotifyActivityName && p.GetAttempt() >= 3 && p.GetLastFailure() != nil {
+			if p.GetActivityType().GetName() == contract.NotifyActivityName && p.GetAttempt() >= 3 && p.GetLastFailure() != nil {
 				return true
 			}
 		}
@@ -304,7 +304,7 @@ func TestNotifyCancelledWithTheJob(t *testing.T) {
 		d, err := b.temporal.DescribeWorkflowExecution(context.Background(), jobID, "")
 		must(t, err)
 		for _, p := range d.GetPendingActivities() {
-			if p.GetActivityType().GetName() == activities.NotifyActivityName && p.GetLastFailure() != nil {
+			if p.GetActivityType().GetName() == contract.NotifyActivityName && p.GetLastFailure() != nil {
 				return true
 			}
 		}

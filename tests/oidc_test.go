@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -23,12 +22,13 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/jobgate/jobgate/activities/oidctest"
-	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/frontend/devidp"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/tests/support/oidctest"
+	"github.com/jobgate/jobgate/tests/support/testenv"
+	"github.com/jobgate/jobgate/tests/support/webclient"
 )
 
 // loginIdP is an OpenID Provider under test, as jobgate and a human see it.
@@ -140,17 +140,10 @@ var (
 // redirect that leaves the issuer.
 func formLogin(t *testing.T, issuer, authorizeURL, sub string) string {
 	t.Helper()
-	jar, err := cookiejar.New(nil)
-	must(t, err)
 	base, err := url.Parse(issuer)
 	must(t, err)
 	onIdP := func(u *url.URL) bool { return u.Host == base.Host }
-	hc := &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if !onIdP(req.URL) || len(via) > 10 {
-			return http.ErrUseLastResponse
-		}
-		return nil
-	}}
+	hc := webclient.New(onIdP)
 	resp, err := hc.Get(authorizeURL)
 	must(t, err)
 	body, _ := io.ReadAll(resp.Body)

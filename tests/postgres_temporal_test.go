@@ -21,11 +21,11 @@ import (
 	"go.temporal.io/sdk/client"
 	pgschema "go.temporal.io/server/schema/postgresql/v12"
 
-	"github.com/jobgate/jobgate/activities/pgtest"
-	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/tests/support/pgtest"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 // goTarget is a main package the process tests build and run: a path in this module, or one

@@ -26,27 +26,28 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // retentionChild is the retention child an export job started: its workflow ID and its input,
 // read from the parent's history, decoded as the delete it will run at expiry (RetentionInput
 // and DeleteExportInput share their field names).
-func retentionChild(t *testing.T, b *testBundle, jobID string) (string, activities.DeleteExportInput) {
+func retentionChild(t *testing.T, b *testBundle, jobID string) (string, contract.DeleteExportInput) {
 	t.Helper()
 	for _, ev := range acHistory(t, b, jobID) {
 		if a := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil {
-			var in activities.DeleteExportInput
+			var in contract.DeleteExportInput
 			must(t, converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &in))
 			return a.GetWorkflowId(), in
 		}
 	}
 	t.Fatalf("%s started no retention child", jobID)
-	return "", activities.DeleteExportInput{}
+	return "", contract.DeleteExportInput{}
 }
 
 // purge deletes a closed job's execution, as namespace retention does, and waits until
@@ -163,7 +164,7 @@ func TestExportSelfApprovalSwitchedOff(t *testing.T) {
 	t.Parallel()
 	db := demoDB(t)
 	selfOK := func(on bool) string {
-		return catalogJSON(t, demoDataset(db, func(d *activities.Dataset) { d.AllowSelfApproval = on }))
+		return catalogJSON(t, demoDataset(db, func(d *contract.Dataset) { d.AllowSelfApproval = on }))
 	}
 	b := setup(t, setupOpts{datasetsJSON: selfOK(true)})
 	anaApprover := principal{"acme", "ana", []authz.Scope{authz.ScopeRead, authz.ScopeWrite, authz.ScopeApprove}}
@@ -200,7 +201,7 @@ func TestExportSelfApprovalSwitchedOff(t *testing.T) {
 func TestExportCatalogsDisagreeOnSelfApproval(t *testing.T) {
 	t.Parallel()
 	db := demoDB(t)
-	b := setup(t, setupOpts{noWorker: true, datasetsJSON: catalogJSON(t, demoDataset(db, func(d *activities.Dataset) {
+	b := setup(t, setupOpts{noWorker: true, datasetsJSON: catalogJSON(t, demoDataset(db, func(d *contract.Dataset) {
 		d.AllowSelfApproval = true
 	}))})
 	must(t, os.WriteFile(b.datasets, []byte(catalogJSON(t, demoDataset(db, nil))), 0o600))
@@ -245,8 +246,8 @@ func reasked(t *testing.T, cs *mcp.ClientSession, h, oldID string) *frontend.Job
 // artifacts longer than the namespace keeps closed jobs (unless --force), and a worker warns.
 func TestRetentionShorterThanDataset(t *testing.T) {
 	t.Parallel()
-	long := activities.Datasets{"customers": demoDataset(demoDB(t), func(d *activities.Dataset) {
-		d.Retention = activities.Duration(100 * 365 * 24 * time.Hour)
+	long := contract.Datasets{"customers": demoDataset(demoDB(t), func(d *contract.Dataset) {
+		d.Retention = contract.Duration(100 * 365 * 24 * time.Hour)
 	})}
 	c := app.SetupConfig{Address: temporalAddr, Namespace: namespace, Datasets: long, Timeout: time.Minute}
 	var out bytes.Buffer

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 // tsClientDir holds the contract checks driven by the official TypeScript MCP SDK client.

@@ -55,4 +55,8 @@
 //
 // What a job looks like in the Temporal Web UI, and saved queries over the search attributes,
 // are in README.md in this directory.
+//
+// Of jobgate it imports only activities/contract, authz and workflows/jobstate. It must never
+// import activities (which links the SQL drivers; TestContractIsALeaf pins it), frontend or cmd,
+// and nothing that does I/O: it is deterministic code that histories replay.
 package workflows

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -37,7 +37,7 @@ func evalKind() Kind {
 		// SDK's default continue-as-new behaviour inherits a pinned run's version, and the new
 		// run's input (EvalInput with State) is only guaranteed readable by the code that wrote it.
 		Versioning: workflow.VersioningBehaviorPinned,
-		Unit:       evalUnit, Activities: []string{"RunEpisode", "WriteEpisodes"}, Story: evalStory()}
+		Unit:       evalUnit, Activities: []string{contract.RunEpisodeActivityName, contract.WriteEpisodesActivityName}, Story: evalStory()}
 }
 
 // EvalArgs are the caller's normalized start arguments. Their digest is both the idempotency
@@ -106,7 +106,7 @@ type EvalState struct {
 	ProgressNotify bool `json:"progress_notify,omitempty"`
 	// Episodes are the episode log's segments written so far (eval_episodes.go): references,
 	// counts and digests, never the outcomes. Empty in runs from before changeEvalEpisodes.
-	Episodes []activities.EpisodeSegment `json:"episodes,omitempty"`
+	Episodes []contract.EpisodeSegment `json:"episodes,omitempty"`
 }
 
 // EvalResult is a finished eval's summary. Small by design: it lives in history.
@@ -125,7 +125,7 @@ type EvalResult struct {
 	// EpisodeLog is the whole episode log's reference (count and SHA-256 of its bytes): what
 	// get_eval's episodes_url is bound to. Nil for runs from before changeEvalEpisodes and when
 	// the worker had no artifact store.
-	EpisodeLog *activities.EpisodeSegment `json:"episode_log,omitempty" jsonschema:"the episode log's count and digest"`
+	EpisodeLog *contract.EpisodeSegment `json:"episode_log,omitempty" jsonschema:"the episode log's count and digest"`
 }
 
 // changeEvalDecision is the workflow.GetVersion change ID of an approved eval keeping its
@@ -141,8 +141,8 @@ type evalRun struct {
 	lastProgress time.Time
 	// seg are the current segment's finished episodes, in the order they finished; log is the
 	// whole log's reference once the final segment is written.
-	seg []activities.EpisodeOutcome
-	log *activities.EpisodeSegment
+	seg []contract.EpisodeOutcome
+	log *contract.EpisodeSegment
 }
 
 // Eval runs in.Args.Episodes episodes with at most in.Args.Concurrency in flight, after an
@@ -227,7 +227,6 @@ func (r *evalRun) progress(ctx workflow.Context, msg string) Progress {
 }
 
 func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
-	var a *activities.Activities
 	in, st := r.in, r.st
 	total := in.Args.Episodes
 	runEnd := min(total, st.Next+in.EpisodesPerRun)
@@ -255,12 +254,12 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 		opID := OperationID(jobID, firstRun, i)
 		o := opts
 		o.Summary = fmt.Sprintf("episode %d of %d", i+1, total)
-		f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), a.RunEpisode, activities.EpisodeInput{
+		f := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), contract.RunEpisodeActivityName, contract.EpisodeInput{
 			JobID: jobID, FirstRunID: firstRun, Suite: in.Args.Suite, Index: i,
 			OperationID: opID, Params: in.Args.Params,
 		})
 		return f, func(f workflow.Future) {
-			var res activities.EpisodeResult
+			var res contract.EpisodeResult
 			err := f.Get(ctx, &res)
 			var canceled *temporal.CanceledError
 			switch {

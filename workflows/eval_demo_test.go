@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/jobgate/jobgate/activities"
 )
 
 // runToCompletion executes the job, following continue-as-new, and returns every run's input.
@@ -50,12 +49,12 @@ func TestEval_ContinueAsNew(t *testing.T) {
 		in.EpisodesPerRun = 3
 		runs, hs := runToCompletion(t, in, func(h *harness) {
 			h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).Return(
-				func(_ context.Context, in activities.EpisodeInput) (activities.EpisodeResult, error) {
+				func(_ context.Context, in contract.EpisodeInput) (contract.EpisodeResult, error) {
 					if in.Index == 3 {
-						return activities.EpisodeResult{}, episodeFailed(3)
+						return contract.EpisodeResult{}, episodeFailed(3)
 					}
 					s := scores[in.Index]
-					return activities.EpisodeResult{Score: s, Passed: s >= 0.5}, nil
+					return contract.EpisodeResult{Score: s, Passed: s >= 0.5}, nil
 				})
 		})
 		require.Len(t, runs, 3)
@@ -99,7 +98,7 @@ func TestEval_ContinueAsNew(t *testing.T) {
 		var approvals []*resumeOutcome
 		runs, hs := runToCompletion(t, in, func(h *harness) {
 			h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-				Return(activities.EpisodeResult{Score: 0.6, Passed: true}, nil)
+				Return(contract.EpisodeResult{Score: 0.6, Passed: true}, nil)
 			if len(approvals) == 0 {
 				approvals = append(approvals, h.resumeAt(time.Minute, "u1", h.answer(owner, DecisionApprove)))
 			}
@@ -124,23 +123,23 @@ func demoParams(failRate float64) map[string]any {
 	return map[string]any{"episode_ms": float64(0), "fail_rate": failRate}
 }
 
-func runDemoEpisode(t *testing.T, in activities.EpisodeInput) (activities.EpisodeResult, error) {
+func runDemoEpisode(t *testing.T, in contract.EpisodeInput) (contract.EpisodeResult, error) {
 	t.Helper()
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	env.RegisterActivity(testActs)
 	v, err := env.ExecuteActivity(testActs.RunEpisode, in)
 	if err != nil {
-		return activities.EpisodeResult{}, err
+		return contract.EpisodeResult{}, err
 	}
-	var res activities.EpisodeResult
+	var res contract.EpisodeResult
 	require.NoError(t, v.Get(&res))
 	return res, nil
 }
 
 func TestDemoActivity_DeterministicPerOperationID(t *testing.T) {
-	in := func(i int) activities.EpisodeInput {
-		return activities.EpisodeInput{JobID: testJobID, Suite: "demo", Index: i,
+	in := func(i int) contract.EpisodeInput {
+		return contract.EpisodeInput{JobID: testJobID, Suite: "demo", Index: i,
 			OperationID: fmt.Sprintf("%s#%d", testJobID, i), Params: demoParams(0.3)}
 	}
 	t.Run("SameOperationIDSameOutcome", func(t *testing.T) {
@@ -150,8 +149,8 @@ func TestDemoActivity_DeterministicPerOperationID(t *testing.T) {
 			assert.Equal(t, r1, r2, "episode %d", i)
 			assert.Equal(t, err1 == nil, err2 == nil, "episode %d", i)
 			if err1 != nil {
-				requireAppErrType(t, err1, activities.ErrTypeEpisodeFailed)
-				requireAppErrType(t, err2, activities.ErrTypeEpisodeFailed)
+				requireAppErrType(t, err1, contract.ErrTypeEpisodeFailed)
+				requireAppErrType(t, err2, contract.ErrTypeEpisodeFailed)
 			}
 		}
 	})
@@ -168,7 +167,7 @@ func TestDemoActivity_DeterministicPerOperationID(t *testing.T) {
 			if r.Passed {
 				passed++
 			}
-			assert.Equal(t, r.Score >= activities.PassThresholdDefault, r.Passed)
+			assert.Equal(t, r.Score >= contract.PassThresholdDefault, r.Passed)
 		}
 		assert.Greater(t, len(scores), 10, "scores vary with the operation ID")
 		assert.Greater(t, failed, 0)
@@ -196,7 +195,7 @@ func TestEval_RealDemoActivity(t *testing.T) {
 	var sum float64
 	for i := range n {
 		// The test environment's run ID is the job's first run ID.
-		r, err := runDemoEpisode(t, activities.EpisodeInput{JobID: testJobID, Suite: "demo", Index: i,
+		r, err := runDemoEpisode(t, contract.EpisodeInput{JobID: testJobID, Suite: "demo", Index: i,
 			OperationID: OperationID(testJobID, testRunID, i), Params: in.Args.Params})
 		if err != nil {
 			want.Failed++

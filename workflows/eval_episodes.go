@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 // An eval's per-episode results (its episode log, activities/episodes.go). The run keeps the
@@ -48,11 +48,11 @@ type EpisodesQueryResult struct {
 	// Segment is the current run's segment number (the run number).
 	Segment int `json:"segment"`
 	// Written are the segments written so far, in order (Count 0: nothing was written).
-	Written []activities.EpisodeSegment `json:"written,omitempty"`
+	Written []contract.EpisodeSegment `json:"written,omitempty"`
 	// Episodes are the current segment's finished episodes from offset From on, in the order
 	// they finished: the order the segment's object will have.
-	Episodes []activities.EpisodeOutcome `json:"episodes,omitempty"`
-	From     int                         `json:"from,omitempty"`
+	Episodes []contract.EpisodeOutcome `json:"episodes,omitempty"`
+	From     int                       `json:"from,omitempty"`
 }
 
 // registerEpisodesQuery serves QueryEpisodes from the run's memory.
@@ -70,7 +70,7 @@ func (r *evalRun) registerEpisodesQuery(ctx workflow.Context) error {
 // episodeFinalErrTypes are the episode errors the retry policy never retries: what retrying the
 // same input cannot change.
 func episodeFinalErrTypes() []string {
-	return []string{activities.ErrTypeEpisodeFailed, activities.ErrTypeSuiteMissing, activities.ErrTypeEpisodeRejected}
+	return []string{contract.ErrTypeEpisodeFailed, contract.ErrTypeSuiteMissing, contract.ErrTypeEpisodeRejected}
 }
 
 // recordEpisode keeps episode i's outcome in the current segment. res is nil when err is not.
@@ -78,19 +78,19 @@ func episodeFinalErrTypes() []string {
 // replay, so change how one is derived from history behind workflow.GetVersion like a command:
 // a retried write of a running job must read the outcomes its first attempt read. (Should they
 // differ, history still names the digest of the bytes the completing attempt left in the store.)
-func (r *evalRun) recordEpisode(ctx workflow.Context, i int, opID string, scheduled time.Time, res *activities.EpisodeResult, err error) {
-	o := activities.EpisodeOutcome{Index: i, OperationID: opID, Attempts: 1,
+func (r *evalRun) recordEpisode(ctx workflow.Context, i int, opID string, scheduled time.Time, res *contract.EpisodeResult, err error) {
+	o := contract.EpisodeOutcome{Index: i, OperationID: opID, Attempts: 1,
 		DurationMS: workflow.Now(ctx).Sub(scheduled).Milliseconds()}
 	if res != nil {
 		score := res.Score
-		o.Score, o.Attempts, o.Status = &score, max(1, res.Attempt), activities.EpisodeFailed
+		o.Score, o.Attempts, o.Status = &score, max(1, res.Attempt), contract.EpisodeFailed
 		if res.Passed {
-			o.Status = activities.EpisodePassed
+			o.Status = contract.EpisodePassed
 		}
 		r.seg = append(r.seg, o)
 		return
 	}
-	o.Status = activities.EpisodeErrored
+	o.Status = contract.EpisodeErrored
 	var (
 		ae  *temporal.ApplicationError
 		te  *temporal.TimeoutError
@@ -98,10 +98,10 @@ func (r *evalRun) recordEpisode(ctx workflow.Context, i int, opID string, schedu
 	)
 	switch {
 	case errors.As(err, &ae):
-		if ae.Type() == activities.ErrTypeEpisodeFailed {
-			o.Status = activities.EpisodeFailed
+		if ae.Type() == contract.ErrTypeEpisodeFailed {
+			o.Status = contract.EpisodeFailed
 		}
-		var d activities.EpisodeErrorDetails
+		var d contract.EpisodeErrorDetails
 		if ae.HasDetails() && ae.Details(&d) == nil && d.Attempt > 0 {
 			o.Attempts = d.Attempt
 		}
@@ -120,7 +120,7 @@ func (r *evalRun) recordEpisode(ctx workflow.Context, i int, opID string, schedu
 	if !final && !(errors.As(err, &act) && act.RetryState() == enumspb.RETRY_STATE_NON_RETRYABLE_FAILURE) {
 		o.Attempts = max(o.Attempts, r.in.Episode.MaxAttempts)
 	}
-	o.Error = activities.BoundEpisodeError(o.Error)
+	o.Error = contract.BoundEpisodeError(o.Error)
 	r.seg = append(r.seg, o)
 }
 
@@ -135,7 +135,6 @@ func (r *evalRun) writeEpisodes(ctx workflow.Context, final bool) {
 	if workflow.GetVersion(ctx, changeEvalEpisodes, workflow.DefaultVersion, 1) < 1 {
 		return
 	}
-	var a *activities.Activities
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	dctx = workflow.WithActivityOptions(dctx, workflow.ActivityOptions{
 		StartToCloseTimeout: writeEpisodesTimeout,
@@ -146,10 +145,10 @@ func (r *evalRun) writeEpisodes(ctx workflow.Context, final bool) {
 	// for it, so they never enter history (r.seg cannot change meanwhile: every episode of the
 	// run has ended).
 	ex := workflow.GetInfo(ctx).WorkflowExecution
-	in := activities.WriteEpisodesInput{JobID: ex.ID, RunID: ex.RunID, FirstRunID: FirstRunID(ctx),
+	in := contract.WriteEpisodesInput{JobID: ex.ID, RunID: ex.RunID, FirstRunID: FirstRunID(ctx),
 		Segment: r.st.Runs, Count: len(r.seg), Final: final, Prior: r.st.Episodes}
-	var res activities.WriteEpisodesResult
-	if err := workflow.ExecuteActivity(dctx, a.WriteEpisodes, in).Get(dctx, &res); err != nil {
+	var res contract.WriteEpisodesResult
+	if err := workflow.ExecuteActivity(dctx, contract.WriteEpisodesActivityName, in).Get(dctx, &res); err != nil {
 		// Only a non-retryable error gets here (bad input): the job goes on without its log.
 		workflow.GetLogger(ctx).Error("episode log not written", "segment", r.st.Runs, "error", err)
 		return

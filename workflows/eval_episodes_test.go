@@ -18,21 +18,22 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 // episodeLogHarness gives acts the worker's way to read a run's segment: cmd/app sends the
 // run's own QueryEpisodes; the test environment has no client to send one with, so the
 // activity asks the environment the same query. It returns the WriteEpisodes inputs started.
-func episodeLogHarness(h *harness, acts *activities.Activities) *[]activities.WriteEpisodesInput {
-	var writes []activities.WriteEpisodesInput
+func episodeLogHarness(h *harness, acts *activities.Activities) *[]contract.WriteEpisodesInput {
+	var writes []contract.WriteEpisodesInput
 	h.onStarted = func(typ string, args converter.EncodedValues) {
 		if typ == "WriteEpisodes" {
-			var in activities.WriteEpisodesInput
+			var in contract.WriteEpisodesInput
 			require.NoError(h.t, args.Get(&in))
 			writes = append(writes, in)
 		}
 	}
-	acts.SegmentEpisodes = func(_ context.Context, jobID, runID string) (int, []activities.EpisodeOutcome, error) {
+	acts.SegmentEpisodes = func(_ context.Context, jobID, runID string) (int, []contract.EpisodeOutcome, error) {
 		if jobID != testJobID || runID != testRunID {
 			return 0, nil, errors.New("asked another run")
 		}
@@ -54,7 +55,7 @@ func TestEval_EpisodeLogContinueAsNew(t *testing.T) {
 	store, err := activities.OpenArtifactStore(context.Background(), "mem://")
 	require.NoError(t, err)
 	defer store.Close()
-	acts := &activities.Activities{Suites: activities.DefaultCatalog(), Artifacts: store}
+	acts := &activities.Activities{Suites: contract.DefaultCatalog(), Artifacts: store}
 	h := &harness{jobHarness: newJobHarness(t, KindEval, testJobID, testWorkflows, acts, nil)}
 	writes := episodeLogHarness(h, acts)
 	in := evalInput(5, 2)
@@ -65,22 +66,22 @@ func TestEval_EpisodeLogContinueAsNew(t *testing.T) {
 	require.ErrorAs(t, h.env.GetWorkflowError(), &can)
 	var next EvalInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
-	assert.Equal(t, []activities.WriteEpisodesInput{{JobID: testJobID, RunID: testRunID, FirstRunID: testRunID,
+	assert.Equal(t, []contract.WriteEpisodesInput{{JobID: testJobID, RunID: testRunID, FirstRunID: testRunID,
 		Segment: 1, Count: 3}}, *writes)
 
 	b, err := store.ReadEpisodeSegment(context.Background(), testJobID, testRunID, 1)
 	require.NoError(t, err)
 	sum := sha256.Sum256(b)
-	require.Equal(t, []activities.EpisodeSegment{{Segment: 1, Count: 3, SHA256: hex.EncodeToString(sum[:])}}, next.State.Episodes)
-	got, err := activities.DecodeEpisodes(b)
+	require.Equal(t, []contract.EpisodeSegment{{Segment: 1, Count: 3, SHA256: hex.EncodeToString(sum[:])}}, next.State.Episodes)
+	got, err := contract.DecodeEpisodes(b)
 	require.NoError(t, err)
 	var indices []int
 	for _, o := range got {
 		indices = append(indices, o.Index)
-		_, score := activities.DemoOutcome(o.OperationID, 0)
-		want := activities.EpisodePassed
-		if score < activities.PassThresholdDefault {
-			want = activities.EpisodeFailed
+		_, score := contract.DemoOutcome(o.OperationID, 0)
+		want := contract.EpisodePassed
+		if score < contract.PassThresholdDefault {
+			want = contract.EpisodeFailed
 		}
 		assert.Equal(t, OperationID(testJobID, testRunID, o.Index), o.OperationID)
 		assert.Equal(t, want, o.Status, "episode %d", o.Index)
@@ -98,32 +99,32 @@ func TestEval_EpisodeLog(t *testing.T) {
 	store, err := activities.OpenArtifactStore(context.Background(), "mem://")
 	require.NoError(t, err)
 	defer store.Close()
-	acts := &activities.Activities{Suites: activities.DefaultCatalog(), Artifacts: store}
+	acts := &activities.Activities{Suites: contract.DefaultCatalog(), Artifacts: store}
 	h := &harness{jobHarness: newJobHarness(t, KindEval, testJobID, testWorkflows, acts, nil)}
 	writes := episodeLogHarness(h, acts)
 	var tries sync.Map // index -> *atomic.Int32
 	h.env.OnActivity(acts.RunEpisode, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in activities.EpisodeInput) (activities.EpisodeResult, error) {
+		func(ctx context.Context, in contract.EpisodeInput) (contract.EpisodeResult, error) {
 			v, _ := tries.LoadOrStore(in.Index, new(atomic.Int32))
 			n := v.(*atomic.Int32).Add(1)
 			attempt := int(activity.GetInfo(ctx).Attempt)
 			switch in.Index {
 			case 0: // fails once, then passes
 				if n == 1 {
-					return activities.EpisodeResult{}, errors.New("worker hiccup")
+					return contract.EpisodeResult{}, errors.New("worker hiccup")
 				}
-				return activities.EpisodeResult{Score: 0.9, Passed: true, Attempt: attempt}, nil
+				return contract.EpisodeResult{Score: 0.9, Passed: true, Attempt: attempt}, nil
 			case 1: // broken on every attempt
-				return activities.EpisodeResult{}, errors.New("always broken")
+				return contract.EpisodeResult{}, errors.New("always broken")
 			case 2: // the suite's verdict
-				return activities.EpisodeResult{}, temporal.NewNonRetryableApplicationError("judge said no",
-					activities.ErrTypeEpisodeFailed, nil, activities.EpisodeErrorDetails{Attempt: attempt})
+				return contract.EpisodeResult{}, temporal.NewNonRetryableApplicationError("judge said no",
+					contract.ErrTypeEpisodeFailed, nil, contract.EpisodeErrorDetails{Attempt: attempt})
 			}
-			return activities.EpisodeResult{Score: 0.25, Attempt: attempt}, nil
+			return contract.EpisodeResult{Score: 0.25, Attempt: attempt}, nil
 		})
 	h.execute(evalInput(4, 1))
 	res := h.result()
-	assert.Equal(t, []activities.WriteEpisodesInput{{JobID: testJobID, RunID: testRunID, FirstRunID: testRunID,
+	assert.Equal(t, []contract.WriteEpisodesInput{{JobID: testJobID, RunID: testRunID, FirstRunID: testRunID,
 		Segment: 1, Count: 4, Final: true}}, *writes, "one write, naming the run and the count, never the outcomes")
 	require.NotNil(t, res.EpisodeLog)
 	assert.Equal(t, 4, res.EpisodeLog.Count)
@@ -133,25 +134,25 @@ func TestEval_EpisodeLog(t *testing.T) {
 	defer rd.Close()
 	b := make([]byte, 64<<10)
 	n, _ := rd.Read(b)
-	got, err := activities.DecodeEpisodes(b[:n])
+	got, err := contract.DecodeEpisodes(b[:n])
 	require.NoError(t, err)
 	require.Len(t, got, 4)
-	byIndex := map[int]activities.EpisodeOutcome{}
+	byIndex := map[int]contract.EpisodeOutcome{}
 	for _, o := range got {
 		byIndex[o.Index] = o
 		assert.Equal(t, OperationID(testJobID, testRunID, o.Index), o.OperationID)
 	}
-	assert.Equal(t, activities.EpisodePassed, byIndex[0].Status)
+	assert.Equal(t, contract.EpisodePassed, byIndex[0].Status)
 	assert.Equal(t, 2, byIndex[0].Attempts)
 	assert.Equal(t, 0.9, *byIndex[0].Score)
-	assert.Equal(t, activities.EpisodeErrored, byIndex[1].Status)
+	assert.Equal(t, contract.EpisodeErrored, byIndex[1].Status)
 	assert.Equal(t, 3, byIndex[1].Attempts, "retries exhausted: MaxAttempts")
 	assert.Equal(t, "always broken", byIndex[1].Error)
 	assert.Nil(t, byIndex[1].Score)
-	assert.Equal(t, activities.EpisodeFailed, byIndex[2].Status)
+	assert.Equal(t, contract.EpisodeFailed, byIndex[2].Status)
 	assert.Equal(t, 1, byIndex[2].Attempts)
 	assert.Equal(t, "judge said no", byIndex[2].Error)
-	assert.Equal(t, activities.EpisodeFailed, byIndex[3].Status)
+	assert.Equal(t, contract.EpisodeFailed, byIndex[3].Status)
 	assert.Equal(t, 0.25, *byIndex[3].Score)
 	assert.Empty(t, byIndex[3].Error)
 

@@ -8,12 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
-
-	"github.com/jobgate/jobgate/activities"
 )
 
 // The histories in testdata were recorded by a real (embedded) Temporal server running this
@@ -98,9 +97,9 @@ func TestEval_RecordedApprovalHistory(t *testing.T) {
 func TestEval_RecordedEpisodeLog(t *testing.T) {
 	dc := converter.GetDefaultDataConverter()
 	var (
-		carried []activities.EpisodeSegment
-		written activities.EpisodeSegment // the last write's segment reference
-		log     *activities.EpisodeSegment
+		carried []contract.EpisodeSegment
+		written contract.EpisodeSegment // the last write's segment reference
+		log     *contract.EpisodeSegment
 		ran     [][]int // per run, the indices of the episodes it scheduled
 	)
 	for run, file := range []string{"eval_episodes_run1.json", "eval_episodes_run2.json"} {
@@ -114,7 +113,7 @@ func TestEval_RecordedEpisodeLog(t *testing.T) {
 				a := ev.GetActivityTaskScheduledEventAttributes()
 				names[ev.GetEventId()] = a.GetActivityType().GetName()
 				if a.GetActivityType().GetName() == "RunEpisode" {
-					var in activities.EpisodeInput
+					var in contract.EpisodeInput
 					require.NoError(t, dc.FromPayloads(a.GetInput(), &in))
 					ran[run] = append(ran[run], in.Index)
 					continue
@@ -123,7 +122,7 @@ func TestEval_RecordedEpisodeLog(t *testing.T) {
 				payload := a.GetInput().GetPayloads()[0].GetData()
 				assert.NotContains(t, string(payload), "operation_id", "an outcome in WriteEpisodes' input")
 				assert.Less(t, len(payload), 512, "WriteEpisodes' input is a reference, not the segment")
-				var in activities.WriteEpisodesInput
+				var in contract.WriteEpisodesInput
 				require.NoError(t, dc.FromPayloads(a.GetInput(), &in))
 				assert.Equal(t, runID, in.RunID)
 				assert.Equal(t, run+1, in.Segment)
@@ -135,7 +134,7 @@ func TestEval_RecordedEpisodeLog(t *testing.T) {
 				if names[a.GetScheduledEventId()] != "WriteEpisodes" {
 					continue
 				}
-				var res activities.WriteEpisodesResult
+				var res contract.WriteEpisodesResult
 				require.NoError(t, dc.FromPayloads(a.GetResult(), &res))
 				require.True(t, res.Stored)
 				assert.Equal(t, []int{3, 2}[run], res.Segment.Count)
@@ -143,7 +142,7 @@ func TestEval_RecordedEpisodeLog(t *testing.T) {
 			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
 				var next EvalInput
 				require.NoError(t, dc.FromPayloads(ev.GetWorkflowExecutionContinuedAsNewEventAttributes().GetInput(), &next))
-				require.Equal(t, []activities.EpisodeSegment{written}, next.State.Episodes)
+				require.Equal(t, []contract.EpisodeSegment{written}, next.State.Episodes)
 				carried = next.State.Episodes
 			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 				var res EvalResult
@@ -165,10 +164,10 @@ func TestEval_RecordedEpisodeLog(t *testing.T) {
 	seg1 := strings.Join(lines[:3], "")
 	sum = sha256.Sum256([]byte(seg1))
 	assert.Equal(t, carried[0].SHA256, hex.EncodeToString(sum[:]), "its first 3 lines are segment 1")
-	got, err := activities.DecodeEpisodes(b)
+	got, err := contract.DecodeEpisodes(b)
 	require.NoError(t, err)
 	require.Len(t, got, 5)
-	for seg, idx := range [][]activities.EpisodeOutcome{got[:3], got[3:]} {
+	for seg, idx := range [][]contract.EpisodeOutcome{got[:3], got[3:]} {
 		var indices []int
 		for _, o := range idx {
 			indices = append(indices, o.Index)

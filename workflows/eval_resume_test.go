@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -52,7 +52,7 @@ func TestEval_ResumeValidation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-				Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil)
+				Return(contract.EpisodeResult{Score: 0.7, Passed: true}, nil)
 			in := evalInput(6, 2)
 			in.Approval.Approver = c.approver
 			got := h.resumeAt(10*time.Minute, "bad", c.req(h.jobHarness))
@@ -85,7 +85,7 @@ func TestEval_ResumeValidation(t *testing.T) {
 		h := newHarness(t)
 		// Slow episodes keep the job running while the second resume arrives.
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-			After(time.Minute).Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil)
+			After(time.Minute).Return(contract.EpisodeResult{Score: 0.7, Passed: true}, nil)
 		first := h.resumeAt(10*time.Minute, "u1", h.answer(owner, DecisionApprove))
 		second := h.resumeAt(10*time.Minute+time.Second, "u2", h.answer(owner, DecisionReject))
 		h.execute(evalInput(6, 2))
@@ -99,7 +99,7 @@ func TestEval_ResumeValidation(t *testing.T) {
 	t.Run("ResumeWhenNoInputIsOpen", func(t *testing.T) {
 		h := newHarness(t)
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-			After(time.Minute).Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil)
+			After(time.Minute).Return(contract.EpisodeResult{Score: 0.7, Passed: true}, nil)
 		got := h.resumeAt(time.Second, "u1", func() ResumeRequest {
 			return ResumeRequest{Principal: owner, InputID: "approve-000000000000", ScopeDigest: Digest(evalInput(2, 2).Args), Decision: DecisionApprove}
 		})

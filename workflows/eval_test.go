@@ -20,13 +20,14 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
 const testJobID = "acme/eval/k1"
 
 // testActs is the activity struct the tests register; mocks replace its RunEpisode.
-var testActs = &activities.Activities{Suites: activities.DefaultCatalog()}
+var testActs = &activities.Activities{Suites: contract.DefaultCatalog()}
 
 func evalInput(episodes, concurrency int) EvalInput {
 	return EvalInput{
@@ -46,7 +47,7 @@ func evalInput(episodes, concurrency int) EvalInput {
 // harness runs the Eval workflow (jobHarness) and also records every started episode's input.
 type harness struct {
 	*jobHarness
-	episodes []activities.EpisodeInput // guarded by mu
+	episodes []contract.EpisodeInput // guarded by mu
 }
 
 func newHarness(t *testing.T) *harness {
@@ -62,7 +63,7 @@ func newHarnessWith(t *testing.T, w *Workflows) *harness {
 		if activityType != "RunEpisode" {
 			return // the episode log's writes
 		}
-		var in activities.EpisodeInput
+		var in contract.EpisodeInput
 		require.NoError(t, args.Get(&in))
 		h.episodes = append(h.episodes, in)
 	}
@@ -90,18 +91,18 @@ func (h *harness) startedIndexes() []int {
 	return out
 }
 
-func scoresMock(scores map[int]float64) func(context.Context, activities.EpisodeInput) (activities.EpisodeResult, error) {
-	return func(_ context.Context, in activities.EpisodeInput) (activities.EpisodeResult, error) {
+func scoresMock(scores map[int]float64) func(context.Context, contract.EpisodeInput) (contract.EpisodeResult, error) {
+	return func(_ context.Context, in contract.EpisodeInput) (contract.EpisodeResult, error) {
 		s, ok := scores[in.Index]
 		if !ok {
-			return activities.EpisodeResult{}, fmt.Errorf("no score for episode %d", in.Index)
+			return contract.EpisodeResult{}, fmt.Errorf("no score for episode %d", in.Index)
 		}
-		return activities.EpisodeResult{Score: s, Passed: s >= activities.PassThresholdDefault}, nil
+		return contract.EpisodeResult{Score: s, Passed: s >= contract.PassThresholdDefault}, nil
 	}
 }
 
 func episodeFailed(index int) error {
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("episode %d failed", index), activities.ErrTypeEpisodeFailed, nil)
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("episode %d failed", index), contract.ErrTypeEpisodeFailed, nil)
 }
 
 func TestEval_SmallRunWithoutApproval(t *testing.T) {
@@ -148,7 +149,7 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 		var runIDs sync.Map // episode index → the run ID the activity saw
 		score := scoresMock(map[int]float64{0: 1, 1: 1})
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).Return(
-			func(ctx context.Context, in activities.EpisodeInput) (activities.EpisodeResult, error) {
+			func(ctx context.Context, in contract.EpisodeInput) (contract.EpisodeResult, error) {
 				runIDs.Store(in.Index, activity.GetInfo(ctx).WorkflowExecution.RunID)
 				return score(ctx, in)
 			})
@@ -182,7 +183,7 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 			h := newHarness(t)
 			var inflight, peak atomic.Int32
 			h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).Return(
-				func(_ context.Context, in activities.EpisodeInput) (activities.EpisodeResult, error) {
+				func(_ context.Context, in contract.EpisodeInput) (contract.EpisodeResult, error) {
 					n := inflight.Add(1)
 					defer inflight.Add(-1)
 					for {
@@ -192,7 +193,7 @@ func TestEval_SmallRunWithoutApproval(t *testing.T) {
 						}
 					}
 					time.Sleep(15 * time.Millisecond) // real time, so overlapping episodes really overlap
-					return activities.EpisodeResult{Score: 1, Passed: true}, nil
+					return contract.EpisodeResult{Score: 1, Passed: true}, nil
 				})
 			in := evalInput(12, tc.concurrency)
 			in.Approval.Threshold = 0
@@ -208,11 +209,11 @@ func TestEval_EpisodeFailures(t *testing.T) {
 	t.Run("SomeFailJobSucceeds", func(t *testing.T) {
 		h := newHarness(t)
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).Return(
-			func(_ context.Context, in activities.EpisodeInput) (activities.EpisodeResult, error) {
+			func(_ context.Context, in contract.EpisodeInput) (contract.EpisodeResult, error) {
 				if in.Index%2 == 1 {
-					return activities.EpisodeResult{}, episodeFailed(in.Index)
+					return contract.EpisodeResult{}, episodeFailed(in.Index)
 				}
-				return activities.EpisodeResult{Score: 0.25 * float64(in.Index), Passed: in.Index >= 2}, nil
+				return contract.EpisodeResult{Score: 0.25 * float64(in.Index), Passed: in.Index >= 2}, nil
 			})
 		h.execute(evalInput(5, 2)) // 0,2,4 score 0,0.5,1; 1,3 fail
 
@@ -234,7 +235,7 @@ func TestEval_EpisodeFailures(t *testing.T) {
 		// the workflow's retry policy lists the type.
 		h := newHarness(t)
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).Return(
-			activities.EpisodeResult{}, temporal.NewApplicationError("flaky judge", activities.ErrTypeEpisodeFailed))
+			contract.EpisodeResult{}, temporal.NewApplicationError("flaky judge", contract.ErrTypeEpisodeFailed))
 		h.execute(evalInput(2, 1))
 		requireAppErrType(t, h.env.GetWorkflowError(), ErrCodeAllEpisodesFailed)
 		assert.Equal(t, 2, h.startedCount())
@@ -244,16 +245,16 @@ func TestEval_EpisodeFailures(t *testing.T) {
 		h := newHarness(t)
 		var attempts sync.Map // index -> *atomic.Int32
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).Return(
-			func(_ context.Context, in activities.EpisodeInput) (activities.EpisodeResult, error) {
+			func(_ context.Context, in contract.EpisodeInput) (contract.EpisodeResult, error) {
 				v, _ := attempts.LoadOrStore(in.Index, new(atomic.Int32))
 				n := v.(*atomic.Int32).Add(1)
 				switch {
 				case in.Index == 0 && n == 1: // fails once, then scores
-					return activities.EpisodeResult{}, errors.New("worker hiccup")
+					return contract.EpisodeResult{}, errors.New("worker hiccup")
 				case in.Index == 1: // fails every attempt
-					return activities.EpisodeResult{}, errors.New("always broken")
+					return contract.EpisodeResult{}, errors.New("always broken")
 				}
-				return activities.EpisodeResult{Score: 0.9, Passed: true}, nil
+				return contract.EpisodeResult{Score: 0.9, Passed: true}, nil
 			})
 		h.execute(evalInput(3, 3))
 		res := h.result()
@@ -267,8 +268,8 @@ func TestEval_EpisodeFailures(t *testing.T) {
 	t.Run("AllFail", func(t *testing.T) {
 		h := newHarness(t)
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).Return(
-			func(_ context.Context, in activities.EpisodeInput) (activities.EpisodeResult, error) {
-				return activities.EpisodeResult{}, episodeFailed(in.Index)
+			func(_ context.Context, in contract.EpisodeInput) (contract.EpisodeResult, error) {
+				return contract.EpisodeResult{}, episodeFailed(in.Index)
 			})
 		h.execute(evalInput(3, 2))
 
@@ -289,7 +290,7 @@ func TestEval_Approval(t *testing.T) {
 	t.Run("OwnerApproves", func(t *testing.T) {
 		h := newHarness(t)
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-			Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil)
+			Return(contract.EpisodeResult{Score: 0.7, Passed: true}, nil)
 		in := evalInput(6, 2) // threshold 5
 		var midStatuses []Status
 		h.env.RegisterDelayedCallback(func() { midStatuses = h.statusSeq() }, 30*time.Minute)
@@ -321,7 +322,7 @@ func TestEval_Approval(t *testing.T) {
 	t.Run("AtThresholdNeedsNoApproval", func(t *testing.T) {
 		h := newHarness(t)
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-			Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil)
+			Return(contract.EpisodeResult{Score: 0.7, Passed: true}, nil)
 		h.execute(evalInput(5, 2))
 		require.NoError(t, h.env.GetWorkflowError())
 		assert.Equal(t, []Status{StatusRunning, StatusSucceeded}, h.statusSeq())
@@ -349,7 +350,7 @@ func TestEval_Approval(t *testing.T) {
 func TestEval_RejectDecision(t *testing.T) {
 	h := newHarness(t)
 	h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-		Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil).Maybe()
+		Return(contract.EpisodeResult{Score: 0.7, Passed: true}, nil).Maybe()
 	got := h.resumeAt(5*time.Minute, "u1", func() ResumeRequest {
 		r := h.answer(owner, DecisionReject)()
 		r.Comment = "too expensive"
@@ -364,7 +365,7 @@ func TestEval_RejectDecision(t *testing.T) {
 func TestEval_ApprovalTimeout(t *testing.T) {
 	h := newHarness(t)
 	h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-		Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil).Maybe()
+		Return(contract.EpisodeResult{Score: 0.7, Passed: true}, nil).Maybe()
 	start := h.env.Now()
 	in := evalInput(6, 2)
 	in.Approval.Timeout = Duration(3 * time.Hour)
@@ -386,7 +387,7 @@ func TestEval_Cancel(t *testing.T) {
 	t.Run("WhileEpisodesRun", func(t *testing.T) {
 		h := newHarness(t)
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-			After(10*time.Second).Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil)
+			After(10*time.Second).Return(contract.EpisodeResult{Score: 0.7, Passed: true}, nil)
 		var startedAtCancel int
 		h.env.RegisterDelayedCallback(func() {
 			startedAtCancel = h.startedCount()
@@ -413,7 +414,7 @@ func TestEval_Cancel(t *testing.T) {
 	t.Run("WhileAwaitingApproval", func(t *testing.T) {
 		h := newHarness(t)
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-			Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil).Maybe()
+			Return(contract.EpisodeResult{Score: 0.7, Passed: true}, nil).Maybe()
 		h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 10*time.Minute)
 		late := h.resumeAt(11*time.Minute, "late", h.answer(owner, DecisionApprove))
 		h.execute(evalInput(6, 2))

@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows/jobstate"
 )
@@ -59,8 +59,9 @@ func exportKind() Kind {
 		// longest retention; its code is one timer and one activity, and any change to it must
 		// be GetVersion-gated like all workflow code (replay tests), so a newer build replays it.
 		AuxiliaryVersioning: map[string]workflow.VersioningBehavior{RetentionWorkflowName: workflow.VersioningBehaviorAutoUpgrade},
-		Activities:          []string{"PlanExport", "ExportPart", "FinalizeExport", "DeleteExport"},
-		Story:               exportStory()}
+		Activities: []string{contract.PlanExportActivityName, contract.ExportPartActivityName,
+			contract.FinalizeExportActivityName, contract.DeleteExportActivityName},
+		Story: exportStory()}
 }
 
 // ExportArgs are the caller's normalized start arguments: the idempotency fingerprint.
@@ -133,8 +134,8 @@ func (in ExportInput) Scope(configDigest string) ExportScope {
 
 // ExportResult is a finished export: the artifact's manifest (references and digests only).
 type ExportResult struct {
-	Manifest   activities.Manifest `json:"manifest"`
-	ApprovedBy string              `json:"approved_by,omitempty"`
+	Manifest   contract.Manifest `json:"manifest"`
+	ApprovedBy string            `json:"approved_by,omitempty"`
 	// Decision records the accepted approval (who, when, surface, how signed in, scope digest);
 	// nil when none was needed.
 	Decision *DecisionRecord `json:"decision,omitempty"`
@@ -259,7 +260,7 @@ func (w *Workflows) Export(ctx workflow.Context, in ExportInput) (ExportResult, 
 // stays required once it was: a column that stopped being sensitive does not undo an ask.
 // It says whether who may approve, or what, changed. Plans recorded before they carried the
 // settings only update what the job updated then.
-func (r *exportRun) approvalFromCatalog(plan activities.PlanExportResult) bool {
+func (r *exportRun) approvalFromCatalog(plan contract.PlanExportResult) bool {
 	cur := &r.in.Approval
 	pa := plan.Approval
 	if pa == nil {
@@ -321,26 +322,24 @@ func (r *exportRun) activityOptions(ctx workflow.Context, summary string, startT
 		Summary:             summary,
 		Priority:            r.in.Fairness.Priority(),
 		RetryPolicy: retryPolicy(exportActivityMaxAttempts,
-			activities.ErrTypeScopeChanged, activities.ErrTypeDatasetMissing, activities.ErrTypeDatasetTooLarge),
+			contract.ErrTypeScopeChanged, contract.ErrTypeDatasetMissing, contract.ErrTypeDatasetTooLarge),
 	})
 }
 
-func (r *exportRun) plan(ctx workflow.Context, jobID, digest string) (activities.PlanExportResult, error) {
-	var a *activities.Activities
+func (r *exportRun) plan(ctx workflow.Context, jobID, digest string) (contract.PlanExportResult, error) {
 	in := r.in
-	var plan activities.PlanExportResult
-	err := workflow.ExecuteActivity(r.activityOptions(ctx, "plan: count rows and cut parts", 10*time.Minute, 0), a.PlanExport,
-		activities.PlanExportInput{JobID: jobID, Tenant: in.Tenant, Dataset: in.Args.Dataset, Columns: in.Args.Columns,
+	var plan contract.PlanExportResult
+	err := workflow.ExecuteActivity(r.activityOptions(ctx, "plan: count rows and cut parts", 10*time.Minute, 0), contract.PlanExportActivityName,
+		contract.PlanExportInput{JobID: jobID, Tenant: in.Tenant, Dataset: in.Args.Dataset, Columns: in.Args.Columns,
 			ConfigDigest: digest, PartRows: in.PartRows}).Get(ctx, &plan)
 	return plan, err
 }
 
 // exportParts runs one activity per key range with bounded concurrency. changed reports that a
 // part found the dataset's config changed (nothing was read under the stale approval).
-func (r *exportRun) exportParts(ctx workflow.Context, jobID, digest string, ranges []activities.KeyRange) ([]activities.PartResult, bool, error) {
-	var a *activities.Activities
+func (r *exportRun) exportParts(ctx workflow.Context, jobID, digest string, ranges []contract.KeyRange) ([]contract.PartResult, bool, error) {
 	in := r.in
-	results := make([]activities.PartResult, len(ranges))
+	results := make([]contract.PartResult, len(ranges))
 	next := 0
 	changed := false
 	var firstErr error
@@ -352,18 +351,18 @@ func (r *exportRun) exportParts(ctx workflow.Context, jobID, digest string, rang
 		next++
 		actx := r.activityOptions(ctx, fmt.Sprintf("part %d of %d", i+1, len(ranges)), exportPartStartToCloseDefault,
 			in.PartHeartbeatTimeout.D())
-		f := workflow.ExecuteActivity(actx, a.ExportPart, activities.ExportPartInput{JobID: jobID, FirstRunID: r.firstRun, Tenant: in.Tenant,
+		f := workflow.ExecuteActivity(actx, contract.ExportPartActivityName, contract.ExportPartInput{JobID: jobID, FirstRunID: r.firstRun, Tenant: in.Tenant,
 			Dataset: in.Args.Dataset, Columns: in.Args.Columns, Format: in.Args.Format, ConfigDigest: digest,
 			Part: i + 1, Range: ranges[i], PageRows: in.PageRows})
 		return f, func(f workflow.Future) {
-			var res activities.PartResult
+			var res contract.PartResult
 			err := f.Get(ctx, &res)
 			var appErr *temporal.ApplicationError
 			switch {
 			case err == nil:
 				results[i] = res
 				r.rows += res.Rows
-			case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeScopeChanged:
+			case errors.As(err, &appErr) && appErr.Type() == contract.ErrTypeScopeChanged:
 				changed = true
 			case firstErr == nil:
 				firstErr = err
@@ -385,13 +384,12 @@ func (r *exportRun) exportParts(ctx workflow.Context, jobID, digest string, rang
 	return results, changed, nil
 }
 
-func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []activities.PartResult) (ExportResult, error) {
-	var a *activities.Activities
+func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []contract.PartResult) (ExportResult, error) {
 	in := r.in
 	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "finalizing")})
 	expires := workflow.Now(ctx).Add(in.Retention.D()).UTC().Truncate(time.Second)
-	var m activities.Manifest
-	fin := activities.FinalizeExportInput{JobID: jobID, FirstRunID: r.firstRun, Format: in.Args.Format, Columns: in.Args.Columns,
+	var m contract.Manifest
+	fin := contract.FinalizeExportInput{JobID: jobID, FirstRunID: r.firstRun, Format: in.Args.Format, Columns: in.Args.Columns,
 		Parts: parts, ExpiresAt: expires, Decision: r.decision}
 	// ApprovalRequired goes to the (worker-sealed) manifest, so verify can tell a record that
 	// was removed from one that was never needed. Activity inputs are not compared on replay.
@@ -400,7 +398,7 @@ func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []activit
 	case r.decision != nil && r.asked != nil && r.decision.ScopeDigest == Digest(*r.asked):
 		// The manifest carries what was approved, so its digest can be recomputed from it. An
 		// activity's input is not compared on replay: no version gate is needed.
-		s := activities.ApprovedScope(*r.asked)
+		s := contract.ApprovedScope(*r.asked)
 		fin.Scope = &s
 	case r.decision != nil && workflow.GetVersion(ctx, exportScopeMismatchFails, workflow.DefaultVersion, 1) >= 1:
 		// The validator only accepts a decision for the scope asked, so this is a bug or a
@@ -408,7 +406,7 @@ func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []activit
 		return ExportResult{}, r.fail(ctx, ErrCodeExportFailed, "the accepted decision's scope digest is not the scope that was asked for; nothing was written")
 	}
 	err := workflow.ExecuteActivity(r.activityOptions(ctx, "finalize: assemble artifact and manifest", time.Hour, time.Minute),
-		a.FinalizeExport, fin).Get(ctx, &m)
+		contract.FinalizeExportActivityName, fin).Get(ctx, &m)
 	if err != nil {
 		return ExportResult{}, r.activityFailure(ctx, jobID, err)
 	}
@@ -446,9 +444,9 @@ func (r *exportRun) activityFailure(ctx workflow.Context, jobID string, err erro
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		switch appErr.Type() {
-		case activities.ErrTypeDatasetMissing:
+		case contract.ErrTypeDatasetMissing:
 			return r.fail(ctx, ErrCodeDatasetMissing, appErr.Message())
-		case activities.ErrTypeDatasetTooLarge:
+		case contract.ErrTypeDatasetTooLarge:
 			return r.fail(ctx, ErrCodeDatasetTooLarge, appErr.Message())
 		}
 	}
@@ -460,10 +458,9 @@ func (r *exportRun) activityFailure(ctx workflow.Context, jobID string, err erro
 
 // cleanup deletes partial output; it runs on a disconnected context so a cancelled job cleans too.
 func (r *exportRun) cleanup(ctx workflow.Context, jobID string) {
-	var a *activities.Activities
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	err := workflow.ExecuteActivity(r.activityOptions(dctx, "delete partial output", 5*time.Minute, 0), a.DeleteExport,
-		activities.DeleteExportInput{JobID: jobID, FirstRunID: r.firstRun}).Get(dctx, nil)
+	err := workflow.ExecuteActivity(r.activityOptions(dctx, "delete partial output", 5*time.Minute, 0), contract.DeleteExportActivityName,
+		contract.DeleteExportInput{JobID: jobID, FirstRunID: r.firstRun}).Get(dctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("partial export output not deleted", "error", err)
 	}
@@ -471,7 +468,6 @@ func (r *exportRun) cleanup(ctx workflow.Context, jobID string) {
 
 // ExportRetention deletes an export's artifacts once they expire.
 func ExportRetention(ctx workflow.Context, in RetentionInput) error {
-	var a *activities.Activities
 	if d := in.ExpiresAt.Sub(workflow.Now(ctx)); d > 0 {
 		if err := workflow.NewTimer(ctx, d).Get(ctx, nil); err != nil {
 			return err
@@ -480,5 +476,5 @@ func ExportRetention(ctx workflow.Context, in RetentionInput) error {
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Minute},
-	}), a.DeleteExport, activities.DeleteExportInput{JobID: in.JobID, FirstRunID: in.FirstRunID}).Get(ctx, nil)
+	}), contract.DeleteExportActivityName, contract.DeleteExportInput{JobID: in.JobID, FirstRunID: in.FirstRunID}).Get(ctx, nil)
 }

@@ -9,18 +9,18 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
 func TestExport_ConfigChanged(t *testing.T) {
 	// plan(cfg1) reports a change to cfg2; plan(cfg2) plans three parts.
-	changedTo := func(digest string, sensitive bool, missing ...string) func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
-		return func(_ int, in activities.PlanExportInput) (activities.PlanExportResult, error) {
+	changedTo := func(digest string, sensitive bool, missing ...string) func(int, contract.PlanExportInput) (contract.PlanExportResult, error) {
+		return func(_ int, in contract.PlanExportInput) (contract.PlanExportResult, error) {
 			if in.ConfigDigest == digest {
 				return planOf(digest, 3), nil
 			}
-			return activities.PlanExportResult{ScopeChanged: true, ConfigDigest: digest, Sensitive: sensitive,
+			return contract.PlanExportResult{ScopeChanged: true, ConfigDigest: digest, Sensitive: sensitive,
 				Missing: missing}, nil
 		}
 	}
@@ -159,8 +159,8 @@ func TestExport_ConfigChanged(t *testing.T) {
 
 	t.Run("KeepsChanging", func(t *testing.T) {
 		h := newExportHarness(t)
-		h.plan = func(n int, in activities.PlanExportInput) (activities.PlanExportResult, error) {
-			return activities.PlanExportResult{ScopeChanged: true, ConfigDigest: fmt.Sprintf("sha256:%d", n)}, nil
+		h.plan = func(n int, in contract.PlanExportInput) (contract.PlanExportResult, error) {
+			return contract.PlanExportResult{ScopeChanged: true, ConfigDigest: fmt.Sprintf("sha256:%d", n)}, nil
 		}
 		h.execute(exportInput(false))
 		appErr := requireAppErrType(t, h.env.GetWorkflowError(), ErrCodeDatasetChanged)
@@ -176,7 +176,7 @@ func TestExport_ConfigChanged(t *testing.T) {
 		in := exportInput(true)
 		in.Concurrency = 1
 		var planned int
-		h.plan = func(n int, pin activities.PlanExportInput) (activities.PlanExportResult, error) {
+		h.plan = func(n int, pin contract.PlanExportInput) (contract.PlanExportResult, error) {
 			planned = n
 			if n == 1 {
 				return planOf(cfg1, 4), nil
@@ -184,13 +184,13 @@ func TestExport_ConfigChanged(t *testing.T) {
 			if pin.ConfigDigest == cfg2 {
 				return planOf(cfg2, 3), nil
 			}
-			return activities.PlanExportResult{ScopeChanged: true, ConfigDigest: cfg2, Sensitive: true}, nil
+			return contract.PlanExportResult{ScopeChanged: true, ConfigDigest: cfg2, Sensitive: true}, nil
 		}
-		h.part = func(pin activities.ExportPartInput) (activities.PartResult, error) {
+		h.part = func(pin contract.ExportPartInput) (contract.PartResult, error) {
 			if pin.ConfigDigest == cfg1 && pin.Part == 3 {
-				return activities.PartResult{}, scopeChangedErr()
+				return contract.PartResult{}, scopeChangedErr()
 			}
-			return activities.PartResult{Part: pin.Part, Chunks: 1, Rows: rowsPerPart, Bytes: 50}, nil
+			return contract.PartResult{Part: pin.Part, Chunks: 1, Rows: rowsPerPart, Bytes: 50}, nil
 		}
 		first := h.resumeAt(time.Minute, "u1", h.answer(steward, DecisionApprove))
 		var midDeletes int
@@ -231,23 +231,23 @@ func TestExport_ConfigChanged(t *testing.T) {
 			"the ScopeChanged part is not retried and part 4 never starts under cfg1")
 		require.Len(t, h.finalizes, 1)
 		assert.Len(t, h.finalizes[0].Parts, 3)
-		assert.Equal(t, []activities.DeleteExportInput{{JobID: exportJobID, FirstRunID: testRunID}}, h.deletes)
+		assert.Equal(t, []contract.DeleteExportInput{{JobID: exportJobID, FirstRunID: testRunID}}, h.deletes)
 	})
 
 	t.Run("RetryableScopeChangedTypeIsNotRetried", func(t *testing.T) {
 		// The retry policy lists the type, so even a part that forgets non-retryable is not retried.
 		h := newExportHarness(t)
-		h.plan = func(n int, pin activities.PlanExportInput) (activities.PlanExportResult, error) {
+		h.plan = func(n int, pin contract.PlanExportInput) (contract.PlanExportResult, error) {
 			if n == 1 || pin.ConfigDigest == cfg2 {
 				return planOf(pin.ConfigDigest, 1), nil
 			}
-			return activities.PlanExportResult{ScopeChanged: true, ConfigDigest: cfg2}, nil
+			return contract.PlanExportResult{ScopeChanged: true, ConfigDigest: cfg2}, nil
 		}
-		h.part = func(pin activities.ExportPartInput) (activities.PartResult, error) {
+		h.part = func(pin contract.ExportPartInput) (contract.PartResult, error) {
 			if pin.ConfigDigest == cfg1 {
-				return activities.PartResult{}, temporal.NewApplicationError("changed", activities.ErrTypeScopeChanged)
+				return contract.PartResult{}, temporal.NewApplicationError("changed", contract.ErrTypeScopeChanged)
 			}
-			return activities.PartResult{Part: pin.Part, Chunks: 1, Rows: rowsPerPart, Bytes: 50}, nil
+			return contract.PartResult{Part: pin.Part, Chunks: 1, Rows: rowsPerPart, Bytes: 50}, nil
 		}
 		h.execute(exportInput(false))
 		h.result()
@@ -264,21 +264,21 @@ func TestExport_ConfigChanged(t *testing.T) {
 			in := exportInput(true)
 			in.Approval.Timeout = Duration(time.Hour)
 			in.Concurrency = 1
-			h.plan = func(n int, pin activities.PlanExportInput) (activities.PlanExportResult, error) {
+			h.plan = func(n int, pin contract.PlanExportInput) (contract.PlanExportResult, error) {
 				if n == 1 {
 					return planOf(cfg1, 3), nil
 				}
-				r := activities.PlanExportResult{ScopeChanged: true, ConfigDigest: cfg2, Sensitive: true}
+				r := contract.PlanExportResult{ScopeChanged: true, ConfigDigest: cfg2, Sensitive: true}
 				if tc.answer == "missing" {
 					r.Missing = []string{"email"}
 				}
 				return r, nil
 			}
-			h.part = func(pin activities.ExportPartInput) (activities.PartResult, error) {
+			h.part = func(pin contract.ExportPartInput) (contract.PartResult, error) {
 				if pin.Part == 2 {
-					return activities.PartResult{}, scopeChangedErr()
+					return contract.PartResult{}, scopeChangedErr()
 				}
-				return activities.PartResult{Part: pin.Part, Chunks: 1, Rows: rowsPerPart, Bytes: 50}, nil
+				return contract.PartResult{Part: pin.Part, Chunks: 1, Rows: rowsPerPart, Bytes: 50}, nil
 			}
 			h.resumeAt(time.Minute, "u1", h.answer(steward, DecisionApprove))
 			switch tc.answer {
@@ -295,7 +295,7 @@ func TestExport_ConfigChanged(t *testing.T) {
 			assert.Empty(t, h.children)
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			assert.Contains(t, h.deletes, activities.DeleteExportInput{JobID: exportJobID, FirstRunID: testRunID},
+			assert.Contains(t, h.deletes, contract.DeleteExportInput{JobID: exportJobID, FirstRunID: testRunID},
 				"the chunks of part 1 are deleted")
 		})
 	}

@@ -14,14 +14,14 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
 func TestExport_CancelAndFailures(t *testing.T) {
 	t.Run("CancelWhileExporting", func(t *testing.T) {
 		h := newExportHarness(t)
-		h.plan = func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
+		h.plan = func(int, contract.PlanExportInput) (contract.PlanExportResult, error) {
 			return planOf(cfg1, 6), nil
 		}
 		h.partMock.After(10 * time.Second)
@@ -40,7 +40,7 @@ func TestExport_CancelAndFailures(t *testing.T) {
 		assert.Zero(t, h.count("FinalizeExport"))
 		assert.Empty(t, h.children)
 		h.mu.Lock()
-		assert.Equal(t, []activities.DeleteExportInput{{JobID: exportJobID, FirstRunID: testRunID}}, h.deletes, "partial output is deleted")
+		assert.Equal(t, []contract.DeleteExportInput{{JobID: exportJobID, FirstRunID: testRunID}}, h.deletes, "partial output is deleted")
 		h.mu.Unlock()
 		assert.Equal(t, "DeleteExport", h.started[len(h.started)-1])
 		assert.Equal(t, []Status{StatusRunning, StatusCancelling, StatusCancelled}, h.statusSeq())
@@ -71,15 +71,15 @@ func TestExport_CancelAndFailures(t *testing.T) {
 		errType string
 		code    string
 	}{
-		{"DatasetTooLarge", activities.ErrTypeDatasetTooLarge, ErrCodeDatasetTooLarge},
-		{"DatasetMissing", activities.ErrTypeDatasetMissing, ErrCodeDatasetMissing},
+		{"DatasetTooLarge", contract.ErrTypeDatasetTooLarge, ErrCodeDatasetTooLarge},
+		{"DatasetMissing", contract.ErrTypeDatasetMissing, ErrCodeDatasetMissing},
 	} {
 		t.Run("Plan"+tc.name, func(t *testing.T) {
 			h := newExportHarness(t)
 			msg := "dataset \"customers\": " + tc.name
-			h.plan = func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
+			h.plan = func(int, contract.PlanExportInput) (contract.PlanExportResult, error) {
 				// Retryable on purpose: the workflow's retry policy must not retry these types.
-				return activities.PlanExportResult{}, temporal.NewApplicationError(msg, tc.errType)
+				return contract.PlanExportResult{}, temporal.NewApplicationError(msg, tc.errType)
 			}
 			h.execute(exportInput(false))
 
@@ -87,7 +87,7 @@ func TestExport_CancelAndFailures(t *testing.T) {
 			assert.True(t, appErr.NonRetryable())
 			assert.Equal(t, msg, appErr.Message())
 			assert.Equal(t, []string{"PlanExport", "DeleteExport"}, h.started, "not retried; partial output deleted")
-			assert.Equal(t, []activities.DeleteExportInput{{JobID: exportJobID, FirstRunID: testRunID}}, h.deletes)
+			assert.Equal(t, []contract.DeleteExportInput{{JobID: exportJobID, FirstRunID: testRunID}}, h.deletes)
 			assert.Equal(t, []Status{StatusRunning, StatusFailed}, h.statusSeq())
 			if je := h.lastJobError(); assert.NotNil(t, je) {
 				assert.Equal(t, tc.code, je.Code)
@@ -98,11 +98,11 @@ func TestExport_CancelAndFailures(t *testing.T) {
 
 	t.Run("PartKeepsFailing", func(t *testing.T) {
 		h := newExportHarness(t)
-		h.plan = func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
+		h.plan = func(int, contract.PlanExportInput) (contract.PlanExportResult, error) {
 			return planOf(cfg1, 1), nil
 		}
-		h.part = func(activities.ExportPartInput) (activities.PartResult, error) {
-			return activities.PartResult{}, errors.New(`failed to connect to user=svc database=crm: 10.0.0.7:5432: connection refused`)
+		h.part = func(contract.ExportPartInput) (contract.PartResult, error) {
+			return contract.PartResult{}, errors.New(`failed to connect to user=svc database=crm: 10.0.0.7:5432: connection refused`)
 		}
 		h.execute(exportInput(false))
 		// The caller sees the code and a fixed message; the driver's error (host, user,
@@ -122,15 +122,15 @@ func TestExport_CancelAndFailures(t *testing.T) {
 		h := newExportHarness(t)
 		var mu sync.Mutex
 		attempts := map[int]int{}
-		h.part = func(in activities.ExportPartInput) (activities.PartResult, error) {
+		h.part = func(in contract.ExportPartInput) (contract.PartResult, error) {
 			mu.Lock()
 			attempts[in.Part]++
 			n := attempts[in.Part]
 			mu.Unlock()
 			if in.Part == 2 && n == 1 {
-				return activities.PartResult{}, errors.New("worker hiccup")
+				return contract.PartResult{}, errors.New("worker hiccup")
 			}
-			return activities.PartResult{Part: in.Part, Chunks: 1, Rows: rowsPerPart, Bytes: 50}, nil
+			return contract.PartResult{Part: in.Part, Chunks: 1, Rows: rowsPerPart, Bytes: 50}, nil
 		}
 		h.execute(exportInput(false))
 		res := h.result()
@@ -141,8 +141,8 @@ func TestExport_CancelAndFailures(t *testing.T) {
 
 	t.Run("FinalizeFails", func(t *testing.T) {
 		h := newExportHarness(t)
-		h.finalize = func(activities.FinalizeExportInput) (activities.Manifest, error) {
-			return activities.Manifest{}, temporal.NewNonRetryableApplicationError("part 2: bytes differ", "InvalidArgument", nil)
+		h.finalize = func(contract.FinalizeExportInput) (contract.Manifest, error) {
+			return contract.Manifest{}, temporal.NewNonRetryableApplicationError("part 2: bytes differ", "InvalidArgument", nil)
 		}
 		h.execute(exportInput(false))
 		requireAppErrType(t, h.env.GetWorkflowError(), "export_failed")
@@ -169,9 +169,9 @@ func TestExportRetention(t *testing.T) {
 			env.RegisterActivity(exportActs)
 			start := env.Now()
 			var deletedAt time.Time
-			var deleted []activities.DeleteExportInput
+			var deleted []contract.DeleteExportInput
 			env.OnActivity(exportActs.DeleteExport, mock.Anything, mock.Anything).Return(
-				func(ctx context.Context, in activities.DeleteExportInput) error {
+				func(ctx context.Context, in contract.DeleteExportInput) error {
 					deleted = append(deleted, in)
 					deletedAt = env.Now()
 					return nil
@@ -179,7 +179,7 @@ func TestExportRetention(t *testing.T) {
 			env.ExecuteWorkflow(RetentionWorkflowName, RetentionInput{JobID: exportJobID, FirstRunID: "run-1", ExpiresAt: start.Add(tc.after)})
 			require.True(t, env.IsWorkflowCompleted())
 			require.NoError(t, env.GetWorkflowError())
-			assert.Equal(t, []activities.DeleteExportInput{{JobID: exportJobID, FirstRunID: "run-1"}}, deleted,
+			assert.Equal(t, []contract.DeleteExportInput{{JobID: exportJobID, FirstRunID: "run-1"}}, deleted,
 				"only the instance the child was started for")
 			assert.WithinDuration(t, start.Add(tc.wait), deletedAt, time.Second)
 		})
@@ -192,9 +192,9 @@ func TestExportRetention(t *testing.T) {
 func TestExport_ApprovalFromWorkerCatalog(t *testing.T) {
 	ownerApprover := authz.Principal{Tenant: "acme", Subject: "ann",
 		Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite, authz.ScopeApprove}}
-	fourEyes := &activities.PlanApproval{Required: true, AllowSelf: false, Sensitive: []string{"email"},
-		Timeout: activities.Duration(2 * time.Hour)}
-	withApproval := func(p activities.PlanExportResult, a *activities.PlanApproval) activities.PlanExportResult {
+	fourEyes := &contract.PlanApproval{Required: true, AllowSelf: false, Sensitive: []string{"email"},
+		Timeout: contract.Duration(2 * time.Hour)}
+	withApproval := func(p contract.PlanExportResult, a *contract.PlanApproval) contract.PlanExportResult {
 		p.Approval = a
 		return p
 	}
@@ -202,7 +202,7 @@ func TestExport_ApprovalFromWorkerCatalog(t *testing.T) {
 	// reask runs a job whose first request allowed self-approval, which the owner answers at
 	// 10m; the plan then disagrees. The owner's answer to the second request is refused, a
 	// steward's accepted, and nothing is exported before that.
-	reask := func(t *testing.T, plan func(int, activities.PlanExportInput) (activities.PlanExportResult, error)) *exportHarness {
+	reask := func(t *testing.T, plan func(int, contract.PlanExportInput) (contract.PlanExportResult, error)) *exportHarness {
 		h := newExportHarness(t)
 		h.plan = plan
 		in := exportInput(true)
@@ -233,11 +233,11 @@ func TestExport_ApprovalFromWorkerCatalog(t *testing.T) {
 	}
 
 	t.Run("SelfApprovalSwitchedOffBeforePlanning", func(t *testing.T) {
-		h := reask(t, func(_ int, in activities.PlanExportInput) (activities.PlanExportResult, error) {
+		h := reask(t, func(_ int, in contract.PlanExportInput) (contract.PlanExportResult, error) {
 			if in.ConfigDigest == cfg2 {
 				return withApproval(planOf(cfg2, 3), fourEyes), nil
 			}
-			return activities.PlanExportResult{ScopeChanged: true, ConfigDigest: cfg2, Sensitive: true,
+			return contract.PlanExportResult{ScopeChanged: true, ConfigDigest: cfg2, Sensitive: true,
 				SensitiveColumns: []string{"email"}, Approval: fourEyes}, nil
 		})
 		assert.Equal(t, []string{cfg1, cfg2}, h.planDigests())
@@ -246,7 +246,7 @@ func TestExport_ApprovalFromWorkerCatalog(t *testing.T) {
 	t.Run("SameDigestOtherSettings", func(t *testing.T) {
 		// The frontend's catalog said allow_self_approval, the worker's (same digest) does not:
 		// a disagreement no digest shows is caught by the plan all the same.
-		h := reask(t, func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
+		h := reask(t, func(int, contract.PlanExportInput) (contract.PlanExportResult, error) {
 			return withApproval(planOf(cfg1, 3), fourEyes), nil
 		})
 		assert.Equal(t, []string{cfg1, cfg1}, h.planDigests())
@@ -254,7 +254,7 @@ func TestExport_ApprovalFromWorkerCatalog(t *testing.T) {
 
 	t.Run("RequiredByWorkerOnly", func(t *testing.T) {
 		h := newExportHarness(t)
-		h.plan = func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
+		h.plan = func(int, contract.PlanExportInput) (contract.PlanExportResult, error) {
 			return withApproval(planOf(cfg1, 3), fourEyes), nil
 		}
 		got := h.resumeAt(10*time.Minute, "steward", h.answer(steward, DecisionApprove))
@@ -267,9 +267,9 @@ func TestExport_ApprovalFromWorkerCatalog(t *testing.T) {
 
 	t.Run("AgreeingCatalogsAskOnce", func(t *testing.T) {
 		h := newExportHarness(t)
-		h.plan = func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
+		h.plan = func(int, contract.PlanExportInput) (contract.PlanExportResult, error) {
 			a := *fourEyes
-			a.Timeout = activities.Duration(4 * time.Hour)
+			a.Timeout = contract.Duration(4 * time.Hour)
 			return withApproval(planOf(cfg1, 3), &a), nil
 		}
 		got := h.resumeAt(10*time.Minute, "steward", h.answer(steward, DecisionApprove))

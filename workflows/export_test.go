@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -52,19 +53,19 @@ func exportInput(sensitive bool) ExportInput {
 }
 
 // planOf is a plan of n parts of rowsPerPart rows each for a config digest.
-func planOf(digest string, n int) activities.PlanExportResult {
-	p := activities.PlanExportResult{ConfigDigest: digest, Rows: n * rowsPerPart}
+func planOf(digest string, n int) contract.PlanExportResult {
+	p := contract.PlanExportResult{ConfigDigest: digest, Rows: n * rowsPerPart}
 	var after *string
 	for i := range n {
 		through := fmt.Sprint((i + 1) * rowsPerPart)
-		p.Ranges = append(p.Ranges, activities.KeyRange{After: after, Through: through})
+		p.Ranges = append(p.Ranges, contract.KeyRange{After: after, Through: through})
 		after = &through
 	}
 	return p
 }
 
 func scopeChangedErr() error {
-	return temporal.NewNonRetryableApplicationError("dataset config changed", activities.ErrTypeScopeChanged, nil)
+	return temporal.NewNonRetryableApplicationError("dataset config changed", contract.ErrTypeScopeChanged, nil)
 }
 
 type childStart struct {
@@ -78,21 +79,21 @@ type exportHarness struct {
 	*jobHarness
 
 	// What the mocked activities do; tests replace these before execute.
-	plan      func(n int, in activities.PlanExportInput) (activities.PlanExportResult, error) // n: 1-based call number
-	part      func(in activities.ExportPartInput) (activities.PartResult, error)
-	finalize  func(in activities.FinalizeExportInput) (activities.Manifest, error)
+	plan      func(n int, in contract.PlanExportInput) (contract.PlanExportResult, error) // n: 1-based call number
+	part      func(in contract.ExportPartInput) (contract.PartResult, error)
+	finalize  func(in contract.FinalizeExportInput) (contract.Manifest, error)
 	childErr  error         // what the mocked retention child returns
 	partDelay time.Duration // real time each part takes, so concurrent parts overlap
 	// the mocks of ExportPart and FinalizeExport, for After
 	partMock, finalizeMock *testsuite.MockCallWrapper
 
 	// guarded by mu
-	plans     []activities.PlanExportInput
-	parts     []activities.ExportPartInput
-	finalizes []activities.FinalizeExportInput
-	deletes   []activities.DeleteExportInput
+	plans     []contract.PlanExportInput
+	parts     []contract.ExportPartInput
+	finalizes []contract.FinalizeExportInput
+	deletes   []contract.DeleteExportInput
 	children  []childStart
-	manifest  activities.Manifest // what the mocked FinalizeExport returned last
+	manifest  contract.Manifest // what the mocked FinalizeExport returned last
 	inflight  int
 	peak      int
 }
@@ -108,16 +109,16 @@ func newExportHarnessWith(t *testing.T, w *Workflows, register func(*testsuite.T
 	h := &exportHarness{jobHarness: newJobHarness(t, KindExport, exportJobID, w, exportActs, register)}
 	env := h.env
 
-	h.plan = func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
+	h.plan = func(int, contract.PlanExportInput) (contract.PlanExportResult, error) {
 		return planOf(cfg1, 3), nil
 	}
-	h.part = func(in activities.ExportPartInput) (activities.PartResult, error) {
-		return activities.PartResult{Part: in.Part, Chunks: 2, Rows: rowsPerPart, Bytes: 100}, nil
+	h.part = func(in contract.ExportPartInput) (contract.PartResult, error) {
+		return contract.PartResult{Part: in.Part, Chunks: 2, Rows: rowsPerPart, Bytes: 100}, nil
 	}
 	h.finalize = defaultFinalize
 
 	env.OnActivity(exportActs.PlanExport, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.PlanExportInput) (activities.PlanExportResult, error) {
+		func(_ context.Context, in contract.PlanExportInput) (contract.PlanExportResult, error) {
 			h.mu.Lock()
 			h.plans = append(h.plans, in)
 			n := len(h.plans)
@@ -125,7 +126,7 @@ func newExportHarnessWith(t *testing.T, w *Workflows, register func(*testsuite.T
 			return h.plan(n, in)
 		})
 	h.partMock = env.OnActivity(exportActs.ExportPart, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ExportPartInput) (activities.PartResult, error) {
+		func(_ context.Context, in contract.ExportPartInput) (contract.PartResult, error) {
 			h.mu.Lock()
 			h.parts = append(h.parts, in)
 			h.inflight++
@@ -140,7 +141,7 @@ func newExportHarnessWith(t *testing.T, w *Workflows, register func(*testsuite.T
 			return h.part(in)
 		})
 	h.finalizeMock = env.OnActivity(exportActs.FinalizeExport, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.FinalizeExportInput) (activities.Manifest, error) {
+		func(_ context.Context, in contract.FinalizeExportInput) (contract.Manifest, error) {
 			h.mu.Lock()
 			h.finalizes = append(h.finalizes, in)
 			h.mu.Unlock()
@@ -153,7 +154,7 @@ func newExportHarnessWith(t *testing.T, w *Workflows, register func(*testsuite.T
 			return m, err
 		})
 	env.OnActivity(exportActs.DeleteExport, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.DeleteExportInput) error {
+		func(_ context.Context, in contract.DeleteExportInput) error {
 			h.mu.Lock()
 			h.deletes = append(h.deletes, in)
 			h.mu.Unlock()
@@ -172,8 +173,8 @@ func newExportHarnessWith(t *testing.T, w *Workflows, register func(*testsuite.T
 	return h
 }
 
-func defaultFinalize(in activities.FinalizeExportInput) (activities.Manifest, error) {
-	m := activities.Manifest{
+func defaultFinalize(in contract.FinalizeExportInput) (contract.Manifest, error) {
+	m := contract.Manifest{
 		Object:    "exports/" + in.JobID + "/export." + in.Format + ".gz",
 		FileName:  "customers." + in.Format + ".gz",
 		Format:    in.Format,
@@ -182,12 +183,12 @@ func defaultFinalize(in activities.FinalizeExportInput) (activities.Manifest, er
 		CreatedAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
 		ExpiresAt: in.ExpiresAt,
 	}
-	parts := append([]activities.PartResult(nil), in.Parts...)
+	parts := append([]contract.PartResult(nil), in.Parts...)
 	sort.Slice(parts, func(i, j int) bool { return parts[i].Part < parts[j].Part })
 	for _, p := range parts {
 		m.Rows += p.Rows
 		m.Bytes += p.Bytes
-		m.Parts = append(m.Parts, activities.ManifestPart{Part: p.Part, Rows: p.Rows, Bytes: p.Bytes, SHA256: fmt.Sprintf("%064d", p.Part)})
+		m.Parts = append(m.Parts, contract.ManifestPart{Part: p.Part, Rows: p.Rows, Bytes: p.Bytes, SHA256: fmt.Sprintf("%064d", p.Part)})
 	}
 	return m, nil
 }
@@ -212,11 +213,11 @@ func (h *exportHarness) planDigests() []string {
 func TestExport_NoApproval(t *testing.T) {
 	t.Run("PlanPartsFinalize", func(t *testing.T) {
 		h := newExportHarness(t)
-		h.plan = func(_ int, in activities.PlanExportInput) (activities.PlanExportResult, error) {
+		h.plan = func(_ int, in contract.PlanExportInput) (contract.PlanExportResult, error) {
 			return planOf(in.ConfigDigest, 3), nil
 		}
-		h.part = func(in activities.ExportPartInput) (activities.PartResult, error) {
-			return activities.PartResult{Part: in.Part, Chunks: 2, Rows: rowsPerPart - in.Part, Bytes: int64(100 * in.Part)}, nil
+		h.part = func(in contract.ExportPartInput) (contract.PartResult, error) {
+			return contract.PartResult{Part: in.Part, Chunks: 2, Rows: rowsPerPart - in.Part, Bytes: int64(100 * in.Part)}, nil
 		}
 		in := exportInput(false)
 		start := h.env.Now()
@@ -246,14 +247,14 @@ func TestExport_NoApproval(t *testing.T) {
 			sortedMiddle(h.started))
 
 		require.Len(t, h.plans, 1)
-		assert.Equal(t, activities.PlanExportInput{JobID: exportJobID, Tenant: "acme", Dataset: "customers",
+		assert.Equal(t, contract.PlanExportInput{JobID: exportJobID, Tenant: "acme", Dataset: "customers",
 			Columns: in.Args.Columns, ConfigDigest: in.ConfigDigest, PartRows: rowsPerPart}, h.plans[0])
 
 		plan := planOf(cfg1, 3)
 		require.Len(t, h.parts, 3)
 		sort.Slice(h.parts, func(i, j int) bool { return h.parts[i].Part < h.parts[j].Part })
 		for i, pin := range h.parts {
-			assert.Equal(t, activities.ExportPartInput{JobID: exportJobID, FirstRunID: testRunID, Tenant: "acme", Dataset: "customers",
+			assert.Equal(t, contract.ExportPartInput{JobID: exportJobID, FirstRunID: testRunID, Tenant: "acme", Dataset: "customers",
 				Columns: in.Args.Columns, Format: "jsonl", ConfigDigest: cfg1, Part: i + 1, Range: plan.Ranges[i],
 				PageRows: 5}, pin)
 		}
@@ -264,7 +265,7 @@ func TestExport_NoApproval(t *testing.T) {
 		assert.Equal(t, testRunID, fin.FirstRunID)
 		assert.Equal(t, "jsonl", fin.Format)
 		assert.Equal(t, in.Args.Columns, fin.Columns)
-		assert.ElementsMatch(t, []activities.PartResult{
+		assert.ElementsMatch(t, []contract.PartResult{
 			{Part: 1, Chunks: 2, Rows: 9, Bytes: 100},
 			{Part: 2, Chunks: 2, Rows: 8, Bytes: 200},
 			{Part: 3, Chunks: 2, Rows: 7, Bytes: 300},
@@ -300,7 +301,7 @@ func TestExport_NoApproval(t *testing.T) {
 		// The child gets the manifest's expiry, not the one the workflow asked for.
 		h := newExportHarness(t)
 		stored := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
-		h.finalize = func(in activities.FinalizeExportInput) (activities.Manifest, error) {
+		h.finalize = func(in contract.FinalizeExportInput) (contract.Manifest, error) {
 			m, err := defaultFinalize(in)
 			m.ExpiresAt = stored
 			return m, err
@@ -315,8 +316,8 @@ func TestExport_NoApproval(t *testing.T) {
 
 	t.Run("EmptyDataset", func(t *testing.T) {
 		h := newExportHarness(t)
-		h.plan = func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
-			return activities.PlanExportResult{ConfigDigest: cfg1}, nil
+		h.plan = func(int, contract.PlanExportInput) (contract.PlanExportResult, error) {
+			return contract.PlanExportResult{ConfigDigest: cfg1}, nil
 		}
 		h.execute(exportInput(false))
 		res := h.result()
@@ -348,7 +349,7 @@ func TestExport_NoApproval(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newExportHarness(t)
-			h.plan = func(int, activities.PlanExportInput) (activities.PlanExportResult, error) {
+			h.plan = func(int, contract.PlanExportInput) (contract.PlanExportResult, error) {
 				return planOf(cfg1, 11), nil
 			}
 			h.partDelay = 15 * time.Millisecond // real time, so overlapping parts really overlap

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -13,8 +14,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/jobgate/jobgate/activities"
 )
 
 // priorityLog records the priority every activity (by type) and child workflow was scheduled
@@ -177,8 +176,8 @@ func TestExport_ActivitiesCarryFairness(t *testing.T) {
 		h := newExportHarness(t)
 		var log priorityLog
 		log.install(h.env)
-		h.part = func(activities.ExportPartInput) (activities.PartResult, error) {
-			return activities.PartResult{}, temporal.NewNonRetryableApplicationError("boom", "boom", nil)
+		h.part = func(contract.ExportPartInput) (contract.PartResult, error) {
+			return contract.PartResult{}, temporal.NewNonRetryableApplicationError("boom", "boom", nil)
 		}
 		in := exportInput(false)
 		in.Fairness = Fairness{Key: "acme", Weight: 4}

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -50,7 +50,7 @@ func FixtureKind() Kind {
 	return Kind{Name: KindFixture, WorkflowName: FixtureWorkflowName, Workflow: func(w *Workflows) any { return w.Fixture },
 		// AutoUpgrade: a fixture job lives seconds; nothing pins it to a build.
 		Versioning: workflow.VersioningBehaviorAutoUpgrade,
-		Unit:       fixtureUnit, Activities: []string{"FixtureText"},
+		Unit:       fixtureUnit, Activities: []string{contract.FixtureTextActivityName},
 		Story: Story{Steps: map[string][2]string{"FixtureText": {"answer", "answers"}},
 			Args: func(raw json.RawMessage) string {
 				var in FixtureInput
@@ -138,15 +138,14 @@ func (w *Workflows) Fixture(ctx workflow.Context, in FixtureInput) (FixtureResul
 		case FixtureProtocolError:
 			return r.fail(ctx, ErrCodeInternal, "protocol_error_job always fails: an internal error while executing the request")
 		}
-		var a *activities.Activities
-		var out activities.FixtureTextOut
+		var out contract.FixtureTextOut
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second,
 			RetryPolicy: retryPolicy(3), Summary: in.Tool})
 		target := ""
 		if in.Tool == FixtureConfirmDelete {
 			target = in.Filename
 		}
-		err = workflow.ExecuteActivity(actx, a.FixtureText, activities.FixtureTextIn{Tool: in.Tool, Name: in.Name,
+		err = workflow.ExecuteActivity(actx, contract.FixtureTextActivityName, contract.FixtureTextIn{Tool: in.Tool, Name: in.Name,
 			Label: in.Label, Seconds: in.Seconds, Target: target, Answers: answers}).Get(ctx, &out)
 		if err == nil {
 			r.finish(ctx, StatusSucceeded, nil, r.progress(ctx, "finished", 1))

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"context"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -8,7 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -39,7 +40,7 @@ const (
 // NotifyEventID is the webhook-id of one logical event: the same on every retry, attempt and
 // worker, distinct per job instance (first run ID), per input request (input ID) and per type.
 func NotifyEventID(jobID, firstRunID, eventType, inputID string) string {
-	return activities.EventID(jobID, firstRunID, eventType, inputID)
+	return contract.EventID(jobID, firstRunID, eventType, inputID)
 }
 
 // notifyOptions are the delivery activity's: retried with backoff (1s doubling up to a minute)
@@ -89,7 +90,7 @@ func (r *jobRun) notifyApproval(ctx workflow.Context) workflow.CancelFunc {
 	}
 	info := workflow.GetInfo(ctx)
 	n := r.needs
-	ev := activities.NotifyEvent{
+	ev := contract.NotifyEvent{
 		ID:     NotifyEventID(info.WorkflowExecution.ID, FirstRunID(ctx), authz.EventApprovalRequested, n.InputID),
 		Type:   authz.EventApprovalRequested,
 		Tenant: r.tenant, JobID: info.WorkflowExecution.ID, Kind: kindOf(ctx), Owner: r.owner,
@@ -98,7 +99,7 @@ func (r *jobRun) notifyApproval(ctx workflow.Context) workflow.CancelFunc {
 	}
 	cctx, cancel := workflow.WithCancel(ctx)
 	workflow.ExecuteActivity(notifyOptions(cctx, "notify: approval requested", n.ExpiresAt.Sub(workflow.Now(ctx))),
-		activities.NotifyActivityName, activities.NotifyInput{Event: ev})
+		contract.NotifyActivityName, contract.NotifyInput{Event: ev})
 	return cancel
 }
 
@@ -116,7 +117,7 @@ func (r *jobRun) notifyFinished(ctx workflow.Context, s Status, jerr *JobError) 
 	}
 	info := workflow.GetInfo(ctx)
 	jobID, firstRun := info.WorkflowExecution.ID, FirstRunID(ctx)
-	ev := &activities.NotifyEvent{
+	ev := &contract.NotifyEvent{
 		ID:     NotifyEventID(jobID, firstRun, authz.EventJobFinished, ""),
 		Type:   authz.EventJobFinished,
 		Tenant: r.tenant, JobID: jobID, Kind: kindOf(ctx), Owner: r.owner, Status: string(s),
@@ -140,28 +141,35 @@ func (r *jobRun) notifyFinished(ctx workflow.Context, s Status, jerr *JobError) 
 		ParentClosePolicy:     enums.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		StaticSummary:         "sends job.finished of " + jobID,
-	}), NotifyWorkflowName, activities.NotifyInput{Event: *ev})
+	}), NotifyWorkflowName, contract.NotifyInput{Event: *ev})
 	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("job.finished notification not started", "error", err)
 	}
 }
 
 // Notify is the job.finished delivery workflow (NotifyWorkflowName): one activity, retried.
-func Notify(ctx workflow.Context, in activities.NotifyInput) error {
+func Notify(ctx workflow.Context, in contract.NotifyInput) error {
 	return workflow.ExecuteActivity(notifyOptions(ctx, "notify: "+in.Event.Type, notifyFinishedFor),
-		activities.NotifyActivityName, in).Get(ctx, nil)
+		contract.NotifyActivityName, in).Get(ctx, nil)
+}
+
+// NotifyActivities are the delivery activities RegisterNotify registers: *activities.Notifier,
+// named by an interface so this package needs only activities/contract.
+type NotifyActivities interface {
+	Notify(ctx context.Context, in contract.NotifyInput) (contract.NotifyResult, error)
+	NotifyProgress(ctx context.Context, in contract.NotifyProgressInput) (contract.NotifyProgressResult, error)
 }
 
 // RegisterNotify registers the delivery workflow and activity of n with r (a worker, once per
 // task queue: every kind's jobs use them).
-func RegisterNotify(r Registry, n *activities.Notifier) {
+func RegisterNotify(r Registry, n NotifyActivities) {
 	// AutoUpgrade: a delivery is one activity retried for up to notifyFinishedFor (a day);
 	// pinned, it would keep an old release's workers alive until every receiver answered.
 	r.RegisterWorkflowWithOptions(Notify, workflow.RegisterOptions{Name: NotifyWorkflowName,
 		VersioningBehavior: NotifyVersioning})
-	r.RegisterActivityWithOptions(n.Notify, activity.RegisterOptions{Name: activities.NotifyActivityName})
+	r.RegisterActivityWithOptions(n.Notify, activity.RegisterOptions{Name: contract.NotifyActivityName})
 	// AutoUpgrade too: the job.progress notifier lives as long as its job, one window at a time.
 	r.RegisterWorkflowWithOptions(NotifyProgress, workflow.RegisterOptions{Name: NotifyProgressWorkflowName,
 		VersioningBehavior: NotifyVersioning})
-	r.RegisterActivityWithOptions(n.NotifyProgress, activity.RegisterOptions{Name: activities.NotifyProgressActivityName})
+	r.RegisterActivityWithOptions(n.NotifyProgress, activity.RegisterOptions{Name: contract.NotifyProgressActivityName})
 }

@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -34,7 +34,7 @@ const (
 // JobEnded is SignalJobEnded's payload: the job.finished event to send, nil when the tenant
 // does not want job.finished.
 type JobEnded struct {
-	Finished *activities.NotifyEvent `json:"finished,omitempty"`
+	Finished *contract.NotifyEvent `json:"finished,omitempty"`
 }
 
 // progressWindowOptions are one window's: a single attempt (a window that fails is skipped:
@@ -52,7 +52,7 @@ func progressWindowOptions(ctx workflow.Context) workflow.Context {
 
 // NotifyProgress is the job.progress notifier (NotifyProgressWorkflowName): windows until the
 // job ends, then the job's job.finished when it wants one.
-func NotifyProgress(ctx workflow.Context, in activities.NotifyProgressInput) error {
+func NotifyProgress(ctx workflow.Context, in contract.NotifyProgressInput) error {
 	ended := workflow.GetSignalChannel(ctx, SignalJobEnded)
 	var end *JobEnded
 	receive := func(c workflow.ReceiveChannel, _ bool) {
@@ -63,8 +63,8 @@ func NotifyProgress(ctx workflow.Context, in activities.NotifyProgressInput) err
 	next := progressFirstIn
 	for end == nil && ctx.Err() == nil {
 		actx, stopWindow := workflow.WithCancel(ctx)
-		f := workflow.ExecuteActivity(progressWindowOptions(actx), activities.NotifyProgressActivityName, in)
-		var res activities.NotifyProgressResult
+		f := workflow.ExecuteActivity(progressWindowOptions(actx), contract.NotifyProgressActivityName, in)
+		var res contract.NotifyProgressResult
 		var err error
 		got := false
 		sel := workflow.NewSelector(ctx)
@@ -121,7 +121,7 @@ func NotifyProgress(ctx workflow.Context, in activities.NotifyProgressInput) err
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	return workflow.ExecuteActivity(notifyOptions(dctx, "notify: "+end.Finished.Type, notifyFinishedFor),
-		activities.NotifyActivityName, activities.NotifyInput{Event: *end.Finished}).Get(dctx, nil)
+		contract.NotifyActivityName, contract.NotifyInput{Event: *end.Finished}).Get(dctx, nil)
 }
 
 // progressNotifierID is the job's notifier's workflow ID.
@@ -149,7 +149,7 @@ func (r *jobRun) startProgressNotify(ctx workflow.Context) {
 		ParentClosePolicy:     enums.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		StaticSummary:         "sends job.progress of " + info.WorkflowExecution.ID,
-	}), NotifyProgressWorkflowName, activities.NotifyProgressInput{Tenant: r.tenant, JobID: info.WorkflowExecution.ID,
+	}), NotifyProgressWorkflowName, contract.NotifyProgressInput{Tenant: r.tenant, JobID: info.WorkflowExecution.ID,
 		FirstRunID: FirstRunID(ctx), Kind: kindOf(ctx), Owner: r.owner})
 	if err := child.GetChildWorkflowExecution().Get(dctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("job.progress notifier not started", "error", err)
@@ -162,7 +162,7 @@ func (r *jobRun) startProgressNotify(ctx workflow.Context) {
 // after its last window (nil: none), and waits until the signal is recorded, so the notifier
 // has it before the job closes. false when the notifier is gone (it stopped on its own): the
 // caller then sends job.finished the usual way.
-func (r *jobRun) endProgressNotify(ctx workflow.Context, finished *activities.NotifyEvent) bool {
+func (r *jobRun) endProgressNotify(ctx workflow.Context, finished *contract.NotifyEvent) bool {
 	err := workflow.SignalExternalWorkflow(ctx, progressNotifierID(ctx), "", SignalJobEnded, JobEnded{Finished: finished}).Get(ctx, nil)
 	if err != nil {
 		workflow.GetLogger(ctx).Warn("job.progress notifier not told of the end", "error", err)

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -23,16 +24,16 @@ import (
 type progressLog struct {
 	mu      sync.Mutex
 	entries []string
-	windows []activities.NotifyProgressInput
-	sent    []activities.NotifyEvent
+	windows []contract.NotifyProgressInput
+	sent    []contract.NotifyEvent
 	senders []string
 }
 
-func (l *progressLog) snapshot() ([]string, []activities.NotifyProgressInput, []activities.NotifyEvent, []string) {
+func (l *progressLog) snapshot() ([]string, []contract.NotifyProgressInput, []contract.NotifyEvent, []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]string(nil), l.entries...), append([]activities.NotifyProgressInput(nil), l.windows...),
-		append([]activities.NotifyEvent(nil), l.sent...), append([]string(nil), l.senders...)
+	return append([]string(nil), l.entries...), append([]contract.NotifyProgressInput(nil), l.windows...),
+		append([]contract.NotifyEvent(nil), l.sent...), append([]string(nil), l.senders...)
 }
 
 // progressHarness runs an eval of n episodes at concurrency 2, each taking episode (workflow
@@ -48,30 +49,30 @@ func progressHarnessSlow(t *testing.T, episode, window time.Duration, done int, 
 	w := &Workflows{Resume: testWorkflows.Resume, Notify: wantsOf{"acme": events}}
 	h := &harness{jobHarness: newJobHarness(t, KindEval, testJobID, w, testActs, func(env *testsuite.TestWorkflowEnvironment) {
 		RegisterNotify(env, &activities.Notifier{})
-		env.OnActivity(activities.NotifyActivityName, mock.Anything, mock.Anything).Return(
-			func(ctx context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+		env.OnActivity(contract.NotifyActivityName, mock.Anything, mock.Anything).Return(
+			func(ctx context.Context, in contract.NotifyInput) (contract.NotifyResult, error) {
 				l.mu.Lock()
 				defer l.mu.Unlock()
 				l.entries = append(l.entries, in.Event.Type)
 				l.sent = append(l.sent, in.Event)
 				l.senders = append(l.senders, activity.GetInfo(ctx).WorkflowType.Name)
-				return activities.NotifyResult{}, nil
+				return contract.NotifyResult{}, nil
 			})
-		env.OnActivity(activities.NotifyProgressActivityName, mock.Anything, mock.Anything).After(window).Return(
-			func(_ context.Context, in activities.NotifyProgressInput) (activities.NotifyProgressResult, error) {
+		env.OnActivity(contract.NotifyProgressActivityName, mock.Anything, mock.Anything).After(window).Return(
+			func(_ context.Context, in contract.NotifyProgressInput) (contract.NotifyProgressResult, error) {
 				l.mu.Lock()
 				defer l.mu.Unlock()
 				l.entries = append(l.entries, authz.EventJobProgress)
 				l.windows = append(l.windows, in)
 				n := len(l.windows)
-				return activities.NotifyProgressResult{NextIn: Duration(5 * time.Second), Done: done > 0 && n >= done,
-					Sent: map[string]activities.ProgressMark{"recv": {Key: fmt.Sprint(n)}}}, nil
+				return contract.NotifyProgressResult{NextIn: Duration(5 * time.Second), Done: done > 0 && n >= done,
+					Sent: map[string]contract.ProgressMark{"recv": {Key: fmt.Sprint(n)}}}, nil
 			})
 		// A notifier no longer running (or never started here): the server answers not found.
 		env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, mock.Anything, mock.Anything).
 			Return(errors.New("unknown external workflow execution"))
 		env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).After(episode).
-			Return(activities.EpisodeResult{Score: 1, Passed: true}, nil)
+			Return(contract.EpisodeResult{Score: 1, Passed: true}, nil)
 	})}
 	return h, l
 }
@@ -188,7 +189,7 @@ func TestNotifyProgress_EndStopsTheWindowInFlight(t *testing.T) {
 	h.resultInto(&EvalResult{})
 	entries, windows, sent, _ := l.snapshot()
 	t.Logf("sent in order: %v", entries)
-	assert.Equal(t, 3, h.count(activities.NotifyProgressActivityName), "windows started")
+	assert.Equal(t, 3, h.count(contract.NotifyProgressActivityName), "windows started")
 	assert.Len(t, windows, 2, "the window in flight was stopped before it answered")
 	require.Len(t, sent, 1)
 	assert.Equal(t, authz.EventJobFinished, entries[len(entries)-1])
@@ -196,21 +197,21 @@ func TestNotifyProgress_EndStopsTheWindowInFlight(t *testing.T) {
 
 // notifierEnv runs the NotifyProgress workflow alone; window answers each window by its
 // number (1, 2, …), and every job.finished delivery is recorded.
-func notifierEnv(t *testing.T, window func(n int) (activities.NotifyProgressResult, error)) (*testsuite.TestWorkflowEnvironment, *progressLog) {
+func notifierEnv(t *testing.T, window func(n int) (contract.NotifyProgressResult, error)) (*testsuite.TestWorkflowEnvironment, *progressLog) {
 	l := &progressLog{}
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
 	RegisterNotify(env, &activities.Notifier{})
-	env.OnActivity(activities.NotifyActivityName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+	env.OnActivity(contract.NotifyActivityName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.NotifyInput) (contract.NotifyResult, error) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			l.entries = append(l.entries, in.Event.Type)
 			l.sent = append(l.sent, in.Event)
-			return activities.NotifyResult{}, nil
+			return contract.NotifyResult{}, nil
 		})
-	env.OnActivity(activities.NotifyProgressActivityName, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.NotifyProgressInput) (activities.NotifyProgressResult, error) {
+	env.OnActivity(contract.NotifyProgressActivityName, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in contract.NotifyProgressInput) (contract.NotifyProgressResult, error) {
 			l.mu.Lock()
 			l.entries = append(l.entries, authz.EventJobProgress)
 			l.windows = append(l.windows, in)
@@ -226,12 +227,12 @@ func notifierEnv(t *testing.T, window func(n int) (activities.NotifyProgressResu
 // fails is skipped and the next comes as long after as the window before asked, with what was
 // last sent.
 func TestNotifyProgress_Notifier(t *testing.T) {
-	in := activities.NotifyProgressInput{Tenant: "acme", JobID: testJobID, FirstRunID: testRunID, Kind: "eval", Owner: "ann"}
-	fin := &activities.NotifyEvent{ID: "evt_fin", Type: authz.EventJobFinished, Status: "succeeded"}
+	in := contract.NotifyProgressInput{Tenant: "acme", JobID: testJobID, FirstRunID: testRunID, Kind: "eval", Owner: "ann"}
+	fin := &contract.NotifyEvent{ID: "evt_fin", Type: authz.EventJobFinished, Status: "succeeded"}
 
 	t.Run("EndWhileWaiting", func(t *testing.T) {
-		env, l := notifierEnv(t, func(n int) (activities.NotifyProgressResult, error) {
-			return activities.NotifyProgressResult{NextIn: Duration(5 * time.Second)}, nil
+		env, l := notifierEnv(t, func(n int) (contract.NotifyProgressResult, error) {
+			return contract.NotifyProgressResult{NextIn: Duration(5 * time.Second)}, nil
 		})
 		env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalJobEnded, JobEnded{Finished: fin}) }, 12*time.Second)
 		env.ExecuteWorkflow(NotifyProgressWorkflowName, in)
@@ -248,20 +249,20 @@ func TestNotifyProgress_Notifier(t *testing.T) {
 		var env *testsuite.TestWorkflowEnvironment
 		var at []time.Duration
 		var start time.Time
-		env, l := notifierEnv(t, func(n int) (activities.NotifyProgressResult, error) {
+		env, l := notifierEnv(t, func(n int) (contract.NotifyProgressResult, error) {
 			at = append(at, env.Now().Sub(start))
 			switch n {
 			case 1:
-				return activities.NotifyProgressResult{NextIn: Duration(5 * time.Second),
-					Sent: map[string]activities.ProgressMark{"recv": {Key: "k1"}}}, nil
+				return contract.NotifyProgressResult{NextIn: Duration(5 * time.Second),
+					Sent: map[string]contract.ProgressMark{"recv": {Key: "k1"}}}, nil
 			case 2:
-				return activities.NotifyProgressResult{}, errors.New("worker lost")
+				return contract.NotifyProgressResult{}, errors.New("worker lost")
 			case 3:
-				return activities.NotifyProgressResult{NextIn: Duration(10 * time.Second)}, nil
+				return contract.NotifyProgressResult{NextIn: Duration(10 * time.Second)}, nil
 			case 4:
-				return activities.NotifyProgressResult{}, errors.New("worker lost")
+				return contract.NotifyProgressResult{}, errors.New("worker lost")
 			}
-			return activities.NotifyProgressResult{Done: true}, nil
+			return contract.NotifyProgressResult{Done: true}, nil
 		})
 		start = env.Now()
 		env.ExecuteWorkflow(NotifyProgressWorkflowName, in)
@@ -285,22 +286,22 @@ func TestNotifyProgress_Export(t *testing.T) {
 	w := &Workflows{Resume: testWorkflows.Resume, Notify: wantsOf{"acme": {authz.EventJobProgress, authz.EventJobFinished}}}
 	h := newExportHarnessWith(t, w, func(env *testsuite.TestWorkflowEnvironment) {
 		RegisterNotify(env, &activities.Notifier{})
-		env.OnActivity(activities.NotifyActivityName, mock.Anything, mock.Anything).Return(
-			func(ctx context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+		env.OnActivity(contract.NotifyActivityName, mock.Anything, mock.Anything).Return(
+			func(ctx context.Context, in contract.NotifyInput) (contract.NotifyResult, error) {
 				l.mu.Lock()
 				defer l.mu.Unlock()
 				l.entries = append(l.entries, in.Event.Type)
 				l.sent = append(l.sent, in.Event)
 				l.senders = append(l.senders, activity.GetInfo(ctx).WorkflowType.Name)
-				return activities.NotifyResult{}, nil
+				return contract.NotifyResult{}, nil
 			})
-		env.OnActivity(activities.NotifyProgressActivityName, mock.Anything, mock.Anything).Return(
-			func(_ context.Context, in activities.NotifyProgressInput) (activities.NotifyProgressResult, error) {
+		env.OnActivity(contract.NotifyProgressActivityName, mock.Anything, mock.Anything).Return(
+			func(_ context.Context, in contract.NotifyProgressInput) (contract.NotifyProgressResult, error) {
 				l.mu.Lock()
 				defer l.mu.Unlock()
 				l.entries = append(l.entries, authz.EventJobProgress)
 				l.windows = append(l.windows, in)
-				return activities.NotifyProgressResult{NextIn: Duration(5 * time.Second)}, nil
+				return contract.NotifyProgressResult{NextIn: Duration(5 * time.Second)}, nil
 			})
 	})
 	h.partMock.After(10 * time.Second)

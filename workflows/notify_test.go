@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -30,33 +31,33 @@ func (w wantsOf) Wants(tenant, event string) bool {
 
 // notifyHarness runs an eval whose tenant has endpoints for events, recording every delivery
 // the workflows ask for (the Notify activity, from the job or from its job.finished child).
-func notifyHarness(t *testing.T, events ...string) (*harness, func() []activities.NotifyEvent) {
+func notifyHarness(t *testing.T, events ...string) (*harness, func() []contract.NotifyEvent) {
 	h, got, _ := notifyHarnessTimeouts(t, events...)
 	return h, got
 }
 
 // notifyHarnessTimeouts is notifyHarness that also gives each delivery's schedule-to-close
 // timeout (how long it is retried).
-func notifyHarnessTimeouts(t *testing.T, events ...string) (*harness, func() []activities.NotifyEvent, func() []time.Duration) {
+func notifyHarnessTimeouts(t *testing.T, events ...string) (*harness, func() []contract.NotifyEvent, func() []time.Duration) {
 	var mu sync.Mutex
-	var got []activities.NotifyEvent
+	var got []contract.NotifyEvent
 	var bounds []time.Duration
 	w := &Workflows{Resume: testWorkflows.Resume, Notify: wantsOf{"acme": events}}
 	h := &harness{jobHarness: newJobHarness(t, KindEval, testJobID, w, testActs, func(env *testsuite.TestWorkflowEnvironment) {
 		RegisterNotify(env, &activities.Notifier{})
-		env.OnActivity(activities.NotifyActivityName, mock.Anything, mock.Anything).Return(
-			func(ctx context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+		env.OnActivity(contract.NotifyActivityName, mock.Anything, mock.Anything).Return(
+			func(ctx context.Context, in contract.NotifyInput) (contract.NotifyResult, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				got = append(got, in.Event)
 				bounds = append(bounds, activity.GetInfo(ctx).ScheduleToCloseTimeout)
-				return activities.NotifyResult{}, nil
+				return contract.NotifyResult{}, nil
 			})
 	})}
-	return h, func() []activities.NotifyEvent {
+	return h, func() []contract.NotifyEvent {
 			mu.Lock()
 			defer mu.Unlock()
-			return append([]activities.NotifyEvent(nil), got...)
+			return append([]contract.NotifyEvent(nil), got...)
 		}, func() []time.Duration {
 			mu.Lock()
 			defer mu.Unlock()
@@ -108,7 +109,7 @@ func TestNotify_OnlyWhatTheTenantWants(t *testing.T) {
 	h2.execute(evalInput(6, 2))
 	h2.result()
 	assert.Empty(t, events2())
-	assert.Zero(t, h2.count(activities.NotifyActivityName))
+	assert.Zero(t, h2.count(contract.NotifyActivityName))
 }
 
 // TestNotify_ZeroTimeoutNotAnnounced: a request with a zero approval timeout is not a request
@@ -124,7 +125,7 @@ func TestNotify_ZeroTimeoutNotAnnounced(t *testing.T) {
 	require.True(t, h.env.IsWorkflowCompleted())
 	require.ErrorContains(t, h.env.GetWorkflowError(), "not answered in time")
 	assert.Empty(t, events())
-	assert.Zero(t, h.count(activities.NotifyActivityName))
+	assert.Zero(t, h.count(contract.NotifyActivityName))
 
 	h2, events2, bounds2 := notifyHarnessTimeouts(t, authz.EventApprovalRequested)
 	h2.resumeAt(10*time.Minute, "approve", h2.answer(owner, DecisionApprove))

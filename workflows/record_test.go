@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -77,7 +77,7 @@ func TestEval_DecisionRecordInResult(t *testing.T) {
 	var got *resumeOutcome
 	runs, hs := runToCompletion(t, in, func(h *harness) {
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-			Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil)
+			Return(contract.EpisodeResult{Score: 0.7, Passed: true}, nil)
 		if got != nil {
 			return // only the first run asks
 		}
@@ -123,7 +123,7 @@ func TestRejection_DecisionRecordInMemo(t *testing.T) {
 	t.Run("Eval", func(t *testing.T) {
 		h := newHarness(t)
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-			Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil).Maybe()
+			Return(contract.EpisodeResult{Score: 0.7, Passed: true}, nil).Maybe()
 		h.resumeAt(5*time.Minute, "u1", func() ResumeRequest {
 			r := h.answer(owner, DecisionReject)()
 			r.Comment = "too expensive"
@@ -145,7 +145,7 @@ func TestRejection_DecisionRecordInMemo(t *testing.T) {
 	t.Run("ApprovedHasNone", func(t *testing.T) {
 		h := newHarness(t)
 		h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-			Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil)
+			Return(contract.EpisodeResult{Score: 0.7, Passed: true}, nil)
 		h.resumeAt(5*time.Minute, "u1", h.answer(owner, DecisionApprove))
 		h.execute(evalInput(6, 2))
 		_, ok := h.lastMemo(MemoDecision)

@@ -8,7 +8,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -85,7 +85,7 @@ type Workflows struct {
 // DecisionRecord is who answered a job's input request, when, through which surface and how
 // they signed in, what they were shown and exactly what they answered, with the seal; it goes
 // to the export's result and manifest. The accepted ResumeRequest is in history as well.
-type DecisionRecord = activities.DecisionRecord
+type DecisionRecord = contract.DecisionRecord
 
 func decisionRecord(req ResumeRequest, info *workflow.Info, prompt string, at time.Time) *DecisionRecord {
 	d := &DecisionRecord{InputID: req.InputID, ScopeDigest: req.ScopeDigest, Decision: req.Decision,

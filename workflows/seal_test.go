@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 )
 
@@ -124,7 +124,7 @@ func TestResumeSeal_Refused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
 			h.env.OnActivity(testActs.RunEpisode, mock.Anything, mock.Anything).
-				Return(activities.EpisodeResult{Score: 0.7, Passed: true}, nil)
+				Return(contract.EpisodeResult{Score: 0.7, Passed: true}, nil)
 			bad := h.resumeAt(10*time.Minute, "forged", req(h))
 			var awaitingAtBad bool
 			h.env.RegisterDelayedCallback(func() {

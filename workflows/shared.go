@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows/jobstate"
 )
@@ -48,9 +48,10 @@ type Kind struct {
 	Auxiliary map[string]any
 	// AuxiliaryVersioning is each auxiliary workflow's versioning behaviour, by the same name.
 	AuxiliaryVersioning map[string]workflow.VersioningBehavior
-	// Activities are the *activities.Activities methods the kind's workflows execute: a worker
-	// serving the kind (jobgate worker --kinds) registers exactly these, so an eval-only worker
-	// runs no export activity. Each method belongs to exactly one kind (checked by a test).
+	// Activities are the *activities.Activities methods the kind's workflows execute, by name
+	// (contract.*ActivityName): a worker serving the kind (jobgate worker --kinds) registers
+	// exactly these, so an eval-only worker runs no export activity. Each method belongs to
+	// exactly one kind (checked by a test).
 	Activities []string
 	// Story is how the kind's jobs read in a job's timeline (story.go).
 	Story Story
@@ -259,8 +260,8 @@ type ResumeRequest struct {
 	Seal string `json:"seal,omitempty"`
 }
 
-// Identity is activities.Identity (the approver beyond the principal).
-type Identity = activities.Identity
+// Identity is contract.Identity (the approver beyond the principal).
+type Identity = contract.Identity
 
 // ResumeResult is what an accepted resume returns.
 type ResumeResult struct {
@@ -278,11 +279,11 @@ func Digest(v any) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// Duration is activities.Duration, jobgate's one duration type: "24h0m0s" in workflow inputs,
+// Duration is contract.Duration, jobgate's one duration type: "24h0m0s" in workflow inputs,
 // so the Web UI shows it readably, and it reads the nanosecond numbers of histories recorded
 // before that. An alias, so values pass between activities, workflows and the frontend
 // without conversions.
-type Duration = activities.Duration
+type Duration = contract.Duration
 
 // Fairness is how a job's tasks share worker slots with other tenants' (Temporal task queue
 // fairness): the tenant is the key, its configured weight the weight. Resolved when the job

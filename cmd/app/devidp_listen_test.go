@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jobgate/jobgate/activities/testenv"
 	"github.com/jobgate/jobgate/frontend/devidp"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 // TestLoopbackBase: dev fetches its IdP's key set from its own listener, whatever --listen says.

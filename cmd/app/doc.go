@@ -44,4 +44,8 @@
 //   - Close stops what Run started; serve first drains in-flight requests (for up to 10 s).
 //
 // README.md in this directory is the long form of the Temporal TLS and API-key options.
+//
+// It is the one package that wires both sides (frontend; workflows, activities and the blob
+// drivers; cmd/devtemporal). Only cmd/jobgate and cmd/app/replay import it; frontend, workflows
+// and activities must never import it.
 package app

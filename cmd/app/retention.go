@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
-
-	"github.com/jobgate/jobgate/activities"
 )
 
 // RetentionProblems lists, one sentence each, the datasets whose artifact retention outlasts
@@ -17,7 +16,7 @@ import (
 // export's job is purged from Temporal while its artifact is still stored: get_export no longer
 // finds it, and its idempotency key starts a new job (which gets an artifact of its own, never
 // the old one: artifacts are scoped by the job's first run).
-func RetentionProblems(namespace string, nsRetention time.Duration, ds activities.Datasets) []string {
+func RetentionProblems(namespace string, nsRetention time.Duration, ds contract.Datasets) []string {
 	if nsRetention <= 0 {
 		return nil
 	}
@@ -25,7 +24,7 @@ func RetentionProblems(namespace string, nsRetention time.Duration, ds activitie
 	for _, name := range ds.Names() {
 		r := ds[name].Retention.D()
 		if r <= 0 {
-			r = activities.RetentionDefault
+			r = contract.RetentionDefault
 		}
 		if r > nsRetention {
 			out = append(out, fmt.Sprintf("dataset %q keeps artifacts for %s, longer than the retention of namespace %q (%s): "+
@@ -48,7 +47,7 @@ func namespaceRetention(ctx context.Context, tc client.Client, namespace string)
 // warnRetention logs a warning per RetentionProblems (the worker starts anyway: the
 // namespace is the operator's, and setup is where a mismatch is refused). It retries while
 // Temporal is unreachable, until ctx ends or a few attempts failed.
-func warnRetention(ctx context.Context, tc client.Client, namespace string, ds activities.Datasets, log *zap.Logger) {
+func warnRetention(ctx context.Context, tc client.Client, namespace string, ds contract.Datasets, log *zap.Logger) {
 	if len(ds) == 0 {
 		return
 	}

@@ -8,17 +8,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 )
 
 // TestRetentionCheck: a dataset keeping artifacts longer than the namespace keeps closed jobs
 // is named (serve and worker log it), and setup refuses it unless forced.
 func TestRetentionCheck(t *testing.T) {
 	day := 24 * time.Hour
-	ds := activities.Datasets{
-		"customers": {Name: "customers", Retention: activities.Duration(30 * day)},
+	ds := contract.Datasets{
+		"customers": {Name: "customers", Retention: contract.Duration(30 * day)},
 		"orders":    {Name: "orders"}, // the default, 7 days
-		"logs":      {Name: "logs", Retention: activities.Duration(day)},
+		"logs":      {Name: "logs", Retention: contract.Duration(day)},
 	}
 	if p := RetentionProblems("jobs", 30*day, ds); len(p) != 0 {
 		t.Fatalf("30-day namespace: %q", p)

@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
@@ -65,7 +65,7 @@ type ServeConfig struct {
 	// this and the fields down to Export are export's options (serve_export.go). Defaults to none.
 	DatasetsFile string
 	// Datasets, if set, is used instead of DatasetsFile (dev).
-	Datasets activities.Datasets
+	Datasets contract.Datasets
 	// ArtifactsURL is the export artifact store downloads read from (share it with the workers).
 	// Defaults to none: no downloads.
 	ArtifactsURL string
@@ -179,7 +179,7 @@ type ServeMain struct {
 	closers []func() error // what the kinds opened (serveKind.spec), released by Close
 	// artifacts is --artifacts, opened once for every kind that reads it (exports' downloads,
 	// evals' episode logs); nil until one asks.
-	artifacts *activities.ArtifactStore
+	artifacts contract.ArtifactReader
 	metrics   *metricsServer
 	stop      context.CancelFunc // ends what Run started in the background
 	pages     *pages.Pages       // browser sign-in, when configured (serve_pages.go)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"flag"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -16,7 +16,7 @@ func evalServe() serveKind {
 			fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
 		},
 		spec: func(ctx context.Context, m *ServeMain) (frontend.KindSpec, error) {
-			suites, err := activities.LoadCatalog(m.Config.SuitesFile)
+			suites, err := contract.LoadCatalog(m.Config.SuitesFile)
 			if err != nil {
 				return nil, err
 			}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -26,7 +27,7 @@ func exportServe() serveKind {
 			datasets := c.Datasets
 			if datasets == nil {
 				var err error
-				if datasets, err = activities.LoadDatasets(c.DatasetsFile); err != nil {
+				if datasets, err = contract.LoadDatasets(c.DatasetsFile); err != nil {
 					return nil, err
 				}
 			}
@@ -53,10 +54,10 @@ func exportDev(c DevConfig, dir string, w *WorkerConfig, s *ServeConfig) error {
 	if artifacts == "" {
 		artifacts = (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(dir, "artifacts"))}).String()
 	}
-	var datasets activities.Datasets
+	var datasets contract.Datasets
 	if c.DatasetsFile != "" {
 		var err error
-		if datasets, err = activities.LoadDatasets(c.DatasetsFile); err != nil {
+		if datasets, err = contract.LoadDatasets(c.DatasetsFile); err != nil {
 			return err
 		}
 	} else {
@@ -64,7 +65,7 @@ func exportDev(c DevConfig, dir string, w *WorkerConfig, s *ServeConfig) error {
 		if err := activities.SeedDemoDB(db); err != nil {
 			return fmt.Errorf("seed demo dataset: %w", err)
 		}
-		datasets = activities.DemoDatasets(db)
+		datasets = contract.DemoDatasets(db)
 	}
 	w.Datasets, w.ArtifactsURL = datasets, artifacts
 	s.Datasets, s.ArtifactsURL = datasets, artifacts
@@ -72,7 +73,9 @@ func exportDev(c DevConfig, dir string, w *WorkerConfig, s *ServeConfig) error {
 }
 
 // artifactStore is --artifacts, opened on first use and shared by the kinds; nil without it.
-func (m *ServeMain) artifactStore(ctx context.Context) (*activities.ArtifactStore, error) {
+// It returns the interface the kinds hold, never a nil *ArtifactStore inside one, so their
+// nil checks (no store: no downloads) hold.
+func (m *ServeMain) artifactStore(ctx context.Context) (contract.ArtifactReader, error) {
 	if m.artifacts != nil || m.Config.ArtifactsURL == "" {
 		return m.artifacts, nil
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -58,7 +58,7 @@ func TestServeKindSpecs(t *testing.T) {
 		t.Fatalf("a broken --suites: %v", err)
 	}
 
-	mine := frontend.EvalKind(frontend.EvalOptions{Suites: activities.DefaultCatalog()})
+	mine := frontend.EvalKind(frontend.EvalOptions{Suites: contract.DefaultCatalog()})
 	m = &ServeMain{Config: ServeConfig{ArtifactsURL: "file://" + t.TempDir(), KindSpecs: []frontend.KindSpec{mine}}}
 	specs, err := m.kindSpecs(ctx)
 	if err != nil {

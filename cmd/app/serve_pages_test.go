@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
@@ -16,6 +15,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/devidp"
 	"github.com/jobgate/jobgate/frontend/pages"
+	"github.com/jobgate/jobgate/tests/support/webclient"
 )
 
 var devIdPTestUsers = []devidp.User{{Subject: "ana", Tenant: "acme", Scopes: []authz.Scope{authz.ScopeRead}}}
@@ -24,8 +24,7 @@ var devIdPTestUsers = []devidp.User{{Subject: "ana", Tenant: "acme", Scopes: []a
 // without script would (a cookie jar, each redirect followed), and returns /me's page.
 func signInThroughPicker(t *testing.T, base, issuer, user string) string {
 	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar}
+	c := webclient.New(webclient.All)
 	resp, err := c.Get(base + "/login")
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -39,7 +39,7 @@ type SetupConfig struct {
 	// Setup refuses a namespace whose retention is shorter than a dataset's retention.
 	DatasetsFile string
 	// Datasets, if set, is used instead of DatasetsFile.
-	Datasets activities.Datasets
+	Datasets contract.Datasets
 	// Force sets up even when the namespace retention is shorter than a dataset's retention
 	// (the mismatch is then only printed). Defaults to false.
 	Force bool
@@ -81,7 +81,7 @@ func Setup(ctx context.Context, c SetupConfig, log *zap.Logger, out io.Writer) e
 	datasets := c.Datasets
 	if datasets == nil {
 		var err error
-		if datasets, err = activities.LoadDatasets(c.DatasetsFile); err != nil {
+		if datasets, err = contract.LoadDatasets(c.DatasetsFile); err != nil {
 			return err
 		}
 	}
@@ -161,7 +161,7 @@ func retryNotFound(ctx context.Context, f func() error) error {
 	}
 }
 
-func setupNamespace(ctx context.Context, c SetupConfig, datasets activities.Datasets, opts client.Options, out io.Writer) error {
+func setupNamespace(ctx context.Context, c SetupConfig, datasets contract.Datasets, opts client.Options, out io.Writer) error {
 	nc, err := client.NewNamespaceClient(opts)
 	if err != nil {
 		return fmt.Errorf("namespace client: %w", err)
@@ -194,7 +194,7 @@ func setupNamespace(ctx context.Context, c SetupConfig, datasets activities.Data
 
 // checkRetention refuses (unless c.Force, which only prints) a namespace retention shorter than
 // a dataset's artifact retention.
-func checkRetention(c SetupConfig, nsRetention time.Duration, datasets activities.Datasets, out io.Writer) error {
+func checkRetention(c SetupConfig, nsRetention time.Duration, datasets contract.Datasets, out io.Writer) error {
 	problems := RetentionProblems(c.Namespace, nsRetention, datasets)
 	if len(problems) == 0 {
 		return nil

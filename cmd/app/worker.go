@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
@@ -37,7 +38,7 @@ type WorkerConfig struct {
 	// DatasetsFile is the JSON export dataset catalog ({"datasets":[...]}). Defaults to none.
 	DatasetsFile string
 	// Datasets, if set, is used instead of DatasetsFile (dev).
-	Datasets activities.Datasets
+	Datasets contract.Datasets
 	// ArtifactsURL is the export artifact store (gocloud.dev/blob URL: file:///dir, s3://…, gs://…,
 	// azblob://…). Required for exports; share it with the frontends.
 	ArtifactsURL string
@@ -176,7 +177,7 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	suites, err := activities.LoadCatalog(m.Config.SuitesFile)
+	suites, err := contract.LoadCatalog(m.Config.SuitesFile)
 	if err != nil {
 		return err
 	}
@@ -370,8 +371,8 @@ func (m *WorkerMain) startWorkers(queues map[string][]string, tq string, opts wo
 		// Every kind's jobs notify, on their workflow's queue (further queues only run episodes).
 		if q == tq {
 			workflows.RegisterNotify(w, notifier)
-			m.registered[q] = append(m.registered[q], "workflow:"+workflows.NotifyWorkflowName, "activity:"+activities.NotifyActivityName,
-				"workflow:"+workflows.NotifyProgressWorkflowName, "activity:"+activities.NotifyProgressActivityName)
+			m.registered[q] = append(m.registered[q], "workflow:"+workflows.NotifyWorkflowName, "activity:"+contract.NotifyActivityName,
+				"workflow:"+workflows.NotifyProgressWorkflowName, "activity:"+contract.NotifyProgressActivityName)
 		}
 		if err := w.Start(); err != nil {
 			m.stopWorkers()

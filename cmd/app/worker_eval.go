@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -28,13 +29,13 @@ func evalWorker() workerKind {
 // warnCommandSuites warns about command suites whose episodes this worker runs while it holds
 // dataset or artifact credentials: give such a suite a task_queue served by a worker without
 // them (activities/README.md "Command episodes").
-func (m *WorkerMain) warnCommandSuites(suites activities.Catalog, tq string, datasets activities.Datasets) {
+func (m *WorkerMain) warnCommandSuites(suites contract.Catalog, tq string, datasets contract.Datasets) {
 	if len(datasets) == 0 && m.artifacts == nil {
 		return
 	}
 	for _, name := range suites.Names() {
 		s := suites[name]
-		if s.Kind == activities.SuiteCommand && (s.TaskQueue == "" || s.TaskQueue == tq) {
+		if s.Kind == contract.SuiteCommand && (s.TaskQueue == "" || s.TaskQueue == tq) {
 			m.Logger.Warn("command suite's episodes run on a worker holding dataset or artifact credentials; "+
 				"give the suite a task_queue served by a worker started with --kinds eval",
 				zap.String("suite", name), zap.String("task_queue", tq))
@@ -47,7 +48,7 @@ func (m *WorkerMain) warnCommandSuites(suites activities.Catalog, tq string, dat
 // without passing through history. The run is named by its run ID, so a later run of the job
 // is never asked for an earlier one's segment.
 func segmentEpisodes(c client.Client) activities.SegmentEpisodesFunc {
-	return func(ctx context.Context, jobID, runID string) (int, []activities.EpisodeOutcome, error) {
+	return func(ctx context.Context, jobID, runID string) (int, []contract.EpisodeOutcome, error) {
 		v, err := c.QueryWorkflow(ctx, jobID, runID, workflows.QueryEpisodes, workflows.EpisodesQuery{})
 		if err != nil {
 			return 0, nil, err

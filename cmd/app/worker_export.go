@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -32,7 +33,7 @@ func prepareExport(ctx context.Context, m *WorkerMain, acts *activities.Activiti
 		}
 		datasets = nil
 	} else if datasets == nil {
-		if datasets, err = activities.LoadDatasets(m.Config.DatasetsFile); err != nil {
+		if datasets, err = contract.LoadDatasets(m.Config.DatasetsFile); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -85,7 +86,7 @@ func (n *notifications) Targets(tenant, event string) []activities.NotifyTarget 
 }
 
 // notifyDeliveries is jobgate_notify_deliveries_total{endpoint, outcome}: it counts attempts, one
-// per activity attempt per endpoint, by outcome (activities.Outcome*); an event delivered on the
+// per activity attempt per endpoint, by outcome (contract.Outcome*); an event delivered on the
 // third try counts retry 2, delivered 1. The name stays (documented in activities/README.md).
 func notifyDeliveries(reg prometheus.Registerer) func(endpoint, outcome string) {
 	if reg == nil {
@@ -124,7 +125,7 @@ func jobSnapshot(c client.Client, dc converter.DataConverter) func(ctx context.C
 		if p := info.GetMemo().GetFields()[workflows.MemoProgress]; p != nil {
 			var prog workflows.Progress
 			if err := dc.FromPayload(p, &prog); err == nil {
-				s.Progress = activities.EventProgress{Done: prog.Done, Failed: prog.Failed, Total: prog.Total,
+				s.Progress = contract.EventProgress{Done: prog.Done, Failed: prog.Failed, Total: prog.Total,
 					Unit: prog.Unit, Message: prog.Message, AsOf: prog.AsOf}
 			}
 		}

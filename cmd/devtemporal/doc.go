@@ -28,4 +28,7 @@
 //   - Task queue fairness is on (matching.enableFairness) except on Options.UnfairTaskQueues,
 //     and workflow updates are enabled, as jobgate needs.
 //   - Stop releases the ports, the database and the lock; calling it again is harmless.
+//
+// It links the whole Temporal server: only cmd/app and tests import it, and frontend, workflows
+// and activities must never import it.
 package devtemporal

@@ -41,4 +41,8 @@
 //     server's Repr-Digest.
 //   - Exit status: 0 ok; 1 refused by the server (a tool error) or the job failed; 2 usage or
 //     connection error.
+//
+// Only main.go imports cmd/app (the server subcommands); the client commands import
+// frontend/wire, frontend/handle and workflows/jobstate, never frontend or workflows
+// (TestClientCodeImportsWireNotServer).
 package main

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 // The CLI's new parsers: a token's claims (readTokenInfo, fed by an IdP or by the person's

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jobgate/jobgate/frontend/devidp"
+	"github.com/jobgate/jobgate/tests/support/webclient"
 )
 
 // TestBrowserLogin: --browser does code + PKCE through a 127.0.0.1 redirect; a redirect with
@@ -26,7 +27,7 @@ func TestBrowserLogin(t *testing.T) {
 		t.Fatalf("authorize URL %s", m[1])
 	}
 	// A forged redirect (another state) is refused.
-	resp, page := fetch(t, noRedirect(), http.MethodGet, q.Get("redirect_uri")+"?code=evil&state=other", nil)
+	resp, page := fetch(t, webclient.New(nil), http.MethodGet, q.Get("redirect_uri")+"?code=evil&state=other", nil)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "state mismatch") {
 		t.Fatalf("forged callback: %s %s", resp.Status, page)
 	}

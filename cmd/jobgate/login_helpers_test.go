@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/devidp"
+	"github.com/jobgate/jobgate/tests/support/webclient"
 )
 
 // These tests run the login, whoami and logout commands in-process against the real dev
@@ -214,13 +214,6 @@ var (
 	reAuthReq  = regexp.MustCompile(`name="authRequestID" value="([^"]+)"`)
 )
 
-// noRedirect is a browser whose hops the test follows itself.
-func noRedirect() *http.Client {
-	jar, _ := cookiejar.New(nil)
-	return &http.Client{Jar: jar, Timeout: 30 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-}
-
 func fetch(t *testing.T, c *http.Client, method, u string, form url.Values) (*http.Response, string) {
 	t.Helper()
 	var resp *http.Response
@@ -242,7 +235,7 @@ func fetch(t *testing.T, c *http.Client, method, u string, form url.Values) (*ht
 // user (or denies when user is ""), as the device page's form does.
 func approveDevice(t *testing.T, verificationURI, userCode, user string) {
 	t.Helper()
-	c := noRedirect()
+	c := webclient.New(nil)
 	resp, page := fetch(t, c, http.MethodGet, verificationURI+"?user_code="+url.QueryEscape(userCode), nil)
 	m := reCSRF.FindStringSubmatch(page)
 	if resp.StatusCode != 200 || m == nil {
@@ -280,7 +273,7 @@ func browserSignIn(t *testing.T, p *loginIdP, authURL, user string) (int, string
 // browser follows it to the loopback (an IdP that adds or changes parameters).
 func browserSignInEdit(t *testing.T, p *loginIdP, authURL, user string, edit func(url.Values)) (int, string) {
 	t.Helper()
-	c := noRedirect()
+	c := webclient.New(nil)
 	next := func(resp *http.Response) string {
 		t.Helper()
 		l, err := resp.Request.URL.Parse(resp.Header.Get("Location"))
@@ -391,7 +384,7 @@ func browserToken(t *testing.T, p *loginIdP, user string) string {
 	cfg := &oauth2.Config{ClientID: defaultClientID, RedirectURL: "http://127.0.0.1:45678/callback", Scopes: []string{"jobs:read"},
 		Endpoint: oauth2.Endpoint{AuthURL: p.issuer + "/authorize", TokenURL: p.issuer + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
 	v := oauth2.GenerateVerifier()
-	c := noRedirect()
+	c := webclient.New(nil)
 	next := func(resp *http.Response) string {
 		l, _ := resp.Request.URL.Parse(resp.Header.Get("Location"))
 		return l.String()

@@ -41,7 +41,7 @@ One line per check (ok, FAIL, or SKIP for a check that could not run); exit 0 wh
 1 when any fails, 2 for usage errors, 3 when none failed but some were skipped (0 with
 --allow-skipped). was required). Both seals are HMACs: a holder of the resume keys could forge them.`
 
-// The manifest as the worker writes it (activities.Manifest; a test keeps them in step): only
+// The manifest as the worker writes it (contract.Manifest; a test keeps them in step): only
 // what verify reads, so the client links no worker code.
 type verifyManifest struct {
 	Object   string `json:"object"`
@@ -57,15 +57,15 @@ type verifyManifest struct {
 	Columns  []string        `json:"columns"`
 	RunID    string          `json:"run_id"`
 	Decision *verifyDecision `json:"decision"`
-	// Scope is what the decision approved (activities.ApprovedScope), kept as the JSON object
+	// Scope is what the decision approved (contract.ApprovedScope), kept as the JSON object
 	// it is, so its digest is recomputed over exactly the fields the worker wrote.
 	Scope *verifyScope `json:"scope"`
-	// ApprovalRequired and ManifestSeal: see activities.Manifest (absent in older manifests).
+	// ApprovalRequired and ManifestSeal: see contract.Manifest (absent in older manifests).
 	ApprovalRequired bool   `json:"approval_required"`
 	ManifestSeal     string `json:"manifest_seal"`
 }
 
-// verifyScope is activities.ApprovedScope, in its field order (the digest is over its JSON).
+// verifyScope is contract.ApprovedScope, in its field order (the digest is over its JSON).
 type verifyScope struct {
 	Tenant       string   `json:"tenant"`
 	Dataset      string   `json:"dataset"`
@@ -75,7 +75,7 @@ type verifyScope struct {
 	Purpose      string   `json:"purpose"`
 }
 
-// verifyDecision is activities.DecisionRecord as JSON.
+// verifyDecision is contract.DecisionRecord as JSON.
 type verifyDecision struct {
 	WorkflowID   string    `json:"workflow_id"`
 	RunID        string    `json:"run_id"`

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/frontend/handle"
 )
 
@@ -34,13 +35,13 @@ func writeSignedExport(t *testing.T) (manifestPath, keysFile string) {
 		t.Fatal(err)
 	}
 	at := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	scope := &activities.ApprovedScope{Tenant: "acme", Dataset: "customers", ConfigDigest: "sha256:" + strings.Repeat("c0", 32),
+	scope := &contract.ApprovedScope{Tenant: "acme", Dataset: "customers", ConfigDigest: "sha256:" + strings.Repeat("c0", 32),
 		Columns: []string{"id", "email"}, Format: "csv", Purpose: "renewal mailing for Q3"}
 	sb, _ := json.Marshal(scope)
-	d := &activities.DecisionRecord{WorkflowID: "acme/export/ana/q3", RunID: "run-2", InputID: "approve-0a1b2c3d4e5f",
+	d := &contract.DecisionRecord{WorkflowID: "acme/export/ana/q3", RunID: "run-2", InputID: "approve-0a1b2c3d4e5f",
 		ScopeDigest: "sha256:" + hexSHA256(string(sb)), Decision: "approve", Tenant: "acme", By: "steward",
 		Scopes: []string{"jobs:approve"}, At: at, Surface: "page", SignedInWith: "oidc-session",
-		Identity: activities.Identity{Issuer: "https://idp.acme.example", Name: "Stew Ard", Email: "steward@acme.example",
+		Identity: contract.Identity{Issuer: "https://idp.acme.example", Name: "Stew Ard", Email: "steward@acme.example",
 			AuthTime: at.Add(-2 * time.Minute), AMR: []string{"pwd"}, ACR: "1"},
 		Comment: "fine for Q3", Prompt: "Allow ana@acme to export id and **email** of customers"}
 	d.Seal = keys.SealResume(handle.Resume{WorkflowID: d.WorkflowID, RunID: d.RunID, InputID: d.InputID,
@@ -54,10 +55,10 @@ func writeSignedExport(t *testing.T) (manifestPath, keysFile string) {
 	lead, p1, p2 := []byte("lead-member"), []byte("part one bytes"), []byte("part two")
 	art := append(append(append([]byte{}, lead...), p1...), p2...)
 	hx := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
-	m := activities.Manifest{Object: activities.ExportPrefix(d.WorkflowID, "run-1") + "acme-export-ana-q3.csv.gz",
+	m := contract.Manifest{Object: activities.ExportPrefix(d.WorkflowID, "run-1") + "acme-export-ana-q3.csv.gz",
 		FileName: "acme-export-ana-q3.csv.gz", Format: "csv", Columns: []string{"id", "email"}, Rows: 3,
 		Bytes: int64(len(art)), SHA256: hx(art), RunID: "run-1", Decision: d, Scope: scope, ApprovalRequired: true,
-		Parts: []activities.ManifestPart{{Part: 1, Rows: 2, Bytes: int64(len(p1)), SHA256: hx(p1)}, {Part: 2, Rows: 1, Bytes: int64(len(p2)), SHA256: hx(p2)}}}
+		Parts: []contract.ManifestPart{{Part: 1, Rows: 2, Bytes: int64(len(p1)), SHA256: hx(p1)}, {Part: 2, Rows: 1, Bytes: int64(len(p2)), SHA256: hx(p2)}}}
 	b, _ := json.Marshal(m)
 	if m.ManifestSeal, err = keys.SealManifest(b); err != nil { // as the worker does
 		t.Fatal(err)
@@ -147,7 +148,7 @@ func TestVerifyTypesMatchWorker(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	var am activities.Manifest
+	var am contract.Manifest
 	_ = json.Unmarshal(b, &am)
 	want, _ := json.Marshal(am.Decision)
 	var wantMap, gotMap map[string]any

@@ -89,4 +89,7 @@
 // Never log a sealed string (it contains the signature; for a download token,
 // also keep it out of access logs of GET /artifacts/…); log the decoded tenant
 // and workflow ID instead.
+//
+// It imports only the standard library: the frontend, pages and cmd seal through it, so it must
+// never import frontend, workflows, activities or cmd.
 package handle

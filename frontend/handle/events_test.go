@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 func testEventPos() EventPos {

@@ -1,6 +1,6 @@
 package handle
 
-// Manifest seals: the worker's HMAC over an export's manifest.json (activities.Manifest), so
+// Manifest seals: the worker's HMAC over an export's manifest.json (contract.Manifest), so
 // the artifact's digests, the decision record and approval_required cannot be rewritten or
 // removed by whoever can write the artifact store alone. The key is derived from the resume
 // key with HKDF under its own info string, so a manifest seal can never be taken for a resume

@@ -2,24 +2,18 @@ package pages
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/jobgate/jobgate/activities/testenv"
+	"github.com/jobgate/jobgate/tests/support/chrome"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
-
-// chromiumPath is Debian's chromium (apt-get install chromium); never a downloaded browser.
-const chromiumPath = "/usr/bin/chromium"
 
 // TestBrowser drives a real Chromium (headless) through sign-in against the dev IdP: the picker,
 // /me showing ana of acme, a cross-site POST refused, sign-out, /me then asking to sign in
@@ -27,9 +21,7 @@ const chromiumPath = "/usr/bin/chromium"
 // Screenshots at 1200 and 390 px go to $JOBGATE_SCREENSHOTS (default: the test's temp dir).
 func TestBrowser(t *testing.T) {
 	testenv.Heavy(t, "starts Chromium")
-	if _, err := exec.LookPath(chromiumPath); err != nil {
-		testenv.Missing(t, chromiumPath+" is not installed (apt-get install chromium)")
-	}
+	chrome.Require(t)
 	shots := os.Getenv("JOBGATE_SCREENSHOTS")
 	if shots == "" {
 		shots = t.TempDir()
@@ -43,73 +35,9 @@ func TestBrowser(t *testing.T) {
 	defer evil.Close()
 	evilURL := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(chromiumPath), chromedp.Headless,
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1200, 900),
-		chromedp.UserDataDir(t.TempDir()))
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	if err := chromedp.Do(ctx); err != nil { // starts the browser; no timeout on this first call
-		t.Fatal(err)
-	}
-	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
-		defer scancel()
-		if err := chromedp.Do(sctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	// at waits until the page's URL starts with prefix and the document has loaded.
-	at := func(prefix string) chromedp.Action[chromedp.Void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			tick := time.NewTicker(50 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				loc, err := chromedp.Location()(ctx, tg)
-				if err != nil {
-					return err
-				}
-				ready, err := chromedp.Evaluate[string]("document.readyState")(ctx, tg)
-				if err == nil && strings.HasPrefix(loc, prefix) && ready == "complete" {
-					return nil
-				}
-				select {
-				case <-ctx.Done():
-					return fmt.Errorf("waiting for %s, at %s: %w", prefix, loc, ctx.Err())
-				case <-tick.C:
-				}
-			}
-		})
-	}
-	text := func() string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string]("document.body.innerText"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	shoot := func(name string) {
-		t.Helper()
-		for _, w := range []int64{1200, 390} {
-			var png []byte
-			sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
-			err := chromedp.Do(sctx, chromedp.EmulateViewport(w, 844), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-				var err error
-				png, err = chromedp.FullScreenshot(100)(ctx, tg)
-				return err
-			}))
-			scancel()
-			if err != nil {
-				t.Fatalf("screenshot %s: %v", name, err)
-			}
-			if err := os.WriteFile(filepath.Join(shots, fmt.Sprintf("%s-%d.png", name, w)), png, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		step("viewport back", chromedp.EmulateViewport(1200, 900))
-	}
+	b := chrome.New(t)
+	step, at, text := b.Step, chrome.At, b.Text
+	shoot := func(name string) { t.Helper(); b.Shoot(shots, name) }
 
 	// Signing in starts at a protected page: the picker of the dev IdP.
 	step("open /me", chromedp.Navigate(e.base+"/me"), at(e.issuer+"/login?"))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/tests/support/webclient"
 )
 
 func TestCallbackRefusals(t *testing.T) {
@@ -17,7 +18,7 @@ func TestCallbackRefusals(t *testing.T) {
 	u, _ := url.Parse(e.base)
 
 	t.Run("state mismatch", func(t *testing.T) {
-		c := browser(t)
+		c := webclient.New(nil)
 		back := e.pick(t, c, wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer), "ana")
 		bu, _ := url.Parse(back)
 		q := bu.Query()
@@ -26,7 +27,7 @@ func TestCallbackRefusals(t *testing.T) {
 		noSession(t, do(t, c, "GET", bu.String(), nil), 400, "state mismatch")
 	})
 	t.Run("iss mismatch", func(t *testing.T) {
-		c := browser(t)
+		c := webclient.New(nil)
 		back := e.pick(t, c, wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer), "ana")
 		bu, _ := url.Parse(back)
 		q := bu.Query()
@@ -35,7 +36,7 @@ func TestCallbackRefusals(t *testing.T) {
 		noSession(t, do(t, c, "GET", bu.String(), nil), 400, "iss mismatch")
 	})
 	t.Run("nonce mismatch", func(t *testing.T) {
-		c := browser(t)
+		c := webclient.New(nil)
 		back := e.pick(t, c, wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer), "ana")
 		var ls handle.LoginState
 		for _, ck := range c.Jar.Cookies(&url.URL{Scheme: "http", Host: u.Host, Path: "/auth/callback"}) {
@@ -51,18 +52,18 @@ func TestCallbackRefusals(t *testing.T) {
 		noSession(t, do(t, c, "GET", back, nil), 400, "nonce mismatch")
 	})
 	t.Run("no login cookie", func(t *testing.T) {
-		c := browser(t)
+		c := webclient.New(nil)
 		back := e.pick(t, c, wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer), "ana")
-		noSession(t, do(t, browser(t), "GET", back, nil), 400, "not started in this browser")
+		noSession(t, do(t, webclient.New(nil), "GET", back, nil), 400, "not started in this browser")
 	})
 	t.Run("replayed callback", func(t *testing.T) {
-		c := browser(t)
+		c := webclient.New(nil)
 		back := e.pick(t, c, wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer), "ana")
 		wantRedirect(t, do(t, c, "GET", back, nil), e.base+"/me")
 		noSession(t, do(t, c, "GET", back, nil), 400, "not started in this browser")
 	})
 	t.Run("access denied", func(t *testing.T) {
-		c := browser(t)
+		c := webclient.New(nil)
 		authorize := wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer)
 		au, _ := url.Parse(authorize)
 		// What the IdP sends back when the person refuses (RFC 6749 §4.1.2.1).
@@ -74,9 +75,9 @@ func TestCallbackRefusals(t *testing.T) {
 	})
 	t.Run("return path", func(t *testing.T) {
 		for _, bad := range []string{"//evil.example", "//evil.example/me", "/\\evil.example", "https://evil.example/", "evil", "/auth/callback", "/me\r\nX: y", "javascript:alert(1)"} {
-			noSession(t, do(t, browser(t), "GET", e.base+"/login?"+url.Values{"return": {bad}}.Encode(), nil), 400, "must be a path on this site")
+			noSession(t, do(t, webclient.New(nil), "GET", e.base+"/login?"+url.Values{"return": {bad}}.Encode(), nil), 400, "must be a path on this site")
 		}
-		c := browser(t)
+		c := webclient.New(nil)
 		wantRedirect(t, e.signIn(t, c, "steward", "/protected?x=1&y=%2F"), e.base+"/protected?x=1&y=%2F")
 		if p := do(t, c, "GET", e.base+"/protected?x=1", nil); p.body != "protected GET for steward of acme" {
 			t.Fatalf("landed: %s", p.body)
@@ -114,15 +115,15 @@ func TestIssRequired(t *testing.T) {
 		bu.RawQuery = q.Encode()
 		return bu.String()
 	}
-	c := browser(t)
+	c := webclient.New(nil)
 	back := e.pick(t, c, wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer), "ana")
 	noSession(t, do(t, c, "GET", back, nil), 400, "iss missing")
 
-	c = browser(t)
+	c = webclient.New(nil)
 	back = e.pick(t, c, wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer), "ana")
 	noSession(t, do(t, c, "GET", withIss(back, "https://evil.example"), nil), 400, "iss mismatch")
 
-	c = browser(t)
+	c = webclient.New(nil)
 	back = e.pick(t, c, wantRedirect(t, do(t, c, "GET", e.base+"/login", nil), e.issuer), "ana")
 	wantRedirect(t, do(t, c, "GET", withIss(back, e.issuer), nil), e.base+"/me")
 	if me := do(t, c, "GET", e.base+"/me", nil); me.status != 200 || !strings.Contains(me.body, "Signed in as ana") {

@@ -14,6 +14,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/devidp"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/tests/support/webclient"
 )
 
 // TestCookiesRefused: a forged, tampered, expired or other-issuer session cookie is no session:
@@ -38,7 +39,7 @@ func TestCookiesRefused(t *testing.T) {
 		"other keys":   otherKeys.SealSession(good),
 		"a cursor":     e.keys.SealCursor(handle.Cursor{Tenant: "acme", Subject: "ana", Tool: "list_jobs", Filter: "f", PageToken: []byte("x"), Expiry: now.Add(time.Hour)}),
 	} {
-		c := browser(t)
+		c := webclient.New(nil)
 		u, _ := url.Parse(e.base)
 		c.Jar.SetCookies(u, []*http.Cookie{{Name: "jobgate_session", Value: v}})
 		p := do(t, c, "GET", e.base+"/me", nil)
@@ -52,7 +53,7 @@ func TestCookiesRefused(t *testing.T) {
 		}
 	}
 	// Control: the valid one opens.
-	c := browser(t)
+	c := webclient.New(nil)
 	u, _ := url.Parse(e.base)
 	c.Jar.SetCookies(u, []*http.Cookie{{Name: "jobgate_session", Value: valid}})
 	if p := do(t, c, "GET", e.base+"/protected", nil); p.status != 200 || p.body != "protected GET for ana of acme" {
@@ -103,7 +104,7 @@ func TestSecureCookies(t *testing.T) {
 		t.Fatalf("/login: %d, login cookie %+v", login.Code, lc)
 	}
 	e := &env{issuer: issuer, base: public}
-	back := e.pick(t, browser(t), login.Header().Get("Location"), "ana")
+	back := e.pick(t, webclient.New(nil), login.Header().Get("Location"), "ana")
 	cb := serve(back, lc)
 	sc := cookieNamed(cb.Header(), "__Host-jobgate_session")
 	if cb.Code != http.StatusSeeOther || cb.Header().Get("Location") != public+"/me" || sc == nil || !sc.Secure || !sc.HttpOnly || sc.Path != "/" || sc.Domain != "" {
@@ -119,7 +120,7 @@ func TestSecureCookies(t *testing.T) {
 	// Nor is a login cookie under the __Secure- name a sibling subdomain could set.
 	login = serve(public + "/login")
 	lc = cookieNamed(login.Header(), "__Host-jobgate_login")
-	back = e.pick(t, browser(t), login.Header().Get("Location"), "ana")
+	back = e.pick(t, webclient.New(nil), login.Header().Get("Location"), "ana")
 	if cb := serve(back, &http.Cookie{Name: "__Secure-jobgate_login", Value: lc.Value}); cb.Code != http.StatusBadRequest || cookieNamed(cb.Header(), "__Host-jobgate_session") != nil {
 		t.Fatalf("callback with a __Secure- login cookie: %d %v", cb.Code, cb.Header()["Set-Cookie"])
 	}

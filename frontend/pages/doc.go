@@ -27,4 +27,7 @@
 // post_logout_redirect_uri = <public URL>/auth/signed-out; the ID token is not kept in the
 // session, to keep the cookie small, so no id_token_hint is sent and some providers ask the
 // person to confirm). Without one it lands on /auth/signed-out directly.
+//
+// Of jobgate it imports only authz and frontend/handle; it must never import activities (the
+// SQL drivers) or cmd.
 package pages

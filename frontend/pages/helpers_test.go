@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -150,12 +149,6 @@ func registerPublic(t *testing.T, issuer, redirect string) string {
 		t.Fatalf("register: %s %v", resp.Status, err)
 	}
 	return m["client_id"].(string)
-}
-
-// browser keeps cookies and follows no redirect, so each hop is checked.
-func browser(t *testing.T) *http.Client {
-	jar, _ := cookiejar.New(nil)
-	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 type page struct {

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+
+	"github.com/jobgate/jobgate/tests/support/webclient"
 )
 
 // TestLogoutWithoutCookie: POST /logout that carries no session cookie (what a cross-site form
@@ -12,12 +14,12 @@ import (
 // came with the request is cleared.
 func TestLogoutWithoutCookie(t *testing.T) {
 	e := startEnv(t, envOpts{})
-	p := do(t, browser(t), "POST", e.base+PathLogout, url.Values{"csrf": {"guess"}})
+	p := do(t, webclient.New(nil), "POST", e.base+PathLogout, url.Values{"csrf": {"guess"}})
 	wantRedirect(t, p, e.base+PathSignedOut)
 	if c := cookieNamed(p.header, "jobgate_session"); c != nil {
 		t.Fatalf("a POST without a session cookie set %+v", c)
 	}
-	c := browser(t)
+	c := webclient.New(nil)
 	u, _ := url.Parse(e.base)
 	c.Jar.SetCookies(u, []*http.Cookie{{Name: "jobgate_session", Value: "jgx1.k1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}})
 	p = do(t, c, "POST", e.base+PathLogout, url.Values{"csrf": {"guess"}})

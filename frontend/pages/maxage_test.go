@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/tests/support/webclient"
 )
 
 func TestMaxAge(t *testing.T) {
 	e := startEnv(t, envOpts{maxAge: 5 * time.Minute})
-	c := browser(t)
+	c := webclient.New(nil)
 	u, _ := url.Parse(e.base)
 	stale := handle.Session{Issuer: e.issuer, Subject: "steward", Tenant: "acme", Scopes: []string{"jobs:approve"}, CSRF: "tok",
 		AuthTime: time.Now().Add(-time.Hour), Expiry: time.Now().Add(time.Hour)}
@@ -34,7 +35,7 @@ func TestMaxAge(t *testing.T) {
 	// The IdP's auth_time is checked on return: a server whose clock is 10 minutes ahead sees
 	// the fresh authentication as too old for a 5-minute max_age.
 	late := startEnv(t, envOpts{maxAge: 5 * time.Minute, mutate: func(c *Config) { c.Now = func() time.Time { return time.Now().Add(10 * time.Minute) } }})
-	c = browser(t)
+	c = webclient.New(nil)
 	authorize = wantRedirect(t, do(t, c, "GET", late.base+"/protected", nil), late.base+"/login?")
 	authorize = wantRedirect(t, do(t, c, "GET", authorize, nil), late.issuer+"/authorize?")
 	if strings.Contains(authorize, "max_age") {
@@ -53,7 +54,7 @@ func TestMaxAgeSkew(t *testing.T) {
 	e := startEnv(t, envOpts{maxAge: 5 * time.Minute, mutate: func(c *Config) {
 		c.Now = func() time.Time { return time.Now().Add(5*time.Minute + 30*time.Second) }
 	}})
-	c := browser(t)
+	c := webclient.New(nil)
 	u, _ := url.Parse(e.base)
 	stale := handle.Session{Issuer: e.issuer, Subject: "steward", Tenant: "acme", Scopes: []string{"jobs:approve"}, CSRF: "tok",
 		AuthTime: time.Now().Add(-time.Hour), Expiry: time.Now().Add(2 * time.Hour)}

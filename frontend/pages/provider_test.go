@@ -9,26 +9,28 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/tests/support/webclient"
 )
 
 func TestProviderProblems(t *testing.T) {
 	t.Run("no tenant claim", func(t *testing.T) {
 		// Without the access token's verifier the dev IdP's ID token (no tenant) is all there is.
 		e := startEnv(t, envOpts{mutate: func(c *Config) { c.AccessVerifier = nil }})
-		noSession(t, e.signIn(t, browser(t), "ana", "/me"), 403, `carry no &#34;tenant&#34; (tenant) claim`)
+		noSession(t, e.signIn(t, webclient.New(nil), "ana", "/me"), 403, `carry no &#34;tenant&#34; (tenant) claim`)
 	})
 	t.Run("other tenant claim name", func(t *testing.T) {
 		e := startEnv(t, envOpts{mutate: func(c *Config) { c.Claims.Tenant, c.AccessVerifier = "org", nil }})
-		noSession(t, e.signIn(t, browser(t), "ana", "/me"), 403, `carry no &#34;org&#34; (tenant) claim`)
+		noSession(t, e.signIn(t, webclient.New(nil), "ana", "/me"), 403, `carry no &#34;org&#34; (tenant) claim`)
 	})
 	t.Run("wrong client secret", func(t *testing.T) {
 		e := startEnv(t, envOpts{mutate: func(c *Config) { c.ClientSecret = "wrong" }})
-		noSession(t, e.signIn(t, browser(t), "ana", "/me"), 502, "refused this server&#39;s client credentials (invalid_client)")
+		noSession(t, e.signIn(t, webclient.New(nil), "ana", "/me"), 502, "refused this server&#39;s client credentials (invalid_client)")
 	})
 	t.Run("clock skew", func(t *testing.T) {
 		// This server's clock runs two hours ahead: the provider's hour-long ID token has expired.
 		e := startEnv(t, envOpts{mutate: func(c *Config) { c.Now = func() time.Time { return time.Now().Add(2 * time.Hour) } }})
-		noSession(t, e.signIn(t, browser(t), "ana", "/me"), 502, "clock skew")
+		noSession(t, e.signIn(t, webclient.New(nil), "ana", "/me"), 502, "clock skew")
 	})
 	t.Run("unreachable issuer", func(t *testing.T) {
 		p, err := New(Config{Issuer: "http://127.0.0.1:1/oidc", ClientID: "x", PublicURL: "http://127.0.0.1:2", Keys: testKeys(t)})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/frontend/devidp"
+	"github.com/jobgate/jobgate/tests/support/webclient"
 )
 
 // TestSignInMeSignOut is the confidential client's whole path: sign in as ana, /me shows who
@@ -15,7 +16,7 @@ import (
 // cookie's attributes, then sign out through the IdP's end_session and be sent to sign in.
 func TestSignInMeSignOut(t *testing.T) {
 	e := startEnv(t, envOpts{})
-	c := browser(t)
+	c := webclient.New(nil)
 	authorize := wantRedirect(t, do(t, c, "GET", e.base+"/login?return=%2Fme", nil), e.issuer+"/authorize?")
 	au, _ := url.Parse(authorize)
 	q := au.Query()
@@ -94,7 +95,7 @@ func TestSignInMeSignOut(t *testing.T) {
 // TestPublicClient: a public client (PKCE only, no secret) signs in just as well.
 func TestPublicClient(t *testing.T) {
 	e := startEnv(t, envOpts{public: true})
-	c := browser(t)
+	c := webclient.New(nil)
 	wantRedirect(t, e.signIn(t, c, "gus", "/me"), e.base+"/me")
 	me := do(t, c, "GET", e.base+"/me", nil)
 	if me.status != 200 || !strings.Contains(me.body, "Signed in as gus") || !strings.Contains(me.body, "<code>globex</code>") {
@@ -115,7 +116,7 @@ func TestPathPrefix(t *testing.T) {
 	if !strings.HasSuffix(e.base, "/jobs") {
 		t.Fatalf("base %s", e.base)
 	}
-	c := browser(t)
+	c := webclient.New(nil)
 	wantRedirect(t, do(t, c, "GET", e.base+"/me", nil), e.base+"/login?return=%2Fme")
 	cb := e.signIn(t, c, "ana", "/me")
 	wantRedirect(t, cb, e.base+"/me")
@@ -139,7 +140,7 @@ func TestPathPrefix(t *testing.T) {
 func TestLongReturn(t *testing.T) {
 	e := startEnv(t, envOpts{})
 	long := "/protected?q=" + strings.Repeat("x", maxReturnLen)
-	c := browser(t)
+	c := webclient.New(nil)
 	login := wantRedirect(t, do(t, c, "GET", e.base+long, nil), e.base+"/login?")
 	if login != e.base+"/login?return=%2Fme" {
 		t.Fatalf("redirect to %s", login)
@@ -148,5 +149,5 @@ func TestLongReturn(t *testing.T) {
 	wantRedirect(t, do(t, c, "GET", e.pick(t, c, authorize, "ana"), nil), e.base+"/me")
 	// A return path that fits still comes back to the page.
 	fits := "/protected?q=" + strings.Repeat("x", 100)
-	wantRedirect(t, do(t, browser(t), "GET", e.base+fits, nil), e.base+"/login?"+url.Values{"return": {fits}}.Encode())
+	wantRedirect(t, do(t, webclient.New(nil), "GET", e.base+fits, nil), e.base+"/login?"+url.Values{"return": {fits}}.Encode())
 }

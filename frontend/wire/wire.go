@@ -105,7 +105,7 @@ type ListJobsOut struct {
 
 // ExportResultView is a succeeded export's result: the artifact's manifest summary and a
 // short-lived download link for the caller. It is its own shape, not the worker's manifest
-// (activities.Manifest), so a client links no server code to read it.
+// (contract.Manifest), so a client links no server code to read it.
 type ExportResultView struct {
 	Rows                 int        `json:"rows" jsonschema:"rows exported"`
 	Bytes                int64      `json:"bytes" jsonschema:"size of the gzip file in bytes"`

@@ -8,4 +8,6 @@
 // The cluster and chaos tests and the PostgreSQL test build it, run it as
 // `lbproxy -listen ADDR -backends URL,URL` in front of two `jobgate serve` processes and point
 // their MCP clients at it; its stats prove that calls were really spread over both replicas.
+//
+// It imports only the standard library, never a jobgate package.
 package main

@@ -1,5 +1,5 @@
 // A second, independent OpenID Provider for jobgate's tests: the OpenID Certified npm package
-// oidc-provider, configured from a JSON file the Go test writes (activities/oidctest builds it).
+// oidc-provider, configured from a JSON file the Go test writes (tests/support/oidctest builds it).
 //
 //   node idp.mjs config.json
 //

@@ -9,4 +9,7 @@
 // config (--visibility-rps raises frontend.namespaceRPS.visibility from its default of 10, for a
 // benchmark telling that limit apart from the store). The schemas must exist: create them with the module's own temporal-sql-tool
 // (go build go.temporal.io/server/cmd/tools/sql), as the test does.
+//
+// A command, never imported: only the test that runs it links the Temporal server's PostgreSQL
+// plugin. It imports no jobgate package.
 package main

@@ -9,4 +9,7 @@
 //
 // Usage: probe [-timeout 3s] URL... (exit 2 without a URL). It sends nothing but GET, carries
 // no credentials, and exits 1 at the first URL that fails, naming it and its status on stderr.
+//
+// It imports only the standard library, never a jobgate package: the image's health check stays
+// a tiny binary.
 package main

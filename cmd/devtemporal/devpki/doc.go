@@ -16,4 +16,7 @@
 //     Write* methods, into the directory given.
 //   - ClientValid makes a client certificate with a chosen validity window, so tests can
 //     present an expired or not-yet-valid certificate.
+//
+// It imports only the standard library, never a jobgate package; only tests and dev set-ups
+// import it.
 package devpki

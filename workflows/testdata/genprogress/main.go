@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
 	"github.com/jobgate/jobgate/workflows/testdata/gen"
@@ -77,14 +78,14 @@ func run(out string) error {
 			if p := info.GetMemo().GetFields()[workflows.MemoProgress]; p != nil {
 				var prog workflows.Progress
 				if err := converterGet(p, &prog); err == nil {
-					s.Progress = activities.EventProgress{Done: prog.Done, Failed: prog.Failed, Total: prog.Total, Unit: prog.Unit,
+					s.Progress = contract.EventProgress{Done: prog.Done, Failed: prog.Failed, Total: prog.Total, Unit: prog.Unit,
 						Message: prog.Message, AsOf: prog.AsOf}
 				}
 			}
 			return s, nil
 		}}
 	e, err := gen.StartWith(ctx, tq, workflows.KindEval, &workflows.Workflows{Notify: wants{}},
-		&activities.Activities{Suites: activities.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond},
+		&activities.Activities{Suites: contract.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond},
 		func(r workflows.Registry) { workflows.RegisterNotify(r, n) })
 	if err != nil {
 		return err

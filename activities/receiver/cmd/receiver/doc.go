@@ -1,7 +1,0 @@
-// Command receiver runs the jobgate test receiver (package activities/receiver) as its own process:
-//
-//	go run ./activities/receiver/cmd/receiver -addr 127.0.0.1:8089 -dir /tmp/receiver
-//
-// It prints the episodes URL to put in an http suite's "url", keeps its state in -dir (restart it
-// with the same -dir and it remembers what it applied), and takes faults on POST /control.
-package main
