@@ -61,45 +61,10 @@ type watched struct {
 
 // serveListen answers a 2026-07-28 subscriptions/listen that asks for task notifications.
 func (f *Frontend) serveListen(w http.ResponseWriter, r *http.Request, req *rpcRequest, p authz.Principal, metaURL string, ids []string, bad string) {
-	if m := r.Header.Get(headerMethod); m != req.method {
-		writeRPC(w, http.StatusBadRequest, req.id, nil, &rpcError{Code: mcp.CodeHeaderMismatch,
-			Message: fmt.Sprintf("header mismatch: Mcp-Method header value %q does not match body value %q", m, req.method)})
+	if !f.listenAllowed(w, r, req, p, metaURL, bad) {
 		return
 	}
-	if !declaresTasks(req.meta()) {
-		writeRPC(w, http.StatusBadRequest, req.id, nil, errMissingTasksCapability)
-		return
-	}
-	if need := authz.ActionScopes(authz.ActionGet); !hasAny(p, need) {
-		f.denyScope(r.Context(), w, metaURL, methodSubscriptionsListen, need, p)
-		return
-	}
-	if bad != "" {
-		writeRPC(w, http.StatusBadRequest, req.id, nil, &rpcError{Code: jsonrpc.CodeInvalidParams, Message: bad})
-		return
-	}
-	// Accept the tasks the caller may see now (tasks/get answers them); leave out the rest
-	// without a word — unknown, another tenant's, not theirs, expired, malformed alike.
-	var (
-		accepted []watched
-		seen     = map[string]bool{}
-		wfIDs    []string
-	)
-	for _, id := range ids {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		h, rerr := f.openTaskID(p, id)
-		if rerr != nil {
-			continue
-		}
-		if _, rerr := f.taskGet(r.Context(), nil, p, id, h); rerr != nil {
-			continue
-		}
-		accepted = append(accepted, watched{taskID: id, h: h})
-		wfIDs = append(wfIDs, h.WorkflowID)
-	}
+	accepted, wfIDs := f.acceptTasks(r.Context(), p, ids)
 	var release func()
 	if len(accepted) > 0 {
 		var te *ToolError
@@ -137,44 +102,9 @@ func (f *Frontend) serveListen(w http.ResponseWriter, r *http.Request, req *rpcR
 	defer f.metrics.streamClosed("tasks_listen")
 	go sse.heartbeat(ctx, cancel, f.opts.StreamHeartbeat)
 
-	type update struct {
-		i    int
-		ev   *rendered
-		next handle.JobPos
-		done bool
-	}
-	updates := make(chan update)
+	updates := make(chan listenUpdate)
 	for i, a := range accepted {
-		go func() {
-			render := func(ctx context.Context) (rendered, error) {
-				t, rerr := f.taskGet(ctx, nil, p, a.taskID, a.h)
-				if rerr != nil {
-					return rendered{}, rerr.wire()
-				}
-				b, err := json.Marshal(t)
-				if err != nil {
-					return rendered{}, err
-				}
-				return rendered{payload: b, digest: viewDigest(b), terminal: taskTerminal(t.Status)}, nil
-			}
-			err := f.followJob(ctx, a.h.WorkflowID, pos[i], render, func(ev rendered, next handle.JobPos) error {
-				select {
-				case updates <- update{i: i, ev: &ev, next: next}:
-					return nil
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			})
-			if err != nil && ctx.Err() == nil {
-				// Access lost, the job gone, or Temporal failing for good: this task's
-				// notifications end; the stream goes on for the others.
-				f.logger(ctx).Info("subscriptions/listen: task follow ended", zap.String("job_id", a.h.WorkflowID), zap.Error(err))
-			}
-			select {
-			case updates <- update{i: i, done: true}:
-			case <-ctx.Done():
-			}
-		}()
+		go f.followTask(ctx, p, i, a, pos[i], updates)
 	}
 	for left := len(accepted); left > 0; {
 		select {
@@ -199,6 +129,94 @@ func (f *Frontend) serveListen(w http.ResponseWriter, r *http.Request, req *rpcR
 	b, err := json.Marshal(rpcMessage{JSONRPC: "2.0", ID: req.id, Result: map[string]any{"_meta": subMeta, "resultType": "complete"}})
 	if err == nil {
 		_ = sse.event("", b)
+	}
+}
+
+// listenAllowed checks the request (Mcp-Method header, declared tasks capability, scope,
+// taskIds); when it refuses, it has answered.
+func (f *Frontend) listenAllowed(w http.ResponseWriter, r *http.Request, req *rpcRequest, p authz.Principal, metaURL, bad string) bool {
+	if m := r.Header.Get(headerMethod); m != req.method {
+		writeRPC(w, http.StatusBadRequest, req.id, nil, &rpcError{Code: mcp.CodeHeaderMismatch,
+			Message: fmt.Sprintf("header mismatch: Mcp-Method header value %q does not match body value %q", m, req.method)})
+		return false
+	}
+	if !declaresTasks(req.meta()) {
+		writeRPC(w, http.StatusBadRequest, req.id, nil, errMissingTasksCapability)
+		return false
+	}
+	if need := authz.ActionScopes(authz.ActionGet); !hasAny(p, need) {
+		f.denyScope(r.Context(), w, metaURL, methodSubscriptionsListen, need, p)
+		return false
+	}
+	if bad != "" {
+		writeRPC(w, http.StatusBadRequest, req.id, nil, &rpcError{Code: jsonrpc.CodeInvalidParams, Message: bad})
+		return false
+	}
+	return true
+}
+
+// acceptTasks is the tasks the caller may see now (tasks/get answers them), each once, and
+// their workflow IDs. The rest are left out without a word — unknown, another tenant's, not
+// theirs, expired, malformed alike.
+func (f *Frontend) acceptTasks(ctx context.Context, p authz.Principal, ids []string) (accepted []watched, wfIDs []string) {
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		h, rerr := f.openTaskID(p, id)
+		if rerr != nil {
+			continue
+		}
+		if _, rerr := f.taskGet(ctx, nil, p, id, h); rerr != nil {
+			continue
+		}
+		accepted = append(accepted, watched{taskID: id, h: h})
+		wfIDs = append(wfIDs, h.WorkflowID)
+	}
+	return accepted, wfIDs
+}
+
+// listenUpdate is what a task's follower sends the listen stream: a new view of task i and
+// the position after it, or done when its notifications end.
+type listenUpdate struct {
+	i    int
+	ev   *rendered
+	next handle.JobPos
+	done bool
+}
+
+// followTask follows accepted task i of a listen stream from pos, sending each new view (as
+// tasks/get renders it) to updates, then done.
+func (f *Frontend) followTask(ctx context.Context, p authz.Principal, i int, a watched, pos handle.JobPos, updates chan<- listenUpdate) {
+	render := func(ctx context.Context) (rendered, error) {
+		t, rerr := f.taskGet(ctx, nil, p, a.taskID, a.h)
+		if rerr != nil {
+			return rendered{}, rerr.wire()
+		}
+		b, err := json.Marshal(t)
+		if err != nil {
+			return rendered{}, err
+		}
+		return rendered{payload: b, digest: viewDigest(b), terminal: taskTerminal(t.Status)}, nil
+	}
+	err := f.followJob(ctx, a.h.WorkflowID, pos, render, func(ev rendered, next handle.JobPos) error {
+		select {
+		case updates <- listenUpdate{i: i, ev: &ev, next: next}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	if err != nil && ctx.Err() == nil {
+		// Access lost, the job gone, or Temporal failing for good: this task's
+		// notifications end; the stream goes on for the others.
+		f.logger(ctx).Info("subscriptions/listen: task follow ended", zap.String("job_id", a.h.WorkflowID), zap.Error(err))
+	}
+	select {
+	case updates <- listenUpdate{i: i, done: true}:
+	case <-ctx.Done():
 	}
 }
 

@@ -1,6 +1,7 @@
 package pages
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -126,18 +127,8 @@ func (p *Pages) callback(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: p.loginCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: p.secure, SameSite: http.SameSiteLaxMode})
 	now := p.cfg.Now()
 	q := r.URL.Query()
-	c, err := r.Cookie(p.loginCookie)
-	if err != nil {
-		p.fail(w, r, http.StatusBadRequest, "This sign-in was not started in this browser, or took too long; sign in again.", err)
-		return
-	}
-	ls, err := p.cfg.Keys.OpenLoginState(c.Value, now)
-	if err != nil {
-		p.fail(w, r, http.StatusBadRequest, "This sign-in was not started in this browser, or took too long; sign in again.", err)
-		return
-	}
-	if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(ls.State)) != 1 {
-		p.fail(w, r, http.StatusBadRequest, "The sign-in response does not belong to this browser's sign-in (state mismatch); sign in again.", nil)
+	ls, ok := p.callbackLoginState(w, r, q, now)
+	if !ok {
 		return
 	}
 	// Discovery was memoised when this sign-in started; it says whether iss is mandatory.
@@ -146,26 +137,7 @@ func (p *Pages) callback(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, http.StatusBadGateway, "The identity provider cannot be reached; try again later.", err)
 		return
 	}
-	// RFC 9207 (mix-up defence): a provider that names itself in the response must be ours, and
-	// one that advertises the iss parameter must name itself, or an attacker's provider could
-	// answer in its place by leaving iss out.
-	switch {
-	case q.Has("iss") && q.Get("iss") != p.cfg.Issuer:
-		p.fail(w, r, http.StatusBadRequest, "The sign-in response comes from another identity provider (iss mismatch); sign in again.", nil)
-		return
-	case !q.Has("iss") && d.issParam:
-		p.fail(w, r, http.StatusBadRequest, "The sign-in response does not name its identity provider, which promises to (iss missing); sign in again.", nil)
-		return
-	}
-	if e := q.Get("error"); e != "" {
-		status, msg := http.StatusBadGateway, "The identity provider could not sign you in ("+shortCode(e)+")."
-		switch e {
-		case "access_denied":
-			status, msg = http.StatusForbidden, "Sign-in was refused at the identity provider (access_denied)."
-		case "login_required", "interaction_required", "consent_required":
-			status = http.StatusForbidden
-		}
-		p.fail(w, r, status, msg, fmt.Errorf("provider error %q: %s", e, oneLine(q.Get("error_description"))))
+	if !p.callbackResponseOK(w, r, q, d) {
 		return
 	}
 	code := q.Get("code")
@@ -174,57 +146,12 @@ func (p *Pages) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := oidc.ClientContext(r.Context(), p.cfg.HTTPClient)
-	opts := []oauth2.AuthCodeOption{oauth2.VerifierOption(ls.Verifier)}
-	if p.cfg.Resource != "" {
-		opts = append(opts, oauth2.SetAuthURLParam("resource", p.cfg.Resource))
-	}
-	tok, err := d.oauth.Exchange(ctx, code, opts...)
-	if err != nil {
-		var re *oauth2.RetrieveError
-		switch {
-		case errors.As(err, &re) && (re.ErrorCode == "invalid_client" || re.ErrorCode == "unauthorized_client"):
-			p.fail(w, r, http.StatusBadGateway, "The identity provider refused this server's client credentials ("+re.ErrorCode+"); the operator must check the OIDC client ID and secret.", err)
-		case errors.As(err, &re):
-			p.fail(w, r, http.StatusBadGateway, "The identity provider refused to complete the sign-in ("+shortCode(re.ErrorCode)+"); sign in again.", err)
-		default:
-			p.fail(w, r, http.StatusBadGateway, "The identity provider cannot be reached; try again later.", err)
-		}
+	tok, ok := p.exchangeCode(ctx, w, r, d, code, ls)
+	if !ok {
 		return
 	}
-	rawID, _ := tok.Extra("id_token").(string)
-	if rawID == "" {
-		p.fail(w, r, http.StatusBadGateway, "The identity provider returned no ID token; the operator must allow the openid scope for this client.", nil)
-		return
-	}
-	idt, err := d.verifier.Verify(ctx, rawID)
-	if err != nil {
-		var exp *oidc.TokenExpiredError
-		// go-oidc has a type for expiry only; its nbf failure is an error string.
-		if errors.As(err, &exp) || strings.Contains(err.Error(), "before the nbf") {
-			p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token is already expired or not yet valid: this server's clock and the provider's disagree (clock skew).", err)
-		} else {
-			p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token did not verify.", err)
-		}
-		return
-	}
-	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(ls.Nonce)) != 1 {
-		p.fail(w, r, http.StatusBadRequest, "The ID token does not belong to this browser's sign-in (nonce mismatch); sign in again.", nil)
-		return
-	}
-	var all map[string]any
-	var extra idClaims
-	if err := idt.Claims(&all); err != nil {
-		p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token is not a JSON object.", err)
-		return
-	}
-	if err := idt.Claims(&extra); err != nil {
-		p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token has a malformed auth_time, acr, amr, name or email claim.", err)
-		return
-	}
-	// go-oidc checks that aud contains our client ID; an authorized party, when named, must be
-	// us too (OIDC Core 3.1.3.7), or the token was issued to another client.
-	if extra.AZP != "" && extra.AZP != p.cfg.ClientID {
-		p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token was issued to another client (azp).", nil)
+	idt, all, extra, ok := p.verifyIDToken(ctx, w, r, d, tok, ls)
+	if !ok {
 		return
 	}
 	var authTime time.Time
@@ -256,6 +183,119 @@ func (p *Pages) callback(w http.ResponseWriter, r *http.Request) {
 	p.setSession(w, sealed)
 	p.cfg.Logger.Info("signed in", zap.String("issuer", s.Issuer), zap.String("tenant", s.Tenant), zap.String("principal", s.Subject))
 	http.Redirect(w, r, p.base+ls.ReturnTo, http.StatusSeeOther)
+}
+
+// callbackLoginState opens the login cookie and checks that the response's state is its own.
+// On failure it has answered the request.
+func (p *Pages) callbackLoginState(w http.ResponseWriter, r *http.Request, q url.Values, now time.Time) (handle.LoginState, bool) {
+	c, err := r.Cookie(p.loginCookie)
+	if err != nil {
+		p.fail(w, r, http.StatusBadRequest, "This sign-in was not started in this browser, or took too long; sign in again.", err)
+		return handle.LoginState{}, false
+	}
+	ls, err := p.cfg.Keys.OpenLoginState(c.Value, now)
+	if err != nil {
+		p.fail(w, r, http.StatusBadRequest, "This sign-in was not started in this browser, or took too long; sign in again.", err)
+		return handle.LoginState{}, false
+	}
+	if subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(ls.State)) != 1 {
+		p.fail(w, r, http.StatusBadRequest, "The sign-in response does not belong to this browser's sign-in (state mismatch); sign in again.", nil)
+		return handle.LoginState{}, false
+	}
+	return ls, true
+}
+
+// callbackResponseOK checks who answered (iss) and whether the provider reported an error.
+// On failure it has answered the request.
+func (p *Pages) callbackResponseOK(w http.ResponseWriter, r *http.Request, q url.Values, d *discovered) bool {
+	// RFC 9207 (mix-up defence): a provider that names itself in the response must be ours, and
+	// one that advertises the iss parameter must name itself, or an attacker's provider could
+	// answer in its place by leaving iss out.
+	switch {
+	case q.Has("iss") && q.Get("iss") != p.cfg.Issuer:
+		p.fail(w, r, http.StatusBadRequest, "The sign-in response comes from another identity provider (iss mismatch); sign in again.", nil)
+		return false
+	case !q.Has("iss") && d.issParam:
+		p.fail(w, r, http.StatusBadRequest, "The sign-in response does not name its identity provider, which promises to (iss missing); sign in again.", nil)
+		return false
+	}
+	if e := q.Get("error"); e != "" {
+		status, msg := http.StatusBadGateway, "The identity provider could not sign you in ("+shortCode(e)+")."
+		switch e {
+		case "access_denied":
+			status, msg = http.StatusForbidden, "Sign-in was refused at the identity provider (access_denied)."
+		case "login_required", "interaction_required", "consent_required":
+			status = http.StatusForbidden
+		}
+		p.fail(w, r, status, msg, fmt.Errorf("provider error %q: %s", e, oneLine(q.Get("error_description"))))
+		return false
+	}
+	return true
+}
+
+// exchangeCode redeems the authorization code with the PKCE verifier. On failure it has
+// answered the request.
+func (p *Pages) exchangeCode(ctx context.Context, w http.ResponseWriter, r *http.Request, d *discovered, code string, ls handle.LoginState) (*oauth2.Token, bool) {
+	opts := []oauth2.AuthCodeOption{oauth2.VerifierOption(ls.Verifier)}
+	if p.cfg.Resource != "" {
+		opts = append(opts, oauth2.SetAuthURLParam("resource", p.cfg.Resource))
+	}
+	tok, err := d.oauth.Exchange(ctx, code, opts...)
+	if err != nil {
+		var re *oauth2.RetrieveError
+		switch {
+		case errors.As(err, &re) && (re.ErrorCode == "invalid_client" || re.ErrorCode == "unauthorized_client"):
+			p.fail(w, r, http.StatusBadGateway, "The identity provider refused this server's client credentials ("+re.ErrorCode+"); the operator must check the OIDC client ID and secret.", err)
+		case errors.As(err, &re):
+			p.fail(w, r, http.StatusBadGateway, "The identity provider refused to complete the sign-in ("+shortCode(re.ErrorCode)+"); sign in again.", err)
+		default:
+			p.fail(w, r, http.StatusBadGateway, "The identity provider cannot be reached; try again later.", err)
+		}
+		return nil, false
+	}
+	return tok, true
+}
+
+// verifyIDToken verifies the token response's ID token, checks its nonce and authorized party,
+// and reads its claims. On failure it has answered the request.
+func (p *Pages) verifyIDToken(ctx context.Context, w http.ResponseWriter, r *http.Request, d *discovered, tok *oauth2.Token, ls handle.LoginState) (*oidc.IDToken, map[string]any, idClaims, bool) {
+	rawID, _ := tok.Extra("id_token").(string)
+	if rawID == "" {
+		p.fail(w, r, http.StatusBadGateway, "The identity provider returned no ID token; the operator must allow the openid scope for this client.", nil)
+		return nil, nil, idClaims{}, false
+	}
+	idt, err := d.verifier.Verify(ctx, rawID)
+	if err != nil {
+		var exp *oidc.TokenExpiredError
+		// go-oidc has a type for expiry only; its nbf failure is an error string.
+		if errors.As(err, &exp) || strings.Contains(err.Error(), "before the nbf") {
+			p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token is already expired or not yet valid: this server's clock and the provider's disagree (clock skew).", err)
+		} else {
+			p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token did not verify.", err)
+		}
+		return nil, nil, idClaims{}, false
+	}
+	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(ls.Nonce)) != 1 {
+		p.fail(w, r, http.StatusBadRequest, "The ID token does not belong to this browser's sign-in (nonce mismatch); sign in again.", nil)
+		return nil, nil, idClaims{}, false
+	}
+	var all map[string]any
+	var extra idClaims
+	if err := idt.Claims(&all); err != nil {
+		p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token is not a JSON object.", err)
+		return nil, nil, idClaims{}, false
+	}
+	if err := idt.Claims(&extra); err != nil {
+		p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token has a malformed auth_time, acr, amr, name or email claim.", err)
+		return nil, nil, idClaims{}, false
+	}
+	// go-oidc checks that aud contains our client ID; an authorized party, when named, must be
+	// us too (OIDC Core 3.1.3.7), or the token was issued to another client.
+	if extra.AZP != "" && extra.AZP != p.cfg.ClientID {
+		p.fail(w, r, http.StatusBadGateway, "The identity provider's ID token was issued to another client (azp).", nil)
+		return nil, nil, idClaims{}, false
+	}
+	return idt, all, extra, true
 }
 
 // principal reads tenant and scopes from the verified ID token claims, or from the access

@@ -124,37 +124,71 @@ type discovered struct {
 // New checks cfg and builds the pages. It does not contact the provider: discovery happens on
 // first use (and is memoised once it succeeds) or when Check is called.
 func New(cfg Config) (*Pages, error) {
-	iu, err := url.Parse(cfg.Issuer)
-	switch {
-	case cfg.Issuer == "":
-		return nil, errors.New("pages: the OIDC issuer is required")
-	case err != nil || iu.Host == "" || (iu.Scheme != "https" && iu.Scheme != "http") || iu.RawQuery != "" || iu.Fragment != "":
-		return nil, fmt.Errorf("pages: OIDC issuer %q is not an http(s) URL without query or fragment", cfg.Issuer)
-	case iu.Scheme == "http" && !loopback(iu.Hostname()):
-		return nil, fmt.Errorf("pages: OIDC issuer %q: http only for a loopback host", cfg.Issuer)
-	case cfg.ClientID == "":
-		return nil, errors.New("pages: the OIDC client ID is required")
-	case cfg.Keys == nil:
-		return nil, errors.New("pages: the handle keyring (Keys) is required")
+	if err := checkProvider(cfg); err != nil {
+		return nil, err
 	}
-	pu, err := url.Parse(cfg.PublicURL)
-	switch {
-	case cfg.PublicURL == "":
-		return nil, errors.New("pages: the public URL is required")
-	case err != nil || pu.Host == "" || (pu.Scheme != "https" && pu.Scheme != "http") || pu.RawQuery != "" || pu.Fragment != "" || pu.User != nil:
-		return nil, fmt.Errorf("pages: public URL %q is not an http(s) URL without query, fragment or user", cfg.PublicURL)
-	case pu.Scheme == "http" && !loopback(pu.Hostname()):
-		// A session cookie over plain http off loopback would travel in the clear.
-		return nil, fmt.Errorf("pages: public URL %q: http only for a loopback host (sessions need https)", cfg.PublicURL)
+	pu, err := checkPublicURL(cfg.PublicURL)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := authz.PrincipalFromClaims(map[string]any{}, cfg.Claims); err != nil && !errors.Is(err, authz.ErrInvalidToken) {
 		return nil, fmt.Errorf("pages: %w", err)
 	}
+	if cfg, err = withDefaults(cfg); err != nil {
+		return nil, err
+	}
+	p := &Pages{cfg: cfg, base: strings.TrimSuffix(cfg.PublicURL, "/"), secure: pu.Scheme == "https"}
+	p.redirectURL = p.base + PathCallback
+	p.sessionCookie, p.loginCookie = "jobgate_session", "jobgate_login"
+	if p.secure {
+		// __Host-: Secure, Path=/, no Domain, so no sibling subdomain can plant one (a planted
+		// login cookie would carry an attacker's state, nonce and PKCE verifier: login CSRF).
+		p.sessionCookie, p.loginCookie = "__Host-jobgate_session", "__Host-jobgate_login"
+	}
+	p.handler = p.routes()
+	return p, nil
+}
+
+// checkProvider checks what names the OIDC provider and this client: issuer, client ID, keyring.
+func checkProvider(cfg Config) error {
+	iu, err := url.Parse(cfg.Issuer)
+	switch {
+	case cfg.Issuer == "":
+		return errors.New("pages: the OIDC issuer is required")
+	case err != nil || iu.Host == "" || (iu.Scheme != "https" && iu.Scheme != "http") || iu.RawQuery != "" || iu.Fragment != "":
+		return fmt.Errorf("pages: OIDC issuer %q is not an http(s) URL without query or fragment", cfg.Issuer)
+	case iu.Scheme == "http" && !loopback(iu.Hostname()):
+		return fmt.Errorf("pages: OIDC issuer %q: http only for a loopback host", cfg.Issuer)
+	case cfg.ClientID == "":
+		return errors.New("pages: the OIDC client ID is required")
+	case cfg.Keys == nil:
+		return errors.New("pages: the handle keyring (Keys) is required")
+	}
+	return nil
+}
+
+// checkPublicURL parses the public URL the pages are served under.
+func checkPublicURL(publicURL string) (*url.URL, error) {
+	pu, err := url.Parse(publicURL)
+	switch {
+	case publicURL == "":
+		return nil, errors.New("pages: the public URL is required")
+	case err != nil || pu.Host == "" || (pu.Scheme != "https" && pu.Scheme != "http") || pu.RawQuery != "" || pu.Fragment != "" || pu.User != nil:
+		return nil, fmt.Errorf("pages: public URL %q is not an http(s) URL without query, fragment or user", publicURL)
+	case pu.Scheme == "http" && !loopback(pu.Hostname()):
+		// A session cookie over plain http off loopback would travel in the clear.
+		return nil, fmt.Errorf("pages: public URL %q: http only for a loopback host (sessions need https)", publicURL)
+	}
+	return pu, nil
+}
+
+// withDefaults checks the session TTL and fills in what cfg leaves unset.
+func withDefaults(cfg Config) (Config, error) {
 	switch {
 	case cfg.SessionTTL == 0:
 		cfg.SessionTTL = SessionTTLDefault
 	case cfg.SessionTTL < time.Minute || cfg.SessionTTL > MaxSessionTTL:
-		return nil, fmt.Errorf("pages: session TTL %s is outside 1m..%s", cfg.SessionTTL, MaxSessionTTL)
+		return cfg, fmt.Errorf("pages: session TTL %s is outside 1m..%s", cfg.SessionTTL, MaxSessionTTL)
 	}
 	if len(cfg.Scopes) == 0 {
 		cfg.Scopes = DefaultScopes()
@@ -171,16 +205,7 @@ func New(cfg Config) (*Pages, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	p := &Pages{cfg: cfg, base: strings.TrimSuffix(cfg.PublicURL, "/"), secure: pu.Scheme == "https"}
-	p.redirectURL = p.base + PathCallback
-	p.sessionCookie, p.loginCookie = "jobgate_session", "jobgate_login"
-	if p.secure {
-		// __Host-: Secure, Path=/, no Domain, so no sibling subdomain can plant one (a planted
-		// login cookie would carry an attacker's state, nonce and PKCE verifier: login CSRF).
-		p.sessionCookie, p.loginCookie = "__Host-jobgate_session", "__Host-jobgate_login"
-	}
-	p.handler = p.routes()
-	return p, nil
+	return cfg, nil
 }
 
 func loopback(host string) bool {

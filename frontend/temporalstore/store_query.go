@@ -19,44 +19,21 @@ func VisibilityQuery(f jobstore.Filter) (string, error) {
 	if err := f.Validate(); err != nil {
 		return "", err
 	}
-	// validate refuses every value quoteQueryString would; should one slip through, the query
-	// fails as a whole instead of running without it.
-	var qerr error
-	quote := func(s string) string {
-		q, err := QuoteQueryString(s)
-		if err != nil && qerr == nil {
-			qerr = fmt.Errorf("visibility query: %w", err)
-		}
-		return q
-	}
-	quoteAll := func(ss []string) string {
-		qs := make([]string, len(ss))
-		for i, s := range ss {
-			qs[i] = quote(s)
-		}
-		return strings.Join(qs, ", ")
-	}
-	// oneOf is "attr = v" for one value, "attr IN (…)" for more.
-	oneOf := func(attr string, vs []string) string {
-		if len(vs) == 1 {
-			return attr + " = " + quote(vs[0])
-		}
-		return attr + " IN (" + quoteAll(vs) + ")"
-	}
-	cs := []string{"JobTenant = " + quote(f.Tenant)}
+	q := &quoter{}
+	cs := []string{"JobTenant = " + q.quote(f.Tenant)}
 	if f.Owner != "" {
-		cs = append(cs, "JobOwner = "+quote(f.Owner))
+		cs = append(cs, "JobOwner = "+q.quote(f.Owner))
 	}
 	if f.IDs != nil {
 		if len(f.IDs) == 0 {
 			// No ID: nothing is selected (IN () is not in the language).
 			cs = append(cs, "WorkflowId = ''")
 		} else {
-			cs = append(cs, "WorkflowId IN ("+quoteAll(f.IDs)+")")
+			cs = append(cs, "WorkflowId IN ("+q.all(f.IDs)+")")
 		}
 	}
 	if len(f.ExcludeIDs) > 0 {
-		cs = append(cs, "WorkflowId NOT IN ("+quoteAll(f.ExcludeIDs)+")")
+		cs = append(cs, "WorkflowId NOT IN ("+q.all(f.ExcludeIDs)+")")
 	}
 	switch f.Runs {
 	case jobstore.RunsLatest:
@@ -67,7 +44,7 @@ func VisibilityQuery(f jobstore.Filter) (string, error) {
 		cs = append(cs, "ExecutionStatus = 'ContinuedAsNew'")
 	}
 	if len(f.Kinds) > 0 {
-		cs = append(cs, oneOf("JobKind", f.Kinds))
+		cs = append(cs, q.oneOf("JobKind", f.Kinds))
 	}
 	if f.Status != "" {
 		c, ok := statusClause(f.Status)
@@ -77,19 +54,7 @@ func VisibilityQuery(f jobstore.Filter) (string, error) {
 		cs = append(cs, c)
 	}
 	if len(f.Answerers) > 0 {
-		if f.ApproverNot == "" {
-			cs = append(cs, oneOf("JobAnswerer", f.Answerers))
-		} else {
-			// An approver request of the subject's own job needs another approver.
-			alts := make([]string, len(f.Answerers))
-			for i, a := range f.Answerers {
-				alts[i] = "JobAnswerer = " + quote(a)
-				if a == workflows.AnswererApprover {
-					alts[i] = "(" + alts[i] + " AND JobOwner != " + quote(f.ApproverNot) + ")"
-				}
-			}
-			cs = append(cs, "("+strings.Join(alts, " OR ")+")")
-		}
+		cs = append(cs, answererClause(q, f))
 	}
 	if !f.StartedSince.IsZero() {
 		cs = append(cs, "StartTime >= "+queryTime(f.StartedSince))
@@ -100,23 +65,77 @@ func VisibilityQuery(f jobstore.Filter) (string, error) {
 	if !f.ClosedSince.IsZero() {
 		cs = append(cs, "CloseTime >= "+queryTime(f.ClosedSince))
 	}
+	if c := slotsClause(f); c != "" {
+		cs = append(cs, c)
+	}
+	if q.err != nil {
+		return "", q.err
+	}
+	return strings.Join(cs, " AND "), nil
+}
+
+// quoter quotes string literals for one query and keeps the first failure. validate refuses
+// every value quoteQueryString would; should one slip through, the query fails as a whole
+// instead of running without it.
+type quoter struct{ err error }
+
+func (q *quoter) quote(s string) string {
+	l, err := QuoteQueryString(s)
+	if err != nil && q.err == nil {
+		q.err = fmt.Errorf("visibility query: %w", err)
+	}
+	return l
+}
+
+// all is ss quoted and comma-separated.
+func (q *quoter) all(ss []string) string {
+	qs := make([]string, len(ss))
+	for i, s := range ss {
+		qs[i] = q.quote(s)
+	}
+	return strings.Join(qs, ", ")
+}
+
+// oneOf is "attr = v" for one value, "attr IN (…)" for more.
+func (q *quoter) oneOf(attr string, vs []string) string {
+	if len(vs) == 1 {
+		return attr + " = " + q.quote(vs[0])
+	}
+	return attr + " IN (" + q.all(vs) + ")"
+}
+
+// answererClause selects jobs whose open input request f's answerers may answer.
+func answererClause(q *quoter, f jobstore.Filter) string {
+	if f.ApproverNot == "" {
+		return q.oneOf("JobAnswerer", f.Answerers)
+	}
+	// An approver request of the subject's own job needs another approver.
+	alts := make([]string, len(f.Answerers))
+	for i, a := range f.Answerers {
+		alts[i] = "JobAnswerer = " + q.quote(a)
+		if a == workflows.AnswererApprover {
+			alts[i] = "(" + alts[i] + " AND JobOwner != " + q.quote(f.ApproverNot) + ")"
+		}
+	}
+	return "(" + strings.Join(alts, " OR ") + ")"
+}
+
+// slotsClause is the condition on a job's slots, or "" when f sets none.
+func slotsClause(f jobstore.Filter) string {
 	slots := workflows.SAJobSlots.GetName()
 	switch lo, hi := f.SlotsMin, f.SlotsMax; {
 	case f.NoSlots:
-		cs = append(cs, slots+" IS NULL")
+		return slots + " IS NULL"
 	case lo > 0 && lo == hi:
-		cs = append(cs, slots+" = "+strconv.Itoa(lo))
+		return slots + " = " + strconv.Itoa(lo)
 	case lo > 0 && hi > 0:
-		cs = append(cs, slots+" BETWEEN "+strconv.Itoa(lo)+" AND "+strconv.Itoa(hi))
+		return slots + " BETWEEN " + strconv.Itoa(lo) + " AND " + strconv.Itoa(hi)
 	case lo > 0:
-		cs = append(cs, slots+" >= "+strconv.Itoa(lo))
+		return slots + " >= " + strconv.Itoa(lo)
 	case hi > 0:
-		cs = append(cs, slots+" <= "+strconv.Itoa(hi))
+		return slots + " <= " + strconv.Itoa(hi)
 	}
-	if qerr != nil {
-		return "", qerr
-	}
-	return strings.Join(cs, " AND "), nil
+	return ""
 }
 
 // queryTime is t as a visibility datetime literal.

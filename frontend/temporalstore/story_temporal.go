@@ -13,6 +13,7 @@ import (
 	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
+	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/jobgate/jobgate/frontend/jobstore"
@@ -123,37 +124,11 @@ func (n *narrator) event(ev *historypb.HistoryEvent) (nextRun string) {
 	at := ev.GetEventTime().AsTime()
 	switch ev.GetEventType() {
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-		a := ev.GetWorkflowExecutionStartedEventAttributes()
-		n.sched = map[int64]string{}
-		var args string
-		if ps := a.GetInput().GetPayloads(); len(ps) > 0 {
-			var raw json.RawMessage
-			if n.dc.FromPayload(ps[0], &raw) == nil {
-				args = n.story.ArgsLine(raw)
-			}
-		}
-		if args != "" {
-			args = ": " + args
-		}
-		if n.res.Runs <= 1 {
-			n.res.Started = at
-			n.line(at, "started by %s%s", n.owner(a), args)
-		} else {
-			n.line(at, "run %d began (continue-as-new)%s", n.res.Runs, args)
-		}
+		n.started(at, ev.GetWorkflowExecutionStartedEventAttributes())
 	case enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
 		n.memo(at, ev.GetWorkflowPropertiesModifiedEventAttributes().GetUpsertedMemo().GetFields()[workflows.MemoNeedsInput])
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-		in := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput()
-		if in.GetName() != workflows.UpdateResume || len(in.GetArgs().GetPayloads()) == 0 {
-			return ""
-		}
-		var r workflows.ResumeRequest
-		if n.dc.FromPayload(in.GetArgs().GetPayloads()[0], &r) != nil {
-			n.line(at, "an answer to the input request was accepted (unreadable record)")
-			return ""
-		}
-		n.line(at, "%s", answerText(r))
+		n.updateAccepted(at, ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput())
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
 		if f := ev.GetWorkflowExecutionUpdateCompletedEventAttributes().GetOutcome().GetFailure(); f != nil {
 			n.line(at, "the answer was refused by the job: %s", n.failure(f))
@@ -161,19 +136,7 @@ func (n *narrator) event(ev *historypb.HistoryEvent) (nextRun string) {
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 		n.sched[ev.GetEventId()] = ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-		a := ev.GetActivityTaskStartedEventAttributes()
-		if a.GetAttempt() <= 1 {
-			return ""
-		}
-		step := n.sched[a.GetScheduledEventId()]
-		errText := n.failure(a.GetLastFailure())
-		n.grouped("retry\x00"+step+"\x00"+errText, at, 0, func(g *storyGroup) string {
-			if g.n == 1 {
-				return fmt.Sprintf("%s retried: attempt %d started after attempt %d failed: %s",
-					n.story.StepNoun(step, 1), a.GetAttempt(), a.GetAttempt()-1, errText)
-			}
-			return fmt.Sprintf("%d %s retries after: %s", g.n, n.story.StepNoun(step, 1), errText)
-		})
+		n.activityStarted(at, ev.GetActivityTaskStartedEventAttributes())
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 		step := n.sched[ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()]
 		n.done[step]++
@@ -219,6 +182,58 @@ func (n *narrator) event(ev *historypb.HistoryEvent) (nextRun string) {
 		n.end(at, "timed out", nil)
 	}
 	return ""
+}
+
+// started tells a run's start: who started the job and with what arguments, or that a run
+// continued as new.
+func (n *narrator) started(at time.Time, a *historypb.WorkflowExecutionStartedEventAttributes) {
+	n.sched = map[int64]string{}
+	var args string
+	if ps := a.GetInput().GetPayloads(); len(ps) > 0 {
+		var raw json.RawMessage
+		if n.dc.FromPayload(ps[0], &raw) == nil {
+			args = n.story.ArgsLine(raw)
+		}
+	}
+	if args != "" {
+		args = ": " + args
+	}
+	if n.res.Runs <= 1 {
+		n.res.Started = at
+		n.line(at, "started by %s%s", n.owner(a), args)
+	} else {
+		n.line(at, "run %d began (continue-as-new)%s", n.res.Runs, args)
+	}
+}
+
+// updateAccepted tells an accepted answer to an input request (the resume update); other
+// updates are not told.
+func (n *narrator) updateAccepted(at time.Time, in *updatepb.Input) {
+	if in.GetName() != workflows.UpdateResume || len(in.GetArgs().GetPayloads()) == 0 {
+		return
+	}
+	var r workflows.ResumeRequest
+	if n.dc.FromPayload(in.GetArgs().GetPayloads()[0], &r) != nil {
+		n.line(at, "an answer to the input request was accepted (unreadable record)")
+		return
+	}
+	n.line(at, "%s", answerText(r))
+}
+
+// activityStarted tells a retry (an attempt after the first), grouped by step and error.
+func (n *narrator) activityStarted(at time.Time, a *historypb.ActivityTaskStartedEventAttributes) {
+	if a.GetAttempt() <= 1 {
+		return
+	}
+	step := n.sched[a.GetScheduledEventId()]
+	errText := n.failure(a.GetLastFailure())
+	n.grouped("retry\x00"+step+"\x00"+errText, at, 0, func(g *storyGroup) string {
+		if g.n == 1 {
+			return fmt.Sprintf("%s retried: attempt %d started after attempt %d failed: %s",
+				n.story.StepNoun(step, 1), a.GetAttempt(), a.GetAttempt()-1, errText)
+		}
+		return fmt.Sprintf("%d %s retries after: %s", g.n, n.story.StepNoun(step, 1), errText)
+	})
 }
 
 // owner is who started the job: the owner recorded in its input (every kind's input has one).
