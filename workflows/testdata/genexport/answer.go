@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -56,7 +56,7 @@ func (r *recorder) approve(ctx context.Context, id, skip string, before func()) 
 	req := workflows.ResumeRequest{Principal: steward, InputID: n.InputID, ScopeDigest: n.ScopeDigest,
 		Decision: workflows.DecisionApprove, Comment: "ok for replay",
 		Surface: workflows.SurfaceTool, SignedInWith: workflows.SignedInBearerJWT}
-	req.Seal = frontend.SealResume(r.keys, id, runID, req, time.Now().Add(5*time.Minute))
+	req.Seal = resumeseal.Seal(r.keys, id, runID, req, time.Now().Add(5*time.Minute))
 	h, err := r.e.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: id, UpdateName: workflows.UpdateResume, Args: []any{req},
 		WaitForStage: client.WorkflowUpdateStageCompleted,

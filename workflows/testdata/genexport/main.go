@@ -15,8 +15,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jobgate/jobgate/activities"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
 	"github.com/jobgate/jobgate/workflows"
 	"github.com/jobgate/jobgate/workflows/testdata/gen"
 )
@@ -65,7 +66,7 @@ func main() {
 type recorder struct {
 	e        *gen.Env
 	keys     *handle.Keyring
-	datasets activities.Datasets
+	datasets contract.Datasets
 	// partGate, when set, receives once when a part sends its first statement, which then
 	// waits until release is closed.
 	mu       sync.Mutex
@@ -148,13 +149,13 @@ func startRecorder(ctx context.Context, dir string) (r *recorder, stop func(), e
 	if err != nil {
 		return nil, nil, err
 	}
-	r = &recorder{datasets: activities.DemoDatasets(db)}
+	r = &recorder{datasets: contract.DemoDatasets(db)}
 	// Resumes are sealed as a frontend seals them.
 	if r.keys, err = handle.NewKeyring("gen", map[string][]byte{"gen": handle.GenerateKey()}); err != nil {
 		store.Close()
 		return nil, nil, err
 	}
-	r.e, err = gen.Start(ctx, tq, workflows.KindExport, &workflows.Workflows{Resume: frontend.ResumeVerifier(r.keys)},
+	r.e, err = gen.Start(ctx, tq, workflows.KindExport, &workflows.Workflows{Resume: resumeseal.Verifier(r.keys)},
 		&activities.Activities{Datasets: r.datasets, Artifacts: store, DB: &activities.DBPool{}, QueryHook: r.hook})
 	if err != nil {
 		store.Close()

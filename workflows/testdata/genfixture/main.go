@@ -14,8 +14,8 @@ import (
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
 	"github.com/jobgate/jobgate/workflows"
 	"github.com/jobgate/jobgate/workflows/testdata/gen"
 )
@@ -39,7 +39,7 @@ func run(out string) error {
 	if err != nil {
 		return err
 	}
-	e, err := gen.Start(ctx, tq, workflows.KindFixture, &workflows.Workflows{Resume: frontend.ResumeVerifier(keys)}, &activities.Activities{})
+	e, err := gen.Start(ctx, tq, workflows.KindFixture, &workflows.Workflows{Resume: resumeseal.Verifier(keys)}, &activities.Activities{})
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func run(out string) error {
 			req := workflows.ResumeRequest{Principal: owner, InputID: n.InputID, ScopeDigest: n.ScopeDigest,
 				Decision: workflows.DecisionApprove, Comment: string(b), Surface: workflows.SurfaceTasks,
 				SignedInWith: workflows.SignedInBearerJWT, Meaning: n.Prompt}
-			req.Seal = frontend.SealResume(keys, run.GetID(), run.GetRunID(), req, time.Now().Add(5*time.Minute))
+			req.Seal = resumeseal.Seal(keys, run.GetID(), run.GetRunID(), req, time.Now().Add(5*time.Minute))
 			h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: run.GetID(), UpdateName: workflows.UpdateResume,
 				UpdateID: "answer-" + key, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
 			if err != nil {

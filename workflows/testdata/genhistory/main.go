@@ -17,9 +17,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
 	"github.com/jobgate/jobgate/workflows"
 	"github.com/jobgate/jobgate/workflows/testdata/gen"
 )
@@ -89,13 +90,13 @@ func startRecorder(ctx context.Context, out string) (r *recorder, stop func(), e
 	if r.keys, err = handle.NewKeyring("gen", map[string][]byte{"gen": handle.GenerateKey()}); err != nil {
 		return nil, nil, err
 	}
-	wfs := &workflows.Workflows{Resume: frontend.ResumeVerifier(r.keys)}
+	wfs := &workflows.Workflows{Resume: resumeseal.Verifier(r.keys)}
 	// The episode log goes to an in-memory store: history records the writes and their
 	// references, never the store.
 	if r.store, err = activities.OpenArtifactStore(ctx, "mem://"); err != nil {
 		return nil, nil, err
 	}
-	acts := &activities.Activities{Suites: activities.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond, Artifacts: r.store}
+	acts := &activities.Activities{Suites: contract.DefaultCatalog(), HeartbeatEvery: 100 * time.Millisecond, Artifacts: r.store}
 	if r.e, err = gen.Start(ctx, tq, workflows.KindEval, wfs, acts); err != nil {
 		r.store.Close()
 		return nil, nil, err
@@ -103,7 +104,7 @@ func startRecorder(ctx context.Context, out string) (r *recorder, stop func(), e
 	r.c = r.e.Client
 	// WriteEpisodes reads each segment with the run's own query, as cmd/app wires it (set before
 	// any job starts, so no activity has read the field yet).
-	acts.SegmentEpisodes = func(ctx context.Context, jobID, runID string) (int, []activities.EpisodeOutcome, error) {
+	acts.SegmentEpisodes = func(ctx context.Context, jobID, runID string) (int, []contract.EpisodeOutcome, error) {
 		v, err := r.c.QueryWorkflow(ctx, jobID, runID, workflows.QueryEpisodes, workflows.EpisodesQuery{})
 		if err != nil {
 			return 0, nil, err
@@ -155,7 +156,7 @@ func (r *recorder) resume(id string, req workflows.ResumeRequest) error {
 		return err
 	}
 	req.Surface, req.SignedInWith = workflows.SurfaceTool, workflows.SignedInBearerJWT
-	req.Seal = frontend.SealResume(r.keys, id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), req,
+	req.Seal = resumeseal.Seal(r.keys, id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId(), req,
 		time.Now().Add(5*time.Minute))
 	h, err := r.c.UpdateWorkflow(r.ctx, client.UpdateWorkflowOptions{
 		WorkflowID: id, UpdateName: workflows.UpdateResume, Args: []any{req},
