@@ -29,8 +29,8 @@
 //
 // A client that would rather be told than poll opens GET /jobs/<handle>/events
 // (events_http.go) or, with the Tasks extension, subscriptions/listen (events_listen.go, served
-// by the front door). Both are one event source (events.go): the run's history long poll,
-// shared per run by the streams of a replica (events_hub.go), triggers a re-render through the
+// by the front door). Both are one event source (events/follow.go): the run's history long poll,
+// shared per run by the streams of a replica (events/hub.go), triggers a re-render through the
 // same get_* / tasks/get code, sent when it differs from the last event; every event's id is a
 // sealed position (handle.EventPos) that resumes the stream on any replica. Streams hold no job
 // state: a position is all a reconnecting client brings, and Temporal is all the server reads.

@@ -11,23 +11,14 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/events"
 	"github.com/jobgate/jobgate/frontend/handle"
-)
-
-// Defaults of the stream options.
-const (
-	StreamHeartbeatDefault     = 15 * time.Second
-	MaxStreamsDefault          = 1000
-	MaxStreamsPerCallerDefault = 20
-	// streamRetryAfter is what a refused stream is told to wait.
-	streamRetryAfter = 5 * time.Second
 )
 
 // PathJobEvents is the pattern of a job's event stream.
@@ -36,139 +27,13 @@ const PathJobEvents = "GET /jobs/{handle}/events"
 // scopeWhatJobEvents names the stream in a 403's description and metrics.
 const scopeWhatJobEvents = "job events"
 
-// streamLimits bounds the event streams this replica holds open: in all, and per caller.
-type streamLimits struct {
-	mu        sync.Mutex
-	open      int
-	perCaller map[string]int
-	max, per  int
-}
-
-func newStreamLimits(max, per int) *streamLimits {
-	return &streamLimits{perCaller: map[string]int{}, max: max, per: per}
-}
-
 // acquireStream takes a stream slot for p: quota_exceeded past a limit, unavailable once
 // StopStreams was called (the client goes to another replica).
 func (f *Frontend) acquireStream(p authz.Principal) (release func(), te *ToolError) {
 	if f.stopStreams.Err() != nil {
 		return nil, toolErr(CodeUnavailable, "this server is shutting down; reconnect, with Last-Event-ID, to another replica")
 	}
-	return f.streams.acquire(p)
-}
-
-// acquire takes a slot for p's stream; release gives it back. A refusal is quota_exceeded.
-func (l *streamLimits) acquire(p authz.Principal) (release func(), te *ToolError) {
-	key := p.Tenant + "\x00" + p.Subject
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.perCaller[key] >= l.per:
-		return nil, streamQuota(fmt.Sprintf("you have %d event streams open, the most one caller may hold on a server; close one or retry later", l.per))
-	case l.open >= l.max:
-		return nil, streamQuota("this server holds as many event streams as it may; retry later (another replica may take it)")
-	}
-	l.open++
-	l.perCaller[key]++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.open--
-			if l.perCaller[key]--; l.perCaller[key] <= 0 {
-				delete(l.perCaller, key)
-			}
-		})
-	}, nil
-}
-
-func streamQuota(msg string) *ToolError {
-	return &ToolError{Code: CodeQuotaExceeded, Message: msg, Retryable: true, RetryAfterMS: streamRetryAfter.Milliseconds()}
-}
-
-// sseWriter writes one Server-Sent Events response; safe for concurrent use. Its handler
-// closes it before returning, so a heartbeat still running writes nothing after that.
-type sseWriter struct {
-	mu     sync.Mutex
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	closed bool
-}
-
-// errSSEClosed: a write after close.
-var errSSEClosed = errors.New("event stream closed")
-
-// close waits for a write in progress and refuses every later one.
-func (s *sseWriter) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-}
-
-// startSSE sends the stream's headers (200, text/event-stream, no caching or proxy buffering).
-func startSSE(w http.ResponseWriter) *sseWriter {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("X-Accel-Buffering", "no") // nginx: pass each event on at once
-	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
-	// A server's WriteTimeout would cut a long stream off: lift it for this response (serve sets
-	// none; an embedder may). Its ReadTimeout does not matter once the body is read.
-	_ = s.rc.SetWriteDeadline(time.Time{})
-	w.WriteHeader(http.StatusOK)
-	_ = s.rc.Flush()
-	return s
-}
-
-// event writes one event: its id (a sealed position; may be empty) and data (one line of JSON).
-func (s *sseWriter) event(id string, data []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errSSEClosed
-	}
-	buf := make([]byte, 0, len(id)+len(data)+32)
-	if id != "" {
-		buf = append(append(append(buf, "id: "...), id...), '\n')
-	}
-	buf = append(buf, "event: message\n"...)
-	buf = append(append(append(buf, "data: "...), data...), "\n\n"...)
-	if _, err := s.w.Write(buf); err != nil {
-		return err
-	}
-	return s.rc.Flush()
-}
-
-// comment writes an SSE comment: the heartbeat that keeps an idle stream open through proxies.
-func (s *sseWriter) comment(text string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errSSEClosed
-	}
-	if _, err := s.w.Write([]byte(": " + text + "\n\n")); err != nil {
-		return err
-	}
-	return s.rc.Flush()
-}
-
-// heartbeat writes a comment every interval until ctx ends or a write fails (then it cancels
-// the stream: the client is gone).
-func (s *sseWriter) heartbeat(ctx context.Context, cancel context.CancelFunc, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if s.comment("keepalive") != nil {
-				cancel()
-				return
-			}
-		}
-	}
+	return f.streams.Acquire(p)
 }
 
 // streamContext bounds a stream by the bearer token's expiry — a stream never outlives the
@@ -212,7 +77,7 @@ func (f *Frontend) resumePos(r *http.Request, p authz.Principal, target string, 
 // sealPos is the id of an event: the stream's position in every job it watches.
 func (f *Frontend) sealPos(p authz.Principal, target string, jobs []handle.JobPos) string {
 	return f.opts.Keys.SealEventPos(handle.EventPos{Tenant: p.Tenant, Subject: p.Subject, Target: target, Jobs: jobs,
-		Expiry: f.opts.Now().Add(eventPosTTL).Truncate(time.Second)})
+		Expiry: f.opts.Now().Add(events.EventPosTTL).Truncate(time.Second)})
 }
 
 // serveJobEvents is GET /jobs/<handle>/events: bearer auth, get_*'s access rules (a job the
@@ -231,12 +96,12 @@ func (f *Frontend) serveJobEvents(metaURL string) http.Handler {
 		}
 		raw := r.PathValue("handle")
 		h, herr := f.opts.Keys.OpenHandle(raw, f.opts.Now())
-		render := func(ctx context.Context) (rendered, error) {
+		render := func(ctx context.Context) (events.Rendered, error) {
 			if herr != nil && !errors.Is(herr, handle.ErrExpired) {
-				return rendered{}, toolErr(CodeInvalidHandle, "the handle is malformed or not signed by this service; pass the handle string exactly as returned")
+				return events.Rendered{}, toolErr(CodeInvalidHandle, "the handle is malformed or not signed by this service; pass the handle string exactly as returned")
 			}
 			if _, served := f.handlers["get_"+h.Kind]; !served {
-				return rendered{}, errNotFound()
+				return events.Rendered{}, errNotFound()
 			}
 			return f.renderView(ctx, h.Kind, raw)
 		}
@@ -251,17 +116,17 @@ func (f *Frontend) serveJobEvents(metaURL string) http.Handler {
 			return
 		}
 		defer release()
-		target := streamTarget("job", []string{h.WorkflowID})
+		target := events.StreamTarget("job", []string{h.WorkflowID})
 		pos := f.resumePos(r, p, target, 1)[0]
 		ctx, cancel := f.streamContext(r)
 		defer cancel()
-		sse := startSSE(w)
-		defer sse.close()
-		go sse.heartbeat(ctx, cancel, f.opts.StreamHeartbeat)
+		sse := events.StartSSE(w)
+		defer sse.Close()
+		go sse.Heartbeat(ctx, cancel, f.opts.StreamHeartbeat)
 		f.metrics.streamOpened("job_events")
 		defer f.metrics.streamClosed("job_events")
-		err := f.followJob(ctx, h.WorkflowID, pos, render, func(ev rendered, next handle.JobPos) error {
-			return sse.event(f.sealPos(p, target, []handle.JobPos{next}), ev.payload)
+		err := f.follow.FollowJob(ctx, h.WorkflowID, pos, render, func(ev events.Rendered, next handle.JobPos) error {
+			return sse.Event(f.sealPos(p, target, []handle.JobPos{next}), ev.Payload)
 		})
 		if err != nil && ctx.Err() == nil {
 			f.logger(r.Context()).Info("job events: stream ended", zap.String("job_id", h.WorkflowID), zap.Error(err))
@@ -270,23 +135,23 @@ func (f *Frontend) serveJobEvents(metaURL string) http.Handler {
 }
 
 // renderView is the job view get_<kind> returns to the caller of ctx, as a stream event.
-func (f *Frontend) renderView(ctx context.Context, kind, raw string) (rendered, error) {
+func (f *Frontend) renderView(ctx context.Context, kind, raw string) (events.Rendered, error) {
 	res, err := f.runTool(ctx, nil, "get_"+kind, HandleIn{Handle: raw})
 	if err != nil {
-		return rendered{}, err
+		return events.Rendered{}, err
 	}
 	if te := resultToolError(res); te != nil {
-		return rendered{}, te
+		return events.Rendered{}, te
 	}
 	v, ok := resultView(res)
 	if !ok {
-		return rendered{}, fmt.Errorf("get_%s: no job view", kind)
+		return events.Rendered{}, fmt.Errorf("get_%s: no job view", kind)
 	}
 	b, err := json.Marshal(res.StructuredContent)
 	if err != nil {
-		return rendered{}, err
+		return events.Rendered{}, err
 	}
-	return rendered{payload: b, digest: viewDigest(b, f.viewVolatile(kind)...), terminal: v.Status.Terminal()}, nil
+	return events.Rendered{Payload: b, Digest: events.ViewDigest(b, f.viewVolatile(kind)...), Terminal: v.Status.Terminal()}, nil
 }
 
 // refuseStream answers a stream that does not start: a tool error of get_* (or the stream
@@ -317,4 +182,20 @@ func (f *Frontend) refuseStream(w http.ResponseWriter, r *http.Request, err erro
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// viewVolatile is what a job view of kind changes on every read without the job changing:
+// its handle and note, and the result members the kind seals afresh (servedKind.freshResult:
+// download links, their expiry truncated to the second, so two reads a second apart differ).
+// A stream resumed after the terminal view would otherwise send that view again.
+func (f *Frontend) viewVolatile(kind string) []string {
+	vol := []string{"handle", "note"}
+	for _, k := range f.kinds {
+		if k.name == kind {
+			for _, m := range k.freshResult {
+				vol = append(vol, "result."+m)
+			}
+		}
+	}
+	return vol
 }

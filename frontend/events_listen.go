@@ -1,7 +1,7 @@
 // events_listen.go serves subscriptions/listen with notifications/tasks (the Tasks extension's
 // "Task Status Notifications") for 2026-07-28 clients that declare the extension: the POST is
 // answered with an SSE stream of the watched tasks, each notification the task exactly as
-// tasks/get returns it then, every event with a resumable id (events.go, events_http.go).
+// tasks/get returns it then, every event with a resumable id (events/follow.go, events_http.go).
 //
 // The front door serves it, not the SDK: the SDK's subscriptions/listen (go-sdk v1.8.0
 // mcp/server.go:1256) knows only list-changed and resource subscriptions, has no way to send a
@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/events"
 	"github.com/jobgate/jobgate/frontend/handle"
 )
 
@@ -80,12 +81,12 @@ func (f *Frontend) serveListen(w http.ResponseWriter, r *http.Request, req *rpcR
 		defer release()
 	}
 	subMeta := map[string]any{mcp.MetaKeySubscriptionID: req.id}
-	target := streamTarget("tasks", wfIDs)
+	target := events.StreamTarget("tasks", wfIDs)
 	pos := f.resumePos(r, p, target, len(accepted))
 	ctx, cancel := f.streamContext(r)
 	defer cancel()
-	sse := startSSE(w)
-	defer sse.close()
+	sse := events.StartSSE(w)
+	defer sse.Close()
 	acceptedIDs := make([]string, len(accepted))
 	for i, a := range accepted {
 		acceptedIDs[i] = a.taskID
@@ -94,13 +95,13 @@ func (f *Frontend) serveListen(w http.ResponseWriter, r *http.Request, req *rpcR
 	if len(accepted) > 0 {
 		ackID = f.sealPos(p, target, pos)
 	}
-	if sse.event(ackID, rpcNotification(notificationSubsAcked, map[string]any{
+	if sse.Event(ackID, rpcNotification(notificationSubsAcked, map[string]any{
 		"notifications": map[string]any{"taskIds": acceptedIDs}, "_meta": subMeta})) != nil {
 		return
 	}
 	f.metrics.streamOpened("tasks_listen")
 	defer f.metrics.streamClosed("tasks_listen")
-	go sse.heartbeat(ctx, cancel, f.opts.StreamHeartbeat)
+	go sse.Heartbeat(ctx, cancel, f.opts.StreamHeartbeat)
 
 	updates := make(chan listenUpdate)
 	for i, a := range accepted {
@@ -116,11 +117,11 @@ func (f *Frontend) serveListen(w http.ResponseWriter, r *http.Request, req *rpcR
 				continue
 			}
 			pos[u.i] = u.next
-			params, err := withMeta(u.ev.payload, subMeta)
+			params, err := withMeta(u.ev.Payload, subMeta)
 			if err != nil {
 				return
 			}
-			if sse.event(f.sealPos(p, target, pos), rpcNotification(notificationTasks, params)) != nil {
+			if sse.Event(f.sealPos(p, target, pos), rpcNotification(notificationTasks, params)) != nil {
 				return
 			}
 		}
@@ -128,7 +129,7 @@ func (f *Frontend) serveListen(w http.ResponseWriter, r *http.Request, req *rpcR
 	// Every watched task is terminal (or no longer visible): the listen's result ends it.
 	b, err := json.Marshal(rpcMessage{JSONRPC: "2.0", ID: req.id, Result: map[string]any{"_meta": subMeta, "resultType": "complete"}})
 	if err == nil {
-		_ = sse.event("", b)
+		_ = sse.Event("", b)
 	}
 }
 
@@ -182,7 +183,7 @@ func (f *Frontend) acceptTasks(ctx context.Context, p authz.Principal, ids []str
 // the position after it, or done when its notifications end.
 type listenUpdate struct {
 	i    int
-	ev   *rendered
+	ev   *events.Rendered
 	next handle.JobPos
 	done bool
 }
@@ -190,18 +191,18 @@ type listenUpdate struct {
 // followTask follows accepted task i of a listen stream from pos, sending each new view (as
 // tasks/get renders it) to updates, then done.
 func (f *Frontend) followTask(ctx context.Context, p authz.Principal, i int, a watched, pos handle.JobPos, updates chan<- listenUpdate) {
-	render := func(ctx context.Context) (rendered, error) {
+	render := func(ctx context.Context) (events.Rendered, error) {
 		t, rerr := f.taskGet(ctx, nil, p, a.taskID, a.h)
 		if rerr != nil {
-			return rendered{}, rerr.wire()
+			return events.Rendered{}, rerr.wire()
 		}
 		b, err := json.Marshal(t)
 		if err != nil {
-			return rendered{}, err
+			return events.Rendered{}, err
 		}
-		return rendered{payload: b, digest: viewDigest(b), terminal: taskTerminal(t.Status)}, nil
+		return events.Rendered{Payload: b, Digest: events.ViewDigest(b), Terminal: taskTerminal(t.Status)}, nil
 	}
-	err := f.followJob(ctx, a.h.WorkflowID, pos, render, func(ev rendered, next handle.JobPos) error {
+	err := f.follow.FollowJob(ctx, a.h.WorkflowID, pos, render, func(ev events.Rendered, next handle.JobPos) error {
 		select {
 		case updates <- listenUpdate{i: i, ev: &ev, next: next}:
 			return nil

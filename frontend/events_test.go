@@ -16,57 +16,13 @@ import (
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/events"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
-func TestStreamLimits(t *testing.T) {
-	l := newStreamLimits(3, 2)
-	ana, bo, cy := authz.Principal{Tenant: "acme", Subject: "ana"}, authz.Principal{Tenant: "acme", Subject: "bo"}, authz.Principal{Tenant: "globex", Subject: "ana"}
-	r1, te := l.acquire(ana)
-	if te != nil {
-		t.Fatal(te)
-	}
-	if _, te := l.acquire(ana); te != nil {
-		t.Fatal(te)
-	}
-	if _, te := l.acquire(ana); te == nil || te.Code != CodeQuotaExceeded || !te.Retryable || te.RetryAfterMS <= 0 {
-		t.Fatalf("a third stream of one caller: %+v", te)
-	}
-	if _, te := l.acquire(cy); te != nil { // same subject, another tenant: another caller
-		t.Fatal(te)
-	}
-	if _, te := l.acquire(bo); te == nil || !strings.Contains(te.Message, "server") {
-		t.Fatalf("past the replica's limit: %+v", te)
-	}
-	r1()
-	r1() // releasing twice gives back one slot
-	if _, te := l.acquire(bo); te != nil {
-		t.Fatal(te)
-	}
-	if _, te := l.acquire(bo); te == nil {
-		t.Fatal("the replica's limit forgot a stream")
-	}
-}
-
-func TestViewDigest(t *testing.T) {
-	a := viewDigest(json.RawMessage(`{"handle":"x","status":"running","progress":{"done":1}}`), "handle")
-	b := viewDigest(json.RawMessage(`{"progress":{"done":1},"status":"running","handle":"y"}`), "handle")
-	c := viewDigest(json.RawMessage(`{"handle":"x","status":"running","progress":{"done":2}}`), "handle")
-	if a != b || a == c || len(a) != handle.EventDigestLen {
-		t.Fatalf("digests %s %s %s", a, b, c)
-	}
-	if streamTarget("job", []string{"a/b"}) == streamTarget("job", []string{"a", "b"}) || streamTarget("job", []string{"a"}) == streamTarget("tasks", []string{"a"}) {
-		t.Fatal("stream targets collide")
-	}
-}
-
-// TestViewDigestIgnoresFreshLinks: a succeeded eval's view read a second apart carries a
-// freshly sealed episodes_url (its expiry truncated to the second); the state is the same, so
-// the digest must be too — else a stream resumed after the terminal view sends it again (the
-// "an event after the end" flake of TestJobEventsResume).
 func TestViewDigestIgnoresFreshLinks(t *testing.T) {
 	artifacts, err := activities.OpenArtifactStore(t.Context(), "mem://")
 	if err != nil {
@@ -85,28 +41,28 @@ func TestViewDigestIgnoresFreshLinks(t *testing.T) {
 	fx.succeeded(t, "acme/eval/linked", "eval", "run-1", res)
 	h := fx.handle("acme", "acme/eval/linked", "eval")
 	// What renderView digests: get_eval's structured content, for the stream's caller.
-	read := func() rendered {
+	read := func() events.Rendered {
 		res := callTool(t, f, "get_eval", rcAna, map[string]any{"handle": h})
 		b, err := json.Marshal(res.StructuredContent)
 		if err != nil || res.IsError {
 			t.Fatalf("get_eval: %v %v", err, res.Content)
 		}
-		return rendered{payload: b, digest: viewDigest(b, f.viewVolatile("eval")...)}
+		return events.Rendered{Payload: b, Digest: events.ViewDigest(b, f.viewVolatile("eval")...)}
 	}
 	a := read()
 	fx.now = fx.now.Add(1500 * time.Millisecond)
 	b := read()
-	if !strings.Contains(string(a.payload), `"episodes_url":`) || string(a.payload) == string(b.payload) {
-		t.Fatalf("the two reads should differ only in their links:\n%s\n%s", a.payload, b.payload)
+	if !strings.Contains(string(a.Payload), `"episodes_url":`) || string(a.Payload) == string(b.Payload) {
+		t.Fatalf("the two reads should differ only in their links:\n%s\n%s", a.Payload, b.Payload)
 	}
-	if a.digest != b.digest {
-		t.Fatalf("the same terminal state digests differently a second later:\n%s\n%s", a.payload, b.payload)
+	if a.Digest != b.Digest {
+		t.Fatalf("the same terminal state digests differently a second later:\n%s\n%s", a.Payload, b.Payload)
 	}
 	// A change of state inside the result still counts.
 	vol := f.viewVolatile("eval")
-	c := viewDigest(json.RawMessage(`{"status":"succeeded","result":{"passed":9,"episodes_url":"x"}}`), vol...)
-	d := viewDigest(json.RawMessage(`{"status":"succeeded","result":{"passed":8,"episodes_url":"y"}}`), vol...)
-	e := viewDigest(json.RawMessage(`{"status":"succeeded","result":"not an object"}`), vol...)
+	c := events.ViewDigest(json.RawMessage(`{"status":"succeeded","result":{"passed":9,"episodes_url":"x"}}`), vol...)
+	d := events.ViewDigest(json.RawMessage(`{"status":"succeeded","result":{"passed":8,"episodes_url":"y"}}`), vol...)
+	e := events.ViewDigest(json.RawMessage(`{"status":"succeeded","result":"not an object"}`), vol...)
 	if c == d || e == "" {
 		t.Fatalf("digests %s %s %s", c, d, e)
 	}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/events"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/quota"
@@ -135,9 +136,9 @@ type Frontend struct {
 	// tracer starts the MCP requests' spans (tracing.go).
 	tracer trace.Tracer
 	// streams bounds the event streams open on this replica (events_http.go).
-	streams *streamLimits
-	// hub shares each followed run's history wait among this replica's streams (events_hub.go).
-	hub *historyHub
+	streams *events.Limits
+	// follow follows jobs for the event streams, sharing each run's history wait (events/follow.go).
+	follow *events.Follower
 	// stopStreams ends when StopStreams is called: every stream's context follows it.
 	stopStreams    context.Context
 	stopStreamsNow context.CancelFunc
@@ -224,13 +225,13 @@ func (opts *Options) defaults() {
 		opts.Now = time.Now
 	}
 	if opts.StreamHeartbeat <= 0 {
-		opts.StreamHeartbeat = StreamHeartbeatDefault
+		opts.StreamHeartbeat = events.StreamHeartbeatDefault
 	}
 	if opts.MaxStreams <= 0 {
-		opts.MaxStreams = MaxStreamsDefault
+		opts.MaxStreams = events.MaxStreamsDefault
 	}
 	if opts.MaxStreamsPerCaller <= 0 {
-		opts.MaxStreamsPerCaller = MaxStreamsPerCallerDefault
+		opts.MaxStreamsPerCaller = events.MaxStreamsPerCallerDefault
 	}
 	opts.UIBaseURL = strings.TrimRight(opts.UIBaseURL, "/")
 	if opts.QuotaDegraded == "" {
@@ -249,8 +250,7 @@ func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
 	}
 	opts.defaults()
 	f := &Frontend{opts: opts, log: opts.Logger, tokens: newTokenCache(opts.Now), results: newResultCache(),
-		streams: newStreamLimits(opts.MaxStreams, opts.MaxStreamsPerCaller)}
-	f.hub = newHistoryHub(f)
+		streams: events.NewLimits(opts.MaxStreams, opts.MaxStreamsPerCaller)}
 	f.stopStreams, f.stopStreamsNow = context.WithCancel(context.Background())
 	if f.store = store; store == nil {
 		f.store = temporalstore.New(opts.Temporal, opts.Namespace, opts.TaskQueue, opts.DataConverter)
@@ -260,6 +260,7 @@ func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
 	if f.metrics, err = newMetrics(opts.Metrics); err != nil {
 		return nil, fmt.Errorf("frontend: metrics: %w", err)
 	}
+	f.follow = events.NewFollower(f.store, f.describe, f.metrics.streamCalls)
 	f.impl = &mcp.Implementation{Name: "jobgate", Title: "jobgate — durable jobs for agents", Version: Version}
 	f.server = mcp.NewServer(f.impl, &mcp.ServerOptions{Instructions: serverInstructions})
 	f.server.AddReceivingMiddleware(refuseUndeclared)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/events"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/wire"
@@ -89,10 +90,10 @@ func ownerSegment(sub string) string {
 }
 
 // describe reads one job; a job the store does not know is not_found. A stream's render
-// carries the job its run's watch just described (withDescribed, events_hub.go): that is the
+// carries the job its run's watch just described (withDescribed, events/hub.go): that is the
 // answer, as fresh as the event the render is for.
 func (f *Frontend) describe(ctx context.Context, id string) (*jobstore.Job, error) {
-	if j, ok := ctx.Value(describedKey{}).(*jobstore.Job); ok && j.ID == id {
+	if j, ok := events.Described(ctx); ok && j.ID == id {
 		c := *j
 		return &c, nil
 	}

@@ -43,7 +43,7 @@ type servedKind struct {
 	maxSlots func() int
 	// freshResult names the members of the kind's result sealed afresh on every read (download
 	// links and their expiry): an event stream's digest leaves them out, so a read a second
-	// later is not a new event (events.go).
+	// later is not a new event (events/follow.go).
 	freshResult []string
 	// taskInput renders the kind's open input requests for tasks/get and reads tasks/update's
 	// answers; nil is the approval elicitation every job kind's request is (approvalInput).

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/events"
 )
 
 // toolDef is one tool: its schema, its handler and the policy action whose scopes the HTTP
@@ -124,8 +125,8 @@ func newKindTool[In, Out any](f *Frontend, kind string, action authz.Action, t *
 			res, err = run(ctx, p, args)
 		}
 		fields = append(fields, zap.Duration("latency", time.Since(start)))
-		if ctx.Value(streamRenderKey{}) != nil {
-			// An event stream's re-render (events.go), not a call anyone made: no log line,
+		if events.IsRender(ctx) {
+			// An event stream's re-render (events/follow.go), not a call anyone made: no log line,
 			// no tool-call metric (jobgate_event_stream_calls_total counts them).
 			return quietResult(res, err)
 		}

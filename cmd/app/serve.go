@@ -17,6 +17,7 @@ import (
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/events"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/frontend/quota"
@@ -133,9 +134,9 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	}
 	fs.DurationVar(&c.HandleTTL, "handle-ttl", frontend.HandleTTLDefault, "how long an issued handle stays valid")
 	fs.DurationVar(&c.CursorTTL, "cursor-ttl", frontend.CursorTTLDefault, "how long a list cursor stays valid")
-	fs.DurationVar(&c.StreamHeartbeat, "stream-heartbeat", frontend.StreamHeartbeatDefault, "how often an idle event stream sends a keep-alive comment")
-	fs.IntVar(&c.MaxStreams, "max-streams", frontend.MaxStreamsDefault, "most event streams this replica holds open (more: 429)")
-	fs.IntVar(&c.MaxStreamsPerCaller, "max-streams-per-caller", frontend.MaxStreamsPerCallerDefault, "most event streams one principal holds open on this replica (more: 429)")
+	fs.DurationVar(&c.StreamHeartbeat, "stream-heartbeat", events.StreamHeartbeatDefault, "how often an idle event stream sends a keep-alive comment")
+	fs.IntVar(&c.MaxStreams, "max-streams", events.MaxStreamsDefault, "most event streams this replica holds open (more: 429)")
+	fs.IntVar(&c.MaxStreamsPerCaller, "max-streams-per-caller", events.MaxStreamsPerCallerDefault, "most event streams one principal holds open on this replica (more: 429)")
 	metricsFlag(fs, &c.MetricsListen)
 	tenantsFlag(fs, &c.TenantsFile)
 	fs.DurationVar(&c.QuotaBudget, "quota-budget", quota.BudgetDefault, "how long a start waits for its quota check; past it --quota-degraded decides (never unavailable)")

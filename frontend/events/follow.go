@@ -1,9 +1,9 @@
-// events.go is the job event source behind GET /jobs/<handle>/events (events_http.go) and the
-// notifications/tasks of subscriptions/listen (events_listen.go): for one job and a resume
+// follow.go is the job event source behind GET /jobs/<handle>/events (frontend/events_http.go) and the
+// notifications/tasks of subscriptions/listen (frontend/events_listen.go): for one job and a resume
 // position it waits on the job's Temporal history and yields what the stream sends — the
 // job view, or the task — whenever that changes, with the history position it was read at.
 
-package frontend
+package events
 
 import (
 	"context"
@@ -18,21 +18,22 @@ import (
 
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // rendered is what a stream sends for a job at one moment.
-type rendered struct {
-	payload json.RawMessage
+type Rendered struct {
+	Payload json.RawMessage
 	// digest identifies the state payload shows (without what changes on every read, such as
 	// a freshly sealed handle): the same digest twice is the same event.
-	digest   string
-	terminal bool
+	Digest   string
+	Terminal bool
 }
 
 // renderFunc renders the job for the stream's caller, through the job core (get_*'s or
 // tasks/get's own code), so every event re-checks the caller against the job. An error ends
 // the stream; a *ToolError says the caller may no longer see the job (or Temporal failed).
-type renderFunc func(ctx context.Context) (rendered, error)
+type RenderFunc func(ctx context.Context) (Rendered, error)
 
 // Timing of a follow: the bound of one history wait (Temporal answers a long poll within its
 // own interval, about 20s, so this only bounds a hung call) and the back-off after a failed one.
@@ -42,15 +43,47 @@ const (
 	followRetryMax = 15 * time.Second
 )
 
+// Follower follows jobs for this replica's event streams: it shares each followed run's
+// history wait among the streams (hub.go) and re-renders a job when its history says
+// its view may have changed.
+type Follower struct {
+	store jobstore.Store
+	// describeJob is the job core's describe of a job (bounded, not found as the core says it).
+	describeJob func(ctx context.Context, id string) (*jobstore.Job, error)
+	metrics     followMetrics
+	hub         *historyHub
+}
+
+// followMetrics are the counters a Follower adds to.
+type followMetrics struct {
+	// streamCalls counts the work done for streams (history_wait, describe, render).
+	streamCalls *prometheus.CounterVec
+}
+
+// NewFollower follows jobs in store, describing them with describe and counting its work in
+// calls (by what: history_wait, describe, render).
+func NewFollower(store jobstore.Store, describe func(ctx context.Context, id string) (*jobstore.Job, error), calls *prometheus.CounterVec) *Follower {
+	f := &Follower{store: store, describeJob: describe, metrics: followMetrics{streamCalls: calls}}
+	f.hub = newHistoryHub(f)
+	return f
+}
+
+func (f *Follower) describe(ctx context.Context, id string) (*jobstore.Job, error) {
+	return f.describeJob(ctx, id)
+}
+
+// isStreamRender reports whether ctx is a stream's re-render (streamRenderKey).
+func IsRender(ctx context.Context) bool { return ctx.Value(streamRenderKey{}) != nil }
+
 // followJob follows job id from pos (the zero JobPos: from nothing sent). It watches the
 // current run's history through the replica's hub (one long poll per run, shared by every
-// stream of the replica: events_hub.go; no poll loop here); once the history is read to its
+// stream of the replica: hub.go; no poll loop here); once the history is read to its
 // end, and after every event that can change the job's view, it renders the job and calls
 // emit with what it rendered and the new position when the digest differs from the one last
 // sent — so a resumed stream sends what changed since pos and nothing twice. A run that
 // continued as new is followed into the next one. It returns nil once the job is terminal
 // (emitted, or already sent before pos), emit's or render's error, or ctx's.
-func (f *Frontend) followJob(ctx context.Context, id string, pos handle.JobPos, render renderFunc, emit func(rendered, handle.JobPos) error) error {
+func (f *Follower) FollowJob(ctx context.Context, id string, pos handle.JobPos, render RenderFunc, emit func(Rendered, handle.JobPos) error) error {
 	retry := followRetryMin
 	var failedRun string // a run whose watch gave up: finding it current again ends the stream
 	for {
@@ -88,7 +121,7 @@ var (
 
 // followRun is followJob on one run; it returns the position reached with errRunClosed when
 // the run closed without the job ending (continue-as-new), or errRunUnreadable.
-func (f *Frontend) followRun(ctx context.Context, run, id string, pos handle.JobPos, render renderFunc, emit func(rendered, handle.JobPos) error) (handle.JobPos, error) {
+func (f *Follower) followRun(ctx context.Context, run, id string, pos handle.JobPos, render RenderFunc, emit func(Rendered, handle.JobPos) error) (handle.JobPos, error) {
 	w, release := f.hub.watch(id, run)
 	defer release()
 	rendered := int64(-1) // the relevant event the last render saw
@@ -114,14 +147,14 @@ func (f *Frontend) followRun(ctx context.Context, run, id string, pos handle.Job
 			if err != nil {
 				return pos, err
 			}
-			next := handle.JobPos{Run: run, Event: st.last, Digest: r.digest}
-			if r.digest != pos.Digest {
+			next := handle.JobPos{Run: run, Event: st.last, Digest: r.Digest}
+			if r.Digest != pos.Digest {
 				if err := emit(r, next); err != nil {
 					return pos, err
 				}
 			}
 			pos = next
-			if r.terminal {
+			if r.Terminal {
 				return pos, nil
 			}
 		}
@@ -139,7 +172,7 @@ func (f *Frontend) followRun(ctx context.Context, run, id string, pos handle.Job
 // followRetryable waits out a Temporal failure worth retrying (unreachable, overloaded, a wait
 // cut short) with jittered exponential back-off and reports true; false when err is not one
 // (or ctx ended).
-func (f *Frontend) followRetryable(ctx context.Context, err error, retry *time.Duration) bool {
+func (f *Follower) followRetryable(ctx context.Context, err error, retry *time.Duration) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -158,25 +191,9 @@ func (f *Frontend) followRetryable(ctx context.Context, err error, retry *time.D
 	}
 }
 
-// viewVolatile is what a job view of kind changes on every read without the job changing:
-// its handle and note, and the result members the kind seals afresh (servedKind.freshResult:
-// download links, their expiry truncated to the second, so two reads a second apart differ).
-// A stream resumed after the terminal view would otherwise send that view again.
-func (f *Frontend) viewVolatile(kind string) []string {
-	vol := []string{"handle", "note"}
-	for _, k := range f.kinds {
-		if k.name == kind {
-			for _, m := range k.freshResult {
-				vol = append(vol, "result."+m)
-			}
-		}
-	}
-	return vol
-}
-
 // viewDigest digests a JSON object without the members named in volatile: a name, or a path
 // of names joined by "." into nested objects. Members no path names keep their bytes.
-func viewDigest(payload json.RawMessage, volatile ...string) string {
+func ViewDigest(payload json.RawMessage, volatile ...string) string {
 	b := []byte(payload)
 	if len(volatile) > 0 {
 		if mb, ok := dropMembers(payload, volatile); ok {
@@ -215,7 +232,7 @@ func dropMembers(obj json.RawMessage, paths []string) ([]byte, bool) {
 
 // streamTarget fingerprints what a stream watches (kind of stream and the jobs, in order): an
 // event position of another stream is not used (handle.EventPos.Target).
-func streamTarget(stream string, ids []string) string {
+func StreamTarget(stream string, ids []string) string {
 	h := sha256.New()
 	h.Write([]byte(stream))
 	for _, id := range ids {
@@ -227,7 +244,7 @@ func streamTarget(stream string, ids []string) string {
 
 // eventPosTTL is how long an event position can resume a stream; past it a reconnecting
 // client starts afresh (it is sent the current state once more).
-const eventPosTTL = 24 * time.Hour
+const EventPosTTL = 24 * time.Hour
 
 // streamRenderKey marks the context of a stream's re-render: the tool code it runs logs no
 // call and counts no tool metric for it (tools.go).

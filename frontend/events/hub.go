@@ -1,8 +1,8 @@
-// events_hub.go shares the wait on a run's history among every stream of this replica that
-// follows the run: one long poll per run, however many listeners (events.go renders per
+// hub.go shares the wait on a run's history among every stream of this replica that
+// follows the run: one long poll per run, however many listeners (follow.go renders per
 // listener, since what a caller sees of a job is the caller's).
 
-package frontend
+package events
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 // historyHub holds the runs some stream of this replica follows.
 type historyHub struct {
-	f       *Frontend
+	f       *Follower
 	mu      sync.Mutex
 	watches map[runKey]*runWatch
 }
@@ -50,7 +50,7 @@ type watchState struct {
 	err      error // the reader gave up (the run is gone): the stream finds the job anew
 }
 
-func newHistoryHub(f *Frontend) *historyHub {
+func newHistoryHub(f *Follower) *historyHub {
 	return &historyHub{f: f, watches: map[runKey]*runWatch{}}
 }
 
@@ -178,4 +178,10 @@ type describedKey struct{}
 // withDescribed is ctx carrying j as the job's current description.
 func withDescribed(ctx context.Context, j *jobstore.Job) context.Context {
 	return context.WithValue(ctx, describedKey{}, j)
+}
+
+// describedOf is the job a stream's render carries (withDescribed), if any.
+func Described(ctx context.Context) (*jobstore.Job, bool) {
+	j, ok := ctx.Value(describedKey{}).(*jobstore.Job)
+	return j, ok
 }
