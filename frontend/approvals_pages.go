@@ -372,7 +372,7 @@ func (pf *pagesFE) download(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	pf.f.metrics.countDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	pf.f.metrics.CountDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pf.f.export.serveDownload(pf.f, w, r, p, ok)
 	})).ServeHTTP(w, r)
 }

@@ -123,8 +123,8 @@ func (f *Frontend) serveJobEvents(metaURL string) http.Handler {
 		sse := events.StartSSE(w)
 		defer sse.Close()
 		go sse.Heartbeat(ctx, cancel, f.opts.StreamHeartbeat)
-		f.metrics.streamOpened("job_events")
-		defer f.metrics.streamClosed("job_events")
+		f.metrics.StreamOpened("job_events")
+		defer f.metrics.StreamClosed("job_events")
 		err := f.follow.FollowJob(ctx, h.WorkflowID, pos, render, func(ev events.Rendered, next handle.JobPos) error {
 			return sse.Event(f.sealPos(p, target, []handle.JobPos{next}), ev.Payload)
 		})

@@ -99,8 +99,8 @@ func (f *Frontend) serveListen(w http.ResponseWriter, r *http.Request, req *rpcR
 		"notifications": map[string]any{"taskIds": acceptedIDs}, "_meta": subMeta})) != nil {
 		return
 	}
-	f.metrics.streamOpened("tasks_listen")
-	defer f.metrics.streamClosed("tasks_listen")
+	f.metrics.StreamOpened("tasks_listen")
+	defer f.metrics.StreamClosed("tasks_listen")
 	go sse.Heartbeat(ctx, cancel, f.opts.StreamHeartbeat)
 
 	updates := make(chan listenUpdate)

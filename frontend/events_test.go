@@ -168,8 +168,8 @@ func TestJobEventsOverMemStore(t *testing.T) {
 		t.Fatalf("second event %q %+v", id2, v2)
 	}
 	// Only the two streams' opening checks were get_eval calls; the re-renders are stream work.
-	if calls, renders := testutil.ToFloat64(f.metrics.toolCalls.WithLabelValues("get_eval", "ok")),
-		testutil.ToFloat64(f.metrics.streamCalls.WithLabelValues("render")); calls != 2 || renders != 2 {
+	if calls, renders := testutil.ToFloat64(f.metrics.ToolCalls.WithLabelValues("get_eval", "ok")),
+		testutil.ToFloat64(f.metrics.StreamCalls.WithLabelValues("render")); calls != 2 || renders != 2 {
 		t.Fatalf("get_eval calls %v, stream renders %v; want 2 and 2", calls, renders)
 	}
 	for {

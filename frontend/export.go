@@ -102,7 +102,7 @@ func (k *exportKind) serve(f *Frontend) servedKind {
 		enum("format", contract.Formats()...))
 	f.export = k // the pages' job view and download (approvals_pages.go)
 	sk.routes = map[string]http.Handler{
-		"GET /artifacts/{token}": f.metrics.countDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.download(f, w, r) })),
+		"GET /artifacts/{token}": f.metrics.CountDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.download(f, w, r) })),
 	}
 	sk.freshResult = []string{"download_url", "download_url_expires_at"}
 	return sk

@@ -21,6 +21,7 @@ import (
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/quota"
+	"github.com/jobgate/jobgate/frontend/telemetry"
 	"github.com/jobgate/jobgate/frontend/temporalstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
@@ -82,7 +83,7 @@ type Options struct {
 	TemporalTimeout time.Duration
 	// Logger receives one line per tool call. Defaults to a no-op logger.
 	Logger *zap.Logger
-	// Metrics, if set, receives the jobgate_* collectors (see metrics.go). Defaults to none.
+	// Metrics, if set, receives the jobgate_* collectors (see telemetry/metrics.go). Defaults to none.
 	Metrics prometheus.Registerer
 	// Tenants holds per-tenant fairness weights and quotas. The zero value has no quotas and
 	// equal weights; servers load a tenants file or authz.DefaultTenants.
@@ -124,16 +125,16 @@ type Frontend struct {
 	taskSupport map[string]taskSupport
 	// handlers are the tools' handlers by name, for tasks/* to run get_* and cancel_* in process.
 	handlers map[string]mcp.ToolHandler
-	metrics  *metrics
+	metrics  *telemetry.Metrics
 	// results are the results of succeeded runs by workflow and run ID (resultcache.go).
 	results *resultCache
-	tokens  *tokenCache     // verified bearer tokens by sha256
-	ready   *readiness      // Temporal's health for /readyz, cached (readyz.go)
-	store   jobstore.Store  // the jobs (jobstore/store.go): Temporal, or a unit test's fake
-	quota   *quota.Admitter // admission of starts under the tenants' quotas (quota/quota.go)
+	tokens  *tokenCache          // verified bearer tokens by sha256
+	ready   *telemetry.Readiness // Temporal's health for /readyz, cached (telemetry/readyz.go)
+	store   jobstore.Store       // the jobs (jobstore/store.go): Temporal, or a unit test's fake
+	quota   *quota.Admitter      // admission of starts under the tenants' quotas (quota/quota.go)
 	// kinds are the served kinds (Options.Kinds bound to this frontend), in Options order.
 	kinds []servedKind
-	// tracer starts the MCP requests' spans (tracing.go).
+	// tracer starts the MCP requests' spans (telemetry/tracing.go).
 	tracer trace.Tracer
 	// streams bounds the event streams open on this replica (events_http.go).
 	streams *events.Limits
@@ -255,16 +256,20 @@ func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
 	if f.store = store; store == nil {
 		f.store = temporalstore.New(opts.Temporal, opts.Namespace, opts.TaskQueue, opts.DataConverter)
 	}
-	f.ready = newReadiness(f.store.CheckHealth, readyTTL, opts.Now)
+	f.ready = telemetry.NewReadiness(f.store.CheckHealth, telemetry.ReadyTTL, opts.Now)
 	var err error
-	if f.metrics, err = newMetrics(opts.Metrics); err != nil {
+	scopeNames := []string{scopeWhatJobEvents, methodSubscriptionsListen}
+	for method := range taskActions {
+		scopeNames = append(scopeNames, method)
+	}
+	if f.metrics, err = telemetry.NewMetrics(opts.Metrics, scopeNames...); err != nil {
 		return nil, fmt.Errorf("frontend: metrics: %w", err)
 	}
-	f.follow = events.NewFollower(f.store, f.describe, f.metrics.streamCalls)
+	f.follow = events.NewFollower(f.store, f.describe, f.metrics.StreamCalls)
 	f.impl = &mcp.Implementation{Name: "jobgate", Title: "jobgate — durable jobs for agents", Version: Version}
 	f.server = mcp.NewServer(f.impl, &mcp.ServerOptions{Instructions: serverInstructions})
 	f.server.AddReceivingMiddleware(refuseUndeclared)
-	f.tracer = tracerOf(opts.TracerProvider)
+	f.tracer = telemetry.TracerOf(opts.TracerProvider)
 	f.server.AddReceivingMiddleware(f.traceMethods)
 	if f.kinds, err = serveKinds(f, opts.Kinds); err != nil {
 		return nil, err
@@ -277,8 +282,8 @@ func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
 	}
 	f.quota = quota.New(quota.Options{Tenants: opts.Tenants, QuotaBudget: opts.QuotaBudget, QuotaDegraded: opts.QuotaDegraded,
 		QuotaOvershoot: opts.QuotaOvershoot, TemporalTimeout: opts.TemporalTimeout, Now: opts.Now, Logger: f.logger},
-		f.store, slotKinds, quota.Metrics{Degraded: f.metrics.quotaDegraded,
-			Rejected: func(tenant, limit string) { f.metrics.quotaRejected(opts.Tenants, tenant, limit) }})
+		f.store, slotKinds, quota.Metrics{Degraded: f.metrics.QuotaDegraded,
+			Rejected: func(tenant, limit string) { f.metrics.QuotaRejected(opts.Tenants, tenant, limit) }})
 	f.actions = map[string]authz.Action{}
 	f.taskSupport = map[string]taskSupport{}
 	f.handlers = map[string]mcp.ToolHandler{}
@@ -288,7 +293,7 @@ func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
 		}
 		f.actions[t.tool.Name] = t.action
 		f.taskSupport[t.tool.Name] = t.task
-		f.metrics.knownScopeFor[t.tool.Name] = true
+		f.metrics.KnownScopeFor[t.tool.Name] = true
 		f.handlers[t.tool.Name] = t.handler
 		f.server.AddTool(t.tool, t.handler)
 	}
@@ -330,4 +335,4 @@ func (f *Frontend) MCPServer() *mcp.Server { return f.server }
 func (f *Frontend) Handler() http.Handler { return f.routes() }
 
 // Routes are the ServeMux patterns Handler serves, for TraceHTTP to name spans by.
-func (f *Frontend) Routes() []string { return f.routes().patterns }
+func (f *Frontend) Routes() []string { return f.routes().Patterns }

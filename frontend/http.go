@@ -15,26 +15,30 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/telemetry"
 	"github.com/jobgate/jobgate/frontend/wire"
 )
 
 const principalKey = "jobgate.principal"
 
-func (f *Frontend) routes() *routeMux {
-	mux := &routeMux{ServeMux: http.NewServeMux()}
+func (f *Frontend) routes() *telemetry.RouteMux {
+	mux := &telemetry.RouteMux{ServeMux: http.NewServeMux()}
 	metaURL := f.resourceMetadataURL()
 
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytesDefault})
 	bearer := invalidTokenChallenge(auth.RequireBearerToken(f.verifyToken, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metaURL}))
-	mux.Handle("/mcp", f.metrics.countMissingBearer(bearer(f.frontDoor(metaURL, mcpHandler))))
-	mux.Handle(PathJobEvents, f.metrics.countMissingBearer(bearer(f.serveJobEvents(metaURL))))
+	mux.Handle("/mcp", f.metrics.CountMissingBearer(bearer(f.frontDoor(metaURL, mcpHandler))))
+	mux.Handle(PathJobEvents, f.metrics.CountMissingBearer(bearer(f.serveJobEvents(metaURL))))
 	for _, k := range f.kinds {
 		for pattern, h := range k.routes {
-			mux.Handle(pattern, f.metrics.countMissingBearer(bearer(h)))
+			mux.Handle(pattern, f.metrics.CountMissingBearer(bearer(h)))
 		}
 	}
 
@@ -70,7 +74,7 @@ func (f *Frontend) resourceMetadataURL() string {
 // costs Temporal one call a second per replica.
 func (f *Frontend) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain")
-	if err := f.ready.get(r.Context()); err != nil {
+	if err := f.ready.Get(r.Context()); err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintln(w, "temporal unreachable")
 		return
@@ -87,7 +91,7 @@ func (f *Frontend) verifyToken(ctx context.Context, token string, _ *http.Reques
 	}
 	c, err := f.opts.Verifier.Verify(ctx, token)
 	if err != nil {
-		f.metrics.unauthorized.WithLabelValues(unauthInvalid).Inc()
+		f.metrics.Unauthorized.WithLabelValues(telemetry.UnauthInvalid).Inc()
 		return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, strings.TrimPrefix(err.Error(), authz.ErrInvalidToken.Error()+": "))
 	}
 	f.tokens.put(token, c)
@@ -241,7 +245,7 @@ func refuseBody(w http.ResponseWriter, err error) {
 func (f *Frontend) denyScope(ctx context.Context, w http.ResponseWriter, metaURL, what string, need []authz.Scope, p authz.Principal) {
 	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, resource_metadata=%q, error_description=%q`,
 		string(need[0]), metaURL, what+" needs one of: "+strings.Join(authz.ScopeStrings(need), " ")))
-	f.metrics.insufficientScope(what)
+	f.metrics.InsufficientScope(what)
 	f.logger(ctx).Info("insufficient scope", zap.String("tool", what), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
 	http.Error(w, "insufficient scope for "+what, http.StatusForbidden)
 }
@@ -371,3 +375,41 @@ func (c *challengeWriter) Write(b []byte) (int, error) {
 }
 
 func (c *challengeWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// traceMethods is the receiving middleware that gives every MCP request its span, a child of
+// the HTTP request's: "tools/call <tool>" for a tool of this server ("tools/call" alone for a
+// name it does not serve, which a caller chooses), the method's name otherwise. It records the
+// tool and the caller's tenant; the tool's handler adds the job ID and the outcome code
+// (spanOutcome). Never the arguments.
+func (f *Frontend) traceMethods(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		name := method
+		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", method)}
+		if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil {
+			if _, known := f.actions[ctr.Params.Name]; known {
+				name += " " + ctr.Params.Name
+				attrs = append(attrs, attribute.String("gen_ai.tool.name", ctr.Params.Name))
+			}
+		}
+		if ex := req.GetExtra(); ex != nil {
+			if p, ok := principalFrom(ex.TokenInfo); ok {
+				attrs = append(attrs, telemetry.AttrTenant.String(p.Tenant))
+			}
+		}
+		ctx, span := f.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+		defer span.End()
+		res, err := next(ctx, method, req)
+		if err != nil {
+			span.SetStatus(codes.Error, "JSON-RPC error")
+		}
+		return res, err
+	}
+}
+
+// logger is f's logger with ctx's trace and span IDs.
+func (f *Frontend) logger(ctx context.Context) *zap.Logger {
+	if fs := telemetry.LogTrace(ctx); fs != nil {
+		return f.log.With(fs...)
+	}
+	return f.log
+}

@@ -214,7 +214,7 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 				j = j2
 			}
 		}
-		f.metrics.jobStarted(k.name, true)
+		f.metrics.JobStarted(k.name, true)
 		return k.started(ctx, f, p, j, spec, true)
 	}
 	if errors.Is(err, jobstore.ErrFirstStateTimeout) {
@@ -223,7 +223,7 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 		if j, derr := f.describe(ctx, id); derr == nil && j.Tenant == p.Tenant && j.Kind == k.name && j.Owner == p.Subject &&
 			j.InputHash == spec.hash && j.CreatedAt.Equal(now) {
 			adm.Started()
-			f.metrics.jobStarted(k.name, true)
+			f.metrics.JobStarted(k.name, true)
 			return k.started(ctx, f, p, j, spec, true)
 		}
 		adm.Abandoned()
@@ -245,7 +245,7 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 	if j.Tenant != p.Tenant || j.Kind != k.name || j.Owner != p.Subject || j.InputHash != spec.hash {
 		return nil, errKeyReused(spec.key)
 	}
-	f.metrics.jobStarted(k.name, false)
+	f.metrics.JobStarted(k.name, false)
 	return k.started(ctx, f, p, j, spec, false)
 }
 
@@ -260,7 +260,7 @@ func (k jobKind[R]) existing(ctx context.Context, f *Frontend, p authz.Principal
 	if j.Tenant != p.Tenant || j.Kind != k.name || j.Owner != p.Subject || j.InputHash != spec.hash {
 		return nil, errKeyReused(spec.key), true
 	}
-	f.metrics.jobStarted(k.name, false)
+	f.metrics.JobStarted(k.name, false)
 	v, err := k.started(ctx, f, p, j, spec, false)
 	return v, err, true
 }

@@ -24,6 +24,7 @@ func TestLayers(t *testing.T) {
 		"quota":             {"go.temporal.io/", mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/jobstore/memstore", mod + "activities"},
 		"temporalstore":     {mod + "frontend", mod + "frontend/quota", mod + "frontend/pages", mod + "frontend/jobstore/memstore"},
 		"handle/resumeseal": {mod + "frontend", "go.temporal.io/"},
+		"telemetry":         {mod + "frontend", mod + "frontend/temporalstore", "go.temporal.io/"},
 		"events":            {mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/quota", "go.temporal.io/"},
 		"wire":              {mod + "frontend", "go.temporal.io/"},
 		"pages":             temporalCalls,

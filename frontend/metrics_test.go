@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
+	"github.com/jobgate/jobgate/frontend/telemetry"
 )
 
 func newMetricsFrontend(t *testing.T) (*Frontend, *prometheus.Registry) {
@@ -225,7 +226,7 @@ func TestMetricsSharedRegistry(t *testing.T) {
 	// Two frontends in one process on one registry share the series instead of failing.
 	reg := prometheus.NewRegistry()
 	for range 2 {
-		if _, err := newMetrics(reg); err != nil {
+		if _, err := telemetry.NewMetrics(reg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -236,9 +237,9 @@ func TestMetricsSharedRegistry(t *testing.T) {
 func TestQuotaRejectionLabels(t *testing.T) {
 	f, reg := newMetricsFrontend(t)
 	cfg := authz.Tenants{Tenants: map[string]authz.TenantPolicy{"acme": {}}}
-	f.metrics.quotaRejected(cfg, "acme", "running_jobs_per_owner")
-	f.metrics.quotaRejected(cfg, "made-up-by-a-token", "running_jobs_per_owner")
-	f.metrics.quotaRejected(cfg, "another-one", "running_jobs_per_owner")
+	f.metrics.QuotaRejected(cfg, "acme", "running_jobs_per_owner")
+	f.metrics.QuotaRejected(cfg, "made-up-by-a-token", "running_jobs_per_owner")
+	f.metrics.QuotaRejected(cfg, "another-one", "running_jobs_per_owner")
 	for tenant, want := range map[string]float64{"acme": 1, "other": 2, "made-up-by-a-token": 0} {
 		got := metricValue(t, reg, "jobgate_quota_rejections_total", map[string]string{"tenant": tenant, "limit": "running_jobs_per_owner"})
 		if got != want {

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jobgate/jobgate/frontend/telemetry"
 )
 
 // TestReadinessCachedAndSingleFlight: concurrent callers share one health check; a result
@@ -23,7 +25,7 @@ func TestReadinessCachedAndSingleFlight(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	release := make(chan struct{})
 	started := make(chan struct{}, 100)
-	r := newReadiness(func(ctx context.Context) error {
+	r := telemetry.NewReadiness(func(ctx context.Context) error {
 		calls.Add(1)
 		started <- struct{}{}
 		select {
@@ -35,20 +37,20 @@ func TestReadinessCachedAndSingleFlight(t *testing.T) {
 			return errors.New("unreachable")
 		}
 		return nil
-	}, readyTTL, clock)
+	}, telemetry.ReadyTTL, clock)
 
 	// 64 concurrent callers while the first check is in flight: one check, 64 answers.
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for range 64 {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs <- r.get(context.Background()) }()
+		go func() { defer wg.Done(); errs <- r.Get(context.Background()) }()
 	}
 	<-started
 	// A caller that gives up while waiting gets its own context's error...
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := r.get(gone); !errors.Is(err, context.Canceled) {
+	if err := r.Get(gone); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled caller: %v", err)
 	}
 	close(release)
@@ -63,9 +65,9 @@ func TestReadinessCachedAndSingleFlight(t *testing.T) {
 		t.Fatalf("%d health checks for 65 concurrent callers", n)
 	}
 	// Fresh for readyTTL: no new check.
-	advance(readyTTL - time.Millisecond)
+	advance(telemetry.ReadyTTL - time.Millisecond)
 	for range 100 {
-		if err := r.get(context.Background()); err != nil {
+		if err := r.Get(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -76,7 +78,7 @@ func TestReadinessCachedAndSingleFlight(t *testing.T) {
 	fail.Store(true)
 	advance(time.Millisecond)
 	for range 10 {
-		if err := r.get(context.Background()); err == nil {
+		if err := r.Get(context.Background()); err == nil {
 			t.Fatal("a failed check answered healthy")
 		}
 	}

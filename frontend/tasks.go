@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/telemetry"
 )
 
 // The Tasks extension (io.modelcontextprotocol/tasks, SEP-2663) for 2026-07-28 clients: a
@@ -292,7 +293,7 @@ func (f *Frontend) serveTask(ctx context.Context, ss *mcp.ServerSession, method 
 	}
 	fields := []zap.Field{zap.String("method", method), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject),
 		zap.Duration("latency", time.Since(start))}
-	fields = append(fields, LogTrace(ctx)...)
+	fields = append(fields, telemetry.LogTrace(ctx)...)
 	if h.WorkflowID != "" {
 		fields = append(fields, zap.String("job_id", h.WorkflowID)) // signature verified: safe to log
 	}

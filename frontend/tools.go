@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/events"
+	"github.com/jobgate/jobgate/frontend/telemetry"
 )
 
 // toolDef is one tool: its schema, its handler and the policy action whose scopes the HTTP
@@ -112,7 +113,7 @@ func newKindTool[In, Out any](f *Frontend, kind string, action authz.Action, t *
 		}
 		fields := make([]zap.Field, 0, 8) // tool, tenant, sub, trace_id, span_id, latency, job_id, code
 		fields = append(fields, zap.String("tool", name), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
-		fields = append(fields, LogTrace(ctx)...)
+		fields = append(fields, telemetry.LogTrace(ctx)...)
 		// Everything below is per call: handlers run concurrently for many tenants.
 		var (
 			args In
@@ -135,8 +136,8 @@ func newKindTool[In, Out any](f *Frontend, kind string, action authz.Action, t *
 		}
 		var ir *inputRequired
 		if errors.As(err, &ir) {
-			f.metrics.toolCall(name, outcomeInputRequired, time.Since(start))
-			spanOutcome(ctx, rec.jobID, "input_required")
+			f.metrics.ToolCall(name, telemetry.OutcomeInputRequired, time.Since(start))
+			telemetry.SpanOutcome(ctx, rec.jobID, "input_required")
 			f.log.Info("tool call", append(fields, zap.String("code", "input_required"))...)
 			return ir.res, nil
 		}
@@ -147,18 +148,18 @@ func newKindTool[In, Out any](f *Frontend, kind string, action authz.Action, t *
 					c.Kind = kind
 					te = &c
 				}
-				f.metrics.toolCall(name, te.Code, time.Since(start))
-				spanOutcome(ctx, rec.jobID, te.Code)
+				f.metrics.ToolCall(name, te.Code, time.Since(start))
+				telemetry.SpanOutcome(ctx, rec.jobID, te.Code)
 				f.log.Info("tool call", append(fields, zap.String("code", te.Code))...)
 				return errorResult(te), nil
 			}
-			f.metrics.toolCall(name, outcomeError, time.Since(start))
-			spanOutcome(ctx, rec.jobID, outcomeError)
+			f.metrics.ToolCall(name, telemetry.OutcomeError, time.Since(start))
+			telemetry.SpanOutcome(ctx, rec.jobID, telemetry.OutcomeError)
 			f.log.Error("tool call failed", append(fields, zap.Error(err))...)
 			return nil, err
 		}
-		f.metrics.toolCall(name, outcomeOK, time.Since(start))
-		spanOutcome(ctx, rec.jobID, "ok")
+		f.metrics.ToolCall(name, telemetry.OutcomeOK, time.Since(start))
+		telemetry.SpanOutcome(ctx, rec.jobID, "ok")
 		f.log.Info("tool call", append(fields, zap.String("code", "ok"))...)
 		return okResult(res)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/jobgate/jobgate/frontend/telemetry"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -18,7 +19,7 @@ func TestTraceHTTP(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	var seen []trace.SpanContext
-	h := TraceHTTP(tp, []string{"/mcp", "GET /artifacts/{token}", "GET /healthz"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := telemetry.TraceHTTP(tp, []string{"/mcp", "GET /artifacts/{token}", "GET /healthz"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen = append(seen, trace.SpanContextFromContext(r.Context()))
 		w.WriteHeader(http.StatusNotFound)
 	}))
@@ -48,13 +49,13 @@ func TestTraceHTTP(t *testing.T) {
 
 	// Off (a no-op provider): nothing recorded, yet the caller's trace ID reaches the log fields.
 	var fields int
-	off := TraceHTTP(noop.NewTracerProvider(), nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fields = len(LogTrace(r.Context()))
+	off := telemetry.TraceHTTP(noop.NewTracerProvider(), nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fields = len(telemetry.LogTrace(r.Context()))
 	}))
 	req = httptest.NewRequest("POST", "/mcp", nil)
 	req.Header.Set("traceparent", parent)
 	off.ServeHTTP(httptest.NewRecorder(), req)
-	if fields != 2 || len(LogTrace(context.Background())) != 0 {
+	if fields != 2 || len(telemetry.LogTrace(context.Background())) != 0 {
 		t.Fatalf("log fields with traceparent and tracing off: %d", fields)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/frontend/quota"
+	"github.com/jobgate/jobgate/frontend/telemetry"
 )
 
 // ServeConfig configures `jobgate serve`.
@@ -354,7 +355,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	// The pages wrap the frontend's routes; Mounts (the dev identity provider) wrap both.
 	h, err := m.withPages(f)
 	if err == nil {
-		h = frontend.TraceHTTP(m.Tracing.frontendProvider(), m.routes(f), h)
+		h = telemetry.TraceHTTP(m.Tracing.frontendProvider(), m.routes(f), h)
 		h, err = m.handler(h)
 	}
 	if err != nil {

@@ -1,4 +1,4 @@
-package frontend
+package telemetry
 
 import (
 	"context"
@@ -10,14 +10,14 @@ const (
 	// readyTTL is how long one Temporal health check answers /readyz. /readyz is
 	// unauthenticated and polled by every load balancer: without it each request is a call to
 	// Temporal that anyone who reaches the port can multiply.
-	readyTTL = time.Second
+	ReadyTTL = time.Second
 	// readyCheckTimeout bounds one health check.
 	readyCheckTimeout = 3 * time.Second
 )
 
 // readiness caches the result of a health check for ttl and runs at most one check at a time:
 // concurrent callers with a stale result wait for the check in flight and share its result.
-type readiness struct {
+type Readiness struct {
 	check func(context.Context) error
 	ttl   time.Duration
 	now   func() time.Time
@@ -29,14 +29,14 @@ type readiness struct {
 	flight chan struct{} // closed when the check in flight ends; nil when none runs
 }
 
-func newReadiness(check func(context.Context) error, ttl time.Duration, now func() time.Time) *readiness {
-	return &readiness{check: check, ttl: ttl, now: now}
+func NewReadiness(check func(context.Context) error, ttl time.Duration, now func() time.Time) *Readiness {
+	return &Readiness{check: check, ttl: ttl, now: now}
 }
 
 // get answers the cached result while it is fresh, else waits for (or runs) one check. A
 // caller that gives up (ctx) stops waiting; the check goes on for the others, on a context of
 // its own so one impatient caller cannot fail it for everyone.
-func (r *readiness) get(ctx context.Context) error {
+func (r *Readiness) Get(ctx context.Context) error {
 	r.mu.Lock()
 	for {
 		if r.have && r.now().Sub(r.at) < r.ttl {

@@ -1,11 +1,10 @@
-package frontend
+package telemetry
 
 import (
 	"context"
 	"net/http"
 	"strings"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -21,7 +20,7 @@ const TracerName = "github.com/jobgate/jobgate/frontend"
 // Spans carry names, never values a caller sent: no token, handle, path with a token in it, or
 // tool argument.
 const (
-	attrTenant = attribute.Key("jobgate.tenant")
+	AttrTenant = attribute.Key("jobgate.tenant")
 	attrJobID  = attribute.Key("jobgate.job_id")
 	attrCode   = attribute.Key("jobgate.code")
 )
@@ -32,7 +31,7 @@ const (
 var traceContext = propagation.TraceContext{}
 
 // tracerOf is tp's tracer for the frontend, a no-op one when tp is nil.
-func tracerOf(tp trace.TracerProvider) trace.Tracer {
+func TracerOf(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
@@ -52,7 +51,7 @@ func TraceHTTP(tp trace.TracerProvider, routes []string, next http.Handler) http
 	if tp == nil {
 		return next
 	}
-	tracer := tracerOf(tp)
+	tracer := TracerOf(tp)
 	names := newRouteNames(routes)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
@@ -116,17 +115,17 @@ func (n routeNames) route(r *http.Request) string {
 }
 
 // routeMux is a ServeMux that lists its patterns (Frontend.Routes).
-type routeMux struct {
+type RouteMux struct {
 	*http.ServeMux
-	patterns []string
+	Patterns []string
 }
 
-func (m *routeMux) Handle(pattern string, h http.Handler) {
+func (m *RouteMux) Handle(pattern string, h http.Handler) {
 	m.ServeMux.Handle(pattern, h)
-	m.patterns = append(m.patterns, pattern)
+	m.Patterns = append(m.Patterns, pattern)
 }
 
-func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
+func (m *RouteMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
 	m.Handle(pattern, http.HandlerFunc(h))
 }
 
@@ -159,38 +158,8 @@ func (w *spanWriter) Flush() {
 
 func (w *spanWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// traceMethods is the receiving middleware that gives every MCP request its span, a child of
-// the HTTP request's: "tools/call <tool>" for a tool of this server ("tools/call" alone for a
-// name it does not serve, which a caller chooses), the method's name otherwise. It records the
-// tool and the caller's tenant; the tool's handler adds the job ID and the outcome code
-// (spanOutcome). Never the arguments.
-func (f *Frontend) traceMethods(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		name := method
-		attrs := []attribute.KeyValue{attribute.String("mcp.method.name", method)}
-		if ctr, ok := req.(*mcp.CallToolRequest); ok && ctr.Params != nil {
-			if _, known := f.actions[ctr.Params.Name]; known {
-				name += " " + ctr.Params.Name
-				attrs = append(attrs, attribute.String("gen_ai.tool.name", ctr.Params.Name))
-			}
-		}
-		if ex := req.GetExtra(); ex != nil {
-			if p, ok := principalFrom(ex.TokenInfo); ok {
-				attrs = append(attrs, attrTenant.String(p.Tenant))
-			}
-		}
-		ctx, span := f.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
-		defer span.End()
-		res, err := next(ctx, method, req)
-		if err != nil {
-			span.SetStatus(codes.Error, "JSON-RPC error")
-		}
-		return res, err
-	}
-}
-
 // spanOutcome puts a tool call's job ID and outcome code on its span.
-func spanOutcome(ctx context.Context, jobID, code string) {
+func SpanOutcome(ctx context.Context, jobID, code string) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
@@ -209,12 +178,4 @@ func LogTrace(ctx context.Context) []zap.Field {
 		return nil
 	}
 	return []zap.Field{zap.String("trace_id", sc.TraceID().String()), zap.String("span_id", sc.SpanID().String())}
-}
-
-// logger is f's logger with ctx's trace and span IDs.
-func (f *Frontend) logger(ctx context.Context) *zap.Logger {
-	if fs := LogTrace(ctx); fs != nil {
-		return f.log.With(fs...)
-	}
-	return f.log
 }

@@ -1,4 +1,4 @@
-package frontend
+package telemetry
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -21,50 +22,52 @@ import (
 // 401 reasons (jobgate_http_unauthorized_total{reason}).
 const (
 	unauthMissing = "missing" // no "Authorization: Bearer <token>" header
-	unauthInvalid = "invalid" // a bearer token the verifier refused (bad signature, expired, wrong aud, ...)
+	UnauthInvalid = "invalid" // a bearer token the verifier refused (bad signature, expired, wrong aud, ...)
 )
 
 // Outcome codes of jobgate_tool_calls_total besides the tool error codes.
 const (
-	outcomeOK            = "ok"
-	outcomeInputRequired = "input_required"
-	outcomeError         = "error" // a Go error: the client sees a JSON-RPC error
+	OutcomeOK            = "ok"
+	OutcomeInputRequired = "input_required"
+	OutcomeError         = "error" // a Go error: the client sees a JSON-RPC error
 	outcomeOther         = "other" // a code not in knownCodes (never expected)
 )
 
 var knownCodes = map[string]bool{
-	outcomeOK: true, outcomeInputRequired: true, outcomeError: true,
-	CodeInvalidArgument: true, CodeNotFound: true, CodeInvalidHandle: true, CodeHandleExpired: true,
-	CodeIdempotencyKeyReused: true, CodeInputNotExpected: true, CodeForbidden: true, CodeCursorInvalid: true,
-	CodeCursorExpired: true, CodeUnavailable: true, CodeQuotaExceeded: true,
+	OutcomeOK: true, OutcomeInputRequired: true, OutcomeError: true,
+	wire.CodeInvalidArgument: true, wire.CodeNotFound: true, wire.CodeInvalidHandle: true, wire.CodeHandleExpired: true,
+	wire.CodeIdempotencyKeyReused: true, wire.CodeInputNotExpected: true, wire.CodeForbidden: true, wire.CodeCursorInvalid: true,
+	wire.CodeCursorExpired: true, wire.CodeUnavailable: true, wire.CodeQuotaExceeded: true,
 }
 
 // metrics are the frontend's collectors. They always exist (so call sites need no nil checks);
 // they are registered only when Options.Metrics is set.
-type metrics struct {
-	toolCalls     *prometheus.CounterVec
+type Metrics struct {
+	ToolCalls     *prometheus.CounterVec
 	toolLatency   *prometheus.HistogramVec
-	unauthorized  *prometheus.CounterVec
+	Unauthorized  *prometheus.CounterVec
 	insufficient  *prometheus.CounterVec
 	jobsStarted   *prometheus.CounterVec
 	downloads     *prometheus.CounterVec
 	quotaRejects  *prometheus.CounterVec
-	quotaDegraded *prometheus.CounterVec // starts decided by Options.QuotaDegraded (decision, why)
+	QuotaDegraded *prometheus.CounterVec // starts decided by Options.QuotaDegraded (decision, why)
 	streams       *prometheus.GaugeVec   // open event streams by surface (job_events, tasks_listen)
-	streamCalls   *prometheus.CounterVec // Temporal calls of event streams (history_wait, render)
-	knownScopeFor map[string]bool        // tool names and tasks/* methods a 403 may name
+	StreamCalls   *prometheus.CounterVec // Temporal calls of event streams (history_wait, render)
+	KnownScopeFor map[string]bool        // tool names and tasks/* methods a 403 may name
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics builds the collectors and registers them with reg (nil: none). scopeNames are
+// the names besides tools a 403 may name (tasks/* methods, streams): 403s are counted by them.
+func NewMetrics(reg prometheus.Registerer, scopeNames ...string) (*Metrics, error) {
 	const ns = "jobgate"
-	m := &metrics{
-		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tool_calls_total",
+	m := &Metrics{
+		ToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tool_calls_total",
 			Help: "MCP tool calls by tool and outcome code (ok, input_required, a tool error code, or error)."},
 			[]string{"tool", "code"}),
 		toolLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "tool_call_duration_seconds",
 			Help: "MCP tool call latency by tool, from argument decoding to result.", Buckets: prometheus.DefBuckets},
 			[]string{"tool"}),
-		unauthorized: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_unauthorized_total",
+		Unauthorized: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_unauthorized_total",
 			Help: "HTTP 401 answers by reason: missing (no bearer token) or invalid (token refused)."},
 			[]string{"reason"}),
 		insufficient: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_insufficient_scope_total",
@@ -79,21 +82,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		quotaRejects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_rejections_total",
 			Help: "start_* calls refused with quota_exceeded, by tenant (a tenant named in the tenants file, else \"other\") and limit."},
 			[]string{"tenant", "limit"}),
-		quotaDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_degraded_total",
+		QuotaDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_degraded_total",
 			Help: "start_* calls whose quota check did not answer within the budget (why: budget) or met an unreachable visibility store (why: unavailable), decided by the QuotaDegraded policy: admitted (within the bounded overshoot) or refused (quota_exceeded with retry_after_ms)."},
 			[]string{"decision", "why"}),
 		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "event_streams",
 			Help: "Event streams open on this replica, by surface: job_events (GET /jobs/<handle>/events) or tasks_listen (subscriptions/listen)."},
 			[]string{"surface"}),
-		streamCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "event_stream_calls_total",
+		StreamCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "event_stream_calls_total",
 			Help: "Work done for event streams: history_wait and describe are Temporal calls shared by the streams of a run on this replica (one long poll of its history, answered when it grows or after Temporal's poll interval; one Describe per view-relevant change); render is one listener's rendering of its view from that Describe (no Temporal call, but the result of a succeeded job once, cached)."},
 			[]string{"call"}),
-		knownScopeFor: map[string]bool{scopeWhatJobEvents: true, methodSubscriptionsListen: true},
+		KnownScopeFor: map[string]bool{},
 	}
 	m.streams.WithLabelValues("job_events")
 	m.streams.WithLabelValues("tasks_listen")
-	for _, r := range []string{unauthMissing, unauthInvalid} {
-		m.unauthorized.WithLabelValues(r)
+	for _, r := range []string{unauthMissing, UnauthInvalid} {
+		m.Unauthorized.WithLabelValues(r)
 	}
 	for _, k := range workflows.KindNames() {
 		m.jobsStarted.WithLabelValues(k, "created")
@@ -102,20 +105,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, c := range []int{http.StatusOK, http.StatusPartialContent, http.StatusNotFound, http.StatusGone} {
 		m.downloads.WithLabelValues(strconv.Itoa(c))
 	}
-	for method := range taskActions {
-		m.knownScopeFor[method] = true
+	for _, name := range scopeNames {
+		m.KnownScopeFor[name] = true
 	}
 	if reg == nil {
 		return m, nil
 	}
 	var err error
-	if m.toolCalls, err = register(reg, m.toolCalls); err != nil {
+	if m.ToolCalls, err = register(reg, m.ToolCalls); err != nil {
 		return nil, err
 	}
 	if m.toolLatency, err = register(reg, m.toolLatency); err != nil {
 		return nil, err
 	}
-	if m.unauthorized, err = register(reg, m.unauthorized); err != nil {
+	if m.Unauthorized, err = register(reg, m.Unauthorized); err != nil {
 		return nil, err
 	}
 	if m.insufficient, err = register(reg, m.insufficient); err != nil {
@@ -127,7 +130,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.downloads, err = register(reg, m.downloads); err != nil {
 		return nil, err
 	}
-	if m.quotaDegraded, err = register(reg, m.quotaDegraded); err != nil {
+	if m.QuotaDegraded, err = register(reg, m.QuotaDegraded); err != nil {
 		return nil, err
 	}
 	if m.quotaRejects, err = register(reg, m.quotaRejects); err != nil {
@@ -136,7 +139,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.streams, err = register(reg, m.streams); err != nil {
 		return nil, err
 	}
-	if m.streamCalls, err = register(reg, m.streamCalls); err != nil {
+	if m.StreamCalls, err = register(reg, m.StreamCalls); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -159,24 +162,24 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 }
 
 // toolCall records one tool call's outcome code and latency.
-func (m *metrics) toolCall(tool, code string, d time.Duration) {
+func (m *Metrics) ToolCall(tool, code string, d time.Duration) {
 	if !knownCodes[code] {
 		code = outcomeOther
 	}
-	m.toolCalls.WithLabelValues(tool, code).Inc()
+	m.ToolCalls.WithLabelValues(tool, code).Inc()
 	m.toolLatency.WithLabelValues(tool).Observe(d.Seconds())
 }
 
 // insufficientScope records a 403 for a tool or tasks/* method; anything else is "other".
-func (m *metrics) insufficientScope(what string) {
-	if !m.knownScopeFor[what] {
+func (m *Metrics) InsufficientScope(what string) {
+	if !m.KnownScopeFor[what] {
 		what = outcomeOther
 	}
 	m.insufficient.WithLabelValues(what).Inc()
 }
 
 // jobStarted records a start_* call that returned a job.
-func (m *metrics) jobStarted(kind string, created bool) {
+func (m *Metrics) JobStarted(kind string, created bool) {
 	result := "existing"
 	if created {
 		result = "created"
@@ -187,18 +190,18 @@ func (m *metrics) jobStarted(kind string, created bool) {
 // countMissingBearer counts the 401s the bearer middleware answers without calling the verifier
 // (no "Bearer <token>" header; the same test the go-sdk middleware makes). Refused tokens are
 // counted in verifyToken.
-func (m *metrics) countMissingBearer(next http.Handler) http.Handler {
+func (m *Metrics) CountMissingBearer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fields := strings.Fields(r.Header.Get("Authorization"))
 		if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
-			m.unauthorized.WithLabelValues(unauthMissing).Inc()
+			m.Unauthorized.WithLabelValues(unauthMissing).Inc()
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
 // countDownloads counts downloads by the status code the handler answered.
-func (m *metrics) countDownloads(next http.Handler) http.Handler {
+func (m *Metrics) CountDownloads(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
@@ -234,7 +237,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // quotaRejected records a quota_exceeded answer. The tenant label is bounded by configuration:
 // only tenants named in the tenants file appear by name; every other tenant is "other".
-func (m *metrics) quotaRejected(t authz.Tenants, tenant, limit string) {
+func (m *Metrics) QuotaRejected(t authz.Tenants, tenant, limit string) {
 	if _, named := t.Tenants[tenant]; !named {
 		tenant = "other"
 	}
@@ -242,5 +245,5 @@ func (m *metrics) quotaRejected(t authz.Tenants, tenant, limit string) {
 }
 
 // streamOpened and streamClosed count an event stream of surface in and out.
-func (m *metrics) streamOpened(surface string) { m.streams.WithLabelValues(surface).Inc() }
-func (m *metrics) streamClosed(surface string) { m.streams.WithLabelValues(surface).Dec() }
+func (m *Metrics) StreamOpened(surface string) { m.streams.WithLabelValues(surface).Inc() }
+func (m *Metrics) StreamClosed(surface string) { m.streams.WithLabelValues(surface).Dec() }
