@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/mcpbody"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
@@ -37,8 +38,8 @@ func FuzzListenRequest(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		pb := parseBody([]byte(body))
-		req, ok := pb.request()
+		pb := mcpbody.Parse([]byte(body))
+		req, ok := rpcRequestOf(pb)
 		if !ok {
 			return
 		}

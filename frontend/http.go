@@ -21,8 +21,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/mcpbody"
 	"github.com/jobgate/jobgate/frontend/telemetry"
-	"github.com/jobgate/jobgate/frontend/wire"
 )
 
 const principalKey = "jobgate.principal"
@@ -136,12 +136,12 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 			http.Error(w, "no principal", http.StatusUnauthorized)
 			return
 		}
-		pb := parseBody(body)
-		if pb.err != nil {
-			refuseBody(w, pb.err)
+		pb := mcpbody.Parse(body)
+		if pb.Err != nil {
+			refuseBody(w, pb.Err)
 			return
 		}
-		for _, name := range pb.toolNames() {
+		for _, name := range pb.ToolNames() {
 			a, known := f.actions[name]
 			if !known {
 				continue // not a tool of ours: the SDK answers "unknown tool"
@@ -153,10 +153,10 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 			f.denyScope(r.Context(), w, metaURL, name, need, p)
 			return
 		}
-		ctx := context.WithValue(r.Context(), parsedBodyKey{}, pb)
+		ctx := context.WithValue(r.Context(), mcpbody.ContextKey{}, pb)
 		// A tasks/* request the SDK's transport takes (whatever it would refuse — Host,
 		// Content-Type, Accept — it refuses first).
-		if req, ok := pb.request(); ok && sdkTransportOK(r) {
+		if req, ok := rpcRequestOf(pb); ok && sdkTransportOK(r) {
 			if req.method == methodSubscriptionsListen && r.Header.Get(headerProtocolVersion) == protocolMRTR {
 				if ids, asks, bad := listenTaskIDs(req); asks {
 					f.serveListen(w, r.WithContext(ctx), req, p, metaURL, ids, bad)
@@ -248,58 +248,6 @@ func (f *Frontend) denyScope(ctx context.Context, w http.ResponseWriter, metaURL
 	f.metrics.InsufficientScope(what)
 	f.logger(ctx).Info("insufficient scope", zap.String("tool", what), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
 	http.Error(w, "insufficient scope for "+what, http.StatusForbidden)
-}
-
-// parsedBody is a request body as the layers in front of the SDK read it, parsed once (by
-// frontDoor, which puts it in the request context for the handlers behind). Keys are matched
-// exactly, as the SDK's decoder does: encoding/json's case-insensitive struct matching would let
-// {"name":"start_eval","Name":"get_eval"} pass a check as get_eval while the SDK runs
-// start_eval. A body the SDK might read otherwise than encoding/json (parseBody's strict rules: trailing
-// bytes, duplicate keys, invalid UTF-8) has err set and no messages, and is refused with 400;
-// other unparseable bodies yield no messages and the MCP handler rejects them.
-type parsedBody struct {
-	err   error       // why parseBody refused the body; then there are no messages
-	batch bool        // the body is a JSON array
-	msgs  []parsedMsg // the top-level messages, one unless batch
-}
-
-// parsedMsg is one top-level message: its members and its params' members (parseBody reads
-// both), and its method and params.name, each decoded at most once for all the layers that
-// look at them.
-type parsedMsg struct {
-	m map[string]json.RawMessage
-
-	decoded  bool
-	method   string                     // "" unless methodOK
-	methodOK bool                       // "method" is present and a JSON string
-	params   map[string]json.RawMessage // nil when absent or not an object
-	name     string                     // params.name when a JSON string, else ""
-}
-
-type parsedBodyKey struct{}
-
-// decode decodes the message's method and params.name, once (parseBody split params).
-func (pm *parsedMsg) decode() {
-	if pm.decoded {
-		return
-	}
-	pm.decoded = true
-	pm.method, pm.methodOK = wire.JSONString(pm.m["method"])
-	pm.name, _ = wire.JSONString(pm.params["name"])
-}
-
-// toolNames returns the tools a JSON-RPC message (or batch) calls.
-func (pb *parsedBody) toolNames() []string {
-	var names []string
-	for i := range pb.msgs {
-		pm := &pb.msgs[i]
-		pm.decode()
-		if !pm.methodOK || pm.method != "tools/call" {
-			continue
-		}
-		names = append(names, pm.name)
-	}
-	return names
 }
 
 func hasAny(p authz.Principal, scopes []authz.Scope) bool {

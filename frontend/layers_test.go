@@ -25,6 +25,7 @@ func TestLayers(t *testing.T) {
 		"temporalstore":     {mod + "frontend", mod + "frontend/quota", mod + "frontend/pages", mod + "frontend/jobstore/memstore"},
 		"handle/resumeseal": {mod + "frontend", "go.temporal.io/"},
 		"telemetry":         {mod + "frontend", mod + "frontend/temporalstore", "go.temporal.io/"},
+		"mcpbody":           {mod + "frontend", mod + "authz", mod + "workflows", "go.temporal.io/"},
 		"events":            {mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/quota", "go.temporal.io/"},
 		"wire":              {mod + "frontend", "go.temporal.io/"},
 		"pages":             temporalCalls,

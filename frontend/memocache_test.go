@@ -19,6 +19,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
+	"github.com/jobgate/jobgate/frontend/mcpbody"
 	"github.com/jobgate/jobgate/frontend/temporalstore"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -87,7 +88,7 @@ func TestParsedBodyMatchesPlainDecode(t *testing.T) {
 		`[{"method":"tools/call","params":{"name":"a"}},{"method":"ping"},{"method":"tools/call","params":"x"}]`,
 		`{"jsonrpc":"2.0","id":1e400,"method":"tasks/get","params":{"taskId":"t"}}`,
 	} {
-		pb := parseBody([]byte(body))
+		pb := mcpbody.Parse([]byte(body))
 		// The reference: every member decoded on its own, as before the shared parse.
 		var wantNames []string
 		var msgs []map[string]json.RawMessage
@@ -109,10 +110,10 @@ func TestParsedBodyMatchesPlainDecode(t *testing.T) {
 			_ = json.Unmarshal(params["name"], &name)
 			wantNames = append(wantNames, name)
 		}
-		if got := pb.toolNames(); fmt.Sprint(got) != fmt.Sprint(wantNames) {
+		if got := pb.ToolNames(); fmt.Sprint(got) != fmt.Sprint(wantNames) {
 			t.Errorf("%s: names %q, want %q", body, got, wantNames)
 		}
-		req, ok := pb.request()
+		req, ok := rpcRequestOf(pb)
 		if body[0] == '[' {
 			if ok {
 				t.Errorf("%s: a batch parsed as one request", body)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobgate/jobgate/frontend/mcpbody"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -41,23 +42,23 @@ var strictBodySeeds = []struct {
 	{"only space", "  ", false},
 	{"leading zero", `{"id":01}`, false},
 	{"bad literal", `{"id":tru}`, false},
-	{"too deep", strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1), false},
-	{"deep enough", strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth), true},
+	{"too deep", strings.Repeat("[", mcpbody.MaxDepth+1) + strings.Repeat("]", mcpbody.MaxDepth+1), false},
+	{"deep enough", strings.Repeat("[", mcpbody.MaxDepth) + strings.Repeat("]", mcpbody.MaxDepth), true},
 }
 
 // TestStrictBody: a body is taken only when encoding/json and the SDK's decoder read it the
 // same: one value, no trailing bytes, no duplicate keys, valid UTF-8.
 func TestStrictBody(t *testing.T) {
 	for _, c := range strictBodySeeds {
-		err := parseBody([]byte(c.body)).err
+		err := mcpbody.Parse([]byte(c.body)).Err
 		if (err == nil) != c.ok {
 			t.Errorf("%s: %q: err %v, want ok=%v", c.name, c.body, err, c.ok)
 		}
 		if err == nil && !json.Valid([]byte(c.body)) {
 			t.Errorf("%s: accepted invalid JSON", c.name)
 		}
-		if pb := parseBody([]byte(c.body)); (pb.err == nil) != c.ok || (pb.err != nil && len(pb.msgs) != 0) {
-			t.Errorf("%s: parseBody err %v with %d messages", c.name, pb.err, len(pb.msgs))
+		if pb := mcpbody.Parse([]byte(c.body)); (pb.Err == nil) != c.ok || (pb.Err != nil && len(pb.Msgs) != 0) {
+			t.Errorf("%s: parseBody err %v with %d messages", c.name, pb.Err, len(pb.Msgs))
 		}
 	}
 }
@@ -93,9 +94,9 @@ func FuzzStrictBody(f *testing.F) {
 		f.Add([]byte(c.body))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		pb := parseBody(body)
-		if pb.err != nil {
-			if len(pb.msgs) != 0 {
+		pb := mcpbody.Parse(body)
+		if pb.Err != nil {
+			if len(pb.Msgs) != 0 {
 				t.Fatalf("refused body has messages: %q", body)
 			}
 			return
@@ -104,7 +105,7 @@ func FuzzStrictBody(f *testing.F) {
 			t.Fatalf("took invalid JSON %q", body)
 		}
 		sameAsPlainDecode(t, body, pb)
-		if pb.batch || len(pb.msgs) != 1 {
+		if pb.Batch || len(pb.Msgs) != 1 {
 			return
 		}
 		msg, err := jsonrpc.DecodeMessage(body)
@@ -115,16 +116,16 @@ func FuzzStrictBody(f *testing.F) {
 		if !ok {
 			return
 		}
-		pm := &pb.msgs[0]
-		pm.decode()
-		if pm.methodOK && pm.method != req.Method {
-			t.Fatalf("%q: method %q here, %q in the SDK", body, pm.method, req.Method)
+		pm := &pb.Msgs[0]
+		pm.Decode()
+		if pm.MethodOK && pm.Method != req.Method {
+			t.Fatalf("%q: method %q here, %q in the SDK", body, pm.Method, req.Method)
 		}
 		var params struct {
 			Name string `json:"name"`
 		}
-		if pm.params != nil && json.Unmarshal(req.Params, &params) == nil {
-			if name, isStr := wire.JSONString(pm.params["name"]); isStr && name != params.Name {
+		if pm.Params != nil && json.Unmarshal(req.Params, &params) == nil {
+			if name, isStr := wire.JSONString(pm.Params["name"]); isStr && name != params.Name {
 				t.Fatalf("%q: name %q here, %q in the SDK's params", body, name, params.Name)
 			}
 		}
@@ -133,7 +134,7 @@ func FuzzStrictBody(f *testing.F) {
 
 // sameAsPlainDecode: the members parseBody read in its one pass are what encoding/json reads
 // into map[string]json.RawMessage, for every top-level message and its params object.
-func sameAsPlainDecode(t *testing.T, body []byte, pb *parsedBody) {
+func sameAsPlainDecode(t *testing.T, body []byte, pb *mcpbody.Body) {
 	t.Helper()
 	var msgs []map[string]json.RawMessage
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
@@ -155,8 +156,8 @@ func sameAsPlainDecode(t *testing.T, body []byte, pb *parsedBody) {
 		}
 		msgs = append(msgs, m)
 	}
-	if len(msgs) != len(pb.msgs) || pb.batch != (len(trimmed) > 0 && trimmed[0] == '[') {
-		t.Fatalf("%q: %d messages (batch %v), encoding/json %d", body, len(pb.msgs), pb.batch, len(msgs))
+	if len(msgs) != len(pb.Msgs) || pb.Batch != (len(trimmed) > 0 && trimmed[0] == '[') {
+		t.Fatalf("%q: %d messages (batch %v), encoding/json %d", body, len(pb.Msgs), pb.Batch, len(msgs))
 	}
 	same := func(a, b map[string]json.RawMessage) bool {
 		if (a == nil) != (b == nil) || len(a) != len(b) {
@@ -174,8 +175,8 @@ func sameAsPlainDecode(t *testing.T, body []byte, pb *parsedBody) {
 		if json.Unmarshal(m["params"], &params) != nil {
 			params = nil
 		}
-		if !same(m, pb.msgs[i].m) || !same(params, pb.msgs[i].params) {
-			t.Fatalf("%q: message %d: members %q params %q, encoding/json %q %q", body, i, pb.msgs[i].m, pb.msgs[i].params, m, params)
+		if !same(m, pb.Msgs[i].M) || !same(params, pb.Msgs[i].Params) {
+			t.Fatalf("%q: message %d: members %q params %q, encoding/json %q %q", body, i, pb.Msgs[i].M, pb.Msgs[i].Params, m, params)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
+	"github.com/jobgate/jobgate/frontend/mcpbody"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -289,7 +290,7 @@ func TestTaskNotServedUnchecked(t *testing.T) {
 		if !ok {
 			return
 		}
-		sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), parsedBodyKey{}, parseBody(body))))
+		sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpbody.ContextKey{}, mcpbody.Parse(body))))
 	})
 	anaRO := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}
 	for i, p := range []authz.Principal{anaRO, taskAna, anaRO, taskAna} {

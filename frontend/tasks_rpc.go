@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/jobgate/jobgate/frontend/mcpbody"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -27,21 +28,21 @@ type rpcRequest struct {
 	name   string                     // params.name when a JSON string, else ""
 }
 
-// request is the body's single JSON-RPC request (not a notification, not a batch).
-func (pb *parsedBody) request() (*rpcRequest, bool) {
-	if pb.batch || len(pb.msgs) != 1 {
+// rpcRequestOf is the body's single JSON-RPC request (not a notification, not a batch).
+func rpcRequestOf(pb *mcpbody.Body) (*rpcRequest, bool) {
+	if pb.Batch || len(pb.Msgs) != 1 {
 		return nil, false
 	}
-	pm := &pb.msgs[0]
-	pm.decode()
-	if !isVersion2(pm.m["jsonrpc"]) || !pm.methodOK {
+	pm := &pb.Msgs[0]
+	pm.Decode()
+	if !isVersion2(pm.M["jsonrpc"]) || !pm.MethodOK {
 		return nil, false
 	}
-	id := bytes.TrimSpace(pm.m["id"])
+	id := bytes.TrimSpace(pm.M["id"])
 	if !validRPCID(id) {
 		return nil, false
 	}
-	return &rpcRequest{id: id, method: pm.method, params: pm.params, name: pm.name}, true
+	return &rpcRequest{id: id, method: pm.Method, params: pm.Params, name: pm.Name}, true
 }
 
 // isVersion2: raw is the JSON string "2.0" (in any spelling).
@@ -115,11 +116,11 @@ func checkTaskName(h http.Header, req *rpcRequest) *rpcError {
 // request context, which the SDK hands on to every handler of the request): its single
 // JSON-RPC request.
 func frontRequest(ctx context.Context) (*rpcRequest, bool) {
-	pb, _ := ctx.Value(parsedBodyKey{}).(*parsedBody)
+	pb, _ := ctx.Value(mcpbody.ContextKey{}).(*mcpbody.Body)
 	if pb == nil {
 		return nil, false
 	}
-	return pb.request()
+	return rpcRequestOf(pb)
 }
 
 // sdkTransportOK: the SDK's stateless transport would take this POST (DNS-rebinding Host

@@ -21,6 +21,7 @@ import (
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
+	"github.com/jobgate/jobgate/frontend/mcpbody"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -74,7 +75,7 @@ func TestTaskParseRPCRequest(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"tasks/get"`:                            false,
 		``: false,
 	} {
-		req, got := parseBody([]byte(body)).request()
+		req, got := rpcRequestOf(mcpbody.Parse([]byte(body)))
 		if got != ok {
 			t.Errorf("%s: ok = %v, want %v", body, got, ok)
 		}
@@ -82,11 +83,11 @@ func TestTaskParseRPCRequest(t *testing.T) {
 			t.Errorf("%s: method %q", body, req.method)
 		}
 	}
-	req, _ := parseBody([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x","TaskId":"y"}}`)).request()
+	req, _ := rpcRequestOf(mcpbody.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"x","TaskId":"y"}}`)))
 	if id, ok := req.taskID(); !ok || id != "x" {
 		t.Errorf("taskId keys must match exactly: %q %v", id, ok)
 	}
-	req, _ = parseBody([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":7}}`)).request()
+	req, _ = rpcRequestOf(mcpbody.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":7}}`)))
 	if _, ok := req.taskID(); ok {
 		t.Error("a numeric taskId was read as a string")
 	}
@@ -374,7 +375,7 @@ func FuzzTaskRequest(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1e400,"method":"tasks/cancel","params":{"taskId":{"a":1}}}`), "")
 	f.Add([]byte(`[{"jsonrpc":"2.0"}]`), "y")
 	f.Fuzz(func(t *testing.T, body []byte, name string) {
-		req, ok := parseBody(body).request()
+		req, ok := rpcRequestOf(mcpbody.Parse(body))
 		if !ok {
 			return
 		}

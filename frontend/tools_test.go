@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/mcpbody"
 )
 
 // TestConcurrentCallsDoNotShareState: many tenants calling one tool at once each get their own
@@ -73,7 +74,7 @@ func TestToolNamesMatchKeysExactly(t *testing.T) {
 		{`not json`, nil},
 	}
 	for _, c := range cases {
-		if got := parseBody([]byte(c.body)).toolNames(); !slices.Equal(got, c.want) {
+		if got := mcpbody.Parse([]byte(c.body)).ToolNames(); !slices.Equal(got, c.want) {
 			t.Errorf("%s: got %v want %v", c.body, got, c.want)
 		}
 	}

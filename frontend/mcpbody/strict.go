@@ -1,4 +1,4 @@
-package frontend
+package mcpbody
 
 import (
 	"encoding/json"
@@ -9,13 +9,13 @@ import (
 
 // maxJSONDepth is the nesting the go-sdk's decoder accepts (internal/json defaultMaxDepth);
 // deeper bodies it refuses, and so do we, before anything runs.
-const maxJSONDepth = 1000
+const MaxDepth = 1000
 
 // errStrict* name why a body is refused; the message goes back in the parse error.
 var (
 	errStrictEmpty    = errors.New("empty body")
 	errStrictTrailing = errors.New("trailing bytes after the JSON value")
-	errStrictDepth    = fmt.Errorf("nesting deeper than %d", maxJSONDepth)
+	errStrictDepth    = fmt.Errorf("nesting deeper than %d", MaxDepth)
 )
 
 type strictScanner struct {
@@ -90,29 +90,29 @@ func (s *strictScanner) literal(lit string) error {
 //     disagree on is not worth a rule per level, and no honest client sends one);
 //   - valid UTF-8 with no lone surrogate escape (decoders differ in what they make of them);
 //   - nested no deeper than the SDK accepts.
-func parseBody(body []byte) *parsedBody {
-	pb := &parsedBody{}
+func Parse(body []byte) *Body {
+	pb := &Body{}
 	s := strictScanner{b: body}
-	if pb.err = s.top(pb); pb.err != nil {
-		pb.batch, pb.msgs = false, nil
+	if pb.Err = s.top(pb); pb.Err != nil {
+		pb.Batch, pb.Msgs = false, nil
 	}
 	return pb
 }
 
 // top scans the whole body into pb.
-func (s *strictScanner) top(pb *parsedBody) error {
+func (s *strictScanner) top(pb *Body) error {
 	s.ws()
 	if s.i == len(s.b) {
 		return errStrictEmpty
 	}
 	switch s.b[s.i] {
 	case '{':
-		pb.msgs = []parsedMsg{{m: map[string]json.RawMessage{}}}
-		if err := s.objectInto(1, pb.msgs[0].m, &pb.msgs[0].params); err != nil {
+		pb.Msgs = []Message{{M: map[string]json.RawMessage{}}}
+		if err := s.objectInto(1, pb.Msgs[0].M, &pb.Msgs[0].Params); err != nil {
 			return err
 		}
 	case '[':
-		pb.batch = true
+		pb.Batch = true
 		if err := s.batch(pb); err != nil {
 			return err
 		}
@@ -129,18 +129,18 @@ func (s *strictScanner) top(pb *parsedBody) error {
 }
 
 // batch scans a top-level array (s.array's rules), one message per element.
-func (s *strictScanner) batch(pb *parsedBody) error {
+func (s *strictScanner) batch(pb *Body) error {
 	return s.elements(func() error {
-		var pm parsedMsg
+		var pm Message
 		if s.i < len(s.b) && s.b[s.i] == '{' {
-			pm.m = map[string]json.RawMessage{}
-			if err := s.objectInto(2, pm.m, &pm.params); err != nil {
+			pm.M = map[string]json.RawMessage{}
+			if err := s.objectInto(2, pm.M, &pm.Params); err != nil {
 				return err
 			}
 		} else if err := s.value(1); err != nil {
 			return err
 		}
-		pb.msgs = append(pb.msgs, pm)
+		pb.Msgs = append(pb.Msgs, pm)
 		return nil
 	})
 }
@@ -150,7 +150,7 @@ func (s *strictScanner) object(depth int) error { return s.objectInto(depth, nil
 // objectInto scans an object at s.i; with m, its members go into m (raw values), and with
 // params, the members of its "params" member when that is an object go into a new *params.
 func (s *strictScanner) objectInto(depth int, m map[string]json.RawMessage, params *map[string]json.RawMessage) error {
-	if depth > maxJSONDepth {
+	if depth > MaxDepth {
 		return errStrictDepth
 	}
 	s.i++ // '{'
@@ -229,7 +229,7 @@ func (s *strictScanner) objectInto(depth int, m map[string]json.RawMessage, para
 }
 
 func (s *strictScanner) array(depth int) error {
-	if depth > maxJSONDepth {
+	if depth > MaxDepth {
 		return errStrictDepth
 	}
 	return s.elements(func() error { return s.value(depth) })
