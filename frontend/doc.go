@@ -24,7 +24,7 @@
 // Update whose validator opens the seal and re-checks principal, input_id and scope_digest;
 // cancel_eval requests workflow cancellation. tasks/* (the Tasks extension) are methods
 // registered with the SDK that run the same get and cancel tools; how a kind's open request
-// reads there is tasks_input.go. FixtureKind (fixture.go) serves the MCP conformance suite's
+// reads there is tasks_view.go. FixtureKind (fixture.go) serves the MCP conformance suite's
 // Tasks fixtures as jobs; only `jobgate dev --conformance-fixtures` lists it.
 //
 // A client that would rather be told than poll opens GET /jobs/<handle>/events

@@ -166,7 +166,7 @@ func truncate(s string, n int) string {
 type EvalResultView = wire.EvalResultView
 
 // result renders the workflow's EvalResult for p: its decision record without the seal, and
-// the episode log with a download link bound to p (episodes_download.go).
+// the episode log with a download link bound to p (episodes.go).
 func (k *evalKind) result(f *Frontend, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
 	var r workflows.EvalResult
 	if err := decode(&r); err != nil {

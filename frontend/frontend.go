@@ -126,7 +126,7 @@ type Frontend struct {
 	// handlers are the tools' handlers by name, for tasks/* to run get_* and cancel_* in process.
 	handlers map[string]mcp.ToolHandler
 	metrics  *telemetry.Metrics
-	// results are the results of succeeded runs by workflow and run ID (resultcache.go).
+	// results are the results of succeeded runs by workflow and run ID (jobs.go).
 	results *resultCache
 	tokens  *tokenCache          // verified bearer tokens by sha256
 	ready   *telemetry.Readiness // Temporal's health for /readyz, cached (telemetry/readyz.go)
