@@ -1,6 +1,7 @@
 package temporalstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -299,6 +300,9 @@ func (s *Store) List(ctx context.Context, f jobstore.Filter, pageSize int, token
 	if err != nil {
 		return nil, nil, fmt.Errorf("list: %w", err)
 	}
+	if token != nil && !pageTokenShape(token) {
+		return nil, nil, fmt.Errorf("list: %w", jobstore.ErrPageToken)
+	}
 	resp, err := s.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 		Namespace:     s.namespace,
 		PageSize:      int32(pageSize),
@@ -313,6 +317,15 @@ func (s *Store) List(ctx context.Context, f jobstore.Filter, pageSize int, token
 		jobs = append(jobs, s.JobFromInfo(info))
 	}
 	return jobs, resp.GetNextPageToken(), nil
+}
+
+// pageTokenShape reports whether token can be a page token of Temporal's visibility stores
+// (SQL and Elasticsearch alike page with a JSON object). Anything else never came from one, and
+// the server answers it with an internal error the SDK retries until its deadline (measured:
+// 10 s on the embedded server), so it is refused here at once.
+func pageTokenShape(token []byte) bool {
+	t := bytes.TrimSpace(token)
+	return len(t) > 1 && t[0] == '{' && json.Valid(t)
 }
 
 // listStoreErr maps a failed visibility page: our query is constant in shape, so an invalid
