@@ -23,12 +23,12 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// memStore is the one in-memory job store of the core's unit tests: jobs by ID in the core's
+// Store is the one in-memory job store of the core's unit tests: jobs by ID in the core's
 // terms, and a record of every call. It is the store's edge, not a mock of Temporal: it keeps
-// jobstore.Store's contract (jobstore.ErrAlreadyStarted for a taken ID, jobstore.ErrJobNotFound for an unknown one …),
-// evaluates List's and Count's jobstore.Filter against its runs (the store suite, frontend/jobstore/storetest,
-// holds it to what the Temporal store answers), and lets a test say what the workflow would do
-// (firstState, resume). Integration tests run the real store against the embedded Temporal.
+// jobstore.Store's contract (ErrAlreadyStarted for a taken ID, ErrJobNotFound for an unknown
+// one …), evaluates List's and Count's jobstore.Filter against its runs (the store suite,
+// frontend/jobstore/storetest, holds it to what the Temporal store answers), and lets a test
+// say what the workflow would do (OnFirstState, OnResume).
 type Store struct {
 	Mu sync.Mutex
 
