@@ -32,7 +32,7 @@ func (f *Frontend) listApprovalsTool() toolDef {
 			"approved (scope: dataset, columns, format, purpose …), its scope_digest and when it expires. Answer with resume_* " +
 			"(input_id and scope_digest verbatim). Pages like list_jobs.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
-	}, f.listApprovals).enum("kind", workflows.KindNames()...).bounds("page_size", 1, ListPageSizeMax)
+	}, f.listApprovals).enum("kind", workflows.DefaultKindNames()...).bounds("page_size", 1, ListPageSizeMax)
 }
 
 // listApprovals lists the tenant's jobs whose open request the caller may answer. The store

@@ -240,13 +240,13 @@ func TestStartChecksOnce(t *testing.T) {
 // unchanged); a kind of another name is added after the defaults.
 func TestDefaultKinds(t *testing.T) {
 	names := func(ks []KindSpec) string { return strings.Join(specNames(ks), " ") }
-	all := strings.Join(workflows.KindNames(), " ")
+	all := strings.Join(workflows.DefaultKindNames(), " ")
 	if got := names(DefaultKinds()); got != all {
 		t.Fatalf("DefaultKinds(): %s, want every workflows kind: %s", got, all)
 	}
 	ex := ExportKind(ExportOptions{DownloadTTL: 42})
 	got := DefaultKinds(ex)
-	i := slices.Index(workflows.KindNames(), "export")
+	i := slices.Index(workflows.DefaultKindNames(), "export")
 	if names(got) != all || i < 0 || got[i] != ex {
 		t.Fatalf("DefaultKinds(export): %s (configured export in place: %v)", names(got), i >= 0 && got[i] == ex)
 	}

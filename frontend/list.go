@@ -53,7 +53,7 @@ func (f *Frontend) listJobsTool() toolDef {
 	for i, st := range jobstore.Statuses {
 		statuses[i] = string(st)
 	}
-	td = td.enum("kind", workflows.KindNames()...).enum("status", statuses...).bounds("page_size", 1, ListPageSizeMax)
+	td = td.enum("kind", workflows.DefaultKindNames()...).enum("status", statuses...).bounds("page_size", 1, ListPageSizeMax)
 	td.tool.InputSchema.(*jsonschema.Schema).Properties["page_size"].Default = []byte(strconv.Itoa(ListPageSizeDefault))
 	return td
 }
@@ -73,7 +73,7 @@ func parseListFilter(in ListJobsIn, all bool) (listFilter, error) {
 	if in.Kind != "" {
 		k, ok := workflows.LookupKind(in.Kind)
 		if !ok {
-			return lf, invalidArg("kind", "must be one of %s (or omitted for all kinds)", strings.Join(workflows.KindNames(), ", "))
+			return lf, invalidArg("kind", "must be one of %s (or omitted for all kinds)", strings.Join(workflows.DefaultKindNames(), ", "))
 		}
 		lf.kind = k.Name // our constant, not the caller's string
 	}

@@ -292,7 +292,7 @@ func TestListJobsTool_Schema(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := schema.Input
-	if len(in.Required) != 0 || !slices.Equal(in.Properties["kind"].Enum, workflows.KindNames()) ||
+	if len(in.Required) != 0 || !slices.Equal(in.Properties["kind"].Enum, workflows.DefaultKindNames()) ||
 		strings.Join(in.Properties["status"].Enum, ",") != "queued,running,awaiting_input,succeeded,failed,cancelling,cancelled" ||
 		in.Properties["page_size"].Minimum == nil || *in.Properties["page_size"].Minimum != 1 ||
 		in.Properties["page_size"].Maximum == nil || *in.Properties["page_size"].Maximum != 100 ||

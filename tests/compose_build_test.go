@@ -237,7 +237,7 @@ func composeWorkerKinds(t *testing.T, s types.ServiceConfig) []string {
 	t.Helper()
 	v := composeSetting(s, "kinds")
 	if v == "" {
-		return workflows.KindNames()
+		return workflows.DefaultKindNames()
 	}
 	kinds, err := app.ParseKinds(v)
 	if err != nil {

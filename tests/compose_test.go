@@ -386,7 +386,7 @@ func composeKindWorkers(t *testing.T, p *types.Project) map[string][]string {
 		if !queues[q] {
 			continue
 		}
-		kinds := workflows.KindNames()
+		kinds := workflows.DefaultKindNames()
 		if v := composeSetting(s, "kinds"); v != "" {
 			var err error
 			if kinds, err = app.ParseKinds(v); err != nil {
@@ -405,7 +405,7 @@ func composeKindWorkers(t *testing.T, p *types.Project) map[string][]string {
 // in the compose stack (its jobs would sit queued for ever).
 func TestComposeWorkersServeEveryKind(t *testing.T) {
 	served := composeKindWorkers(t, composeProject(t))
-	for _, k := range workflows.KindNames() {
+	for _, k := range workflows.DefaultKindNames() {
 		if len(served[k]) == 0 {
 			t.Errorf("docker-compose.yml: no worker on the frontends' task queue serves kind %q (check each worker's --kinds)", k)
 		}

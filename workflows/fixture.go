@@ -18,7 +18,7 @@ import (
 
 // The conformance fixtures: the tools the official MCP conformance suite's Tasks scenarios call
 // (greet, slow_compute, failing_job, protocol_error_job, confirm_delete, multi_input,
-// test_tool_with_task), each a real job of this kind. The kind is not in Kinds(): only `jobgate
+// test_tool_with_task), each a real job of this kind. The kind is served on request (Kind.OnRequest): only `jobgate
 // dev --conformance-fixtures` registers it (worker and frontend), so no production worker or
 // frontend ever serves it.
 
@@ -44,10 +44,10 @@ const (
 	FixtureSecondsMax = 600
 )
 
-// FixtureKind declares the fixture kind. It is looked up like any kind (LookupKind) but not
-// listed in Kinds(): a worker or frontend serves it only when told to.
+// FixtureKind declares the fixture kind: registered like any kind, but served on request only
+// (OnRequest): a worker or frontend serves it only when told to.
 func FixtureKind() Kind {
-	return Kind{Name: KindFixture, WorkflowName: FixtureWorkflowName, Workflow: func(w *Workflows) any { return w.Fixture },
+	return Kind{Name: KindFixture, OnRequest: true, WorkflowName: FixtureWorkflowName, Workflow: func(w *Workflows) any { return w.Fixture },
 		// AutoUpgrade: a fixture job lives seconds; nothing pins it to a build.
 		Versioning: workflow.VersioningBehaviorAutoUpgrade,
 		Unit:       fixtureUnit, Activities: []string{contract.FixtureTextActivityName},

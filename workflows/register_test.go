@@ -26,7 +26,7 @@ func (r *recordingRegistry) RegisterActivityWithOptions(_ any, o activity.Regist
 // and none of the others'. A new activity method fails here until a kind lists it.
 func TestKindsClaimEveryActivity(t *testing.T) {
 	owner := map[string]string{}
-	for _, k := range append(Kinds(), FixtureKind()) {
+	for _, k := range Kinds() {
 		r := &recordingRegistry{}
 		wfs, acts, err := k.Register(r, &Workflows{}, &activities.Activities{})
 		if err != nil {
@@ -67,17 +67,17 @@ func TestKindsClaimEveryActivity(t *testing.T) {
 // TestKindsAreFreshValues: the registry is no shared mutable state: what one caller changes in
 // the kinds it got, the next caller does not see.
 func TestKindsAreFreshValues(t *testing.T) {
-	names := KindNames()
+	names := DefaultKindNames()
 	if len(names) < 2 || names[0] != KindEval || names[1] != KindExport {
-		t.Fatalf("KindNames() = %v: eval and export first, in that order", names)
+		t.Fatalf("DefaultKindNames() = %v: eval and export first, in that order", names)
 	}
 	got := Kinds()
 	got[0].Name = "changed"
 	got[1].Activities[0] = "Changed"
 	got[1].Auxiliary["jobgate.Changed"] = nil
 	again := Kinds()
-	if !slices.Equal(KindNames(), names) || again[0].Name != KindEval {
-		t.Fatalf("kinds after a caller's change: %v", KindNames())
+	if !slices.Equal(DefaultKindNames(), names) || again[0].Name != KindEval {
+		t.Fatalf("kinds after a caller's change: %v", DefaultKindNames())
 	}
 	if again[1].Activities[0] != "PlanExport" || len(again[1].Auxiliary) != 1 {
 		t.Fatalf("export kind after a caller's change: %v %v", again[1].Activities, again[1].Auxiliary)

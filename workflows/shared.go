@@ -29,10 +29,14 @@ const (
 )
 
 // Kind is one kind of job as the worker runs it. Each kind declares itself once, in its own
-// file (its name, workflow names, evalKind/exportKind); Kinds lists them, and nothing else
-// enumerates kinds.
+// file (its name, workflow names, evalKind/exportKind/FixtureKind); Kinds lists them, and
+// nothing else enumerates kinds. A registered kind is one Kinds lists; which of them a
+// deployment serves when it names none are the default ones (DefaultKindNames).
 type Kind struct {
-	Name         string // KindEval, …: the middle of the job ID and the JobKind search attribute
+	Name string // KindEval, …: the middle of the job ID and the JobKind search attribute
+	// OnRequest: a deployment serves the kind only when it names it (the conformance fixtures'
+	// kind: `jobgate dev --conformance-fixtures`); every other kind is a default one.
+	OnRequest    bool
 	WorkflowName string // registered workflow type
 	// Workflow returns the workflow function of w to register under WorkflowName.
 	Workflow func(w *Workflows) any
@@ -58,25 +62,26 @@ type Kind struct {
 }
 
 // Kinds returns the registry of job kinds, in the order tools and flags list them: the worker
-// registers each kind (Kind.Register) and the frontend serves a tool family per kind. It is a
-// function returning fresh values, not a package variable, so no caller (or test) can change
-// what another sees.
-func Kinds() []Kind { return []Kind{evalKind(), exportKind()} }
+// registers each kind it serves (Kind.Register) and the frontend serves a tool family per kind.
+// It is a function returning fresh values, not a package variable, so no caller (or test) can
+// change what another sees.
+func Kinds() []Kind { return []Kind{evalKind(), exportKind(), FixtureKind()} }
 
-// KindNames lists the kinds' names in registry order.
-func KindNames() []string {
-	kinds := Kinds()
-	out := make([]string, len(kinds))
-	for i, k := range kinds {
-		out[i] = k.Name
+// DefaultKindNames lists, in registry order, the kinds a deployment serves when it names none
+// (every kind but those served on request).
+func DefaultKindNames() []string {
+	var out []string
+	for _, k := range Kinds() {
+		if !k.OnRequest {
+			out = append(out, k.Name)
+		}
 	}
 	return out
 }
 
-// LookupKind finds a kind by name: one of Kinds(), or the conformance fixtures' kind
-// (FixtureKind), which only a flag serves.
+// LookupKind finds a registered kind by name.
 func LookupKind(name string) (Kind, bool) {
-	for _, k := range append(Kinds(), FixtureKind()) {
+	for _, k := range Kinds() {
 		if k.Name == name {
 			return k, true
 		}

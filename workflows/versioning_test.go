@@ -19,7 +19,8 @@ func (r behaviourRegistry) RegisterActivityWithOptions(any, activity.RegisterOpt
 
 // TestVersioningBehaviours: every workflow a versioned worker registers declares a behaviour (the
 // SDK panics at registration otherwise), jobs are pinned (a running job finishes on the build it
-// started on) and the long sleepers that only run one activity auto-upgrade.
+// started on) and the long sleepers that only run one activity auto-upgrade, as do the
+// conformance fixtures (registered on request; they live seconds).
 func TestVersioningBehaviours(t *testing.T) {
 	r := behaviourRegistry{}
 	for _, k := range Kinds() {
@@ -34,6 +35,7 @@ func TestVersioningBehaviours(t *testing.T) {
 		RetentionWorkflowName:      workflow.VersioningBehaviorAutoUpgrade,
 		NotifyWorkflowName:         workflow.VersioningBehaviorAutoUpgrade,
 		NotifyProgressWorkflowName: workflow.VersioningBehaviorAutoUpgrade,
+		FixtureWorkflowName:        workflow.VersioningBehaviorAutoUpgrade, // a fixture job lives seconds
 	}
 	if len(r) != len(want) {
 		t.Errorf("registered workflows %v, want those of %v", r, want)

@@ -83,7 +83,7 @@ type kindsFlag struct{ kinds *[]string }
 
 func (f kindsFlag) String() string {
 	if f.kinds == nil || *f.kinds == nil {
-		return strings.Join(workflows.KindNames(), ",")
+		return strings.Join(workflows.DefaultKindNames(), ",")
 	}
 	return strings.Join(*f.kinds, ",")
 }
@@ -99,7 +99,7 @@ func (f kindsFlag) Set(v string) error {
 
 // ParseKinds reads a --kinds value: comma-separated kind names, at least one, no repeats.
 func ParseKinds(v string) ([]string, error) {
-	known := strings.Join(workflows.KindNames(), ", ")
+	known := strings.Join(workflows.DefaultKindNames(), ", ")
 	var out []string
 	for _, name := range strings.Split(v, ",") {
 		name = strings.TrimSpace(name)
@@ -109,7 +109,7 @@ func ParseKinds(v string) ([]string, error) {
 		case slices.Contains(out, name):
 			return nil, fmt.Errorf("kinds %q: kind %q named twice", v, name)
 		}
-		if !slices.Contains(workflows.KindNames(), name) { // the fixture kind is dev's only
+		if !slices.Contains(workflows.DefaultKindNames(), name) { // a kind served on request (Kind.OnRequest) is dev's to name
 			return nil, fmt.Errorf("kinds %q: unknown kind %q (known: %s)", v, name, known)
 		}
 		out = append(out, name)
@@ -126,7 +126,7 @@ func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ArtifactsURL, "artifacts", "", "export artifact store URL: file:///dir, s3://bucket, gs://bucket, azblob://container (share it with serve)")
 	fs.DurationVar(&c.HeartbeatThrottle, "heartbeat-throttle", HeartbeatThrottleDefault, "longest delay before a cancel reaches a running episode")
 	fs.Var(kindsFlag{&c.Kinds}, "kinds", "job kinds this worker serves on its task queue, comma-separated: "+
-		strings.Join(workflows.KindNames(), ",")+"; without export it holds no dataset or artifact store (activities/README.md \"Command episodes\")")
+		strings.Join(workflows.DefaultKindNames(), ",")+"; without export it holds no dataset or artifact store (activities/README.md \"Command episodes\")")
 	metricsFlag(fs, &c.MetricsListen)
 	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
 	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept resume keys marked "+DevOnlyMarker+" (public placeholders)")
@@ -234,10 +234,10 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 func (m *WorkerMain) kinds() ([]string, error) {
 	kinds := m.Config.Kinds
 	if kinds == nil {
-		kinds = workflows.KindNames()
+		kinds = workflows.DefaultKindNames()
 	}
 	if len(kinds) == 0 {
-		return nil, fmt.Errorf("kinds: want at least one of %s", strings.Join(workflows.KindNames(), ", "))
+		return nil, fmt.Errorf("kinds: want at least one of %s", strings.Join(workflows.DefaultKindNames(), ", "))
 	}
 	// Set in code (dev, tests) rather than by the flag: the same checks, so an unknown or
 	// repeated kind is an error here, not a registration panic.

@@ -16,7 +16,7 @@ import (
 // TestWorkerKindsFlag: --kinds takes known kinds, each once; errors and the help default list
 // every kind the workflows layer registers.
 func TestWorkerKindsFlag(t *testing.T) {
-	all := workflows.KindNames()
+	all := workflows.DefaultKindNames()
 	for _, c := range []struct {
 		arg     string
 		want    []string
@@ -77,7 +77,7 @@ func TestWorkerWithoutExportsRefusesCredentials(t *testing.T) {
 		_ = m.Close()
 	}
 	m := &WorkerMain{Config: WorkerConfig{Kinds: []string{}}}
-	if err := m.Run(context.Background()); err == nil || !strings.HasSuffix(err.Error(), "at least one of "+strings.Join(workflows.KindNames(), ", ")) {
+	if err := m.Run(context.Background()); err == nil || !strings.HasSuffix(err.Error(), "at least one of "+strings.Join(workflows.DefaultKindNames(), ", ")) {
 		t.Errorf("no kinds: %v", err)
 	}
 	m = &WorkerMain{Config: WorkerConfig{Kinds: []string{"eval", "eval"}}}

@@ -98,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer, scopeNames ...string) (*Metrics, erro
 	for _, r := range []string{unauthMissing, UnauthInvalid} {
 		m.Unauthorized.WithLabelValues(r)
 	}
-	for _, k := range workflows.KindNames() {
+	for _, k := range workflows.DefaultKindNames() {
 		m.jobsStarted.WithLabelValues(k, "created")
 		m.jobsStarted.WithLabelValues(k, "existing")
 	}

@@ -35,7 +35,7 @@ func FuzzStoryPayloads(f *testing.F) {
 					AcceptedRequest: &updatepb.Request{Input: &updatepb.Input{Name: workflows.UpdateResume, Args: ps}}}}},
 			{EventId: 4, EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED}, // attributes missing: unknown step
 		}
-		for _, kind := range workflows.KindNames() {
+		for _, kind := range workflows.DefaultKindNames() {
 			k, _ := workflows.LookupKind(kind)
 			n := newNarrator(k.Story, defaultDC, jobstore.StoryRequest{MaxLines: 10})
 			for _, ev := range evs {
