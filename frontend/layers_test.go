@@ -1,12 +1,11 @@
 package frontend
 
 import (
-	"go/parser"
-	"go/token"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 // TestLayers pins who may import what under frontend/ (each package's doc.go says why): the
@@ -31,20 +30,8 @@ func TestLayers(t *testing.T) {
 		"pages":             temporalCalls,
 	}
 	for dir, forbidden := range rules {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("%s: %v %v", dir, files, err)
-		}
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
-			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, is := range af.Imports {
-				p, _ := strconv.Unquote(is.Path.Value)
+		for f, ps := range testenv.Imports(t, dir, false) {
+			for _, p := range ps {
 				for _, bad := range forbidden {
 					own := strings.HasPrefix(bad, mod+"frontend")
 					if (own && p == bad) || (!own && strings.HasPrefix(p, bad)) {

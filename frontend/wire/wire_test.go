@@ -2,12 +2,10 @@ package wire
 
 import (
 	"encoding/json"
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 // TestImportsOnlyLeaves keeps the package small for clients: of jobgate it may import only the
@@ -18,20 +16,8 @@ func TestImportsOnlyLeaves(t *testing.T) {
 		".":                        {mod + "authz", mod + "workflows/jobstate"},
 		"../../workflows/jobstate": nil,
 	} {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("%s: %v %v", dir, files, err)
-		}
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
-			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, is := range af.Imports {
-				p, _ := strconv.Unquote(is.Path.Value)
+		for f, ps := range testenv.Imports(t, dir, false) {
+			for _, p := range ps {
 				if strings.HasPrefix(p, mod) && !contains(allowed, p) {
 					t.Errorf("%s imports %s; allowed of jobgate: %v", f, p, allowed)
 				}
