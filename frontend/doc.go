@@ -9,8 +9,9 @@
 // a KindSpec (EvalKind, ExportKind, listed once in DefaultKinds) that supplies its start tool,
 // options, result view, routes and quota needs; the tool list is built by looping over the kinds.
 // start_eval checks the start permission and the idempotency key once (startTool), decodes its
-// arguments strictly, validates them against the suite catalog, and asks the job store (jobstore.Store,
-// store.go; Temporal is its one production implementation, temporalstore/store_temporal.go) to start the
+// arguments strictly, validates them against the suite catalog, asks the quota admission
+// (frontend/quota) whether the tenant may start it, and asks the job store (frontend/jobstore;
+// Temporal is its one production implementation, frontend/temporalstore) to start the
 // workflow <tenant>/eval/<owner>/<idempotency_key> with the argument digest in its memo and the
 // tenant/owner/kind/status search attributes. It returns only once Temporal has
 // durably recorded the start, with a signed handle naming the job. A job that at once waits for
@@ -46,6 +47,16 @@
 //     Temporal being unreachable is `unavailable`. The JSON shapes clients decode live in
 //     frontend/wire (the names here are aliases of them).
 //   - Logs carry tool, tenant, sub, job_id and latency; never a token or a handle.
+//
+// # Where things live
+//
+// This package is the job core and its MCP edge, and wires the rest: frontend/jobstore (the
+// typed store, its in-memory twin and the suite both pass), frontend/temporalstore (the only
+// package here that calls Temporal), frontend/quota (admission), frontend/events (stream
+// machinery), frontend/telemetry (metrics, spans, readiness), frontend/mcpbody (the front
+// door's strict parse), frontend/handle (every signed token; handle/resumeseal the answer seal
+// the worker opens), frontend/wire (what clients decode), frontend/pages (the people's pages).
+// None of them imports this package (TestLayers).
 //
 // README.md in this directory is the reference for what the frontend answers beyond the tool
 // table: the MRTR and Tasks surfaces, job event streams, list cursors, downloads, fairness,
