@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/frontend/handle"
 )
 
@@ -40,64 +41,6 @@ const verifySummary = `Checks an export's manifest.json as an auditor holding on
 One line per check (ok, FAIL, or SKIP for a check that could not run); exit 0 when all pass,
 1 when any fails, 2 for usage errors, 3 when none failed but some were skipped (0 with
 --allow-skipped). was required). Both seals are HMACs: a holder of the resume keys could forge them.`
-
-// The manifest as the worker writes it (contract.Manifest; a test keeps them in step): only
-// what verify reads, so the client links no worker code.
-type verifyManifest struct {
-	Object   string `json:"object"`
-	FileName string `json:"file_name"`
-	Bytes    int64  `json:"bytes"`
-	SHA256   string `json:"sha256"`
-	Parts    []struct {
-		Part   int    `json:"part"`
-		Bytes  int64  `json:"bytes"`
-		SHA256 string `json:"sha256"`
-	} `json:"parts"`
-	Format   string          `json:"format"`
-	Columns  []string        `json:"columns"`
-	RunID    string          `json:"run_id"`
-	Decision *verifyDecision `json:"decision"`
-	// Scope is what the decision approved (contract.ApprovedScope), kept as the JSON object
-	// it is, so its digest is recomputed over exactly the fields the worker wrote.
-	Scope *verifyScope `json:"scope"`
-	// ApprovalRequired and ManifestSeal: see contract.Manifest (absent in older manifests).
-	ApprovalRequired bool   `json:"approval_required"`
-	ManifestSeal     string `json:"manifest_seal"`
-}
-
-// verifyScope is contract.ApprovedScope, in its field order (the digest is over its JSON).
-type verifyScope struct {
-	Tenant       string   `json:"tenant"`
-	Dataset      string   `json:"dataset"`
-	ConfigDigest string   `json:"config_digest"`
-	Columns      []string `json:"columns"`
-	Format       string   `json:"format"`
-	Purpose      string   `json:"purpose"`
-}
-
-// verifyDecision is contract.DecisionRecord as JSON.
-type verifyDecision struct {
-	WorkflowID   string    `json:"workflow_id"`
-	RunID        string    `json:"run_id"`
-	InputID      string    `json:"input_id"`
-	ScopeDigest  string    `json:"scope_digest"`
-	Decision     string    `json:"decision"`
-	Tenant       string    `json:"tenant"`
-	By           string    `json:"by"`
-	Scopes       []string  `json:"scopes"`
-	At           time.Time `json:"at"`
-	Surface      string    `json:"surface"`
-	SignedInWith string    `json:"signed_in_with"`
-	Issuer       string    `json:"issuer"`
-	Name         string    `json:"name"`
-	Email        string    `json:"email"`
-	AuthTime     time.Time `json:"auth_time"`
-	AMR          []string  `json:"amr"`
-	ACR          string    `json:"acr"`
-	Comment      string    `json:"comment"`
-	Prompt       string    `json:"prompt"`
-	Seal         string    `json:"seal"`
-}
 
 // maxManifestBytes bounds the manifest read: real ones are a few KB plus the parts.
 const maxManifestBytes = 16 << 20
@@ -175,7 +118,7 @@ func verifyManifestFile(rep *verifyReport, manifestPath string, keys *handle.Key
 	if err == nil && len(b) > maxManifestBytes {
 		err = fmt.Errorf("larger than %d bytes", maxManifestBytes)
 	}
-	var m verifyManifest
+	var m contract.Manifest
 	if err == nil {
 		dec := json.NewDecoder(bytes.NewReader(b))
 		err = dec.Decode(&m)
@@ -196,7 +139,7 @@ func verifyManifestFile(rep *verifyReport, manifestPath string, keys *handle.Key
 // verifyManifestSeal checks the worker's seal over the whole manifest (handle.OpenManifest):
 // without it the digests, approval_required and the record's presence are only as good as the
 // storage the manifest came from.
-func verifyManifestSeal(rep *verifyReport, m *verifyManifest, raw []byte, keys *handle.Keyring) {
+func verifyManifestSeal(rep *verifyReport, m *contract.Manifest, raw []byte, keys *handle.Keyring) {
 	if m.ManifestSeal == "" {
 		rep.skip("manifest seal: not sealed (made before manifest seals, or by a worker without resume keys): its digests, approval_required and whether a decision record was removed cannot be checked")
 		return
@@ -214,7 +157,7 @@ func verifyManifestSeal(rep *verifyReport, m *verifyManifest, raw []byte, keys *
 }
 
 // verifyDecisionRecord checks the record against its seal and the manifest's job.
-func verifyDecisionRecord(rep *verifyReport, m *verifyManifest, keys *handle.Keyring, allowUnapproved bool) {
+func verifyDecisionRecord(rep *verifyReport, m *contract.Manifest, keys *handle.Keyring, allowUnapproved bool) {
 	d := m.Decision
 	switch {
 	case d == nil && m.ApprovalRequired:
@@ -277,7 +220,7 @@ func verifyDecisionRecord(rep *verifyReport, m *verifyManifest, keys *handle.Key
 // verifyScopeOf checks the approved scope the manifest carries (manifests written since it
 // existed): its digest is the sealed scope_digest, and the artifact's columns and format are
 // the approved ones.
-func verifyScopeOf(rep *verifyReport, m *verifyManifest) {
+func verifyScopeOf(rep *verifyReport, m *contract.Manifest) {
 	sc := m.Scope
 	if sc == nil {
 		rep.skip("decision scope: the manifest does not carry the approved scope (written before it did): the artifact's columns and format were not checked against what was approved")
@@ -303,7 +246,7 @@ func verifyScopeOf(rep *verifyReport, m *verifyManifest) {
 }
 
 // sealMismatch names the first field where the record differs from its seal ("" if none).
-func sealMismatch(s handle.Resume, d *verifyDecision) string {
+func sealMismatch(s handle.Resume, d *contract.DecisionRecord) string {
 	authTime := func(t time.Time) int64 {
 		if t.IsZero() {
 			return 0
@@ -354,7 +297,7 @@ func sealKID(seal string) string {
 // verifyArtifact checks the artifact's size and digests against the manifest when the file
 // can be found: --artifact (a file, or a directory to look in), else the manifest's directory,
 // under the object's base name or the manifest's file_name.
-func verifyArtifact(rep *verifyReport, m *verifyManifest, manifestPath, artifact string) {
+func verifyArtifact(rep *verifyReport, m *contract.Manifest, manifestPath, artifact string) {
 	dir := filepath.Dir(manifestPath)
 	if artifact != "" {
 		if st, err := os.Stat(artifact); err == nil && !st.IsDir() {
@@ -384,7 +327,7 @@ func verifyArtifact(rep *verifyReport, m *verifyManifest, manifestPath, artifact
 	rep.skip("artifact: not next to the manifest (looked for %s); its size and digests were not checked (use --artifact)", strings.Join(names, ", "))
 }
 
-func checkArtifactFile(rep *verifyReport, m *verifyManifest, p string) {
+func checkArtifactFile(rep *verifyReport, m *contract.Manifest, p string) {
 	f, err := os.Open(p)
 	if err != nil {
 		rep.fail("artifact: %v", err)
