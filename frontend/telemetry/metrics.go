@@ -212,7 +212,8 @@ func (m *Metrics) CountDownloads(next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter remembers the status code written through it.
+// statusWriter remembers the status code written through it, for a span or a download count.
+// It keeps Flush (the SDK streams SSE) and Unwrap (http.ResponseController).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
@@ -230,6 +231,12 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 		w.status = http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if fl, ok := w.ResponseWriter.(http.Flusher); ok {
+		fl.Flush()
+	}
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.

@@ -70,7 +70,7 @@ func TraceHTTP(tp trace.TracerProvider, routes []string, next http.Handler) http
 		}
 		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 		defer span.End()
-		sw := &spanWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(ctx))
 		if !span.IsRecording() {
 			return
@@ -129,36 +129,7 @@ func (m *RouteMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.
 	m.Handle(pattern, http.HandlerFunc(h))
 }
 
-// spanWriter notes the status code for the span. It keeps Flush (the SDK streams SSE) and
-// Unwrap (http.ResponseController).
-type spanWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *spanWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *spanWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *spanWriter) Flush() {
-	if fl, ok := w.ResponseWriter.(http.Flusher); ok {
-		fl.Flush()
-	}
-}
-
-func (w *spanWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// spanOutcome puts a tool call's job ID and outcome code on its span.
+// SpanOutcome puts a tool call's job ID and outcome code on its span.
 func SpanOutcome(ctx context.Context, jobID, code string) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
