@@ -11,10 +11,11 @@ import (
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
+	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// TestDecideFromPage: the pages' entry point sends the same sealed resume as every surface,
+// TestDecideFromPage: the pages' entry point (pagesPort.Decide) sends the same sealed resume as every surface,
 // with the session's identity (auth_time sealed to the second), surface, sign-in and the open
 // request's prompt as the meaning shown (the page checked the form's meaning_digest against it).
 func TestDecideFromPage(t *testing.T) {
@@ -24,8 +25,8 @@ func TestDecideFromPage(t *testing.T) {
 	j := awaitingJob(t, f, ms, "acme/eval/ana/d", authz.ApproverApprover)
 	authAt := time.Date(2030, 1, 1, 11, 58, 7, 500, time.UTC)
 	s := handle.Session{Issuer: "https://idp.acme.example", Name: "Cy", Email: "cy@acme.example", AuthTime: authAt,
-		AMR: []string{"pwd"}, ACR: "1"}
-	if _, err := f.decideFromPage(ctx, s, coreAppr, j, ResumeIn{InputID: "approve-1", ScopeDigest: "sha256:d",
+		AMR: []string{"pwd"}, ACR: "1", Tenant: coreAppr.Tenant, Subject: coreAppr.Subject, Scopes: authz.ScopeStrings(coreAppr.Scopes)}
+	if _, err := (pagesPort{f}).Decide(ctx, s, &pages.Job{Ref: j}, pages.Decision{InputID: "approve-1", ScopeDigest: "sha256:d",
 		Decision: workflows.DecisionApprove, Comment: "ok"}); err != nil {
 		t.Fatal(err)
 	}

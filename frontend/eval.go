@@ -81,6 +81,7 @@ func (k *evalKind) serve(f *Frontend) servedKind {
 	// An eval holds at most its concurrency: the largest any suite allows bounds one job.
 	sk.maxSlots = func() int { return maxConc }
 	sk.freshResult = []string{"episodes_url", "episodes_url_expires_at"}
+	sk.pageResult = evalPageResult(f)
 	return sk
 }
 

@@ -108,7 +108,8 @@ func (k *exportKind) serve(f *Frontend) servedKind {
 		return k.startSpec(f, p, in)
 	}).
 		enum("format", contract.Formats()...))
-	f.export = k // the pages' job view and download (approvals_pages.go)
+	f.export = k // the pages' download (pages_port.go)
+	sk.pageResult = exportPageResult(f, k)
 	sk.routes = map[string]http.Handler{
 		"GET /artifacts/{token}": f.metrics.CountDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.download(f, w, r) })),
 	}

@@ -107,7 +107,7 @@ func checkAnswer(inputID, scopeDigest, decision, comment string) error {
 
 // resumeJob delivers an answer to job j, which the caller has resolved: the jobgate.resume
 // update, whose validator re-checks principal, input_id and scope_digest before history.
-// resume_*, MRTR retries, Tasks updates and the pages (decideFromPage) all end here, and who says
+// resume_*, MRTR retries, Tasks updates and the pages (pagesPort.Decide) all end here, and who says
 // which surface and who answered beyond p; meaning is the text the surface showed. The request is
 // sealed with the resume keys for exactly this run, request, principal and answer: the
 // validator refuses anything unsealed, so no other Temporal client can answer for anyone.

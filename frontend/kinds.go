@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -45,6 +46,9 @@ type servedKind struct {
 	// links and their expiry): an event stream's digest leaves them out, so a read a second
 	// later is not a new event (events/follow.go).
 	freshResult []string
+	// pageResult renders a succeeded job's result for p on the people's job page
+	// (frontend/pages, through pages_port.go): rows and a download link. nil shows none.
+	pageResult func(ctx context.Context, p authz.Principal, j *jobstore.Job) pages.Result
 	// taskInput renders the kind's open input requests for tasks/get and reads tasks/update's
 	// answers; nil is the approval elicitation every job kind's request is (approvalInput).
 	taskInput taskInput

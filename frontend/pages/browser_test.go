@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -88,5 +90,54 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("error page:\n%s", body)
 	}
 	shoot("error")
+	t.Logf("screenshots in %s", shots)
+}
+
+// TestBrowserJobPages drives Chromium through the job pages over a fake job core, signed in at
+// the dev IdP as steward: the inbox, a request page, its approval and outcome, the one 404
+// message page, and the sign-in error page (the same message template, without the job pages'
+// navigation). Screenshots at 1200 and 390 px go to $JOBGATE_SCREENSHOTS/jobpages (default: the
+// test's temp dir), to check that every page shares the one layout.
+func TestBrowserJobPages(t *testing.T) {
+	testenv.Heavy(t, "starts Chromium")
+	chrome.Require(t)
+	shots := os.Getenv("JOBGATE_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	shots = filepath.Join(shots, "jobpages")
+	now := time.Now().UTC()
+	jobs := &fakeJobs{now: now, jobs: map[string]Job{}, results: map[string]Result{}}
+	e := startEnv(t, envOpts{jobs: jobs})
+	je := &jobsEnv{t: t, jobs: jobs}
+	je.awaiting(pageJobID, "ana")
+	je.awaiting("acme/export/bo/q4", "bo")
+
+	b := chrome.New(t)
+	step, at, text := b.Step, chrome.At, b.Text
+	shoot := func(name string) { t.Helper(); b.Shoot(shots, name) }
+
+	step("open /approvals", chromedp.Navigate(e.base+PathApprovals), at(e.issuer+"/login?"))
+	shoot("signin")
+	step("pick steward", chromedp.Click(chromedp.CSS(`button[value="steward"]`)), at(e.base+PathApprovals))
+	if body := text(); !strings.Contains(body, "Approvals waiting for you") || !strings.Contains(body, "renewal mailing for Q3") {
+		t.Fatalf("inbox:\n%s", body)
+	}
+	shoot("approvals")
+	step("open the request", chromedp.Click(chromedp.CSS(`a[href="`+ApprovalPath(pageJobID)+`"]`)), at(e.base+ApprovalPath(pageJobID)))
+	if body := text(); !strings.Contains(body, "What approving means") || !strings.Contains(body, "email (sensitive)") {
+		t.Fatalf("request page:\n%s", body)
+	}
+	shoot("request")
+	step("approve", chromedp.SendKeys(chromedp.CSS("#comment"), "ok for Q3"),
+		chromedp.Click(chromedp.CSS(`button[value="approve"]`)), chrome.Shows("You approved this request"))
+	shoot("outcome")
+	if len(jobs.decisions) != 1 || jobs.decisions[0].Comment != "ok for Q3" {
+		t.Fatalf("decisions %+v", jobs.decisions)
+	}
+	step("a job that is not there", chromedp.Navigate(e.base+ApprovalPath("acme/export/ana/nope")), chrome.Shows("There is no such request"))
+	shoot("message")
+	step("a sign-in error", chromedp.Navigate(e.base+"/login?return=//evil.example"), chrome.Shows("must be a path on this site"))
+	shoot("signin-error")
 	t.Logf("screenshots in %s", shots)
 }

@@ -1,6 +1,12 @@
-// Package pages is browser sign-in for jobgate's own pages: an OpenID Connect relying party
-// (authorization code + PKCE S256, with coreos/go-oidc and x/oauth2) against any configured
-// issuer, and the session it leaves behind.
+// Package pages is jobgate's pages for people: browser sign-in (an OpenID Connect relying party,
+// authorization code + PKCE S256, with coreos/go-oidc and x/oauth2, against any configured
+// issuer, and the session it leaves behind) and, behind it, the job pages: the approvals inbox,
+// a request page with its decision form, my jobs and a job's page (JobsHandler). Every page is
+// one template of one set with one layout (templates/).
+//
+// The job pages read and answer jobs only through the Jobs interface, plain data in and out;
+// package frontend implements it over its job core and supplies what differs per kind (a
+// result's rows, a download link), so no page branches on a kind's name.
 //
 // No session lives on the server. The session is a cookie sealed with the handle keyring
 // (handle.Session: AES-256-GCM under HKDF keys of its own), so any replica serves any request.
@@ -28,6 +34,6 @@
 // session, to keep the cookie small, so no id_token_hint is sent and some providers ask the
 // person to confirm). Without one it lands on /auth/signed-out directly.
 //
-// Of jobgate it imports only authz and frontend/handle; it must never import activities (the
-// SQL drivers) or cmd.
+// Of jobgate it imports only authz and frontend/handle; it must never import frontend (the job
+// core imports it), workflows, activities (the SQL drivers) or cmd.
 package pages

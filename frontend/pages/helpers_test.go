@@ -62,6 +62,8 @@ type envOpts struct {
 	prefix string
 	// idpWrap, when set, wraps the dev IdP's handler (to change what it advertises).
 	idpWrap func(http.Handler) http.Handler
+	// jobs, when set, mounts the job pages (JobsHandler) over it beside the sign-in pages.
+	jobs Jobs
 }
 
 func startEnv(t *testing.T, o envOpts) *env {
@@ -126,6 +128,12 @@ func startEnv(t *testing.T, o envOpts) *env {
 		io.WriteString(w, "protected "+r.Method+" for "+s.Subject+" of "+s.Tenant)
 	}))
 	mux.Handle("/protected", e.protect)
+	if o.jobs != nil {
+		jobs := p.JobsHandler(o.jobs, 0)
+		for _, pat := range JobsPatterns() {
+			mux.Handle(pat, jobs)
+		}
+	}
 	e.srv.Config.Handler = mux
 	e.srv.Start()
 	t.Cleanup(e.srv.Close)

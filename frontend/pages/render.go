@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"embed"
 	"html/template"
-	"io/fs"
 	"net/http"
 	"strings"
 	"time"
@@ -17,17 +16,50 @@ import (
 //go:embed templates/*.html
 var templatesFS embed.FS
 
-// Each page is parsed with the layout it shares (head, header, footer), as frontend/devidp does.
-var pageTmpl = map[string]*template.Template{
-	"me":      template.Must(template.ParseFS(templatesFS, "templates/me.html", "templates/layout.html")),
-	"message": template.Must(template.ParseFS(templatesFS, "templates/message.html", "templates/layout.html")),
+// pageNames are the pages, one template file each; every one is parsed with the one layout
+// (head, navigation, alerts, foot) and the shared parts, so sign-in, approvals and jobs look
+// and read alike.
+var pageNames = []string{"me", "message", "inbox", "request", "outcome", "jobs", "job"}
+
+var pageTmpl = func() map[string]*template.Template {
+	m := map[string]*template.Template{}
+	for _, name := range pageNames {
+		m[name] = template.Must(template.ParseFS(templatesFS, "templates/"+name+".html", "templates/layout.html", "templates/parts.html"))
+	}
+	return m
+}()
+
+// view is what every page template gets.
+type view struct {
+	Title   string
+	Message string // an error or explanation, shown as an alert
+	Notice  string // a success, shown as a status
+	// Plain shows the message page's Message as information, not as an alert (signed out).
+	Plain bool
+	Login string // the message page: a "Sign in" button to it
+	Back  string // the message page: a "Back to approvals" link to it
+	// Nav shows the job pages' navigation (approvals, my jobs, the person).
+	Nav     bool
+	Session *handle.Session // the signed-in person, named in the navigation
+	Me      *meView         // /me
+	Rows    []requestRow    // inbox
+	JobRows []jobRow        // my jobs
+	Next    string          // the next page's link (signed cursor)
+	Req     *requestView
+	Job     *jobView
+	// Decision and Comment: the outcome page's decision as sent.
+	Decision, Comment string
 }
 
-type pageData struct {
-	Title   string
-	Message string
-	Login   string  // when set, a "Sign in" link to it
-	Session *meView // /me only
+// Who names the signed-in person for the navigation.
+func (v view) Who() string {
+	if v.Session == nil {
+		return ""
+	}
+	if v.Session.Name != "" {
+		return v.Session.Name
+	}
+	return v.Session.Subject
 }
 
 // meView is the session as /me shows it.
@@ -39,15 +71,25 @@ type meView struct {
 	LogoutPath  string
 }
 
-func render(w http.ResponseWriter, status int, page string, d pageData) {
+// render writes page with v; on a template error it answers 500 and returns the error for the
+// caller to log.
+func render(w http.ResponseWriter, status int, page string, v view) error {
 	var b bytes.Buffer
-	if err := pageTmpl[page].Execute(&b, d); err != nil {
+	if err := pageTmpl[page].Execute(&b, v); err != nil {
 		http.Error(w, "page rendering failed", http.StatusInternalServerError)
-		return
+		return err
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(b.Bytes())
+	return nil
+}
+
+// show renders a sign-in page; a template error is logged for the operator.
+func (p *Pages) show(w http.ResponseWriter, status int, page string, v view) {
+	if err := render(w, status, page, v); err != nil {
+		p.cfg.Logger.Error("page rendering failed: " + err.Error())
+	}
 }
 
 // fail answers with a one-line message for the person and logs the detail for the operator.
@@ -62,7 +104,7 @@ func (p *Pages) fail(w http.ResponseWriter, r *http.Request, status int, msg str
 	} else {
 		p.cfg.Logger.Info("sign-in page error", fields...)
 	}
-	render(w, status, "message", pageData{Title: "Sign-in problem", Message: msg, Login: p.base + PathLogin})
+	p.show(w, status, "message", view{Title: "Sign-in problem", Message: msg, Login: p.base + PathLogin})
 }
 
 func (p *Pages) me(w http.ResponseWriter, r *http.Request) {
@@ -72,24 +114,9 @@ func (p *Pages) me(w http.ResponseWriter, r *http.Request) {
 	if !s.AuthTime.IsZero() {
 		v.AuthTime = s.AuthTime.UTC().Format(time.RFC1123)
 	}
-	render(w, http.StatusOK, "me", pageData{Title: "Signed in", Session: v})
+	p.show(w, http.StatusOK, "me", view{Title: "Signed in", Me: v})
 }
 
 func (p *Pages) signedOut(w http.ResponseWriter, r *http.Request) {
-	render(w, http.StatusOK, "message", pageData{Title: "Signed out", Message: "You are signed out of jobgate.", Login: p.base + PathLogin})
+	p.show(w, http.StatusOK, "message", view{Title: "Signed out", Message: "You are signed out of jobgate.", Plain: true, Login: p.base + PathLogin})
 }
-
-// ParseWithLayout parses the page templates of fsys (patterns as template.ParseFS takes them)
-// together with these pages' layout, so other packages' pages (frontend's /approvals and /jobs)
-// look like /me: their page calls {{template "head" .Title}} … {{template "foot"}}.
-func ParseWithLayout(fsys fs.FS, patterns ...string) (*template.Template, error) {
-	t, err := template.ParseFS(fsys, patterns...)
-	if err != nil {
-		return nil, err
-	}
-	return t.ParseFS(templatesFS, "templates/layout.html")
-}
-
-// SecurityHeaders sets the headers every page of jobgate sends (no script, no framing, no
-// caching, no referrer), for pages served by other packages.
-func SecurityHeaders(next http.Handler) http.Handler { return securityHeaders(next) }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
@@ -21,10 +20,16 @@ import (
 	"github.com/jobgate/jobgate/workflows"
 )
 
-// The people's pages over the in-memory store behind the real frontend/pages sessions: cookies
-// sealed with the handle keys as a sign-in would, and a discovery document for the re-login
-// redirect (the full sign-in round trip is tests/approvals_browser_test.go's, against jobgate
-// dev).
+// The people's pages (frontend/pages) wired to the job core through the real port (pagesPort)
+// over the in-memory store, behind the real frontend/pages sessions: cookies sealed with the
+// handle keys as a sign-in would, and a discovery document for the re-login redirect. They pin
+// what only the core knows (list_approvals' filter, the sealed resume, the export's result and
+// decision record in words); the pages' own behaviour is tested against a fake in
+// frontend/pages (approvals_test.go), and the full sign-in round trip is
+// tests/approvals_browser_test.go's, against jobgate dev.
+
+// notFoundMsg is the pages' one 404 message.
+const notFoundMsg = "There is no such request or job for you: it does not exist, it is not yours to see, or it was already answered."
 
 type pagesEnv struct {
 	t    testing.TB
@@ -377,7 +382,7 @@ func TestApprovalsPages_MyJobs(t *testing.T) {
 	// bo (same tenant, not the owner) gets the 404.
 	mustContain(t, e.do("GET", JobPagePath(id), e.session("bo", "acme", time.Hour, owner...), nil), 404, notFoundMsg)
 	// A download link of the pages refuses a token that is not bound to the person.
-	if r := e.do("GET", pathPageDownload+"bogus", ana, nil); r.status != 404 {
+	if r := e.do("GET", pages.PathDownload+"bogus", ana, nil); r.status != 404 {
 		t.Fatalf("bogus download: %d", r.status)
 	}
 }
@@ -398,32 +403,11 @@ func TestApprovalsPages_RejectedJobRecord(t *testing.T) {
 		"What was rejected", "Reason given", "email is not needed", "Rejected scope", "sha256:d9", "kept in the job&#39;s history")
 }
 
-// FuzzApprovalsPagesDecide: whatever path segment and form a signed-in approver sends, the
-// page never fails (5xx) nor panics, and a decision reaches the job only for its open
-// input_id and scope_digest with approve, or reject with a comment.
-func FuzzApprovalsPagesDecide(f *testing.F) {
-	f.Add(pageJobID, "approve", "sha256:d1", "approve", "")
-	f.Add(pageJobID, "approve", "sha256:d1", "reject", "")
-	f.Add(pageJobID, "approve", "sha256:d1", "reject", "why")
-	f.Add("acme/export/ana/q3/../x", "approve", "sha256:d0", "approve", "")
-	f.Add("globex/export/gus/k", "approve", "sha256:d1", "approve", "x")
-	f.Add("acme\x00", "\xff", "", "APPROVE", strings.Repeat("é", 1001))
-	e := newPagesEnv(f) // one stack; each input gets the open request afresh
-	steward := e.session("steward", "acme", time.Minute, approver...)
-	f.Fuzz(func(t *testing.T, id, inputID, digest, decision, comment string) {
-		e.t = t
-		e.ms.Mu.Lock()
-		e.ms.Resumes = nil
-		e.ms.Mu.Unlock()
-		e.exportAwaiting(pageJobID, "ana", "sha256:d1")
-		r := e.do("POST", "/approvals/"+url.PathEscape(id), steward, form("csrf-steward", inputID, digest, decision, comment))
-		if r.status >= 500 {
-			t.Fatalf("%d:\n%s", r.status, r.body)
-		}
-		valid := id == pageJobID && inputID == "approve" && digest == "sha256:d1" &&
-			(decision == "approve" || decision == "reject" && strings.TrimSpace(comment) != "") && utf8.RuneCountInString(strings.TrimSpace(comment)) <= commentMax
-		if got := len(e.ms.Resumes); got != map[bool]int{true: 1, false: 0}[valid] {
-			t.Fatalf("%d resumes for id %q input %q digest %q decision %q comment %q", got, id, inputID, digest, decision, comment)
-		}
-	})
+// The pages keep their own copies of the decision words and the comment limit (so they need not
+// link the workflows layer); they must stay the resume path's.
+func TestPagesPort_SharedConstants(t *testing.T) {
+	if pages.DecisionApprove != workflows.DecisionApprove || pages.DecisionReject != workflows.DecisionReject || pages.CommentMax != commentMax {
+		t.Fatalf("pages' decisions %q/%q and comment limit %d differ from the resume path's %q/%q/%d",
+			pages.DecisionApprove, pages.DecisionReject, pages.CommentMax, workflows.DecisionApprove, workflows.DecisionReject, commentMax)
+	}
 }

@@ -1,0 +1,303 @@
+package pages
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/jobgate/jobgate/frontend/handle"
+)
+
+// jobPages are the job pages over a job core, behind p's sessions.
+type jobPages struct {
+	p      *Pages
+	jobs   Jobs
+	maxAge time.Duration
+}
+
+// JobsHandler serves the job pages (JobsPatterns) over jobs behind p's sessions: the approvals
+// inbox (GET /approvals), a request page with its decision form (GET and POST
+// /approvals/{job}), "my jobs" (GET /jobs, GET /jobs/{job}) and the download of the job page.
+// Approving a request with sensitive columns needs a sign-in no older than approvalMaxAge (0:
+// ApprovalMaxAgeDefault). Every job the person may not see is the same 404 as a missing one.
+func (p *Pages) JobsHandler(jobs Jobs, approvalMaxAge time.Duration) http.Handler {
+	if approvalMaxAge <= 0 {
+		approvalMaxAge = ApprovalMaxAgeDefault
+	}
+	jp := &jobPages{p: p, jobs: jobs, maxAge: approvalMaxAge}
+	mux := http.NewServeMux()
+	wrap := func(h http.HandlerFunc) http.Handler { return p.RequireSession(0, h) }
+	mux.Handle("GET "+PathApprovals, wrap(jp.inbox))
+	mux.Handle("GET "+PathApprovals+"/{job}", wrap(jp.request))
+	mux.Handle("POST "+PathApprovals+"/{job}", wrap(jp.decide))
+	mux.Handle("GET "+PathJobs, wrap(jp.myJobs))
+	mux.Handle("GET "+PathJobs+"/{job}", wrap(jp.jobPage))
+	mux.Handle("GET "+PathDownload+"{token}", wrap(jp.download))
+	return securityHeaders(mux)
+}
+
+// notFoundMsg is the whole 404 page: a missing job, another tenant's, one the person may not
+// see, and a request already answered (for a person who could only see it while it was open)
+// all read the same, byte for byte.
+const notFoundMsg = "There is no such request or job for you: it does not exist, it is not yours to see, or it was already answered."
+
+// render shows a job page: every one has the navigation, and a message page links back to the
+// inbox.
+func (jp *jobPages) render(w http.ResponseWriter, r *http.Request, status int, page string, v view) {
+	v.Nav = true
+	if page == "message" {
+		v.Back = PathApprovals
+	}
+	if err := render(w, status, page, v); err != nil {
+		jp.jobs.Logger(r.Context()).Error("page rendering failed: " + err.Error())
+	}
+}
+
+func (jp *jobPages) notFound(w http.ResponseWriter, r *http.Request) {
+	jp.render(w, r, http.StatusNotFound, "message", view{Title: "Not found", Message: notFoundMsg})
+}
+
+// failPage answers an error of the job core: a JobsError by what it means, anything else (the
+// job store unreachable) as 503 with the detail in the log only.
+func (jp *jobPages) failPage(w http.ResponseWriter, r *http.Request, err error) {
+	var je *JobsError
+	if errors.As(err, &je) {
+		switch je.Code {
+		case ErrNotFound:
+			jp.notFound(w, r)
+			return
+		case ErrInvalid:
+			jp.render(w, r, http.StatusBadRequest, "message", view{Title: "Bad request", Message: je.Message})
+			return
+		case ErrStaleLink:
+			// The job core's message names tool arguments; a person follows links.
+			jp.render(w, r, http.StatusBadRequest, "message", view{Title: "Page link out of date",
+				Message: "This page link is out of date or was made for someone else; start again from the first page."})
+			return
+		}
+	}
+	jp.jobs.Logger(r.Context()).Warn("page: job store", zap.String("path", r.URL.Path), zap.Error(err))
+	jp.render(w, r, http.StatusServiceUnavailable, "message", view{Title: "Try again later",
+		Message: "The job store cannot be reached right now; reload the page in a moment."})
+}
+
+func forbidden(err error) bool {
+	var je *JobsError
+	return errors.As(err, &je) && je.Code == ErrForbidden
+}
+
+func (jp *jobPages) inbox(w http.ResponseWriter, r *http.Request) {
+	s, _ := SessionFrom(r.Context())
+	out, err := jp.jobs.Approvals(r.Context(), s, r.URL.Query().Get("cursor"))
+	if forbidden(err) {
+		jp.render(w, r, http.StatusForbidden, "message", view{Title: "Approvals", Session: &s,
+			Message: "Approving needs the jobs:approve scope, which your sign-in does not carry."})
+		return
+	}
+	if err != nil {
+		jp.failPage(w, r, err)
+		return
+	}
+	v := view{Title: "Approvals waiting for you", Session: &s}
+	now := jp.jobs.Now()
+	for _, j := range out.Jobs {
+		if j.Request == nil {
+			continue
+		}
+		v.Rows = append(v.Rows, requestRowOf(&j, now))
+	}
+	if out.Next != "" {
+		v.Next = PathApprovals + "?" + url.Values{"cursor": {out.Next}}.Encode()
+	}
+	jp.render(w, r, http.StatusOK, "inbox", v)
+}
+
+// openJob is every job page's start: the signed-in person and the job the URL names, which
+// they may read; on false it has answered (the one 404, or the job's error page).
+func (jp *jobPages) openJob(w http.ResponseWriter, r *http.Request) (handle.Session, *Job, bool) {
+	s, _ := SessionFrom(r.Context())
+	j, err := jp.jobs.Job(r.Context(), s, r.PathValue("job"))
+	if err != nil {
+		jp.failPage(w, r, err)
+		return s, nil, false
+	}
+	return s, j, true
+}
+
+func (jp *jobPages) request(w http.ResponseWriter, r *http.Request) {
+	s, j, ok := jp.openJob(w, r)
+	if !ok {
+		return
+	}
+	if j.Request != nil && j.Request.Sensitive && j.MayDecide {
+		// Show a sensitive scope's form only after a fresh sign-in, so the approval it sends is
+		// not refused for an old one (RequireSession sends the browser to the provider with
+		// prompt=login&max_age= and back here).
+		jp.p.RequireSession(jp.maxAge, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			jp.renderRequest(w, r, http.StatusOK, s, j, "", typedComment(r))
+		})).ServeHTTP(w, r)
+		return
+	}
+	jp.renderRequest(w, r, http.StatusOK, s, j, "", typedComment(r))
+}
+
+// typedComment is the comment a re-login link carries back (?comment=, see
+// renderRequestReLogin) to pre-fill the form: text the person typed, shown to them before they
+// decide, never sent by itself. Over CommentMax it is dropped.
+func typedComment(r *http.Request) string {
+	c := strings.TrimSpace(r.URL.Query().Get("comment"))
+	if !utf8.ValidString(c) || utf8.RuneCountInString(c) > CommentMax {
+		return ""
+	}
+	return c
+}
+
+// reLoginPathMax bounds a re-login link: the sign-in returns only to paths up to 1024 bytes
+// (localPath), so a longer comment stays on the re-rendered page instead of in the link.
+const reLoginPathMax = 1000
+
+// renderRequestReLogin answers an approval whose sign-in is too old: 403, the request as it is
+// now with the typed comment kept, and a "sign in again" link back to this request page.
+func (jp *jobPages) renderRequestReLogin(w http.ResponseWriter, r *http.Request, s handle.Session, j *Job, comment string) {
+	link := ApprovalPath(j.ID)
+	age := jp.maxAge.String()
+	if jp.maxAge%time.Minute == 0 {
+		age = fmt.Sprintf("%d minutes", int(jp.maxAge/time.Minute))
+	}
+	msg := fmt.Sprintf("Approving this request needs a sign-in from the last %s; yours is older. Nothing was decided. Sign in again with the link below: it brings you back to this request", age)
+	withComment := link + "?" + url.Values{"comment": {comment}}.Encode()
+	if comment != "" && len(withComment) <= reLoginPathMax {
+		link, msg = withComment, msg+" with your comment filled in."
+	} else if comment != "" {
+		msg += "; copy your comment first, it is too long to carry along."
+	} else {
+		msg += "."
+	}
+	jp.renderRequestWith(w, r, http.StatusForbidden, s, j, msg, comment, link)
+}
+
+// decide: POST /approvals/{job} with csrf, input_id, scope_digest, meaning_digest (of the
+// prompt the page displayed), decision and comment.
+func (jp *jobPages) decide(w http.ResponseWriter, r *http.Request) {
+	s, j, ok := jp.openJob(w, r)
+	if !ok {
+		return
+	}
+	d := Decision{InputID: r.PostFormValue("input_id"), ScopeDigest: r.PostFormValue("scope_digest"),
+		Decision: r.PostFormValue("decision"), Comment: strings.TrimSpace(r.PostFormValue("comment"))}
+	req := j.Request
+	switch {
+	case req == nil:
+		// A replayed or second form: the request is answered; nothing is sent.
+		jp.renderRequest(w, r, http.StatusConflict, s, j, "This request was already answered or is no longer open; nothing was changed.", "")
+		return
+	case d.InputID != req.InputID || d.ScopeDigest != req.ScopeDigest || r.PostFormValue("meaning_digest") != req.MeaningDigest:
+		// The page was opened on another request, scope or wording: never approve what is no
+		// longer asked, and never record as "shown" a meaning the page did not show (the
+		// record's prompt is the open request's; the form carries the digest of the one it
+		// displayed). Show what is asked now, keeping the typed comment.
+		jp.renderRequest(w, r, http.StatusConflict, s, j, "The request changed since you opened this page. Nothing was decided: review the scope below as it is now, then decide again.", d.Comment)
+		return
+	case d.Decision != DecisionApprove && d.Decision != DecisionReject:
+		jp.renderRequest(w, r, http.StatusBadRequest, s, j, "Choose Approve or Reject.", d.Comment)
+		return
+	case d.Decision == DecisionReject && d.Comment == "":
+		jp.renderRequest(w, r, http.StatusBadRequest, s, j, "A comment is required to reject: tell the requester why.", d.Comment)
+		return
+	case utf8.RuneCountInString(d.Comment) > CommentMax:
+		jp.renderRequest(w, r, http.StatusBadRequest, s, j, "The comment is too long (at most 1000 characters).", d.Comment)
+		return
+	}
+	if !j.MayDecide {
+		jp.renderRequest(w, r, http.StatusForbidden, s, j, j.Refusal+".", "")
+		return
+	}
+	if d.Decision == DecisionApprove && req.Sensitive {
+		if !FreshEnough(s.AuthTime, jp.jobs.Now(), jp.maxAge) {
+			// A form left open past the max age: decide nothing, keep what was typed, and offer
+			// a sign-in that comes back to this request (a GET: reloading this answer would only
+			// re-send the form). The comment rides along in the link when it fits.
+			jp.renderRequestReLogin(w, r, s, j, d.Comment)
+			return
+		}
+		// Approving a sensitive scope needs a recent sign-in; RequireSession checks it again
+		// (the same rule) as the last word before anything is sent.
+		jp.p.RequireSession(jp.maxAge, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			jp.send(w, r, s, j, d)
+		})).ServeHTTP(w, r)
+		return
+	}
+	jp.send(w, r, s, j, d)
+}
+
+// send delivers the page's decision and shows the outcome.
+func (jp *jobPages) send(w http.ResponseWriter, r *http.Request, s handle.Session, j *Job, d Decision) {
+	after, err := jp.jobs.Decide(r.Context(), s, j, d)
+	if err != nil {
+		var je *JobsError
+		if !errors.As(err, &je) || je.Code != ErrRefused {
+			jp.failPage(w, r, err)
+			return
+		}
+		// The workflow's validator refused (four eyes, a request answered or changed meanwhile):
+		// its message, over the job as it is now.
+		now, derr := jp.jobs.Job(r.Context(), s, r.PathValue("job"))
+		if derr != nil {
+			jp.failPage(w, r, derr)
+			return
+		}
+		jp.renderRequest(w, r, http.StatusConflict, s, now, "Not decided: "+je.Message+".", "")
+		return
+	}
+	v := view{Title: "Decision recorded", Session: &s, Job: jp.jobViewOf(r, s, after)}
+	if d.Decision == DecisionApprove {
+		v.Notice = "You approved this request. The job continues; its owner is told through the job's status."
+	} else {
+		v.Notice = "You rejected this request. The job ends as rejected; your comment is recorded."
+	}
+	v.Decision, v.Comment = d.Decision, d.Comment
+	jp.render(w, r, http.StatusOK, "outcome", v)
+}
+
+func (jp *jobPages) myJobs(w http.ResponseWriter, r *http.Request) {
+	s, _ := SessionFrom(r.Context())
+	out, err := jp.jobs.List(r.Context(), s, r.URL.Query().Get("cursor"))
+	if forbidden(err) {
+		jp.render(w, r, http.StatusForbidden, "message", view{Title: "My jobs", Session: &s,
+			Message: "Listing jobs needs the jobs:read scope, which your sign-in does not carry."})
+		return
+	}
+	if err != nil {
+		jp.failPage(w, r, err)
+		return
+	}
+	v := view{Title: "My jobs", Session: &s}
+	for _, j := range out.Jobs {
+		v.JobRows = append(v.JobRows, jobRowOf(&j))
+	}
+	if out.Next != "" {
+		v.Next = PathJobs + "?" + url.Values{"cursor": {out.Next}}.Encode()
+	}
+	jp.render(w, r, http.StatusOK, "jobs", v)
+}
+
+func (jp *jobPages) jobPage(w http.ResponseWriter, r *http.Request) {
+	s, j, ok := jp.openJob(w, r)
+	if !ok {
+		return
+	}
+	jp.render(w, r, http.StatusOK, "job", view{Title: "Job", Session: &s, Job: jp.jobViewOf(r, s, j)})
+}
+
+// download serves a job's file to the signed-in person through the kind's download rule
+// (principal-bound, signed, short-lived link; the same bare 404s).
+func (jp *jobPages) download(w http.ResponseWriter, r *http.Request) {
+	s, _ := SessionFrom(r.Context())
+	jp.jobs.ServeDownload(w, r, s)
+}
