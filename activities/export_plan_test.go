@@ -144,6 +144,9 @@ func TestChunkByteCap(t *testing.T) {
 // It stops after a chunk, closes the query, waits, and resumes after the chunk's last key; the
 // artifact is the one an unthrottled run writes.
 func TestThrottleClosesQuery(t *testing.T) {
+	// Parallel: about 1 s of it is the rate limit's pauses, idle time the package's other tests
+	// can use; it sets no package variable (TestChunkByteCap, which does, is not parallel).
+	t.Parallel()
 	be := sqliteBackend(t)
 	d := be.datasets["customers"]
 	// 5,000 rows in about a second: each 500-row chunk is due 100 ms after the last, far longer

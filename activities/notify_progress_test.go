@@ -250,6 +250,9 @@ func TestNotifyProgressWindowsCoalesce(t *testing.T) {
 // retried (same webhook-id) until the window ends, then dropped, not queued; the endpoint gets
 // the state again, under the same webhook-id, in its next window once it answers.
 func TestNotifyProgressDroppedPastItsWindow(t *testing.T) {
+	// Parallel: about 3 s of it is the retries' real backoff within the 5 s window, idle time
+	// the package's other tests can use; its fixture (receiver, notifier, clock) is its own.
+	t.Parallel()
 	f := newProgressFixture(t)
 	f.recv.setStatus("/fast", http.StatusServiceUnavailable)
 	var mu sync.Mutex

@@ -10,6 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -68,7 +69,12 @@ func TestMRTRStartUpdateWithStart(t *testing.T) {
 // TestMRTRStartWithoutWorker: with no worker the first state never comes; start_eval still
 // starts the job exactly once and answers with it queued after the first-state wait (3 s), the
 // retry finds the same job, and once a worker runs the retry is asked.
+//
+// Full tier: it waits out the first-state wait twice (6 s idle). The frontend's side of it
+// (no first state: queued, created once; the retry with a worker asks) runs fast over the
+// in-memory store in frontend's TestStart_FirstState.
 func TestMRTRStartWithoutWorker(t *testing.T) {
+	testenv.Heavy(t, "waits out the 3 s first-state wait twice, with no worker")
 	t.Parallel()
 	b := setup(t, setupOpts{noWorker: true})
 	cs := b.mrtrSession(ana, 0, neverCalled, true)
