@@ -33,9 +33,12 @@ const (
 	namespace  = "default"
 )
 
-// shortParallel is how many parallel tests a -short run of the package runs at a time, unless
-// -parallel says otherwise.
-const shortParallel = 8
+// shortParallel and fullParallel are how many parallel tests a -short and a full run of the
+// package run at a time, unless -parallel says otherwise.
+const (
+	shortParallel = 8
+	fullParallel  = 4
+)
 
 // temporalAddr is the package's embedded Temporal server, started once in TestMain.
 var temporalAddr string
@@ -45,10 +48,11 @@ var temporalAddr string
 const unfairTaskQueue = "tq-unfair"
 
 func TestMain(m *testing.M) {
-	// The -short tests share this one server and spend most of their time waiting on it
-	// (episodes, progress and first-state waits, retention timers); eight at a time keep two
-	// cores busy where the default two left them idle (README.md, "Running the tests").
-	testenv.ParallelForWaits(shortParallel)
+	// The tests share this one server and spend most of their time waiting on it (episodes,
+	// progress and first-state waits, retention timers); eight at a time (four in a full run,
+	// whose heavy tests spawn processes) keep two cores busy where the default two left them
+	// idle (README.md, "Running the tests").
+	testenv.ParallelForWaits(shortParallel, fullParallel)
 	sas := workflows.SearchAttributeTypes()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	srv, err := devtemporal.Start(ctx, devtemporal.Options{UIPort: -1, SearchAttributes: sas,
