@@ -90,15 +90,15 @@ type Options struct {
 	Tenants authz.Tenants
 	// QuotaBudget bounds how long a start waits for its quota check (quota/quota.go). Past it, or
 	// when visibility does not answer, the start is decided by QuotaDegraded, never answered
-	// unavailable. Defaults to QuotaBudgetDefault (2 s).
+	// unavailable. Defaults to quota.BudgetDefault (2 s).
 	QuotaBudget time.Duration
 	// QuotaDegraded is how a start is decided when its check cannot answer within QuotaBudget:
-	// QuotaAdmitBounded (the default) admits up to QuotaOvershoot such starts of a tenant on
-	// this replica until a check of that tenant answers again; QuotaRefuse refuses each with
+	// quota.AdmitBounded (the default) admits up to QuotaOvershoot such starts of a tenant on
+	// this replica until a check of that tenant answers again; quota.Refuse refuses each with
 	// quota_exceeded and retry_after_ms.
 	QuotaDegraded quota.Policy
 	// QuotaOvershoot bounds the starts of one tenant this replica admits unchecked under
-	// QuotaAdmitBounded between two checks that answered. Defaults to QuotaOvershootDefault (8).
+	// quota.AdmitBounded between two checks that answered. Defaults to quota.OvershootDefault (8).
 	QuotaOvershoot int
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time

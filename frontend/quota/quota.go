@@ -59,10 +59,10 @@ const (
 type Policy string
 
 const (
-	// QuotaAdmitBounded admits it while fewer than Options.QuotaOvershoot starts of its tenant
+	// AdmitBounded admits it while fewer than Options.QuotaOvershoot starts of its tenant
 	// were admitted so on this replica since a check of the tenant last answered; else refuses.
 	AdmitBounded Policy = "admit-bounded"
-	// QuotaRefuse refuses it: quota_exceeded, retryable, with retry_after_ms.
+	// Refuse refuses it: quota_exceeded, retryable, with retry_after_ms.
 	Refuse Policy = "refuse"
 )
 
@@ -82,7 +82,7 @@ type quotas struct {
 	bases  map[flightKey]ownerBase
 	// tenantRunning is each tenant's last count of unfinished jobs (measureOwner's bound).
 	tenantRunning map[string]tenantRunningCount
-	// unchecked counts, by tenant, the starts admitted without a check (QuotaAdmitBounded)
+	// unchecked counts, by tenant, the starts admitted without a check (AdmitBounded)
 	// since a check of the tenant last answered.
 	unchecked map[string]int
 }
