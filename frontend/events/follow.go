@@ -68,8 +68,8 @@ func NewFollower(store jobstore.Store, describe func(ctx context.Context, id str
 	return f
 }
 
-func (f *Follower) describe(ctx context.Context, id string) (*jobstore.Job, error) {
-	return f.describeJob(ctx, id)
+func (fo *Follower) describe(ctx context.Context, id string) (*jobstore.Job, error) {
+	return fo.describeJob(ctx, id)
 }
 
 // isStreamRender reports whether ctx is a stream's re-render (streamRenderKey).
@@ -83,13 +83,13 @@ func IsRender(ctx context.Context) bool { return ctx.Value(streamRenderKey{}) !=
 // sent — so a resumed stream sends what changed since pos and nothing twice. A run that
 // continued as new is followed into the next one. It returns nil once the job is terminal
 // (emitted, or already sent before pos), emit's or render's error, or ctx's.
-func (f *Follower) FollowJob(ctx context.Context, id string, pos handle.JobPos, render RenderFunc, emit func(Rendered, handle.JobPos) error) error {
+func (fo *Follower) FollowJob(ctx context.Context, id string, pos handle.JobPos, render RenderFunc, emit func(Rendered, handle.JobPos) error) error {
 	retry := followRetryMin
 	var failedRun string // a run whose watch gave up: finding it current again ends the stream
 	for {
-		j, err := f.describe(ctx, id)
+		j, err := fo.describe(ctx, id)
 		if err != nil {
-			if !f.followRetryable(ctx, err, &retry) {
+			if !fo.followRetryable(ctx, err, &retry) {
 				return err
 			}
 			continue
@@ -97,7 +97,7 @@ func (f *Follower) FollowJob(ctx context.Context, id string, pos handle.JobPos, 
 		if j.RunID == failedRun {
 			return fmt.Errorf("job %s: its history cannot be read", id)
 		}
-		next, err := f.followRun(ctx, j.RunID, id, pos, render, emit)
+		next, err := fo.followRun(ctx, j.RunID, id, pos, render, emit)
 		switch {
 		case err == nil:
 			return nil
@@ -105,7 +105,7 @@ func (f *Follower) FollowJob(ctx context.Context, id string, pos handle.JobPos, 
 			pos = next // continued as new: the next run
 		case errors.Is(err, errRunUnreadable):
 			pos, failedRun = next, j.RunID
-			if !f.followRetryable(ctx, jobstore.ErrStoreUnavailable, &retry) {
+			if !fo.followRetryable(ctx, jobstore.ErrStoreUnavailable, &retry) {
 				return ctx.Err()
 			}
 		default:
@@ -121,8 +121,8 @@ var (
 
 // followRun is followJob on one run; it returns the position reached with errRunClosed when
 // the run closed without the job ending (continue-as-new), or errRunUnreadable.
-func (f *Follower) followRun(ctx context.Context, run, id string, pos handle.JobPos, render RenderFunc, emit func(Rendered, handle.JobPos) error) (handle.JobPos, error) {
-	w, release := f.hub.watch(id, run)
+func (fo *Follower) followRun(ctx context.Context, run, id string, pos handle.JobPos, render RenderFunc, emit func(Rendered, handle.JobPos) error) (handle.JobPos, error) {
+	w, release := fo.hub.watch(id, run)
 	defer release()
 	rendered := int64(-1) // the relevant event the last render saw
 	closedSeen := false   // a render saw the run closed
@@ -138,11 +138,11 @@ func (f *Follower) followRun(ctx context.Context, run, id string, pos handle.Job
 		// end learns that it ended (the digest keeps the last view from being sent twice).
 		if (st.caughtUp || st.closed) && (st.relevant > rendered || st.closed && !closedSeen) {
 			rendered, closedSeen = st.last, st.closed
-			j, err := f.hub.described(ctx, w, st.last)
+			j, err := fo.hub.described(ctx, w, st.last)
 			if err != nil {
 				return pos, err
 			}
-			f.metrics.streamCalls.WithLabelValues("render").Inc()
+			fo.metrics.streamCalls.WithLabelValues("render").Inc()
 			r, err := render(context.WithValue(withDescribed(ctx, j), streamRenderKey{}, true))
 			if err != nil {
 				return pos, err
@@ -172,7 +172,7 @@ func (f *Follower) followRun(ctx context.Context, run, id string, pos handle.Job
 // followRetryable waits out a Temporal failure worth retrying (unreachable, overloaded, a wait
 // cut short) with jittered exponential back-off and reports true; false when err is not one
 // (or ctx ended).
-func (f *Follower) followRetryable(ctx context.Context, err error, retry *time.Duration) bool {
+func (fo *Follower) followRetryable(ctx context.Context, err error, retry *time.Duration) bool {
 	if ctx.Err() != nil {
 		return false
 	}

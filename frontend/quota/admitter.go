@@ -57,4 +57,4 @@ func New(opts Options, store jobstore.Store, kinds []SlotKind, m Metrics) *Admit
 	return &Admitter{opts: opts, store: store, kinds: kinds, metrics: m}
 }
 
-func (f *Admitter) logger(ctx context.Context) *zap.Logger { return f.opts.Logger(ctx) }
+func (adm *Admitter) logger(ctx context.Context) *zap.Logger { return adm.opts.Logger(ctx) }

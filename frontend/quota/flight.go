@@ -109,22 +109,22 @@ func (q *quotas) landed(k flightKey) *flight {
 // fly runs flight fl of k and then the flights that gathered behind it, one at a time. A
 // flight that answered forgets the tenant's unchecked starts (it counted them) when it is the
 // flight that measures the tenant's limits.
-func (f *Admitter) fly(k flightKey, pol authz.TenantPolicy, fl *flight) {
+func (adm *Admitter) fly(k flightKey, pol authz.TenantPolicy, fl *flight) {
 	l := pol.Limits
 	tenantLimits := l.RunningJobsPerTenant > 0 || l.EpisodesInFlightPerTenant > 0
 	for fl != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), f.opts.TemporalTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), adm.opts.TemporalTimeout)
 		if k.owner == "" {
-			fl.res, fl.err = f.measureTenant(ctx, k.tenant, pol, fl)
+			fl.res, fl.err = adm.measureTenant(ctx, k.tenant, pol, fl)
 		} else {
-			fl.res, fl.err = f.measureOwner(ctx, k, pol, fl, false)
+			fl.res, fl.err = adm.measureOwner(ctx, k, pol, fl, false)
 		}
 		cancel()
 		if fl.err == nil && (k.owner == "") == tenantLimits {
-			f.quotas.checked(k.tenant)
+			adm.quotas.checked(k.tenant)
 		}
 		close(fl.done)
-		fl = f.quotas.landed(k)
+		fl = adm.quotas.landed(k)
 	}
 }
 

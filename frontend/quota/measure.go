@@ -51,15 +51,15 @@ func running(jf jobstore.Filter) jobstore.Filter {
 }
 
 // runningSlotEvals is jf narrowed to the unfinished runs of the kinds that hold slots.
-func (f *Admitter) runningSlotEvals(jf jobstore.Filter) jobstore.Filter {
+func (adm *Admitter) runningSlotEvals(jf jobstore.Filter) jobstore.Filter {
 	jf = running(jf)
-	jf.Kinds = f.SlotKinds()
+	jf.Kinds = adm.SlotKinds()
 	return jf
 }
 
 // measureTenant takes the tenant's snapshot for the starts waiting on fl: its running jobs
 // and, when a waiter asks for episodes, the slots its running evals hold.
-func (f *Admitter) measureTenant(ctx context.Context, tenant string, pol authz.TenantPolicy, fl *flight) (*tenantSnap, error) {
+func (adm *Admitter) measureTenant(ctx context.Context, tenant string, pol authz.TenantPolicy, fl *flight) (*tenantSnap, error) {
 	l := pol.Limits
 	sc, err := quotaScopeOf(tenant, "", fl.rs)
 	if err != nil {
@@ -79,22 +79,22 @@ func (f *Admitter) measureTenant(ctx context.Context, tenant string, pol authz.T
 	episodes := l.EpisodesInFlightPerTenant > 0 && fl.maxEp > 0
 	var evals int
 	if episodes {
-		counts[&evals] = f.runningSlotEvals(sc.tenant)
+		counts[&evals] = adm.runningSlotEvals(sc.tenant)
 	}
 	// The tenant's starts since its epoch bound each owner's starts of the minute (ownerBelow).
 	var epoch time.Time
 	if l.StartsPerMinutePerOwner > 0 {
-		epoch = f.quotas.epoch(tenant, f.opts.Now())
+		epoch = adm.quotas.epoch(tenant, adm.opts.Now())
 		counts[&s.sinceEpoch] = createdSince(sc.tenant, epoch.Add(-visibilityLag))
 	}
 	// A tenant whose last check needed the slots by range has them counted in this first
 	// round too: one round of counts instead of two while it holds that many evals.
 	var pre *slotCounts
-	if episodes && f.quotas.rangedRecently(tenant, f.opts.Now()) && f.store.SlotsIndexed(ctx) {
-		pre = newSlotCounts(f.runningSlotEvals(sc.tenant), f.MaxJobSlots(), counts)
+	if episodes && adm.quotas.rangedRecently(tenant, adm.opts.Now()) && adm.store.SlotsIndexed(ctx) {
+		pre = newSlotCounts(adm.runningSlotEvals(sc.tenant), adm.MaxJobSlots(), counts)
 	}
-	release := f.shownCount(tenant, fl.rs, "", counts)
-	if err := f.countAll(ctx, counts); err != nil {
+	release := adm.shownCount(tenant, fl.rs, "", counts)
+	if err := adm.countAll(ctx, counts); err != nil {
 		return nil, err
 	}
 	release()
@@ -102,19 +102,19 @@ func (f *Admitter) measureTenant(ctx context.Context, tenant string, pol authz.T
 		// At the limit: count once more before deciding. Visibility trails another replica's
 		// start by milliseconds; this gives a start made there just before the count the
 		// time to show.
-		if err := f.countAll(ctx, map[*int]jobstore.Filter{&s.running: running(sc.tenant)}); err != nil {
+		if err := adm.countAll(ctx, map[*int]jobstore.Filter{&s.running: running(sc.tenant)}); err != nil {
 			return nil, err
 		}
 	}
 	if l.RunningJobsPerOwner > 0 {
-		f.quotas.noteTenantRunning(tenant, s.running+len(fl.rs), f.opts.Now())
+		adm.quotas.noteTenantRunning(tenant, s.running+len(fl.rs), adm.opts.Now())
 	}
 	if l.StartsPerMinutePerOwner > 0 {
 		s.epoch = epoch
-		f.quotas.noteTenantSince(tenant, epoch, s.sinceEpoch+len(fl.rs), l.StartsPerMinutePerOwner, f.opts.Now())
+		adm.quotas.noteTenantSince(tenant, epoch, s.sinceEpoch+len(fl.rs), l.StartsPerMinutePerOwner, adm.opts.Now())
 	}
 	if episodes {
-		if s.held, s.heldMin, s.heldExact, err = f.measureHeld(ctx, tenant, sc, fl, l.EpisodesInFlightPerTenant, evals, pendingEpisodes, pre); err != nil {
+		if s.held, s.heldMin, s.heldExact, err = adm.measureHeld(ctx, tenant, sc, fl, l.EpisodesInFlightPerTenant, evals, pendingEpisodes, pre); err != nil {
 			return nil, err
 		}
 	}
@@ -126,7 +126,7 @@ func (f *Admitter) measureTenant(ctx context.Context, tenant string, pol authz.T
 // Each is counted only when the tenant's last figures do not already keep every owner under
 // its limit (ownerBelow); force counts both (ownerExact: this start's own tenant figures did
 // not confirm the bound).
-func (f *Admitter) measureOwner(ctx context.Context, k flightKey, pol authz.TenantPolicy, fl *flight, force bool) (*ownerSnap, error) {
+func (adm *Admitter) measureOwner(ctx context.Context, k flightKey, pol authz.TenantPolicy, fl *flight, force bool) (*ownerSnap, error) {
 	l := pol.Limits
 	sc, err := quotaScopeOf(k.tenant, k.owner, fl.rs)
 	if err != nil {
@@ -142,11 +142,11 @@ func (f *Admitter) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 			pendingMine++
 		}
 	}
-	now := f.opts.Now()
+	now := adm.opts.Now()
 	counts := map[*int]jobstore.Filter{}
 	// The tenant's unfinished jobs bound the owner's: while the tenant's last count (with this
 	// replica's reservations) is below the owner's limit, the owner's own is not asked.
-	if l.RunningJobsPerOwner > 0 && (force || !f.quotas.tenantRunningBelow(k.tenant, l.RunningJobsPerOwner-len(fl.rs), now)) {
+	if l.RunningJobsPerOwner > 0 && (force || !adm.quotas.tenantRunningBelow(k.tenant, l.RunningJobsPerOwner-len(fl.rs), now)) {
 		counts[&s.running] = running(sc.owner)
 		s.runningCounted = true
 	}
@@ -154,40 +154,40 @@ func (f *Admitter) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 	// of the tenant's starts since the epoch that count was made in (startEpoch).
 	var epoch time.Time
 	if l.StartsPerMinutePerOwner > 0 {
-		if b, ok := f.quotas.ownerBelow(k, l.StartsPerMinutePerOwner-len(fl.rs), now); ok && !force {
+		if b, ok := adm.quotas.ownerBelow(k, l.StartsPerMinutePerOwner-len(fl.rs), now); ok && !force {
 			s.base = &b
 		} else {
 			counts[&s.recent] = createdSince(sc.owner, now.Add(-time.Minute))
 			s.recentCounted = true
-			epoch = f.quotas.epoch(k.tenant, now)
+			epoch = adm.quotas.epoch(k.tenant, now)
 		}
 	}
 	// The tenant's flight hands started reservations back when the tenant has limits of its
 	// own; else this one does, for the owner's.
 	release := func() {}
 	if l.RunningJobsPerTenant <= 0 && l.EpisodesInFlightPerTenant <= 0 && l.RunningJobsPerOwner <= 0 && l.StartsPerMinutePerOwner <= 0 {
-		release = f.shownCount(k.tenant, fl.rs, k.owner, counts)
+		release = adm.shownCount(k.tenant, fl.rs, k.owner, counts)
 	}
 	if len(counts) == 0 {
 		return s, nil
 	}
-	if err := f.countAll(ctx, counts); err != nil {
+	if err := adm.countAll(ctx, counts); err != nil {
 		return nil, err
 	}
 	release()
 	if s.recentCounted {
-		f.quotas.noteOwnerBase(k, ownerBase{c: s.recent, epoch: epoch})
+		adm.quotas.noteOwnerBase(k, ownerBase{c: s.recent, epoch: epoch})
 	}
 	if s.runningCounted && s.running+pendingMine >= l.RunningJobsPerOwner {
 		// At the limit: count once more (as measureTenant).
-		if err := f.countAll(ctx, map[*int]jobstore.Filter{&s.running: running(sc.owner)}); err != nil {
+		if err := adm.countAll(ctx, map[*int]jobstore.Filter{&s.running: running(sc.owner)}); err != nil {
 			return nil, err
 		}
 	}
 	if lim := l.StartsPerMinutePerOwner; s.recentCounted && s.recent+pendingMine >= lim {
 		// The count (which also counts a job continued-as-new in the window) does not fit:
 		// count exactly, and bound when the window frees.
-		if s.win, err = f.startWindow(ctx, sc.owner, now); err != nil {
+		if s.win, err = adm.startWindow(ctx, sc.owner, now); err != nil {
 			return nil, err
 		}
 		s.recent = s.win.len()
@@ -195,7 +195,7 @@ func (f *Admitter) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 			// Full without this replica's reservations, and it stays full until its limit-th
 			// most recent start turns a minute old: remember that, so the owner's next starts
 			// in it are refused without asking.
-			f.rememberFullWindow(k, sc.owner, lim, s.win)
+			adm.rememberFullWindow(k, sc.owner, lim, s.win)
 		}
 	}
 	return s, nil
@@ -204,7 +204,7 @@ func (f *Admitter) measureOwner(ctx context.Context, k flightKey, pol authz.Tena
 // shownCount adds to counts the question whether visibility shows every started reservation
 // of rs (of owner, when not ""), and returns what releases them once counts are answered: the
 // next checks need not count them as reservations (these counts leave them out anyway).
-func (f *Admitter) shownCount(tenant string, rs []reservation, owner string, counts map[*int]jobstore.Filter) func() {
+func (adm *Admitter) shownCount(tenant string, rs []reservation, owner string, counts map[*int]jobstore.Filter) func() {
 	ids, list := map[string]bool{}, []string{}
 	for _, r := range rs {
 		if !r.expires.IsZero() && (owner == "" || r.owner == owner) && jobstore.StoreValue(r.id) {
@@ -221,7 +221,7 @@ func (f *Admitter) shownCount(tenant string, rs []reservation, owner string, cou
 	counts[shown] = jobstore.Filter{Tenant: tenant, IDs: list, Runs: jobstore.RunsLatest}
 	return func() {
 		if *shown >= len(ids) {
-			f.quotas.release(tenant, ids)
+			adm.quotas.release(tenant, ids)
 		}
 	}
 }
@@ -230,8 +230,8 @@ func (f *Admitter) shownCount(tenant string, rs []reservation, owner string, cou
 // hold: exact, or bounds [min, held] that decide every start waiting on fl. One eval holds
 // from 1 to maxJobSlots slots; when that does not decide, JobSlots is counted by ranges
 // (heldByCounts), or — on a namespace without it — the slot ledger decides (heldByLedger).
-func (f *Admitter) measureHeld(ctx context.Context, tenant string, sc quotaScope, fl *flight, limit, evals, pendingEpisodes int, pre *slotCounts) (held, heldMin int, exact bool, err error) {
-	maxSlots := f.MaxJobSlots()
+func (adm *Admitter) measureHeld(ctx context.Context, tenant string, sc quotaScope, fl *flight, limit, evals, pendingEpisodes int, pre *slotCounts) (held, heldMin int, exact bool, err error) {
+	maxSlots := adm.MaxJobSlots()
 	decided := func(lo, hi int) bool {
 		return lo == hi || hi+pendingEpisodes+fl.maxEp <= limit || lo+fl.minEp > limit
 	}
@@ -239,12 +239,12 @@ func (f *Admitter) measureHeld(ctx context.Context, tenant string, sc quotaScope
 	if decided(lo, hi) {
 		return hi, lo, lo == hi, nil
 	}
-	if f.store.SlotsIndexed(ctx) {
-		f.quotas.noteRanged(tenant, f.opts.Now())
-		lo, hi, err = f.heldByCounts(ctx, f.runningSlotEvals(sc.tenant), maxSlots, decided, pre)
+	if adm.store.SlotsIndexed(ctx) {
+		adm.quotas.noteRanged(tenant, adm.opts.Now())
+		lo, hi, err = adm.heldByCounts(ctx, adm.runningSlotEvals(sc.tenant), maxSlots, decided, pre)
 		return hi, lo, lo == hi, err
 	}
-	return f.heldByLedger(ctx, tenant, fl, limit, evals, pendingEpisodes, maxSlots)
+	return adm.heldByLedger(ctx, tenant, fl, limit, evals, pendingEpisodes, maxSlots)
 }
 
 // slotRange is a count of running evals whose JobSlots lies in [lo, hi] (open: or above hi,
@@ -279,11 +279,11 @@ func slotRanges(maxSlots int) []slotRange {
 // halving every range that holds evals until the bounds decide (or are exact): about log2 of
 // the largest concurrency rounds of counts at most, whatever the tenant holds. Evals without
 // JobSlots are counted apart (1 to maxSlots each) and, only if still undecided, read.
-func (f *Admitter) heldByCounts(ctx context.Context, evals jobstore.Filter, maxSlots int, decided func(lo, hi int) bool, pre *slotCounts) (lo, hi int, err error) {
+func (adm *Admitter) heldByCounts(ctx context.Context, evals jobstore.Filter, maxSlots int, decided func(lo, hi int) bool, pre *slotCounts) (lo, hi int, err error) {
 	if pre == nil {
 		counts := map[*int]jobstore.Filter{}
 		pre = newSlotCounts(evals, maxSlots, counts)
-		if err := f.countAll(ctx, counts); err != nil {
+		if err := adm.countAll(ctx, counts); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -320,7 +320,7 @@ func (f *Admitter) heldByCounts(ctx context.Context, evals jobstore.Filter, maxS
 		for k, i := range lower {
 			whole[k] = next[i].n
 		}
-		if err := f.countAll(ctx, counts); err != nil {
+		if err := adm.countAll(ctx, counts); err != nil {
 			return 0, 0, err
 		}
 		for k, i := range lower {
@@ -337,7 +337,7 @@ func (f *Admitter) heldByCounts(ctx context.Context, evals jobstore.Filter, maxS
 	held := 0
 	unindexed := evals
 	unindexed.NoSlots = true
-	err = f.eachExecution(ctx, unindexed, func(j *jobstore.Job) { held += j.Slots })
+	err = adm.eachExecution(ctx, unindexed, func(j *jobstore.Job) { held += j.Slots })
 	if err != nil {
 		return 0, 0, err
 	}
@@ -349,18 +349,18 @@ func (f *Admitter) heldByCounts(ctx context.Context, evals jobstore.Filter, maxS
 // heldByLedger is measureHeld on a namespace without JobSlots (until `jobgate setup` adds it):
 // the tenant's slot ledger (the last listing's sum, with every eval started since at the
 // largest concurrency) and, when that does not decide, a listing of the running evals.
-func (f *Admitter) heldByLedger(ctx context.Context, tenant string, fl *flight, limit, evals, pendingEpisodes, maxSlots int) (held, heldMin int, exact bool, err error) {
+func (adm *Admitter) heldByLedger(ctx context.Context, tenant string, fl *flight, limit, evals, pendingEpisodes, maxSlots int) (held, heldMin int, exact bool, err error) {
 	held, heldMin = evals*maxSlots, evals
 	fits := func() bool { return held+pendingEpisodes+fl.maxEp <= limit }
-	all := f.runningSlotEvals(jobstore.Filter{Tenant: tenant})
+	all := adm.runningSlotEvals(jobstore.Filter{Tenant: tenant})
 	if err := all.Validate(); err != nil {
 		return 0, 0, false, err
 	}
-	if ledger, ok := f.quotas.ledger(tenant); ok && f.opts.Now().Sub(ledger.t0) < ledgerMaxAge {
+	if ledger, ok := adm.quotas.ledger(tenant); ok && adm.opts.Now().Sub(ledger.t0) < ledgerMaxAge {
 		var newEvals int
 		since := all
 		since.StartedSince = ledger.t0
-		if err := f.countAll(ctx, map[*int]jobstore.Filter{&newEvals: since}); err != nil {
+		if err := adm.countAll(ctx, map[*int]jobstore.Filter{&newEvals: since}); err != nil {
 			return 0, 0, false, err
 		}
 		if est := ledger.held + newEvals*maxSlots; est < held {
@@ -372,13 +372,13 @@ func (f *Admitter) heldByLedger(ctx context.Context, tenant string, fl *flight, 
 	}
 	// Sum what the running evals hold, once for every waiter, and keep the sum as the
 	// tenant's ledger (without the flight's reservations: the ledger outlives them).
-	t0 := f.opts.Now().Add(-visibilityLag)
+	t0 := adm.opts.Now().Add(-visibilityLag)
 	mine := make(map[string]bool, len(fl.rs))
 	for _, r := range fl.rs {
 		mine[r.id] = true
 	}
 	sum, total := 0, 0
-	err = f.eachExecution(ctx, all, func(j *jobstore.Job) {
+	err = adm.eachExecution(ctx, all, func(j *jobstore.Job) {
 		total += j.Slots
 		if !mine[j.ID] {
 			sum += j.Slots
@@ -387,7 +387,7 @@ func (f *Admitter) heldByLedger(ctx context.Context, tenant string, fl *flight, 
 	if err != nil {
 		return 0, 0, false, err
 	}
-	f.quotas.setLedger(tenant, slotLedger{t0: t0, held: total})
+	adm.quotas.setLedger(tenant, slotLedger{t0: t0, held: total})
 	return sum, sum, true, nil
 }
 
@@ -397,7 +397,7 @@ func (f *Admitter) heldByLedger(ctx context.Context, tenant string, fl *flight, 
 // at its last count plus the tenant's since below starts_per_minute_per_owner — and otherwise
 // the owner measured afresh for this start (both counted), so each limit holds exactly as
 // with the owner's own counts.
-func (f *Admitter) ownerExact(ctx context.Context, pol authz.TenantPolicy, k flightKey, r reservation, t *tenantSnap, o *ownerSnap) (*ownerSnap, error) {
+func (adm *Admitter) ownerExact(ctx context.Context, pol authz.TenantPolicy, k flightKey, r reservation, t *tenantSnap, o *ownerSnap) (*ownerSnap, error) {
 	if o == nil || !o.owner {
 		return o, nil
 	}
@@ -412,7 +412,7 @@ func (f *Admitter) ownerExact(ctx context.Context, pol authz.TenantPolicy, k fli
 	if runningOK && recentOK {
 		return o, nil
 	}
-	return f.measureOwner(ctx, k, pol, &flight{rs: o.rs}, true)
+	return adm.measureOwner(ctx, k, pol, &flight{rs: o.rs}, true)
 }
 
 // slotCounts is the first round of heldByCounts: the evals per JobSlots range (slotRanges)

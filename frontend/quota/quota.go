@@ -126,29 +126,29 @@ func quotaNeeds(l authz.Limits, episodes int) (tenant, owner bool) {
 
 // admit checks p's quotas for new job id holding episodes of episode concurrency. A refusal is
 // a quota_exceeded tool error; the admission must be resolved with started or abandoned.
-func (f *Admitter) Admit(ctx context.Context, p authz.Principal, id string, episodes int) (admission, error) {
-	pol := f.opts.Tenants.For(p.Tenant)
+func (adm *Admitter) Admit(ctx context.Context, p authz.Principal, id string, episodes int) (admission, error) {
+	pol := adm.opts.Tenants.For(p.Tenant)
 	l := pol.Limits
 	needT, needO := quotaNeeds(l, episodes)
 	if !needT && !needO {
 		return admission{}, nil
 	}
 	ok := flightKey{p.Tenant, p.Subject}
-	now := f.opts.Now()
+	now := adm.opts.Now()
 	if l.StartsPerMinutePerOwner > 0 {
 		// A full window stays full until its oldest counted start leaves it: no need to ask.
-		if w, full := f.quotas.windowRefusal(ok, l.StartsPerMinutePerOwner, now); full {
-			return admission{}, f.refuse(p, windowRefusal(l.StartsPerMinutePerOwner, w.count, w.freeAt, now))
+		if w, full := adm.quotas.windowRefusal(ok, l.StartsPerMinutePerOwner, now); full {
+			return admission{}, adm.refuse(p, windowRefusal(l.StartsPerMinutePerOwner, w.count, w.freeAt, now))
 		}
 	}
-	r, fls := f.quotas.join(p.Tenant, p.Subject, id, episodes, now, needT, needO)
-	a := admission{f: f, tenant: p.Tenant, r: &r}
+	r, fls := adm.quotas.join(p.Tenant, p.Subject, id, episodes, now, needT, needO)
+	a := admission{f: adm, tenant: p.Tenant, r: &r}
 	for _, j := range fls {
 		if j.start {
-			go f.fly(j.key, pol, j.fl)
+			go adm.fly(j.key, pol, j.fl)
 		}
 	}
-	budget := time.NewTimer(f.opts.QuotaBudget)
+	budget := time.NewTimer(adm.opts.QuotaBudget)
 	defer budget.Stop()
 	for _, j := range fls {
 		select {
@@ -157,11 +157,11 @@ func (f *Admitter) Admit(ctx context.Context, p authz.Principal, id string, epis
 			a.Abandoned()
 			return admission{}, fmt.Errorf("quota check: %w", ctx.Err())
 		case <-budget.C:
-			return f.degraded(ctx, p, a, "budget", nil)
+			return adm.degraded(ctx, p, a, "budget", nil)
 		}
 		if err := j.fl.err; err != nil {
 			if errors.Is(err, jobstore.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
-				return f.degraded(ctx, p, a, "unavailable", err)
+				return adm.degraded(ctx, p, a, "unavailable", err)
 			}
 			a.Abandoned()
 			return admission{}, err
@@ -177,44 +177,44 @@ func (f *Admitter) Admit(ctx context.Context, p authz.Principal, id string, epis
 			on = res
 		}
 	}
-	on, err := f.ownerExact(ctx, pol, ok, r, ts, on)
+	on, err := adm.ownerExact(ctx, pol, ok, r, ts, on)
 	if err != nil {
 		if errors.Is(err, jobstore.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
-			return f.degraded(ctx, p, a, "unavailable", err)
+			return adm.degraded(ctx, p, a, "unavailable", err)
 		}
 		a.Abandoned()
 		return admission{}, err
 	}
-	if ref := decide(pol, r, episodes, f.opts.Now(), ts, on); ref != nil {
+	if ref := decide(pol, r, episodes, adm.opts.Now(), ts, on); ref != nil {
 		a.Abandoned()
-		return admission{}, f.refuse(p, ref)
+		return admission{}, adm.refuse(p, ref)
 	}
 	return a, nil
 }
 
 // degraded decides a start whose check did not answer (why: "budget" or "unavailable") by
 // Options.QuotaDegraded.
-func (f *Admitter) degraded(ctx context.Context, p authz.Principal, a admission, why string, err error) (admission, error) {
-	admitted := f.opts.QuotaDegraded == AdmitBounded && f.quotas.takeUnchecked(p.Tenant, f.opts.QuotaOvershoot)
+func (adm *Admitter) degraded(ctx context.Context, p authz.Principal, a admission, why string, err error) (admission, error) {
+	admitted := adm.opts.QuotaDegraded == AdmitBounded && adm.quotas.takeUnchecked(p.Tenant, adm.opts.QuotaOvershoot)
 	decision := "refused"
 	if admitted {
 		decision = "admitted"
 	}
-	f.metrics.Degraded.WithLabelValues(decision, why).Inc()
-	log := f.logger(ctx).With(zap.String("tenant", p.Tenant), zap.String("policy", string(f.opts.QuotaDegraded)),
-		zap.String("why", why), zap.Duration("budget", f.opts.QuotaBudget))
+	adm.metrics.Degraded.WithLabelValues(decision, why).Inc()
+	log := adm.logger(ctx).With(zap.String("tenant", p.Tenant), zap.String("policy", string(adm.opts.QuotaDegraded)),
+		zap.String("why", why), zap.Duration("budget", adm.opts.QuotaBudget))
 	if err != nil {
 		log = log.With(zap.Error(err))
 	}
 	if admitted {
 		log.Warn("quota check did not answer in time: start admitted within the bounded overshoot",
-			zap.Int("overshoot", f.opts.QuotaOvershoot))
+			zap.Int("overshoot", adm.opts.QuotaOvershoot))
 		return a, nil
 	}
 	log.Warn("quota check did not answer in time: start refused")
 	a.Abandoned()
-	f.metrics.Rejected(p.Tenant, quotaLimitUnchecked)
-	return admission{}, &wire.ToolError{Code: wire.CodeQuotaExceeded, Retryable: true, RetryAfterMS: max(f.opts.QuotaBudget.Milliseconds(), 1),
+	adm.metrics.Rejected(p.Tenant, quotaLimitUnchecked)
+	return admission{}, &wire.ToolError{Code: wire.CodeQuotaExceeded, Retryable: true, RetryAfterMS: max(adm.opts.QuotaBudget.Milliseconds(), 1),
 		Message: quotaLimitUnchecked + ": your tenant's usage could not be counted in time; nothing was started, retry shortly"}
 }
 
@@ -244,8 +244,8 @@ func (q *quotas) checked(tenant string) {
 }
 
 // refuse counts a refusal and renders it as the quota_exceeded tool error.
-func (f *Admitter) refuse(p authz.Principal, ref *authz.QuotaRefusal) error {
-	f.metrics.Rejected(p.Tenant, ref.Limit)
+func (adm *Admitter) refuse(p authz.Principal, ref *authz.QuotaRefusal) error {
+	adm.metrics.Rejected(p.Tenant, ref.Limit)
 	te := &wire.ToolError{Code: wire.CodeQuotaExceeded, Message: ref.Limit + ": " + ref.Message + "; nothing was started", Retryable: true}
 	if ref.RetryAfter > 0 {
 		te.RetryAfterMS = max(ref.RetryAfter.Milliseconds(), 1)
@@ -254,12 +254,12 @@ func (f *Admitter) refuse(p authz.Principal, ref *authz.QuotaRefusal) error {
 }
 
 // countAll runs the store counts in parallel, each into its int.
-func (f *Admitter) countAll(ctx context.Context, counts map[*int]jobstore.Filter) error {
+func (adm *Admitter) countAll(ctx context.Context, counts map[*int]jobstore.Filter) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(counts))
 	for into, q := range counts {
 		wg.Go(func() {
-			n, err := f.store.Count(ctx, q)
+			n, err := adm.store.Count(ctx, q)
 			if err != nil {
 				errs <- fmt.Errorf("quota count: %w", err)
 				return
@@ -273,10 +273,10 @@ func (f *Admitter) countAll(ctx context.Context, counts map[*int]jobstore.Filter
 }
 
 // eachExecution pages through the runs jf selects, calling fn per run.
-func (f *Admitter) eachExecution(ctx context.Context, jf jobstore.Filter, fn func(*jobstore.Job)) error {
+func (adm *Admitter) eachExecution(ctx context.Context, jf jobstore.Filter, fn func(*jobstore.Job)) error {
 	var token []byte
 	for {
-		jobs, next, err := f.store.List(ctx, jf, quotaPageSize, token)
+		jobs, next, err := adm.store.List(ctx, jf, quotaPageSize, token)
 		if err != nil {
 			return fmt.Errorf("quota list: %w", err)
 		}

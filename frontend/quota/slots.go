@@ -45,9 +45,9 @@ func (q *quotas) setLedger(tenant string, l slotLedger) {
 }
 
 // maxJobSlots bounds the episode slots one job of a slot-holding kind holds.
-func (f *Admitter) MaxJobSlots() int {
+func (adm *Admitter) MaxJobSlots() int {
 	m := 0
-	for _, k := range f.kinds {
+	for _, k := range adm.kinds {
 		m = max(m, k.MaxSlots)
 	}
 	return m
@@ -55,9 +55,9 @@ func (f *Admitter) MaxJobSlots() int {
 
 // slotKinds are the names of the kinds that hold slots (our registered kinds', never a
 // caller's string).
-func (f *Admitter) SlotKinds() []string {
+func (adm *Admitter) SlotKinds() []string {
 	var names []string
-	for _, k := range f.kinds {
+	for _, k := range adm.kinds {
 		names = append(names, k.Name)
 	}
 	return names

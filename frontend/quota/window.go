@@ -123,7 +123,7 @@ func (w *startWindow) nth(n int, late bool) time.Time {
 
 // startWindow counts the owner's job creations in the minute before now exactly and brackets
 // when they happened — by counts only, one round, never a listing.
-func (f *Admitter) startWindow(ctx context.Context, owner jobstore.Filter, now time.Time) (*startWindow, error) {
+func (adm *Admitter) startWindow(ctx context.Context, owner jobstore.Filter, now time.Time) (*startWindow, error) {
 	since := now.Add(-time.Minute)
 	w := &startWindow{since: since, now: now}
 	var all, continued int
@@ -140,7 +140,7 @@ func (f *Admitter) startWindow(ctx context.Context, owner jobstore.Filter, now t
 		return ps
 	}
 	w.probes = probes(since, now)
-	if err := f.countAll(ctx, counts); err != nil {
+	if err := adm.countAll(ctx, counts); err != nil {
 		return nil, err
 	}
 	w.n = max(all-continued, 0)
@@ -149,7 +149,7 @@ func (f *Admitter) startWindow(ctx context.Context, owner jobstore.Filter, now t
 
 // refined is w with probes within the bracket of its limit-th most recent start (a new
 // window: w is shared).
-func (f *Admitter) refined(ctx context.Context, owner jobstore.Filter, limit int, w *startWindow) (*startWindow, error) {
+func (adm *Admitter) refined(ctx context.Context, owner jobstore.Filter, limit int, w *startWindow) (*startWindow, error) {
 	lo, hi := w.nth(limit, false), w.nth(limit, true)
 	fine := make([]probe, windowProbes)
 	counts := map[*int]jobstore.Filter{}
@@ -157,7 +157,7 @@ func (f *Admitter) refined(ctx context.Context, owner jobstore.Filter, limit int
 		fine[i].t = lo.Add(time.Duration(i+1) * hi.Sub(lo) / (windowProbes + 1))
 		counts[&fine[i].n] = createdSince(owner, fine[i].t)
 	}
-	if err := f.countAll(ctx, counts); err != nil {
+	if err := adm.countAll(ctx, counts); err != nil {
 		return nil, err
 	}
 	r := *w
@@ -168,17 +168,17 @@ func (f *Admitter) refined(ctx context.Context, owner jobstore.Filter, limit int
 
 // rememberFullWindow remembers k's window as full, first with w's bounds and then — in the
 // background, so that the starts waiting now are answered at once — with refined ones.
-func (f *Admitter) rememberFullWindow(k flightKey, owner jobstore.Filter, limit int, w *startWindow) {
+func (adm *Admitter) rememberFullWindow(k flightKey, owner jobstore.Filter, limit int, w *startWindow) {
 	remember := func(w *startWindow) {
 		if until := w.nth(limit, false).Add(time.Minute); until.After(w.now) {
-			f.quotas.rememberFull(k, windowFull{limit: limit, count: w.n, until: until, freeAt: w.nth(limit, true).Add(time.Minute)}, w.now)
+			adm.quotas.rememberFull(k, windowFull{limit: limit, count: w.n, until: until, freeAt: w.nth(limit, true).Add(time.Minute)}, w.now)
 		}
 	}
 	remember(w)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), f.opts.TemporalTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), adm.opts.TemporalTimeout)
 		defer cancel()
-		if r, err := f.refined(ctx, owner, limit, w); err == nil {
+		if r, err := adm.refined(ctx, owner, limit, w); err == nil {
 			remember(r)
 		}
 	}()
