@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -202,16 +203,6 @@ func (f *Frontend) uiURL(id, runID string) string {
 	return u
 }
 
-func latest(ts ...time.Time) time.Time {
-	var m time.Time
-	for _, t := range ts {
-		if t.After(m) {
-			m = t
-		}
-	}
-	return m
-}
-
 // summary renders a list row: the job view without the result (which would cost a call per
 // row). Same derivations as view.
 func (f *Frontend) summary(p authz.Principal, j *jobstore.Job) JobSummary {
@@ -230,7 +221,7 @@ func (f *Frontend) summary(p authz.Principal, j *jobstore.Job) JobSummary {
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = j.StartedAt
 	}
-	s.UpdatedAt = latest(s.CreatedAt, j.Progress.AsOf, j.ClosedAt)
+	s.UpdatedAt = slices.MaxFunc([]time.Time{s.CreatedAt, j.Progress.AsOf, j.ClosedAt}, time.Time.Compare)
 	if f.showUIURL(p) {
 		s.UIURL = f.uiURL(j.ID, j.RunID)
 	}

@@ -3,7 +3,6 @@ package frontend
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -138,7 +137,7 @@ func pageRequest(ni *NeedsInputView, owner, tenant string) *pages.Request {
 	}
 	r := &pages.Request{InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Prompt: ni.Prompt,
 		MeaningDigest: workflows.MeaningDigest(ni.Prompt), RequestedBy: ni.RequestedBy, Scope: ni.Scope,
-		ExpiresAt: ni.ExpiresAt, Sensitive: len(scopeStrings(ni.Scope["sensitive_columns"])) > 0}
+		ExpiresAt: ni.ExpiresAt, Sensitive: len(pages.ScopeStrings(ni.Scope["sensitive_columns"])) > 0}
 	if tenant != "" {
 		by := r.RequestedBy
 		if by == "" {
@@ -253,21 +252,6 @@ func (pp pagesPort) ServeDownload(w http.ResponseWriter, r *http.Request, s hand
 	f.metrics.CountDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.export.serveDownload(f, w, r, p, ok)
 	})).ServeHTTP(w, r)
-}
-
-// scopeStrings reads a list of strings from a scope value (decoded JSON or Go values).
-func scopeStrings(v any) []string {
-	switch l := v.(type) {
-	case []string:
-		return l
-	case []any:
-		out := make([]string, 0, len(l))
-		for _, x := range l {
-			out = append(out, fmt.Sprint(x))
-		}
-		return out
-	}
-	return nil
 }
 
 // pageMeaning is what approving means, in words: for an export the sentence every surface shows

@@ -3,6 +3,7 @@ package pages
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,8 +63,9 @@ type jobRow struct {
 	Link, JobID, Kind, Status, Created, Progress string
 }
 
-// scopeStrings reads a list of strings from a scope value (decoded JSON or Go values).
-func scopeStrings(v any) []string {
+// ScopeStrings reads a list of strings from a scope value (decoded JSON or Go values); the
+// frontend's adapter reads scopes with it too.
+func ScopeStrings(v any) []string {
 	switch l := v.(type) {
 	case []string:
 		return l
@@ -138,16 +140,6 @@ func waited(d time.Duration) string {
 	return fmt.Sprintf("%d days", int(d/(24*time.Hour)))
 }
 
-func latest(ts ...time.Time) time.Time {
-	var m time.Time
-	for _, t := range ts {
-		if t.After(m) {
-			m = t
-		}
-	}
-	return m
-}
-
 // requestRowOf renders the open request of job j. How long it has waited counts from the job's
 // last change (entering awaiting_input), or its creation.
 func requestRowOf(j *Job, now time.Time) requestRow {
@@ -159,13 +151,13 @@ func requestRowOf(j *Job, now time.Time) requestRow {
 		r.RequestedBy = j.Owner
 	}
 	sens := map[string]bool{}
-	for _, c := range scopeStrings(req.Scope["sensitive_columns"]) {
+	for _, c := range ScopeStrings(req.Scope["sensitive_columns"]) {
 		sens[c] = true
 	}
-	for _, c := range scopeStrings(req.Scope["columns"]) {
+	for _, c := range ScopeStrings(req.Scope["columns"]) {
 		r.Columns = append(r.Columns, column{Name: c, Sensitive: sens[c]})
 	}
-	since := latest(j.Created, j.Updated)
+	since := slices.MaxFunc([]time.Time{j.Created, j.Updated}, time.Time.Compare)
 	if !since.IsZero() && now.After(since) {
 		r.Waited = waited(now.Sub(since))
 	}
