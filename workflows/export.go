@@ -72,15 +72,10 @@ type ExportArgs struct {
 	Purpose string   `json:"purpose"`
 }
 
-// ExportScope is exactly what an approval authorizes; its Digest is the scope_digest.
-type ExportScope struct {
-	Tenant       string   `json:"tenant"`
-	Dataset      string   `json:"dataset"`
-	ConfigDigest string   `json:"config_digest"`
-	Columns      []string `json:"columns"`
-	Format       string   `json:"format"`
-	Purpose      string   `json:"purpose"`
-}
+// ExportScope is exactly what an approval authorizes; its Digest is the scope_digest. It is
+// the approved scope the export's manifest and decision record carry (contract.ApprovedScope):
+// one type, so its JSON (and so the digest) cannot differ between the two.
+type ExportScope = contract.ApprovedScope
 
 // ExportApproval is resolved from the dataset catalog when the job starts.
 type ExportApproval struct {
@@ -398,7 +393,7 @@ func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []contrac
 	case r.decision != nil && r.asked != nil && r.decision.ScopeDigest == Digest(*r.asked):
 		// The manifest carries what was approved, so its digest can be recomputed from it. An
 		// activity's input is not compared on replay: no version gate is needed.
-		s := contract.ApprovedScope(*r.asked)
+		s := *r.asked
 		fin.Scope = &s
 	case r.decision != nil && workflow.GetVersion(ctx, exportScopeMismatchFails, workflow.DefaultVersion, 1) >= 1:
 		// The validator only accepts a decision for the scope asked, so this is a bug or a

@@ -117,9 +117,9 @@ type FinalizeExportInput struct {
 	ApprovalRequired bool `json:"approval_required,omitempty"`
 }
 
-// ApprovedScope is an export's approval scope (workflows.ExportScope, the same JSON in the
-// same field order): "sha256:" + hex SHA-256 of its JSON encoding is the scope_digest the
-// decision record and its seal carry.
+// ApprovedScope is an export's approval scope (workflows.ExportScope is this type):
+// "sha256:" + hex SHA-256 of its JSON encoding is the scope_digest the decision record and its
+// seal carry.
 type ApprovedScope struct {
 	Tenant       string   `json:"tenant"`
 	Dataset      string   `json:"dataset"`
