@@ -23,7 +23,7 @@ type ListApprovalsIn struct {
 	Cursor   string `json:"cursor,omitempty" jsonschema:"next_cursor from the previous page, verbatim, with the same kind and page_size; omit for the first page"`
 }
 
-func (f *Frontend) listApprovalsTool() toolDef {
+func (f *Core) listApprovalsTool() toolDef {
 	return newTool(f, authz.ActionListApprovals, &mcp.Tool{
 		Name:  listApprovalsToolName,
 		Title: "List jobs awaiting my approval",
@@ -39,7 +39,7 @@ func (f *Frontend) listApprovalsTool() toolDef {
 // filter itself selects them (answerer, owner), so every row Temporal returns is one the
 // caller may see: pages are full until the last, and the page token sealed into the cursor only
 // ever points among answerable rows. keep re-applies the resume policy as defense in depth.
-func (f *Frontend) listApprovals(ctx context.Context, p authz.Principal, in ListApprovalsIn) (*ListJobsOut, error) {
+func (f *Core) listApprovals(ctx context.Context, p authz.Principal, in ListApprovalsIn) (*ListJobsOut, error) {
 	if authz.Decide(p, authz.ActionListApprovals, authz.Job{}) != authz.Allow {
 		return nil, toolErr(CodeForbidden, "listing approvals needs jobs:approve")
 	}

@@ -27,7 +27,7 @@ type DescribeJobIn struct {
 	MaxLines int    `json:"max_lines,omitempty" jsonschema:"most timeline lines to return, 10-1000 (default 200); a longer timeline keeps its first and last lines and says what was left out"`
 }
 
-func (f *Frontend) describeJobTool() toolDef {
+func (f *Core) describeJobTool() toolDef {
 	td := newTool(f, authz.ActionGet, &mcp.Tool{
 		Name:  describeToolName,
 		Title: "Describe a job's history",
@@ -45,7 +45,7 @@ func (f *Frontend) describeJobTool() toolDef {
 // describeJob serves describe_job. Who may: the job's owner and the tenant's admins. Anyone
 // else — an approver who may get the job while it waits for them included — gets the same
 // not_found as an unknown handle: the history holds more than an approver is shown.
-func (f *Frontend) describeJob(ctx context.Context, p authz.Principal, in DescribeJobIn) (*DescribeJobOut, error) {
+func (f *Core) describeJob(ctx context.Context, p authz.Principal, in DescribeJobIn) (*DescribeJobOut, error) {
 	switch {
 	case in.MaxLines == 0:
 		in.MaxLines = wire.StoryLinesDefault

@@ -40,7 +40,7 @@ type ListEpisodesIn struct {
 type ListEpisodesOut = wire.ListEpisodesOut
 
 // listEpisodesTool is the eval kind's list_episodes.
-func (k *evalKind) listEpisodesTool(f *Frontend) toolDef {
+func (k *evalKind) listEpisodesTool(f *Core) toolDef {
 	td := newKindTool(f, workflows.KindEval, authz.ActionGet, &mcp.Tool{
 		Name:  listEpisodesToolName,
 		Title: "List an eval run's episodes",
@@ -101,7 +101,7 @@ func (ef episodesFilter) fingerprint(j *jobstore.Job) string {
 
 // listEpisodes serves list_episodes: the written segments from the artifact store, and while
 // the job runs the current segment's finished episodes from the workflow (QueryEpisodes).
-func (k *evalKind) listEpisodes(ctx context.Context, f *Frontend, p authz.Principal, in ListEpisodesIn) (*ListEpisodesOut, error) {
+func (k *evalKind) listEpisodes(ctx context.Context, f *Core, p authz.Principal, in ListEpisodesIn) (*ListEpisodesOut, error) {
 	ef, err := parseEpisodesFilter(in)
 	if err != nil {
 		return nil, err
@@ -161,7 +161,7 @@ type episodeSource struct {
 // is either still in memory or written, never both). When the workflow does not answer (no
 // worker), the written segments in the store stand in: a page then ends earlier, and its
 // cursor picks up where it ended. An ended job's are the store's.
-func (k *evalKind) episodeSources(ctx context.Context, f *Frontend, j *jobstore.Job, running bool, pos episodePos) ([]episodeSource, error) {
+func (k *evalKind) episodeSources(ctx context.Context, f *Core, j *jobstore.Job, running bool, pos episodePos) ([]episodeSource, error) {
 	store := k.opts.Artifacts
 	written := func(seg int) episodeSource {
 		return episodeSource{seg: seg, load: func(ctx context.Context) ([]contract.EpisodeOutcome, error) {
@@ -308,7 +308,7 @@ func parsePosNumber(s string) (int, error) {
 // names other bytes.
 
 // episodesLink adds the episode log and its download link for p to a succeeded eval's view.
-func (k *evalKind) episodesLink(f *Frontend, p authz.Principal, j *jobstore.Job, log *contract.EpisodeSegment, v *EvalResultView) {
+func (k *evalKind) episodesLink(f *Core, p authz.Principal, j *jobstore.Job, log *contract.EpisodeSegment, v *EvalResultView) {
 	if log == nil {
 		return
 	}
@@ -326,7 +326,7 @@ func (k *evalKind) episodesLink(f *Frontend, p authz.Principal, j *jobstore.Job,
 }
 
 // downloadEpisodes serves GET /episodes/{token} behind the bearer middleware.
-func (k *evalKind) downloadEpisodes(f *Frontend, w http.ResponseWriter, r *http.Request) {
+func (k *evalKind) downloadEpisodes(f *Core, w http.ResponseWriter, r *http.Request) {
 	p, ok := principalFromRequest(r)
 	notFound := refuseDownload(f, w, r, p, "episodes download refused")
 	d, opened := openDownload(f, r, p, ok, notFound)

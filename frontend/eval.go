@@ -57,7 +57,7 @@ type evalKind struct{ opts EvalOptions }
 
 func (k *evalKind) Name() string { return workflows.KindEval }
 
-func (k *evalKind) serve(f *Frontend) servedKind {
+func (k *evalKind) serve(f *Core) servedKind {
 	jk := jobKind[EvalResultView]{name: workflows.KindEval, noun: "eval run",
 		result: func(ctx context.Context, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
 			return k.result(f, p, j, decode)
@@ -127,7 +127,7 @@ func (k *evalKind) evalArgs(in StartEvalIn) (workflows.EvalArgs, contract.Suite,
 }
 
 // startSpec validates start_eval's arguments (past the key) and says what to start.
-func (k *evalKind) startSpec(f *Frontend, p authz.Principal, in StartEvalIn) (startSpec, error) {
+func (k *evalKind) startSpec(f *Core, p authz.Principal, in StartEvalIn) (startSpec, error) {
 	args, suite, err := k.evalArgs(in)
 	if err != nil {
 		return startSpec{}, err
@@ -168,7 +168,7 @@ type EvalResultView = wire.EvalResultView
 
 // result renders the workflow's EvalResult for p: its decision record without the seal, and
 // the episode log with a download link bound to p (episodes.go).
-func (k *evalKind) result(f *Frontend, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
+func (k *evalKind) result(f *Core, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
 	var r workflows.EvalResult
 	if err := decode(&r); err != nil {
 		return nil, err

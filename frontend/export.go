@@ -92,7 +92,7 @@ type exportKind struct{ opts ExportOptions }
 
 func (k *exportKind) Name() string { return workflows.KindExport }
 
-func (k *exportKind) serve(f *Frontend) servedKind {
+func (k *exportKind) serve(f *Core) servedKind {
 	jk := jobKind[ExportResultView]{name: workflows.KindExport, noun: "export",
 		result: func(_ context.Context, p authz.Principal, j *jobstore.Job, decode func(any) error) (*ExportResultView, error) {
 			return k.result(f, p, j, decode)
@@ -118,7 +118,7 @@ func (k *exportKind) serve(f *Frontend) servedKind {
 }
 
 // result renders a succeeded export for p, with a download link bound to p.
-func (k *exportKind) result(f *Frontend, p authz.Principal, j *jobstore.Job, decode func(any) error) (*ExportResultView, error) {
+func (k *exportKind) result(f *Core, p authz.Principal, j *jobstore.Job, decode func(any) error) (*ExportResultView, error) {
 	var r workflows.ExportResult
 	if err := decode(&r); err != nil {
 		return nil, err
@@ -151,7 +151,7 @@ func (k *exportKind) result(f *Frontend, p authz.Principal, j *jobstore.Job, dec
 }
 
 // publicBase is scheme://host of the resource URI: where /artifacts is served.
-func (f *Frontend) publicBase() string {
+func (f *Core) publicBase() string {
 	u, err := url.Parse(f.opts.ResourceURI)
 	if err != nil || u.Host == "" {
 		return ""
@@ -211,7 +211,7 @@ func (k *exportKind) exportArgs(in StartExportIn) (workflows.ExportArgs, contrac
 }
 
 // startSpec validates start_export's arguments (past the key) and says what to start.
-func (k *exportKind) startSpec(f *Frontend, p authz.Principal, in StartExportIn) (startSpec, error) {
+func (k *exportKind) startSpec(f *Core, p authz.Principal, in StartExportIn) (startSpec, error) {
 	args, d, err := k.exportArgs(in)
 	if err != nil {
 		return startSpec{}, err
@@ -251,7 +251,7 @@ func (k *exportKind) startSpec(f *Frontend, p authz.Principal, in StartExportIn)
 // that is wrong — tampered or expired link, another tenant, another principal, a job the
 // caller may not read, a link to other bytes — is the same bare 404; an artifact past its
 // retention is 410.
-func (k *exportKind) download(f *Frontend, w http.ResponseWriter, r *http.Request) {
+func (k *exportKind) download(f *Core, w http.ResponseWriter, r *http.Request) {
 	p, ok := principalFromRequest(r)
 	k.serveDownload(f, w, r, p, ok)
 }
@@ -259,7 +259,7 @@ func (k *exportKind) download(f *Frontend, w http.ResponseWriter, r *http.Reques
 // serveDownload is download for principal p (ok: there is one), however p was authenticated:
 // the bearer token of /artifacts, or the session of the pages' /jobs/download (the same rule
 // and the same bare 404s either way).
-func (k *exportKind) serveDownload(f *Frontend, w http.ResponseWriter, r *http.Request, p authz.Principal, ok bool) {
+func (k *exportKind) serveDownload(f *Core, w http.ResponseWriter, r *http.Request, p authz.Principal, ok bool) {
 	notFound := refuseDownload(f, w, r, p, "download refused")
 	d, opened := openDownload(f, r, p, ok, notFound)
 	if !opened {
@@ -340,7 +340,7 @@ func principalFromRequest(r *http.Request) (authz.Principal, bool) {
 
 // refuseDownload answers a refused download: a bare 404, whatever the reason, with the reason
 // only in the log.
-func refuseDownload(f *Frontend, w http.ResponseWriter, r *http.Request, p authz.Principal, msg string) func(why string) {
+func refuseDownload(f *Core, w http.ResponseWriter, r *http.Request, p authz.Principal, msg string) func(why string) {
 	return func(why string) {
 		f.logger(r.Context()).Info(msg, zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("why", why))
 		http.NotFound(w, r)
@@ -350,7 +350,7 @@ func refuseDownload(f *Frontend, w http.ResponseWriter, r *http.Request, p authz
 // openDownload opens the request's download token for principal p (ok: there is one): the
 // link's tenant and principal must be p's (or p a tenant admin), and it must not have expired.
 // Every refusal goes to notFound; opened is false then. Export and episode-log downloads share it.
-func openDownload(f *Frontend, r *http.Request, p authz.Principal, ok bool, notFound func(string)) (d handle.Download, opened bool) {
+func openDownload(f *Core, r *http.Request, p authz.Principal, ok bool, notFound func(string)) (d handle.Download, opened bool) {
 	if !ok {
 		notFound("no principal")
 		return d, false

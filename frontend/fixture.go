@@ -75,7 +75,7 @@ const fixtureInputTimeout = 10 * time.Minute
 
 type fixtureView = KindView[FixtureResultView]
 
-func (k fixtureKind) serve(f *Frontend) servedKind {
+func (k fixtureKind) serve(f *Core) servedKind {
 	jk := jobKind[FixtureResultView]{name: workflows.KindFixture, noun: "MCP conformance fixture job",
 		result: func(ctx context.Context, _ authz.Principal, _ *jobstore.Job, decode func(ptr any) error) (*FixtureResultView, error) {
 			var r workflows.FixtureResult
@@ -145,7 +145,7 @@ func (k fixtureKind) serve(f *Frontend) servedKind {
 
 // fixtureTool is one fixture tool: a start tool (jobs:write) of the fixture kind, with its
 // support of the Tasks extension.
-func fixtureTool[In any](f *Frontend, jk jobKind[FixtureResultView], name, desc string, task taskSupport,
+func fixtureTool[In any](f *Core, jk jobKind[FixtureResultView], name, desc string, task taskSupport,
 	run func(ctx context.Context, p authz.Principal, in In) (*fixtureView, error)) toolDef {
 	td := newKindTool(f, jk.name, authz.ActionStart, &mcp.Tool{Name: name, Title: "Conformance fixture " + name,
 		Description: desc + " A conformance fixture of `jobgate dev --conformance-fixtures`: every call is a new job.",
@@ -163,7 +163,7 @@ func fixtureTool[In any](f *Frontend, jk jobKind[FixtureResultView], name, desc 
 // start starts a fixture job for in under a fresh key. The call's MRTR answer (test_tool_with_task's
 // user_name) was the tool's own, not an answer to the job's input request: the job core does
 // not see it.
-func (fixtureKind) start(ctx context.Context, f *Frontend, jk jobKind[FixtureResultView], p authz.Principal, in workflows.FixtureInput) (*fixtureView, error) {
+func (fixtureKind) start(ctx context.Context, f *Core, jk jobKind[FixtureResultView], p authz.Principal, in workflows.FixtureInput) (*fixtureView, error) {
 	in.Tenant, in.Owner, in.InputTimeout = p.Tenant, p.Subject, workflows.Duration(fixtureInputTimeout)
 	key := "fx-" + uuid.NewString()
 	sctx := ctx
@@ -184,7 +184,7 @@ func (fixtureKind) start(ctx context.Context, f *Frontend, jk jobKind[FixtureRes
 }
 
 // awaitEnd waits, at most d, for the job of view v to end, and renders it as it is then.
-func (fixtureKind) awaitEnd(ctx context.Context, f *Frontend, jk jobKind[FixtureResultView], p authz.Principal, v *fixtureView, d time.Duration) (*fixtureView, error) {
+func (fixtureKind) awaitEnd(ctx context.Context, f *Core, jk jobKind[FixtureResultView], p authz.Principal, v *fixtureView, d time.Duration) (*fixtureView, error) {
 	wctx, cancel := context.WithTimeout(ctx, d)
 	// A failed or cancelled run is an error here; the job's state below says what happened.
 	_ = f.store.Result(wctx, v.JobID, "", nil)

@@ -29,8 +29,6 @@ import (
 	"github.com/jobgate/jobgate/frontend/telemetry"
 )
 
-const principalKey = "jobgate.principal"
-
 func (f *Frontend) routes() *telemetry.RouteMux {
 	mux := &telemetry.RouteMux{ServeMux: http.NewServeMux()}
 	metaURL := f.resourceMetadataURL()
@@ -100,14 +98,6 @@ func (f *Frontend) verifyToken(ctx context.Context, token string, _ *http.Reques
 	}
 	f.tokens.put(token, c)
 	return tokenInfo(c), nil
-}
-
-func principalFrom(ti *auth.TokenInfo) (authz.Principal, bool) {
-	if ti == nil {
-		return authz.Principal{}, false
-	}
-	p, ok := ti.Extra[principalKey].(authz.Principal)
-	return p, ok
 }
 
 // frontDoor is everything in front of the SDK's handler, on one parse of the body (parseBody),
@@ -359,12 +349,6 @@ func (f *Frontend) traceMethods(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // logger is f's logger with ctx's trace and span IDs.
-func (f *Frontend) logger(ctx context.Context) *zap.Logger {
-	if fs := telemetry.LogTrace(ctx); fs != nil {
-		return f.log.With(fs...)
-	}
-	return f.log
-}
 
 // Bounds of the verified-token cache.
 const (

@@ -46,7 +46,7 @@ func TestStart_Idempotent(t *testing.T) {
 	ms := memstore.New()
 	f := newCoreFrontend(t, ms)
 	ctx := context.Background()
-	v1, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1"))
+	v1, err := coreKind.start(ctx, f.Core, coreAna, coreSpec("k1", "h1"))
 	if err != nil || v1.Created == nil || !*v1.Created || v1.Status != workflows.StatusQueued {
 		t.Fatalf("first start: %+v, %v", v1, err)
 	}
@@ -56,7 +56,7 @@ func TestStart_Idempotent(t *testing.T) {
 		t.Fatalf("start request: %+v", st)
 	}
 	// The same key and arguments: the same job, created=false, nothing new started.
-	v2, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1"))
+	v2, err := coreKind.start(ctx, f.Core, coreAna, coreSpec("k1", "h1"))
 	if err != nil || v2.Created == nil || *v2.Created || v2.JobID != v1.JobID {
 		t.Fatalf("retried start: %+v, %v", v2, err)
 	}
@@ -69,29 +69,29 @@ func TestStart_KeyReused(t *testing.T) {
 	ms := memstore.New()
 	f := newCoreFrontend(t, ms)
 	ctx := context.Background()
-	if _, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1")); err != nil {
+	if _, err := coreKind.start(ctx, f.Core, coreAna, coreSpec("k1", "h1")); err != nil {
 		t.Fatal(err)
 	}
 	before := *ms.Jobs["acme/eval/ana/k1"]
 	// Other arguments under the same key: idempotency_key_reused, nothing started or changed.
-	_, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h2"))
+	_, err := coreKind.start(ctx, f.Core, coreAna, coreSpec("k1", "h2"))
 	wantCode(t, "other arguments", err, CodeIdempotencyKeyReused)
 	if len(ms.Jobs) != 1 || ms.RunCount != 1 || !reflect.DeepEqual(*ms.Jobs["acme/eval/ana/k1"], before) {
 		t.Fatalf("a reused key changed the store: %d jobs, %d runs", len(ms.Jobs), ms.RunCount)
 	}
 	// Another owner's start with the same key is their own job.
-	v, err := coreKind.start(ctx, f, coreBo, coreSpec("k1", "h2"))
+	v, err := coreKind.start(ctx, f.Core, coreBo, coreSpec("k1", "h2"))
 	if err != nil || v.JobID != "acme/eval/bo/k1" || v.Owner != "bo" || !*v.Created {
 		t.Fatalf("bo's start: %+v, %v", v, err)
 	}
 	// A key taken by a job of another kind (the same ID, a hand-made clash) is a reuse too.
 	ms.Jobs["acme/eval/ana/k9"] = &jobstore.Job{ID: "acme/eval/ana/k9", RunID: "r", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport,
 		Exec: jobstore.RunRunning, InputHash: "h1"}
-	_, err = coreKind.start(ctx, f, coreAna, coreSpec("k9", "h1"))
+	_, err = coreKind.start(ctx, f.Core, coreAna, coreSpec("k9", "h1"))
 	wantCode(t, "other kind", err, CodeIdempotencyKeyReused)
 	// A job that vanished between the refused start and its read: retry.
 	ms.StartErr = jobstore.ErrAlreadyStarted
-	_, err = coreKind.start(ctx, f, coreAna, coreSpec("gone", "h1"))
+	_, err = coreKind.start(ctx, f.Core, coreAna, coreSpec("gone", "h1"))
 	if te := wantCode(t, "vanished", err, CodeUnavailable); te != nil && !strings.Contains(te.Message, "retry") {
 		t.Errorf("vanished: %v", te)
 	}
@@ -103,7 +103,7 @@ func TestStart_QuotaRefusedRetry(t *testing.T) {
 	f := newStoreFrontend(t, ms, Options{UIBaseURL: "http://ui.test", Now: func() time.Time { return coreNow },
 		Tenants: authz.Tenants{Defaults: authz.TenantPolicy{Limits: authz.Limits{RunningJobsPerOwner: 1}}}})
 	ctx := context.Background()
-	if _, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1")); err != nil {
+	if _, err := coreKind.start(ctx, f.Core, coreAna, coreSpec("k1", "h1")); err != nil {
 		t.Fatal(err)
 	}
 	// Now the owner is over the limit: 5 more of ana's jobs are running.
@@ -111,13 +111,13 @@ func TestStart_QuotaRefusedRetry(t *testing.T) {
 		id := fmt.Sprintf("acme/eval/ana/r%d", i)
 		ms.Jobs[id] = &jobstore.Job{ID: id, RunID: "run-" + id, Tenant: "acme", Owner: "ana", Kind: "eval", Exec: jobstore.RunRunning, SAStatus: workflows.StatusRunning}
 	}
-	v, err := coreKind.start(ctx, f, coreAna, coreSpec("k1", "h1"))
+	v, err := coreKind.start(ctx, f.Core, coreAna, coreSpec("k1", "h1"))
 	if err != nil || *v.Created || v.JobID != "acme/eval/ana/k1" {
 		t.Fatalf("retried start over quota: %+v, %v", v, err)
 	}
-	_, err = coreKind.start(ctx, f, coreAna, coreSpec("k1", "h2"))
+	_, err = coreKind.start(ctx, f.Core, coreAna, coreSpec("k1", "h2"))
 	wantCode(t, "reuse over quota", err, CodeIdempotencyKeyReused)
-	_, err = coreKind.start(ctx, f, coreAna, coreSpec("k2", "h1"))
+	_, err = coreKind.start(ctx, f.Core, coreAna, coreSpec("k2", "h1"))
 	wantCode(t, "new job over quota", err, CodeQuotaExceeded)
 	if ms.RunCount != 1 {
 		t.Fatalf("%d runs started, want 1", ms.RunCount)
@@ -146,7 +146,7 @@ func TestStart_FirstState(t *testing.T) {
 	f := newCoreFrontend(t, ms)
 	spec := coreSpec("k1", "h1")
 	spec.ownerInput = true
-	_, err := coreKind.start(mrtrCtx(), f, coreAna, spec)
+	_, err := coreKind.start(mrtrCtx(), f.Core, coreAna, spec)
 	var ir *inputRequired
 	if !errors.As(err, &ir) || ir.res.InputRequests[InputKeyApproval] == nil || ir.res.RequestState == "" {
 		t.Fatalf("start of a job that asks its owner: want input_required, got %v", err)
@@ -155,19 +155,19 @@ func TestStart_FirstState(t *testing.T) {
 		t.Fatalf("starts %+v: want one that awaits the first state", ms.Starts)
 	}
 	// A client that takes no elicitation: a plain start, the queued view.
-	v, err := coreKind.start(context.Background(), f, coreAna, func() startSpec { s := coreSpec("k2", "h1"); s.ownerInput = true; return s }())
+	v, err := coreKind.start(context.Background(), f.Core, coreAna, func() startSpec { s := coreSpec("k2", "h1"); s.ownerInput = true; return s }())
 	if err != nil || v.Status != workflows.StatusQueued || ms.Starts[1].AwaitFirst {
 		t.Fatalf("2025 client: %+v, %v, %+v", v, err, ms.Starts[1])
 	}
 	// No worker: the first state does not come; the start still answers, with the job queued.
 	ms.OnFirstState = nil
-	v, err = coreKind.start(mrtrCtx(), f, coreAna, func() startSpec { s := coreSpec("k3", "h1"); s.ownerInput = true; return s }())
+	v, err = coreKind.start(mrtrCtx(), f.Core, coreAna, func() startSpec { s := coreSpec("k3", "h1"); s.ownerInput = true; return s }())
 	if err != nil || !*v.Created || v.Status != workflows.StatusQueued {
 		t.Fatalf("no worker: %+v, %v", v, err)
 	}
 	// Its retry, once a worker ran it, finds the job and asks.
 	ms.OnFirstState = openOwnerInput
-	_, err = coreKind.start(mrtrCtx(), f, coreAna, func() startSpec { s := coreSpec("k3", "h1"); s.ownerInput = true; return s }())
+	_, err = coreKind.start(mrtrCtx(), f.Core, coreAna, func() startSpec { s := coreSpec("k3", "h1"); s.ownerInput = true; return s }())
 	if !errors.As(err, &ir) {
 		t.Fatalf("retry: want input_required, got %v", err)
 	}

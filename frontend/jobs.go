@@ -95,7 +95,7 @@ func ownerSegment(sub string) string {
 // describe reads one job; a job the store does not know is not_found. A stream's render
 // carries the job its run's watch just described (withDescribed, events/hub.go): that is the
 // answer, as fresh as the event the render is for.
-func (f *Frontend) describe(ctx context.Context, id string) (*jobstore.Job, error) {
+func (f *Core) describe(ctx context.Context, id string) (*jobstore.Job, error) {
 	if j, ok := events.Described(ctx); ok && j.ID == id {
 		c := *j
 		return &c, nil
@@ -111,7 +111,7 @@ func (f *Frontend) describe(ctx context.Context, id string) (*jobstore.Job, erro
 
 // resolve opens a handle for the caller and reads the job, applying the access policy for a.
 // Every "may not know" outcome is the same not_found as an unknown job.
-func (f *Frontend) resolve(ctx context.Context, p authz.Principal, raw, kind string, a authz.Action) (*jobstore.Job, error) {
+func (f *Core) resolve(ctx context.Context, p authz.Principal, raw, kind string, a authz.Action) (*jobstore.Job, error) {
 	if raw == "" {
 		return nil, invalidArg("handle", "is required")
 	}
@@ -170,7 +170,7 @@ func kindOr(a, b string) string {
 // readResult decodes a closed successful job's workflow result into ptr. It reads the close
 // event, which works with no worker running; a succeeded run's result is then kept in the
 // closed-run cache (see resultCache), so reading it again costs no Temporal call.
-func (f *Frontend) readResult(ctx context.Context, j *jobstore.Job, ptr any) error {
+func (f *Core) readResult(ctx context.Context, j *jobstore.Job, ptr any) error {
 	cacheable := j.Exec == jobstore.RunCompleted && j.RunID != ""
 	k := resultKey{workflowID: j.ID, runID: j.RunID, typ: reflect.TypeOf(ptr)}
 	if cacheable {
@@ -195,7 +195,7 @@ func (f *Frontend) readResult(ctx context.Context, j *jobstore.Job, ptr any) err
 	return nil
 }
 
-func (f *Frontend) uiURL(id, runID string) string {
+func (f *Core) uiURL(id, runID string) string {
 	u := f.opts.UIBaseURL + "/namespaces/" + url.PathEscape(f.opts.Namespace) + "/workflows/" + url.PathEscape(id)
 	if runID != "" {
 		u += "/" + url.PathEscape(runID) + "/history"
@@ -205,7 +205,7 @@ func (f *Frontend) uiURL(id, runID string) string {
 
 // summary renders a list row: the job view without the result (which would cost a call per
 // row). Same derivations as view.
-func (f *Frontend) summary(p authz.Principal, j *jobstore.Job) JobSummary {
+func (f *Core) summary(p authz.Principal, j *jobstore.Job) JobSummary {
 	s := JobSummary{
 		JobID:     j.ID,
 		Kind:      j.Kind,
@@ -250,13 +250,13 @@ func (f *Frontend) summary(p authz.Principal, j *jobstore.Job) JobSummary {
 }
 
 // startOptions is a start's store request for principal p.
-func (f *Frontend) startOptions(p authz.Principal, id string, kind workflows.Kind, spec startSpec, memo map[string]any, awaitFirst bool) jobstore.StartRequest {
+func (f *Core) startOptions(p authz.Principal, id string, kind workflows.Kind, spec startSpec, memo map[string]any, awaitFirst bool) jobstore.StartRequest {
 	return jobstore.StartRequest{ID: id, Kind: kind.Name, Workflow: kind.WorkflowName, Input: spec.input, Tenant: p.Tenant, Owner: p.Subject,
 		Memo: memo, Summary: spec.summary, Details: spec.details, Fairness: f.fairness(p.Tenant), Slots: spec.slots, AwaitFirst: awaitFirst}
 }
 
 // fairness is tenant's dispatch key and configured weight.
-func (f *Frontend) fairness(tenant string) workflows.Fairness {
+func (f *Core) fairness(tenant string) workflows.Fairness {
 	return workflows.Fairness{Key: tenant, Weight: float32(f.opts.Tenants.For(tenant).FairnessWeight)}
 }
 
@@ -269,7 +269,7 @@ const (
 
 // showUIURL reports whether p gets ui_url in job views: the Web UI shows every job of the
 // namespace and is an operator tool, not a tenant surface.
-func (f *Frontend) showUIURL(p authz.Principal) bool {
+func (f *Core) showUIURL(p authz.Principal) bool {
 	if f.opts.UIBaseURL == "" {
 		return false
 	}

@@ -44,7 +44,7 @@ const (
 )
 
 // cancel requests cancellation of the caller's job and returns the job as it is afterwards.
-func (f *Frontend) cancel(ctx context.Context, p authz.Principal, in CancelIn, kind string) (*jobstore.Job, error) {
+func (f *Core) cancel(ctx context.Context, p authz.Principal, in CancelIn, kind string) (*jobstore.Job, error) {
 	if utf8.RuneCountInString(in.Reason) > reasonMax {
 		return nil, invalidArg("reason", "at most %d characters", reasonMax)
 	}
@@ -70,7 +70,7 @@ func (f *Frontend) cancel(ctx context.Context, p authz.Principal, in CancelIn, k
 
 // resume answers the job's open input request through the workflow's validated update and
 // returns the job as it is afterwards.
-func (f *Frontend) resume(ctx context.Context, p authz.Principal, in ResumeIn, kind string) (*jobstore.Job, error) {
+func (f *Core) resume(ctx context.Context, p authz.Principal, in ResumeIn, kind string) (*jobstore.Job, error) {
 	if err := checkAnswer(in.InputID, in.ScopeDigest, in.Decision, in.Comment); err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func checkAnswer(inputID, scopeDigest, decision, comment string) error {
 // which surface and who answered beyond p; meaning is the text the surface showed. The request is
 // sealed with the resume keys for exactly this run, request, principal and answer: the
 // validator refuses anything unsealed, so no other Temporal client can answer for anyone.
-func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *jobstore.Job, in ResumeIn, who answerer, meaning string) (*jobstore.Job, error) {
+func (f *Core) resumeJob(ctx context.Context, p authz.Principal, j *jobstore.Job, in ResumeIn, who answerer, meaning string) (*jobstore.Job, error) {
 	if authz.Decide(p, authz.ActionResume, j.PolicyJob()) == authz.Forbidden {
 		return nil, toolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.PolicyJob()))
 	}
@@ -147,7 +147,7 @@ func (f *Frontend) resumeJob(ctx context.Context, p authz.Principal, j *jobstore
 }
 
 // resumeError maps the store's answer to a resume to the contract's errors.
-func (f *Frontend) resumeError(ctx context.Context, j *jobstore.Job, err error) error {
+func (f *Core) resumeError(ctx context.Context, j *jobstore.Job, err error) error {
 	var rej *jobstore.ResumeRejected
 	switch {
 	case errors.As(err, &rej):

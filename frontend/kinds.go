@@ -26,7 +26,7 @@ type KindSpec interface {
 	// suffix of its tools and the JobKind search attribute.
 	Name() string
 	// serve binds the kind to f, once, in New.
-	serve(f *Frontend) servedKind
+	serve(f *Core) servedKind
 }
 
 // servedKind is a kind bound to one Frontend: its tools and what else it serves.
@@ -73,7 +73,7 @@ func DefaultKinds(with ...KindSpec) []KindSpec {
 
 // serveKinds binds specs to f, refusing a kind the workflows layer does not know (its jobs
 // could never start) and a kind listed twice (its tools would clash).
-func serveKinds(f *Frontend, specs []KindSpec) ([]servedKind, error) {
+func serveKinds(f *Core, specs []KindSpec) ([]servedKind, error) {
 	out := make([]servedKind, 0, len(specs))
 	seen := map[string]bool{}
 	for _, spec := range specs {
@@ -94,7 +94,7 @@ func serveKinds(f *Frontend, specs []KindSpec) ([]servedKind, error) {
 }
 
 // served binds kind k to f with its start tool: get, cancel and resume are the same for every kind.
-func (k jobKind[R]) served(f *Frontend, start toolDef) servedKind {
+func (k jobKind[R]) served(f *Core, start toolDef) servedKind {
 	get, cancel, resume := k.jobTools(f)
 	return servedKind{name: k.name, start: start, get: get, cancel: cancel, resume: resume}
 }
@@ -105,7 +105,7 @@ type startIn interface{ idempotencyKey() string }
 // startTool is kind k's start_<kind> tool. The start permission and the idempotency key are
 // checked here, once for every kind, before args validates the rest of the arguments and says
 // what to start (spec.key is filled in from in).
-func startTool[In startIn, R any](f *Frontend, k jobKind[R], t *mcp.Tool, args func(ctx context.Context, p authz.Principal, in In) (startSpec, error)) toolDef {
+func startTool[In startIn, R any](f *Core, k jobKind[R], t *mcp.Tool, args func(ctx context.Context, p authz.Principal, in In) (startSpec, error)) toolDef {
 	t.Name = "start_" + k.name
 	return newKindTool(f, k.name, authz.ActionStart, t, func(ctx context.Context, p authz.Principal, in In) (*KindView[R], error) {
 		if authz.Decide(p, authz.ActionStart, authz.Job{}) != authz.Allow {
@@ -134,7 +134,7 @@ type jobKind[R any] struct {
 }
 
 // view renders a job for the caller with a fresh handle and, once succeeded, its result.
-func (k jobKind[R]) view(ctx context.Context, f *Frontend, p authz.Principal, j *jobstore.Job) (*KindView[R], error) {
+func (k jobKind[R]) view(ctx context.Context, f *Core, p authz.Principal, j *jobstore.Job) (*KindView[R], error) {
 	v := &KindView[R]{JobSummary: f.summary(p, j)}
 	if v.Status == workflows.StatusSucceeded {
 		res, err := k.result(ctx, p, j, func(ptr any) error { return f.readResult(ctx, j, ptr) })
@@ -175,7 +175,7 @@ type startSpec struct {
 // start starts the job for spec, or finds it: same key and fingerprint → the same job
 // (created=false); anything else → idempotency_key_reused, nothing started.
 // The key was checked by startTool.
-func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, spec startSpec) (*KindView[R], error) {
+func (k jobKind[R]) start(ctx context.Context, f *Core, p authz.Principal, spec startSpec) (*KindView[R], error) {
 	kind, ok := workflows.LookupKind(k.name)
 	if !ok {
 		return nil, fmt.Errorf("kind %q is not registered in workflows.Kinds", k.name)
@@ -256,7 +256,7 @@ func (k jobKind[R]) start(ctx context.Context, f *Frontend, p authz.Principal, s
 // existing answers a start refused by a quota when its key already names a job: the same job
 // for an idempotent retry, idempotency_key_reused for another. found is false when the key
 // names no job (or it cannot be read), and the refusal stands.
-func (k jobKind[R]) existing(ctx context.Context, f *Frontend, p authz.Principal, id string, spec startSpec) (*KindView[R], error, bool) {
+func (k jobKind[R]) existing(ctx context.Context, f *Core, p authz.Principal, id string, spec startSpec) (*KindView[R], error, bool) {
 	j, err := f.describe(ctx, id)
 	if err != nil {
 		return nil, nil, false
@@ -277,7 +277,7 @@ const ownerInputWait = 3 * time.Second
 // started renders a started (or found) job. With a 2026 client that can take an elicitation, a
 // job that at once waits for its owner is answered with that elicitation (MRTR), and the
 // retry — the same idempotent start plus inputResponses — delivers the answer.
-func (k jobKind[R]) started(ctx context.Context, f *Frontend, p authz.Principal, j *jobstore.Job, spec startSpec, created bool) (*KindView[R], error) {
+func (k jobKind[R]) started(ctx context.Context, f *Core, p authz.Principal, j *jobstore.Job, spec startSpec, created bool) (*KindView[R], error) {
 	req := callRequest(ctx)
 	note := ""
 	if carriesAnswer(req) || (spec.ownerInput && wantsElicitation(req)) {
@@ -298,7 +298,7 @@ func (k jobKind[R]) started(ctx context.Context, f *Frontend, p authz.Principal,
 }
 
 // jobTools are the get, cancel and resume tools of kind k, the same for every kind.
-func (k jobKind[R]) jobTools(f *Frontend) (get, cancel, resume toolDef) {
+func (k jobKind[R]) jobTools(f *Core) (get, cancel, resume toolDef) {
 	get = newKindTool(f, k.name, authz.ActionGet, &mcp.Tool{
 		Name:  "get_" + k.name,
 		Title: "Get an " + k.noun,

@@ -140,7 +140,7 @@ func TestKindsRoutes(t *testing.T) {
 type otherKind struct{}
 
 func (otherKind) Name() string               { return "ingest-unregistered" }
-func (otherKind) serve(*Frontend) servedKind { panic("never served") }
+func (otherKind) serve(*Core) servedKind { panic("never served") }
 
 // TestKindsRefused: a kind listed twice, one the workflows layer does not know, and a nil one
 // are configuration errors at New, not panics or clashing tools.
@@ -258,7 +258,7 @@ func TestDefaultKinds(t *testing.T) {
 // evalPlus is the eval kind with a further read and write tool, as a kind may declare.
 type evalPlus struct{ KindSpec }
 
-func (e evalPlus) serve(f *Frontend) servedKind {
+func (e evalPlus) serve(f *Core) servedKind {
 	sk := e.KindSpec.serve(f)
 	tool := func(name string, a authz.Action) toolDef {
 		return newTool(f, a, &mcp.Tool{Name: name}, func(context.Context, authz.Principal, HandleIn) (*JobSummary, error) {

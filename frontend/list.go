@@ -37,7 +37,7 @@ type ListJobsIn struct {
 // ListJobsOut is list_jobs' result (wire.ListJobsOut).
 type ListJobsOut = wire.ListJobsOut
 
-func (f *Frontend) listJobsTool() toolDef {
+func (f *Core) listJobsTool() toolDef {
 	td := newTool(f, authz.ActionList, &mcp.Tool{
 		Name:  listToolName,
 		Title: "List jobs",
@@ -143,7 +143,7 @@ func listJobFilter(tenant, sub string, lf listFilter) (jobstore.Filter, error) {
 // openListCursor checks a list_jobs cursor against this request: signature first, then the
 // binding (tenant, sub, tool, filters), and only then expiry, so another caller's expired
 // cursor is cursor_invalid, not cursor_expired. It returns Temporal's page token.
-func (f *Frontend) openListCursor(p authz.Principal, tool, raw, fingerprint string) ([]byte, error) {
+func (f *Core) openListCursor(p authz.Principal, tool, raw, fingerprint string) ([]byte, error) {
 	c, err := f.opts.Keys.OpenCursor(raw, f.opts.Now())
 	if errors.Is(err, handle.ErrMalformed) || (err != nil && !errors.Is(err, handle.ErrExpired)) {
 		return nil, toolErr(CodeCursorInvalid, "cursor: malformed or not issued by this service; pass next_cursor exactly as returned, or omit cursor to start from the first page")
@@ -157,7 +157,7 @@ func (f *Frontend) openListCursor(p authz.Principal, tool, raw, fingerprint stri
 	return c.PageToken, nil
 }
 
-func (f *Frontend) sealListCursor(p authz.Principal, tool, fingerprint string, token []byte) (string, error) {
+func (f *Core) sealListCursor(p authz.Principal, tool, fingerprint string, token []byte) (string, error) {
 	c := handle.Cursor{Tenant: p.Tenant, Subject: p.Subject, Tool: tool, Filter: fingerprint, PageToken: token,
 		Expiry: f.opts.Now().Add(f.opts.CursorTTL)}
 	if err := c.Validate(); err != nil {
@@ -171,7 +171,7 @@ func (f *Frontend) sealListCursor(p authz.Principal, tool, fingerprint string, t
 }
 
 // listJobs serves list_jobs: one ListWorkflowExecutions call per page, no per-row calls.
-func (f *Frontend) listJobs(ctx context.Context, p authz.Principal, in ListJobsIn) (*ListJobsOut, error) {
+func (f *Core) listJobs(ctx context.Context, p authz.Principal, in ListJobsIn) (*ListJobsOut, error) {
 	if authz.Decide(p, authz.ActionList, authz.Job{}) != authz.Allow {
 		return nil, toolErr(CodeForbidden, "listing jobs needs jobs:read or jobs:admin")
 	}
@@ -202,7 +202,7 @@ func (f *Frontend) listJobs(ctx context.Context, p authz.Principal, in ListJobsI
 
 // listPage reads one store page of jf and renders the rows that keep accepts (the filter
 // already selects them; keep is defense in depth). One store call, no per-row calls.
-func (f *Frontend) listPage(ctx context.Context, p authz.Principal, tool string, jf jobstore.Filter, pageSize int, token []byte, fp string,
+func (f *Core) listPage(ctx context.Context, p authz.Principal, tool string, jf jobstore.Filter, pageSize int, token []byte, fp string,
 	keep func(*jobstore.Job) bool) (*ListJobsOut, error) {
 	tctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
 	defer cancel()

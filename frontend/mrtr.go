@@ -193,7 +193,7 @@ func elicitAnswer(resp mcp.InputResponse) (decision, comment string, answered bo
 
 // askFor returns the MRTR input request for job j to caller p, or nil when the caller may not
 // answer, the client cannot take one, or the job waits for nothing.
-func (f *Frontend) askFor(ctx context.Context, p authz.Principal, j *jobstore.Job) error {
+func (f *Core) askFor(ctx context.Context, p authz.Principal, j *jobstore.Job) error {
 	req := callRequest(ctx)
 	if !wantsElicitation(req) || j.NeedsInput == nil || j.Status() != workflows.StatusAwaitingInput ||
 		authz.Decide(p, authz.ActionResume, j.PolicyJob()) != authz.Allow {
@@ -220,7 +220,7 @@ func (f *Frontend) askFor(ctx context.Context, p authz.Principal, j *jobstore.Jo
 // resume resume_* makes, and returns the job afterwards and a note for the caller. Tampered
 // state, state of another call, principal or job, or a stale request: the contract's errors,
 // and nothing reaches the job.
-func (f *Frontend) answerFrom(ctx context.Context, p authz.Principal, j *jobstore.Job) (*jobstore.Job, string, error) {
+func (f *Core) answerFrom(ctx context.Context, p authz.Principal, j *jobstore.Job) (*jobstore.Job, string, error) {
 	req := callRequest(ctx)
 	st, err := f.opts.Keys.OpenState(req.Params.RequestState, f.opts.Now())
 	switch {
@@ -254,7 +254,7 @@ func (f *Frontend) answerFrom(ctx context.Context, p authz.Principal, j *jobstor
 
 // inputRound runs the MRTR part of a get_* or start_* call on job j: an answer the call carries
 // is applied; otherwise the caller may be asked. It returns the job to render and a note.
-func (f *Frontend) inputRound(ctx context.Context, p authz.Principal, j *jobstore.Job) (*jobstore.Job, string, error) {
+func (f *Core) inputRound(ctx context.Context, p authz.Principal, j *jobstore.Job) (*jobstore.Job, string, error) {
 	if carriesAnswer(callRequest(ctx)) {
 		return f.answerFrom(ctx, p, j)
 	}
@@ -263,7 +263,7 @@ func (f *Frontend) inputRound(ctx context.Context, p authz.Principal, j *jobstor
 
 // startJob starts st in the store within TemporalTimeout; a start that awaits the job's first
 // state waits at most ownerInputWait for it (the job is started all the same).
-func (f *Frontend) startJob(ctx context.Context, st jobstore.StartRequest) (string, error) {
+func (f *Core) startJob(ctx context.Context, st jobstore.StartRequest) (string, error) {
 	d := f.opts.TemporalTimeout
 	if st.AwaitFirst {
 		d = min(d, ownerInputWait)
@@ -277,7 +277,7 @@ func (f *Frontend) startJob(ctx context.Context, st jobstore.StartRequest) (stri
 // first-state update the start sent (deduplicated by its ID), waited for at most ownerInputWait.
 // When it does not come (no worker, a run that predates the update) or reading fails, it
 // returns j as it was read.
-func (f *Frontend) awaitFirstState(ctx context.Context, j *jobstore.Job) *jobstore.Job {
+func (f *Core) awaitFirstState(ctx context.Context, j *jobstore.Job) *jobstore.Job {
 	if j.Status() != workflows.StatusQueued {
 		return j
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -250,7 +249,7 @@ func (pp pagesPort) ServeDownload(w http.ResponseWriter, r *http.Request, s hand
 		return
 	}
 	f.metrics.CountDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.export.serveDownload(f, w, r, p, ok)
+		f.export.serveDownload(f.Core, w, r, p, ok)
 	})).ServeHTTP(w, r)
 }
 
@@ -271,104 +270,4 @@ func pageMeaning(requestedBy, tenant string, scope map[string]any, prompt string
 		parts = append(parts, pages.MeaningPart{Text: p.Text, Strong: p.Sensitive})
 	}
 	return parts
-}
-
-// exportPageResult is a succeeded export's result on the job page: its manifest, who approved
-// it, and a download link bound to p.
-func exportPageResult(f *Frontend, k *exportKind) func(ctx context.Context, p authz.Principal, j *jobstore.Job) pages.Result {
-	return func(ctx context.Context, p authz.Principal, j *jobstore.Job) pages.Result {
-		var res workflows.ExportResult
-		if err := f.readResult(ctx, j, &res); err != nil {
-			return pages.Result{}
-		}
-		m := res.Manifest
-		out := pages.Result{Fields: []pages.Field{{Label: "Rows", Value: pages.GroupDigits(int64(m.Rows))}, {Label: "Format", Value: m.Format},
-			{Label: "Columns", Value: strings.Join(m.Columns, ", ")}, {Label: "File", Value: m.FileName},
-			{Label: "SHA-256", Value: m.SHA256, Code: true}, {Label: "Available until", Value: pages.When(m.ExpiresAt)}}}
-		if res.Decision != nil {
-			out.Fields = append(out.Fields, decisionFields(res.Decision)...)
-		} else if res.ApprovedBy != "" {
-			out.Fields = append(out.Fields, pages.Field{Label: "Approved by", Value: res.ApprovedBy})
-		}
-		out.Download = pageDownloadPath(f, k, p, j, m.SHA256, m.ExpiresAt)
-		return out
-	}
-}
-
-// evalPageResult is a succeeded eval's result on the job page: the decision that let it run,
-// if any (an eval has no manifest: its record stays in the job's history).
-func evalPageResult(f *Frontend) func(ctx context.Context, p authz.Principal, j *jobstore.Job) pages.Result {
-	return func(ctx context.Context, p authz.Principal, j *jobstore.Job) pages.Result {
-		var res workflows.EvalResult
-		if err := f.readResult(ctx, j, &res); err != nil || res.Decision == nil {
-			return pages.Result{}
-		}
-		fields := decisionFields(res.Decision)
-		if n := len(fields) - 1; fields[n].Label == "Record" {
-			fields[n].Value = "sealed; kept in the job's history"
-		}
-		return pages.Result{Fields: fields}
-	}
-}
-
-// pageDownloadPath seals a download link to job j's artifact (digest, expiring at expires) for
-// p, or "" when p may not download it or there is none.
-func pageDownloadPath(f *Frontend, k *exportKind, p authz.Principal, j *jobstore.Job, digest string, expires time.Time) string {
-	now := f.opts.Now()
-	if k.opts.Artifacts == nil || !now.Before(expires) || authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
-		return ""
-	}
-	tok := f.opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
-		Digest: digest, Expiry: now.Add(k.opts.DownloadTTL).Truncate(time.Second)})
-	if tok == "" {
-		return ""
-	}
-	return pages.PathDownload + url.PathEscape(tok)
-}
-
-// decisionFields are the decision record in words for the job page: who answered (and who
-// vouched for them), when and how, what they were shown, their comment, and where the sealed
-// copy is.
-func decisionFields(d *workflows.DecisionRecord) []pages.Field {
-	who := d.By
-	if d.Name != "" {
-		who = d.Name + " (" + d.By + ")"
-	}
-	if d.Email != "" {
-		who += " <" + d.Email + ">"
-	}
-	if d.Issuer != "" {
-		who += ", signed in at " + d.Issuer
-	}
-	how := "via " + d.Surface
-	if d.SignedInWith != "" {
-		how += " (" + d.SignedInWith + ")"
-	}
-	if !d.AuthTime.IsZero() {
-		how += ", authenticated " + pages.When(d.AuthTime)
-	}
-	if len(d.AMR) > 0 {
-		how += " with " + strings.Join(d.AMR, ", ")
-	}
-	verb := map[string]string{workflows.DecisionApprove: "Approved by", workflows.DecisionReject: "Rejected by"}[d.Decision]
-	if verb == "" {
-		verb = "Answered by"
-	}
-	rows := []pages.Field{{Label: verb, Value: who}, {Label: "Decided", Value: pages.When(d.At) + ", " + how}}
-	what, comment, scope, seal := "What was approved", "Approver's comment", "Approved scope",
-		"sealed; check it with jobgate verify on the export's manifest.json"
-	if d.Decision == workflows.DecisionReject { // no artifact, no manifest: the record is in the job's history
-		what, comment, scope, seal = "What was rejected", "Reason given", "Rejected scope", "sealed; kept in the job's history"
-	}
-	if d.Prompt != "" {
-		rows = append(rows, pages.Field{Label: what, Value: strings.ReplaceAll(d.Prompt, "**", "")})
-	}
-	if d.Comment != "" {
-		rows = append(rows, pages.Field{Label: comment, Value: d.Comment})
-	}
-	rows = append(rows, pages.Field{Label: scope, Value: d.ScopeDigest})
-	if d.Seal != "" {
-		rows = append(rows, pages.Field{Label: "Record", Value: seal})
-	}
-	return rows
 }

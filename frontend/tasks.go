@@ -209,7 +209,7 @@ func (f *Frontend) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if !ok {
 				break
 			}
-			if f.createsTask(ctx, ctr) {
+			if f.requestCreatesTask(ctx, ctr) {
 				res, err := next(ctx, method, req)
 				return f.startTask(ctx, ctr, res, err)
 			}
@@ -222,18 +222,9 @@ func (f *Frontend) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// taskSupport is how a start tool meets the Tasks extension (toolDef.task).
-type taskSupport int
-
-const (
-	taskOptional  taskSupport = iota // a task for a declaring client, the job view otherwise
-	taskRequired                     // a task, and -32021 for a client that cannot take one
-	taskForbidden                    // never a task: the tool answers synchronously
-)
-
-// createsTask: a 2026-07-28 tools/call of a start_* tool that may answer with a task, whose
+// requestCreatesTask: a 2026-07-28 tools/call of a start_* tool that may answer with a task, whose
 // own capabilities declare the extension (older eras have no per-request capabilities).
-func (f *Frontend) createsTask(ctx context.Context, req *mcp.CallToolRequest) bool {
+func (f *Frontend) requestCreatesTask(ctx context.Context, req *mcp.CallToolRequest) bool {
 	if req.Params == nil || f.actions[req.Params.Name] != authz.ActionStart || f.taskSupport[req.Params.Name] == taskForbidden ||
 		req.Extra == nil || req.Extra.Header.Get(headerProtocolVersion) != protocolMRTR {
 		return false

@@ -35,7 +35,7 @@ type toolDef struct {
 // tools lists every tool, reads first then writes (the order tools/list shows): every kind's
 // get tool, the lists, the kinds' further read tools, then every kind's start, cancel and
 // resume tools and the kinds' further write tools; kinds in Options order.
-func (f *Frontend) tools() []toolDef {
+func (f *Core) tools() []toolDef {
 	var defs []toolDef
 	each := func(tools func(servedKind) []toolDef) {
 		for _, k := range f.kinds {
@@ -77,7 +77,7 @@ func ptr[T any](v T) *T { return &v }
 // invalid_argument naming the field, not the SDK's generic schema message, so the model can fix
 // the call. Error results carry no structuredContent (see errorResult), so every result a client
 // can receive validates against the output schema.
-func newTool[In, Out any](f *Frontend, action authz.Action, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) toolDef {
+func newTool[In, Out any](f *Core, action authz.Action, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) toolDef {
 	return newKindTool(f, "", action, t, run)
 }
 
@@ -85,7 +85,7 @@ func newTool[In, Out any](f *Frontend, action authz.Action, t *mcp.Tool, run fun
 // tool errors carry the kind (ToolError.Kind) unless they already name one, so a client learns
 // which kind an error concerns from a field, not from the message. not_found does not: it is
 // one answer, byte for byte, for every unknown or invisible job whichever tool was asked.
-func newKindTool[In, Out any](f *Frontend, kind string, action authz.Action, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) toolDef {
+func newKindTool[In, Out any](f *Core, kind string, action authz.Action, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) toolDef {
 	in, schemaErr := jsonschema.For[In](nil)
 	if schemaErr != nil {
 		panic(fmt.Sprintf("tool %s: input schema: %v", t.Name, schemaErr))

@@ -1,0 +1,311 @@
+package frontend
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/events"
+	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/quota"
+	"github.com/jobgate/jobgate/frontend/telemetry"
+	"github.com/jobgate/jobgate/workflows"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.uber.org/zap"
+)
+
+// Defaults for Options fields left zero.
+const (
+	HandleTTLDefault       = 7 * 24 * time.Hour
+	CursorTTLDefault       = 15 * time.Minute
+	DownloadTTLDefault     = 5 * time.Minute
+	TemporalTimeoutDefault = 10 * time.Second
+	ResumeTimeoutDefault   = 15 * time.Second
+	// ResumeSealTTL is how long a resume seal stays valid: the update it rides on reaches the
+	// worker's validator within seconds; the rest is room for clock skew between hosts.
+	ResumeSealTTL       = 5 * time.Minute
+	MaxBodyBytesDefault = 1 << 20
+)
+
+var errNoPrincipal = errors.New("no verified principal on request")
+
+// principalKey is where the bearer middleware keeps the verified principal in a token's
+// Extra; principalFrom reads it back.
+const principalKey = "jobgate.principal"
+
+// principalFrom is the verified principal of a request's token.
+func principalFrom(ti *auth.TokenInfo) (authz.Principal, bool) {
+	if ti == nil {
+		return authz.Principal{}, false
+	}
+	p, ok := ti.Extra[principalKey].(authz.Principal)
+	return p, ok
+}
+
+// taskSupport is how a start tool meets the Tasks extension (toolDef.task).
+type taskSupport int
+
+const (
+	taskOptional  taskSupport = iota // a task for a declaring client, the job view otherwise
+	taskRequired                     // a task, and -32021 for a client that cannot take one
+	taskForbidden                    // never a task: the tool answers synchronously
+)
+
+// How a kind's open input request reads on the Tasks surface: the
+// inputRequests of tasks/get and the answer tasks/update's inputResponses make of it.
+
+// taskInput is how a kind's open input request (workflows.NeedsInput) reads on the Tasks
+// surface. requests are the elicitations tasks/get shows, by key: every key outstanding until
+// an answer changes the request. answer reads tasks/update's responses to outstanding keys
+// (decoded as elicitation results) into one resume of the open request, the same resume
+// resume_* makes; answered is false when nothing in them answers (declined, dismissed), and
+// the job keeps waiting. An error is a tool error of the job core (invalid_argument).
+type taskInput interface {
+	requests(ni *workflows.NeedsInput) mcp.InputRequestMap
+	answer(ni *workflows.NeedsInput, resps map[string]*mcp.ElicitResult) (in ResumeIn, answered bool, err error)
+}
+
+// approvalInput is every job kind's request as an approval: one form elicitation (decision,
+// comment) under a key bound to the request's input_id and scope_digest (taskInputKey).
+type approvalInput struct{}
+
+func (approvalInput) requests(ni *workflows.NeedsInput) mcp.InputRequestMap {
+	return mcp.InputRequestMap{taskInputKey(ni): approvalElicitation(ni)}
+}
+
+func (approvalInput) answer(ni *workflows.NeedsInput, resps map[string]*mcp.ElicitResult) (ResumeIn, bool, error) {
+	resp, ok := resps[taskInputKey(ni)]
+	if !ok {
+		return ResumeIn{}, false, nil
+	}
+	decision, comment, accepted, err := elicitAnswer(resp)
+	if err != nil || !accepted {
+		return ResumeIn{}, false, err
+	}
+	if utf8.RuneCountInString(comment) > commentMax { // as resume_* checks it
+		return ResumeIn{}, false, invalidArg("inputResponses", "content.comment: at most %d characters", commentMax)
+	}
+	return ResumeIn{InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Decision: decision, Comment: comment}, true, nil
+}
+
+// taskInputOf is kind's taskInput (approvalInput unless the kind has its own).
+func (f *Core) taskInputOf(kind string) taskInput {
+	for _, k := range f.kinds {
+		if k.name == kind && k.taskInput != nil {
+			return k.taskInput
+		}
+	}
+	return approvalInput{}
+}
+
+// taskInputKey names an open input request in inputRequests/inputResponses. It is unique over
+// the task's lifetime (a re-asked request with another scope gets another key) and binds an
+// answer to exactly the input_id and scope_digest that were shown.
+func taskInputKey(ni *workflows.NeedsInput) string {
+	sum := sha256.Sum256([]byte(ni.ScopeDigest))
+	return InputKeyApproval + "." + ni.InputID + "." + hex.EncodeToString(sum[:8])
+}
+
+// Options configure a Frontend.
+type Options struct {
+	// Temporal is a connected client for Namespace. Required.
+	Temporal client.Client
+	// Namespace the jobs live in. Defaults to "default".
+	Namespace string
+	// TaskQueue workers poll. Defaults to workflows.TaskQueueDefault.
+	TaskQueue string
+	// Verifier checks bearer tokens. Required.
+	Verifier authz.Verifier
+	// Keys sign handles and cursors. Required; share them across replicas.
+	Keys *handle.Keyring
+	// ResumeKeys seal every answer sent to a job (resume_*, MRTR, tasks/update); the workers'
+	// update validator opens the seal with the same keys. Required; a keyring of its own (never
+	// the handle keys), held only by frontends and workers.
+	ResumeKeys *handle.Keyring
+	// ResourceURI is this server's OAuth resource identifier (tokens' aud), e.g. "http://localhost:8080/mcp". Required.
+	ResourceURI string
+	// AuthorizationServers are advertised in RFC 9728 metadata. Defaults to none.
+	AuthorizationServers []string
+	// UIBaseURL is the public Temporal Web UI base, e.g. "http://localhost:8233". Empty omits ui_url.
+	UIBaseURL string
+	// UIURLFor is who gets ui_url in job views: UIURLForAdmin (principals with jobs:admin),
+	// UIURLForAll or UIURLForNone. The Web UI is an operator tool. Defaults to UIURLForAdmin.
+	UIURLFor string
+	// Kinds are the kinds of job this frontend serves (their tools, in this order within each
+	// group of tools/list, their options and routes). Defaults to DefaultKinds(): every kind
+	// with its default options.
+	Kinds []KindSpec
+	// DataConverter decodes memos and results; use the one the Temporal client uses.
+	// Defaults to converter.GetDefaultDataConverter().
+	DataConverter converter.DataConverter
+	// HandleTTL is how long a handle stays valid; every job view re-issues one. Defaults to 7 days.
+	HandleTTL time.Duration
+	// CursorTTL is how long a list cursor stays valid. Defaults to 15 minutes.
+	CursorTTL time.Duration
+	// TemporalTimeout bounds each Temporal call of a request. Defaults to 10 seconds.
+	TemporalTimeout time.Duration
+	// Logger receives one line per tool call. Defaults to a no-op logger.
+	Logger *zap.Logger
+	// Metrics, if set, receives the jobgate_* collectors (see telemetry/metrics.go). Defaults to none.
+	Metrics prometheus.Registerer
+	// Tenants holds per-tenant fairness weights and quotas. The zero value has no quotas and
+	// equal weights; servers load a tenants file or authz.DefaultTenants.
+	Tenants authz.Tenants
+	// QuotaBudget bounds how long a start waits for its quota check (quota/quota.go). Past it, or
+	// when visibility does not answer, the start is decided by QuotaDegraded, never answered
+	// unavailable. Defaults to quota.BudgetDefault (2 s).
+	QuotaBudget time.Duration
+	// QuotaDegraded is how a start is decided when its check cannot answer within QuotaBudget:
+	// quota.AdmitBounded (the default) admits up to QuotaOvershoot such starts of a tenant on
+	// this replica until a check of that tenant answers again; quota.Refuse refuses each with
+	// quota_exceeded and retry_after_ms.
+	QuotaDegraded quota.Policy
+	// QuotaOvershoot bounds the starts of one tenant this replica admits unchecked under
+	// quota.AdmitBounded between two checks that answered. Defaults to quota.OvershootDefault (8).
+	QuotaOvershoot int
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+	// StreamHeartbeat is how often an idle event stream (GET /jobs/<handle>/events,
+	// subscriptions/listen) sends a comment, so proxies keep it open. Defaults to 15 seconds.
+	StreamHeartbeat time.Duration
+	// MaxStreams and MaxStreamsPerCaller bound the event streams this replica holds open, in
+	// all and per principal; more are refused with 429 and quota_exceeded. Default 1000 and 20.
+	MaxStreams, MaxStreamsPerCaller int
+	// TracerProvider receives a span per MCP request ("tools/call start_export"), the child of
+	// the HTTP request's span (TraceHTTP). Defaults to none: a no-op provider.
+	TracerProvider trace.TracerProvider
+}
+
+// check reports the first thing wrong with opts: a required field missing (Temporal only when
+// no store is given) or an option value not among its choices.
+func (opts *Options) check(haveStore bool) error {
+	var missing []string
+	if opts.Temporal == nil && !haveStore {
+		missing = append(missing, "Temporal")
+	}
+	if opts.Verifier == nil {
+		missing = append(missing, "Verifier")
+	}
+	if opts.Keys == nil {
+		missing = append(missing, "Keys")
+	}
+	if opts.ResumeKeys == nil {
+		missing = append(missing, "ResumeKeys")
+	}
+	if opts.ResourceURI == "" {
+		missing = append(missing, "ResourceURI")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("frontend: missing %s", strings.Join(missing, ", "))
+	}
+	switch opts.QuotaDegraded {
+	case "":
+	case quota.AdmitBounded, quota.Refuse:
+	default:
+		return fmt.Errorf("frontend: QuotaDegraded %q: want %q or %q", opts.QuotaDegraded, quota.AdmitBounded, quota.Refuse)
+	}
+	switch opts.UIURLFor {
+	case "":
+	case UIURLForAdmin, UIURLForAll, UIURLForNone:
+	default:
+		return fmt.Errorf("frontend: UIURLFor %q: want %s, %s or %s", opts.UIURLFor, UIURLForAdmin, UIURLForAll, UIURLForNone)
+	}
+	return nil
+}
+
+// defaults fills the zero fields of opts with their documented defaults.
+func (opts *Options) defaults() {
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if opts.TaskQueue == "" {
+		opts.TaskQueue = workflows.TaskQueueDefault
+	}
+	if len(opts.Kinds) == 0 {
+		opts.Kinds = DefaultKinds()
+	}
+	if opts.DataConverter == nil {
+		opts.DataConverter = converter.GetDefaultDataConverter()
+	}
+	if opts.HandleTTL <= 0 {
+		opts.HandleTTL = HandleTTLDefault
+	}
+	if opts.CursorTTL <= 0 {
+		opts.CursorTTL = CursorTTLDefault
+	}
+	if opts.TemporalTimeout <= 0 {
+		opts.TemporalTimeout = TemporalTimeoutDefault
+	}
+	if opts.QuotaBudget <= 0 {
+		opts.QuotaBudget = quota.BudgetDefault
+	}
+	if opts.QuotaOvershoot <= 0 {
+		opts.QuotaOvershoot = quota.OvershootDefault
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.StreamHeartbeat <= 0 {
+		opts.StreamHeartbeat = events.StreamHeartbeatDefault
+	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = events.MaxStreamsDefault
+	}
+	if opts.MaxStreamsPerCaller <= 0 {
+		opts.MaxStreamsPerCaller = events.MaxStreamsPerCallerDefault
+	}
+	opts.UIBaseURL = strings.TrimRight(opts.UIBaseURL, "/")
+	if opts.QuotaDegraded == "" {
+		opts.QuotaDegraded = quota.AdmitBounded
+	}
+	if opts.UIURLFor == "" {
+		opts.UIURLFor = UIURLForAdmin
+	}
+}
+
+// Core is the job core: the served kinds, their tools and views, start, get, cancel and
+// resume, lists and approvals, over the job store and the quota admission. The MCP edge
+// (Frontend) holds one and serves it over HTTP, Tasks, MRTR and streams.
+type Core struct {
+	opts    Options
+	log     *zap.Logger
+	metrics *telemetry.Metrics
+	// results are the results of succeeded runs by workflow and run ID (jobs.go).
+	results *resultCache
+	store   jobstore.Store  // the jobs (jobstore/store.go): Temporal, or a unit test's fake
+	quota   *quota.Admitter // admission of starts under the tenants' quotas (quota/quota.go)
+	// kinds are the served kinds (Options.Kinds bound to this core), in Options order.
+	kinds []servedKind
+	// export is the export kind when served (nil otherwise): the pages' download goes through
+	// its download rule.
+	export *exportKind
+	// createsTaskHook says whether a tools/call answers with a task (the edge's Tasks rules).
+	createsTaskHook func(ctx context.Context, req *mcp.CallToolRequest) bool
+}
+
+// createsTask reports whether req, a start tool's call, answers with a task.
+func (f *Core) createsTask(ctx context.Context, req *mcp.CallToolRequest) bool {
+	return f.createsTaskHook != nil && f.createsTaskHook(ctx, req)
+}
+
+func (f *Core) logger(ctx context.Context) *zap.Logger {
+	if fs := telemetry.LogTrace(ctx); fs != nil {
+		return f.log.With(fs...)
+	}
+	return f.log
+}
