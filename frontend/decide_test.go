@@ -10,6 +10,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/workflows"
@@ -34,10 +35,10 @@ func TestDecideFromPage(t *testing.T) {
 	want := workflows.Identity{Issuer: s.Issuer, Name: "Cy", Email: "cy@acme.example", AuthTime: authAt.Truncate(time.Second),
 		AMR: []string{"pwd"}, ACR: "1"}
 	if f := workflows.IdentityMismatch(want, r.Identity); f != "" || r.Surface != workflows.SurfacePage ||
-		r.SignedInWith != SignedInOIDCSession || r.Meaning != "Approve?" || r.Comment != "ok" {
+		r.SignedInWith != jobcore.SignedInOIDCSession || r.Meaning != "Approve?" || r.Comment != "ok" {
 		t.Fatalf("request %+v (identity field %q)", r, f)
 	}
-	seal, err := resumeseal.Verifier(f.opts.ResumeKeys).OpenResumeSeal(r.Seal, f.opts.Now())
+	seal, err := resumeseal.Verifier(f.Opts.ResumeKeys).OpenResumeSeal(r.Seal, f.Opts.Now())
 	if err != nil || workflows.IdentityMismatch(seal.Identity, r.Identity) != "" || seal.MeaningDigest != workflows.MeaningDigest("Approve?") {
 		t.Fatalf("seal %+v, %v", seal, err)
 	}
@@ -49,19 +50,19 @@ func TestCallIdentityAndSurface(t *testing.T) {
 	c := authz.Claims{Principal: coreAppr, Issuer: "https://idp", Person: authz.Person{Name: "Cy", Email: "cy@x"}}
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "resume_eval"},
 		Extra: &mcp.RequestExtra{TokenInfo: tokenInfo(c)}}
-	ctx := context.WithValue(context.Background(), callRecordKey{}, &callRecord{req: req})
-	if got := callIdentity(ctx); got.Issuer != "https://idp" || got.Name != "Cy" || got.Email != "cy@x" {
+	ctx := context.WithValue(context.Background(), jobcore.CallRecordKey{}, &jobcore.CallRecord{Req: req})
+	if got := jobcore.CallIdentity(ctx); got.Issuer != "https://idp" || got.Name != "Cy" || got.Email != "cy@x" {
 		t.Errorf("identity %+v", got)
 	}
-	if s := callSurface(ctx); s != workflows.SurfaceTool {
+	if s := jobcore.CallSurface(ctx); s != workflows.SurfaceTool {
 		t.Errorf("no _meta: surface %q", s)
 	}
-	req.Params.Meta = mcp.Meta{MetaSurface: "page"}
-	if s := callSurface(ctx); s != workflows.SurfaceTool {
+	req.Params.Meta = mcp.Meta{jobcore.MetaSurface: "page"}
+	if s := jobcore.CallSurface(ctx); s != workflows.SurfaceTool {
 		t.Errorf("declared page: surface %q, want tool (only cli may be declared)", s)
 	}
-	req.Params.Meta = mcp.Meta{MetaSurface: "cli"}
-	if s := callSurface(ctx); s != workflows.SurfaceCLI {
+	req.Params.Meta = mcp.Meta{jobcore.MetaSurface: "cli"}
+	if s := jobcore.CallSurface(ctx); s != workflows.SurfaceCLI {
 		t.Errorf("declared cli: surface %q", s)
 	}
 }

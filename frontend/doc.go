@@ -1,4 +1,5 @@
-// Package frontend is jobgate's stateless MCP edge: HTTP, bearer auth, tools, handles, cursors.
+// Package frontend is jobgate's stateless MCP edge: HTTP, bearer auth, Tasks, streams, and the
+// wiring of the job core (frontend/jobcore) to them.
 //
 // # The happy path
 //
@@ -20,12 +21,12 @@
 //
 // Later, on any replica, get_eval opens the handle (signature, then tenant, then expiry),
 // describes the workflow through the store, re-checks the caller with authz.Decide, and renders
-// the job view (jobs.go) from the execution status, search attributes and memo alone, so it
+// the job view (jobcore/jobs.go) from the execution status, search attributes and memo alone, so it
 // answers while no worker runs. resume_eval seals the answer (handle/resumeseal) and sends a Temporal
 // Update whose validator opens the seal and re-checks principal, input_id and scope_digest;
 // cancel_eval requests workflow cancellation. tasks/* (the Tasks extension) are methods
 // registered with the SDK that run the same get and cancel tools; how a kind's open request
-// reads there is tasks_view.go. FixtureKind (fixture.go) serves the MCP conformance suite's
+// reads there is jobcore/core.go (taskInput). FixtureKind (jobcore/fixture.go) serves the MCP conformance suite's
 // Tasks fixtures as jobs; only `jobgate dev --conformance-fixtures` lists it.
 //
 // A client that would rather be told than poll opens GET /jobs/<handle>/events
@@ -50,7 +51,10 @@
 //
 // # Where things live
 //
-// This package is the job core and its MCP edge, and wires the rest: frontend/jobstore (the
+// This package is the MCP edge — the HTTP routes, bearer auth and the front door, the Tasks
+// extension's methods, subscriptions/listen and GET /jobs/<handle>/events, the pages' port —
+// and wires the rest: frontend/jobcore (the kinds, their tools and views, start, get, cancel
+// and resume, MRTR answers, lists, approvals and describe_job), frontend/jobstore (the
 // typed store, its in-memory twin and the suite both pass), frontend/temporalstore (the only
 // package here that calls Temporal), frontend/quota (admission), frontend/events (stream
 // machinery), frontend/telemetry (metrics, spans, readiness), frontend/mcpbody (the front

@@ -19,6 +19,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/events"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 )
 
 // PathJobEvents is the pattern of a job's event stream.
@@ -29,9 +30,9 @@ const scopeWhatJobEvents = "job events"
 
 // acquireStream takes a stream slot for p: quota_exceeded past a limit, unavailable once
 // StopStreams was called (the client goes to another replica).
-func (f *Frontend) acquireStream(p authz.Principal) (release func(), te *ToolError) {
+func (f *Frontend) acquireStream(p authz.Principal) (release func(), te *jobcore.ToolError) {
 	if f.stopStreams.Err() != nil {
-		return nil, toolErr(CodeUnavailable, "this server is shutting down; reconnect, with Last-Event-ID, to another replica")
+		return nil, jobcore.ToolErr(jobcore.CodeUnavailable, "this server is shutting down; reconnect, with Last-Event-ID, to another replica")
 	}
 	return f.streams.Acquire(p)
 }
@@ -65,9 +66,9 @@ func (f *Frontend) resumePos(r *http.Request, p authz.Principal, target string, 
 	if raw == "" {
 		return fresh
 	}
-	pos, err := f.opts.Keys.OpenEventPos(raw, f.opts.Now())
+	pos, err := f.Opts.Keys.OpenEventPos(raw, f.Opts.Now())
 	if err != nil || pos.Tenant != p.Tenant || pos.Subject != p.Subject || pos.Target != target || len(pos.Jobs) != n {
-		f.logger(r.Context()).Info("event stream: Last-Event-ID not usable; starting afresh", zap.String("tenant", p.Tenant),
+		f.Logger(r.Context()).Info("event stream: Last-Event-ID not usable; starting afresh", zap.String("tenant", p.Tenant),
 			zap.String("sub", p.Subject), zap.Bool("malformed", errors.Is(err, handle.ErrMalformed)))
 		return fresh
 	}
@@ -76,8 +77,8 @@ func (f *Frontend) resumePos(r *http.Request, p authz.Principal, target string, 
 
 // sealPos is the id of an event: the stream's position in every job it watches.
 func (f *Frontend) sealPos(p authz.Principal, target string, jobs []handle.JobPos) string {
-	return f.opts.Keys.SealEventPos(handle.EventPos{Tenant: p.Tenant, Subject: p.Subject, Target: target, Jobs: jobs,
-		Expiry: f.opts.Now().Add(events.EventPosTTL).Truncate(time.Second)})
+	return f.Opts.Keys.SealEventPos(handle.EventPos{Tenant: p.Tenant, Subject: p.Subject, Target: target, Jobs: jobs,
+		Expiry: f.Opts.Now().Add(events.EventPosTTL).Truncate(time.Second)})
 }
 
 // serveJobEvents is GET /jobs/<handle>/events: bearer auth, get_*'s access rules (a job the
@@ -85,7 +86,7 @@ func (f *Frontend) sealPos(p authz.Principal, target string, jobs []handle.JobPo
 // whenever it changes, each with a resumable id, until the job is terminal.
 func (f *Frontend) serveJobEvents(metaURL string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := principalFrom(auth.TokenInfoFromContext(r.Context()))
+		p, ok := jobcore.PrincipalFrom(auth.TokenInfoFromContext(r.Context()))
 		if !ok {
 			http.Error(w, "no principal", http.StatusUnauthorized)
 			return
@@ -95,13 +96,13 @@ func (f *Frontend) serveJobEvents(metaURL string) http.Handler {
 			return
 		}
 		raw := r.PathValue("handle")
-		h, herr := f.opts.Keys.OpenHandle(raw, f.opts.Now())
+		h, herr := f.Opts.Keys.OpenHandle(raw, f.Opts.Now())
 		render := func(ctx context.Context) (events.Rendered, error) {
 			if herr != nil && !errors.Is(herr, handle.ErrExpired) {
-				return events.Rendered{}, toolErr(CodeInvalidHandle, "the handle is malformed or not signed by this service; pass the handle string exactly as returned")
+				return events.Rendered{}, jobcore.ToolErr(jobcore.CodeInvalidHandle, "the handle is malformed or not signed by this service; pass the handle string exactly as returned")
 			}
 			if _, served := f.handlers["get_"+h.Kind]; !served {
-				return events.Rendered{}, errNotFound()
+				return events.Rendered{}, jobcore.ErrNotFound()
 			}
 			return f.renderView(ctx, h.Kind, raw)
 		}
@@ -122,21 +123,21 @@ func (f *Frontend) serveJobEvents(metaURL string) http.Handler {
 		defer cancel()
 		sse := events.StartSSE(w)
 		defer sse.Close()
-		go sse.Heartbeat(ctx, cancel, f.opts.StreamHeartbeat)
-		f.metrics.StreamOpened("job_events")
-		defer f.metrics.StreamClosed("job_events")
+		go sse.Heartbeat(ctx, cancel, f.Opts.StreamHeartbeat)
+		f.Metrics.StreamOpened("job_events")
+		defer f.Metrics.StreamClosed("job_events")
 		err := f.follow.FollowJob(ctx, h.WorkflowID, pos, render, func(ev events.Rendered, next handle.JobPos) error {
 			return sse.Event(f.sealPos(p, target, []handle.JobPos{next}), ev.Payload)
 		})
 		if err != nil && ctx.Err() == nil {
-			f.logger(r.Context()).Info("job events: stream ended", zap.String("job_id", h.WorkflowID), zap.Error(err))
+			f.Logger(r.Context()).Info("job events: stream ended", zap.String("job_id", h.WorkflowID), zap.Error(err))
 		}
 	})
 }
 
 // renderView is the job view get_<kind> returns to the caller of ctx, as a stream event.
 func (f *Frontend) renderView(ctx context.Context, kind, raw string) (events.Rendered, error) {
-	res, err := f.runTool(ctx, nil, "get_"+kind, HandleIn{Handle: raw})
+	res, err := f.runTool(ctx, nil, "get_"+kind, jobcore.HandleIn{Handle: raw})
 	if err != nil {
 		return events.Rendered{}, err
 	}
@@ -157,24 +158,24 @@ func (f *Frontend) renderView(ctx context.Context, kind, raw string) (events.Ren
 // refuseStream answers a stream that does not start: a tool error of get_* (or the stream
 // quota) as its HTTP status and the error's JSON; anything else as 500.
 func (f *Frontend) refuseStream(w http.ResponseWriter, r *http.Request, err error) {
-	te, ok := asToolError(err)
+	te, ok := jobcore.AsToolError(err)
 	if !ok {
-		f.logger(r.Context()).Error("job events failed", zap.Error(err))
+		f.Logger(r.Context()).Error("job events failed", zap.Error(err))
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
 	status := http.StatusBadRequest
 	switch te.Code {
-	case CodeNotFound:
+	case jobcore.CodeNotFound:
 		status = http.StatusNotFound
-	case CodeHandleExpired:
+	case jobcore.CodeHandleExpired:
 		status = http.StatusGone
-	case CodeForbidden:
+	case jobcore.CodeForbidden:
 		status = http.StatusForbidden
-	case CodeUnavailable:
+	case jobcore.CodeUnavailable:
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "5")
-	case CodeQuotaExceeded:
+	case jobcore.CodeQuotaExceeded:
 		status = http.StatusTooManyRequests
 		w.Header().Set("Retry-After", strconv.FormatInt(max(te.RetryAfterMS/1000, 1), 10))
 	}
@@ -190,9 +191,9 @@ func (f *Frontend) refuseStream(w http.ResponseWriter, r *http.Request, err erro
 // A stream resumed after the terminal view would otherwise send that view again.
 func (f *Frontend) viewVolatile(kind string) []string {
 	vol := []string{"handle", "note"}
-	for _, k := range f.kinds {
-		if k.name == kind {
-			for _, m := range k.freshResult {
+	for _, k := range f.Kinds {
+		if k.Name == kind {
+			for _, m := range k.FreshResult {
 				vol = append(vol, "result."+m)
 			}
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/events"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 )
 
 const (
@@ -68,10 +69,10 @@ func (f *Frontend) serveListen(w http.ResponseWriter, r *http.Request, req *rpcR
 	accepted, wfIDs := f.acceptTasks(r.Context(), p, ids)
 	var release func()
 	if len(accepted) > 0 {
-		var te *ToolError
+		var te *jobcore.ToolError
 		if release, te = f.acquireStream(p); te != nil {
 			status := http.StatusTooManyRequests
-			if te.Code == CodeUnavailable {
+			if te.Code == jobcore.CodeUnavailable {
 				status = http.StatusServiceUnavailable
 			}
 			w.Header().Set("Retry-After", fmt.Sprint(max(te.RetryAfterMS/1000, 1)))
@@ -99,9 +100,9 @@ func (f *Frontend) serveListen(w http.ResponseWriter, r *http.Request, req *rpcR
 		"notifications": map[string]any{"taskIds": acceptedIDs}, "_meta": subMeta})) != nil {
 		return
 	}
-	f.metrics.StreamOpened("tasks_listen")
-	defer f.metrics.StreamClosed("tasks_listen")
-	go sse.Heartbeat(ctx, cancel, f.opts.StreamHeartbeat)
+	f.Metrics.StreamOpened("tasks_listen")
+	defer f.Metrics.StreamClosed("tasks_listen")
+	go sse.Heartbeat(ctx, cancel, f.Opts.StreamHeartbeat)
 
 	updates := make(chan listenUpdate)
 	for i, a := range accepted {
@@ -213,7 +214,7 @@ func (f *Frontend) followTask(ctx context.Context, p authz.Principal, i int, a w
 	if err != nil && ctx.Err() == nil {
 		// Access lost, the job gone, or Temporal failing for good: this task's
 		// notifications end; the stream goes on for the others.
-		f.logger(ctx).Info("subscriptions/listen: task follow ended", zap.String("job_id", a.h.WorkflowID), zap.Error(err))
+		f.Logger(ctx).Info("subscriptions/listen: task follow ended", zap.String("job_id", a.h.WorkflowID), zap.Error(err))
 	}
 	select {
 	case updates <- listenUpdate{i: i, done: true}:

@@ -18,6 +18,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/events"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
@@ -30,8 +31,8 @@ func TestViewDigestIgnoresFreshLinks(t *testing.T) {
 	}
 	defer artifacts.Close()
 	fx := newResultFixture(t, nil)
-	f, err := newFrontend(Options{Verifier: fx.f.opts.Verifier, Keys: taskKeys(t), ResumeKeys: resumeTestKeys(t),
-		ResourceURI: "http://localhost/mcp", Kinds: []KindSpec{EvalKind(EvalOptions{Artifacts: artifacts})},
+	f, err := newFrontend(jobcore.Options{Verifier: fx.f.Opts.Verifier, Keys: taskKeys(t), ResumeKeys: resumeTestKeys(t),
+		ResourceURI: "http://localhost/mcp", Kinds: []jobcore.KindSpec{jobcore.EvalKind(jobcore.EvalOptions{Artifacts: artifacts})},
 		Now: func() time.Time { return fx.now }}, fx.tc)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +76,7 @@ func TestViewDigestIgnoresFreshLinks(t *testing.T) {
 func TestJobEventsOverMemStore(t *testing.T) {
 	tc := memstore.New()
 	tc.RetentionAnswer = time.Hour
-	f := newStoreFrontend(t, tc, Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow },
+	f := newStoreFrontend(t, tc, jobcore.Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow },
 		StreamHeartbeat: 20 * time.Millisecond, MaxStreamsPerCaller: 1})
 	srv := httptest.NewUnstartedServer(f.Handler())
 	// serve sets a ReadTimeout (30s) and an embedder may set a WriteTimeout: a stream outlives both.
@@ -84,7 +85,7 @@ func TestJobEventsOverMemStore(t *testing.T) {
 	defer srv.Close()
 	id := "acme/eval/ana/streamed"
 	tc.Put(memstore.ExecInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
-	h := f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
+	h := f.Opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
 	get := func(p authz.Principal, raw string) *http.Response {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/jobs/"+raw+"/events", nil)
 		tok, err := authz.MintHS256(unitSecret, authz.MintOptions{Issuer: "iss", Audience: "http://localhost/mcp",
@@ -109,7 +110,7 @@ func TestJobEventsOverMemStore(t *testing.T) {
 	}
 	r := bufio.NewReader(resp.Body)
 	// next reads up to the next event's data, counting heartbeat comments on the way.
-	next := func() (id string, view JobView, beats int) {
+	next := func() (id string, view jobcore.JobView, beats int) {
 		for {
 			line, err := r.ReadString('\n')
 			if err != nil {
@@ -132,7 +133,7 @@ func TestJobEventsOverMemStore(t *testing.T) {
 	if v1.Status != workflows.StatusRunning || v1.JobID != id || id1 == "" {
 		t.Fatalf("first event %q %+v", id1, v1)
 	}
-	pos, err := f.opts.Keys.OpenEventPos(id1, taskNow)
+	pos, err := f.Opts.Keys.OpenEventPos(id1, taskNow)
 	if err != nil || pos.Subject != "ana" || pos.Jobs[0].Run != "run-"+id || pos.Jobs[0].Event != 1 {
 		t.Fatalf("position %+v %v", pos, err)
 	}
@@ -144,7 +145,7 @@ func TestJobEventsOverMemStore(t *testing.T) {
 		busy.Body.Close()
 	}
 	bo := authz.Principal{Tenant: "acme", Subject: "bo", Scopes: []authz.Scope{authz.ScopeRead}}
-	other, unknown := get(bo, h), get(bo, f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/eval/bo/none", Kind: "eval", Expiry: taskNow.Add(time.Hour)}))
+	other, unknown := get(bo, h), get(bo, f.Opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/eval/bo/none", Kind: "eval", Expiry: taskNow.Add(time.Hour)}))
 	ob, ub := readAll(t, other), readAll(t, unknown)
 	if other.StatusCode != http.StatusNotFound || other.StatusCode != unknown.StatusCode || ob != ub {
 		t.Fatalf("other principal %d %s, unknown %d %s", other.StatusCode, ob, unknown.StatusCode, ub)
@@ -168,8 +169,8 @@ func TestJobEventsOverMemStore(t *testing.T) {
 		t.Fatalf("second event %q %+v", id2, v2)
 	}
 	// Only the two streams' opening checks were get_eval calls; the re-renders are stream work.
-	if calls, renders := testutil.ToFloat64(f.metrics.ToolCalls.WithLabelValues("get_eval", "ok")),
-		testutil.ToFloat64(f.metrics.StreamCalls.WithLabelValues("render")); calls != 2 || renders != 2 {
+	if calls, renders := testutil.ToFloat64(f.Metrics.ToolCalls.WithLabelValues("get_eval", "ok")),
+		testutil.ToFloat64(f.Metrics.StreamCalls.WithLabelValues("render")); calls != 2 || renders != 2 {
 		t.Fatalf("get_eval calls %v, stream renders %v; want 2 and 2", calls, renders)
 	}
 	for {
@@ -204,14 +205,14 @@ func readAll(t *testing.T, resp *http.Response) string {
 func TestListenOverMemStore(t *testing.T) {
 	tc := memstore.New()
 	tc.RetentionAnswer = time.Hour
-	f := newStoreFrontend(t, tc, Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow }, MaxStreamsPerCaller: 1})
+	f := newStoreFrontend(t, tc, jobcore.Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow }, MaxStreamsPerCaller: 1})
 	srv := httptest.NewServer(f.Handler())
 	defer srv.Close()
 	id := "acme/eval/ana/listened"
 	tc.Put(memstore.ExecInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
 	tc.Put(memstore.ExecInfo(t, "globex/eval/gus/theirs", "globex", "gus", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
-	mine := f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
-	theirs := f.opts.Keys.SealHandle(handle.Handle{Tenant: "globex", WorkflowID: "globex/eval/gus/theirs", Kind: "eval", Expiry: taskNow.Add(time.Hour)})
+	mine := f.Opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
+	theirs := f.Opts.Keys.SealHandle(handle.Handle{Tenant: "globex", WorkflowID: "globex/eval/gus/theirs", Kind: "eval", Expiry: taskNow.Add(time.Hour)})
 	ana := authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}
 	post := func(withExt bool) *http.Response {
 		caps := map[string]any{}
@@ -293,7 +294,7 @@ func TestListenOverMemStore(t *testing.T) {
 		t.Fatalf("notification params:\n%s\nwant tasks/get's\n%s", gb, get.Result)
 	}
 	if busy := post(true); busy.StatusCode != http.StatusTooManyRequests || busy.Header.Get("Retry-After") == "" ||
-		!strings.Contains(readAll(t, busy), CodeQuotaExceeded) {
+		!strings.Contains(readAll(t, busy), jobcore.CodeQuotaExceeded) {
 		t.Fatalf("second listen: %d", busy.StatusCode)
 	}
 	info := memstore.ExecInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, workflows.StatusRunning)
@@ -322,12 +323,12 @@ func mustCanon(t *testing.T, b []byte) []byte {
 // stream asked for afterwards is 503 unavailable (another replica takes it).
 func TestStopStreamsEndsStreams(t *testing.T) {
 	tc := memstore.New()
-	f := newStoreFrontend(t, tc, Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow }})
+	f := newStoreFrontend(t, tc, jobcore.Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow }})
 	srv := httptest.NewServer(f.Handler())
 	defer srv.Close()
 	id := "acme/eval/ana/stopped"
 	tc.Put(memstore.ExecInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
-	h := f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
+	h := f.Opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
 	tok, err := authz.MintHS256(unitSecret, authz.MintOptions{Issuer: "iss", Audience: "http://localhost/mcp",
 		Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}, TTL: time.Hour})
 	if err != nil {
@@ -362,7 +363,7 @@ func TestStopStreamsEndsStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	if body := readAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
-		!strings.Contains(body, CodeUnavailable) {
+		!strings.Contains(body, jobcore.CodeUnavailable) {
 		t.Fatalf("a stream after StopStreams: %d %s", resp.StatusCode, body)
 	}
 }
@@ -371,7 +372,7 @@ func TestStopStreamsEndsStreams(t *testing.T) {
 // members of its result's JSON, so renaming one cannot silently bring back a repeated terminal
 // event.
 func TestFreshResultMembers(t *testing.T) {
-	f := newStoreFrontend(t, memstore.New(), Options{Kinds: DefaultKinds()})
+	f := newStoreFrontend(t, memstore.New(), jobcore.Options{Kinds: jobcore.DefaultKinds()})
 	for kind, result := range map[string]any{"eval": wire.EvalResultView{}, "export": wire.ExportResultView{}} {
 		members := map[string]bool{}
 		rt := reflect.TypeOf(result)
@@ -379,9 +380,9 @@ func TestFreshResultMembers(t *testing.T) {
 			members[strings.Split(rt.Field(i).Tag.Get("json"), ",")[0]] = true
 		}
 		var fresh []string
-		for _, k := range f.kinds {
-			if k.name == kind {
-				fresh = k.freshResult
+		for _, k := range f.Kinds {
+			if k.Name == kind {
+				fresh = k.FreshResult
 			}
 		}
 		if len(fresh) == 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -38,9 +39,9 @@ func fixtureRequest(t *testing.T, pending ...string) *workflows.NeedsInput {
 // to some of them is one approve carrying exactly those contents; declined answers and other
 // keys change nothing; a request that is not a fixture's form reads as the approval.
 func TestFixtureInput(t *testing.T) {
-	var in fixtureInput
+	var in jobcore.FixtureInput
 	ni := fixtureRequest(t, "first", "second")
-	reqs := in.requests(ni)
+	reqs := in.Requests(ni)
 	keys := make([]string, 0, len(reqs))
 	for k, r := range reqs {
 		keys = append(keys, k)
@@ -52,7 +53,7 @@ func TestFixtureInput(t *testing.T) {
 	if !slices.Equal(keys, []string{"first", "second"}) {
 		t.Fatalf("keys %v", keys)
 	}
-	got, ok, err := in.answer(ni, map[string]*mcp.ElicitResult{
+	got, ok, err := in.Answer(ni, map[string]*mcp.ElicitResult{
 		"first": {Action: "accept", Content: map[string]any{"name": "a"}},
 		"other": {Action: "accept", Content: map[string]any{"name": "b"}},
 	})
@@ -63,20 +64,20 @@ func TestFixtureInput(t *testing.T) {
 		got.Comment != `{"answers":{"first":{"name":"a"}}}` {
 		t.Errorf("resume %+v", got)
 	}
-	if _, ok, err := in.answer(ni, map[string]*mcp.ElicitResult{"first": {Action: "decline"}}); ok || err != nil {
+	if _, ok, err := in.Answer(ni, map[string]*mcp.ElicitResult{"first": {Action: "decline"}}); ok || err != nil {
 		t.Errorf("a declined answer answered: %v %v", ok, err)
 	}
-	big := strings.Repeat("x", commentMax)
-	if _, _, err := in.answer(ni, map[string]*mcp.ElicitResult{"first": {Action: "accept", Content: map[string]any{"name": big}}}); err == nil {
+	big := strings.Repeat("x", jobcore.CommentMax)
+	if _, _, err := in.Answer(ni, map[string]*mcp.ElicitResult{"first": {Action: "accept", Content: map[string]any{"name": big}}}); err == nil {
 		t.Error("an oversized answer was accepted")
 	}
 
 	// Not a fixture's form: the approval elicitation, answered with a decision.
 	plain := &workflows.NeedsInput{InputID: "approve-1", ScopeDigest: "sha256:y", Prompt: "approve?"}
-	if _, ok := in.requests(plain)[taskInputKey(plain)]; !ok {
-		t.Errorf("plain request: %v", in.requests(plain))
+	if _, ok := in.Requests(plain)[jobcore.TaskInputKey(plain)]; !ok {
+		t.Errorf("plain request: %v", in.Requests(plain))
 	}
-	got, ok, err = in.answer(plain, map[string]*mcp.ElicitResult{taskInputKey(plain): {Action: "accept", Content: map[string]any{"decision": "reject"}}})
+	got, ok, err = in.Answer(plain, map[string]*mcp.ElicitResult{jobcore.TaskInputKey(plain): {Action: "accept", Content: map[string]any{"decision": "reject"}}})
 	if err != nil || !ok || got.Decision != workflows.DecisionReject {
 		t.Errorf("plain answer: %+v %v %v", got, ok, err)
 	}
@@ -85,11 +86,11 @@ func TestFixtureInput(t *testing.T) {
 // TestFixtureToolsOnlyWithTheKind: the default kinds serve no fixture tool; with the fixture
 // kind, every tool the conformance suite calls is served, with its task support.
 func TestFixtureToolsOnlyWithTheKind(t *testing.T) {
-	fixtures := map[string]taskSupport{
-		workflows.FixtureGreet: taskForbidden, workflows.FixtureSlowCompute: taskOptional,
-		workflows.FixtureFailingJob: taskRequired, workflows.FixtureProtocolError: taskRequired,
-		workflows.FixtureConfirmDelete: taskRequired, workflows.FixtureMultiInput: taskRequired,
-		workflows.FixtureToolWithTask: taskRequired,
+	fixtures := map[string]jobcore.TaskSupport{
+		workflows.FixtureGreet: jobcore.TaskForbidden, workflows.FixtureSlowCompute: jobcore.TaskOptional,
+		workflows.FixtureFailingJob: jobcore.TaskRequired, workflows.FixtureProtocolError: jobcore.TaskRequired,
+		workflows.FixtureConfirmDelete: jobcore.TaskRequired, workflows.FixtureMultiInput: jobcore.TaskRequired,
+		workflows.FixtureToolWithTask: jobcore.TaskRequired,
 	}
 	f := newTestFrontend(t)
 	for _, name := range servedToolNames(f) {
@@ -97,7 +98,7 @@ func TestFixtureToolsOnlyWithTheKind(t *testing.T) {
 			t.Errorf("the default kinds serve %s", name)
 		}
 	}
-	f, err := kindsFrontend(t, DefaultKinds(FixtureKind())...)
+	f, err := kindsFrontend(t, jobcore.DefaultKinds(jobcore.FixtureKind())...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,13 +111,13 @@ func TestFixtureToolsOnlyWithTheKind(t *testing.T) {
 			t.Errorf("%s: task support %d, want %d", name, got, want)
 		}
 	}
-	if f.taskSupport["start_eval"] != taskOptional {
+	if f.taskSupport["start_eval"] != jobcore.TaskOptional {
 		t.Errorf("start_eval: task support %d", f.taskSupport["start_eval"])
 	}
-	if text, ok := (&KindView[FixtureResultView]{Result: &FixtureResultView{Text: "Hello, W!"}}).toolText(); !ok || text != "Hello, W!" {
+	if text, ok := (&jobcore.KindView[jobcore.FixtureResultView]{Result: &jobcore.FixtureResultView{Text: "Hello, W!"}}).ToolText(); !ok || text != "Hello, W!" {
 		t.Errorf("fixture text %q %v", text, ok)
 	}
-	if _, ok := (&KindView[FixtureResultView]{}).toolText(); ok {
+	if _, ok := (&jobcore.KindView[jobcore.FixtureResultView]{}).ToolText(); ok {
 		t.Error("a view without a result has words of its own")
 	}
 }
@@ -141,12 +142,12 @@ func FuzzFixtureInput(f *testing.F) {
 				delete(resps, k) // tasks/update decodes each answer into a value
 			}
 		}
-		var in fixtureInput
-		reqs := in.requests(&ni)
+		var in jobcore.FixtureInput
+		reqs := in.Requests(&ni)
 		if len(reqs) == 0 {
 			t.Fatal("an open request with nothing to answer")
 		}
-		got, ok, err := in.answer(&ni, resps)
+		got, ok, err := in.Answer(&ni, resps)
 		if !ok || err != nil {
 			return
 		}
@@ -157,7 +158,7 @@ func FuzzFixtureInput(f *testing.F) {
 			Answers map[string]any `json:"answers"`
 		}
 		if json.Unmarshal([]byte(got.Comment), &form) == nil && form.Answers != nil {
-			if len(got.Comment) > commentMax {
+			if len(got.Comment) > jobcore.CommentMax {
 				t.Fatalf("comment of %d bytes", len(got.Comment))
 			}
 			for k := range form.Answers {
@@ -176,26 +177,26 @@ func TestFixtureUserName(t *testing.T) {
 		return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: workflows.FixtureToolWithTask, InputResponses: resps}}
 	}
 	asks := func(name string, err error) bool {
-		var ir *inputRequired
+		var ir *jobcore.InputRequired
 		if name != "" || !errors.As(err, &ir) {
 			return false
 		}
-		_, ok := ir.res.InputRequests[fixtureInputKey]
-		return ok && ir.res.RequestState == ""
+		_, ok := ir.Res.InputRequests[jobcore.FixtureInputKey]
+		return ok && ir.Res.RequestState == ""
 	}
 	for what, req := range map[string]*mcp.CallToolRequest{
 		"no call":     nil,
 		"first round": call(nil),
-		"declined":    call(mcp.InputResponseMap{fixtureInputKey: &mcp.ElicitResult{Action: "decline"}}),
-		"no name":     call(mcp.InputResponseMap{fixtureInputKey: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": 7}}}),
-		"too long":    call(mcp.InputResponseMap{fixtureInputKey: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": strings.Repeat("é", 201)}}}),
+		"declined":    call(mcp.InputResponseMap{jobcore.FixtureInputKey: &mcp.ElicitResult{Action: "decline"}}),
+		"no name":     call(mcp.InputResponseMap{jobcore.FixtureInputKey: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": 7}}}),
+		"too long":    call(mcp.InputResponseMap{jobcore.FixtureInputKey: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": strings.Repeat("é", 201)}}}),
 		"other key":   call(mcp.InputResponseMap{"approval": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Alice"}}}),
 	} {
-		if name, err := userName(req); !asks(name, err) {
+		if name, err := jobcore.UserName(req); !asks(name, err) {
 			t.Errorf("%s: %q %v, want the user_name question", what, name, err)
 		}
 	}
-	name, err := userName(call(mcp.InputResponseMap{fixtureInputKey: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Alice"}}}))
+	name, err := jobcore.UserName(call(mcp.InputResponseMap{jobcore.FixtureInputKey: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Alice"}}}))
 	if name != "Alice" || err != nil {
 		t.Errorf("answered: %q %v", name, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/events"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/quota"
 	"github.com/jobgate/jobgate/frontend/telemetry"
@@ -23,13 +24,13 @@ var Version = wire.Version
 
 // Frontend serves the MCP endpoint and its HTTP neighbours.
 type Frontend struct {
-	*Core
+	*jobcore.Core
 	server *mcp.Server
 	// impl is the server's identity, as the SDK puts it in each 2026-07-28 result's _meta.
 	impl    *mcp.Implementation
 	actions map[string]authz.Action // tool name → the action its 403 check is for
 	// taskSupport is each start tool's support of the Tasks extension (toolDef.task).
-	taskSupport map[string]taskSupport
+	taskSupport map[string]jobcore.TaskSupport
 	// handlers are the tools' handlers by name, for tasks/* to run get_* and cancel_* in process.
 	handlers map[string]mcp.ToolHandler
 	tokens   *tokenCache          // verified bearer tokens by sha256
@@ -48,63 +49,63 @@ type Frontend struct {
 // New validates opts and builds the MCP server once; it is shared by all requests because the
 // stateless handler builds a fresh session per request and the server holds no job state.
 // The jobs live in Temporal (Options.Temporal).
-func New(opts Options) (*Frontend, error) { return newFrontend(opts, nil) }
+func New(opts jobcore.Options) (*Frontend, error) { return newFrontend(opts, nil) }
 
 // newFrontend is New over store; a nil store is the Temporal store of opts.Temporal (unit tests
 // pass their in-memory fake).
-func newFrontend(opts Options, store jobstore.Store) (*Frontend, error) {
-	if err := opts.check(store != nil); err != nil {
+func newFrontend(opts jobcore.Options, store jobstore.Store) (*Frontend, error) {
+	if err := opts.Check(store != nil); err != nil {
 		return nil, err
 	}
-	opts.defaults()
-	f := &Frontend{Core: &Core{opts: opts, log: opts.Logger, results: newResultCache()}, tokens: newTokenCache(opts.Now),
+	opts.Defaults()
+	f := &Frontend{Core: &jobcore.Core{Opts: opts, Log: opts.Logger, Results: jobcore.NewResultCache()}, tokens: newTokenCache(opts.Now),
 		streams: events.NewLimits(opts.MaxStreams, opts.MaxStreamsPerCaller)}
 	f.stopStreams, f.stopStreamsNow = context.WithCancel(context.Background())
-	if f.store = store; store == nil {
-		f.store = temporalstore.New(opts.Temporal, opts.Namespace, opts.TaskQueue, opts.DataConverter)
+	if f.Store = store; store == nil {
+		f.Store = temporalstore.New(opts.Temporal, opts.Namespace, opts.TaskQueue, opts.DataConverter)
 	}
-	f.ready = telemetry.NewReadiness(f.store.CheckHealth, telemetry.ReadyTTL, opts.Now)
+	f.ready = telemetry.NewReadiness(f.Store.CheckHealth, telemetry.ReadyTTL, opts.Now)
 	var err error
 	scopeNames := []string{scopeWhatJobEvents, methodSubscriptionsListen}
 	for method := range taskActions {
 		scopeNames = append(scopeNames, method)
 	}
-	if f.metrics, err = telemetry.NewMetrics(opts.Metrics, scopeNames...); err != nil {
+	if f.Metrics, err = telemetry.NewMetrics(opts.Metrics, scopeNames...); err != nil {
 		return nil, fmt.Errorf("frontend: metrics: %w", err)
 	}
-	f.follow = events.NewFollower(f.store, f.describe, f.metrics.StreamCalls)
+	f.follow = events.NewFollower(f.Store, f.Describe, f.Metrics.StreamCalls)
 	f.impl = &mcp.Implementation{Name: "jobgate", Title: "jobgate — durable jobs for agents", Version: Version}
 	f.server = mcp.NewServer(f.impl, &mcp.ServerOptions{Instructions: serverInstructions})
 	f.server.AddReceivingMiddleware(refuseUndeclared)
 	f.tracer = telemetry.TracerOf(opts.TracerProvider)
 	f.server.AddReceivingMiddleware(f.traceMethods)
-	if f.kinds, err = serveKinds(f.Core, opts.Kinds); err != nil {
+	if f.Kinds, err = jobcore.ServeKinds(f.Core, opts.Kinds); err != nil {
 		return nil, err
 	}
 	var slotKinds []quota.SlotKind
-	for _, k := range f.kinds {
-		if k.maxSlots != nil {
-			slotKinds = append(slotKinds, quota.SlotKind{Name: k.name, MaxSlots: k.maxSlots()})
+	for _, k := range f.Kinds {
+		if k.MaxSlots != nil {
+			slotKinds = append(slotKinds, quota.SlotKind{Name: k.Name, MaxSlots: k.MaxSlots()})
 		}
 	}
-	f.quota = quota.New(quota.Options{Tenants: opts.Tenants, QuotaBudget: opts.QuotaBudget, QuotaDegraded: opts.QuotaDegraded,
-		QuotaOvershoot: opts.QuotaOvershoot, TemporalTimeout: opts.TemporalTimeout, Now: opts.Now, Logger: f.logger},
-		f.store, slotKinds, quota.Metrics{Degraded: f.metrics.QuotaDegraded,
-			Rejected: func(tenant, limit string) { f.metrics.QuotaRejected(opts.Tenants, tenant, limit) }})
+	f.Quota = quota.New(quota.Options{Tenants: opts.Tenants, QuotaBudget: opts.QuotaBudget, QuotaDegraded: opts.QuotaDegraded,
+		QuotaOvershoot: opts.QuotaOvershoot, TemporalTimeout: opts.TemporalTimeout, Now: opts.Now, Logger: f.Logger},
+		f.Store, slotKinds, quota.Metrics{Degraded: f.Metrics.QuotaDegraded,
+			Rejected: func(tenant, limit string) { f.Metrics.QuotaRejected(opts.Tenants, tenant, limit) }})
 	f.actions = map[string]authz.Action{}
-	f.taskSupport = map[string]taskSupport{}
+	f.taskSupport = map[string]jobcore.TaskSupport{}
 	f.handlers = map[string]mcp.ToolHandler{}
-	for _, t := range f.tools() {
-		if authz.ActionScopes(t.action) == nil {
-			return nil, fmt.Errorf("frontend: tool %s has no policy action", t.tool.Name) // never fail open
+	for _, t := range f.Tools() {
+		if authz.ActionScopes(t.Action) == nil {
+			return nil, fmt.Errorf("frontend: tool %s has no policy action", t.Tool.Name) // never fail open
 		}
-		f.actions[t.tool.Name] = t.action
-		f.taskSupport[t.tool.Name] = t.task
-		f.metrics.KnownScopeFor[t.tool.Name] = true
-		f.handlers[t.tool.Name] = t.handler
-		f.server.AddTool(t.tool, t.handler)
+		f.actions[t.Tool.Name] = t.Action
+		f.taskSupport[t.Tool.Name] = t.Task
+		f.Metrics.KnownScopeFor[t.Tool.Name] = true
+		f.handlers[t.Tool.Name] = t.Handler
+		f.server.AddTool(t.Tool, t.Handler)
 	}
-	f.createsTaskHook = f.requestCreatesTask
+	f.CreatesTaskHook = f.requestCreatesTask
 	if err := f.registerTasks(); err != nil {
 		return nil, fmt.Errorf("frontend: tasks: %w", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/mcpbody"
 	"github.com/jobgate/jobgate/frontend/telemetry"
 )
@@ -34,19 +35,19 @@ func (f *Frontend) routes() *telemetry.RouteMux {
 	metaURL := f.resourceMetadataURL()
 
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: MaxBodyBytesDefault})
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: jobcore.MaxBodyBytesDefault})
 	bearer := invalidTokenChallenge(auth.RequireBearerToken(f.verifyToken, &auth.RequireBearerTokenOptions{ResourceMetadataURL: metaURL}))
-	mux.Handle("/mcp", f.metrics.CountMissingBearer(bearer(f.frontDoor(metaURL, mcpHandler))))
-	mux.Handle(PathJobEvents, f.metrics.CountMissingBearer(bearer(f.serveJobEvents(metaURL))))
-	for _, k := range f.kinds {
-		for pattern, h := range k.routes {
-			mux.Handle(pattern, f.metrics.CountMissingBearer(bearer(h)))
+	mux.Handle("/mcp", f.Metrics.CountMissingBearer(bearer(f.frontDoor(metaURL, mcpHandler))))
+	mux.Handle(PathJobEvents, f.Metrics.CountMissingBearer(bearer(f.serveJobEvents(metaURL))))
+	for _, k := range f.Kinds {
+		for pattern, h := range k.Routes {
+			mux.Handle(pattern, f.Metrics.CountMissingBearer(bearer(h)))
 		}
 	}
 
 	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-		Resource:               f.opts.ResourceURI,
-		AuthorizationServers:   f.opts.AuthorizationServers,
+		Resource:               f.Opts.ResourceURI,
+		AuthorizationServers:   f.Opts.AuthorizationServers,
 		ScopesSupported:        authz.ScopeStrings(authz.AllScopes()),
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "jobgate",
@@ -65,7 +66,7 @@ func (f *Frontend) routes() *telemetry.RouteMux {
 // resourceMetadataURL is the RFC 9728 metadata URL for the resource: the well-known path
 // inserted before the resource's path.
 func (f *Frontend) resourceMetadataURL() string {
-	u, err := url.Parse(f.opts.ResourceURI)
+	u, err := url.Parse(f.Opts.ResourceURI)
 	if err != nil || u.Host == "" {
 		return ""
 	}
@@ -91,9 +92,9 @@ func (f *Frontend) verifyToken(ctx context.Context, token string, _ *http.Reques
 	if ti, ok := f.tokens.info(token); ok {
 		return ti, nil
 	}
-	c, err := f.opts.Verifier.Verify(ctx, token)
+	c, err := f.Opts.Verifier.Verify(ctx, token)
 	if err != nil {
-		f.metrics.Unauthorized.WithLabelValues(telemetry.UnauthInvalid).Inc()
+		f.Metrics.Unauthorized.WithLabelValues(telemetry.UnauthInvalid).Inc()
 		return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, strings.TrimPrefix(err.Error(), authz.ErrInvalidToken.Error()+": "))
 	}
 	f.tokens.put(token, c)
@@ -125,7 +126,7 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		p, ok := principalFrom(auth.TokenInfoFromContext(r.Context()))
+		p, ok := jobcore.PrincipalFrom(auth.TokenInfoFromContext(r.Context()))
 		if !ok {
 			http.Error(w, "no principal", http.StatusUnauthorized)
 			return
@@ -151,14 +152,14 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 		// A tasks/* request the SDK's transport takes (whatever it would refuse — Host,
 		// Content-Type, Accept — it refuses first).
 		if req, ok := rpcRequestOf(pb); ok && sdkTransportOK(r) {
-			if req.method == methodSubscriptionsListen && r.Header.Get(headerProtocolVersion) == protocolMRTR {
+			if req.method == methodSubscriptionsListen && r.Header.Get(headerProtocolVersion) == jobcore.ProtocolMRTR {
 				if ids, asks, bad := listenTaskIDs(req); asks {
 					f.serveListen(w, r.WithContext(ctx), req, p, metaURL, ids, bad)
 					return
 				}
 			}
 			if action, isTask := taskActions[req.method]; isTask {
-				if r.Header.Get(headerProtocolVersion) != protocolMRTR {
+				if r.Header.Get(headerProtocolVersion) != jobcore.ProtocolMRTR {
 					refuseUnknownMethod(w, r, req)
 					return
 				}
@@ -184,7 +185,7 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 // method-not-found from 2026-07-28 on, a plain 400 before.
 func refuseUnknownMethod(w http.ResponseWriter, r *http.Request, req *rpcRequest) {
 	msg := fmt.Sprintf("JSON RPC not handled: %q unsupported", req.method)
-	if r.Header.Get(headerProtocolVersion) >= protocolMRTR {
+	if r.Header.Get(headerProtocolVersion) >= jobcore.ProtocolMRTR {
 		writeRPC(w, http.StatusNotFound, req.id, nil, &rpcError{Code: jsonrpc.CodeMethodNotFound, Message: msg})
 		return
 	}
@@ -215,7 +216,7 @@ func (w *taskWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // bufferBody reads the request body (bounded) and puts it back for the next handler, so the
 // layers in front of the SDK can look at the JSON-RPC message. On failure it has answered.
 func bufferBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytesDefault))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, jobcore.MaxBodyBytesDefault))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -239,8 +240,8 @@ func refuseBody(w http.ResponseWriter, err error) {
 func (f *Frontend) denyScope(ctx context.Context, w http.ResponseWriter, metaURL, what string, need []authz.Scope, p authz.Principal) {
 	w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q, resource_metadata=%q, error_description=%q`,
 		string(need[0]), metaURL, what+" needs one of: "+strings.Join(authz.ScopeStrings(need), " ")))
-	f.metrics.InsufficientScope(what)
-	f.logger(ctx).Info("insufficient scope", zap.String("tool", what), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
+	f.Metrics.InsufficientScope(what)
+	f.Logger(ctx).Info("insufficient scope", zap.String("tool", what), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
 	http.Error(w, "insufficient scope for "+what, http.StatusForbidden)
 }
 
@@ -334,7 +335,7 @@ func (f *Frontend) traceMethods(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}
 		if ex := req.GetExtra(); ex != nil {
-			if p, ok := principalFrom(ex.TokenInfo); ok {
+			if p, ok := jobcore.PrincipalFrom(ex.TokenInfo); ok {
 				attrs = append(attrs, telemetry.AttrTenant.String(p.Tenant))
 			}
 		}
@@ -441,6 +442,6 @@ func tokenInfo(c authz.Claims) *auth.TokenInfo {
 		Scopes:     authz.ScopeStrings(c.Principal.Scopes),
 		Expiration: c.Expiry,
 		UserID:     c.Principal.Tenant + "/" + c.Principal.Subject,
-		Extra:      map[string]any{principalKey: c.Principal, identityKey: identityOf(c)},
+		Extra:      map[string]any{jobcore.PrincipalKey: c.Principal, jobcore.IdentityKey: jobcore.IdentityOf(c)},
 	}
 }

@@ -15,12 +15,13 @@ import (
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // kindsFrontend is a frontend serving kinds (nil: the defaults) over a Temporal client that
 // never connects: enough for tools, routes and argument checks.
-func kindsFrontend(t *testing.T, kinds ...KindSpec) (*Frontend, error) {
+func kindsFrontend(t *testing.T, kinds ...jobcore.KindSpec) (*Frontend, error) {
 	t.Helper()
 	c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1"})
 	if err != nil {
@@ -30,20 +31,20 @@ func kindsFrontend(t *testing.T, kinds ...KindSpec) (*Frontend, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Options{Temporal: c, Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
+	return New(jobcore.Options{Temporal: c, Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
 		ResourceURI: "http://localhost/mcp", Kinds: kinds})
 }
 
 func servedToolNames(f *Frontend) []string {
 	var out []string
-	for _, td := range f.tools() {
-		out = append(out, td.tool.Name)
+	for _, td := range f.Tools() {
+		out = append(out, td.Tool.Name)
 	}
 	return out
 }
 
 // specNames are the names of kinds, in order.
-func specNames(ks []KindSpec) []string {
+func specNames(ks []jobcore.KindSpec) []string {
 	var out []string
 	for _, k := range ks {
 		out = append(out, k.Name())
@@ -77,20 +78,20 @@ func toolOrder(kinds ...string) string {
 // clients know (a further kind only adds tools after them in each group). The cases with
 // explicit kinds pin the exact text.
 func TestKindsToolOrder(t *testing.T) {
-	defaults := specNames(DefaultKinds())
+	defaults := specNames(jobcore.DefaultKinds())
 	if len(defaults) < 2 || defaults[0] != "eval" || defaults[1] != "export" {
 		t.Fatalf("default kinds %v: want eval and export first, in that order", defaults)
 	}
 	for _, tc := range []struct {
 		name  string
-		kinds []KindSpec
+		kinds []jobcore.KindSpec
 		want  string
 	}{
 		{"default", nil, toolOrder(defaults...)},
-		{"default kinds listed", DefaultKinds(), toolOrder(defaults...)},
-		{"reversed", []KindSpec{ExportKind(ExportOptions{}), EvalKind(EvalOptions{})},
+		{"default kinds listed", jobcore.DefaultKinds(), toolOrder(defaults...)},
+		{"reversed", []jobcore.KindSpec{jobcore.ExportKind(jobcore.ExportOptions{}), jobcore.EvalKind(jobcore.EvalOptions{})},
 			"get_export get_eval list_jobs list_approvals describe_job list_episodes start_export start_eval cancel_export cancel_eval resume_export resume_eval"},
-		{"eval only", []KindSpec{EvalKind(EvalOptions{})}, "get_eval list_jobs list_approvals describe_job list_episodes start_eval cancel_eval resume_eval"},
+		{"eval only", []jobcore.KindSpec{jobcore.EvalKind(jobcore.EvalOptions{})}, "get_eval list_jobs list_approvals describe_job list_episodes start_eval cancel_eval resume_eval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := kindsFrontend(t, tc.kinds...)
@@ -115,12 +116,12 @@ func TestKindsToolOrder(t *testing.T) {
 func TestKindsRoutes(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		kinds []KindSpec
+		kinds []jobcore.KindSpec
 		want  int
 	}{
 		{"default", nil, http.StatusUnauthorized},
-		{"export", []KindSpec{ExportKind(ExportOptions{})}, http.StatusUnauthorized},
-		{"eval only", []KindSpec{EvalKind(EvalOptions{})}, http.StatusNotFound},
+		{"export", []jobcore.KindSpec{jobcore.ExportKind(jobcore.ExportOptions{})}, http.StatusUnauthorized},
+		{"eval only", []jobcore.KindSpec{jobcore.EvalKind(jobcore.EvalOptions{})}, http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := kindsFrontend(t, tc.kinds...)
@@ -139,20 +140,20 @@ func TestKindsRoutes(t *testing.T) {
 // otherKind is a kind the workflows layer does not register.
 type otherKind struct{}
 
-func (otherKind) Name() string               { return "ingest-unregistered" }
-func (otherKind) serve(*Core) servedKind { panic("never served") }
+func (otherKind) Name() string                           { return "ingest-unregistered" }
+func (otherKind) Serve(*jobcore.Core) jobcore.ServedKind { panic("never served") }
 
 // TestKindsRefused: a kind listed twice, one the workflows layer does not know, and a nil one
 // are configuration errors at New, not panics or clashing tools.
 func TestKindsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		kinds []KindSpec
+		kinds []jobcore.KindSpec
 		want  string
 	}{
-		{"twice", []KindSpec{EvalKind(EvalOptions{}), ExportKind(ExportOptions{}), EvalKind(EvalOptions{})}, `kind "eval" is listed twice`},
-		{"unregistered", []KindSpec{EvalKind(EvalOptions{}), otherKind{}}, `kind "ingest-unregistered" is not registered in workflows`},
-		{"nil", []KindSpec{nil}, "nil kind"},
+		{"twice", []jobcore.KindSpec{jobcore.EvalKind(jobcore.EvalOptions{}), jobcore.ExportKind(jobcore.ExportOptions{}), jobcore.EvalKind(jobcore.EvalOptions{})}, `kind "eval" is listed twice`},
+		{"unregistered", []jobcore.KindSpec{jobcore.EvalKind(jobcore.EvalOptions{}), otherKind{}}, `kind "ingest-unregistered" is not registered in workflows`},
+		{"nil", []jobcore.KindSpec{nil}, "nil kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := kindsFrontend(t, tc.kinds...)
@@ -170,21 +171,21 @@ func TestKindsSlots(t *testing.T) {
 	big := suites["demo"]
 	big.Name, big.MaxConcurrency = "big", 777
 	suites["big"] = big
-	f, err := kindsFrontend(t, ExportKind(ExportOptions{}), EvalKind(EvalOptions{Suites: suites}))
+	f, err := kindsFrontend(t, jobcore.ExportKind(jobcore.ExportOptions{}), jobcore.EvalKind(jobcore.EvalOptions{Suites: suites}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.quota.SlotKinds(); !slices.Equal(got, []string{"eval"}) {
+	if got := f.Quota.SlotKinds(); !slices.Equal(got, []string{"eval"}) {
 		t.Errorf("slot kinds %q, want [eval]", got)
 	}
-	if got := f.quota.MaxJobSlots(); got != 777 {
+	if got := f.Quota.MaxJobSlots(); got != 777 {
 		t.Errorf("max slots %d, want 777 (the largest suite concurrency)", got)
 	}
-	f, err = kindsFrontend(t, ExportKind(ExportOptions{}))
+	f, err = kindsFrontend(t, jobcore.ExportKind(jobcore.ExportOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.quota.MaxJobSlots(); got != 0 {
+	if got := f.Quota.MaxJobSlots(); got != 0 {
 		t.Errorf("export-only max slots %d, want 0", got)
 	}
 }
@@ -196,18 +197,18 @@ func TestStartChecksOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := func(tool string, p authz.Principal, args map[string]any) *ToolError {
+	call := func(tool string, p authz.Principal, args map[string]any) *jobcore.ToolError {
 		t.Helper()
-		i := slices.IndexFunc(f.tools(), func(td toolDef) bool { return td.tool.Name == tool })
+		i := slices.IndexFunc(f.Tools(), func(td jobcore.ToolDef) bool { return td.Tool.Name == tool })
 		raw, _ := json.Marshal(args)
-		res, err := f.tools()[i].handler(context.Background(), &mcp.CallToolRequest{
+		res, err := f.Tools()[i].Handler(context.Background(), &mcp.CallToolRequest{
 			Params: &mcp.CallToolParamsRaw{Name: tool, Arguments: raw},
-			Extra:  &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{Extra: map[string]any{principalKey: p}}},
+			Extra:  &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{Extra: map[string]any{jobcore.PrincipalKey: p}}},
 		})
 		if err != nil || !res.IsError {
 			t.Fatalf("%s: %v %+v, want a tool error", tool, err, res)
 		}
-		var te ToolError
+		var te jobcore.ToolError
 		if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &te); err != nil {
 			t.Fatal(err)
 		}
@@ -226,10 +227,10 @@ func TestStartChecksOnce(t *testing.T) {
 			delete(bad, "suite")
 			delete(bad, "episodes")
 		}
-		if te := call(tool, reader, bad); te.Code != CodeForbidden {
+		if te := call(tool, reader, bad); te.Code != jobcore.CodeForbidden {
 			t.Errorf("%s without jobs:write: %s %q, want forbidden", tool, te.Code, te.Message)
 		}
-		if te := call(tool, writer, bad); te.Code != CodeInvalidArgument || !strings.HasPrefix(te.Message, "idempotency_key") {
+		if te := call(tool, writer, bad); te.Code != jobcore.CodeInvalidArgument || !strings.HasPrefix(te.Message, "idempotency_key") {
 			t.Errorf("%s with a bad key: %s %q, want invalid_argument naming idempotency_key", tool, te.Code, te.Message)
 		}
 	}
@@ -239,41 +240,41 @@ func TestStartChecksOnce(t *testing.T) {
 // order; a configured kind replaces the default of its name in place (tools/list order is
 // unchanged); a kind of another name is added after the defaults.
 func TestDefaultKinds(t *testing.T) {
-	names := func(ks []KindSpec) string { return strings.Join(specNames(ks), " ") }
+	names := func(ks []jobcore.KindSpec) string { return strings.Join(specNames(ks), " ") }
 	all := strings.Join(workflows.DefaultKindNames(), " ")
-	if got := names(DefaultKinds()); got != all {
+	if got := names(jobcore.DefaultKinds()); got != all {
 		t.Fatalf("DefaultKinds(): %s, want every workflows kind: %s", got, all)
 	}
-	ex := ExportKind(ExportOptions{DownloadTTL: 42})
-	got := DefaultKinds(ex)
+	ex := jobcore.ExportKind(jobcore.ExportOptions{DownloadTTL: 42})
+	got := jobcore.DefaultKinds(ex)
 	i := slices.Index(workflows.DefaultKindNames(), "export")
 	if names(got) != all || i < 0 || got[i] != ex {
 		t.Fatalf("DefaultKinds(export): %s (configured export in place: %v)", names(got), i >= 0 && got[i] == ex)
 	}
-	if got := DefaultKinds(otherKind{}); names(got) != all+" ingest-unregistered" {
+	if got := jobcore.DefaultKinds(otherKind{}); names(got) != all+" ingest-unregistered" {
 		t.Fatalf("DefaultKinds(other): %s", names(got))
 	}
 }
 
 // evalPlus is the eval kind with a further read and write tool, as a kind may declare.
-type evalPlus struct{ KindSpec }
+type evalPlus struct{ jobcore.KindSpec }
 
-func (e evalPlus) serve(f *Core) servedKind {
-	sk := e.KindSpec.serve(f)
-	tool := func(name string, a authz.Action) toolDef {
-		return newTool(f, a, &mcp.Tool{Name: name}, func(context.Context, authz.Principal, HandleIn) (*JobSummary, error) {
-			return nil, toolErr(CodeNotFound, "none")
+func (e evalPlus) Serve(f *jobcore.Core) jobcore.ServedKind {
+	sk := e.KindSpec.Serve(f)
+	tool := func(name string, a authz.Action) jobcore.ToolDef {
+		return jobcore.NewTool(f, a, &mcp.Tool{Name: name}, func(context.Context, authz.Principal, jobcore.HandleIn) (*jobcore.JobSummary, error) {
+			return nil, jobcore.ToolErr(jobcore.CodeNotFound, "none")
 		})
 	}
-	sk.reads = []toolDef{tool("list_episodes", authz.ActionGet)}
-	sk.writes = []toolDef{tool("retry_eval", authz.ActionCancel)}
+	sk.Reads = []jobcore.ToolDef{tool("list_episodes", authz.ActionGet)}
+	sk.Writes = []jobcore.ToolDef{tool("retry_eval", authz.ActionCancel)}
 	return sk
 }
 
 // TestKindsFurtherTools: a kind's further tools are listed with the reads or the writes, and
 // get their 403 scope entry like every other tool.
 func TestKindsFurtherTools(t *testing.T) {
-	f, err := kindsFrontend(t, evalPlus{EvalKind(EvalOptions{})}, ExportKind(ExportOptions{}))
+	f, err := kindsFrontend(t, evalPlus{jobcore.EvalKind(jobcore.EvalOptions{})}, jobcore.ExportKind(jobcore.ExportOptions{}))
 	if err != nil {
 		t.Fatal(err)
 	}

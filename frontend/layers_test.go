@@ -10,8 +10,8 @@ import (
 
 // TestLayers pins who may import what under frontend/ (each package's doc.go says why): the
 // job store's types know no store, quotas know no Temporal, and only the Temporal store calls
-// Temporal's services or reads its errors. The root package names client.Client once, in
-// Options, to hand it to the Temporal store.
+// Temporal's services or reads its errors. The job core names client.Client once, in Options
+// (core.go), for the edge to hand it to the Temporal store; the core never imports the edge.
 func TestLayers(t *testing.T) {
 	const mod = "github.com/jobgate/jobgate/"
 	temporalCalls := []string{"go.temporal.io/api/workflowservice/", "go.temporal.io/api/serviceerror", "go.temporal.io/sdk/client"}
@@ -20,11 +20,12 @@ func TestLayers(t *testing.T) {
 		".":                 {mod + "tests/support/testenv", mod + "frontend/jobstore/memstore"},
 		"jobstore":          append(append([]string{}, temporalCalls...), frontendPkgs...),
 		"jobstore/memstore": {mod + "frontend", mod + "frontend/quota", mod + "frontend/pages", "go.temporal.io/sdk/client"},
-		"quota":             {"go.temporal.io/", mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/jobstore/memstore", mod + "activities"},
+		"quota":             {"go.temporal.io/", mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/jobstore/memstore"},
 		"temporalstore":     {mod + "frontend", mod + "frontend/quota", mod + "frontend/pages", mod + "frontend/jobstore/memstore"},
 		"handle/resumeseal": {mod + "frontend", "go.temporal.io/"},
 		"telemetry":         {mod + "frontend", mod + "frontend/temporalstore", "go.temporal.io/"},
 		"mcpbody":           {mod + "frontend", mod + "authz", mod + "workflows", "go.temporal.io/"},
+		"jobcore":           {mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/mcpbody", mod + "frontend/jobstore/memstore"},
 		"events":            {mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/quota", "go.temporal.io/"},
 		"wire":              {mod + "frontend", "go.temporal.io/"},
 		"pages":             temporalCalls,
@@ -38,7 +39,7 @@ func TestLayers(t *testing.T) {
 						t.Errorf("%s imports %s: package %s must not", f, p, dir)
 					}
 				}
-				if dir != "temporalstore" && !(dir == "." && filepath.Base(f) == "core.go" && p == "go.temporal.io/sdk/client") {
+				if dir != "temporalstore" && !(dir == "jobcore" && filepath.Base(f) == "core.go" && p == "go.temporal.io/sdk/client") {
 					for _, c := range temporalCalls {
 						if strings.HasPrefix(p, c) {
 							t.Errorf("%s imports %s: only frontend/temporalstore calls Temporal", f, p)

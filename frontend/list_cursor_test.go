@@ -12,33 +12,34 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 )
 
-func sealTestCursor(k *handle.Keyring, p authz.Principal, tool string, lf listFilter, exp time.Time) string {
-	return k.SealCursor(handle.Cursor{Tenant: p.Tenant, Subject: p.Subject, Tool: tool, Filter: lf.fingerprint(),
+func sealTestCursor(k *handle.Keyring, p authz.Principal, tool string, lf jobcore.ListFilter, exp time.Time) string {
+	return k.SealCursor(handle.Cursor{Tenant: p.Tenant, Subject: p.Subject, Tool: tool, Filter: lf.Fingerprint(),
 		PageToken: []byte(`{"CloseTime":"9999-12-31T23:59:59Z","StartTime":"2030-01-01T11:00:00Z","RunID":"r1"}`), Expiry: exp})
 }
 
 func TestOpenListCursor(t *testing.T) {
 	f := newListFrontend(t, memstore.New())
-	k := f.opts.Keys
-	lf := listFilter{pageSize: 7, kind: "eval"}
-	fp := lf.fingerprint()
-	valid := sealTestCursor(k, listAna, listToolName, lf, listNow.Add(time.Minute))
+	k := f.Opts.Keys
+	lf := jobcore.ListFilter{PageSize: 7, Kind: "eval"}
+	fp := lf.Fingerprint()
+	valid := sealTestCursor(k, listAna, jobcore.ListToolName, lf, listNow.Add(time.Minute))
 
-	tok, err := f.openListCursor(listAna, listToolName, valid, fp)
+	tok, err := f.OpenListCursor(listAna, jobcore.ListToolName, valid, fp)
 	if err != nil || len(tok) == 0 {
 		t.Fatalf("valid cursor: %q, %v", tok, err)
 	}
 	// Scopes are not part of the binding (the tenant-wide flag is, through the filters).
-	if _, err := f.openListCursor(authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}, listToolName, valid, fp); err != nil {
+	if _, err := f.OpenListCursor(authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead}}, jobcore.ListToolName, valid, fp); err != nil {
 		t.Errorf("same principal, fewer scopes: %v", err)
 	}
 
 	bo := authz.Principal{Tenant: "acme", Subject: "bo"}
 	gus := authz.Principal{Tenant: "globex", Subject: "ana"}
-	expired := sealTestCursor(k, listAna, listToolName, lf, listNow)
+	expired := sealTestCursor(k, listAna, jobcore.ListToolName, lf, listNow)
 	for name, tc := range map[string]struct {
 		p   authz.Principal
 		raw string
@@ -46,14 +47,14 @@ func TestOpenListCursor(t *testing.T) {
 	}{
 		"other sub":                {bo, valid, fp},
 		"other tenant":             {gus, valid, fp},
-		"other page_size":          {listAna, valid, listFilter{pageSize: 8, kind: "eval"}.fingerprint()},
-		"other kind":               {listAna, valid, listFilter{pageSize: 7, kind: "export"}.fingerprint()},
-		"no kind":                  {listAna, valid, listFilter{pageSize: 7}.fingerprint()},
-		"status added":             {listAna, valid, listFilter{pageSize: 7, kind: "eval", status: "queued"}.fingerprint()},
-		"tenant-wide":              {listAna, valid, listFilter{pageSize: 7, kind: "eval", all: true}.fingerprint()},
+		"other page_size":          {listAna, valid, jobcore.ListFilter{PageSize: 8, Kind: "eval"}.Fingerprint()},
+		"other kind":               {listAna, valid, jobcore.ListFilter{PageSize: 7, Kind: "export"}.Fingerprint()},
+		"no kind":                  {listAna, valid, jobcore.ListFilter{PageSize: 7}.Fingerprint()},
+		"status added":             {listAna, valid, jobcore.ListFilter{PageSize: 7, Kind: "eval", Status: "queued"}.Fingerprint()},
+		"tenant-wide":              {listAna, valid, jobcore.ListFilter{PageSize: 7, Kind: "eval", All: true}.Fingerprint()},
 		"other tool":               {listAna, sealTestCursor(k, listAna, "list_exports", lf, listNow.Add(time.Minute)), fp},
 		"expired, other sub":       {bo, expired, fp},
-		"expired, other filters":   {listAna, expired, listFilter{pageSize: 7}.fingerprint()},
+		"expired, other filters":   {listAna, expired, jobcore.ListFilter{PageSize: 7}.Fingerprint()},
 		"expired, other tool":      {listAna, sealTestCursor(k, listAna, "get_eval", lf, listNow), fp},
 		"tampered payload":         {listAna, flipByte(valid, len("jgc2.k1.")+10), fp},
 		"tampered signature":       {listAna, flipByte(valid, len(valid)-2), fp},
@@ -61,19 +62,19 @@ func TestOpenListCursor(t *testing.T) {
 		"truncated to the payload": {listAna, valid[:strings.LastIndexByte(valid, '.')], fp},
 		"a handle": {listAna, k.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/eval/x", Kind: "eval",
 			Expiry: listNow.Add(time.Hour)}), fp},
-		"other keyring": {listAna, otherRing(t).SealCursor(handle.Cursor{Tenant: "acme", Subject: "ana", Tool: listToolName,
+		"other keyring": {listAna, otherRing(t).SealCursor(handle.Cursor{Tenant: "acme", Subject: "ana", Tool: jobcore.ListToolName,
 			Filter: fp, PageToken: []byte("x"), Expiry: listNow.Add(time.Minute)}), fp},
 		"page_2":  {listAna, "page_2", fp},
 		"spaces":  {listAna, " " + valid, fp},
 		"too big": {listAna, valid + strings.Repeat("A", handle.MaxCursorLen), fp},
 	} {
-		_, err := f.openListCursor(tc.p, listToolName, tc.raw, tc.fp)
-		if te := wantCode(t, name, err, CodeCursorInvalid); te != nil && te.Retryable {
+		_, err := f.OpenListCursor(tc.p, jobcore.ListToolName, tc.raw, tc.fp)
+		if te := wantCode(t, name, err, jobcore.CodeCursorInvalid); te != nil && te.Retryable {
 			t.Errorf("%s: cursor_invalid must not be retryable", name)
 		}
 	}
-	_, err = f.openListCursor(listAna, listToolName, expired, fp)
-	if te := wantCode(t, "expired", err, CodeCursorExpired); te != nil &&
+	_, err = f.OpenListCursor(listAna, jobcore.ListToolName, expired, fp)
+	if te := wantCode(t, "expired", err, jobcore.CodeCursorExpired); te != nil &&
 		(!strings.Contains(te.Message, "first page") || !strings.Contains(te.Message, "without cursor")) {
 		t.Errorf("cursor_expired message %q does not say to restart without cursor", te.Message)
 	}
@@ -101,21 +102,21 @@ func otherRing(t testing.TB) *handle.Keyring {
 
 // listSeeds are FuzzListCursor's named seeds, deterministic (fixed keys and clock). The name
 // says the outcome for listAna listing with listSeedFilter: ok, invalid or expired.
-var listSeedFilter = listFilter{pageSize: 7, kind: "eval"}
+var listSeedFilter = jobcore.ListFilter{PageSize: 7, Kind: "eval"}
 
 func listSeeds(t testing.TB) map[string]string {
 	k := listTestKeys(t)
 	old, _ := handle.NewKeyring("k0", map[string][]byte{"k0": bytes.Repeat([]byte{0x0a}, handle.MinKeyLen)})
-	valid := sealTestCursor(k, listAna, listToolName, listSeedFilter, listNow.Add(time.Minute))
+	valid := sealTestCursor(k, listAna, jobcore.ListToolName, listSeedFilter, listNow.Add(time.Minute))
 	bo := authz.Principal{Tenant: "acme", Subject: "bo"}
 	return map[string]string{
 		"ok_valid":           valid,
-		"ok_old_kid":         sealTestCursor(old, listAna, listToolName, listSeedFilter, listNow.Add(time.Minute)),
-		"expired":            sealTestCursor(k, listAna, listToolName, listSeedFilter, listNow),
-		"invalid_other_sub":  sealTestCursor(k, bo, listToolName, listSeedFilter, listNow.Add(time.Minute)),
+		"ok_old_kid":         sealTestCursor(old, listAna, jobcore.ListToolName, listSeedFilter, listNow.Add(time.Minute)),
+		"expired":            sealTestCursor(k, listAna, jobcore.ListToolName, listSeedFilter, listNow),
+		"invalid_other_sub":  sealTestCursor(k, bo, jobcore.ListToolName, listSeedFilter, listNow.Add(time.Minute)),
 		"invalid_other_tool": sealTestCursor(k, listAna, "list_other", listSeedFilter, listNow.Add(time.Minute)),
-		"invalid_filters":    sealTestCursor(k, listAna, listToolName, listFilter{pageSize: 7}, listNow.Add(time.Minute)),
-		"invalid_expired_bo": sealTestCursor(k, bo, listToolName, listSeedFilter, listNow),
+		"invalid_filters":    sealTestCursor(k, listAna, jobcore.ListToolName, jobcore.ListFilter{PageSize: 7}, listNow.Add(time.Minute)),
+		"invalid_expired_bo": sealTestCursor(k, bo, jobcore.ListToolName, listSeedFilter, listNow),
 		"invalid_tampered":   flipByte(valid, len("jgc2.k1.")+12),
 		"invalid_truncated":  valid[:len(valid)-4],
 		"invalid_handle": k.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/eval/x", Kind: "eval",
@@ -132,16 +133,16 @@ func TestListCursorSeedCorpus(t *testing.T) {
 	seeds := listSeeds(t)
 	testenv.SeedCorpus(t, dir, seeds, *updateListSeeds, false)
 	for name, s := range seeds {
-		_, err := f.openListCursor(listAna, listToolName, s, listSeedFilter.fingerprint())
+		_, err := f.OpenListCursor(listAna, jobcore.ListToolName, s, listSeedFilter.Fingerprint())
 		switch {
 		case strings.HasPrefix(name, "ok_"):
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
 		case strings.HasPrefix(name, "expired"):
-			wantCode(t, name, err, CodeCursorExpired)
+			wantCode(t, name, err, jobcore.CodeCursorExpired)
 		default:
-			wantCode(t, name, err, CodeCursorInvalid)
+			wantCode(t, name, err, jobcore.CodeCursorInvalid)
 		}
 	}
 }
@@ -151,13 +152,13 @@ func TestListCursorSeedCorpus(t *testing.T) {
 // cursor_invalid or cursor_expired (binding before expiry); it never panics.
 func FuzzListCursor(f *testing.F) {
 	fe := newListFrontend(f, memstore.New())
-	fp := listSeedFilter.fingerprint()
+	fp := listSeedFilter.Fingerprint()
 	f.Fuzz(func(t *testing.T, s string) {
-		tok, err := fe.openListCursor(listAna, listToolName, s, fp)
-		c, oerr := fe.opts.Keys.OpenCursor(s, listNow)
+		tok, err := fe.OpenListCursor(listAna, jobcore.ListToolName, s, fp)
+		c, oerr := fe.Opts.Keys.OpenCursor(s, listNow)
 		bound := oerr == nil || errors.Is(oerr, handle.ErrExpired)
-		bound = bound && c.Tenant == listAna.Tenant && c.Subject == listAna.Subject && c.Tool == listToolName && c.Filter == fp
-		var te *ToolError
+		bound = bound && c.Tenant == listAna.Tenant && c.Subject == listAna.Subject && c.Tool == jobcore.ListToolName && c.Filter == fp
+		var te *jobcore.ToolError
 		switch {
 		case err == nil:
 			if !bound || oerr != nil || len(tok) == 0 || !bytes.Equal(tok, c.PageToken) {
@@ -165,11 +166,11 @@ func FuzzListCursor(f *testing.F) {
 			}
 		case !errors.As(err, &te):
 			t.Fatalf("%q: non-tool error %v", s, err)
-		case te.Code == CodeCursorExpired:
+		case te.Code == jobcore.CodeCursorExpired:
 			if !bound || !errors.Is(oerr, handle.ErrExpired) {
 				t.Fatalf("%q: cursor_expired for an unbound or unexpired cursor (%+v, %v)", s, c, oerr)
 			}
-		case te.Code == CodeCursorInvalid:
+		case te.Code == jobcore.CodeCursorInvalid:
 			if bound {
 				t.Fatalf("%q: cursor_invalid for a bound cursor (%+v, %v)", s, c, oerr)
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
@@ -26,26 +27,26 @@ var updateListSeeds = flag.Bool("update-list-seeds", false, "rewrite testdata/fu
 
 func TestParseListFilter(t *testing.T) {
 	for _, tc := range []struct {
-		in    ListJobsIn
-		want  listFilter
+		in    jobcore.ListJobsIn
+		want  jobcore.ListFilter
 		field string // invalid_argument naming this field
 	}{
-		{in: ListJobsIn{}, want: listFilter{pageSize: 20}},
-		{in: ListJobsIn{Kind: "eval", Status: "awaiting_input", PageSize: 100}, want: listFilter{kind: "eval", status: workflows.StatusAwaitingInput, pageSize: 100}},
-		{in: ListJobsIn{Kind: "export", Status: "cancelled", PageSize: 1}, want: listFilter{kind: "export", status: workflows.StatusCancelled, pageSize: 1}},
-		{in: ListJobsIn{Kind: "Eval"}, field: "kind"},
-		{in: ListJobsIn{Kind: "eval "}, field: "kind"},
-		{in: ListJobsIn{Kind: "eval' OR 'a'='a"}, field: "kind"},
-		{in: ListJobsIn{Status: "done"}, field: "status"},
-		{in: ListJobsIn{Status: "Running"}, field: "status"},
-		{in: ListJobsIn{Status: "running' OR ExecutionStatus != '"}, field: "status"},
-		{in: ListJobsIn{PageSize: 101}, field: "page_size"},
-		{in: ListJobsIn{PageSize: -1}, field: "page_size"},
+		{in: jobcore.ListJobsIn{}, want: jobcore.ListFilter{PageSize: 20}},
+		{in: jobcore.ListJobsIn{Kind: "eval", Status: "awaiting_input", PageSize: 100}, want: jobcore.ListFilter{Kind: "eval", Status: workflows.StatusAwaitingInput, PageSize: 100}},
+		{in: jobcore.ListJobsIn{Kind: "export", Status: "cancelled", PageSize: 1}, want: jobcore.ListFilter{Kind: "export", Status: workflows.StatusCancelled, PageSize: 1}},
+		{in: jobcore.ListJobsIn{Kind: "Eval"}, field: "kind"},
+		{in: jobcore.ListJobsIn{Kind: "eval "}, field: "kind"},
+		{in: jobcore.ListJobsIn{Kind: "eval' OR 'a'='a"}, field: "kind"},
+		{in: jobcore.ListJobsIn{Status: "done"}, field: "status"},
+		{in: jobcore.ListJobsIn{Status: "Running"}, field: "status"},
+		{in: jobcore.ListJobsIn{Status: "running' OR ExecutionStatus != '"}, field: "status"},
+		{in: jobcore.ListJobsIn{PageSize: 101}, field: "page_size"},
+		{in: jobcore.ListJobsIn{PageSize: -1}, field: "page_size"},
 	} {
-		got, err := parseListFilter(tc.in, false)
+		got, err := jobcore.ParseListFilter(tc.in, false)
 		if tc.field != "" {
-			var te *ToolError
-			if !errors.As(err, &te) || te.Code != CodeInvalidArgument || !strings.HasPrefix(te.Message, tc.field+":") {
+			var te *jobcore.ToolError
+			if !errors.As(err, &te) || te.Code != jobcore.CodeInvalidArgument || !strings.HasPrefix(te.Message, tc.field+":") {
 				t.Errorf("%+v: want invalid_argument on %s, got %v", tc.in, tc.field, err)
 			}
 			continue
@@ -54,37 +55,37 @@ func TestParseListFilter(t *testing.T) {
 			t.Errorf("%+v: got %+v, %v; want %+v", tc.in, got, err, tc.want)
 		}
 	}
-	if lf, _ := parseListFilter(ListJobsIn{}, true); !lf.all {
+	if lf, _ := jobcore.ParseListFilter(jobcore.ListJobsIn{}, true); !lf.All {
 		t.Error("all not carried")
 	}
 }
 
 func TestListFingerprint(t *testing.T) {
-	filters := []listFilter{
-		{pageSize: 20},
-		{pageSize: 20, all: true},
-		{pageSize: 7},
-		{pageSize: 20, kind: "eval"},
-		{pageSize: 20, kind: "export"},
-		{pageSize: 20, status: "queued"},
-		{pageSize: 20, status: "failed"},
-		{pageSize: 20, kind: "eval", status: "failed"},
+	filters := []jobcore.ListFilter{
+		{PageSize: 20},
+		{PageSize: 20, All: true},
+		{PageSize: 7},
+		{PageSize: 20, Kind: "eval"},
+		{PageSize: 20, Kind: "export"},
+		{PageSize: 20, Status: "queued"},
+		{PageSize: 20, Status: "failed"},
+		{PageSize: 20, Kind: "eval", Status: "failed"},
 	}
-	seen := map[string]listFilter{}
+	seen := map[string]jobcore.ListFilter{}
 	for _, lf := range filters {
-		fp := lf.fingerprint()
+		fp := lf.Fingerprint()
 		if prev, dup := seen[fp]; dup {
 			t.Errorf("%+v and %+v share fingerprint %s", prev, lf, fp)
 		}
 		seen[fp] = lf
-		if fp != lf.fingerprint() {
+		if fp != lf.Fingerprint() {
 			t.Errorf("%+v: fingerprint not stable", lf)
 		}
 	}
 	// Omitted page_size is the default: the same traversal.
-	a, _ := parseListFilter(ListJobsIn{}, false)
-	b, _ := parseListFilter(ListJobsIn{PageSize: ListPageSizeDefault}, false)
-	if a.fingerprint() != b.fingerprint() {
+	a, _ := jobcore.ParseListFilter(jobcore.ListJobsIn{}, false)
+	b, _ := jobcore.ParseListFilter(jobcore.ListJobsIn{PageSize: jobcore.ListPageSizeDefault}, false)
+	if a.Fingerprint() != b.Fingerprint() {
 		t.Error("page_size omitted and page_size 20 differ")
 	}
 }
@@ -120,12 +121,12 @@ func resumeTestKeys(t testing.TB) *handle.Keyring {
 
 func newListFrontend(t testing.TB, store jobstore.Store) *Frontend {
 	t.Helper()
-	return newStoreFrontend(t, store, Options{UIBaseURL: "http://ui.test", Now: func() time.Time { return listNow }})
+	return newStoreFrontend(t, store, jobcore.Options{UIBaseURL: "http://ui.test", Now: func() time.Time { return listNow }})
 }
 
-func wantCode(t *testing.T, name string, err error, code string) *ToolError {
+func wantCode(t *testing.T, name string, err error, code string) *jobcore.ToolError {
 	t.Helper()
-	var te *ToolError
+	var te *jobcore.ToolError
 	if !errors.As(err, &te) || te.Code != code {
 		t.Errorf("%s: want %s, got %v", name, code, err)
 		return nil
@@ -150,7 +151,7 @@ func TestListJobs_Fake(t *testing.T) {
 	ctx := context.Background()
 
 	// ana's jobs, two a page: the running one first, then the finished ones.
-	out, err := f.listJobs(ctx, listAna, ListJobsIn{PageSize: 2})
+	out, err := f.ListJobs(ctx, listAna, jobcore.ListJobsIn{PageSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,17 +173,17 @@ func TestListJobs_Fake(t *testing.T) {
 		!b.UpdatedAt.Equal(listNow.Add(-58*time.Minute)) {
 		t.Errorf("row b: %+v", b)
 	}
-	h, err := f.opts.Keys.OpenHandle(a.Handle, listNow)
-	if err != nil || h.Tenant != "acme" || h.WorkflowID != "acme/eval/a" || h.Kind != "eval" || !h.Expiry.Equal(listNow.Add(HandleTTLDefault)) {
+	h, err := f.Opts.Keys.OpenHandle(a.Handle, listNow)
+	if err != nil || h.Tenant != "acme" || h.WorkflowID != "acme/eval/a" || h.Kind != "eval" || !h.Expiry.Equal(listNow.Add(jobcore.HandleTTLDefault)) {
 		t.Errorf("row handle: %+v, %v", h, err)
 	}
-	c, err := f.opts.Keys.OpenCursor(out.NextCursor, listNow)
+	c, err := f.Opts.Keys.OpenCursor(out.NextCursor, listNow)
 	if err != nil || c.Tenant != "acme" || c.Subject != "ana" || c.Tool != "list_jobs" || len(c.PageToken) == 0 ||
-		!c.Expiry.Equal(listNow.Add(CursorTTLDefault)) || c.Filter != (listFilter{pageSize: 2}).fingerprint() {
+		!c.Expiry.Equal(listNow.Add(jobcore.CursorTTLDefault)) || c.Filter != (jobcore.ListFilter{PageSize: 2}).Fingerprint() {
 		t.Errorf("cursor: %+v, %v", c, err)
 	}
 
-	out, err = f.listJobs(ctx, listAna, ListJobsIn{PageSize: 2, Cursor: out.NextCursor})
+	out, err = f.ListJobs(ctx, listAna, jobcore.ListJobsIn{PageSize: 2, Cursor: out.NextCursor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,14 +196,14 @@ func TestListJobs_Fake(t *testing.T) {
 
 	// Misused cursors never reach Temporal.
 	n := len(ft.Lists)
-	cur := sealTestCursor(f.opts.Keys, listAna, listToolName, listFilter{pageSize: 5}, listNow.Add(time.Minute))
-	_, err = f.listJobs(ctx, listAna, ListJobsIn{PageSize: 6, Cursor: cur})
-	wantCode(t, "other page_size", err, CodeCursorInvalid)
-	_, err = f.listJobs(ctx, authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}},
-		ListJobsIn{PageSize: 5, Cursor: cur})
-	wantCode(t, "now tenant-wide", err, CodeCursorInvalid)
-	_, err = f.listJobs(ctx, listAna, ListJobsIn{PageSize: 5, Kind: "nope", Cursor: cur})
-	wantCode(t, "bad kind with cursor", err, CodeInvalidArgument)
+	cur := sealTestCursor(f.Opts.Keys, listAna, jobcore.ListToolName, jobcore.ListFilter{PageSize: 5}, listNow.Add(time.Minute))
+	_, err = f.ListJobs(ctx, listAna, jobcore.ListJobsIn{PageSize: 6, Cursor: cur})
+	wantCode(t, "other page_size", err, jobcore.CodeCursorInvalid)
+	_, err = f.ListJobs(ctx, authz.Principal{Tenant: "acme", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}},
+		jobcore.ListJobsIn{PageSize: 5, Cursor: cur})
+	wantCode(t, "now tenant-wide", err, jobcore.CodeCursorInvalid)
+	_, err = f.ListJobs(ctx, listAna, jobcore.ListJobsIn{PageSize: 5, Kind: "nope", Cursor: cur})
+	wantCode(t, "bad kind with cursor", err, jobcore.CodeInvalidArgument)
 	if len(ft.Lists) != n {
 		t.Errorf("a rejected call reached Temporal")
 	}
@@ -210,7 +211,7 @@ func TestListJobs_Fake(t *testing.T) {
 	// Admin: tenant-wide, other owners' rows kept.
 	ft.Leaked = nil
 	ops := authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeAdmin}}
-	out, err = f.listJobs(ctx, ops, ListJobsIn{Kind: "eval", Status: "awaiting_input"})
+	out, err = f.ListJobs(ctx, ops, jobcore.ListJobsIn{Kind: "eval", Status: "awaiting_input"})
 	if err != nil || len(out.Jobs) != 1 || out.Jobs[0].Owner != "bo" || out.Jobs[0].Status != workflows.StatusAwaitingInput {
 		t.Errorf("admin: %+v, %v", out, err)
 	}
@@ -222,28 +223,28 @@ func TestListJobs_Fake(t *testing.T) {
 	// An empty page is an empty array, not null.
 	cy := listAna
 	cy.Subject = "cy"
-	out, err = f.listJobs(ctx, cy, ListJobsIn{})
+	out, err = f.ListJobs(ctx, cy, jobcore.ListJobsIn{})
 	if err != nil || out.Jobs == nil || len(out.Jobs) != 0 || out.NextCursor != "" {
 		t.Errorf("empty: %+v, %v", out, err)
 	}
 
 	// No list scope.
-	_, err = f.listJobs(ctx, authz.Principal{Tenant: "acme", Subject: "s", Scopes: []authz.Scope{authz.ScopeApprove}}, ListJobsIn{})
-	wantCode(t, "approve only", err, CodeForbidden)
+	_, err = f.ListJobs(ctx, authz.Principal{Tenant: "acme", Subject: "s", Scopes: []authz.Scope{authz.ScopeApprove}}, jobcore.ListJobsIn{})
+	wantCode(t, "approve only", err, jobcore.CodeForbidden)
 
 	// Store errors: a rejected page token is cursor_invalid; a rejected query is internal;
 	// unreachable is unavailable.
 	ft.ListErr = fmt.Errorf("list: %w", jobstore.ErrPageToken)
-	_, err = f.listJobs(ctx, listAna, ListJobsIn{PageSize: 5, Cursor: cur})
-	wantCode(t, "rejected token", err, CodeCursorInvalid)
+	_, err = f.ListJobs(ctx, listAna, jobcore.ListJobsIn{PageSize: 5, Cursor: cur})
+	wantCode(t, "rejected token", err, jobcore.CodeCursorInvalid)
 	ft.ListErr = errors.New("list: invalid query")
-	_, err = f.listJobs(ctx, listAna, ListJobsIn{})
-	if _, ok := asToolError(err); ok || err == nil {
+	_, err = f.ListJobs(ctx, listAna, jobcore.ListJobsIn{})
+	if _, ok := jobcore.AsToolError(err); ok || err == nil {
 		t.Errorf("rejected query without cursor: want an internal error, got %v", err)
 	}
 	ft.ListErr = fmt.Errorf("list: %w: down", jobstore.ErrStoreUnavailable)
-	_, err = f.listJobs(ctx, listAna, ListJobsIn{})
-	if te, ok := asToolError(err); !ok || te.Code != CodeUnavailable || !te.Retryable {
+	_, err = f.ListJobs(ctx, listAna, jobcore.ListJobsIn{})
+	if te, ok := jobcore.AsToolError(err); !ok || te.Code != jobcore.CodeUnavailable || !te.Retryable {
 		t.Errorf("unavailable: %v", err)
 	}
 }
@@ -253,12 +254,12 @@ func TestListJobs_UnmatchableSubject(t *testing.T) {
 	ft := memstore.New()
 	ft.Put(memstore.ExecInfo(t, "acme/eval/mine", "acme", sub, "eval", enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
 	f := newListFrontend(t, ft)
-	_, err := f.listJobs(context.Background(), authz.Principal{Tenant: "acme", Subject: sub, Scopes: []authz.Scope{authz.ScopeRead}}, ListJobsIn{})
-	wantCode(t, "own listing", err, CodeForbidden)
+	_, err := f.ListJobs(context.Background(), authz.Principal{Tenant: "acme", Subject: sub, Scopes: []authz.Scope{authz.ScopeRead}}, jobcore.ListJobsIn{})
+	wantCode(t, "own listing", err, jobcore.CodeForbidden)
 	if len(ft.Lists) != 0 {
 		t.Fatalf("reached the store: %+v", ft.Lists)
 	}
-	out, err := f.listJobs(context.Background(), authz.Principal{Tenant: "acme", Subject: sub, Scopes: []authz.Scope{authz.ScopeAdmin}}, ListJobsIn{})
+	out, err := f.ListJobs(context.Background(), authz.Principal{Tenant: "acme", Subject: sub, Scopes: []authz.Scope{authz.ScopeAdmin}}, jobcore.ListJobsIn{})
 	if err != nil || len(out.Jobs) != 1 || !reflect.DeepEqual(ft.Lists[0].Filter, jobstore.Filter{Tenant: "acme", Runs: jobstore.RunsLatest}) {
 		t.Fatalf("tenant-wide: %+v, %v, %+v", out, err, ft.Lists)
 	}
@@ -266,11 +267,11 @@ func TestListJobs_UnmatchableSubject(t *testing.T) {
 
 func TestListJobsTool_Schema(t *testing.T) {
 	f := newListFrontend(t, memstore.New())
-	td := f.listJobsTool()
-	if td.tool.Name != "list_jobs" || td.tool.Annotations == nil || !td.tool.Annotations.ReadOnlyHint {
-		t.Fatalf("tool %+v", td.tool)
+	td := f.ListJobsTool()
+	if td.Tool.Name != "list_jobs" || td.Tool.Annotations == nil || !td.Tool.Annotations.ReadOnlyHint {
+		t.Fatalf("tool %+v", td.Tool)
 	}
-	raw, err := json.Marshal(td.tool)
+	raw, err := json.Marshal(td.Tool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,8 +304,8 @@ func TestListJobsTool_Schema(t *testing.T) {
 		t.Errorf("list_jobs action = %q, %v", a, ok)
 	}
 	found := false
-	for _, d := range f.tools() {
-		found = found || d.tool.Name == "list_jobs"
+	for _, d := range f.Tools() {
+		found = found || d.Tool.Name == "list_jobs"
 	}
 	if !found {
 		t.Error("list_jobs is not in tools()")

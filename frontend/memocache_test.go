@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/frontend/mcpbody"
@@ -167,13 +168,13 @@ func TestTaskGetAwaitingOneDescribe(t *testing.T) {
 			t.Fatal(err)
 		}
 		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": methodTasksGet, "params": map[string]any{"taskId": h,
-			"_meta": map[string]any{mcp.MetaKeyProtocolVersion: protocolMRTR,
+			"_meta": map[string]any{mcp.MetaKeyProtocolVersion: jobcore.ProtocolMRTR,
 				mcp.MetaKeyClientCapabilities: map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}}}}})
 		req := httptest.NewRequest(http.MethodPost, "http://localhost/mcp", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("MCP-Protocol-Version", protocolMRTR)
+		req.Header.Set("MCP-Protocol-Version", jobcore.ProtocolMRTR)
 		req.Header.Set("Mcp-Method", methodTasksGet)
 		req.Header.Set("Mcp-Name", h)
 		rec := httptest.NewRecorder()
@@ -191,7 +192,7 @@ func TestTaskGetAwaitingOneDescribe(t *testing.T) {
 	if rerr != nil || tk.Status != taskInputRequired || len(tk.InputRequests) != 1 || tk.StatusMessage != rcNeedsInput().Prompt {
 		t.Fatalf("owner: %+v %+v", tk, rerr)
 	}
-	if _, ok := tk.InputRequests[taskInputKey(rcNeedsInput())]; !ok {
+	if _, ok := tk.InputRequests[jobcore.TaskInputKey(rcNeedsInput())]; !ok {
 		t.Fatalf("input requests keyed %v", tk.InputRequests)
 	}
 	if fx.tc.Describes != 1 {
@@ -208,7 +209,7 @@ func TestTaskGetAwaitingOneDescribe(t *testing.T) {
 
 // wantsElicitation's shortcut (no key that folds to "elicitation") answers as the full decode.
 func TestWantsElicitationShortcut(t *testing.T) {
-	full := declaresElicitation // the decode wantsElicitation makes when the shortcut does not apply
+	full := jobcore.DeclaresElicitation // the decode wantsElicitation makes when the shortcut does not apply
 	for _, caps := range []any{
 		map[string]any{}, map[string]any{"roots": map[string]any{"listChanged": true}},
 		map[string]any{"elicitation": map[string]any{}}, map[string]any{"Elicitation": map[string]any{"form": map[string]any{}}},
@@ -216,7 +217,7 @@ func TestWantsElicitationShortcut(t *testing.T) {
 		map[string]any{"elicitation": "yes"}, map[string]any{"elicitations": map[string]any{}}, []any{"elicitation"}, "elicitation", nil,
 	} {
 		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "get_eval", Meta: mcp.Meta{mcp.MetaKeyClientCapabilities: caps}}}
-		if got, want := wantsElicitation(req), full(caps); got != want {
+		if got, want := jobcore.WantsElicitation(req), full(caps); got != want {
 			t.Errorf("%#v: %v, want %v", caps, got, want)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/frontend/telemetry"
 )
@@ -21,7 +22,7 @@ import (
 func newMetricsFrontend(t *testing.T) (*Frontend, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	return newStoreFrontend(t, memstore.New(), Options{Metrics: reg}), reg
+	return newStoreFrontend(t, memstore.New(), jobcore.Options{Metrics: reg}), reg
 }
 
 // metricValue is the value of the series name{labels}, 0 when absent.
@@ -83,9 +84,9 @@ func allLabelValues(t *testing.T, reg *prometheus.Registry) []string {
 func callTool(t *testing.T, f *Frontend, name string, p authz.Principal, args map[string]any) *mcp.CallToolResult {
 	t.Helper()
 	var h mcp.ToolHandler
-	for _, td := range f.tools() {
-		if td.tool.Name == name {
-			h = td.handler
+	for _, td := range f.Tools() {
+		if td.Tool.Name == name {
+			h = td.Handler
 		}
 	}
 	if h == nil {
@@ -94,7 +95,7 @@ func callTool(t *testing.T, f *Frontend, name string, p authz.Principal, args ma
 	raw, _ := json.Marshal(args)
 	res, err := h(context.Background(), &mcp.CallToolRequest{
 		Params: &mcp.CallToolParamsRaw{Name: name, Arguments: raw},
-		Extra:  &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{Extra: map[string]any{principalKey: p}}},
+		Extra:  &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{Extra: map[string]any{jobcore.PrincipalKey: p}}},
 	})
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -119,11 +120,11 @@ func TestMetricsToolCalls(t *testing.T) {
 	if got := metricValue(t, reg, "jobgate_tool_calls_total", map[string]string{"tool": "list_jobs", "code": "ok"}); got != 1 {
 		t.Errorf("list_jobs ok = %v, want 1", got)
 	}
-	if got := metricValue(t, reg, "jobgate_tool_calls_total", map[string]string{"tool": "start_eval", "code": CodeInvalidArgument}); got != 1 {
+	if got := metricValue(t, reg, "jobgate_tool_calls_total", map[string]string{"tool": "start_eval", "code": jobcore.CodeInvalidArgument}); got != 1 {
 		t.Errorf("start_eval invalid_argument = %v, want 1", got)
 	}
 	var getErrs float64
-	for _, c := range []string{CodeInvalidHandle, CodeNotFound} {
+	for _, c := range []string{jobcore.CodeInvalidHandle, jobcore.CodeNotFound} {
 		getErrs += metricValue(t, reg, "jobgate_tool_calls_total", map[string]string{"tool": "get_eval", "code": c})
 	}
 	if getErrs != 1 {
@@ -237,9 +238,9 @@ func TestMetricsSharedRegistry(t *testing.T) {
 func TestQuotaRejectionLabels(t *testing.T) {
 	f, reg := newMetricsFrontend(t)
 	cfg := authz.Tenants{Tenants: map[string]authz.TenantPolicy{"acme": {}}}
-	f.metrics.QuotaRejected(cfg, "acme", "running_jobs_per_owner")
-	f.metrics.QuotaRejected(cfg, "made-up-by-a-token", "running_jobs_per_owner")
-	f.metrics.QuotaRejected(cfg, "another-one", "running_jobs_per_owner")
+	f.Metrics.QuotaRejected(cfg, "acme", "running_jobs_per_owner")
+	f.Metrics.QuotaRejected(cfg, "made-up-by-a-token", "running_jobs_per_owner")
+	f.Metrics.QuotaRejected(cfg, "another-one", "running_jobs_per_owner")
 	for tenant, want := range map[string]float64{"acme": 1, "other": 2, "made-up-by-a-token": 0} {
 		got := metricValue(t, reg, "jobgate_quota_rejections_total", map[string]string{"tenant": tenant, "limit": "running_jobs_per_owner"})
 		if got != want {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/frontend/wire"
@@ -54,9 +55,9 @@ type pagesPort struct{ f *Frontend }
 
 var _ pages.Jobs = pagesPort{}
 
-func (pp pagesPort) Now() time.Time { return pp.f.opts.Now() }
+func (pp pagesPort) Now() time.Time { return pp.f.Opts.Now() }
 
-func (pp pagesPort) Logger(ctx context.Context) *zap.Logger { return pp.f.logger(ctx) }
+func (pp pagesPort) Logger(ctx context.Context) *zap.Logger { return pp.f.Logger(ctx) }
 
 // principalOf is the person of session s as the job core's policy sees them (ok: a valid one).
 func principalOf(s handle.Session) (authz.Principal, bool) {
@@ -72,16 +73,16 @@ func principalOf(s handle.Session) (authz.Principal, bool) {
 // pageError is err as the pages read it: the tool errors a person can act on by their meaning,
 // anything else (Temporal unreachable) as it is.
 func pageError(err error) error {
-	var te *ToolError
+	var te *jobcore.ToolError
 	if !errors.As(err, &te) {
 		return err
 	}
 	switch te.Code {
-	case CodeNotFound:
+	case jobcore.CodeNotFound:
 		return &pages.JobsError{Code: pages.ErrNotFound, Message: te.Message}
-	case CodeInvalidArgument:
+	case jobcore.CodeInvalidArgument:
 		return &pages.JobsError{Code: pages.ErrInvalid, Message: te.Message}
-	case CodeCursorInvalid, CodeCursorExpired:
+	case jobcore.CodeCursorInvalid, jobcore.CodeCursorExpired:
 		return &pages.JobsError{Code: pages.ErrStaleLink, Message: te.Message}
 	}
 	return err
@@ -94,7 +95,7 @@ func (pp pagesPort) Approvals(ctx context.Context, s handle.Session, cursor stri
 	if !ok || !p.Has(authz.ScopeApprove) {
 		return pages.JobList{}, errPageForbidden
 	}
-	out, err := pp.f.listApprovals(ctx, p, ListApprovalsIn{Cursor: cursor})
+	out, err := pp.f.ListApprovals(ctx, p, jobcore.ListApprovalsIn{Cursor: cursor})
 	if err != nil {
 		return pages.JobList{}, pageError(err)
 	}
@@ -106,7 +107,7 @@ func (pp pagesPort) List(ctx context.Context, s handle.Session, cursor string) (
 	if !ok || authz.Decide(p, authz.ActionList, authz.Job{}) != authz.Allow {
 		return pages.JobList{}, errPageForbidden
 	}
-	out, err := pp.f.listJobs(ctx, p, ListJobsIn{Cursor: cursor})
+	out, err := pp.f.ListJobs(ctx, p, jobcore.ListJobsIn{Cursor: cursor})
 	if err != nil {
 		return pages.JobList{}, pageError(err)
 	}
@@ -115,7 +116,7 @@ func (pp pagesPort) List(ctx context.Context, s handle.Session, cursor string) (
 
 // pagesList is a list page as the pages show its rows: no policy answers (a row links to the
 // job's pages, which read the job again).
-func pagesList(out *ListJobsOut) pages.JobList {
+func pagesList(out *jobcore.ListJobsOut) pages.JobList {
 	l := pages.JobList{Next: out.NextCursor}
 	for _, js := range out.Jobs {
 		l.Jobs = append(l.Jobs, pages.Job{ID: js.JobID, Kind: js.Kind, Owner: js.Owner, Status: string(js.Status),
@@ -130,7 +131,7 @@ func pageProgress(pr workflows.Progress) pages.Progress {
 
 // pageRequest is an open request (nil: none) of a job of tenant; the meaning in words is
 // rendered when tenant is set (the request page), not for list rows.
-func pageRequest(ni *NeedsInputView, owner, tenant string) *pages.Request {
+func pageRequest(ni *jobcore.NeedsInputView, owner, tenant string) *pages.Request {
 	if ni == nil {
 		return nil
 	}
@@ -152,21 +153,21 @@ func pageRequest(ni *NeedsInputView, owner, tenant string) *pages.Request {
 func (pp pagesPort) Job(ctx context.Context, s handle.Session, id string) (*pages.Job, error) {
 	p, ok := principalOf(s)
 	if !ok || id == "" || len(id) > 1000 || !strings.HasPrefix(id, p.Tenant+"/") || !utf8.ValidString(id) {
-		return nil, pageError(errNotFound())
+		return nil, pageError(jobcore.ErrNotFound())
 	}
-	j, err := pp.f.describe(ctx, id)
+	j, err := pp.f.Describe(ctx, id)
 	if err != nil {
 		return nil, pageError(err)
 	}
 	if j.Tenant != p.Tenant || authz.Decide(p, authz.ActionGet, j.PolicyJob()) == authz.NotFound {
-		return nil, pageError(errNotFound())
+		return nil, pageError(jobcore.ErrNotFound())
 	}
 	return pp.pageJob(p, j), nil
 }
 
 // pageJob is j as the pages show it to p, with the policy's answers for p.
 func (pp pagesPort) pageJob(p authz.Principal, j *jobstore.Job) *pages.Job {
-	js := pp.f.summary(p, j)
+	js := pp.f.Summary(p, j)
 	v := &pages.Job{ID: j.ID, Kind: j.Kind, Owner: j.Owner, Status: string(js.Status), Created: js.CreatedAt, Updated: js.UpdatedAt,
 		Progress: pageProgress(js.Progress), Ref: j,
 		MayDecide: authz.Decide(p, authz.ActionResume, j.PolicyJob()) == authz.Allow,
@@ -200,14 +201,14 @@ func (pp pagesPort) Result(ctx context.Context, s handle.Session, pj *pages.Job)
 	}
 	var res pages.Result
 	if j.Status() == workflows.StatusSucceeded && authz.Decide(p, authz.ActionGet, j.PolicyJob()) == authz.Allow {
-		for _, k := range pp.f.kinds {
-			if k.name == j.Kind && k.pageResult != nil {
-				res = k.pageResult(ctx, p, j)
+		for _, k := range pp.f.Kinds {
+			if k.Name == j.Kind && k.PageResult != nil {
+				res = k.PageResult(ctx, p, j)
 			}
 		}
 	}
 	if j.Decision != nil { // the job ended by a rejection: who rejected it, how and why
-		res.Fields = decisionFields(j.Decision)
+		res.Fields = jobcore.DecisionFields(j.Decision)
 	}
 	return res
 }
@@ -221,15 +222,15 @@ func (pp pagesPort) Decide(ctx context.Context, s handle.Session, pj *pages.Job,
 	j, ok := coreJob(pj)
 	p, valid := principalOf(s)
 	if !ok || !valid {
-		return nil, pageError(errNotFound())
+		return nil, pageError(jobcore.ErrNotFound())
 	}
-	in := ResumeIn{InputID: d.InputID, ScopeDigest: d.ScopeDigest, Decision: d.Decision, Comment: d.Comment}
-	who := answererOf(wire.Approver{Issuer: s.Issuer, Name: s.Name, Email: s.Email, AuthTime: s.AuthTime, AMR: s.AMR, ACR: s.ACR,
-		Surface: workflows.SurfacePage, SignedInWith: SignedInOIDCSession})
-	after, err := pp.f.resumeJob(ctx, p, j, in, who, shownPrompt(j, in.InputID))
+	in := jobcore.ResumeIn{InputID: d.InputID, ScopeDigest: d.ScopeDigest, Decision: d.Decision, Comment: d.Comment}
+	who := jobcore.AnswererOf(wire.Approver{Issuer: s.Issuer, Name: s.Name, Email: s.Email, AuthTime: s.AuthTime, AMR: s.AMR, ACR: s.ACR,
+		Surface: workflows.SurfacePage, SignedInWith: jobcore.SignedInOIDCSession})
+	after, err := pp.f.ResumeJob(ctx, p, j, in, who, jobcore.ShownPrompt(j, in.InputID))
 	if err != nil {
-		var te *ToolError
-		if errors.As(err, &te) && te.Code != CodeUnavailable {
+		var te *jobcore.ToolError
+		if errors.As(err, &te) && te.Code != jobcore.CodeUnavailable {
 			// The workflow's validator or the policy refused (four eyes, a request answered
 			// or changed meanwhile): the page says so over the job as it is now.
 			return nil, &pages.JobsError{Code: pages.ErrRefused, Message: te.Message}
@@ -244,12 +245,12 @@ func (pp pagesPort) Decide(ctx context.Context, s handle.Session, pj *pages.Job,
 func (pp pagesPort) ServeDownload(w http.ResponseWriter, r *http.Request, s handle.Session) {
 	f := pp.f
 	p, ok := principalOf(s)
-	if f.export == nil {
+	if f.Export == nil {
 		http.NotFound(w, r)
 		return
 	}
-	f.metrics.CountDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.export.serveDownload(f.Core, w, r, p, ok)
+	f.Metrics.CountDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.Export.ServeDownload(f.Core, w, r, p, ok)
 	})).ServeHTTP(w, r)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/frontend/pages"
@@ -49,8 +50,8 @@ func newPagesEnv(t testing.TB) *pagesEnv {
 			"token_endpoint": base + "/token", "jwks_uri": base + "/jwks", "code_challenge_methods_supported": []string{"S256"}})
 	}))
 	t.Cleanup(e.idp.Close)
-	e.f = newStoreFrontend(t, e.ms, Options{Now: func() time.Time { return coreNow }})
-	e.keys = e.f.opts.Keys
+	e.f = newStoreFrontend(t, e.ms, jobcore.Options{Now: func() time.Time { return coreNow }})
+	e.keys = e.f.Opts.Keys
 	p, err := pages.New(pages.Config{Issuer: e.idp.URL, ClientID: "jobgate-pages", PublicURL: "http://localhost",
 		Keys: e.keys, Now: func() time.Time { return coreNow }})
 	if err != nil {
@@ -209,7 +210,7 @@ func TestApprovalsPages_Approve(t *testing.T) {
 		t.Fatalf("%d resumes, want 1", len(e.ms.Resumes))
 	}
 	req := e.ms.Resumes[0].Req
-	if req.Surface != workflows.SurfacePage || req.SignedInWith != SignedInOIDCSession || req.Principal.Subject != "steward" ||
+	if req.Surface != workflows.SurfacePage || req.SignedInWith != jobcore.SignedInOIDCSession || req.Principal.Subject != "steward" ||
 		req.Decision != "approve" || req.Comment != "ok for Q3" || req.ScopeDigest != "sha256:d1" || req.Seal == "" {
 		t.Fatalf("resume request %+v", req)
 	}
@@ -366,7 +367,7 @@ func TestApprovalsPages_MyJobs(t *testing.T) {
 		CreatedAt: coreNow.Add(-time.Hour), Progress: workflows.Progress{Done: 3, Total: 3, Unit: "rows"}}
 	e.ms.Jobs[id] = j
 	rec := &workflows.DecisionRecord{Decision: "approve", By: "steward", Tenant: "acme", At: coreNow.Add(-30 * time.Minute),
-		Surface: workflows.SurfacePage, SignedInWith: SignedInOIDCSession, ScopeDigest: "sha256:d1", Seal: "jgr1.x",
+		Surface: workflows.SurfacePage, SignedInWith: jobcore.SignedInOIDCSession, ScopeDigest: "sha256:d1", Seal: "jgr1.x",
 		Identity: workflows.Identity{Issuer: "https://idp.example", Name: "Stew Ard", Email: "steward@acme.example",
 			AuthTime: coreNow.Add(-31 * time.Minute), AMR: []string{"pwd", "otp"}},
 		Prompt: "Allow ana@acme to export id and **email** of customers, csv, for 'q3'", Comment: "ok for Q3"}
@@ -406,8 +407,8 @@ func TestApprovalsPages_RejectedJobRecord(t *testing.T) {
 // The pages keep their own copies of the decision words and the comment limit (so they need not
 // link the workflows layer); they must stay the resume path's.
 func TestPagesPort_SharedConstants(t *testing.T) {
-	if pages.DecisionApprove != workflows.DecisionApprove || pages.DecisionReject != workflows.DecisionReject || pages.CommentMax != commentMax {
+	if pages.DecisionApprove != workflows.DecisionApprove || pages.DecisionReject != workflows.DecisionReject || pages.CommentMax != jobcore.CommentMax {
 		t.Fatalf("pages' decisions %q/%q and comment limit %d differ from the resume path's %q/%q/%d",
-			pages.DecisionApprove, pages.DecisionReject, pages.CommentMax, workflows.DecisionApprove, workflows.DecisionReject, commentMax)
+			pages.DecisionApprove, pages.DecisionReject, pages.CommentMax, workflows.DecisionApprove, workflows.DecisionReject, jobcore.CommentMax)
 	}
 }

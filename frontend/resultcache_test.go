@@ -17,6 +17,7 @@ import (
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
@@ -44,8 +45,8 @@ func newResultFixture(t *testing.T, artifacts contract.ArtifactReader) *resultFi
 	if err != nil {
 		t.Fatal(err)
 	}
-	fx.f, err = newFrontend(Options{Verifier: v, Keys: taskKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
-		UIBaseURL: "http://ui.test", Kinds: []KindSpec{EvalKind(EvalOptions{}), ExportKind(ExportOptions{Artifacts: artifacts})},
+	fx.f, err = newFrontend(jobcore.Options{Verifier: v, Keys: taskKeys(t), ResumeKeys: resumeTestKeys(t), ResourceURI: "http://localhost/mcp",
+		UIBaseURL: "http://ui.test", Kinds: []jobcore.KindSpec{jobcore.EvalKind(jobcore.EvalOptions{}), jobcore.ExportKind(jobcore.ExportOptions{Artifacts: artifacts})},
 		Now: func() time.Time { return fx.now }}, fx.tc)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func (fx *resultFixture) succeeded(t *testing.T, id, kind, runID string, result 
 }
 
 func (fx *resultFixture) handle(tenant, id, kind string) string {
-	return fx.f.opts.Keys.SealHandle(handle.Handle{Tenant: tenant, WorkflowID: id, Kind: kind, Expiry: rcNow.Add(24 * time.Hour)})
+	return fx.f.Opts.Keys.SealHandle(handle.Handle{Tenant: tenant, WorkflowID: id, Kind: kind, Expiry: rcNow.Add(24 * time.Hour)})
 }
 
 // get calls get_<kind> as p and returns the result's text (a view or a tool error).
@@ -90,7 +91,7 @@ func TestResultCache_ClosedRunReadOnce(t *testing.T) {
 	if fx.tc.Describes != 2 {
 		t.Fatalf("%d Describes for two calls: every call must read (and authorize) the job afresh", fx.tc.Describes)
 	}
-	var v1, v2 JobView
+	var v1, v2 jobcore.JobView
 	if json.Unmarshal([]byte(first), &v1) != nil || json.Unmarshal([]byte(second), &v2) != nil {
 		t.Fatal("views do not decode")
 	}
@@ -138,7 +139,7 @@ func TestResultCache_NeverBypassesAuthz(t *testing.T) {
 		t.Fatal("owner's get failed")
 	}
 	unknown, _ := fx.get(t, rcAna, "eval", fx.handle("acme", "acme/eval/nope", "eval"))
-	if !strings.Contains(unknown, CodeNotFound) {
+	if !strings.Contains(unknown, jobcore.CodeNotFound) {
 		t.Fatalf("unknown job: %s", unknown)
 	}
 	for name, c := range map[string]struct {
@@ -183,14 +184,14 @@ func TestResultCache_PerCallerViewOfExport(t *testing.T) {
 	for _, p := range []authz.Principal{rcAna, rcOps, rcAna} {
 		got, res := fx.get(t, p, "export", h)
 		var v struct {
-			Result ExportResultView `json:"result"`
+			Result jobcore.ExportResultView `json:"result"`
 		}
 		if res.IsError || json.Unmarshal([]byte(got), &v) != nil || v.Result.DownloadURL == "" || v.Result.Rows != 3 ||
 			strings.Join(v.Result.Columns, ",") != "id,name" {
 			t.Fatalf("%s: %s", p.Subject, got)
 		}
 		tok := v.Result.DownloadURL[strings.LastIndex(v.Result.DownloadURL, "/")+1:]
-		d, err := fx.f.opts.Keys.OpenDownload(tok, fx.now)
+		d, err := fx.f.Opts.Keys.OpenDownload(tok, fx.now)
 		if err != nil || d.Subject != p.Subject {
 			t.Fatalf("%s got a download link for %q (%v)", p.Subject, d.Subject, err)
 		}
@@ -208,35 +209,35 @@ func TestResultCache_PerCallerViewOfExport(t *testing.T) {
 }
 
 func TestResultCache_Bounded(t *testing.T) {
-	c := newResultCache()
+	c := jobcore.NewResultCache()
 	typ := reflect.TypeFor[*workflows.EvalResult]()
-	for i := range resultCacheMaxEntries + 100 {
-		c.put(resultKey{workflowID: "acme/eval/k", runID: fmt.Sprint("run-", i), typ: typ}, []byte(`{}`))
+	for i := range jobcore.ResultCacheMaxEntries + 100 {
+		c.Put(jobcore.ResultKey{WorkflowID: "acme/eval/k", RunID: fmt.Sprint("run-", i), Typ: typ}, []byte(`{}`))
 	}
-	if n := c.len(); n != resultCacheMaxEntries {
-		t.Fatalf("%d entries, want the cap %d", n, resultCacheMaxEntries)
+	if n := c.Len(); n != jobcore.ResultCacheMaxEntries {
+		t.Fatalf("%d entries, want the cap %d", n, jobcore.ResultCacheMaxEntries)
 	}
-	if _, ok := c.get(resultKey{workflowID: "acme/eval/k", runID: "run-0", typ: typ}); ok {
+	if _, ok := c.Get(jobcore.ResultKey{WorkflowID: "acme/eval/k", RunID: "run-0", Typ: typ}); ok {
 		t.Error("the oldest entry survived eviction")
 	}
-	if _, ok := c.get(resultKey{workflowID: "acme/eval/k", runID: fmt.Sprint("run-", resultCacheMaxEntries+99), typ: typ}); !ok {
+	if _, ok := c.Get(jobcore.ResultKey{WorkflowID: "acme/eval/k", RunID: fmt.Sprint("run-", jobcore.ResultCacheMaxEntries+99), Typ: typ}); !ok {
 		t.Error("the newest entry is missing")
 	}
-	big := bytes.Repeat([]byte("x"), resultCacheMaxEntry)
-	for i := range resultCacheMaxBytes/resultCacheMaxEntry + 10 {
-		c.put(resultKey{workflowID: "acme/export/k", runID: fmt.Sprint("big-", i), typ: typ}, big)
+	big := bytes.Repeat([]byte("x"), jobcore.ResultCacheMaxEntry)
+	for i := range jobcore.ResultCacheMaxBytes/jobcore.ResultCacheMaxEntry + 10 {
+		c.Put(jobcore.ResultKey{WorkflowID: "acme/export/k", RunID: fmt.Sprint("big-", i), Typ: typ}, big)
 	}
-	if c.bytes > resultCacheMaxBytes {
-		t.Fatalf("%d bytes cached, max %d", c.bytes, resultCacheMaxBytes)
+	if c.Bytes > jobcore.ResultCacheMaxBytes {
+		t.Fatalf("%d bytes cached, max %d", c.Bytes, jobcore.ResultCacheMaxBytes)
 	}
-	c.put(resultKey{workflowID: "acme/export/huge", runID: "r", typ: typ}, append(big, 'x'))
-	if _, ok := c.get(resultKey{workflowID: "acme/export/huge", runID: "r", typ: typ}); ok {
+	c.Put(jobcore.ResultKey{WorkflowID: "acme/export/huge", RunID: "r", Typ: typ}, append(big, 'x'))
+	if _, ok := c.Get(jobcore.ResultKey{WorkflowID: "acme/export/huge", RunID: "r", Typ: typ}); ok {
 		t.Error("an entry above resultCacheMaxEntry was cached")
 	}
 	// The key includes the run: the same workflow ID with another run ID is another entry.
-	k1 := resultKey{workflowID: "acme/eval/same", runID: "a", typ: typ}
-	c.put(k1, []byte(`{"passed":1}`))
-	if _, ok := c.get(resultKey{workflowID: "acme/eval/same", runID: "b", typ: typ}); ok {
+	k1 := jobcore.ResultKey{WorkflowID: "acme/eval/same", RunID: "a", Typ: typ}
+	c.Put(k1, []byte(`{"passed":1}`))
+	if _, ok := c.Get(jobcore.ResultKey{WorkflowID: "acme/eval/same", RunID: "b", Typ: typ}); ok {
 		t.Error("a run ID that was never cached hit the cache")
 	}
 }

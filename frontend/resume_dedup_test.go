@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
@@ -17,7 +18,7 @@ import (
 // been recorded (review 18, finding 15).
 func TestResumeUpdateIDCoversTheAnswer(t *testing.T) {
 	ms := memstore.New()
-	f := newStoreFrontend(t, ms, Options{Now: func() time.Time { return coreNow }})
+	f := newStoreFrontend(t, ms, jobcore.Options{Now: func() time.Time { return coreNow }})
 	j := &jobstore.Job{ID: "acme/export/ana/k", RunID: "run-k", Tenant: "acme", Owner: "ana", Kind: workflows.KindExport, Exec: jobstore.RunRunning,
 		SAStatus: workflows.StatusAwaitingInput, NeedsInput: &workflows.NeedsInput{InputID: "approve", Prompt: "p",
 			ScopeDigest: "sha256:d", Approver: authz.ApproverApprover, RequestedBy: "ana"}}
@@ -26,8 +27,8 @@ func TestResumeUpdateIDCoversTheAnswer(t *testing.T) {
 	p := authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove}}
 	send := func(comment, surface string) string {
 		t.Helper()
-		if _, err := f.resumeJob(context.Background(), p, j, ResumeIn{InputID: "approve", ScopeDigest: "sha256:d",
-			Decision: workflows.DecisionApprove, Comment: comment}, answerer{surface: surface, signedInWith: workflows.SignedInBearerJWT}, "p"); err != nil {
+		if _, err := f.ResumeJob(context.Background(), p, j, jobcore.ResumeIn{InputID: "approve", ScopeDigest: "sha256:d",
+			Decision: workflows.DecisionApprove, Comment: comment}, jobcore.Answerer{Surface: surface, SignedInWith: workflows.SignedInBearerJWT}, "p"); err != nil {
 			t.Fatal(err)
 		}
 		return ms.Resumes[len(ms.Resumes)-1].UpdateID

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/workflows"
@@ -27,12 +28,12 @@ func TestUIURLFor(t *testing.T) {
 		anaGets, adminGets bool
 	}{
 		{"", "http://ui.test", false, true},
-		{UIURLForAdmin, "http://ui.test", false, true},
-		{UIURLForAll, "http://ui.test", true, true},
-		{UIURLForNone, "http://ui.test", false, false},
-		{UIURLForAll, "", false, false},
+		{jobcore.UIURLForAdmin, "http://ui.test", false, true},
+		{jobcore.UIURLForAll, "http://ui.test", true, true},
+		{jobcore.UIURLForNone, "http://ui.test", false, false},
+		{jobcore.UIURLForAll, "", false, false},
 	} {
-		f, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
+		f, err := newFrontend(jobcore.Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
 			ResourceURI: "http://localhost/mcp", UIBaseURL: c.base, UIURLFor: c.for_, Now: func() time.Time { return listNow }}, memstore.New())
 		if err != nil {
 			t.Fatal(err)
@@ -41,17 +42,17 @@ func TestUIURLFor(t *testing.T) {
 			p    authz.Principal
 			gets bool
 		}{{listAna, c.anaGets}, {admin, c.adminGets}} {
-			got := f.summary(pc.p, j).UIURL
+			got := f.Summary(pc.p, j).UIURL
 			if (got == want) != pc.gets || (got != "" && got != want) {
 				t.Errorf("UIURLFor %q base %q, %s: ui_url %q, want it: %v", c.for_, c.base, pc.p.Subject, got, pc.gets)
 			}
 		}
 	}
-	if _, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
+	if _, err := newFrontend(jobcore.Options{Verifier: v, Keys: listTestKeys(t), ResumeKeys: resumeTestKeys(t),
 		ResourceURI: "http://localhost/mcp", UIURLFor: "admins"}, memstore.New()); err == nil {
 		t.Error("UIURLFor \"admins\" accepted")
 	}
-	if _, err := newFrontend(Options{Verifier: v, Keys: listTestKeys(t),
+	if _, err := newFrontend(jobcore.Options{Verifier: v, Keys: listTestKeys(t),
 		ResourceURI: "http://localhost/mcp"}, memstore.New()); err == nil {
 		t.Error("a frontend without ResumeKeys was built")
 	}
@@ -67,7 +68,7 @@ func TestResumeVerifier(t *testing.T) {
 		ScopeDigest: "sha256:ab", Decision: workflows.DecisionApprove, Comment: "fine", Surface: workflows.SurfaceMRTR,
 		SignedInWith: workflows.SignedInBearerJWT, Meaning: "Allow ann@acme to export id of customers",
 		Identity: workflows.Identity{Issuer: "https://idp", Name: "Stew", Email: "s@acme.example",
-			AuthTime: now.Add(-time.Minute), AMR: []string{"pwd"}, ACR: "1"}}, now.Add(ResumeSealTTL))
+			AuthTime: now.Add(-time.Minute), AMR: []string{"pwd"}, ACR: "1"}}, now.Add(jobcore.ResumeSealTTL))
 	got, err := resumeseal.Verifier(keys).OpenResumeSeal(seal, now)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +81,7 @@ func TestResumeVerifier(t *testing.T) {
 			AuthTime: now.Add(-time.Minute), AMR: []string{"pwd"}, ACR: "1"}) != "" {
 		t.Errorf("opened %+v", got)
 	}
-	if _, err := resumeseal.Verifier(keys).OpenResumeSeal(seal, now.Add(ResumeSealTTL)); err == nil {
+	if _, err := resumeseal.Verifier(keys).OpenResumeSeal(seal, now.Add(jobcore.ResumeSealTTL)); err == nil {
 		t.Error("an expired seal opened")
 	}
 	if _, err := resumeseal.Verifier(listTestKeys(t)).OpenResumeSeal(seal, now); err == nil {

@@ -7,14 +7,15 @@ import (
 
 	"github.com/temporalio/sqlparser"
 
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/temporalstore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // listQuery is list_jobs' filter for tenant/sub as the Temporal store renders it.
-func listQuery(tenant, sub string, lf listFilter) (string, error) {
-	jf, err := listJobFilter(tenant, sub, lf)
+func listQuery(tenant, sub string, lf jobcore.ListFilter) (string, error) {
+	jf, err := jobcore.ListJobFilter(tenant, sub, lf)
 	if err != nil {
 		return "", err
 	}
@@ -22,8 +23,8 @@ func listQuery(tenant, sub string, lf listFilter) (string, error) {
 }
 
 // approvalsQuery is list_approvals' filter for tenant/sub as the Temporal store renders it.
-func approvalsQuery(tenant, sub string, lf listFilter) (string, error) {
-	jf, err := approvalsJobFilter(tenant, sub, lf)
+func approvalsQuery(tenant, sub string, lf jobcore.ListFilter) (string, error) {
+	jf, err := jobcore.ApprovalsJobFilter(tenant, sub, lf)
 	if err != nil {
 		return "", err
 	}
@@ -34,22 +35,22 @@ func TestBuildListQuery(t *testing.T) {
 	const base = "JobTenant = 'acme' AND JobOwner = 'ana' AND ExecutionStatus != 'ContinuedAsNew'"
 	const baseAll = "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew'"
 	for _, tc := range []struct {
-		lf   listFilter
+		lf   jobcore.ListFilter
 		want string
 	}{
-		{listFilter{}, base},
-		{listFilter{all: true}, baseAll},
-		{listFilter{kind: "eval"}, base + " AND JobKind = 'eval'"},
-		{listFilter{kind: "export", all: true}, baseAll + " AND JobKind = 'export'"},
-		{listFilter{status: "queued"}, base + " AND ExecutionStatus = 'Running' AND JobStatus = 'queued'"},
-		{listFilter{status: "running"}, base + " AND ExecutionStatus = 'Running' AND JobStatus = 'running'"},
-		{listFilter{status: "awaiting_input"}, base + " AND ExecutionStatus = 'Running' AND JobStatus = 'awaiting_input'"},
-		{listFilter{status: "cancelling"}, base + " AND ExecutionStatus = 'Running' AND JobStatus = 'cancelling'"},
-		{listFilter{status: "succeeded"}, base + " AND ExecutionStatus = 'Completed'"},
-		{listFilter{status: "failed"}, base + " AND ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut')"},
-		{listFilter{status: "cancelled"}, base + " AND ExecutionStatus = 'Canceled'"},
-		{listFilter{kind: "export", status: "failed", all: true}, baseAll + " AND JobKind = 'export' AND ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut')"},
-		{listFilter{kind: "eval", status: "awaiting_input"}, base + " AND JobKind = 'eval' AND ExecutionStatus = 'Running' AND JobStatus = 'awaiting_input'"},
+		{jobcore.ListFilter{}, base},
+		{jobcore.ListFilter{All: true}, baseAll},
+		{jobcore.ListFilter{Kind: "eval"}, base + " AND JobKind = 'eval'"},
+		{jobcore.ListFilter{Kind: "export", All: true}, baseAll + " AND JobKind = 'export'"},
+		{jobcore.ListFilter{Status: "queued"}, base + " AND ExecutionStatus = 'Running' AND JobStatus = 'queued'"},
+		{jobcore.ListFilter{Status: "running"}, base + " AND ExecutionStatus = 'Running' AND JobStatus = 'running'"},
+		{jobcore.ListFilter{Status: "awaiting_input"}, base + " AND ExecutionStatus = 'Running' AND JobStatus = 'awaiting_input'"},
+		{jobcore.ListFilter{Status: "cancelling"}, base + " AND ExecutionStatus = 'Running' AND JobStatus = 'cancelling'"},
+		{jobcore.ListFilter{Status: "succeeded"}, base + " AND ExecutionStatus = 'Completed'"},
+		{jobcore.ListFilter{Status: "failed"}, base + " AND ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut')"},
+		{jobcore.ListFilter{Status: "cancelled"}, base + " AND ExecutionStatus = 'Canceled'"},
+		{jobcore.ListFilter{Kind: "export", Status: "failed", All: true}, baseAll + " AND JobKind = 'export' AND ExecutionStatus IN ('Failed', 'Terminated', 'TimedOut')"},
+		{jobcore.ListFilter{Kind: "eval", Status: "awaiting_input"}, base + " AND JobKind = 'eval' AND ExecutionStatus = 'Running' AND JobStatus = 'awaiting_input'"},
 	} {
 		got, err := listQuery("acme", "ana", tc.lf)
 		if err != nil || got != tc.want {
@@ -58,7 +59,7 @@ func TestBuildListQuery(t *testing.T) {
 		assertQueryShape(t, got, "acme", "ana", tc.lf)
 	}
 	// Values that are not ours never reach a query, even if a listFilter were built by hand.
-	for _, lf := range []listFilter{{kind: "eval' OR 'a'='a"}, {status: "done"}, {status: "running' OR 1=1"}} {
+	for _, lf := range []jobcore.ListFilter{{Kind: "eval' OR 'a'='a"}, {Status: "done"}, {Status: "running' OR 1=1"}} {
 		if q, err := listQuery("acme", "ana", lf); err == nil {
 			t.Errorf("%+v: built %q", lf, q)
 		}
@@ -69,7 +70,7 @@ func TestBuildListQuery_HostileIdentities(t *testing.T) {
 	// Tenants are [a-z0-9_-]: anything else is refused, never escaped.
 	for _, tenant := range []string{"", "acme'", "acme' OR JobTenant != 'x", `acme\`, "ACME", "-acme", "acme/x", "ac me", strings.Repeat("a", 64)} {
 		for _, all := range []bool{false, true} {
-			if q, err := listQuery(tenant, "ana", listFilter{all: all}); err == nil {
+			if q, err := listQuery(tenant, "ana", jobcore.ListFilter{All: all}); err == nil {
 				t.Errorf("tenant %q: built %q", tenant, q)
 			}
 		}
@@ -82,31 +83,31 @@ func TestBuildListQuery_HostileIdentities(t *testing.T) {
 		{"über 名前", "'über 名前'"},
 		{"a%b_c*", "'a%b_c*'"},
 	} {
-		q, err := listQuery("acme", tc.sub, listFilter{})
+		q, err := listQuery("acme", tc.sub, jobcore.ListFilter{})
 		want := "JobTenant = 'acme' AND JobOwner = " + tc.lit + " AND ExecutionStatus != 'ContinuedAsNew'"
 		if err != nil || q != want {
 			t.Errorf("sub %q:\n got %q, %v\nwant %q", tc.sub, q, err, want)
 		}
-		assertQueryShape(t, q, "acme", tc.sub, listFilter{})
+		assertQueryShape(t, q, "acme", tc.sub, jobcore.ListFilter{})
 	}
 	// Subjects Temporal cannot match (see ownerMatchable): no own-jobs query is built; a
 	// tenant-wide one ignores the subject.
 	for _, sub := range []string{`back\slash`, `trail\`, `dq"x`, `x\' OR 1=1 OR JobOwner = \'`, "'", "''", "'lead", "trail'"} {
-		if q, err := listQuery("acme", sub, listFilter{kind: "eval"}); !errors.Is(err, jobstore.ErrOwnerUnmatchable) {
+		if q, err := listQuery("acme", sub, jobcore.ListFilter{Kind: "eval"}); !errors.Is(err, jobstore.ErrOwnerUnmatchable) {
 			t.Errorf("sub %q: got %q, %v; want errOwnerUnmatchable", sub, q, err)
 		}
-		if q, err := listQuery("acme", sub, listFilter{all: true}); err != nil || q != "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew'" {
+		if q, err := listQuery("acme", sub, jobcore.ListFilter{All: true}); err != nil || q != "JobTenant = 'acme' AND ExecutionStatus != 'ContinuedAsNew'" {
 			t.Errorf("sub %q tenant-wide: got %q, %v", sub, q, err)
 		}
 	}
 	// Not printable UTF-8: refused (no verified principal carries one).
 	for _, sub := range []string{"", "a\x00b", "a\nb", "a\u202eb", "\xff", strings.Repeat("x", 257)} {
-		if q, err := listQuery("acme", sub, listFilter{}); err == nil {
+		if q, err := listQuery("acme", sub, jobcore.ListFilter{}); err == nil {
 			t.Errorf("sub %q: built %q", sub, q)
 		}
 	}
 	// A tenant-wide listing does not look at the subject at all.
-	if _, err := listQuery("acme", "", listFilter{all: true}); err != nil {
+	if _, err := listQuery("acme", "", jobcore.ListFilter{All: true}); err != nil {
 		t.Errorf("tenant-wide listing: %v", err)
 	}
 }
@@ -181,18 +182,18 @@ func parsedComparisons(t *testing.T, q string) [][2]string {
 
 // assertQueryShape checks what the parsed query says: the tenant, the owner unless tenant-wide,
 // and the kind/status constants, nothing else.
-func assertQueryShape(t *testing.T, q, tenant, sub string, lf listFilter) {
+func assertQueryShape(t *testing.T, q, tenant, sub string, lf jobcore.ListFilter) {
 	t.Helper()
 	got := parsedComparisons(t, q)
 	want := [][2]string{{"JobTenant", tenant}}
-	if !lf.all {
+	if !lf.All {
 		want = append(want, [2]string{"JobOwner", sub})
 	}
 	want = append(want, [2]string{"ExecutionStatus", "ContinuedAsNew"})
-	if lf.kind != "" {
-		want = append(want, [2]string{"JobKind", lf.kind})
+	if lf.Kind != "" {
+		want = append(want, [2]string{"JobKind", lf.Kind})
 	}
-	switch lf.status {
+	switch lf.Status {
 	case "":
 	case workflows.StatusSucceeded:
 		want = append(want, [2]string{"ExecutionStatus", "Completed"})
@@ -201,7 +202,7 @@ func assertQueryShape(t *testing.T, q, tenant, sub string, lf listFilter) {
 	case workflows.StatusCancelled:
 		want = append(want, [2]string{"ExecutionStatus", "Canceled"})
 	default:
-		want = append(want, [2]string{"ExecutionStatus", "Running"}, [2]string{"JobStatus", string(lf.status)})
+		want = append(want, [2]string{"ExecutionStatus", "Running"}, [2]string{"JobStatus", string(lf.Status)})
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%q parses as %q, want %q", q, got, want)
@@ -218,7 +219,7 @@ func assertQueryShape(t *testing.T, q, tenant, sub string, lf listFilter) {
 // the caller's subject quoted; a subject the store cannot match falls back to both approver kinds
 // (its own rows are then dropped after the query, and only its own).
 func TestBuildApprovalsQuery(t *testing.T) {
-	lf, err := parseListFilter(ListJobsIn{Kind: "export", Status: string(workflows.StatusAwaitingInput)}, true)
+	lf, err := jobcore.ParseListFilter(jobcore.ListJobsIn{Kind: "export", Status: string(workflows.StatusAwaitingInput)}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestBuildApprovalsQuery(t *testing.T) {
 		t.Errorf("empty subject: %q", q)
 	}
 	own := lf
-	own.all = false
+	own.All = false
 	if q, err := approvalsQuery("acme", "steward", own); err == nil {
 		t.Errorf("own-jobs filter accepted: %q", q)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 )
 
@@ -14,7 +15,7 @@ var unitSecret = bytes.Repeat([]byte{1}, 32)
 // newStoreFrontend is the unit tests' frontend over store: opts's zero Verifier, Keys,
 // ResumeKeys and ResourceURI get the tests' (unitSecret, listTestKeys, resumeTestKeys,
 // http://localhost/mcp); everything else is as given.
-func newStoreFrontend(t testing.TB, store jobstore.Store, opts Options) *Frontend {
+func newStoreFrontend(t testing.TB, store jobstore.Store, opts jobcore.Options) *Frontend {
 	t.Helper()
 	if opts.ResourceURI == "" {
 		opts.ResourceURI = "http://localhost/mcp"

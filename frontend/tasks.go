@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/telemetry"
 )
 
@@ -88,7 +89,7 @@ var errTaskNotFound = &rpcError{Code: jsonrpc.CodeInvalidParams, Message: "Faile
 // errTaskExpired is handle_expired for a well-formed taskId of the caller's tenant.
 func errTaskExpired(kind string) *rpcError {
 	return &rpcError{Code: jsonrpc.CodeInvalidParams, Message: "Failed to retrieve task: Task has expired",
-		Data: toolErr(CodeHandleExpired, "the task id (a job handle) has expired; call start_%s again with the same idempotency_key and arguments (or list_jobs) to reach the job", kind)}
+		Data: jobcore.ToolErr(jobcore.CodeHandleExpired, "the task id (a job handle) has expired; call start_%s again with the same idempotency_key and arguments (or list_jobs) to reach the job", kind)}
 }
 
 var errTaskInternal = &rpcError{Code: jsonrpc.CodeInternalError, Message: "Internal error"}
@@ -99,13 +100,13 @@ var errMissingTasksCapability = &rpcError{Code: mcp.CodeMissingRequiredClientCap
 
 // taskRPCError maps a tool error of the job core to the tasks/* answer: every "may not know"
 // and bad-handle outcome is the unknown task; the rest keep the tool error as data.
-func taskRPCError(te *ToolError, kind string) *rpcError {
+func taskRPCError(te *jobcore.ToolError, kind string) *rpcError {
 	switch te.Code {
-	case CodeNotFound, CodeInvalidHandle:
+	case jobcore.CodeNotFound, jobcore.CodeInvalidHandle:
 		return errTaskNotFound
-	case CodeHandleExpired:
+	case jobcore.CodeHandleExpired:
 		return errTaskExpired(kind)
-	case CodeUnavailable:
+	case jobcore.CodeUnavailable:
 		return &rpcError{Code: jsonrpc.CodeInternalError, Message: te.Message, Data: te}
 	}
 	return &rpcError{Code: jsonrpc.CodeInvalidParams, Message: te.Message, Data: te}
@@ -213,7 +214,7 @@ func (f *Frontend) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				res, err := next(ctx, method, req)
 				return f.startTask(ctx, ctr, res, err)
 			}
-			if ctr.Params != nil && f.actions[ctr.Params.Name] == authz.ActionStart && f.taskSupport[ctr.Params.Name] == taskRequired {
+			if ctr.Params != nil && f.actions[ctr.Params.Name] == authz.ActionStart && f.taskSupport[ctr.Params.Name] == jobcore.TaskRequired {
 				// The tool can only answer with a task, and this request cannot take one.
 				return nil, errMissingTasksCapability.wire()
 			}
@@ -225,8 +226,8 @@ func (f *Frontend) tasksMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 // requestCreatesTask: a 2026-07-28 tools/call of a start_* tool that may answer with a task, whose
 // own capabilities declare the extension (older eras have no per-request capabilities).
 func (f *Frontend) requestCreatesTask(ctx context.Context, req *mcp.CallToolRequest) bool {
-	if req.Params == nil || f.actions[req.Params.Name] != authz.ActionStart || f.taskSupport[req.Params.Name] == taskForbidden ||
-		req.Extra == nil || req.Extra.Header.Get(headerProtocolVersion) != protocolMRTR {
+	if req.Params == nil || f.actions[req.Params.Name] != authz.ActionStart || f.taskSupport[req.Params.Name] == jobcore.TaskForbidden ||
+		req.Extra == nil || req.Extra.Header.Get(headerProtocolVersion) != jobcore.ProtocolMRTR {
 		return false
 	}
 	r, ok := frontRequest(ctx)
@@ -254,14 +255,14 @@ func (f *Frontend) serveTask(ctx context.Context, ss *mcp.ServerSession, method 
 	start := time.Now()
 	gate, checked := ctx.Value(taskGateKey{}).(*taskGate)
 	req, ok := frontRequest(ctx)
-	if ip := ss.InitializeParams(); !checked || !ok || req.method != method || ip == nil || ip.ProtocolVersion != protocolMRTR {
+	if ip := ss.InitializeParams(); !checked || !ok || req.method != method || ip == nil || ip.ProtocolVersion != jobcore.ProtocolMRTR {
 		// Not checked by the front door, or of an older era (2025-11-25 had other tasks/*):
 		// not ours to answer.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%q is not offered here", method)}
 	}
-	p, ok := principalFrom(auth.TokenInfoFromContext(ctx))
+	p, ok := jobcore.PrincipalFrom(auth.TokenInfoFromContext(ctx))
 	if !ok {
-		return nil, errNoPrincipal
+		return nil, jobcore.ErrNoPrincipal
 	}
 	if !declaresTasks(req.meta()) {
 		return nil, errMissingTasksCapability.wire()
@@ -290,16 +291,16 @@ func (f *Frontend) serveTask(ctx context.Context, ss *mcp.ServerSession, method 
 	}
 	if rerr != nil {
 		code := fmt.Sprint(rerr.Code)
-		if te, ok := rerr.Data.(*ToolError); ok {
+		if te, ok := rerr.Data.(*jobcore.ToolError); ok {
 			code = te.Code
 		} else if rerr == errTaskNotFound {
-			code = CodeNotFound
+			code = jobcore.CodeNotFound
 		}
-		f.log.Info("task call", append(fields, zap.String("code", code))...)
+		f.Log.Info("task call", append(fields, zap.String("code", code))...)
 		gate.answered.Store(true)
 		return nil, rerr.wire()
 	}
-	f.log.Info("task call", append(fields, zap.String("code", "ok"))...)
+	f.Log.Info("task call", append(fields, zap.String("code", "ok"))...)
 	return res, nil
 }
 
@@ -307,7 +308,7 @@ func (f *Frontend) serveTask(ctx context.Context, ss *mcp.ServerSession, method 
 // tenant's, or of a kind this server has no tools for: the unknown task. Well-formed and of
 // the caller's tenant but past expiry: the expired task (the contract's handle_expired).
 func (f *Frontend) openTaskID(p authz.Principal, id string) (handle.Handle, *rpcError) {
-	h, err := f.opts.Keys.OpenHandle(id, f.opts.Now())
+	h, err := f.Opts.Keys.OpenHandle(id, f.Opts.Now())
 	if (err != nil && !errors.Is(err, handle.ErrExpired)) || h.Tenant != p.Tenant ||
 		!strings.HasPrefix(h.WorkflowID, p.Tenant+"/") || f.actions["get_"+h.Kind] != authz.ActionGet {
 		return handle.Handle{}, errTaskNotFound
@@ -327,11 +328,11 @@ func (f *Frontend) startTask(ctx context.Context, req *mcp.CallToolRequest, res 
 		return res, err
 	}
 	v, ok := resultView(ctr)
-	p, okp := principalFrom(req.Extra.TokenInfo)
+	p, okp := jobcore.PrincipalFrom(req.Extra.TokenInfo)
 	if !ok || !okp || v.Handle == "" {
 		return res, nil
 	}
-	h, herr := f.opts.Keys.OpenHandle(v.Handle, f.opts.Now())
+	h, herr := f.Opts.Keys.OpenHandle(v.Handle, f.Opts.Now())
 	if herr != nil {
 		return res, nil
 	}
@@ -343,7 +344,7 @@ func (f *Frontend) startTask(ctx context.Context, req *mcp.CallToolRequest, res 
 	if v.Created != nil && !*v.Created {
 		t.StatusMessage = "existing job for this idempotency_key: " + t.StatusMessage
 	}
-	f.logger(ctx).Info("task created", zap.String("job_id", v.JobID), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject),
+	f.Logger(ctx).Info("task created", zap.String("job_id", v.JobID), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject),
 		zap.String("status", t.Status))
 	return t, nil
 }

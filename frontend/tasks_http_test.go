@@ -18,6 +18,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/frontend/mcpbody"
 	"github.com/jobgate/jobgate/workflows"
@@ -46,7 +47,7 @@ func newTaskFixture(t *testing.T) *taskFixture {
 			info.Memo.Fields[k] = memstore.Payload(t, v)
 		}
 		tc.Put(info)
-		fx.id[state] = fx.f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(7 * 24 * time.Hour)})
+		fx.id[state] = fx.f.Opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(7 * 24 * time.Hour)})
 	}
 	running := enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 	add("running", running, workflows.StatusRunning, nil)
@@ -137,7 +138,7 @@ func TestTasksOverMemStore(t *testing.T) {
 			t.Fatalf("owner: %+v %+v", tk, rerr)
 		}
 		ni := &workflows.NeedsInput{InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("c", 64)}
-		if _, ok := tk.InputRequests[taskInputKey(ni)]; !ok {
+		if _, ok := tk.InputRequests[jobcore.TaskInputKey(ni)]; !ok {
 			t.Fatalf("input requests keyed %v", tk.InputRequests)
 		}
 		ro, rerr, _ := fx.get(t, anaRO, "awaiting")
@@ -164,7 +165,7 @@ func TestTasksOverMemStore(t *testing.T) {
 	})
 	t.Run("UnknownIsOneAnswer", func(t *testing.T) {
 		_, _, want := fx.get(t, taskAna, "no-such-task")
-		gone := fx.f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/eval/purged", Kind: "eval", Expiry: taskNow.Add(time.Hour)})
+		gone := fx.f.Opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/eval/purged", Kind: "eval", Expiry: taskNow.Add(time.Hour)})
 		for name, p := range map[string]authz.Principal{"other owner": bo, "other tenant": {Tenant: "globex", Subject: "ana", Scopes: taskAna.Scopes}} {
 			fx.nextN = 0
 			_, _, want = fx.get(t, taskAna, "no-such-task")
@@ -190,8 +191,8 @@ func TestTasksOverMemStore(t *testing.T) {
 				t.Fatalf("%v: %d %s", resps, rec.Code, rec.Body)
 			}
 		}
-		key := taskInputKey(&workflows.NeedsInput{InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("c", 64)})
-		long := map[string]any{"action": "accept", "content": map[string]any{"decision": "approve", "comment": strings.Repeat("x", commentMax+1)}}
+		key := jobcore.TaskInputKey(&workflows.NeedsInput{InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("c", 64)})
+		long := map[string]any{"action": "accept", "content": map[string]any{"decision": "approve", "comment": strings.Repeat("x", jobcore.CommentMax+1)}}
 		for _, bad := range []any{"approve", map[string]any{"action": "accept"}, map[string]any{"action": "maybe"}, nil, long} {
 			rec := fx.post(t, taskAna, methodTasksUpdate, fx.id["awaiting"], map[string]any{"taskId": fx.id["awaiting"], "inputResponses": map[string]any{key: bad}}, nil)
 			if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"code":-32602`) {
@@ -323,7 +324,7 @@ func TestTaskGetSucceededIsGetResult(t *testing.T) {
 	id := "acme/eval/succeeded"
 	j := fx.tc.Put(memstore.ExecInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusSucceeded))
 	fx.tc.Results[j.RunID] = workflows.EvalResult{Episodes: 3, Scored: 3, Passed: 2}
-	taskID := fx.f.opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
+	taskID := fx.f.Opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
 
 	tk, rerr, _ := fx.get(t, taskAna, taskID)
 	if rerr != nil || tk.Status != taskCompleted || tk.Result == nil {

@@ -18,15 +18,16 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // taskGet is tasks/get: get_<kind>'s own handler (the same access rules, the same result),
 // mapped onto the task's status. The call declares no client capabilities, so MRTR asks nothing.
 func (f *Frontend) taskGet(ctx context.Context, ss *mcp.ServerSession, p authz.Principal, taskID string, h handle.Handle) (*task, *rpcError) {
-	res, err := f.runTool(ctx, ss, "get_"+h.Kind, HandleIn{Handle: taskID})
+	res, err := f.runTool(ctx, ss, "get_"+h.Kind, jobcore.HandleIn{Handle: taskID})
 	if err != nil {
-		f.logger(ctx).Error("task get failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
+		f.Logger(ctx).Error("task get failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
 		return nil, errTaskInternal
 	}
 	if te := resultToolError(res); te != nil {
@@ -69,7 +70,7 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &resps) != nil {
 		return nil, &rpcError{Code: jsonrpc.CodeInvalidParams, Message: "inputResponses is required: an object keyed like tasks/get's inputRequests"}
 	}
-	j, err := f.resolve(ctx, p, taskID, h.Kind, authz.ActionResume)
+	j, err := f.Resolve(ctx, p, taskID, h.Kind, authz.ActionResume)
 	if err != nil {
 		return nil, f.taskFault(ctx, err, h)
 	}
@@ -77,9 +78,9 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 	if j.NeedsInput == nil || j.Status() != workflows.StatusAwaitingInput {
 		return ok, nil // nothing outstanding: ignored
 	}
-	in := f.taskInputOf(h.Kind)
+	in := f.TaskInputOf(h.Kind)
 	answered := map[string]*mcp.ElicitResult{}
-	for key := range in.requests(j.NeedsInput) {
+	for key := range in.Requests(j.NeedsInput) {
 		rawResp, found := resps[key]
 		if !found {
 			continue // an outstanding key left unanswered (a partial answer)
@@ -93,16 +94,16 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 	if len(answered) == 0 {
 		return ok, nil // keys that are not outstanding are ignored
 	}
-	resume, accepted, err := in.answer(j.NeedsInput, answered)
+	resume, accepted, err := in.Answer(j.NeedsInput, answered)
 	if err != nil {
 		return nil, f.taskFault(ctx, err, h)
 	}
 	if !accepted {
 		return ok, nil // declined or dismissed: the job keeps waiting
 	}
-	_, err = f.resumeJob(ctx, p, j, resume, tokenAnswerer(ctx, workflows.SurfaceTasks), shownPrompt(j, j.NeedsInput.InputID))
-	var te *ToolError
-	if errors.As(err, &te) && te.Code == CodeInputNotExpected {
+	_, err = f.ResumeJob(ctx, p, j, resume, jobcore.TokenAnswerer(ctx, workflows.SurfaceTasks), jobcore.ShownPrompt(j, j.NeedsInput.InputID))
+	var te *jobcore.ToolError
+	if errors.As(err, &te) && te.Code == jobcore.CodeInputNotExpected {
 		return ok, nil // superseded meanwhile (answered, expired, cancelled): ignored
 	}
 	if err != nil {
@@ -113,9 +114,9 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 
 // taskCancel is tasks/cancel: cancel_<kind>'s own handler; idempotent.
 func (f *Frontend) taskCancel(ctx context.Context, ss *mcp.ServerSession, taskID string, h handle.Handle) (*ack, *rpcError) {
-	res, err := f.runTool(ctx, ss, "cancel_"+h.Kind, CancelIn{Handle: taskID})
+	res, err := f.runTool(ctx, ss, "cancel_"+h.Kind, jobcore.CancelIn{Handle: taskID})
 	if err != nil {
-		f.logger(ctx).Error("task cancel failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
+		f.Logger(ctx).Error("task cancel failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
 		return nil, errTaskInternal
 	}
 	if te := resultToolError(res); te != nil {
@@ -177,22 +178,22 @@ func (f *Frontend) runTool(ctx context.Context, ss *mcp.ServerSession, name stri
 }
 
 // resultToolError is the tool error of an isError result (a generic one if the text is not ours).
-func resultToolError(res *mcp.CallToolResult) *ToolError {
+func resultToolError(res *mcp.CallToolResult) *jobcore.ToolError {
 	if !res.IsError {
 		return nil
 	}
-	var te ToolError
+	var te jobcore.ToolError
 	if len(res.Content) == 1 {
 		if tc, ok := res.Content[0].(*mcp.TextContent); ok && json.Unmarshal([]byte(tc.Text), &te) == nil && te.Code != "" {
 			return &te
 		}
 	}
-	return &ToolError{Code: "internal", Message: "the tool failed"}
+	return &jobcore.ToolError{Code: "internal", Message: "the tool failed"}
 }
 
 // resultView is a successful result's job view.
-func resultView(res *mcp.CallToolResult) (*JobView, bool) {
-	var v JobView
+func resultView(res *mcp.CallToolResult) (*jobcore.JobView, bool) {
+	var v jobcore.JobView
 	raw, ok := res.StructuredContent.(json.RawMessage)
 	if !ok {
 		b, err := json.Marshal(res.StructuredContent)
@@ -209,9 +210,9 @@ func resultView(res *mcp.CallToolResult) (*JobView, bool) {
 
 // taskFault maps an error of the job core called directly.
 func (f *Frontend) taskFault(ctx context.Context, err error, h handle.Handle) *rpcError {
-	if te, ok := asToolError(err); ok {
+	if te, ok := jobcore.AsToolError(err); ok {
 		return taskRPCError(te, h.Kind)
 	}
-	f.logger(ctx).Error("task call failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
+	f.Logger(ctx).Error("task call failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
 	return errTaskInternal
 }

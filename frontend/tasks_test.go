@@ -19,6 +19,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/frontend/mcpbody"
@@ -161,24 +162,24 @@ func TestTaskCheckHeaders(t *testing.T) {
 }
 
 func TestTaskStatusMapping(t *testing.T) {
-	owner := &NeedsInputView{Prompt: "approve?", Approver: authz.ApproverOwner}
-	approver := &NeedsInputView{Prompt: "approve?", Approver: authz.ApproverApprover}
+	owner := &jobcore.NeedsInputView{Prompt: "approve?", Approver: authz.ApproverOwner}
+	approver := &jobcore.NeedsInputView{Prompt: "approve?", Approver: authz.ApproverApprover}
 	for _, c := range []struct {
-		v         JobView
+		v         jobcore.JobView
 		mayAnswer bool
 		want, msg string
 	}{
-		{JobView{JobSummary: JobSummary{Status: workflows.StatusQueued}}, false, taskWorking, "queued"},
-		{JobView{JobSummary: JobSummary{Status: workflows.StatusRunning, Progress: workflows.Progress{Done: 3, Failed: 1, Total: 9, Unit: "episodes", Message: "scoring"}}}, false, taskWorking, "scoring (3/9 episodes done, 1 failed)"},
-		{JobView{JobSummary: JobSummary{Status: workflows.StatusCancelling}}, true, taskWorking, "cancellation requested"},
-		{JobView{JobSummary: JobSummary{Status: workflows.StatusAwaitingInput, NeedsInput: owner}}, true, taskInputRequired, "approve?"},
-		{JobView{JobSummary: JobSummary{Status: workflows.StatusAwaitingInput, NeedsInput: owner}}, false, taskWorking, "owner"},
-		{JobView{JobSummary: JobSummary{Status: workflows.StatusAwaitingInput, NeedsInput: approver}}, false, taskWorking, "approver"},
-		{JobView{JobSummary: JobSummary{Status: workflows.StatusAwaitingInput}}, true, taskWorking, "owner"},
-		{JobView{JobSummary: JobSummary{Status: workflows.StatusSucceeded}}, false, taskCompleted, "succeeded"},
-		{JobView{JobSummary: JobSummary{Status: workflows.StatusFailed, Error: &workflows.JobError{Code: "input_expired", Message: "nobody answered"}}}, false, taskCompleted, "input_expired"},
-		{JobView{JobSummary: JobSummary{Status: workflows.StatusCancelled, Error: &workflows.JobError{Code: "cancelled", Message: "cancelled by ana"}}}, false, taskCancelled, "cancelled by ana"},
-		{JobView{JobSummary: JobSummary{Status: "bogus"}}, false, taskWorking, "bogus"},
+		{jobcore.JobView{JobSummary: jobcore.JobSummary{Status: workflows.StatusQueued}}, false, taskWorking, "queued"},
+		{jobcore.JobView{JobSummary: jobcore.JobSummary{Status: workflows.StatusRunning, Progress: workflows.Progress{Done: 3, Failed: 1, Total: 9, Unit: "episodes", Message: "scoring"}}}, false, taskWorking, "scoring (3/9 episodes done, 1 failed)"},
+		{jobcore.JobView{JobSummary: jobcore.JobSummary{Status: workflows.StatusCancelling}}, true, taskWorking, "cancellation requested"},
+		{jobcore.JobView{JobSummary: jobcore.JobSummary{Status: workflows.StatusAwaitingInput, NeedsInput: owner}}, true, taskInputRequired, "approve?"},
+		{jobcore.JobView{JobSummary: jobcore.JobSummary{Status: workflows.StatusAwaitingInput, NeedsInput: owner}}, false, taskWorking, "owner"},
+		{jobcore.JobView{JobSummary: jobcore.JobSummary{Status: workflows.StatusAwaitingInput, NeedsInput: approver}}, false, taskWorking, "approver"},
+		{jobcore.JobView{JobSummary: jobcore.JobSummary{Status: workflows.StatusAwaitingInput}}, true, taskWorking, "owner"},
+		{jobcore.JobView{JobSummary: jobcore.JobSummary{Status: workflows.StatusSucceeded}}, false, taskCompleted, "succeeded"},
+		{jobcore.JobView{JobSummary: jobcore.JobSummary{Status: workflows.StatusFailed, Error: &workflows.JobError{Code: "input_expired", Message: "nobody answered"}}}, false, taskCompleted, "input_expired"},
+		{jobcore.JobView{JobSummary: jobcore.JobSummary{Status: workflows.StatusCancelled, Error: &workflows.JobError{Code: "cancelled", Message: "cancelled by ana"}}}, false, taskCancelled, "cancelled by ana"},
+		{jobcore.JobView{JobSummary: jobcore.JobSummary{Status: "bogus"}}, false, taskWorking, "bogus"},
 	} {
 		got, msg := taskStatus(&c.v, c.mayAnswer)
 		if got != c.want || !strings.Contains(msg, c.msg) {
@@ -189,11 +190,11 @@ func TestTaskStatusMapping(t *testing.T) {
 		}
 	}
 	// Only a fault while executing (error code internal, the protocol_error_job fixture's) is failed.
-	if got, msg := taskStatus(&JobView{JobSummary: JobSummary{Status: workflows.StatusFailed,
+	if got, msg := taskStatus(&jobcore.JobView{JobSummary: jobcore.JobSummary{Status: workflows.StatusFailed,
 		Error: &workflows.JobError{Code: workflows.ErrCodeInternal, Message: "boom"}}}, false); got != taskFailed || !strings.Contains(msg, "boom") {
 		t.Errorf("internal failure: %s %q, want failed", got, msg)
 	}
-	res := failedJobResult(&JobView{JobSummary: JobSummary{Status: workflows.StatusFailed, Error: &workflows.JobError{Code: "all_episodes_failed", Message: "all 2 episodes failed"}}})
+	res := failedJobResult(&jobcore.JobView{JobSummary: jobcore.JobSummary{Status: workflows.StatusFailed, Error: &workflows.JobError{Code: "all_episodes_failed", Message: "all 2 episodes failed"}}})
 	if string(res) != `{"content":[{"type":"text","text":"{\"code\":\"all_episodes_failed\",\"message\":\"all 2 episodes failed\",\"retryable\":false}"}],"isError":true,"resultType":"complete"}` {
 		t.Errorf("failed job result: %s", res)
 	}
@@ -203,14 +204,14 @@ func TestTaskInputKey(t *testing.T) {
 	a := &workflows.NeedsInput{InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("a", 64)}
 	b := &workflows.NeedsInput{InputID: a.InputID, ScopeDigest: "sha256:" + strings.Repeat("b", 64)}
 	c := &workflows.NeedsInput{InputID: "approve-ba9876543210", ScopeDigest: a.ScopeDigest}
-	ka, kb, kc := taskInputKey(a), taskInputKey(b), taskInputKey(c)
-	if ka != taskInputKey(&workflows.NeedsInput{InputID: a.InputID, ScopeDigest: a.ScopeDigest}) {
+	ka, kb, kc := jobcore.TaskInputKey(a), jobcore.TaskInputKey(b), jobcore.TaskInputKey(c)
+	if ka != jobcore.TaskInputKey(&workflows.NeedsInput{InputID: a.InputID, ScopeDigest: a.ScopeDigest}) {
 		t.Error("key not stable across polls")
 	}
 	if ka == kb || ka == kc || kb == kc {
 		t.Errorf("keys collide: %s %s %s", ka, kb, kc)
 	}
-	if !strings.HasPrefix(ka, InputKeyApproval+"."+a.InputID+".") {
+	if !strings.HasPrefix(ka, jobcore.InputKeyApproval+"."+a.InputID+".") {
 		t.Errorf("key %s", ka)
 	}
 }
@@ -303,7 +304,7 @@ func taskSeeds(t testing.TB) map[string]string {
 
 func newTaskFrontend(t testing.TB, store jobstore.Store) *Frontend {
 	t.Helper()
-	return newStoreFrontend(t, store, Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow }})
+	return newStoreFrontend(t, store, jobcore.Options{Keys: taskKeys(t), Now: func() time.Time { return taskNow }})
 }
 
 func TestTaskOpenTaskID(t *testing.T) {
@@ -316,7 +317,7 @@ func TestTaskOpenTaskID(t *testing.T) {
 				t.Errorf("%s: %+v %+v", name, h, rerr)
 			}
 		case strings.HasPrefix(name, "expired_"):
-			if rerr == nil || rerr.Message != "Failed to retrieve task: Task has expired" || rerr.Data.(*ToolError).Code != CodeHandleExpired {
+			if rerr == nil || rerr.Message != "Failed to retrieve task: Task has expired" || rerr.Data.(*jobcore.ToolError).Code != jobcore.CodeHandleExpired {
 				t.Errorf("%s: %+v", name, rerr)
 			}
 		default:
@@ -341,7 +342,7 @@ func FuzzTaskID(f *testing.F) {
 	fe := newTaskFrontend(f, memstore.New())
 	f.Fuzz(func(t *testing.T, s string) {
 		h, rerr := fe.openTaskID(taskAna, s)
-		oh, oerr := fe.opts.Keys.OpenHandle(s, taskNow)
+		oh, oerr := fe.Opts.Keys.OpenHandle(s, taskNow)
 		mine := (oerr == nil || isExpired(oerr)) && oh.Tenant == "acme" && strings.HasPrefix(oh.WorkflowID, "acme/") &&
 			(oh.Kind == "eval" || oh.Kind == "export")
 		switch {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 
 	"github.com/jobgate/jobgate/authz"
@@ -21,7 +22,7 @@ import (
 // working with a message saying for whom it waits. v is the view the job's get_* or start_*
 // rendered for p (so of p's tenant): its open request carries everything the policy and the
 // elicitation need, and the task says what that one read of the job saw (no second Describe).
-func (f *Frontend) taskFromView(ctx context.Context, p authz.Principal, taskID string, expiry time.Time, v *JobView, detailed bool) (*task, *rpcError) {
+func (f *Frontend) taskFromView(ctx context.Context, p authz.Principal, taskID string, expiry time.Time, v *jobcore.JobView, detailed bool) (*task, *rpcError) {
 	t := &task{TaskID: taskID, CreatedAt: isoTime(v.CreatedAt), LastUpdatedAt: isoTime(v.UpdatedAt), PollIntervalMs: v.PollAfterMS}
 	var ni *workflows.NeedsInput
 	if v.Status == workflows.StatusAwaitingInput && v.NeedsInput != nil {
@@ -32,7 +33,7 @@ func (f *Frontend) taskFromView(ctx context.Context, p authz.Principal, taskID s
 	}
 	t.Status, t.StatusMessage = taskStatus(v, ni != nil)
 	if ni != nil && detailed {
-		t.InputRequests = f.taskInputOf(v.Kind).requests(ni)
+		t.InputRequests = f.TaskInputOf(v.Kind).Requests(ni)
 	}
 	end := expiry
 	if v.Status.Terminal() {
@@ -47,7 +48,7 @@ func (f *Frontend) taskFromView(ctx context.Context, p authz.Principal, taskID s
 
 // needsInputOf is the open request a NeedsInputView shows (needsInputViewOf reversed: the view
 // carries every field of the request).
-func needsInputOf(v *NeedsInputView) *workflows.NeedsInput {
+func needsInputOf(v *jobcore.NeedsInputView) *workflows.NeedsInput {
 	return &workflows.NeedsInput{InputID: v.InputID, Prompt: v.Prompt, AnswerSchema: v.AnswerSchema,
 		ScopeDigest: v.ScopeDigest, Scope: v.Scope, Approver: v.Approver, AllowSelf: v.SelfApproval,
 		RequestedBy: v.RequestedBy, ExpiresAt: v.ExpiresAt}
@@ -59,7 +60,7 @@ func needsInputOf(v *NeedsInputView) *workflows.NeedsInput {
 // failed is only a job that failed on a fault while executing (error code internal, which no
 // eval or export sets): every outcome of a job's work is a tool result, and a fault while
 // reading one is a JSON-RPC error of that tasks/get (retryable), not a terminal state.
-func taskStatus(v *JobView, mayAnswer bool) (status, message string) {
+func taskStatus(v *jobcore.JobView, mayAnswer bool) (status, message string) {
 	switch v.Status {
 	case workflows.StatusQueued, workflows.StatusRunning:
 		return taskWorking, progressMessage(v)
@@ -92,7 +93,7 @@ func taskStatus(v *JobView, mayAnswer bool) (status, message string) {
 	return taskWorking, string(v.Status)
 }
 
-func progressMessage(v *JobView) string {
+func progressMessage(v *jobcore.JobView) string {
 	pr := v.Progress
 	msg := string(v.Status)
 	if pr.Message != "" {
@@ -111,12 +112,12 @@ func progressMessage(v *JobView) string {
 // failedJobResult is a failed job as the tool result of the call that started it: isError,
 // the job's error as the contract's tool error JSON (text only: it does not validate against
 // the tool's output schema, so no structuredContent).
-func failedJobResult(v *JobView) json.RawMessage {
+func failedJobResult(v *jobcore.JobView) json.RawMessage {
 	je := v.Error
 	if je == nil {
 		je = &workflows.JobError{Code: "failed", Message: "the job failed"}
 	}
-	b, err := json.Marshal(errorResult(&ToolError{Code: je.Code, Message: je.Message}))
+	b, err := json.Marshal(jobcore.ErrorResult(&jobcore.ToolError{Code: je.Code, Message: je.Message}))
 	if err != nil {
 		return nil
 	}
@@ -140,9 +141,9 @@ func withCompleteResultType(raw json.RawMessage) json.RawMessage {
 
 // retention is the namespace's retention of closed workflows, when Temporal says.
 func (f *Frontend) retention(ctx context.Context) (time.Duration, bool) {
-	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
+	ctx, cancel := context.WithTimeout(ctx, f.Opts.TemporalTimeout)
 	defer cancel()
-	return f.store.Retention(ctx)
+	return f.Store.Retention(ctx)
 }
 
 func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

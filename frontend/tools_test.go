@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/mcpbody"
 )
 
@@ -21,9 +22,9 @@ import (
 func TestConcurrentCallsDoNotShareState(t *testing.T) {
 	f := newTestFrontend(t)
 	var start mcp.ToolHandler
-	for _, td := range f.tools() {
-		if td.tool.Name == "start_eval" {
-			start = td.handler
+	for _, td := range f.Tools() {
+		if td.Tool.Name == "start_eval" {
+			start = td.Handler
 		}
 	}
 	const n = 400
@@ -36,7 +37,7 @@ func TestConcurrentCallsDoNotShareState(t *testing.T) {
 			args, _ := json.Marshal(map[string]any{"idempotency_key": "k", "suite": "secret-of-" + tenant, "episodes": 1})
 			res, err := start(context.Background(), &mcp.CallToolRequest{
 				Params: &mcp.CallToolParamsRaw{Name: "start_eval", Arguments: args},
-				Extra:  &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{Extra: map[string]any{principalKey: p}}},
+				Extra:  &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{Extra: map[string]any{jobcore.PrincipalKey: p}}},
 			})
 			if err != nil || !res.IsError {
 				errs <- fmt.Sprintf("%s: err=%v isError=%v", tenant, err, res != nil && res.IsError)

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/jobgate/jobgate/frontend/jobcore"
 )
 
 // TestToolSnapshots keeps every tool's public schema in __toolsnaps__/<tool>.snap, so any schema
@@ -12,16 +14,16 @@ import (
 // `jobgate dev --conformance-fixtures`). Regenerate with:
 // UPDATE_TOOLSNAPS=true go test ./frontend -run TestToolSnapshots
 func TestToolSnapshots(t *testing.T) {
-	f, err := kindsFrontend(t, DefaultKinds(FixtureKind())...)
+	f, err := kindsFrontend(t, jobcore.DefaultKinds(jobcore.FixtureKind())...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	update := os.Getenv("UPDATE_TOOLSNAPS") == "true"
 	seen := map[string]bool{}
-	for _, td := range f.tools() {
-		name := td.tool.Name
+	for _, td := range f.Tools() {
+		name := td.Tool.Name
 		seen[name+".snap"] = true
-		got, err := json.MarshalIndent(td.tool, "", "  ")
+		got, err := json.MarshalIndent(td.Tool, "", "  ")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,8 +14,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -41,7 +41,7 @@ func acStartArgs(key, suite string, episodes, concurrency int, params map[string
 
 // acAwaitingOwner sets up a bundle in which ana (replica 0) starts a demo eval over the approval
 // threshold that waits for her, its owner: the bundle, her session, the start and waiting views.
-func acAwaitingOwner(t *testing.T) (*testBundle, *mcp.ClientSession, *frontend.JobView, *frontend.JobView) {
+func acAwaitingOwner(t *testing.T) (*testBundle, *mcp.ClientSession, *jobcore.JobView, *jobcore.JobView) {
 	t.Helper()
 	b := setup(t)
 	cs := b.session(ana, 0, "")
@@ -50,7 +50,7 @@ func acAwaitingOwner(t *testing.T) (*testBundle, *mcp.ClientSession, *frontend.J
 }
 
 // acAwaitInput polls get_eval until the job waits for input and checks the open request is complete.
-func acAwaitInput(t *testing.T, cs *mcp.ClientSession, h string, approver authz.Approver) *frontend.JobView {
+func acAwaitInput(t *testing.T, cs *mcp.ClientSession, h string, approver authz.Approver) *jobcore.JobView {
 	t.Helper()
 	v := waitStatus(t, cs, h, workflows.StatusAwaitingInput, 30*time.Second)
 	ni := v.NeedsInput
@@ -73,7 +73,7 @@ func acAwaitInput(t *testing.T, cs *mcp.ClientSession, h string, approver authz.
 }
 
 // acResumeArgs answers v's open input request with decision; mods adjust the arguments.
-func acResumeArgs(v *frontend.JobView, decision string, mods map[string]any) map[string]any {
+func acResumeArgs(v *jobcore.JobView, decision string, mods map[string]any) map[string]any {
 	a := map[string]any{"handle": v.Handle, "input_id": v.NeedsInput.InputID,
 		"scope_digest": v.NeedsInput.ScopeDigest, "decision": decision}
 	for k, x := range mods {
@@ -96,7 +96,7 @@ func acNoSideEffects(t *testing.T, b *testBundle, id string) {
 }
 
 // acResult decodes an eval view's result.
-func acResult(t *testing.T, v *frontend.JobView) workflows.EvalResult {
+func acResult(t *testing.T, v *jobcore.JobView) workflows.EvalResult {
 	t.Helper()
 	if v.Result == nil {
 		t.Fatalf("job %s (%s) has no result", v.JobID, v.Status)
@@ -139,15 +139,15 @@ func TestApproval(t *testing.T) {
 		st := b.session(steward, 1, "")
 		for _, c := range []struct {
 			tool string
-			args func(*frontend.JobView) map[string]any
+			args func(*jobcore.JobView) map[string]any
 		}{
-			{"get_eval", func(x *frontend.JobView) map[string]any { return map[string]any{"handle": x.Handle} }},
-			{"resume_eval", func(x *frontend.JobView) map[string]any { return acResumeArgs(x, "approve", nil) }},
+			{"get_eval", func(x *jobcore.JobView) map[string]any { return map[string]any{"handle": x.Handle} }},
+			{"resume_eval", func(x *jobcore.JobView) map[string]any { return acResumeArgs(x, "approve", nil) }},
 		} {
 			got := call(t, st, c.tool, c.args(w))
-			mustErr(t, got, frontend.CodeNotFound)
+			mustErr(t, got, jobcore.CodeNotFound)
 			want := call(t, st, c.tool, c.args(&unknownView))
-			mustErr(t, want, frontend.CodeNotFound)
+			mustErr(t, want, jobcore.CodeNotFound)
 			if string(got.Raw) != string(want.Raw) {
 				t.Fatalf("%s: not_found differs from an unknown job's:\n got %s\nwant %s", c.tool, got.Raw, want.Raw)
 			}
@@ -157,9 +157,9 @@ func TestApproval(t *testing.T) {
 	t.Run("OtherPrincipalNotFound", func(t *testing.T) {
 		boS := b.session(bo, 0, "")
 		got := call(t, boS, "resume_eval", acResumeArgs(w, "approve", nil))
-		mustErr(t, got, frontend.CodeNotFound)
+		mustErr(t, got, jobcore.CodeNotFound)
 		want := call(t, boS, "resume_eval", acResumeArgs(&unknownView, "approve", nil))
-		mustErr(t, want, frontend.CodeNotFound)
+		mustErr(t, want, jobcore.CodeNotFound)
 		if string(got.Raw) != string(want.Raw) {
 			t.Fatalf("not_found differs from an unknown job's:\n got %s\nwant %s", got.Raw, want.Raw)
 		}
@@ -168,7 +168,7 @@ func TestApproval(t *testing.T) {
 	t.Run("OtherTenantNotFound", func(t *testing.T) {
 		gusS := b.session(gus, 1, "")
 		got := call(t, gusS, "resume_eval", acResumeArgs(w, "approve", nil))
-		mustErr(t, got, frontend.CodeNotFound)
+		mustErr(t, got, jobcore.CodeNotFound)
 		want := call(t, b.session(bo, 1, ""), "resume_eval", acResumeArgs(&unknownView, "approve", nil))
 		if string(got.Raw) != string(want.Raw) {
 			t.Fatalf("not_found differs from an unknown job's:\n got %s\nwant %s", got.Raw, want.Raw)
@@ -177,17 +177,17 @@ func TestApproval(t *testing.T) {
 
 	t.Run("WrongInputID", func(t *testing.T) {
 		mustErr(t, call(t, ana0, "resume_eval", acResumeArgs(w, "approve", map[string]any{"input_id": "approve-000000000000"})),
-			frontend.CodeInputNotExpected)
+			jobcore.CodeInputNotExpected)
 	})
 
 	t.Run("WrongScopeDigest", func(t *testing.T) {
 		other := workflows.Digest(workflows.EvalArgs{Suite: "demo", Episodes: 1, Concurrency: 1})
 		mustErr(t, call(t, ana0, "resume_eval", acResumeArgs(w, "approve", map[string]any{"scope_digest": other})),
-			frontend.CodeInputNotExpected)
+			jobcore.CodeInputNotExpected)
 	})
 
 	t.Run("InvalidDecision", func(t *testing.T) {
-		e := mustErr(t, call(t, ana0, "resume_eval", acResumeArgs(w, "maybe", nil)), frontend.CodeInvalidArgument)
+		e := mustErr(t, call(t, ana0, "resume_eval", acResumeArgs(w, "maybe", nil)), jobcore.CodeInvalidArgument)
 		if !strings.Contains(e.Message, "decision") {
 			t.Fatalf("invalid_argument does not name decision: %q", e.Message)
 		}
@@ -271,7 +271,7 @@ func TestApproval(t *testing.T) {
 	})
 
 	t.Run("SecondResumeNotExpected", func(t *testing.T) {
-		mustErr(t, call(t, ana1, "resume_eval", acResumeArgs(w, "approve", map[string]any{"comment": "go"})), frontend.CodeInputNotExpected)
+		mustErr(t, call(t, ana1, "resume_eval", acResumeArgs(w, "approve", map[string]any{"comment": "go"})), jobcore.CodeInputNotExpected)
 		if n := acCount(acHistory(t, b, v.JobID), enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED); n != 1 {
 			t.Errorf("history has %d UpdateAccepted events after a repeated resume, want 1", n)
 		}
@@ -293,7 +293,7 @@ func TestApproval(t *testing.T) {
 			t.Fatalf("approved_by = %q, want steward", res.ApprovedBy)
 		}
 		// Once nothing waits for an approver, the steward no longer sees the job.
-		mustErr(t, call(t, st, "get_eval", map[string]any{"handle": v2.Handle}), frontend.CodeNotFound)
+		mustErr(t, call(t, st, "get_eval", map[string]any{"handle": v2.Handle}), jobcore.CodeNotFound)
 	})
 }
 
@@ -326,7 +326,7 @@ func TestApproverOnlySuite(t *testing.T) {
 	v := mustView(t, call(t, cs, "start_eval", acStartArgs(uniqueKey(t), "gated", 2, 0, acFast)))
 	w := acAwaitInput(t, cs, v.Handle, authz.ApproverApprover)
 
-	mustErr(t, call(t, cs, "resume_eval", acResumeArgs(w, "approve", nil)), frontend.CodeForbidden)
+	mustErr(t, call(t, cs, "resume_eval", acResumeArgs(w, "approve", nil)), jobcore.CodeForbidden)
 	acNoSideEffects(t, b, v.JobID)
 
 	mustView(t, call(t, b.session(steward, 1, ""), "resume_eval", acResumeArgs(w, "approve", nil)))

@@ -20,6 +20,7 @@ import (
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/chrome"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
@@ -106,7 +107,7 @@ func TestBrowserApprovals(t *testing.T) {
 		Decision *contract.DecisionRecord `json:"decision"`
 	}
 	must(t, json.Unmarshal(raw, &man))
-	if d := man.Decision; d == nil || d.Surface != workflows.SurfacePage || d.SignedInWith != frontend.SignedInOIDCSession ||
+	if d := man.Decision; d == nil || d.Surface != workflows.SurfacePage || d.SignedInWith != jobcore.SignedInOIDCSession ||
 		d.Issuer != issuer || d.By != "steward" || d.Decision != "approve" || d.Comment != "ok for the Q3 mailing" ||
 		d.AuthTime.IsZero() || time.Since(d.AuthTime) > 10*time.Minute || d.Seal == "" {
 		t.Fatalf("the manifest's decision record is not the steward's page approval:\n%s", raw)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -36,21 +36,21 @@ func TestListApprovals_HiddenJobsLeaveNoTrace(t *testing.T) {
 	opsT := principal{tenant, "ops", listAdminRead}
 	cs := map[string]*mcp.ClientSession{"ana": b.session(anaT, 0, ""), "bo": b.session(boT, 1, ""), "carl": b.session(carl, 0, "")}
 
-	export := func(who, dataset string) *frontend.JobView {
+	export := func(who, dataset string) *jobcore.JobView {
 		return mustView(t, call(t, cs[who], "start_export", map[string]any{"idempotency_key": uniqueKey(t), "dataset": dataset,
 			"format": "csv", "columns": []string{"id", "email"}, "purpose": "list_approvals test"}))
 	}
-	ownerEval := func(who string) *frontend.JobView { // > 100 episodes: asks its owner first
+	ownerEval := func(who string) *jobcore.JobView { // > 100 episodes: asks its owner first
 		return mustView(t, call(t, cs[who], "start_eval", startArgs(uniqueKey(t), 101, map[string]any{"episode_ms": 30000})))
 	}
 	// Started interleaved, so hidden rows sit between answerable ones in visibility order.
 	type started struct {
-		v          *frontend.JobView
+		v          *jobcore.JobView
 		owner      string
 		answerable bool
 	}
 	var jobs []started
-	add := func(v *frontend.JobView, owner string, answerable bool) {
+	add := func(v *jobcore.JobView, owner string, answerable bool) {
 		jobs = append(jobs, started{v, owner, answerable})
 	}
 	add(export("ana", "customers"), "ana", true)
@@ -92,7 +92,7 @@ func TestListApprovals_HiddenJobsLeaveNoTrace(t *testing.T) {
 
 	const pageSize = 3
 	secrets = append(secrets, tenant, "carl", "list_approvals", `"t":"`, `"s":"`, `"p":"`)
-	var pages []*frontend.ListJobsOut
+	var pages []*jobcore.ListJobsOut
 	eventually(t, 30*time.Second, "list_approvals shows exactly the answerable jobs", func() bool {
 		pages = nil
 		var got []string

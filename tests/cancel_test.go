@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -148,7 +148,7 @@ func TestCancel(t *testing.T) {
 	t.Run("OtherPrincipalCannotCancel", func(t *testing.T) {
 		s := mustView(t, call(t, ana0, "start_eval", acStartArgs(uniqueKey(t), "demo", acOverThreshold, 0, acFast)))
 		acAwaitInput(t, ana0, s.Handle, authz.ApproverOwner)
-		mustErr(t, call(t, b.session(bo, 1, ""), "cancel_eval", map[string]any{"handle": s.Handle}), frontend.CodeNotFound)
+		mustErr(t, call(t, b.session(bo, 1, ""), "cancel_eval", map[string]any{"handle": s.Handle}), jobcore.CodeNotFound)
 		if st := mustView(t, call(t, ana0, "get_eval", map[string]any{"handle": s.Handle})).Status; st != workflows.StatusAwaitingInput {
 			t.Fatalf("status after a refused cancel = %s", st)
 		}
@@ -181,5 +181,5 @@ func TestCancelWhileAwaitingInput(t *testing.T) {
 		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED: 1,
 	})
 	// The closed request cannot be answered any more.
-	mustErr(t, call(t, cs, "resume_eval", acResumeArgs(w, "approve", nil)), frontend.CodeInputNotExpected)
+	mustErr(t, call(t, cs, "resume_eval", acResumeArgs(w, "approve", nil)), jobcore.CodeInputNotExpected)
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -63,7 +63,7 @@ func (r cliResult) mustSucceed(t *testing.T, what string) {
 
 // cliStartExport starts an export of customers (id, name, email: email is sensitive) as cs's
 // principal and waits until it asks for an approver.
-func cliStartExport(t *testing.T, cs *mcp.ClientSession, key, purpose string) *frontend.JobView {
+func cliStartExport(t *testing.T, cs *mcp.ClientSession, key, purpose string) *jobcore.JobView {
 	t.Helper()
 	v := mustView(t, call(t, cs, "start_export", map[string]any{"idempotency_key": key, "dataset": "customers",
 		"format": "csv", "columns": []string{"id", "name", "email"}, "purpose": purpose}))
@@ -124,7 +124,7 @@ func TestCLIApprovalFlow(t *testing.T) {
 	listedHandle(t, list.stdout, v2.JobID)
 	js := runCLI(t, b, stewardTok, "approvals", "list", "--kind", "export", "--json")
 	js.mustSucceed(t, "approvals list --json")
-	var rows []frontend.JobSummary
+	var rows []jobcore.JobSummary
 	must(t, json.Unmarshal([]byte(js.stdout), &rows))
 	// Other tests of tenant acme run alongside in the same namespace: count this test's jobs.
 	mine := 0
@@ -254,7 +254,7 @@ func TestCLIWatchEval(t *testing.T) {
 	}
 	g := runCLI(t, b, tok, "jobs", "get", v.Handle, "--json")
 	g.mustSucceed(t, "jobs get --json (eval)")
-	var view frontend.JobView
+	var view jobcore.JobView
 	must(t, json.Unmarshal([]byte(g.stdout), &view))
 	if view.Kind != "eval" || view.Status != workflows.StatusSucceeded || view.JobID != v.JobID {
 		t.Errorf("jobs get --json: got kind %s status %s job %s", view.Kind, view.Status, view.JobID)

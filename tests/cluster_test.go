@@ -20,7 +20,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -181,7 +181,7 @@ func TestClusterReplicasBehindProxy(t *testing.T) {
 	}
 	waitStatus(t, cs, v.Handle, workflows.StatusSucceeded, 60*time.Second)
 	c.startServe(0)
-	mustErr(t, call(t, c.via(gus), "get_eval", map[string]any{"handle": v.Handle}), frontend.CodeNotFound)
+	mustErr(t, call(t, c.via(gus), "get_eval", map[string]any{"handle": v.Handle}), jobcore.CodeNotFound)
 
 	// The identical tools/call replayed byte for byte (one lands on each replica): one job.
 	key := uniqueKey(t) + "-replay"
@@ -198,7 +198,7 @@ func TestClusterReplicasBehindProxy(t *testing.T) {
 	if !strings.Contains(answers[0], `"created":true`) || !strings.Contains(answers[1], `"created":false`) {
 		t.Fatalf("replayed start: %s / %s", answers[0], answers[1])
 	}
-	mustErr(t, call(t, cs, "start_eval", startArgs(key, 2, nil)), frontend.CodeIdempotencyKeyReused)
+	mustErr(t, call(t, cs, "start_eval", startArgs(key, 2, nil)), jobcore.CodeIdempotencyKeyReused)
 	list, err := c.tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{Namespace: namespace,
 		Query: "WorkflowId = 'acme/eval/ana/" + key + "'"})
 	must(t, err)
@@ -225,17 +225,17 @@ func TestClusterTemporalRestart(t *testing.T) {
 	c.temporal.kill(t)
 	eventually(t, 30*time.Second, "readyz 503 on both replicas", func() bool { return c.readyz(0) == 503 && c.readyz(1) == 503 })
 	o := call(t, cs, "get_eval", map[string]any{"handle": running.Handle})
-	if o.Err == nil || o.Err.Code != frontend.CodeUnavailable || !o.Err.Retryable {
+	if o.Err == nil || o.Err.Code != jobcore.CodeUnavailable || !o.Err.Retryable {
 		t.Fatalf("get with Temporal down: %+v", o)
 	}
 	o = call(t, cs, "start_eval", startArgs(uniqueKey(t)+"-down", 1, nil))
-	if o.Err == nil || o.Err.Code != frontend.CodeUnavailable || !o.Err.Retryable {
+	if o.Err == nil || o.Err.Code != jobcore.CodeUnavailable || !o.Err.Retryable {
 		t.Fatalf("start with Temporal down: %+v", o)
 	}
 
 	c.startTemporal()
 	eventually(t, 60*time.Second, "readyz 200 on both replicas", func() bool { return c.readyz(0) == 200 && c.readyz(1) == 200 })
-	var approved *frontend.JobView
+	var approved *jobcore.JobView
 	eventually(t, 60*time.Second, "the approval to go through", func() bool {
 		o := call(t, cs, "resume_eval", map[string]any{"handle": waiting.Handle, "input_id": w.NeedsInput.InputID,
 			"scope_digest": w.NeedsInput.ScopeDigest, "decision": "approve"})
@@ -308,8 +308,8 @@ func TestClusterConnectionStorm(t *testing.T) {
 					cs = nil
 					continue
 				}
-				var v frontend.JobView
-				te, err := frontend.ParseResult(res, &v)
+				var v jobcore.JobView
+				te, err := jobcore.ParseResult(res, &v)
 				if err != nil || (te != nil && !te.Retryable) {
 					r.err = fmt.Errorf("%s: %v %v", key, err, te)
 					break

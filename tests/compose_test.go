@@ -24,7 +24,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/jobgate/jobgate/cmd/app"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -346,7 +346,7 @@ func TestComposeOneResourceURIBehindOneLB(t *testing.T) {
 		if err != nil || len(ui.Ports) != 1 || u.Port() != ui.Ports[0].Published {
 			t.Errorf("%s: ui-base-url %q is not the Web UI's published port %+v", s.Name, composeSetting(s, "ui-base-url"), ui.Ports)
 		}
-		if f := composeSetting(s, "ui-url-for"); f != "" && f != frontend.UIURLForAdmin && f != frontend.UIURLForNone {
+		if f := composeSetting(s, "ui-url-for"); f != "" && f != jobcore.UIURLForAdmin && f != jobcore.UIURLForNone {
 			t.Errorf("%s: ui-url-for %q hands Web UI links to every tenant", s.Name, f)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -88,7 +88,7 @@ func TestDecisionRecordEverySurface(t *testing.T) {
 	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
 	jobgateBinary(t) // build while the exports start
 	csAna := b.session(ana, 0, "")
-	start := func(name string) *frontend.JobView {
+	start := func(name string) *jobcore.JobView {
 		v := mustView(t, exStart(t, csAna, uniqueKey(t)+"-"+name, "csv", []string{"id", "email"}))
 		return exWait(t, csAna, v.Handle, workflows.StatusAwaitingInput, 30*time.Second)
 	}
@@ -120,7 +120,7 @@ func TestDecisionRecordEverySurface(t *testing.T) {
 		t.Fatalf("MRTR: want an elicitation, got %+v", asked)
 	}
 	o := parseOutcome(t, "get_export", rawCall(t, ms, &mcp.CallToolParams{Name: "get_export", Arguments: args,
-		RequestState: asked.RequestState, InputResponses: mcp.InputResponseMap{frontend.InputKeyApproval: &mcp.ElicitResult{
+		RequestState: asked.RequestState, InputResponses: mcp.InputResponseMap{jobcore.InputKeyApproval: &mcp.ElicitResult{
 			Action: "accept", Content: map[string]any{"decision": "approve", "comment": "mrtr ok"}}}}))
 	if o.View == nil || o.View.Status == workflows.StatusAwaitingInput {
 		t.Fatalf("MRTR answer: %+v", o)
@@ -143,7 +143,7 @@ func TestDecisionRecordEverySurface(t *testing.T) {
 	must(t, os.WriteFile(keysFile, []byte(b.resumeKeySpec+"\n"), 0o600))
 	var toolManifest string
 	for _, c := range []struct {
-		v       *frontend.JobView
+		v       *jobcore.JobView
 		surface string
 	}{{vTool, workflows.SurfaceTool}, {vMRTR, workflows.SurfaceMRTR}, {vCLI, workflows.SurfaceCLI}, {vTasks, workflows.SurfaceTasks}} {
 		done := exWait(t, csAna, c.v.Handle, workflows.StatusSucceeded, 60*time.Second)

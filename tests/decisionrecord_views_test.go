@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -34,7 +34,7 @@ func TestDecisionRecordInViews(t *testing.T) {
 	}
 	raw, err := json.Marshal(done.Result)
 	must(t, err)
-	var view frontend.EvalResultView
+	var view jobcore.EvalResultView
 	must(t, json.Unmarshal(raw, &view))
 	d := view.Decision
 	if d == nil || d.Decision != "approve" || d.By != "steward" || d.Surface != workflows.SurfaceTool || !d.Sealed ||

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
@@ -65,14 +65,14 @@ func TestDescribeJob(t *testing.T) {
 	}
 
 	globex := principal{"globex", "ana", []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}}
-	other := mustErrRaw(t, call(t, b.session(globex, 0, ""), "describe_job", map[string]any{"handle": v.Handle}), frontend.CodeNotFound)
-	if got := mustErrRaw(t, call(t, csSteward, "describe_job", map[string]any{"handle": v.Handle}), frontend.CodeNotFound); got != other {
+	other := mustErrRaw(t, call(t, b.session(globex, 0, ""), "describe_job", map[string]any{"handle": v.Handle}), jobcore.CodeNotFound)
+	if got := mustErrRaw(t, call(t, csSteward, "describe_job", map[string]any{"handle": v.Handle}), jobcore.CodeNotFound); got != other {
 		t.Errorf("approver's not_found differs from another tenant's:\n%s\n%s", got, other)
 	}
-	if got := mustErrRaw(t, call(t, b.session(globex, 0, ""), "get_export", map[string]any{"handle": v.Handle}), frontend.CodeNotFound); got != other {
+	if got := mustErrRaw(t, call(t, b.session(globex, 0, ""), "get_export", map[string]any{"handle": v.Handle}), jobcore.CodeNotFound); got != other {
 		t.Errorf("describe_job's not_found differs from get_export's:\n%s\n%s", got, other)
 	}
-	mustErr(t, call(t, csAna, "describe_job", map[string]any{"handle": v.Handle, "max_lines": 5}), frontend.CodeInvalidArgument)
+	mustErr(t, call(t, csAna, "describe_job", map[string]any{"handle": v.Handle, "max_lines": 5}), jobcore.CodeInvalidArgument)
 
 	r := runCLI(t, b, b.token(ana), "jobs", "describe", v.Handle)
 	r.mustSucceed(t, "jobs describe")

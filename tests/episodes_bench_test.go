@@ -24,7 +24,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/cmd/app"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -110,7 +110,7 @@ func BenchmarkEpisodes(b *testing.B) {
 		v := mustView(b, call(b, cs, "start_eval", map[string]any{"idempotency_key": "bench-" + randHex(4), "suite": "demo",
 			"episodes": n, "concurrency": episodesBenchConcurrency, "params": map[string]any{"episode_ms": 1, "fail_rate": 0}}))
 		first := firstRunID(b, bundle.temporal, v.JobID)
-		var wv *frontend.JobView
+		var wv *jobcore.JobView
 		for wv = v; wv.Status != workflows.StatusAwaitingInput; {
 			if time.Since(t0) > 30*time.Second {
 				b.Fatalf("eval %s: no approval request after 30 s (status %s)", v.JobID, wv.Status)

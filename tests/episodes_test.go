@@ -20,8 +20,8 @@ import (
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
@@ -29,7 +29,7 @@ import (
 
 // epCall calls list_episodes and decodes a page or a tool error (never both); raw is the
 // result's text.
-func epCall(t testing.TB, cs *mcp.ClientSession, args map[string]any) (*wire.ListEpisodesOut, *frontend.ToolError, string) {
+func epCall(t testing.TB, cs *mcp.ClientSession, args map[string]any) (*wire.ListEpisodesOut, *jobcore.ToolError, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -40,7 +40,7 @@ func epCall(t testing.TB, cs *mcp.ClientSession, args map[string]any) (*wire.Lis
 	}
 	raw := res.Content[0].(*mcp.TextContent).Text
 	var out wire.ListEpisodesOut
-	te, err := frontend.ParseResult(res, &out)
+	te, err := jobcore.ParseResult(res, &out)
 	must(t, err)
 	if te != nil {
 		return nil, te, raw
@@ -226,7 +226,7 @@ func TestListEpisodes(t *testing.T) {
 
 	// The download: every line once, in list order, its digest the result's and the listing's.
 	res := acResult(t, end)
-	var view frontend.EvalResultView
+	var view jobcore.EvalResultView
 	raw, _ := json.Marshal(end.Result)
 	must(t, json.Unmarshal(raw, &view))
 	if view.EpisodesURL == "" || view.EpisodesCount != n || view.EpisodesSHA256 == "" || res.Episodes != n {
@@ -293,7 +293,7 @@ func TestListEpisodes(t *testing.T) {
 		t.Fatalf("tenant admin's first page: %d episodes", len(out.Episodes))
 	}
 	defer func() {
-		b.clock.advanceTo(time.Now().Add(frontend.CursorTTLDefault + time.Minute))
+		b.clock.advanceTo(time.Now().Add(jobcore.CursorTTLDefault + time.Minute))
 		_, te, _ := epCall(t, ana0, map[string]any{"handle": v.Handle, "page_size": 100, "cursor": cur})
 		if te == nil || te.Code != "cursor_expired" {
 			t.Fatalf("expired cursor: %+v", te)

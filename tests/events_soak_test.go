@@ -15,7 +15,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -83,7 +83,7 @@ func TestEventStreamSoak(t *testing.T) {
 			var prev []byte
 			first := true
 			for ev := range st.events {
-				var jv frontend.JobView
+				var jv jobcore.JobView
 				if json.Unmarshal(ev.data, &jv) != nil {
 					results[i].lastErr = string(ev.data)
 					return

@@ -13,6 +13,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -202,7 +203,7 @@ func TestJobEventsAccess(t *testing.T) {
 	v := b.tkStart(t, 0, ana, "start_eval", startArgs(uniqueKey(t), 150, map[string]any{"episode_ms": 0}))
 	forged := b.keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/eval/ana/never-started", Kind: "eval", Expiry: time.Now().Add(time.Hour)})
 	unknown := jobEvents(t, jobEventsURL(b.url(0), forged), b.token(ana), "")
-	if unknown.status != http.StatusNotFound || !strings.Contains(string(unknown.body), frontend.CodeNotFound) {
+	if unknown.status != http.StatusNotFound || !strings.Contains(string(unknown.body), jobcore.CodeNotFound) {
 		t.Fatalf("unknown job: %d %s", unknown.status, unknown.body)
 	}
 	for name, s := range map[string]*sseStream{
@@ -215,7 +216,7 @@ func TestJobEventsAccess(t *testing.T) {
 		}
 	}
 	if s := jobEvents(t, jobEventsURL(b.url(0), "garbage"), b.token(ana), ""); s.status != http.StatusBadRequest ||
-		!strings.Contains(string(s.body), frontend.CodeInvalidHandle) {
+		!strings.Contains(string(s.body), jobcore.CodeInvalidHandle) {
 		t.Fatalf("malformed handle: %d %s", s.status, s.body)
 	}
 	writeOnly := principal{"acme", "ana", []authz.Scope{authz.ScopeWrite}}
@@ -224,7 +225,7 @@ func TestJobEventsAccess(t *testing.T) {
 	}
 	for _, p := range []principal{ana, ops} {
 		s := jobEvents(t, jobEventsURL(b.url(1), v.TaskID), b.token(p), "")
-		var view frontend.JobView
+		var view jobcore.JobView
 		ev := s.next(t, 20*time.Second)
 		if s.status != http.StatusOK || ev.id == "" || json.Unmarshal(ev.data, &view) != nil || view.JobID != "acme/eval/ana/"+strings.TrimPrefix(view.JobID, "acme/eval/ana/") {
 			t.Fatalf("%s: %d %q %s", p.sub, s.status, ev.id, ev.data)
@@ -247,11 +248,11 @@ func TestJobEventsResume(t *testing.T) {
 	args["concurrency"] = 1
 	v := b.tkStart(t, 0, ana, "start_eval", args)
 	first := jobEvents(t, jobEventsURL(b.url(0), v.TaskID), b.token(ana), "")
-	var views []frontend.JobView
+	var views []jobcore.JobView
 	var last sseEvent
 	for len(views) < 3 {
 		last = first.next(t, 30*time.Second)
-		var jv frontend.JobView
+		var jv jobcore.JobView
 		must(t, json.Unmarshal(last.data, &jv))
 		views = append(views, jv)
 	}
@@ -264,7 +265,7 @@ func TestJobEventsResume(t *testing.T) {
 			break
 		}
 		last = ev
-		var jv frontend.JobView
+		var jv jobcore.JobView
 		must(t, json.Unmarshal(ev.data, &jv))
 		views = append(views, jv)
 	}
@@ -297,7 +298,7 @@ func TestJobEventsResume(t *testing.T) {
 		"garbage":  {b.token(ana), "jge1.t1.nope"},
 	} {
 		s := jobEvents(t, jobEventsURL(b.url(1), v.TaskID), c.tok, c.id)
-		var jv frontend.JobView
+		var jv jobcore.JobView
 		if ev := s.next(t, 20*time.Second); json.Unmarshal(ev.data, &jv) != nil || jv.Status != workflows.StatusSucceeded {
 			t.Fatalf("%s position: %s", name, ev.data)
 		}

@@ -13,7 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/pgtest"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
@@ -34,7 +34,7 @@ func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
 
-func containsJob(out *frontend.ListJobsOut, id string) bool {
+func containsJob(out *jobcore.ListJobsOut, id string) bool {
 	for _, j := range out.Jobs {
 		if j.JobID == id {
 			return true
@@ -44,14 +44,14 @@ func containsJob(out *frontend.ListJobsOut, id string) bool {
 }
 
 // mustPage calls a listing tool and decodes its page.
-func mustPage(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) *frontend.ListJobsOut {
+func mustPage(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) *jobcore.ListJobsOut {
 	t.Helper()
 	ctx, cancel := contextWithTimeout(30 * time.Second)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	must(t, err)
-	var out frontend.ListJobsOut
-	te, err := frontend.ParseResult(res, &out)
+	var out jobcore.ListJobsOut
+	te, err := jobcore.ParseResult(res, &out)
 	must(t, err)
 	if te != nil {
 		t.Fatalf("%s: %s", tool, te)
@@ -98,7 +98,7 @@ func TestExportPostgres(t *testing.T) {
 	testenv.Heavy(t, "starts PostgreSQL")
 	t.Parallel()
 	pg, d := pgCustomers(t)
-	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, d), export: frontend.ExportTuning{PartRows: 1500, PageRows: 400}})
+	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, d), export: jobcore.ExportTuning{PartRows: 1500, PageRows: 400}})
 	cs := b.session(ana, 0, "")
 	cols := []string{"id", "name", "email", "country", "signup_date"}
 	v := mustView(t, exStart(t, cs, uniqueKey(t), "csv", cols))
@@ -141,7 +141,7 @@ func TestChaosExportWorkerSIGKILL(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{noWorker: true,
 		datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), func(d *contract.Dataset) { d.MaxRowsPerSecond = 400 })),
-		export:       frontend.ExportTuning{PartRows: 500, PageRows: 100, Concurrency: 2, PartHeartbeatTimeout: 2 * time.Second}})
+		export:       jobcore.ExportTuning{PartRows: 500, PageRows: 100, Concurrency: 2, PartHeartbeatTimeout: 2 * time.Second}})
 	cs := b.session(ana, 0, "")
 	w1 := b.spawn(t, "worker")
 	v := mustView(t, exStart(t, cs, uniqueKey(t), "csv", nil))

@@ -22,14 +22,14 @@ import (
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
 // exWait polls get_export until the job reaches want (failing fast on another terminal status).
-func exWait(t testing.TB, cs *mcp.ClientSession, h string, want workflows.Status, within time.Duration) *frontend.JobView {
+func exWait(t testing.TB, cs *mcp.ClientSession, h string, want workflows.Status, within time.Duration) *jobcore.JobView {
 	t.Helper()
-	var v *frontend.JobView
+	var v *jobcore.JobView
 	eventually(t, within, "export status "+string(want), func() bool {
 		v = mustView(t, call(t, cs, "get_export", map[string]any{"handle": h}))
 		if v.Status.Terminal() && v.Status != want {
@@ -52,7 +52,7 @@ func exStart(t testing.TB, cs *mcp.ClientSession, key, format string, cols []str
 // exAwaiting sets up a bundle with the demo customers catalog, in which ana (replica 0) starts
 // an export of cols that waits for an approver: the bundle, ana's session, her start view and
 // the waiting view.
-func exAwaiting(t *testing.T, format string, cols ...string) (*testBundle, *mcp.ClientSession, *frontend.JobView, *frontend.JobView) {
+func exAwaiting(t *testing.T, format string, cols ...string) (*testBundle, *mcp.ClientSession, *jobcore.JobView, *jobcore.JobView) {
 	t.Helper()
 	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
 	cs := b.session(ana, 0, "")
@@ -60,18 +60,18 @@ func exAwaiting(t *testing.T, format string, cols ...string) (*testBundle, *mcp.
 	return b, cs, v, exWait(t, cs, v.Handle, workflows.StatusAwaitingInput, 30*time.Second)
 }
 
-func exResume(t testing.TB, cs *mcp.ClientSession, v *frontend.JobView, decision string) outcome {
+func exResume(t testing.TB, cs *mcp.ClientSession, v *jobcore.JobView, decision string) outcome {
 	t.Helper()
 	return call(t, cs, "resume_export", map[string]any{"handle": v.Handle, "input_id": v.NeedsInput.InputID,
 		"scope_digest": v.NeedsInput.ScopeDigest, "decision": decision})
 }
 
 // exResult decodes a succeeded export's result.
-func exResult(t testing.TB, v *frontend.JobView) frontend.ExportResultView {
+func exResult(t testing.TB, v *jobcore.JobView) jobcore.ExportResultView {
 	t.Helper()
 	raw, err := json.Marshal(v.Result)
 	must(t, err)
-	var r frontend.ExportResultView
+	var r jobcore.ExportResultView
 	must(t, json.Unmarshal(raw, &r))
 	return r
 }
@@ -194,7 +194,7 @@ func digestOf(rows []string) string {
 }
 
 // exDownloadAndCheck downloads a succeeded export as p and checks the bytes against the manifest.
-func exDownloadAndCheck(t testing.TB, b *testBundle, p principal, r frontend.ExportResultView) []byte {
+func exDownloadAndCheck(t testing.TB, b *testBundle, p principal, r jobcore.ExportResultView) []byte {
 	t.Helper()
 	if r.DownloadURL == "" {
 		t.Fatalf("no download_url: %+v", r)
@@ -225,11 +225,11 @@ func TestExportFourEyes(t *testing.T) {
 
 	t.Run("OwnerCannotApprove", func(t *testing.T) {
 		// ana's own jobs:approve would not help either: authz tests cover that combination.
-		mustErr(t, exResume(t, csAna, w, "approve"), frontend.CodeForbidden)
+		mustErr(t, exResume(t, csAna, w, "approve"), jobcore.CodeForbidden)
 	})
 	t.Run("ApproverOfAnotherTenantGetsNotFound", func(t *testing.T) {
 		globexSteward := principal{"globex", "steward", []authz.Scope{authz.ScopeApprove}}
-		mustErr(t, exResume(t, b.session(globexSteward, 0, ""), w, "approve"), frontend.CodeNotFound)
+		mustErr(t, exResume(t, b.session(globexSteward, 0, ""), w, "approve"), jobcore.CodeNotFound)
 	})
 	t.Run("ReadOnlyIsRefusedAtHTTP", func(t *testing.T) {
 		ctx, cancel := contextWithTimeout(10 * time.Second)
@@ -242,9 +242,9 @@ func TestExportFourEyes(t *testing.T) {
 	})
 	t.Run("WrongDigestAndStaleInputID", func(t *testing.T) {
 		mustErr(t, call(t, csSteward, "resume_export", map[string]any{"handle": w.Handle, "input_id": ni.InputID,
-			"scope_digest": "sha256:" + strings.Repeat("0", 64), "decision": "approve"}), frontend.CodeInputNotExpected)
+			"scope_digest": "sha256:" + strings.Repeat("0", 64), "decision": "approve"}), jobcore.CodeInputNotExpected)
 		mustErr(t, call(t, csSteward, "resume_export", map[string]any{"handle": w.Handle, "input_id": "approve-000000000000",
-			"scope_digest": ni.ScopeDigest, "decision": "approve"}), frontend.CodeInputNotExpected)
+			"scope_digest": ni.ScopeDigest, "decision": "approve"}), jobcore.CodeInputNotExpected)
 	})
 	if n := b.queries.count("customers"); n != 0 {
 		t.Fatalf("%d statements reached the dataset before approval", n)
@@ -269,7 +269,7 @@ func TestExportFourEyes(t *testing.T) {
 		t.Fatal("the query hook saw nothing: it proves nothing")
 	}
 	// The approver lost sight of the job with its input request.
-	mustErr(t, call(t, csSteward, "get_export", map[string]any{"handle": v.Handle}), frontend.CodeNotFound)
+	mustErr(t, call(t, csSteward, "get_export", map[string]any{"handle": v.Handle}), jobcore.CodeNotFound)
 }
 
 // TestExportApprovalExpiryAndReject: unanswered → failed/input_expired; rejected → cancelled;
@@ -320,7 +320,7 @@ func TestExportConfigChangedAfterApproval(t *testing.T) {
 	b.startWorker()
 
 	mustView(t, exResume(t, csSteward, w, "approve"))
-	var again *frontend.JobView
+	var again *jobcore.JobView
 	eventually(t, 30*time.Second, "a second input request", func() bool {
 		again = mustView(t, call(t, cs, "get_export", map[string]any{"handle": v.Handle}))
 		return again.NeedsInput != nil && again.NeedsInput.InputID != w.NeedsInput.InputID
@@ -337,7 +337,7 @@ func TestExportConfigChangedAfterApproval(t *testing.T) {
 	if rep := mustView(t, exResume(t, csSteward, w, "approve")); rep.NeedsInput == nil || rep.NeedsInput.InputID != again.NeedsInput.InputID {
 		t.Fatalf("a repeated old approval answered the new request: %+v", rep)
 	}
-	mustErr(t, exResume(t, csSteward, w, "reject"), frontend.CodeInputNotExpected)
+	mustErr(t, exResume(t, csSteward, w, "reject"), jobcore.CodeInputNotExpected)
 	mustView(t, exResume(t, csSteward, again, "approve"))
 	done := exWait(t, cs, v.Handle, workflows.StatusSucceeded, 60*time.Second)
 	if r := exResult(t, done); r.Rows != 5000 {
@@ -351,7 +351,7 @@ func TestExportRowsSQLite(t *testing.T) {
 	t.Parallel()
 	path := demoDB(t)
 	b := setup(t, setupOpts{datasetsJSON: catalogJSON(t, demoDataset(path, nil)),
-		export: frontend.ExportTuning{PartRows: 700, PageRows: 128, Concurrency: 3}})
+		export: jobcore.ExportTuning{PartRows: 700, PageRows: 128, Concurrency: 3}})
 	src, err := sql.Open("sqlite", path)
 	must(t, err)
 	t.Cleanup(func() { src.Close() })

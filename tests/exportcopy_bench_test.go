@@ -10,7 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/pgtest"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
@@ -63,7 +63,7 @@ func (e *copyEnv) get(size string) *copyData {
 }
 
 // export runs one export of d to succeeded through MCP and returns its result.
-func (d *copyData) export(b *testing.B, format string, i int) frontend.ExportResultView {
+func (d *copyData) export(b *testing.B, format string, i int) jobcore.ExportResultView {
 	v := mustView(b, exStart(b, d.cs, fmt.Sprintf("%s-%d", uniqueKey(b), i), format, copyCols))
 	return exResult(b, exWait(b, d.cs, v.Handle, workflows.StatusSucceeded, 60*time.Minute))
 }
@@ -101,7 +101,7 @@ func (e *copyEnv) vsCopy(b *testing.B, format, size string) {
 	spent := map[string]time.Duration{}
 	var exported int64
 	for i := range b.N {
-		var r frontend.ExportResultView
+		var r jobcore.ExportResultView
 		var limRows = map[string]int64{}
 		runJobgate := func() {
 			t0 := time.Now()

@@ -26,7 +26,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/pgtest"
 )
 
@@ -174,7 +174,7 @@ func gunzipFileSum(b testing.TB, path string) (int64, string) {
 // artifactSum downloads a succeeded export's artifact as ana (streamed, so 10M rows need no
 // memory), checks it against the manifest's byte count and sha256, and returns its lines and
 // the sha256 of its decompressed text.
-func artifactSum(b testing.TB, bundle *testBundle, r frontend.ExportResultView) (int64, string) {
+func artifactSum(b testing.TB, bundle *testBundle, r jobcore.ExportResultView) (int64, string) {
 	b.Helper()
 	req, err := http.NewRequest(http.MethodGet, bundle.onReplica(r.DownloadURL, 1), nil)
 	must(b, err)

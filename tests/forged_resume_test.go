@@ -16,9 +16,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -110,7 +110,7 @@ func TestForgedResumeRefused(t *testing.T) {
 	base := workflows.ResumeRequest{Principal: authz.Principal{Tenant: "acme", Subject: "steward", Scopes: steward.scopes},
 		InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Decision: workflows.DecisionApprove,
 		Surface: workflows.SurfaceTool, SignedInWith: workflows.SignedInBearerJWT}
-	fresh := time.Now().Add(frontend.ResumeSealTTL)
+	fresh := time.Now().Add(jobcore.ResumeSealTTL)
 	sealedA := func(edit func(*workflows.ResumeRequest)) workflows.ResumeRequest {
 		r := base
 		r.Seal = sealWith(b.resumeKeys, va.JobID, runA, base, fresh)

@@ -22,8 +22,8 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
-	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -114,7 +114,7 @@ type setupOpts struct {
 	// datasetsJSON is the export catalog ({"datasets":[...]}); empty means none.
 	datasetsJSON string
 	downloadTTL  time.Duration
-	export       frontend.ExportTuning
+	export       jobcore.ExportTuning
 	// tenants is the frontends' fairness and quota config; nil means authz.Unlimited (tests
 	// share tenants, so quotas are opted into with tenants of their own).
 	tenants *authz.Tenants
@@ -122,7 +122,7 @@ type setupOpts struct {
 	taskQueue string
 	// kinds are frontend kind specs the frontends serve instead of those of the same name
 	// built from the fields above (app.ServeConfig.KindSpecs): a kind's tests configure it here.
-	kinds []frontend.KindSpec
+	kinds []jobcore.KindSpec
 	// verifier, when set, replaces the frontends' HS256 verifier (e.g. an authz.MultiVerifier
 	// holding an identity provider's JWKS beside it), and authServer is the issuer their RFC 9728
 	// metadata names (ServeConfig.Issuer). Default: HS256 of testIssuer, which the metadata names.
@@ -315,8 +315,8 @@ func (b *testBundle) sessionAt(p principal, url, version string) *mcp.ClientSess
 
 // outcome is a tool call's result: a job view, or a tool error.
 type outcome struct {
-	View *frontend.JobView
-	Err  *frontend.ToolError
+	View *jobcore.JobView
+	Err  *jobcore.ToolError
 	Raw  json.RawMessage
 }
 
@@ -345,7 +345,7 @@ func parseOutcome(t testing.TB, tool string, res *mcp.CallToolResult) outcome {
 		if res.StructuredContent != nil {
 			t.Fatalf("%s: error result carries structuredContent %v", tool, res.StructuredContent)
 		}
-		o := outcome{Raw: json.RawMessage(tc.Text), Err: &frontend.ToolError{}}
+		o := outcome{Raw: json.RawMessage(tc.Text), Err: &jobcore.ToolError{}}
 		must(t, json.Unmarshal([]byte(tc.Text), o.Err))
 		return o
 	}
@@ -354,7 +354,7 @@ func parseOutcome(t testing.TB, tool string, res *mcp.CallToolResult) outcome {
 	if !jsonEqual(tc.Text, string(raw)) {
 		t.Fatalf("%s: text content differs from structuredContent", tool)
 	}
-	o := outcome{Raw: raw, View: &frontend.JobView{}}
+	o := outcome{Raw: raw, View: &jobcore.JobView{}}
 	must(t, json.Unmarshal(raw, o.View))
 	return o
 }
@@ -369,7 +369,7 @@ func jsonEqual(a, b string) bool {
 	return string(xa) == string(ya)
 }
 
-func mustView(t testing.TB, o outcome) *frontend.JobView {
+func mustView(t testing.TB, o outcome) *jobcore.JobView {
 	t.Helper()
 	if o.Err != nil {
 		t.Fatalf("want a job view, got error %s: %s", o.Err.Code, o.Err.Message)
@@ -377,7 +377,7 @@ func mustView(t testing.TB, o outcome) *frontend.JobView {
 	return o.View
 }
 
-func mustErr(t testing.TB, o outcome, code string) *frontend.ToolError {
+func mustErr(t testing.TB, o outcome, code string) *jobcore.ToolError {
 	t.Helper()
 	if o.Err == nil {
 		t.Fatalf("want error %s, got job view status=%s", code, o.View.Status)
@@ -400,9 +400,9 @@ func must(t testing.TB, err error) {
 var eventually = testenv.Eventually
 
 // waitStatus polls get_eval until the job reaches want.
-func waitStatus(t testing.TB, cs *mcp.ClientSession, h string, want workflows.Status, within time.Duration) *frontend.JobView {
+func waitStatus(t testing.TB, cs *mcp.ClientSession, h string, want workflows.Status, within time.Duration) *jobcore.JobView {
 	t.Helper()
-	var v *frontend.JobView
+	var v *jobcore.JobView
 	eventually(t, within, "status "+string(want), func() bool {
 		v = mustView(t, call(t, cs, "get_eval", map[string]any{"handle": h}))
 		return v.Status == want

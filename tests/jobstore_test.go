@@ -9,7 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -30,13 +30,13 @@ func TestMRTRStartUpdateWithStart(t *testing.T) {
 	}
 	for i := range 2 {
 		res := start(150)
-		el, ok := res.InputRequests[frontend.InputKeyApproval].(*mcp.ElicitParams)
+		el, ok := res.InputRequests[jobcore.InputKeyApproval].(*mcp.ElicitParams)
 		if !res.NeedsInput() || !ok || !strings.Contains(el.Message, "150 episodes") || res.RequestState == "" {
 			t.Fatalf("start %d: want the owner's input request, got %+v", i, res)
 		}
 	}
 	o := parseOutcome(t, "start_eval", start(151))
-	mustErr(t, o, frontend.CodeIdempotencyKeyReused)
+	mustErr(t, o, jobcore.CodeIdempotencyKeyReused)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -96,7 +96,7 @@ func TestMRTRStartWithoutWorker(t *testing.T) {
 		res = start()
 		return res.NeedsInput()
 	})
-	if el, ok := res.InputRequests[frontend.InputKeyApproval].(*mcp.ElicitParams); !ok || !strings.Contains(el.Message, "150 episodes") {
+	if el, ok := res.InputRequests[jobcore.InputKeyApproval].(*mcp.ElicitParams); !ok || !strings.Contains(el.Message, "150 episodes") {
 		t.Fatalf("retry with a worker: %+v", res)
 	}
 }

@@ -8,16 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/jobgate/jobgate/frontend"
 )
 
 // Each test uses its own tenant so visibility counts are exact on the shared Temporal server.
 func listTenant() string { return "t-" + randHex(3) }
 
 // listCall calls list_jobs and decodes a page or a tool error (never both).
-func listCall(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*frontend.ListJobsOut, *frontend.ToolError) {
+func listCall(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*jobcore.ListJobsOut, *jobcore.ToolError) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -29,8 +28,8 @@ func listCall(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*fronte
 	if res.IsError && res.StructuredContent != nil {
 		t.Fatalf("list_jobs: error result carries structuredContent")
 	}
-	var out frontend.ListJobsOut
-	te, err := frontend.ParseResult(res, &out)
+	var out jobcore.ListJobsOut
+	te, err := jobcore.ParseResult(res, &out)
 	must(t, err)
 	if te != nil {
 		return nil, te
@@ -45,7 +44,7 @@ func listCall(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*fronte
 	return &out, nil
 }
 
-func listMustPage(t *testing.T, cs *mcp.ClientSession, args map[string]any) *frontend.ListJobsOut {
+func listMustPage(t *testing.T, cs *mcp.ClientSession, args map[string]any) *jobcore.ListJobsOut {
 	t.Helper()
 	out, te := listCall(t, cs, args)
 	if te != nil {
@@ -54,7 +53,7 @@ func listMustPage(t *testing.T, cs *mcp.ClientSession, args map[string]any) *fro
 	return out
 }
 
-func mustListErr(t *testing.T, cs *mcp.ClientSession, args map[string]any, code string) *frontend.ToolError {
+func mustListErr(t *testing.T, cs *mcp.ClientSession, args map[string]any, code string) *jobcore.ToolError {
 	t.Helper()
 	out, te := listCall(t, cs, args)
 	if te == nil {
@@ -67,9 +66,9 @@ func mustListErr(t *testing.T, cs *mcp.ClientSession, args map[string]any, code 
 }
 
 // listEverything pages through a listing (alternating replicas) and returns every row.
-func listEverything(t *testing.T, css []*mcp.ClientSession, args map[string]any) []frontend.JobSummary {
+func listEverything(t *testing.T, css []*mcp.ClientSession, args map[string]any) []jobcore.JobSummary {
 	t.Helper()
-	var rows []frontend.JobSummary
+	var rows []jobcore.JobSummary
 	a := listArgs(args)
 	for i := 0; ; i++ {
 		if i > 1000 {
@@ -93,7 +92,7 @@ func listArgs(m map[string]any) map[string]any {
 	return out
 }
 
-func listIDs(rows []frontend.JobSummary) []string {
+func listIDs(rows []jobcore.JobSummary) []string {
 	out := make([]string, len(rows))
 	for i, r := range rows {
 		out[i] = r.JobID
@@ -101,13 +100,13 @@ func listIDs(rows []frontend.JobSummary) []string {
 	return out
 }
 
-func listSortedIDs(rows []frontend.JobSummary) []string {
+func listSortedIDs(rows []jobcore.JobSummary) []string {
 	out := listIDs(rows)
 	slices.Sort(out)
 	return out
 }
 
-func listStart(t *testing.T, cs *mcp.ClientSession, key string, episodes int, params map[string]any) *frontend.JobView {
+func listStart(t *testing.T, cs *mcp.ClientSession, key string, episodes int, params map[string]any) *jobcore.JobView {
 	t.Helper()
 	return mustView(t, call(t, cs, "start_eval", startArgs(key, episodes, params)))
 }
@@ -120,8 +119,8 @@ func listStartAsync(cs *mcp.ClientSession, key string, episodes int, params map[
 	if err != nil {
 		return "", err
 	}
-	var v frontend.JobView
-	te, err := frontend.ParseResult(res, &v)
+	var v jobcore.JobView
+	te, err := jobcore.ParseResult(res, &v)
 	if err != nil {
 		return "", err
 	}
@@ -132,11 +131,11 @@ func listStartAsync(cs *mcp.ClientSession, key string, episodes int, params map[
 }
 
 // waitListed polls list_jobs (page_size 100, all pages) until it shows exactly want.
-func waitListed(t *testing.T, cs *mcp.ClientSession, args map[string]any, want []string) []frontend.JobSummary {
+func waitListed(t *testing.T, cs *mcp.ClientSession, args map[string]any, want []string) []jobcore.JobSummary {
 	t.Helper()
 	want = slices.Clone(want)
 	slices.Sort(want)
-	var rows []frontend.JobSummary
+	var rows []jobcore.JobSummary
 	a := listArgs(args)
 	a["page_size"] = 100
 	eventually(t, 30*time.Second, fmt.Sprintf("list_jobs %v to show %d jobs", args, len(want)), func() bool {

@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -85,7 +85,7 @@ func TestListJobs_PaginationWhileStarting(t *testing.T) {
 		})
 	}
 
-	var rows []frontend.JobSummary
+	var rows []jobcore.JobSummary
 	args := map[string]any{"page_size": 7}
 	pages := 0
 	for i := 0; ; i++ {
@@ -187,8 +187,8 @@ func TestListJobs_Scopes(t *testing.T) {
 		if v.JobID != r.JobID || v.Status != r.Status || v.Owner != r.Owner {
 			t.Errorf("get_eval %+v disagrees with row %+v", v, r)
 		}
-		mustErr(t, call(t, csBo, "get_eval", map[string]any{"handle": r.Handle}), frontend.CodeNotFound)
-		mustErr(t, call(t, csGus, "get_eval", map[string]any{"handle": r.Handle}), frontend.CodeNotFound)
+		mustErr(t, call(t, csBo, "get_eval", map[string]any{"handle": r.Handle}), jobcore.CodeNotFound)
+		mustErr(t, call(t, csGus, "get_eval", map[string]any{"handle": r.Handle}), jobcore.CodeNotFound)
 	}
 
 	// No list scope at all: HTTP 403 before the tool runs.
@@ -214,7 +214,7 @@ func TestListJobs_Scopes(t *testing.T) {
 		{map[string]any{"tenant": other}, "tenant"},
 		{map[string]any{"owner": "bo"}, "owner"},
 	} {
-		te := mustListErr(t, csAna, tc.args, frontend.CodeInvalidArgument)
+		te := mustListErr(t, csAna, tc.args, jobcore.CodeInvalidArgument)
 		if !strings.HasPrefix(te.Message, tc.field+":") {
 			t.Errorf("%v: message %q does not name %s", tc.args, te.Message, tc.field)
 		}
@@ -264,7 +264,7 @@ func TestListJobs_CursorMisuse(t *testing.T) {
 		switch {
 		case te == nil:
 			t.Errorf("%s: want cursor_invalid, got a page of %d rows", name, len(out.Jobs))
-		case te.Code != frontend.CodeCursorInvalid:
+		case te.Code != jobcore.CodeCursorInvalid:
 			t.Errorf("%s: want cursor_invalid, got %s: %s", name, te.Code, te.Message)
 		case te.Retryable:
 			t.Errorf("%s: cursor_invalid must not be retryable", name)
@@ -306,7 +306,7 @@ func TestListJobs_CursorMisuse(t *testing.T) {
 	exp := cur
 	exp.Expiry = time.Now().Add(-time.Minute)
 	expired := b.keys.SealCursor(exp)
-	te := mustListErr(t, csAna, args(map[string]any{"cursor": expired}), frontend.CodeCursorExpired)
+	te := mustListErr(t, csAna, args(map[string]any{"cursor": expired}), jobcore.CodeCursorExpired)
 	if !strings.Contains(te.Message, "first page") || !strings.Contains(te.Message, "without cursor") {
 		t.Errorf("cursor_expired message %q does not say to restart from the first page without cursor", te.Message)
 	}
@@ -435,7 +435,7 @@ func TestListJobs_HostileSubjects(t *testing.T) {
 		all = append(all, jobs[s])
 		cs := b.session(principal{tenant, s, listRW}, 0, "")
 		if strings.ContainsAny(s, `\"`) || strings.HasPrefix(s, "'") || strings.HasSuffix(s, "'") {
-			mustListErr(t, cs, nil, frontend.CodeForbidden)
+			mustListErr(t, cs, nil, jobcore.CodeForbidden)
 			continue
 		}
 		rows := waitListed(t, cs, nil, []string{jobs[s]})

@@ -11,8 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -63,7 +63,7 @@ func TestMRTRApproval(t *testing.T) {
 	args := map[string]any{"handle": w.Handle}
 
 	asked := rawCall(t, b.mrtrSession(steward, 0, neverCalled, true), &mcp.CallToolParams{Name: "get_export", Arguments: args})
-	el, ok := asked.InputRequests[frontend.InputKeyApproval].(*mcp.ElicitParams)
+	el, ok := asked.InputRequests[jobcore.InputKeyApproval].(*mcp.ElicitParams)
 	if !asked.NeedsInput() || !ok || asked.RequestState == "" || asked.StructuredContent != nil || len(asked.Content) != 0 {
 		t.Fatalf("want one elicitation and a request state, got %+v", asked)
 	}
@@ -78,7 +78,7 @@ func TestMRTRApproval(t *testing.T) {
 		if decision != "" {
 			r.Content = map[string]any{"decision": decision, "comment": "checked"}
 		}
-		return mcp.InputResponseMap{frontend.InputKeyApproval: r}
+		return mcp.InputResponseMap{jobcore.InputKeyApproval: r}
 	}
 	retry := func(cs *mcp.ClientSession, state string, resp mcp.InputResponseMap, a map[string]any) outcome {
 		t.Helper()
@@ -89,28 +89,28 @@ func TestMRTRApproval(t *testing.T) {
 
 	t.Run("TamperedState", func(t *testing.T) {
 		s := asked.RequestState
-		mustErr(t, retry(other, s[:len(s)-2]+"AA", answer("accept", "approve"), args), frontend.CodeInvalidArgument)
+		mustErr(t, retry(other, s[:len(s)-2]+"AA", answer("accept", "approve"), args), jobcore.CodeInvalidArgument)
 	})
 	t.Run("OtherPrincipal", func(t *testing.T) {
 		steward2 := principal{"acme", "steward2", steward.scopes}
-		mustErr(t, retry(b.mrtrSession(steward2, 1, neverCalled, true), asked.RequestState, answer("accept", "approve"), args), frontend.CodeNotFound)
+		mustErr(t, retry(b.mrtrSession(steward2, 1, neverCalled, true), asked.RequestState, answer("accept", "approve"), args), jobcore.CodeNotFound)
 	})
 	t.Run("AlteredScope", func(t *testing.T) {
 		st, err := b.keys.OpenState(asked.RequestState, time.Now())
 		must(t, err)
 		st.ScopeDigest = "sha256:" + strings.Repeat("1", 64)
-		mustErr(t, retry(other, b.keys.SealState(st), answer("accept", "approve"), args), frontend.CodeInputNotExpected)
+		mustErr(t, retry(other, b.keys.SealState(st), answer("accept", "approve"), args), jobcore.CodeInputNotExpected)
 	})
 	t.Run("Expired", func(t *testing.T) {
 		st, err := b.keys.OpenState(asked.RequestState, time.Now())
 		must(t, err)
 		st.Expiry = time.Now().Add(-time.Minute)
-		mustErr(t, retry(other, b.keys.SealState(st), answer("accept", "approve"), args), frontend.CodeInputNotExpected)
+		mustErr(t, retry(other, b.keys.SealState(st), answer("accept", "approve"), args), jobcore.CodeInputNotExpected)
 	})
 	t.Run("OtherCall", func(t *testing.T) {
 		// Another valid handle of the same job is another call's arguments.
 		h2 := b.keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: v.JobID, Kind: "export", Expiry: time.Now().Add(2 * time.Hour)})
-		mustErr(t, retry(other, asked.RequestState, answer("accept", "approve"), map[string]any{"handle": h2}), frontend.CodeInvalidArgument)
+		mustErr(t, retry(other, asked.RequestState, answer("accept", "approve"), map[string]any{"handle": h2}), jobcore.CodeInvalidArgument)
 	})
 	t.Run("Declined", func(t *testing.T) {
 		o := retry(other, asked.RequestState, answer("decline", ""), args)
@@ -131,7 +131,7 @@ func TestMRTRApproval(t *testing.T) {
 		}
 		// The same retry again (a lost response) is the same update, deduplicated.
 		again := retry(b.mrtrSession(steward, 0, neverCalled, true), asked.RequestState, answer("accept", "approve"), args)
-		if again.Err != nil && again.Err.Code != frontend.CodeInputNotExpected && again.Err.Code != frontend.CodeNotFound {
+		if again.Err != nil && again.Err.Code != jobcore.CodeInputNotExpected && again.Err.Code != jobcore.CodeNotFound {
 			t.Fatalf("repeated answer: %+v", again.Err)
 		}
 		if n := b.acceptedUpdates(t, v.JobID); n != 1 {

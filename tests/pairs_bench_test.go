@@ -21,6 +21,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -55,7 +56,7 @@ func BenchmarkPairs(b *testing.B) {
 	newFrontend := func(taskQueue string) (*frontend.Frontend, string) {
 		v, err := authz.NewHS256Verifier(testIssuer, bundle.resource(), bundle.secret, "")
 		must(b, err)
-		f, err := frontend.New(frontend.Options{Temporal: bundle.temporal, Namespace: namespace, TaskQueue: taskQueue,
+		f, err := frontend.New(jobcore.Options{Temporal: bundle.temporal, Namespace: namespace, TaskQueue: taskQueue,
 			Verifier: v, Keys: bundle.keys, ResumeKeys: bundle.resumeKeys, ResourceURI: bundle.resource(), UIBaseURL: "http://ui.test", Logger: log,
 			Metrics: prometheus.NewRegistry()})
 		must(b, err)

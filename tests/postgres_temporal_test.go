@@ -22,8 +22,8 @@ import (
 	pgschema "go.temporal.io/server/schema/postgresql/v12"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/pgtest"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
@@ -243,7 +243,7 @@ func TestPostgresTemporal(t *testing.T) {
 		t.Fatalf("eval needs_input: %+v", w.NeedsInput)
 	}
 	mustErr(t, call(t, c.via(bo), "resume_eval", map[string]any{"handle": ev.Handle, "input_id": w.NeedsInput.InputID,
-		"scope_digest": w.NeedsInput.ScopeDigest, "decision": "approve"}), frontend.CodeNotFound)
+		"scope_digest": w.NeedsInput.ScopeDigest, "decision": "approve"}), jobcore.CodeNotFound)
 	mustView(t, call(t, csAna, "resume_eval", map[string]any{"handle": ev.Handle, "input_id": w.NeedsInput.InputID,
 		"scope_digest": w.NeedsInput.ScopeDigest, "decision": "approve"}))
 	done := waitStatus(t, csAna, ev.Handle, workflows.StatusSucceeded, 2*time.Minute)
@@ -275,7 +275,7 @@ func TestPostgresTemporal(t *testing.T) {
 	// approves with the CLI; the owner downloads with the CLI, which verifies the SHA-256.
 	exportStart := time.Now()
 	xv := cliStartExport(t, csAna, prefix+"-export", "renewal mailing for Q3")
-	mustErr(t, exResume(t, csAna, xv, "approve"), frontend.CodeForbidden)
+	mustErr(t, exResume(t, csAna, xv, "approve"), jobcore.CodeForbidden)
 	cli := func(p principal, args ...string) string {
 		return runTool(t, []string{"JOBGATE_URL=http://" + c.proxyAddr + "/mcp", "JOBGATE_TOKEN=" + b.token(p)}, jobgateBinary(t), args...)
 	}

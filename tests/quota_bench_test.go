@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 )
 
 // BenchmarkQuotaCheck measures what the quota check adds to a start (frontend/README.md "Fairness and
@@ -164,7 +164,7 @@ func quotaBurst(b *testing.B, bundle *testBundle, tenant string, d time.Duration
 	for a, cs := range css {
 		wg.Go(func() {
 			var mine burstSide
-			do := func(tool string, args map[string]any) (*frontend.ToolError, *frontend.JobView) {
+			do := func(tool string, args map[string]any) (*jobcore.ToolError, *jobcore.JobView) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
@@ -173,18 +173,18 @@ func quotaBurst(b *testing.B, bundle *testBundle, tenant string, d time.Duration
 					mine.errs++
 					return nil, nil
 				}
-				var v frontend.JobView
-				te, err := frontend.ParseResult(res, &v)
+				var v jobcore.JobView
+				te, err := jobcore.ParseResult(res, &v)
 				if err != nil {
 					mine.errs++
 					return nil, nil
 				}
 				if te != nil {
-					if te.Code == frontend.CodeUnavailable && tool == "start_eval" {
+					if te.Code == jobcore.CodeUnavailable && tool == "start_eval" {
 						mine.unavail++
-					} else if te.Code == frontend.CodeUnavailable {
+					} else if te.Code == jobcore.CodeUnavailable {
 						mine.unavailOther++
-					} else if te.Code != frontend.CodeQuotaExceeded {
+					} else if te.Code != jobcore.CodeQuotaExceeded {
 						mine.errs++
 					}
 					return te, nil
@@ -201,7 +201,7 @@ func quotaBurst(b *testing.B, bundle *testBundle, tenant string, d time.Duration
 					mine.admitted++
 					mine.startLat = append(mine.startLat, lat)
 					last = v.Handle
-				case te != nil && te.Code == frontend.CodeQuotaExceeded:
+				case te != nil && te.Code == jobcore.CodeQuotaExceeded:
 					mine.refused++
 					if mine.limits == nil {
 						mine.limits = map[string]int{}
@@ -537,10 +537,10 @@ func (s *ownersSide) fill(b *testing.B, target int) ownersRun {
 					cancel()
 					mine.calls++
 					mine.callLat = append(mine.callLat, lat)
-					var v frontend.JobView
-					var te *frontend.ToolError
+					var v jobcore.JobView
+					var te *jobcore.ToolError
 					if err == nil {
-						te, err = frontend.ParseResult(res, &v)
+						te, err = jobcore.ParseResult(res, &v)
 					}
 					switch {
 					case err != nil:
@@ -552,10 +552,10 @@ func (s *ownersSide) fill(b *testing.B, target int) ownersRun {
 						if v.Created != nil && !*v.Created {
 							mine.existed++
 						}
-					case te.Code == frontend.CodeUnavailable:
+					case te.Code == jobcore.CodeUnavailable:
 						mine.unavail++
 						mine.unavailLat = append(mine.unavailLat, lat)
-					case te.Code == frontend.CodeQuotaExceeded:
+					case te.Code == jobcore.CodeQuotaExceeded:
 						mine.refused++
 						if mine.limits == nil {
 							mine.limits = map[string]int{}

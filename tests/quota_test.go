@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -42,9 +42,9 @@ func quotaWriter(tenant, sub string) principal {
 }
 
 // wantQuota checks o is quota_exceeded for limit, retryable, and that no job exists for key.
-func wantQuota(t *testing.T, b *testBundle, o outcome, tenant, owner, key, limit string) *frontend.ToolError {
+func wantQuota(t *testing.T, b *testBundle, o outcome, tenant, owner, key, limit string) *jobcore.ToolError {
 	t.Helper()
-	if o.Err == nil || o.Err.Code != frontend.CodeQuotaExceeded {
+	if o.Err == nil || o.Err.Code != jobcore.CodeQuotaExceeded {
 		t.Fatalf("start %s: want quota_exceeded (%s), got %+v %s", key, limit, o.Err, o.Raw)
 	}
 	if !o.Err.Retryable || !strings.HasPrefix(o.Err.Message, limit+":") {
@@ -180,7 +180,7 @@ func TestQuotas(t *testing.T) {
 			v := mustView(t, call(t, cs, "start_eval", startArgs(k, 1, nil)))
 			terminate(t, b, v.JobID) // finished jobs still count as starts
 		}
-		var te *frontend.ToolError
+		var te *jobcore.ToolError
 		eventually(t, 10*time.Second, "both starts visible", func() bool {
 			o := call(t, cs, "start_eval", startArgs("s3", 1, nil))
 			if o.Err == nil {
@@ -213,7 +213,7 @@ func TestQuotas(t *testing.T) {
 				// milliseconds, more on a loaded machine; a start inside that lag is the
 				// concurrent case below, with its documented bound.
 				waitVisible(t, b, tenant, admitted)
-			} else if o.Err.Code != frontend.CodeQuotaExceeded {
+			} else if o.Err.Code != jobcore.CodeQuotaExceeded {
 				t.Fatalf("start r%d: %+v", i, o.Err)
 			}
 		}
@@ -238,7 +238,7 @@ func TestQuotas(t *testing.T) {
 			for i := range perReplica {
 				wg.Go(func() {
 					o := call(t, cs, "start_eval", startArgs(fmt.Sprintf("c%d-%d", r, i), 1, nil))
-					if o.Err != nil && o.Err.Code != frontend.CodeQuotaExceeded {
+					if o.Err != nil && o.Err.Code != jobcore.CodeQuotaExceeded {
 						t.Errorf("start: %+v", o.Err)
 					}
 					if o.Err == nil {
@@ -343,14 +343,14 @@ func TestQuotaBurstNearLimit(t *testing.T) {
 					t.Errorf("start %d: %v", i, err)
 					return
 				}
-				var v frontend.JobView
-				te, err := frontend.ParseResult(res, &v)
+				var v jobcore.JobView
+				te, err := jobcore.ParseResult(res, &v)
 				switch {
 				case err != nil:
 					t.Errorf("start %d: %v", i, err)
 				case te == nil:
 					t.Errorf("start %d over the limit admitted: %s", i, v.JobID)
-				case te.Code != frontend.CodeQuotaExceeded || !strings.HasPrefix(te.Message, limit+":"):
+				case te.Code != jobcore.CodeQuotaExceeded || !strings.HasPrefix(te.Message, limit+":"):
 					t.Errorf("start %d: want quota_exceeded (%s), got %+v after %s", i, limit, te, d)
 				case retryAfter && (te.RetryAfterMS <= 0 || te.RetryAfterMS > 60_000):
 					t.Errorf("start %d: want retry_after_ms within the minute, got %d", i, te.RetryAfterMS)

@@ -29,7 +29,7 @@ import (
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -185,7 +185,7 @@ func TestExportSelfApprovalSwitchedOff(t *testing.T) {
 	if again.NeedsInput.SelfApproval {
 		t.Fatalf("the re-asked request still allows self-approval: %+v", again.NeedsInput)
 	}
-	mustErr(t, exResume(t, cs, again, "approve"), frontend.CodeForbidden)
+	mustErr(t, exResume(t, cs, again, "approve"), jobcore.CodeForbidden)
 	if n := b.queries.count("customers"); n != 0 {
 		t.Fatalf("%d statements reached the dataset on the owner's own approval", n)
 	}
@@ -218,7 +218,7 @@ func TestExportCatalogsDisagreeOnSelfApproval(t *testing.T) {
 		}
 		w = again
 	}
-	mustErr(t, exResume(t, cs, w, "approve"), frontend.CodeForbidden)
+	mustErr(t, exResume(t, cs, w, "approve"), jobcore.CodeForbidden)
 	if n := b.queries.count("customers"); n != 0 {
 		t.Fatalf("%d statements reached the dataset on the owner's own approval", n)
 	}
@@ -229,9 +229,9 @@ func TestExportCatalogsDisagreeOnSelfApproval(t *testing.T) {
 }
 
 // reasked waits for an open input request other than oldID.
-func reasked(t *testing.T, cs *mcp.ClientSession, h, oldID string) *frontend.JobView {
+func reasked(t *testing.T, cs *mcp.ClientSession, h, oldID string) *jobcore.JobView {
 	t.Helper()
-	var v *frontend.JobView
+	var v *jobcore.JobView
 	eventually(t, 30*time.Second, "a second input request", func() bool {
 		v = mustView(t, call(t, cs, "get_export", map[string]any{"handle": h}))
 		if v.Status.Terminal() {

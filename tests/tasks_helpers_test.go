@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 )
 
 var tkID atomic.Int64
@@ -128,9 +129,9 @@ func (r *tkReply) rpcErr(t testing.TB, status, code int) string {
 }
 
 // errData decodes a JSON-RPC error's data as a tool error.
-func (r *tkReply) errData(t testing.TB) *frontend.ToolError {
+func (r *tkReply) errData(t testing.TB) *jobcore.ToolError {
 	t.Helper()
-	var te frontend.ToolError
+	var te jobcore.ToolError
 	if r.msg.Error == nil || json.Unmarshal(r.msg.Error.Data, &te) != nil {
 		t.Fatalf("no tool error in data: %s", r.body)
 	}
@@ -172,7 +173,7 @@ func (b *testBundle) tkWait(t testing.TB, p principal, taskID, status string, wi
 }
 
 // tkResult decodes a completed task's inline tool result.
-func tkResult(t testing.TB, tk *tkTask) (isError bool, view *frontend.JobView, te *frontend.ToolError) {
+func tkResult(t testing.TB, tk *tkTask) (isError bool, view *jobcore.JobView, te *jobcore.ToolError) {
 	t.Helper()
 	var res struct {
 		IsError           bool            `json:"isError"`
@@ -190,14 +191,14 @@ func tkResult(t testing.TB, tk *tkTask) (isError bool, view *frontend.JobView, t
 		if len(res.StructuredContent) != 0 {
 			t.Fatalf("error result with structuredContent: %s", tk.Result)
 		}
-		te = &frontend.ToolError{}
+		te = &jobcore.ToolError{}
 		must(t, json.Unmarshal([]byte(res.Content[0].Text), te))
 		return true, nil, te
 	}
 	if !jsonEqual(res.Content[0].Text, string(res.StructuredContent)) {
 		t.Fatalf("text differs from structuredContent: %s", tk.Result)
 	}
-	view = &frontend.JobView{}
+	view = &jobcore.JobView{}
 	must(t, json.Unmarshal(res.StructuredContent, view))
 	return false, view, nil
 }

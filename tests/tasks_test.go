@@ -11,6 +11,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -43,8 +44,8 @@ func TestTasksLifecycle(t *testing.T) {
 		for _, caps := range []map[string]any{{}, {"extensions": map[string]any{"io.example/other": map[string]any{}}}} {
 			r := b.tkPost(t, b.url(1), ana, "tools/call", "start_eval", map[string]any{"name": "start_eval", "arguments": args}, caps, nil)
 			var res struct {
-				ResultType        string           `json:"resultType"`
-				StructuredContent frontend.JobView `json:"structuredContent"`
+				ResultType        string          `json:"resultType"`
+				StructuredContent jobcore.JobView `json:"structuredContent"`
 			}
 			if r.status != http.StatusOK || json.Unmarshal(r.msg.Result, &res) != nil || res.ResultType == "task" ||
 				res.StructuredContent.JobID != jobID || res.StructuredContent.Created == nil || *res.StructuredContent.Created {
@@ -69,7 +70,7 @@ func TestTasksLifecycle(t *testing.T) {
 			} `json:"content"`
 		}
 		if json.Unmarshal(r.msg.Result, &res) != nil || !res.IsError || len(res.Content) != 1 ||
-			!strings.Contains(res.Content[0].Text, frontend.CodeIdempotencyKeyReused) || strings.Contains(string(r.body), `"task"`) {
+			!strings.Contains(res.Content[0].Text, jobcore.CodeIdempotencyKeyReused) || strings.Contains(string(r.body), `"task"`) {
 			t.Fatalf("reused key: %s", r.body)
 		}
 	})
@@ -100,7 +101,7 @@ func TestTasksLifecycle(t *testing.T) {
 	t.Run("Expired", func(t *testing.T) {
 		old := b.keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: jobID, Kind: "eval", Expiry: time.Now().Add(-time.Minute)})
 		r := b.tkGet(t, 1, ana, old)
-		if msg := r.rpcErr(t, http.StatusOK, -32602); msg != "Failed to retrieve task: Task has expired" || r.errData(t).Code != frontend.CodeHandleExpired {
+		if msg := r.rpcErr(t, http.StatusOK, -32602); msg != "Failed to retrieve task: Task has expired" || r.errData(t).Code != jobcore.CodeHandleExpired {
 			t.Fatalf("expired: %s", r.body)
 		}
 		// Another tenant cannot tell an expired task from an unknown one.
@@ -254,7 +255,7 @@ func TestTasksOwnerApproval(t *testing.T) {
 	tkAck(t, b.tkUpdate(t, 0, ana, tk.TaskID, tkAnswer("approval.some-other-request", "accept", "approve")))
 	tkAck(t, b.tkUpdate(t, 1, ana, tk.TaskID, map[string]any{"unknown-key": map[string]any{"ignored": true}}))
 	bad := b.tkUpdate(t, 1, ana, tk.TaskID, tkAnswer(k, "accept", "maybe"))
-	if bad.rpcErr(t, http.StatusOK, -32602); bad.errData(t).Code != frontend.CodeInvalidArgument {
+	if bad.rpcErr(t, http.StatusOK, -32602); bad.errData(t).Code != jobcore.CodeInvalidArgument {
 		t.Fatalf("bad decision: %s", bad.body)
 	}
 	missing := b.tkPost(t, b.url(0), ana, "tasks/update", tk.TaskID, map[string]any{"taskId": tk.TaskID}, tkCaps(), nil)
@@ -307,7 +308,7 @@ func TestTasksExportFourEyes(t *testing.T) {
 		t.Fatalf("elicitation: %q", msg)
 	}
 	refused := b.tkUpdate(t, 0, ana, tk.TaskID, tkAnswer(k, "accept", "approve"))
-	if refused.rpcErr(t, http.StatusOK, -32602); refused.errData(t).Code != frontend.CodeForbidden {
+	if refused.rpcErr(t, http.StatusOK, -32602); refused.errData(t).Code != jobcore.CodeForbidden {
 		t.Fatalf("owner's approval: %s", refused.body)
 	}
 	if n := b.queries.count("customers"); n != 0 {
@@ -346,7 +347,7 @@ func TestTasksExpireWithTheirHandle(t *testing.T) {
 	}
 	b.clock.advanceTo(created.Add(time.Duration(*tk.TTLMs)*time.Millisecond + 100*time.Millisecond))
 	r := b.tkGet(t, 1, ana, tk.TaskID)
-	if msg := r.rpcErr(t, http.StatusOK, -32602); msg != "Failed to retrieve task: Task has expired" || r.errData(t).Code != frontend.CodeHandleExpired {
+	if msg := r.rpcErr(t, http.StatusOK, -32602); msg != "Failed to retrieve task: Task has expired" || r.errData(t).Code != jobcore.CodeHandleExpired {
 		t.Fatalf("expired: %s", r.body)
 	}
 	tkSameAnswer(t, b.tkGet(t, 0, gus, "nope"), b.tkGet(t, 0, gus, tk.TaskID))

@@ -20,9 +20,9 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
-	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/devidp"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -169,7 +169,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 		PublicURL: "http://localhost:" + strconv.Itoa(port)}
 	sc := ServeConfig{Temporal: tc,
 		// The tour links every job to the local UI, whoever asks: dev is one person's machine.
-		UIBaseURL: ts.UIURL(), UIURLFor: frontend.UIURLForAll, TenantsFile: c.TenantsFile}
+		UIBaseURL: ts.UIURL(), UIURLFor: jobcore.UIURLForAll, TenantsFile: c.TenantsFile}
 	kindDir, err := m.kindDir(dataDir)
 	if err != nil {
 		return err

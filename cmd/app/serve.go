@@ -19,6 +19,7 @@ import (
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/frontend/events"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/frontend/quota"
 	"github.com/jobgate/jobgate/frontend/telemetry"
@@ -74,11 +75,11 @@ type ServeConfig struct {
 	// DownloadTTL defaults to 5 minutes.
 	DownloadTTL time.Duration
 	// Export tunes export jobs (tests); zero fields take the defaults.
-	Export frontend.ExportTuning
+	Export jobcore.ExportTuning
 	// KindSpecs, if set, replace the specs serve builds from the fields above for the kinds of
 	// the same name, and add kinds (tests and embedders configure a kind in code, with no field
 	// here). Defaults to none: every kind as its flags say.
-	KindSpecs []frontend.KindSpec
+	KindSpecs []jobcore.KindSpec
 	// HandleTTL defaults to 7 days; CursorTTL to 15 minutes.
 	HandleTTL, CursorTTL time.Duration
 	// StreamHeartbeat, MaxStreams and MaxStreamsPerCaller are the event streams' heartbeat and
@@ -126,15 +127,15 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HandleKeysFile, "handle-keys-file", "", "file holding --handle-keys")
 	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
 	fs.StringVar(&c.UIBaseURL, "ui-base-url", "", "public Temporal Web UI base URL for ui_url links, e.g. https://temporal.example.com")
-	fs.StringVar(&c.UIURLFor, "ui-url-for", frontend.UIURLForAdmin, "who gets ui_url in job views: admin (jobs:admin holders), all or none; the Web UI is an operator tool")
+	fs.StringVar(&c.UIURLFor, "ui-url-for", jobcore.UIURLForAdmin, "who gets ui_url in job views: admin (jobs:admin holders), all or none; the Web UI is an operator tool")
 	c.kinds = serveKinds()
 	for _, k := range c.kinds {
 		if k.flags != nil {
 			k.flags(fs, c)
 		}
 	}
-	fs.DurationVar(&c.HandleTTL, "handle-ttl", frontend.HandleTTLDefault, "how long an issued handle stays valid")
-	fs.DurationVar(&c.CursorTTL, "cursor-ttl", frontend.CursorTTLDefault, "how long a list cursor stays valid")
+	fs.DurationVar(&c.HandleTTL, "handle-ttl", jobcore.HandleTTLDefault, "how long an issued handle stays valid")
+	fs.DurationVar(&c.CursorTTL, "cursor-ttl", jobcore.CursorTTLDefault, "how long a list cursor stays valid")
 	fs.DurationVar(&c.StreamHeartbeat, "stream-heartbeat", events.StreamHeartbeatDefault, "how often an idle event stream sends a keep-alive comment")
 	fs.IntVar(&c.MaxStreams, "max-streams", events.MaxStreamsDefault, "most event streams this replica holds open (more: 429)")
 	fs.IntVar(&c.MaxStreamsPerCaller, "max-streams-per-caller", events.MaxStreamsPerCallerDefault, "most event streams one principal holds open on this replica (more: 429)")
@@ -226,7 +227,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 	if c.Issuer != "" {
 		authServers = []string{c.Issuer}
 	}
-	return frontend.New(frontend.Options{
+	return frontend.New(jobcore.Options{
 		Temporal: m.Client, Namespace: c.Temporal.Namespace, TaskQueue: c.Temporal.TaskQueue,
 		Verifier: m.Verifier, Keys: m.Keys, ResumeKeys: m.ResumeKeys, ResourceURI: c.ResourceURI, AuthorizationServers: authServers,
 		UIBaseURL: c.UIBaseURL, UIURLFor: c.UIURLFor,

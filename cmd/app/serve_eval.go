@@ -5,7 +5,7 @@ import (
 	"flag"
 
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -15,7 +15,7 @@ func evalServe() serveKind {
 		flags: func(fs *flag.FlagSet, c *ServeConfig) {
 			fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
 		},
-		spec: func(ctx context.Context, m *ServeMain) (frontend.KindSpec, error) {
+		spec: func(ctx context.Context, m *ServeMain) (jobcore.KindSpec, error) {
 			suites, err := contract.LoadCatalog(m.Config.SuitesFile)
 			if err != nil {
 				return nil, err
@@ -25,7 +25,7 @@ func evalServe() serveKind {
 			if err != nil {
 				return nil, err
 			}
-			return frontend.EvalKind(frontend.EvalOptions{Suites: suites, Artifacts: artifacts, DownloadTTL: m.Config.DownloadTTL}), nil
+			return jobcore.EvalKind(jobcore.EvalOptions{Suites: suites, Artifacts: artifacts, DownloadTTL: m.Config.DownloadTTL}), nil
 		},
 		devFlags: evalDevFlags, dev: evalDev}
 }

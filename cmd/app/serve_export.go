@@ -9,7 +9,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -20,9 +20,9 @@ func exportServe() serveKind {
 		flags: func(fs *flag.FlagSet, c *ServeConfig) {
 			fs.StringVar(&c.DatasetsFile, "datasets", "", "JSON export dataset catalog file; share it with the workers")
 			fs.StringVar(&c.ArtifactsURL, "artifacts", "", "artifact store URL (as given to the workers): export downloads and eval episode logs")
-			fs.DurationVar(&c.DownloadTTL, "download-ttl", frontend.DownloadTTLDefault, "how long an export's download link stays valid")
+			fs.DurationVar(&c.DownloadTTL, "download-ttl", jobcore.DownloadTTLDefault, "how long an export's download link stays valid")
 		},
-		spec: func(ctx context.Context, m *ServeMain) (frontend.KindSpec, error) {
+		spec: func(ctx context.Context, m *ServeMain) (jobcore.KindSpec, error) {
 			c := m.Config
 			datasets := c.Datasets
 			if datasets == nil {
@@ -35,7 +35,7 @@ func exportServe() serveKind {
 			if err != nil {
 				return nil, err
 			}
-			return frontend.ExportKind(frontend.ExportOptions{Datasets: datasets, Artifacts: artifacts,
+			return jobcore.ExportKind(jobcore.ExportOptions{Datasets: datasets, Artifacts: artifacts,
 				DownloadTTL: c.DownloadTTL, Tuning: c.Export}), nil
 		},
 		devFlags: exportDevFlags, dev: exportDev}

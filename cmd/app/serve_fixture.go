@@ -3,7 +3,7 @@ package app
 import (
 	"flag"
 
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -20,7 +20,7 @@ func fixtureServe() serveKind {
 		dev: func(c DevConfig, _ string, w *WorkerConfig, s *ServeConfig) error {
 			if c.ConformanceFixtures {
 				w.devKinds = append(w.devKinds, workflows.KindFixture)
-				s.KindSpecs = append(s.KindSpecs, frontend.FixtureKind())
+				s.KindSpecs = append(s.KindSpecs, jobcore.FixtureKind())
 			}
 			return nil
 		}}

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -68,7 +68,7 @@ func TestConformanceFixturesDevOnly(t *testing.T) {
 		if err := dc.kinds[i].dev(dc, t.TempDir(), &w, &s); err != nil {
 			t.Fatal(err)
 		}
-		served := slices.ContainsFunc(s.KindSpecs, func(k frontend.KindSpec) bool { return k.Name() == workflows.KindFixture })
+		served := slices.ContainsFunc(s.KindSpecs, func(k jobcore.KindSpec) bool { return k.Name() == workflows.KindFixture })
 		registered := slices.Contains(w.devKinds, workflows.KindFixture)
 		if registered != on || served != on {
 			t.Errorf("dev %v: worker registers fixtures %v, frontend serves them %v; want %v", args, registered, served, on)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"flag"
 
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 )
 
 // serveKind is what serve does for one kind: its flags and how it builds its
@@ -21,7 +21,7 @@ type serveKind struct {
 	// spec builds the kind's spec from m.Config, opening what it needs; what it opens it
 	// hands to m.closeOnExit, so Close releases it. nil for a kind serve does not serve
 	// (the conformance fixtures, dev only).
-	spec func(ctx context.Context, m *ServeMain) (frontend.KindSpec, error)
+	spec func(ctx context.Context, m *ServeMain) (jobcore.KindSpec, error)
 	// devFlags registers the kind's flags of `jobgate dev` into c; nil for none.
 	devFlags func(fs *flag.FlagSet, c *DevConfig)
 	// dev configures the kind in dev's worker w and frontend s from c; dir is the absolute
@@ -35,12 +35,12 @@ func serveKinds() []serveKind { return []serveKind{evalServe(), exportServe(), f
 // kindSpecs builds every kind's spec: one from its flags per serveKind, then c.KindSpecs,
 // which replace those of the same name (frontend.DefaultKinds adds every other kind with its
 // defaults).
-func (m *ServeMain) kindSpecs(ctx context.Context) ([]frontend.KindSpec, error) {
+func (m *ServeMain) kindSpecs(ctx context.Context) ([]jobcore.KindSpec, error) {
 	kinds := m.Config.kinds
 	if kinds == nil {
 		kinds = serveKinds()
 	}
-	var specs []frontend.KindSpec
+	var specs []jobcore.KindSpec
 	for _, k := range kinds {
 		if k.spec == nil {
 			continue
@@ -51,5 +51,5 @@ func (m *ServeMain) kindSpecs(ctx context.Context) ([]frontend.KindSpec, error) 
 		}
 		specs = append(specs, s)
 	}
-	return frontend.DefaultKinds(append(specs, m.Config.KindSpecs...)...), nil
+	return jobcore.DefaultKinds(append(specs, m.Config.KindSpecs...)...), nil
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/activities/contract"
-	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -58,8 +58,8 @@ func TestServeKindSpecs(t *testing.T) {
 		t.Fatalf("a broken --suites: %v", err)
 	}
 
-	mine := frontend.EvalKind(frontend.EvalOptions{Suites: contract.DefaultCatalog()})
-	m = &ServeMain{Config: ServeConfig{ArtifactsURL: "file://" + t.TempDir(), KindSpecs: []frontend.KindSpec{mine}}}
+	mine := jobcore.EvalKind(jobcore.EvalOptions{Suites: contract.DefaultCatalog()})
+	m = &ServeMain{Config: ServeConfig{ArtifactsURL: "file://" + t.TempDir(), KindSpecs: []jobcore.KindSpec{mine}}}
 	specs, err := m.kindSpecs(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestServeKindSpecs(t *testing.T) {
 
 	// build reads the kinds Flags bound, whose options may live in the kind's own variables.
 	m = &ServeMain{Config: ServeConfig{kinds: []serveKind{{name: workflows.KindEval,
-		spec: func(context.Context, *ServeMain) (frontend.KindSpec, error) { return mine, nil }}}}}
+		spec: func(context.Context, *ServeMain) (jobcore.KindSpec, error) { return mine, nil }}}}}
 	if specs, err = m.kindSpecs(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -27,8 +27,8 @@ type DescribeJobIn struct {
 	MaxLines int    `json:"max_lines,omitempty" jsonschema:"most timeline lines to return, 10-1000 (default 200); a longer timeline keeps its first and last lines and says what was left out"`
 }
 
-func (f *Core) describeJobTool() toolDef {
-	td := newTool(f, authz.ActionGet, &mcp.Tool{
+func (f *Core) describeJobTool() ToolDef {
+	td := NewTool(f, authz.ActionGet, &mcp.Tool{
 		Name:  describeToolName,
 		Title: "Describe a job's history",
 		Description: "A job's timeline from its Temporal history, in words: who started it and with what, which approval it " +
@@ -38,7 +38,7 @@ func (f *Core) describeJobTool() toolDef {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, f.describeJob)
 	td = td.bounds("max_lines", wire.StoryLinesMin, wire.StoryLinesMax)
-	td.tool.InputSchema.(*jsonschema.Schema).Properties["max_lines"].Default = []byte(strconv.Itoa(wire.StoryLinesDefault))
+	td.Tool.InputSchema.(*jsonschema.Schema).Properties["max_lines"].Default = []byte(strconv.Itoa(wire.StoryLinesDefault))
 	return td
 }
 
@@ -56,29 +56,29 @@ func (f *Core) describeJob(ctx context.Context, p authz.Principal, in DescribeJo
 		return nil, invalidArg("handle", "is required")
 	}
 	// The handle names the kind; resolve checks its signature, tenant and the policy again.
-	h, _ := f.opts.Keys.OpenHandle(in.Handle, f.opts.Now())
-	j, err := f.resolve(ctx, p, in.Handle, h.Kind, authz.ActionGet)
+	h, _ := f.Opts.Keys.OpenHandle(in.Handle, f.Opts.Now())
+	j, err := f.Resolve(ctx, p, in.Handle, h.Kind, authz.ActionGet)
 	if err != nil {
 		return nil, err
 	}
 	admin := p.Has(authz.ScopeAdmin)
 	if j.Owner != p.Subject && !admin || j.Owner == p.Subject && !admin && !p.Has(authz.ScopeRead) {
-		return nil, errNotFound()
+		return nil, ErrNotFound()
 	}
 	kind, ok := workflows.LookupKind(j.Kind)
 	if !ok {
-		return nil, errNotFound()
+		return nil, ErrNotFound()
 	}
-	v := f.summary(p, j)
+	v := f.Summary(p, j)
 	req := jobstore.StoryRequest{ID: j.ID, MaxLines: in.MaxLines, Full: admin}
 	if v.Error != nil {
 		req.JobErrCode, req.JobErrMsg = v.Error.Code, v.Error.Message
 	}
 	sctx, cancel := context.WithTimeout(ctx, storyTimeout)
 	defer cancel()
-	st, err := f.store.Story(sctx, kind, req)
+	st, err := f.Store.Story(sctx, kind, req)
 	if errors.Is(err, jobstore.ErrJobNotFound) {
-		return nil, errNotFound()
+		return nil, ErrNotFound()
 	}
 	if err != nil {
 		return nil, err
@@ -91,7 +91,7 @@ func (f *Core) describeJob(ctx context.Context, p authz.Principal, in DescribeJo
 	if out.StartedAt.IsZero() {
 		out.StartedAt = j.StartedAt
 	}
-	end := f.opts.Now()
+	end := f.Opts.Now()
 	if !st.Ended.IsZero() && v.Status.Terminal() {
 		e := st.Ended
 		out.EndedAt, end = &e, e

@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -57,9 +57,9 @@ type evalKind struct{ opts EvalOptions }
 
 func (k *evalKind) Name() string { return workflows.KindEval }
 
-func (k *evalKind) serve(f *Core) servedKind {
-	jk := jobKind[EvalResultView]{name: workflows.KindEval, noun: "eval run",
-		result: func(ctx context.Context, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
+func (k *evalKind) Serve(f *Core) ServedKind {
+	jk := JobKind[EvalResultView]{Name: workflows.KindEval, Noun: "eval run",
+		Result: func(ctx context.Context, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
 			return k.result(f, p, j, decode)
 		}}
 	maxConc := k.suiteMax(func(s contract.Suite) int { return s.MaxConcurrency })
@@ -69,19 +69,19 @@ func (k *evalKind) serve(f *Core) servedKind {
 			"Returns at once, after the job is durably recorded, with a handle to poll via get_eval. " +
 			"Keys are per owner. Same key and arguments: the same job (created=false). Same key, other arguments: idempotency_key_reused.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
-	}, func(_ context.Context, p authz.Principal, in StartEvalIn) (startSpec, error) {
+	}, func(_ context.Context, p authz.Principal, in StartEvalIn) (StartSpec, error) {
 		return k.startSpec(f, p, in)
 	}).
 		bounds("episodes", 1, float64(k.suiteMax(func(s contract.Suite) int { return s.MaxEpisodes }))).
 		bounds("concurrency", 1, float64(maxConc)))
-	sk.reads = append(sk.reads, k.listEpisodesTool(f))
-	sk.routes = map[string]http.Handler{
+	sk.Reads = append(sk.Reads, k.listEpisodesTool(f))
+	sk.Routes = map[string]http.Handler{
 		"GET /episodes/{token}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.downloadEpisodes(f, w, r) }),
 	}
 	// An eval holds at most its concurrency: the largest any suite allows bounds one job.
-	sk.maxSlots = func() int { return maxConc }
-	sk.freshResult = []string{"episodes_url", "episodes_url_expires_at"}
-	sk.pageResult = evalPageResult(f)
+	sk.MaxSlots = func() int { return maxConc }
+	sk.FreshResult = []string{"episodes_url", "episodes_url_expires_at"}
+	sk.PageResult = evalPageResult(f)
 	return sk
 }
 
@@ -127,15 +127,15 @@ func (k *evalKind) evalArgs(in StartEvalIn) (workflows.EvalArgs, contract.Suite,
 }
 
 // startSpec validates start_eval's arguments (past the key) and says what to start.
-func (k *evalKind) startSpec(f *Core, p authz.Principal, in StartEvalIn) (startSpec, error) {
+func (k *evalKind) startSpec(f *Core, p authz.Principal, in StartEvalIn) (StartSpec, error) {
 	args, suite, err := k.evalArgs(in)
 	if err != nil {
-		return startSpec{}, err
+		return StartSpec{}, err
 	}
 	hash := workflows.Digest(args)
-	return startSpec{
-		hash: hash,
-		input: workflows.EvalInput{
+	return StartSpec{
+		Hash: hash,
+		Input: workflows.EvalInput{
 			Tenant: p.Tenant, Owner: p.Subject, Args: args,
 			Approval: workflows.ApprovalPolicy{Threshold: suite.ApprovalThreshold, Approver: suite.Approver,
 				Timeout: suite.ApprovalTimeout},
@@ -146,12 +146,12 @@ func (k *evalKind) startSpec(f *Core, p authz.Principal, in StartEvalIn) (startS
 				TaskQueue: suite.TaskQueue},
 			Fairness: f.fairness(p.Tenant),
 		},
-		total: args.Episodes,
+		Total: args.Episodes,
 		slots: min(args.Concurrency, args.Episodes),
-		ownerInput: suite.ApprovalThreshold > 0 && args.Episodes > suite.ApprovalThreshold &&
+		OwnerInput: suite.ApprovalThreshold > 0 && args.Episodes > suite.ApprovalThreshold &&
 			suite.Approver != authz.ApproverApprover,
-		summary: fmt.Sprintf("eval %s · %d episodes · owner %s", args.Suite, args.Episodes, p.Subject),
-		details: fmt.Sprintf("**eval** of suite `%s`\n\n- owner: `%s` (tenant `%s`)\n- episodes: %d, concurrency: %d\n- idempotency key: `%s`\n- args digest: `%s`",
+		Summary: fmt.Sprintf("eval %s · %d episodes · owner %s", args.Suite, args.Episodes, p.Subject),
+		Details: fmt.Sprintf("**eval** of suite `%s`\n\n- owner: `%s` (tenant `%s`)\n- episodes: %d, concurrency: %d\n- idempotency key: `%s`\n- args digest: `%s`",
 			args.Suite, p.Subject, p.Tenant, args.Episodes, args.Concurrency, in.IdempotencyKey, hash),
 	}, nil
 }

@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -68,23 +68,23 @@ type ConfirmDeleteIn struct {
 type FixtureNoArgs struct{}
 
 // fixtureInputKey is test_tool_with_task's MRTR question.
-const fixtureInputKey = "user_name"
+const FixtureInputKey = "user_name"
 
 // fixtureInputTimeout bounds a fixture job's wait for an answer.
 const fixtureInputTimeout = 10 * time.Minute
 
 type fixtureView = KindView[FixtureResultView]
 
-func (k fixtureKind) serve(f *Core) servedKind {
-	jk := jobKind[FixtureResultView]{name: workflows.KindFixture, noun: "MCP conformance fixture job",
-		result: func(ctx context.Context, _ authz.Principal, _ *jobstore.Job, decode func(ptr any) error) (*FixtureResultView, error) {
+func (k fixtureKind) Serve(f *Core) ServedKind {
+	jk := JobKind[FixtureResultView]{Name: workflows.KindFixture, Noun: "MCP conformance fixture job",
+		Result: func(ctx context.Context, _ authz.Principal, _ *jobstore.Job, decode func(ptr any) error) (*FixtureResultView, error) {
 			var r workflows.FixtureResult
 			if err := decode(&r); err != nil {
 				return nil, err
 			}
 			return &FixtureResultView{Text: r.Text}, nil
 		}}
-	sk := jk.served(f, fixtureTool(f, jk, workflows.FixtureSlowCompute, "Waits `seconds`, then answers what it computed.", taskOptional,
+	sk := jk.served(f, fixtureTool(f, jk, workflows.FixtureSlowCompute, "Waits `seconds`, then answers what it computed.", TaskOptional,
 		func(ctx context.Context, p authz.Principal, in SlowComputeIn) (*fixtureView, error) {
 			if in.Seconds < 0 || in.Seconds > workflows.FixtureSecondsMax {
 				return nil, invalidArg("seconds", "must be between 0 and %d", workflows.FixtureSecondsMax)
@@ -97,10 +97,10 @@ func (k fixtureKind) serve(f *Core) servedKind {
 				return v, err
 			}
 			// No task for this client: the call answers once the job has ended.
-			return k.awaitEnd(ctx, f, jk, p, v, time.Duration(in.Seconds)*time.Second+f.opts.TemporalTimeout)
+			return k.awaitEnd(ctx, f, jk, p, v, time.Duration(in.Seconds)*time.Second+f.Opts.TemporalTimeout)
 		}).bounds("seconds", 0, workflows.FixtureSecondsMax))
-	sk.writes = []toolDef{
-		fixtureTool(f, jk, workflows.FixtureGreet, "Greets `name`: Hello, <name>! Never a task.", taskForbidden,
+	sk.Writes = []ToolDef{
+		fixtureTool(f, jk, workflows.FixtureGreet, "Greets `name`: Hello, <name>! Never a task.", TaskForbidden,
 			func(ctx context.Context, p authz.Principal, in GreetIn) (*fixtureView, error) {
 				if in.Name == "" || utf8.RuneCountInString(in.Name) > 200 {
 					return nil, invalidArg("name", "is required, at most 200 characters")
@@ -109,61 +109,61 @@ func (k fixtureKind) serve(f *Core) servedKind {
 				if err != nil {
 					return nil, err
 				}
-				return k.awaitEnd(ctx, f, jk, p, v, f.opts.TemporalTimeout)
+				return k.awaitEnd(ctx, f, jk, p, v, f.Opts.TemporalTimeout)
 			}),
-		fixtureTool(f, jk, workflows.FixtureFailingJob, "Fails after a second with a tool execution error. Needs the Tasks extension.", taskRequired,
+		fixtureTool(f, jk, workflows.FixtureFailingJob, "Fails after a second with a tool execution error. Needs the Tasks extension.", TaskRequired,
 			func(ctx context.Context, p authz.Principal, _ FixtureNoArgs) (*fixtureView, error) {
 				return k.start(ctx, f, jk, p, workflows.FixtureInput{Tool: workflows.FixtureFailingJob})
 			}),
-		fixtureTool(f, jk, workflows.FixtureProtocolError, "Fails after a second on an internal error: the task ends failed. Needs the Tasks extension.", taskRequired,
+		fixtureTool(f, jk, workflows.FixtureProtocolError, "Fails after a second on an internal error: the task ends failed. Needs the Tasks extension.", TaskRequired,
 			func(ctx context.Context, p authz.Principal, _ FixtureNoArgs) (*fixtureView, error) {
 				return k.start(ctx, f, jk, p, workflows.FixtureInput{Tool: workflows.FixtureProtocolError})
 			}),
-		fixtureTool(f, jk, workflows.FixtureConfirmDelete, "Asks to confirm deleting `filename` (tasks/get input_required), then completes. Deletes nothing. Needs the Tasks extension.", taskRequired,
+		fixtureTool(f, jk, workflows.FixtureConfirmDelete, "Asks to confirm deleting `filename` (tasks/get input_required), then completes. Deletes nothing. Needs the Tasks extension.", TaskRequired,
 			func(ctx context.Context, p authz.Principal, in ConfirmDeleteIn) (*fixtureView, error) {
 				if in.Filename == "" || utf8.RuneCountInString(in.Filename) > 200 {
 					return nil, invalidArg("filename", "is required, at most 200 characters")
 				}
 				return k.start(ctx, f, jk, p, workflows.FixtureInput{Tool: workflows.FixtureConfirmDelete, Filename: in.Filename})
 			}),
-		fixtureTool(f, jk, workflows.FixtureMultiInput, "Asks two questions at once, answerable one at a time, then completes. Needs the Tasks extension.", taskRequired,
+		fixtureTool(f, jk, workflows.FixtureMultiInput, "Asks two questions at once, answerable one at a time, then completes. Needs the Tasks extension.", TaskRequired,
 			func(ctx context.Context, p authz.Principal, _ FixtureNoArgs) (*fixtureView, error) {
 				return k.start(ctx, f, jk, p, workflows.FixtureInput{Tool: workflows.FixtureMultiInput})
 			}),
-		fixtureTool(f, jk, workflows.FixtureToolWithTask, "Asks user_name by MRTR, then starts a task greeting that name. Needs the Tasks extension.", taskRequired,
+		fixtureTool(f, jk, workflows.FixtureToolWithTask, "Asks user_name by MRTR, then starts a task greeting that name. Needs the Tasks extension.", TaskRequired,
 			func(ctx context.Context, p authz.Principal, _ FixtureNoArgs) (*fixtureView, error) {
-				name, err := userName(callRequest(ctx))
+				name, err := UserName(callRequest(ctx))
 				if err != nil || name == "" {
 					return nil, err
 				}
 				return k.start(ctx, f, jk, p, workflows.FixtureInput{Tool: workflows.FixtureToolWithTask, Name: name})
 			}),
 	}
-	sk.taskInput = fixtureInput{}
+	sk.taskInput = FixtureInput{}
 	return sk
 }
 
 // fixtureTool is one fixture tool: a start tool (jobs:write) of the fixture kind, with its
 // support of the Tasks extension.
-func fixtureTool[In any](f *Core, jk jobKind[FixtureResultView], name, desc string, task taskSupport,
-	run func(ctx context.Context, p authz.Principal, in In) (*fixtureView, error)) toolDef {
-	td := newKindTool(f, jk.name, authz.ActionStart, &mcp.Tool{Name: name, Title: "Conformance fixture " + name,
+func fixtureTool[In any](f *Core, jk JobKind[FixtureResultView], name, desc string, task TaskSupport,
+	run func(ctx context.Context, p authz.Principal, in In) (*fixtureView, error)) ToolDef {
+	td := newKindTool(f, jk.Name, authz.ActionStart, &mcp.Tool{Name: name, Title: "Conformance fixture " + name,
 		Description: desc + " A conformance fixture of `jobgate dev --conformance-fixtures`: every call is a new job.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, p authz.Principal, in In) (*fixtureView, error) {
 		if authz.Decide(p, authz.ActionStart, authz.Job{}) != authz.Allow {
-			return nil, toolErr(CodeForbidden, "starting jobs needs jobs:write")
+			return nil, ToolErr(CodeForbidden, "starting jobs needs jobs:write")
 		}
 		return run(ctx, p, in)
 	})
-	td.task = task
+	td.Task = task
 	return td
 }
 
 // start starts a fixture job for in under a fresh key. The call's MRTR answer (test_tool_with_task's
 // user_name) was the tool's own, not an answer to the job's input request: the job core does
 // not see it.
-func (fixtureKind) start(ctx context.Context, f *Core, jk jobKind[FixtureResultView], p authz.Principal, in workflows.FixtureInput) (*fixtureView, error) {
+func (fixtureKind) start(ctx context.Context, f *Core, jk JobKind[FixtureResultView], p authz.Principal, in workflows.FixtureInput) (*fixtureView, error) {
 	in.Tenant, in.Owner, in.InputTimeout = p.Tenant, p.Subject, workflows.Duration(fixtureInputTimeout)
 	key := "fx-" + uuid.NewString()
 	sctx := ctx
@@ -172,11 +172,11 @@ func (fixtureKind) start(ctx context.Context, f *Core, jk jobKind[FixtureResultV
 		params.InputResponses, params.RequestState = nil, ""
 		stripped := *req
 		stripped.Params = &params
-		sctx = context.WithValue(ctx, callRecordKey{}, &callRecord{req: &stripped})
+		sctx = context.WithValue(ctx, CallRecordKey{}, &CallRecord{Req: &stripped})
 	}
-	v, err := jk.start(sctx, f, p, startSpec{key: key, hash: workflows.Digest(in), input: in, total: 1,
-		summary: "conformance fixture " + in.Tool + " · owner " + p.Subject,
-		details: fmt.Sprintf("**conformance fixture** `%s`\n\n- owner: `%s` (tenant `%s`)\n- key: `%s`", in.Tool, p.Subject, p.Tenant, key)})
+	v, err := jk.Start(sctx, f, p, StartSpec{Key: key, Hash: workflows.Digest(in), Input: in, Total: 1,
+		Summary: "conformance fixture " + in.Tool + " · owner " + p.Subject,
+		Details: fmt.Sprintf("**conformance fixture** `%s`\n\n- owner: `%s` (tenant `%s`)\n- key: `%s`", in.Tool, p.Subject, p.Tenant, key)})
 	if v != nil {
 		noteJob(ctx, v.JobID)
 	}
@@ -184,12 +184,12 @@ func (fixtureKind) start(ctx context.Context, f *Core, jk jobKind[FixtureResultV
 }
 
 // awaitEnd waits, at most d, for the job of view v to end, and renders it as it is then.
-func (fixtureKind) awaitEnd(ctx context.Context, f *Core, jk jobKind[FixtureResultView], p authz.Principal, v *fixtureView, d time.Duration) (*fixtureView, error) {
+func (fixtureKind) awaitEnd(ctx context.Context, f *Core, jk JobKind[FixtureResultView], p authz.Principal, v *fixtureView, d time.Duration) (*fixtureView, error) {
 	wctx, cancel := context.WithTimeout(ctx, d)
 	// A failed or cancelled run is an error here; the job's state below says what happened.
-	_ = f.store.Result(wctx, v.JobID, "", nil)
+	_ = f.Store.Result(wctx, v.JobID, "", nil)
 	cancel()
-	j, err := f.describe(ctx, v.JobID)
+	j, err := f.Describe(ctx, v.JobID)
 	if err != nil {
 		return nil, err
 	}
@@ -202,15 +202,15 @@ func (fixtureKind) awaitEnd(ctx context.Context, f *Core, jk jobKind[FixtureResu
 
 // userName is test_tool_with_task's MRTR round: the name in the retry's answer, or the question
 // (an input_required result, before any job exists) when the call carries no usable answer.
-func userName(req *mcp.CallToolRequest) (string, error) {
+func UserName(req *mcp.CallToolRequest) (string, error) {
 	if req != nil && req.Params != nil {
-		if r, ok := req.Params.InputResponses[fixtureInputKey].(*mcp.ElicitResult); ok && r != nil && r.Action == "accept" {
+		if r, ok := req.Params.InputResponses[FixtureInputKey].(*mcp.ElicitResult); ok && r != nil && r.Action == "accept" {
 			if name, ok := r.Content["name"].(string); ok && name != "" && utf8.RuneCountInString(name) <= 200 {
 				return name, nil
 			}
 		}
 	}
-	return "", &inputRequired{res: &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{fixtureInputKey: &mcp.ElicitParams{
+	return "", &InputRequired{Res: &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{FixtureInputKey: &mcp.ElicitParams{
 		Mode:    "form",
 		Message: "What is your name?",
 		RequestedSchema: map[string]any{"type": "object", "required": []string{"name"},
@@ -223,10 +223,10 @@ func userName(req *mcp.CallToolRequest) (string, error) {
 // question keeps its key while it is pending and an answer to some of them leaves the others
 // outstanding. The answers become one resume of the open request: approve, with the answered
 // contents as its comment ({"answers": {key: content}}), sealed and validated like any answer.
-type fixtureInput struct{}
+type FixtureInput struct{}
 
 // questions are the open request's pending questions: key → its title and form properties.
-func (fixtureInput) questions(ni *workflows.NeedsInput) map[string]map[string]any {
+func (FixtureInput) questions(ni *workflows.NeedsInput) map[string]map[string]any {
 	props, _ := ni.AnswerSchema["properties"].(map[string]any)
 	pending, _ := ni.Scope["pending"].([]any)
 	out := map[string]map[string]any{}
@@ -239,10 +239,10 @@ func (fixtureInput) questions(ni *workflows.NeedsInput) map[string]map[string]an
 	return out
 }
 
-func (in fixtureInput) requests(ni *workflows.NeedsInput) mcp.InputRequestMap {
+func (in FixtureInput) Requests(ni *workflows.NeedsInput) mcp.InputRequestMap {
 	qs := in.questions(ni)
 	if len(qs) == 0 {
-		return approvalInput{}.requests(ni) // not a fixture's form: a plain approval
+		return approvalInput{}.Requests(ni) // not a fixture's form: a plain approval
 	}
 	out := mcp.InputRequestMap{}
 	for key, q := range qs {
@@ -253,10 +253,10 @@ func (in fixtureInput) requests(ni *workflows.NeedsInput) mcp.InputRequestMap {
 	return out
 }
 
-func (in fixtureInput) answer(ni *workflows.NeedsInput, resps map[string]*mcp.ElicitResult) (ResumeIn, bool, error) {
+func (in FixtureInput) Answer(ni *workflows.NeedsInput, resps map[string]*mcp.ElicitResult) (ResumeIn, bool, error) {
 	qs := in.questions(ni)
 	if len(qs) == 0 {
-		return approvalInput{}.answer(ni, resps)
+		return approvalInput{}.Answer(ni, resps)
 	}
 	answers := map[string]any{}
 	for key, r := range resps {
@@ -268,8 +268,8 @@ func (in fixtureInput) answer(ni *workflows.NeedsInput, resps map[string]*mcp.El
 		return ResumeIn{}, false, nil // declined or dismissed: nothing changes
 	}
 	b, err := json.Marshal(map[string]any{"answers": answers})
-	if err != nil || len(b) > commentMax {
-		return ResumeIn{}, false, invalidArg("inputResponses", "the answers must be JSON of at most %d bytes", commentMax)
+	if err != nil || len(b) > CommentMax {
+		return ResumeIn{}, false, invalidArg("inputResponses", "the answers must be JSON of at most %d bytes", CommentMax)
 	}
 	return ResumeIn{InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Decision: workflows.DecisionApprove, Comment: string(b)}, true, nil
 }

@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -39,28 +39,28 @@ const (
 	MaxBodyBytesDefault = 1 << 20
 )
 
-var errNoPrincipal = errors.New("no verified principal on request")
+var ErrNoPrincipal = errors.New("no verified principal on request")
 
 // principalKey is where the bearer middleware keeps the verified principal in a token's
 // Extra; principalFrom reads it back.
-const principalKey = "jobgate.principal"
+const PrincipalKey = "jobgate.principal"
 
 // principalFrom is the verified principal of a request's token.
-func principalFrom(ti *auth.TokenInfo) (authz.Principal, bool) {
+func PrincipalFrom(ti *auth.TokenInfo) (authz.Principal, bool) {
 	if ti == nil {
 		return authz.Principal{}, false
 	}
-	p, ok := ti.Extra[principalKey].(authz.Principal)
+	p, ok := ti.Extra[PrincipalKey].(authz.Principal)
 	return p, ok
 }
 
 // taskSupport is how a start tool meets the Tasks extension (toolDef.task).
-type taskSupport int
+type TaskSupport int
 
 const (
-	taskOptional  taskSupport = iota // a task for a declaring client, the job view otherwise
-	taskRequired                     // a task, and -32021 for a client that cannot take one
-	taskForbidden                    // never a task: the tool answers synchronously
+	TaskOptional  TaskSupport = iota // a task for a declaring client, the job view otherwise
+	TaskRequired                     // a task, and -32021 for a client that cannot take one
+	TaskForbidden                    // never a task: the tool answers synchronously
 )
 
 // How a kind's open input request reads on the Tasks surface: the
@@ -73,20 +73,20 @@ const (
 // resume_* makes; answered is false when nothing in them answers (declined, dismissed), and
 // the job keeps waiting. An error is a tool error of the job core (invalid_argument).
 type taskInput interface {
-	requests(ni *workflows.NeedsInput) mcp.InputRequestMap
-	answer(ni *workflows.NeedsInput, resps map[string]*mcp.ElicitResult) (in ResumeIn, answered bool, err error)
+	Requests(ni *workflows.NeedsInput) mcp.InputRequestMap
+	Answer(ni *workflows.NeedsInput, resps map[string]*mcp.ElicitResult) (in ResumeIn, answered bool, err error)
 }
 
 // approvalInput is every job kind's request as an approval: one form elicitation (decision,
 // comment) under a key bound to the request's input_id and scope_digest (taskInputKey).
 type approvalInput struct{}
 
-func (approvalInput) requests(ni *workflows.NeedsInput) mcp.InputRequestMap {
-	return mcp.InputRequestMap{taskInputKey(ni): approvalElicitation(ni)}
+func (approvalInput) Requests(ni *workflows.NeedsInput) mcp.InputRequestMap {
+	return mcp.InputRequestMap{TaskInputKey(ni): approvalElicitation(ni)}
 }
 
-func (approvalInput) answer(ni *workflows.NeedsInput, resps map[string]*mcp.ElicitResult) (ResumeIn, bool, error) {
-	resp, ok := resps[taskInputKey(ni)]
+func (approvalInput) Answer(ni *workflows.NeedsInput, resps map[string]*mcp.ElicitResult) (ResumeIn, bool, error) {
+	resp, ok := resps[TaskInputKey(ni)]
 	if !ok {
 		return ResumeIn{}, false, nil
 	}
@@ -94,16 +94,16 @@ func (approvalInput) answer(ni *workflows.NeedsInput, resps map[string]*mcp.Elic
 	if err != nil || !accepted {
 		return ResumeIn{}, false, err
 	}
-	if utf8.RuneCountInString(comment) > commentMax { // as resume_* checks it
-		return ResumeIn{}, false, invalidArg("inputResponses", "content.comment: at most %d characters", commentMax)
+	if utf8.RuneCountInString(comment) > CommentMax { // as resume_* checks it
+		return ResumeIn{}, false, invalidArg("inputResponses", "content.comment: at most %d characters", CommentMax)
 	}
 	return ResumeIn{InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Decision: decision, Comment: comment}, true, nil
 }
 
 // taskInputOf is kind's taskInput (approvalInput unless the kind has its own).
-func (f *Core) taskInputOf(kind string) taskInput {
-	for _, k := range f.kinds {
-		if k.name == kind && k.taskInput != nil {
+func (f *Core) TaskInputOf(kind string) taskInput {
+	for _, k := range f.Kinds {
+		if k.Name == kind && k.taskInput != nil {
 			return k.taskInput
 		}
 	}
@@ -113,7 +113,7 @@ func (f *Core) taskInputOf(kind string) taskInput {
 // taskInputKey names an open input request in inputRequests/inputResponses. It is unique over
 // the task's lifetime (a re-asked request with another scope gets another key) and binds an
 // answer to exactly the input_id and scope_digest that were shown.
-func taskInputKey(ni *workflows.NeedsInput) string {
+func TaskInputKey(ni *workflows.NeedsInput) string {
 	sum := sha256.Sum256([]byte(ni.ScopeDigest))
 	return InputKeyApproval + "." + ni.InputID + "." + hex.EncodeToString(sum[:8])
 }
@@ -190,7 +190,7 @@ type Options struct {
 
 // check reports the first thing wrong with opts: a required field missing (Temporal only when
 // no store is given) or an option value not among its choices.
-func (opts *Options) check(haveStore bool) error {
+func (opts *Options) Check(haveStore bool) error {
 	var missing []string
 	if opts.Temporal == nil && !haveStore {
 		missing = append(missing, "Temporal")
@@ -226,7 +226,7 @@ func (opts *Options) check(haveStore bool) error {
 }
 
 // defaults fills the zero fields of opts with their documented defaults.
-func (opts *Options) defaults() {
+func (opts *Options) Defaults() {
 	if opts.Namespace == "" {
 		opts.Namespace = "default"
 	}
@@ -282,30 +282,30 @@ func (opts *Options) defaults() {
 // resume, lists and approvals, over the job store and the quota admission. The MCP edge
 // (Frontend) holds one and serves it over HTTP, Tasks, MRTR and streams.
 type Core struct {
-	opts    Options
-	log     *zap.Logger
-	metrics *telemetry.Metrics
+	Opts    Options
+	Log     *zap.Logger
+	Metrics *telemetry.Metrics
 	// results are the results of succeeded runs by workflow and run ID (jobs.go).
-	results *resultCache
-	store   jobstore.Store  // the jobs (jobstore/store.go): Temporal, or a unit test's fake
-	quota   *quota.Admitter // admission of starts under the tenants' quotas (quota/quota.go)
+	Results *resultCache
+	Store   jobstore.Store  // the jobs (jobstore/store.go): Temporal, or a unit test's fake
+	Quota   *quota.Admitter // admission of starts under the tenants' quotas (quota/quota.go)
 	// kinds are the served kinds (Options.Kinds bound to this core), in Options order.
-	kinds []servedKind
+	Kinds []ServedKind
 	// export is the export kind when served (nil otherwise): the pages' download goes through
 	// its download rule.
-	export *exportKind
+	Export *exportKind
 	// createsTaskHook says whether a tools/call answers with a task (the edge's Tasks rules).
-	createsTaskHook func(ctx context.Context, req *mcp.CallToolRequest) bool
+	CreatesTaskHook func(ctx context.Context, req *mcp.CallToolRequest) bool
 }
 
 // createsTask reports whether req, a start tool's call, answers with a task.
 func (f *Core) createsTask(ctx context.Context, req *mcp.CallToolRequest) bool {
-	return f.createsTaskHook != nil && f.createsTaskHook(ctx, req)
+	return f.CreatesTaskHook != nil && f.CreatesTaskHook(ctx, req)
 }
 
-func (f *Core) logger(ctx context.Context) *zap.Logger {
+func (f *Core) Logger(ctx context.Context) *zap.Logger {
 	if fs := telemetry.LogTrace(ctx); fs != nil {
-		return f.log.With(fs...)
+		return f.Log.With(fs...)
 	}
-	return f.log
+	return f.Log
 }

@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -124,7 +124,7 @@ func TestParseEpisodesFilter(t *testing.T) {
 		{ListEpisodesIn{PageSize: 101}, "page_size"},
 	} {
 		_, err := parseEpisodesFilter(c.in)
-		te, ok := asToolError(err)
+		te, ok := AsToolError(err)
 		if !ok || te.Code != CodeInvalidArgument || te.Message[:len(c.field)+1] != c.field+":" {
 			t.Errorf("%+v: %v", c.in, err)
 		}

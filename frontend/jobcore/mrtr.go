@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -31,19 +31,19 @@ const (
 	// StateTTLDefault bounds how long an elicitation's requestState can be answered.
 	StateTTLDefault = 10 * time.Minute
 
-	protocolMRTR = "2026-07-28"
+	ProtocolMRTR = "2026-07-28"
 )
 
 // inputRequired is returned by a tool's run function to answer with an MRTR input request
 // instead of its output (newTool sends res as it is).
-type inputRequired struct{ res *mcp.CallToolResult }
+type InputRequired struct{ Res *mcp.CallToolResult }
 
-func (*inputRequired) Error() string { return "input required" }
+func (*InputRequired) Error() string { return "input required" }
 
 // callRequest is the tool call being served (newTool puts it in the context).
 func callRequest(ctx context.Context) *mcp.CallToolRequest {
-	if rec, ok := ctx.Value(callRecordKey{}).(*callRecord); ok {
-		return rec.req
+	if rec, ok := ctx.Value(CallRecordKey{}).(*CallRecord); ok {
+		return rec.Req
 	}
 	return nil
 }
@@ -51,12 +51,12 @@ func callRequest(ctx context.Context) *mcp.CallToolRequest {
 // wantsElicitation: the request follows the 2026-07-28 protocol and declares form elicitation in
 // its own per-request client capabilities. Older clients cannot be sent an elicitation by a
 // stateless server and keep resume_*.
-func wantsElicitation(req *mcp.CallToolRequest) bool {
+func WantsElicitation(req *mcp.CallToolRequest) bool {
 	if req == nil || req.Params == nil {
 		return false
 	}
 	if s := req.Session; s != nil {
-		if ip := s.InitializeParams(); ip != nil && ip.ProtocolVersion < protocolMRTR {
+		if ip := s.InitializeParams(); ip != nil && ip.ProtocolVersion < ProtocolMRTR {
 			return false
 		}
 	}
@@ -70,12 +70,12 @@ func wantsElicitation(req *mcp.CallToolRequest) bool {
 		// take no elicitations).
 		return false
 	}
-	return declaresElicitation(raw)
+	return DeclaresElicitation(raw)
 }
 
 // declaresElicitation decodes client capabilities (as the SDK left them in _meta) and reports
 // form elicitation.
-func declaresElicitation(raw any) bool {
+func DeclaresElicitation(raw any) bool {
 	b, err := json.Marshal(raw)
 	if err != nil {
 		return false
@@ -154,7 +154,7 @@ func approvalElicitation(ni *workflows.NeedsInput) *mcp.ElicitParams {
 			"properties": map[string]any{
 				"decision": map[string]any{"type": "string", "title": "Decision", "enum": []string{workflows.DecisionApprove, workflows.DecisionReject},
 					"description": "approve lets the job go on; reject cancels it"},
-				"comment": map[string]any{"type": "string", "title": "Comment", "maxLength": commentMax,
+				"comment": map[string]any{"type": "string", "title": "Comment", "maxLength": CommentMax,
 					"description": "optional note recorded with the decision"},
 			},
 			"required": []string{"decision"},
@@ -184,8 +184,8 @@ func elicitAnswer(resp mcp.InputResponse) (decision, comment string, answered bo
 		if comment, ok = c.(string); !ok {
 			return "", "", false, invalidArg("inputResponses", "%s.content.comment must be a string", InputKeyApproval)
 		}
-		if utf8.RuneCountInString(comment) > commentMax {
-			return "", "", false, invalidArg("inputResponses", "%s.content.comment: at most %d characters", InputKeyApproval, commentMax)
+		if utf8.RuneCountInString(comment) > CommentMax {
+			return "", "", false, invalidArg("inputResponses", "%s.content.comment: at most %d characters", InputKeyApproval, CommentMax)
 		}
 	}
 	return decision, comment, true, nil
@@ -195,22 +195,22 @@ func elicitAnswer(resp mcp.InputResponse) (decision, comment string, answered bo
 // answer, the client cannot take one, or the job waits for nothing.
 func (f *Core) askFor(ctx context.Context, p authz.Principal, j *jobstore.Job) error {
 	req := callRequest(ctx)
-	if !wantsElicitation(req) || j.NeedsInput == nil || j.Status() != workflows.StatusAwaitingInput ||
+	if !WantsElicitation(req) || j.NeedsInput == nil || j.Status() != workflows.StatusAwaitingInput ||
 		authz.Decide(p, authz.ActionResume, j.PolicyJob()) != authz.Allow {
 		return nil
 	}
 	ni := j.NeedsInput
-	exp := f.opts.Now().Add(StateTTLDefault)
+	exp := f.Opts.Now().Add(StateTTLDefault)
 	if ni.ExpiresAt.Before(exp) {
 		exp = ni.ExpiresAt
 	}
-	state := f.opts.Keys.SealState(handle.State{Tenant: p.Tenant, Subject: p.Subject, WorkflowID: j.ID, InputID: ni.InputID,
+	state := f.Opts.Keys.SealState(handle.State{Tenant: p.Tenant, Subject: p.Subject, WorkflowID: j.ID, InputID: ni.InputID,
 		ScopeDigest: ni.ScopeDigest, Tool: req.Params.Name, ArgsDigest: argsDigest(req.Params.Arguments),
 		Expiry: exp.Truncate(time.Second)})
 	if state == "" {
 		return nil // cannot be sealed (e.g. an already expired request): the plain view says it all
 	}
-	return &inputRequired{res: &mcp.CallToolResult{
+	return &InputRequired{Res: &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{InputKeyApproval: approvalElicitation(ni)},
 		RequestState:  state,
 	}}
@@ -222,14 +222,14 @@ func (f *Core) askFor(ctx context.Context, p authz.Principal, j *jobstore.Job) e
 // and nothing reaches the job.
 func (f *Core) answerFrom(ctx context.Context, p authz.Principal, j *jobstore.Job) (*jobstore.Job, string, error) {
 	req := callRequest(ctx)
-	st, err := f.opts.Keys.OpenState(req.Params.RequestState, f.opts.Now())
+	st, err := f.Opts.Keys.OpenState(req.Params.RequestState, f.Opts.Now())
 	switch {
 	case err != nil && !errors.Is(err, handle.ErrExpired):
 		return nil, "", invalidArg("requestState", "malformed or not issued by this service; call again without inputResponses to be asked anew")
 	case st.Tenant != p.Tenant || st.Subject != p.Subject || st.WorkflowID != j.ID:
-		return nil, "", errNotFound()
+		return nil, "", ErrNotFound()
 	case err != nil:
-		return nil, "", toolErr(CodeInputNotExpected, "the elicitation expired; call again without inputResponses to be asked anew")
+		return nil, "", ToolErr(CodeInputNotExpected, "the elicitation expired; call again without inputResponses to be asked anew")
 	case st.Tool != req.Params.Name || st.ArgsDigest != argsDigest(req.Params.Arguments):
 		return nil, "", invalidArg("requestState", "belongs to another call; retry the exact call that asked, with its arguments")
 	}
@@ -244,8 +244,8 @@ func (f *Core) answerFrom(ctx context.Context, p authz.Principal, j *jobstore.Jo
 	if !answered {
 		return j, "the elicitation was declined or dismissed: nothing changed, the job keeps waiting for input", nil
 	}
-	j2, err := f.resumeJob(ctx, p, j, ResumeIn{InputID: st.InputID, ScopeDigest: st.ScopeDigest, Decision: decision, Comment: comment},
-		tokenAnswerer(ctx, workflows.SurfaceMRTR), shownPrompt(j, st.InputID))
+	j2, err := f.ResumeJob(ctx, p, j, ResumeIn{InputID: st.InputID, ScopeDigest: st.ScopeDigest, Decision: decision, Comment: comment},
+		TokenAnswerer(ctx, workflows.SurfaceMRTR), ShownPrompt(j, st.InputID))
 	if err != nil {
 		return nil, "", err
 	}
@@ -264,13 +264,13 @@ func (f *Core) inputRound(ctx context.Context, p authz.Principal, j *jobstore.Jo
 // startJob starts st in the store within TemporalTimeout; a start that awaits the job's first
 // state waits at most ownerInputWait for it (the job is started all the same).
 func (f *Core) startJob(ctx context.Context, st jobstore.StartRequest) (string, error) {
-	d := f.opts.TemporalTimeout
+	d := f.Opts.TemporalTimeout
 	if st.AwaitFirst {
 		d = min(d, ownerInputWait)
 	}
 	tctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	return f.store.Start(tctx, st)
+	return f.Store.Start(tctx, st)
 }
 
 // awaitFirstState returns job j, found by a retried start, once it is past queued: the same
@@ -283,10 +283,10 @@ func (f *Core) awaitFirstState(ctx context.Context, j *jobstore.Job) *jobstore.J
 	}
 	tctx, cancel := context.WithTimeout(ctx, ownerInputWait)
 	defer cancel()
-	if err := f.store.FirstState(tctx, j.ID, j.RunID); err != nil {
+	if err := f.Store.FirstState(tctx, j.ID, j.RunID); err != nil {
 		return j
 	}
-	if j2, err := f.describe(ctx, j.ID); err == nil {
+	if j2, err := f.Describe(ctx, j.ID); err == nil {
 		return j2
 	}
 	return j

@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -33,7 +33,7 @@ type KindView[R any] struct {
 
 // toolText: a view whose result has words of its own (the conformance fixtures') is answered
 // with them as its text content.
-func (v *KindView[R]) toolText() (string, bool) {
+func (v *KindView[R]) ToolText() (string, bool) {
 	if t, ok := any(v.Result).(toolTexter); ok && v.Result != nil {
 		return t.toolText()
 	}
@@ -95,43 +95,43 @@ func ownerSegment(sub string) string {
 // describe reads one job; a job the store does not know is not_found. A stream's render
 // carries the job its run's watch just described (withDescribed, events/hub.go): that is the
 // answer, as fresh as the event the render is for.
-func (f *Core) describe(ctx context.Context, id string) (*jobstore.Job, error) {
+func (f *Core) Describe(ctx context.Context, id string) (*jobstore.Job, error) {
 	if j, ok := events.Described(ctx); ok && j.ID == id {
 		c := *j
 		return &c, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
+	ctx, cancel := context.WithTimeout(ctx, f.Opts.TemporalTimeout)
 	defer cancel()
-	j, err := f.store.Describe(ctx, id)
+	j, err := f.Store.Describe(ctx, id)
 	if errors.Is(err, jobstore.ErrJobNotFound) {
-		return nil, errNotFound()
+		return nil, ErrNotFound()
 	}
 	return j, err
 }
 
 // resolve opens a handle for the caller and reads the job, applying the access policy for a.
 // Every "may not know" outcome is the same not_found as an unknown job.
-func (f *Core) resolve(ctx context.Context, p authz.Principal, raw, kind string, a authz.Action) (*jobstore.Job, error) {
+func (f *Core) Resolve(ctx context.Context, p authz.Principal, raw, kind string, a authz.Action) (*jobstore.Job, error) {
 	if raw == "" {
 		return nil, invalidArg("handle", "is required")
 	}
-	h, err := f.opts.Keys.OpenHandle(raw, f.opts.Now())
+	h, err := f.Opts.Keys.OpenHandle(raw, f.Opts.Now())
 	if err == nil || errors.Is(err, handle.ErrExpired) {
 		noteJob(ctx, h.WorkflowID) // signature verified: safe to log, also when refused below
 	}
 	switch {
 	case errors.Is(err, handle.ErrExpired):
 		if h.Tenant != p.Tenant {
-			return nil, errNotFound()
+			return nil, ErrNotFound()
 		}
-		te := toolErr(CodeHandleExpired, "the handle has expired; call start_%s again with the same idempotency_key and arguments (or list_jobs) to get a fresh one", kindOr(h.Kind, kind))
+		te := ToolErr(CodeHandleExpired, "the handle has expired; call start_%s again with the same idempotency_key and arguments (or list_jobs) to get a fresh one", kindOr(h.Kind, kind))
 		te.Kind = kindOr(h.Kind, kind)
 		return nil, te
 	case err != nil:
-		return nil, toolErr(CodeInvalidHandle, "the handle is malformed or not signed by this service; pass the handle string exactly as returned")
+		return nil, ToolErr(CodeInvalidHandle, "the handle is malformed or not signed by this service; pass the handle string exactly as returned")
 	}
 	if h.Tenant != p.Tenant || !strings.HasPrefix(h.WorkflowID, p.Tenant+"/") {
-		return nil, errNotFound()
+		return nil, ErrNotFound()
 	}
 	if h.Kind != kind {
 		// The handle's signature and tenant are verified: naming its kind leaks nothing. Kind
@@ -140,23 +140,23 @@ func (f *Core) resolve(ctx context.Context, p authz.Principal, raw, kind string,
 		te.Kind = h.Kind
 		return nil, te
 	}
-	j, err := f.describe(ctx, h.WorkflowID)
+	j, err := f.Describe(ctx, h.WorkflowID)
 	if err != nil {
 		return nil, err
 	}
 	if j.Tenant != p.Tenant || j.Kind != kind {
-		return nil, errNotFound()
+		return nil, ErrNotFound()
 	}
 	switch authz.Decide(p, a, j.PolicyJob()) {
 	case authz.Allow:
 		return j, nil
 	case authz.Forbidden:
 		if a == authz.ActionResume {
-			return nil, toolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.PolicyJob()))
+			return nil, ToolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.PolicyJob()))
 		}
-		return nil, toolErr(CodeForbidden, "you may see this job but not %s it", a)
+		return nil, ToolErr(CodeForbidden, "you may see this job but not %s it", a)
 	default:
-		return nil, errNotFound()
+		return nil, ErrNotFound()
 	}
 }
 
@@ -172,9 +172,9 @@ func kindOr(a, b string) string {
 // closed-run cache (see resultCache), so reading it again costs no Temporal call.
 func (f *Core) readResult(ctx context.Context, j *jobstore.Job, ptr any) error {
 	cacheable := j.Exec == jobstore.RunCompleted && j.RunID != ""
-	k := resultKey{workflowID: j.ID, runID: j.RunID, typ: reflect.TypeOf(ptr)}
+	k := ResultKey{WorkflowID: j.ID, RunID: j.RunID, Typ: reflect.TypeOf(ptr)}
 	if cacheable {
-		if b, ok := f.results.get(k); ok {
+		if b, ok := f.Results.Get(k); ok {
 			if err := json.Unmarshal(b, ptr); err == nil {
 				return nil
 			}
@@ -182,21 +182,21 @@ func (f *Core) readResult(ctx context.Context, j *jobstore.Job, ptr any) error {
 			reflect.ValueOf(ptr).Elem().SetZero()
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
+	ctx, cancel := context.WithTimeout(ctx, f.Opts.TemporalTimeout)
 	defer cancel()
-	if err := f.store.Result(ctx, j.ID, j.RunID, ptr); err != nil {
+	if err := f.Store.Result(ctx, j.ID, j.RunID, ptr); err != nil {
 		return err
 	}
 	if cacheable {
 		if b, err := json.Marshal(ptr); err == nil {
-			f.results.put(k, b)
+			f.Results.Put(k, b)
 		}
 	}
 	return nil
 }
 
 func (f *Core) uiURL(id, runID string) string {
-	u := f.opts.UIBaseURL + "/namespaces/" + url.PathEscape(f.opts.Namespace) + "/workflows/" + url.PathEscape(id)
+	u := f.Opts.UIBaseURL + "/namespaces/" + url.PathEscape(f.Opts.Namespace) + "/workflows/" + url.PathEscape(id)
 	if runID != "" {
 		u += "/" + url.PathEscape(runID) + "/history"
 	}
@@ -205,7 +205,7 @@ func (f *Core) uiURL(id, runID string) string {
 
 // summary renders a list row: the job view without the result (which would cost a call per
 // row). Same derivations as view.
-func (f *Core) summary(p authz.Principal, j *jobstore.Job) JobSummary {
+func (f *Core) Summary(p authz.Principal, j *jobstore.Job) JobSummary {
 	s := JobSummary{
 		JobID:     j.ID,
 		Kind:      j.Kind,
@@ -216,8 +216,8 @@ func (f *Core) summary(p authz.Principal, j *jobstore.Job) JobSummary {
 		Error:     j.JobErr,
 		Decision:  decisionView(j.Decision),
 	}
-	s.Handle = f.opts.Keys.SealHandle(handle.Handle{Tenant: j.Tenant, WorkflowID: j.ID, Kind: j.Kind,
-		Expiry: f.opts.Now().Add(f.opts.HandleTTL).Truncate(time.Second)})
+	s.Handle = f.Opts.Keys.SealHandle(handle.Handle{Tenant: j.Tenant, WorkflowID: j.ID, Kind: j.Kind,
+		Expiry: f.Opts.Now().Add(f.Opts.HandleTTL).Truncate(time.Second)})
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = j.StartedAt
 	}
@@ -250,14 +250,14 @@ func (f *Core) summary(p authz.Principal, j *jobstore.Job) JobSummary {
 }
 
 // startOptions is a start's store request for principal p.
-func (f *Core) startOptions(p authz.Principal, id string, kind workflows.Kind, spec startSpec, memo map[string]any, awaitFirst bool) jobstore.StartRequest {
-	return jobstore.StartRequest{ID: id, Kind: kind.Name, Workflow: kind.WorkflowName, Input: spec.input, Tenant: p.Tenant, Owner: p.Subject,
-		Memo: memo, Summary: spec.summary, Details: spec.details, Fairness: f.fairness(p.Tenant), Slots: spec.slots, AwaitFirst: awaitFirst}
+func (f *Core) startOptions(p authz.Principal, id string, kind workflows.Kind, spec StartSpec, memo map[string]any, awaitFirst bool) jobstore.StartRequest {
+	return jobstore.StartRequest{ID: id, Kind: kind.Name, Workflow: kind.WorkflowName, Input: spec.Input, Tenant: p.Tenant, Owner: p.Subject,
+		Memo: memo, Summary: spec.Summary, Details: spec.Details, Fairness: f.fairness(p.Tenant), Slots: spec.slots, AwaitFirst: awaitFirst}
 }
 
 // fairness is tenant's dispatch key and configured weight.
 func (f *Core) fairness(tenant string) workflows.Fairness {
-	return workflows.Fairness{Key: tenant, Weight: float32(f.opts.Tenants.For(tenant).FairnessWeight)}
+	return workflows.Fairness{Key: tenant, Weight: float32(f.Opts.Tenants.For(tenant).FairnessWeight)}
 }
 
 // UIURLFor values (Options.UIURLFor).
@@ -270,10 +270,10 @@ const (
 // showUIURL reports whether p gets ui_url in job views: the Web UI shows every job of the
 // namespace and is an operator tool, not a tenant surface.
 func (f *Core) showUIURL(p authz.Principal) bool {
-	if f.opts.UIBaseURL == "" {
+	if f.Opts.UIBaseURL == "" {
 		return false
 	}
-	switch f.opts.UIURLFor {
+	switch f.Opts.UIURLFor {
 	case UIURLForAll:
 		return true
 	case UIURLForAdmin:
@@ -284,10 +284,10 @@ func (f *Core) showUIURL(p authz.Principal) bool {
 
 // Bounds of the closed-run result cache.
 const (
-	resultCacheMaxEntries = 4096
-	resultCacheMaxBytes   = 16 << 20
+	ResultCacheMaxEntries = 4096
+	ResultCacheMaxBytes   = 16 << 20
 	// resultCacheMaxEntry: a larger result is read from Temporal every time.
-	resultCacheMaxEntry = 256 << 10
+	ResultCacheMaxEntry = 256 << 10
 )
 
 // resultCache remembers the decoded results of succeeded runs, so a get_* of a finished job
@@ -303,15 +303,15 @@ const (
 // An entry is the result re-encoded as JSON (the result types round-trip through
 // encoding/json), decoded into a fresh value for every call: callers share no memory.
 // Bounded by entries and bytes; the oldest entries go first.
-type resultCache = boundedCache[resultKey, []byte]
+type resultCache = boundedCache[ResultKey, []byte]
 
-type resultKey struct {
-	workflowID, runID string
-	typ               reflect.Type
+type ResultKey struct {
+	WorkflowID, RunID string
+	Typ               reflect.Type
 }
 
-func newResultCache() *resultCache {
-	return newBoundedCache[resultKey](resultCacheMaxEntries, resultCacheMaxBytes, resultCacheMaxEntry,
+func NewResultCache() *resultCache {
+	return newBoundedCache[ResultKey](ResultCacheMaxEntries, ResultCacheMaxBytes, ResultCacheMaxEntry,
 		func(b []byte) int { return len(b) })
 }
 
@@ -324,21 +324,21 @@ type boundedCache[K comparable, V any] struct {
 	mu    sync.Mutex
 	m     map[K]V
 	order []K // insertion order, oldest first
-	bytes int
+	Bytes int
 }
 
 func newBoundedCache[K comparable, V any](maxEntries, maxBytes, maxEntry int, size func(V) int) *boundedCache[K, V] {
 	return &boundedCache[K, V]{maxEntries: maxEntries, maxBytes: maxBytes, maxEntry: maxEntry, size: size, m: make(map[K]V)}
 }
 
-func (c *boundedCache[K, V]) get(k K) (V, bool) {
+func (c *boundedCache[K, V]) Get(k K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.m[k]
 	return v, ok
 }
 
-func (c *boundedCache[K, V]) put(k K, v V) {
+func (c *boundedCache[K, V]) Put(k K, v V) {
 	n := c.size(v)
 	if n > c.maxEntry {
 		return
@@ -348,20 +348,20 @@ func (c *boundedCache[K, V]) put(k K, v V) {
 	if _, ok := c.m[k]; ok {
 		return
 	}
-	for len(c.order) > 0 && (len(c.m) >= c.maxEntries || c.bytes+n > c.maxBytes) {
+	for len(c.order) > 0 && (len(c.m) >= c.maxEntries || c.Bytes+n > c.maxBytes) {
 		old := c.order[0]
 		var zero K
 		c.order[0] = zero
 		c.order = c.order[1:]
-		c.bytes -= c.size(c.m[old])
+		c.Bytes -= c.size(c.m[old])
 		delete(c.m, old)
 	}
 	c.m[k] = v
 	c.order = append(c.order, k)
-	c.bytes += n
+	c.Bytes += n
 }
 
-func (c *boundedCache[K, V]) len() int {
+func (c *boundedCache[K, V]) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.m)

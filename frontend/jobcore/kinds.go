@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -26,29 +26,29 @@ type KindSpec interface {
 	// suffix of its tools and the JobKind search attribute.
 	Name() string
 	// serve binds the kind to f, once, in New.
-	serve(f *Core) servedKind
+	Serve(f *Core) ServedKind
 }
 
 // servedKind is a kind bound to one Frontend: its tools and what else it serves.
-type servedKind struct {
-	name                       string
-	start, get, cancel, resume toolDef
+type ServedKind struct {
+	Name                       string
+	start, get, cancel, resume ToolDef
 	// reads and writes are the kind's further tools (beyond start, get, cancel and resume):
 	// tools/list shows reads after the shared list tools, writes after every resume tool.
-	reads, writes []toolDef
+	Reads, Writes []ToolDef
 	// routes are the kind's further HTTP routes (ServeMux pattern → handler); they are served
 	// behind the bearer middleware, like /mcp.
-	routes map[string]http.Handler
+	Routes map[string]http.Handler
 	// maxSlots is set by a kind whose jobs hold episode slots while unfinished (quota
 	// episodes_in_flight_per_tenant, memo "slots"): the most one of its jobs can hold.
-	maxSlots func() int
+	MaxSlots func() int
 	// freshResult names the members of the kind's result sealed afresh on every read (download
 	// links and their expiry): an event stream's digest leaves them out, so a read a second
 	// later is not a new event (events/follow.go).
-	freshResult []string
+	FreshResult []string
 	// pageResult renders a succeeded job's result for p on the people's job page
-	// (frontend/pages, through pages_port.go): rows and a download link. nil shows none.
-	pageResult func(ctx context.Context, p authz.Principal, j *jobstore.Job) pages.Result
+	// (frontend/pages, through frontend/pages_port.go): rows and a download link. nil shows none.
+	PageResult func(ctx context.Context, p authz.Principal, j *jobstore.Job) pages.Result
 	// taskInput renders the kind's open input requests for tasks/get and reads tasks/update's
 	// answers; nil is the approval elicitation every job kind's request is (approvalInput).
 	taskInput taskInput
@@ -73,8 +73,8 @@ func DefaultKinds(with ...KindSpec) []KindSpec {
 
 // serveKinds binds specs to f, refusing a kind the workflows layer does not know (its jobs
 // could never start) and a kind listed twice (its tools would clash).
-func serveKinds(f *Core, specs []KindSpec) ([]servedKind, error) {
-	out := make([]servedKind, 0, len(specs))
+func ServeKinds(f *Core, specs []KindSpec) ([]ServedKind, error) {
+	out := make([]ServedKind, 0, len(specs))
 	seen := map[string]bool{}
 	for _, spec := range specs {
 		if spec == nil {
@@ -88,15 +88,15 @@ func serveKinds(f *Core, specs []KindSpec) ([]servedKind, error) {
 			return nil, fmt.Errorf("frontend: kind %q is listed twice", name)
 		}
 		seen[name] = true
-		out = append(out, spec.serve(f))
+		out = append(out, spec.Serve(f))
 	}
 	return out, nil
 }
 
 // served binds kind k to f with its start tool: get, cancel and resume are the same for every kind.
-func (k jobKind[R]) served(f *Core, start toolDef) servedKind {
+func (k JobKind[R]) served(f *Core, start ToolDef) ServedKind {
 	get, cancel, resume := k.jobTools(f)
-	return servedKind{name: k.name, start: start, get: get, cancel: cancel, resume: resume}
+	return ServedKind{Name: k.Name, start: start, get: get, cancel: cancel, resume: resume}
 }
 
 // startIn is what every start tool's arguments carry: the caller's idempotency key.
@@ -105,11 +105,11 @@ type startIn interface{ idempotencyKey() string }
 // startTool is kind k's start_<kind> tool. The start permission and the idempotency key are
 // checked here, once for every kind, before args validates the rest of the arguments and says
 // what to start (spec.key is filled in from in).
-func startTool[In startIn, R any](f *Core, k jobKind[R], t *mcp.Tool, args func(ctx context.Context, p authz.Principal, in In) (startSpec, error)) toolDef {
-	t.Name = "start_" + k.name
-	return newKindTool(f, k.name, authz.ActionStart, t, func(ctx context.Context, p authz.Principal, in In) (*KindView[R], error) {
+func startTool[In startIn, R any](f *Core, k JobKind[R], t *mcp.Tool, args func(ctx context.Context, p authz.Principal, in In) (StartSpec, error)) ToolDef {
+	t.Name = "start_" + k.Name
+	return newKindTool(f, k.Name, authz.ActionStart, t, func(ctx context.Context, p authz.Principal, in In) (*KindView[R], error) {
 		if authz.Decide(p, authz.ActionStart, authz.Job{}) != authz.Allow {
-			return nil, toolErr(CodeForbidden, "starting jobs needs jobs:write")
+			return nil, ToolErr(CodeForbidden, "starting jobs needs jobs:write")
 		}
 		if err := checkKey(in.idempotencyKey()); err != nil {
 			return nil, err
@@ -118,26 +118,26 @@ func startTool[In startIn, R any](f *Core, k jobKind[R], t *mcp.Tool, args func(
 		if err != nil {
 			return nil, err
 		}
-		spec.key = in.idempotencyKey()
-		return k.start(ctx, f, p, spec)
+		spec.Key = in.idempotencyKey()
+		return k.Start(ctx, f, p, spec)
 	})
 }
 
 // jobKind is what one kind supplies to the job core: its name, how tools call its jobs, and how
 // a succeeded job's result is rendered (R is the result type, with its own output schema).
 // Idempotent start, describe, view, handle, cancel, resume and the 403 scope table are shared.
-type jobKind[R any] struct {
-	name string // the kind's name (workflows.Kind.Name)
-	noun string // "eval run", "export": in tool titles and descriptions
+type JobKind[R any] struct {
+	Name string // the kind's name (workflows.Kind.Name)
+	Noun string // "eval run", "export": in tool titles and descriptions
 	// result renders a succeeded job's result for the caller; decode reads the workflow result.
-	result func(ctx context.Context, p authz.Principal, j *jobstore.Job, decode func(ptr any) error) (*R, error)
+	Result func(ctx context.Context, p authz.Principal, j *jobstore.Job, decode func(ptr any) error) (*R, error)
 }
 
 // view renders a job for the caller with a fresh handle and, once succeeded, its result.
-func (k jobKind[R]) view(ctx context.Context, f *Core, p authz.Principal, j *jobstore.Job) (*KindView[R], error) {
-	v := &KindView[R]{JobSummary: f.summary(p, j)}
+func (k JobKind[R]) view(ctx context.Context, f *Core, p authz.Principal, j *jobstore.Job) (*KindView[R], error) {
+	v := &KindView[R]{JobSummary: f.Summary(p, j)}
 	if v.Status == workflows.StatusSucceeded {
-		res, err := k.result(ctx, p, j, func(ptr any) error { return f.readResult(ctx, j, ptr) })
+		res, err := k.Result(ctx, p, j, func(ptr any) error { return f.readResult(ctx, j, ptr) })
 		if err != nil {
 			return nil, err
 		}
@@ -158,15 +158,15 @@ func checkKey(key string) error {
 }
 
 // startSpec is a validated start request of some kind.
-type startSpec struct {
-	key   string // the caller's idempotency key (checked by startTool)
-	hash  string // idempotency fingerprint of the normalized arguments
-	input any    // the workflow input
-	total int    // progress total known at start (0 when not yet known)
+type StartSpec struct {
+	Key   string // the caller's idempotency key (checked by startTool)
+	Hash  string // idempotency fingerprint of the normalized arguments
+	Input any    // the workflow input
+	Total int    // progress total known at start (0 when not yet known)
 	// summary and details label the job in the Temporal Web UI.
-	summary, details string
+	Summary, Details string
 	// ownerInput: the job will at once ask its owner for input (an MRTR client is asked then).
-	ownerInput bool
+	OwnerInput bool
 	// slots is the episode concurrency the job holds while unfinished (quota); 0 for a kind
 	// without maxSlots.
 	slots int
@@ -175,14 +175,14 @@ type startSpec struct {
 // start starts the job for spec, or finds it: same key and fingerprint → the same job
 // (created=false); anything else → idempotency_key_reused, nothing started.
 // The key was checked by startTool.
-func (k jobKind[R]) start(ctx context.Context, f *Core, p authz.Principal, spec startSpec) (*KindView[R], error) {
-	kind, ok := workflows.LookupKind(k.name)
+func (k JobKind[R]) Start(ctx context.Context, f *Core, p authz.Principal, spec StartSpec) (*KindView[R], error) {
+	kind, ok := workflows.LookupKind(k.Name)
 	if !ok {
-		return nil, fmt.Errorf("kind %q is not registered in workflows.Kinds", k.name)
+		return nil, fmt.Errorf("kind %q is not registered in workflows.Kinds", k.Name)
 	}
-	id := jobID(p.Tenant, k.name, p.Subject, spec.key)
+	id := jobID(p.Tenant, k.Name, p.Subject, spec.Key)
 	noteJob(ctx, id)
-	adm, err := f.quota.Admit(ctx, p, id, spec.slots)
+	adm, err := f.Quota.Admit(ctx, p, id, spec.slots)
 	if err != nil {
 		var te *ToolError
 		if errors.As(err, &te) && te.Code == CodeQuotaExceeded {
@@ -194,40 +194,40 @@ func (k jobKind[R]) start(ctx context.Context, f *Core, p authz.Principal, spec 
 		}
 		return nil, err
 	}
-	now := f.opts.Now().UTC()
-	progress := workflows.Progress{Total: spec.total, Unit: kind.Unit, Message: "queued", AsOf: now}
+	now := f.Opts.Now().UTC()
+	progress := workflows.Progress{Total: spec.Total, Unit: kind.Unit, Message: "queued", AsOf: now}
 	memo := map[string]any{
-		workflows.MemoInputHash: spec.hash,
+		workflows.MemoInputHash: spec.Hash,
 		workflows.MemoCreatedAt: now,
 		workflows.MemoProgress:  progress,
 	}
 	if spec.slots > 0 {
 		memo[workflows.MemoSlots] = spec.slots
 	}
-	st := f.startOptions(p, id, kind, spec, memo, spec.ownerInput && wantsElicitation(callRequest(ctx)) && !carriesAnswer(callRequest(ctx)))
+	st := f.startOptions(p, id, kind, spec, memo, spec.OwnerInput && WantsElicitation(callRequest(ctx)) && !carriesAnswer(callRequest(ctx)))
 	runID, err := f.startJob(ctx, st)
 	if err == nil || errors.Is(err, jobstore.ErrFirstStateTimeout) && runID != "" {
 		adm.Started()
-		j := &jobstore.Job{ID: id, RunID: runID, Tenant: p.Tenant, Owner: p.Subject, Kind: k.name,
-			Exec: jobstore.RunRunning, SAStatus: workflows.StatusQueued, InputHash: spec.hash,
+		j := &jobstore.Job{ID: id, RunID: runID, Tenant: p.Tenant, Owner: p.Subject, Kind: k.Name,
+			Exec: jobstore.RunRunning, SAStatus: workflows.StatusQueued, InputHash: spec.Hash,
 			CreatedAt: now, Progress: progress, Slots: spec.slots}
 		if st.AwaitFirst {
 			// Show the job as its first state left it (the input request to ask about), or as
 			// it is when that did not come in time.
-			if j2, derr := f.describe(ctx, id); derr == nil {
+			if j2, derr := f.Describe(ctx, id); derr == nil {
 				j = j2
 			}
 		}
-		f.metrics.JobStarted(k.name, true)
+		f.Metrics.JobStarted(k.Name, true)
 		return k.started(ctx, f, p, j, spec, true)
 	}
 	if errors.Is(err, jobstore.ErrFirstStateTimeout) {
 		// The call ended before the start answered: the job may exist. It is this start's when
 		// it carries this start's created_at (no other start has the same instant and hash).
-		if j, derr := f.describe(ctx, id); derr == nil && j.Tenant == p.Tenant && j.Kind == k.name && j.Owner == p.Subject &&
-			j.InputHash == spec.hash && j.CreatedAt.Equal(now) {
+		if j, derr := f.Describe(ctx, id); derr == nil && j.Tenant == p.Tenant && j.Kind == k.Name && j.Owner == p.Subject &&
+			j.InputHash == spec.Hash && j.CreatedAt.Equal(now) {
 			adm.Started()
-			f.metrics.JobStarted(k.name, true)
+			f.Metrics.JobStarted(k.Name, true)
 			return k.started(ctx, f, p, j, spec, true)
 		}
 		adm.Abandoned()
@@ -238,33 +238,33 @@ func (k jobKind[R]) start(ctx context.Context, f *Core, p authz.Principal, spec 
 		return nil, err
 	}
 	// The key is taken: the same request gets the same job; anything else is a reuse.
-	j, err := f.describe(ctx, id)
+	j, err := f.Describe(ctx, id)
 	if err != nil {
 		var te *ToolError
 		if errors.As(err, &te) && te.Code == CodeNotFound {
-			return nil, toolErr(CodeUnavailable, "the job for this key is being replaced; retry")
+			return nil, ToolErr(CodeUnavailable, "the job for this key is being replaced; retry")
 		}
 		return nil, err
 	}
-	if j.Tenant != p.Tenant || j.Kind != k.name || j.Owner != p.Subject || j.InputHash != spec.hash {
-		return nil, errKeyReused(spec.key)
+	if j.Tenant != p.Tenant || j.Kind != k.Name || j.Owner != p.Subject || j.InputHash != spec.Hash {
+		return nil, errKeyReused(spec.Key)
 	}
-	f.metrics.JobStarted(k.name, false)
+	f.Metrics.JobStarted(k.Name, false)
 	return k.started(ctx, f, p, j, spec, false)
 }
 
 // existing answers a start refused by a quota when its key already names a job: the same job
 // for an idempotent retry, idempotency_key_reused for another. found is false when the key
 // names no job (or it cannot be read), and the refusal stands.
-func (k jobKind[R]) existing(ctx context.Context, f *Core, p authz.Principal, id string, spec startSpec) (*KindView[R], error, bool) {
-	j, err := f.describe(ctx, id)
+func (k JobKind[R]) existing(ctx context.Context, f *Core, p authz.Principal, id string, spec StartSpec) (*KindView[R], error, bool) {
+	j, err := f.Describe(ctx, id)
 	if err != nil {
 		return nil, nil, false
 	}
-	if j.Tenant != p.Tenant || j.Kind != k.name || j.Owner != p.Subject || j.InputHash != spec.hash {
-		return nil, errKeyReused(spec.key), true
+	if j.Tenant != p.Tenant || j.Kind != k.Name || j.Owner != p.Subject || j.InputHash != spec.Hash {
+		return nil, errKeyReused(spec.Key), true
 	}
-	f.metrics.JobStarted(k.name, false)
+	f.Metrics.JobStarted(k.Name, false)
 	v, err := k.started(ctx, f, p, j, spec, false)
 	return v, err, true
 }
@@ -277,10 +277,10 @@ const ownerInputWait = 3 * time.Second
 // started renders a started (or found) job. With a 2026 client that can take an elicitation, a
 // job that at once waits for its owner is answered with that elicitation (MRTR), and the
 // retry — the same idempotent start plus inputResponses — delivers the answer.
-func (k jobKind[R]) started(ctx context.Context, f *Core, p authz.Principal, j *jobstore.Job, spec startSpec, created bool) (*KindView[R], error) {
+func (k JobKind[R]) started(ctx context.Context, f *Core, p authz.Principal, j *jobstore.Job, spec StartSpec, created bool) (*KindView[R], error) {
 	req := callRequest(ctx)
 	note := ""
-	if carriesAnswer(req) || (spec.ownerInput && wantsElicitation(req)) {
+	if carriesAnswer(req) || (spec.OwnerInput && WantsElicitation(req)) {
 		if !carriesAnswer(req) && !created {
 			// A retry of the start: the job it found may not have reached its first state yet.
 			j = f.awaitFirstState(ctx, j)
@@ -298,15 +298,15 @@ func (k jobKind[R]) started(ctx context.Context, f *Core, p authz.Principal, j *
 }
 
 // jobTools are the get, cancel and resume tools of kind k, the same for every kind.
-func (k jobKind[R]) jobTools(f *Core) (get, cancel, resume toolDef) {
-	get = newKindTool(f, k.name, authz.ActionGet, &mcp.Tool{
-		Name:  "get_" + k.name,
-		Title: "Get an " + k.noun,
-		Description: "The " + k.noun + "'s current view: status, progress, open input request, result or error. " +
+func (k JobKind[R]) jobTools(f *Core) (get, cancel, resume ToolDef) {
+	get = newKindTool(f, k.Name, authz.ActionGet, &mcp.Tool{
+		Name:  "get_" + k.Name,
+		Title: "Get an " + k.Noun,
+		Description: "The " + k.Noun + "'s current view: status, progress, open input request, result or error. " +
 			"Answers even while no worker runs (progress as of progress.as_of).",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, p authz.Principal, in HandleIn) (*KindView[R], error) {
-		j, err := f.resolve(ctx, p, in.Handle, k.name, authz.ActionGet)
+		j, err := f.Resolve(ctx, p, in.Handle, k.Name, authz.ActionGet)
 		if err != nil {
 			return nil, err
 		}
@@ -320,28 +320,28 @@ func (k jobKind[R]) jobTools(f *Core) (get, cancel, resume toolDef) {
 		}
 		return v, err
 	})
-	cancel = newKindTool(f, k.name, authz.ActionCancel, &mcp.Tool{
-		Name:  "cancel_" + k.name,
-		Title: "Cancel an " + k.noun,
+	cancel = newKindTool(f, k.Name, authz.ActionCancel, &mcp.Tool{
+		Name:  "cancel_" + k.Name,
+		Title: "Cancel an " + k.Noun,
 		Description: "Request cancellation: running work is stopped and the job ends cancelled. " +
 			"Idempotent; a finished job reports its final state.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, p authz.Principal, in CancelIn) (*KindView[R], error) {
-		j, err := f.cancel(ctx, p, in, k.name)
+		j, err := f.cancel(ctx, p, in, k.Name)
 		if err != nil {
 			return nil, err
 		}
 		return k.view(ctx, f, p, j)
 	})
-	resume = newKindTool(f, k.name, authz.ActionResume, &mcp.Tool{
-		Name:  "resume_" + k.name,
-		Title: "Answer an " + k.noun + "'s input request",
-		Description: "Approve or reject the open input request of an " + k.noun + " job (status awaiting_input). " +
+	resume = newKindTool(f, k.Name, authz.ActionResume, &mcp.Tool{
+		Name:  "resume_" + k.Name,
+		Title: "Answer an " + k.Noun + "'s input request",
+		Description: "Approve or reject the open input request of an " + k.Noun + " job (status awaiting_input). " +
 			"input_id and scope_digest must be the ones in needs_input. needs_input.approver says who may answer: " +
 			"owner (the job's owner, jobs:write) or approver (jobs:approve, and not the job's owner unless self_approval).",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, p authz.Principal, in ResumeIn) (*KindView[R], error) {
-		j, err := f.resume(ctx, p, in, k.name)
+		j, err := f.resume(ctx, p, in, k.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -351,5 +351,5 @@ func (k jobKind[R]) jobTools(f *Core) (get, cancel, resume toolDef) {
 }
 
 func errKeyReused(key string) *ToolError {
-	return toolErr(CodeIdempotencyKeyReused, "idempotency_key %q already names another of your jobs (started with other arguments); use a new key for a new job", key)
+	return ToolErr(CodeIdempotencyKeyReused, "idempotency_key %q already names another of your jobs (started with other arguments); use a new key for a new job", key)
 }

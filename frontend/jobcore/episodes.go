@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -40,7 +40,7 @@ type ListEpisodesIn struct {
 type ListEpisodesOut = wire.ListEpisodesOut
 
 // listEpisodesTool is the eval kind's list_episodes.
-func (k *evalKind) listEpisodesTool(f *Core) toolDef {
+func (k *evalKind) listEpisodesTool(f *Core) ToolDef {
 	td := newKindTool(f, workflows.KindEval, authz.ActionGet, &mcp.Tool{
 		Name:  listEpisodesToolName,
 		Title: "List an eval run's episodes",
@@ -56,7 +56,7 @@ func (k *evalKind) listEpisodesTool(f *Core) toolDef {
 	})
 	td = td.enum("status", contract.EpisodePassed, contract.EpisodeFailed, contract.EpisodeErrored).
 		bounds("page_size", 1, wire.EpisodesPageSizeMax)
-	td.tool.InputSchema.(*jsonschema.Schema).Properties["page_size"].Default = []byte(strconv.Itoa(wire.EpisodesPageSizeDefault))
+	td.Tool.InputSchema.(*jsonschema.Schema).Properties["page_size"].Default = []byte(strconv.Itoa(wire.EpisodesPageSizeDefault))
 	return td
 }
 
@@ -106,22 +106,22 @@ func (k *evalKind) listEpisodes(ctx context.Context, f *Core, p authz.Principal,
 	if err != nil {
 		return nil, err
 	}
-	j, err := f.resolve(ctx, p, in.Handle, workflows.KindEval, authz.ActionGet)
+	j, err := f.Resolve(ctx, p, in.Handle, workflows.KindEval, authz.ActionGet)
 	if err != nil {
 		return nil, err
 	}
 	if k.opts.Artifacts == nil {
-		return nil, toolErr(CodeUnavailable, "this server has no artifact store configured, where episode results are kept; ask its operators")
+		return nil, ToolErr(CodeUnavailable, "this server has no artifact store configured, where episode results are kept; ask its operators")
 	}
 	fp := ef.fingerprint(j)
 	var pos episodePos
 	if in.Cursor != "" {
-		tok, err := f.openListCursor(p, listEpisodesToolName, in.Cursor, fp)
+		tok, err := f.OpenListCursor(p, listEpisodesToolName, in.Cursor, fp)
 		if err != nil {
 			return nil, err
 		}
 		if pos, err = parseEpisodePos(tok); err != nil {
-			return nil, toolErr(CodeCursorInvalid, "cursor: malformed or not issued by this service; pass next_cursor exactly as returned, or omit cursor to start from the first page")
+			return nil, ToolErr(CodeCursorInvalid, "cursor: malformed or not issued by this service; pass next_cursor exactly as returned, or omit cursor to start from the first page")
 		}
 	}
 	running := !j.Status().Terminal()
@@ -136,8 +136,8 @@ func (k *evalKind) listEpisodes(ctx context.Context, f *Core, p authz.Principal,
 	}
 	if err != nil {
 		// The artifact store (or a segment in it): the operators' log says which.
-		f.logger(ctx).Error("list_episodes: reading the episode log", zap.String("job_id", j.ID), zap.Error(err))
-		return nil, toolErr(CodeUnavailable, "the episode results could not be read from the artifact store; retry shortly")
+		f.Logger(ctx).Error("list_episodes: reading the episode log", zap.String("job_id", j.ID), zap.Error(err))
+		return nil, ToolErr(CodeUnavailable, "the episode results could not be read from the artifact store; retry shortly")
 	}
 	if more || running {
 		if out.NextCursor, err = f.sealListCursor(p, listEpisodesToolName, fp, next.token()); err != nil {
@@ -173,9 +173,9 @@ func (k *evalKind) episodeSources(ctx context.Context, f *Core, j *jobstore.Job,
 		}}
 	}
 	if running {
-		qctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
+		qctx, cancel := context.WithTimeout(ctx, f.Opts.TemporalTimeout)
 		// Only what the page can use: from the cursor on, when it points into the current segment.
-		q, err := f.store.QueryEpisodes(qctx, j.ID, workflows.EpisodesQuery{Segment: pos.seg, From: pos.off})
+		q, err := f.Store.QueryEpisodes(qctx, j.ID, workflows.EpisodesQuery{Segment: pos.seg, From: pos.off})
 		cancel()
 		if err == nil {
 			var srcs []episodeSource
@@ -189,7 +189,7 @@ func (k *evalKind) episodeSources(ctx context.Context, f *Core, j *jobstore.Job,
 				return live, nil
 			}}), nil
 		}
-		f.logger(ctx).Info("list_episodes: the workflow did not answer; listing written segments", zap.String("job_id", j.ID), zap.Error(err))
+		f.Logger(ctx).Info("list_episodes: the workflow did not answer; listing written segments", zap.String("job_id", j.ID), zap.Error(err))
 	}
 	segs, err := store.EpisodeSegments(ctx, j.ID, j.FirstRunID)
 	if err != nil {
@@ -316,8 +316,8 @@ func (k *evalKind) episodesLink(f *Core, p authz.Principal, j *jobstore.Job, log
 	if k.opts.Artifacts == nil || authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
 		return
 	}
-	exp := f.opts.Now().Add(k.opts.DownloadTTL).Truncate(time.Second)
-	tok := f.opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
+	exp := f.Opts.Now().Add(k.opts.DownloadTTL).Truncate(time.Second)
+	tok := f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
 		Digest: log.SHA256, Expiry: exp})
 	if tok != "" {
 		v.EpisodesURL = f.publicBase() + "/episodes/" + url.PathEscape(tok)
@@ -334,10 +334,10 @@ func (k *evalKind) downloadEpisodes(f *Core, w http.ResponseWriter, r *http.Requ
 		return
 	}
 	unavailable := func(what string, err error) {
-		f.logger(r.Context()).Error("episodes download: "+what, zap.String("job_id", d.WorkflowID), zap.Error(err))
+		f.Logger(r.Context()).Error("episodes download: "+what, zap.String("job_id", d.WorkflowID), zap.Error(err))
 		http.Error(w, "the job store or artifact store is unreachable; retry shortly", http.StatusServiceUnavailable)
 	}
-	j, err := f.describe(r.Context(), d.WorkflowID)
+	j, err := f.Describe(r.Context(), d.WorkflowID)
 	if err != nil {
 		var te *ToolError
 		if errors.As(err, &te) && te.Code == CodeNotFound {
@@ -383,6 +383,6 @@ func (k *evalKind) downloadEpisodes(f *Core, w http.ResponseWriter, r *http.Requ
 	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":") // RFC 9530
 	h.Set("ETag", strconv.Quote(d.Digest))
 	h.Set("Cache-Control", "private, no-store")
-	f.logger(r.Context()).Info("episodes download", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.ID))
+	f.Logger(r.Context()).Info("episodes download", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.ID))
 	http.ServeContent(w, r, name, j.ClosedAt, rd)
 }

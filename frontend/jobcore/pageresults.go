@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func exportPageResult(f *Core, k *exportKind) func(ctx context.Context, p authz.
 			{Label: "Columns", Value: strings.Join(m.Columns, ", ")}, {Label: "File", Value: m.FileName},
 			{Label: "SHA-256", Value: m.SHA256, Code: true}, {Label: "Available until", Value: pages.When(m.ExpiresAt)}}}
 		if res.Decision != nil {
-			out.Fields = append(out.Fields, decisionFields(res.Decision)...)
+			out.Fields = append(out.Fields, DecisionFields(res.Decision)...)
 		} else if res.ApprovedBy != "" {
 			out.Fields = append(out.Fields, pages.Field{Label: "Approved by", Value: res.ApprovedBy})
 		}
@@ -45,7 +45,7 @@ func evalPageResult(f *Core) func(ctx context.Context, p authz.Principal, j *job
 		if err := f.readResult(ctx, j, &res); err != nil || res.Decision == nil {
 			return pages.Result{}
 		}
-		fields := decisionFields(res.Decision)
+		fields := DecisionFields(res.Decision)
 		if n := len(fields) - 1; fields[n].Label == "Record" {
 			fields[n].Value = "sealed; kept in the job's history"
 		}
@@ -56,11 +56,11 @@ func evalPageResult(f *Core) func(ctx context.Context, p authz.Principal, j *job
 // pageDownloadPath seals a download link to job j's artifact (digest, expiring at expires) for
 // p, or "" when p may not download it or there is none.
 func pageDownloadPath(f *Core, k *exportKind, p authz.Principal, j *jobstore.Job, digest string, expires time.Time) string {
-	now := f.opts.Now()
+	now := f.Opts.Now()
 	if k.opts.Artifacts == nil || !now.Before(expires) || authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
 		return ""
 	}
-	tok := f.opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
+	tok := f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
 		Digest: digest, Expiry: now.Add(k.opts.DownloadTTL).Truncate(time.Second)})
 	if tok == "" {
 		return ""
@@ -71,7 +71,7 @@ func pageDownloadPath(f *Core, k *exportKind, p authz.Principal, j *jobstore.Job
 // decisionFields are the decision record in words for the job page: who answered (and who
 // vouched for them), when and how, what they were shown, their comment, and where the sealed
 // copy is.
-func decisionFields(d *workflows.DecisionRecord) []pages.Field {
+func DecisionFields(d *workflows.DecisionRecord) []pages.Field {
 	who := d.By
 	if d.Name != "" {
 		who = d.Name + " (" + d.By + ")"

@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"bytes"
@@ -22,33 +22,33 @@ import (
 
 // toolDef is one tool: its schema, its handler and the policy action whose scopes the HTTP
 // layer checks (403 insufficient_scope) before the tool runs.
-type toolDef struct {
-	tool    *mcp.Tool
-	handler mcp.ToolHandler
-	action  authz.Action
+type ToolDef struct {
+	Tool    *mcp.Tool
+	Handler mcp.ToolHandler
+	Action  authz.Action
 	// task is how a start tool (ActionStart) meets the Tasks extension: taskOptional (the
 	// zero value: a task for a client that declares the extension, the job view otherwise),
 	// taskRequired or taskForbidden. Other tools never create tasks.
-	task taskSupport
+	Task TaskSupport
 }
 
 // tools lists every tool, reads first then writes (the order tools/list shows): every kind's
 // get tool, the lists, the kinds' further read tools, then every kind's start, cancel and
 // resume tools and the kinds' further write tools; kinds in Options order.
-func (f *Core) tools() []toolDef {
-	var defs []toolDef
-	each := func(tools func(servedKind) []toolDef) {
-		for _, k := range f.kinds {
+func (f *Core) Tools() []ToolDef {
+	var defs []ToolDef
+	each := func(tools func(ServedKind) []ToolDef) {
+		for _, k := range f.Kinds {
 			defs = append(defs, tools(k)...)
 		}
 	}
-	each(func(k servedKind) []toolDef { return []toolDef{k.get} })
-	defs = append(defs, f.listJobsTool(), f.listApprovalsTool(), f.describeJobTool())
-	each(func(k servedKind) []toolDef { return k.reads })
-	each(func(k servedKind) []toolDef { return []toolDef{k.start} })
-	each(func(k servedKind) []toolDef { return []toolDef{k.cancel} })
-	each(func(k servedKind) []toolDef { return []toolDef{k.resume} })
-	each(func(k servedKind) []toolDef { return k.writes })
+	each(func(k ServedKind) []ToolDef { return []ToolDef{k.get} })
+	defs = append(defs, f.ListJobsTool(), f.listApprovalsTool(), f.describeJobTool())
+	each(func(k ServedKind) []ToolDef { return k.Reads })
+	each(func(k ServedKind) []ToolDef { return []ToolDef{k.start} })
+	each(func(k ServedKind) []ToolDef { return []ToolDef{k.cancel} })
+	each(func(k ServedKind) []ToolDef { return []ToolDef{k.resume} })
+	each(func(k ServedKind) []ToolDef { return k.Writes })
 	for _, td := range defs {
 		td.freezeSchemas()
 	}
@@ -59,12 +59,12 @@ func (f *Core) tools() []toolDef {
 // sends). The SDK re-marshals a tool's input schema on every tools/call (looking for
 // x-mcp-header annotations, SEP-2243); a *jsonschema.Schema marshals by reflection, ~45
 // allocations a call, a json.RawMessage as the bytes it is.
-func (td toolDef) freezeSchemas() {
-	for _, s := range []*any{&td.tool.InputSchema, &td.tool.OutputSchema} {
+func (td ToolDef) freezeSchemas() {
+	for _, s := range []*any{&td.Tool.InputSchema, &td.Tool.OutputSchema} {
 		if js, ok := (*s).(*jsonschema.Schema); ok && js != nil {
 			b, err := json.Marshal(js)
 			if err != nil {
-				panic(fmt.Sprintf("tool %s: schema: %v", td.tool.Name, err))
+				panic(fmt.Sprintf("tool %s: schema: %v", td.Tool.Name, err))
 			}
 			*s = json.RawMessage(b)
 		}
@@ -77,7 +77,7 @@ func ptr[T any](v T) *T { return &v }
 // invalid_argument naming the field, not the SDK's generic schema message, so the model can fix
 // the call. Error results carry no structuredContent (see errorResult), so every result a client
 // can receive validates against the output schema.
-func newTool[In, Out any](f *Core, action authz.Action, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) toolDef {
+func NewTool[In, Out any](f *Core, action authz.Action, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) ToolDef {
 	return newKindTool(f, "", action, t, run)
 }
 
@@ -85,7 +85,7 @@ func newTool[In, Out any](f *Core, action authz.Action, t *mcp.Tool, run func(co
 // tool errors carry the kind (ToolError.Kind) unless they already name one, so a client learns
 // which kind an error concerns from a field, not from the message. not_found does not: it is
 // one answer, byte for byte, for every unknown or invisible job whichever tool was asked.
-func newKindTool[In, Out any](f *Core, kind string, action authz.Action, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) toolDef {
+func newKindTool[In, Out any](f *Core, kind string, action authz.Action, t *mcp.Tool, run func(context.Context, authz.Principal, In) (Out, error)) ToolDef {
 	in, schemaErr := jsonschema.For[In](nil)
 	if schemaErr != nil {
 		panic(fmt.Sprintf("tool %s: input schema: %v", t.Name, schemaErr))
@@ -106,10 +106,10 @@ func newKindTool[In, Out any](f *Core, kind string, action authz.Action, t *mcp.
 		var ti = req.Extra
 		p, ok := authz.Principal{}, false
 		if ti != nil {
-			p, ok = principalFrom(ti.TokenInfo)
+			p, ok = PrincipalFrom(ti.TokenInfo)
 		}
 		if !ok {
-			return nil, errNoPrincipal
+			return nil, ErrNoPrincipal
 		}
 		fields := make([]zap.Field, 0, 8) // tool, tenant, sub, trace_id, span_id, latency, job_id, code
 		fields = append(fields, zap.String("tool", name), zap.String("tenant", p.Tenant), zap.String("sub", p.Subject))
@@ -119,10 +119,10 @@ func newKindTool[In, Out any](f *Core, kind string, action authz.Action, t *mcp.
 			args In
 			res  Out
 			err  error
-			rec  = &callRecord{req: req}
+			rec  = &CallRecord{Req: req}
 		)
 		if err = decodeArgs(req.Params.Arguments, &args); err == nil {
-			ctx = context.WithValue(ctx, callRecordKey{}, rec)
+			ctx = context.WithValue(ctx, CallRecordKey{}, rec)
 			res, err = run(ctx, p, args)
 		}
 		fields = append(fields, zap.Duration("latency", time.Since(start)))
@@ -134,48 +134,48 @@ func newKindTool[In, Out any](f *Core, kind string, action authz.Action, t *mcp.
 		if rec.jobID != "" {
 			fields = append(fields, zap.String("job_id", rec.jobID))
 		}
-		var ir *inputRequired
+		var ir *InputRequired
 		if errors.As(err, &ir) {
-			f.metrics.ToolCall(name, telemetry.OutcomeInputRequired, time.Since(start))
+			f.Metrics.ToolCall(name, telemetry.OutcomeInputRequired, time.Since(start))
 			telemetry.SpanOutcome(ctx, rec.jobID, "input_required")
-			f.log.Info("tool call", append(fields, zap.String("code", "input_required"))...)
-			return ir.res, nil
+			f.Log.Info("tool call", append(fields, zap.String("code", "input_required"))...)
+			return ir.Res, nil
 		}
 		if err != nil {
-			if te, ok := asToolError(err); ok {
+			if te, ok := AsToolError(err); ok {
 				if kind != "" && te.Kind == "" && te.Code != CodeNotFound {
 					c := *te // the error may be shared: set the kind on a copy
 					c.Kind = kind
 					te = &c
 				}
-				f.metrics.ToolCall(name, te.Code, time.Since(start))
+				f.Metrics.ToolCall(name, te.Code, time.Since(start))
 				telemetry.SpanOutcome(ctx, rec.jobID, te.Code)
-				f.log.Info("tool call", append(fields, zap.String("code", te.Code))...)
-				return errorResult(te), nil
+				f.Log.Info("tool call", append(fields, zap.String("code", te.Code))...)
+				return ErrorResult(te), nil
 			}
-			f.metrics.ToolCall(name, telemetry.OutcomeError, time.Since(start))
+			f.Metrics.ToolCall(name, telemetry.OutcomeError, time.Since(start))
 			telemetry.SpanOutcome(ctx, rec.jobID, telemetry.OutcomeError)
-			f.log.Error("tool call failed", append(fields, zap.Error(err))...)
+			f.Log.Error("tool call failed", append(fields, zap.Error(err))...)
 			return nil, err
 		}
-		f.metrics.ToolCall(name, telemetry.OutcomeOK, time.Since(start))
+		f.Metrics.ToolCall(name, telemetry.OutcomeOK, time.Since(start))
 		telemetry.SpanOutcome(ctx, rec.jobID, "ok")
-		f.log.Info("tool call", append(fields, zap.String("code", "ok"))...)
+		f.Log.Info("tool call", append(fields, zap.String("code", "ok"))...)
 		return okResult(res)
 	}
-	return toolDef{tool: t, handler: h, action: action}
+	return ToolDef{Tool: t, Handler: h, Action: action}
 }
 
 // quietResult is a tool's answer as newKindTool gives it, without its log line and metric (an
 // event stream's re-render).
 func quietResult[Out any](res Out, err error) (*mcp.CallToolResult, error) {
-	var ir *inputRequired
+	var ir *InputRequired
 	switch {
 	case errors.As(err, &ir):
-		return ir.res, nil
+		return ir.Res, nil
 	case err != nil:
-		if te, ok := asToolError(err); ok {
-			return errorResult(te), nil
+		if te, ok := AsToolError(err); ok {
+			return ErrorResult(te), nil
 		}
 		return nil, err
 	}
@@ -183,8 +183,8 @@ func quietResult[Out any](res Out, err error) (*mcp.CallToolResult, error) {
 }
 
 // enum restricts a string property of a tool's input schema to vals.
-func (td toolDef) enum(prop string, vals ...string) toolDef {
-	s := td.tool.InputSchema.(*jsonschema.Schema).Properties[prop]
+func (td ToolDef) enum(prop string, vals ...string) ToolDef {
+	s := td.Tool.InputSchema.(*jsonschema.Schema).Properties[prop]
 	for _, v := range vals {
 		s.Enum = append(s.Enum, v)
 	}
@@ -192,8 +192,8 @@ func (td toolDef) enum(prop string, vals ...string) toolDef {
 }
 
 // bounds sets an integer property's inclusive range.
-func (td toolDef) bounds(prop string, lo, hi float64) toolDef {
-	s := td.tool.InputSchema.(*jsonschema.Schema).Properties[prop]
+func (td ToolDef) bounds(prop string, lo, hi float64) ToolDef {
+	s := td.Tool.InputSchema.(*jsonschema.Schema).Properties[prop]
 	s.Minimum, s.Maximum = &lo, &hi
 	return td
 }
@@ -201,16 +201,16 @@ func (td toolDef) bounds(prop string, lo, hi float64) toolDef {
 // callRecord is a tool call's context value: the request being served (see callRequest), and
 // what the call's log line needs from deep inside it: the job it touched, also when it was
 // refused (those are the calls an audit looks for).
-type callRecord struct {
-	req   *mcp.CallToolRequest
+type CallRecord struct {
+	Req   *mcp.CallToolRequest
 	jobID string
 }
 
-type callRecordKey struct{}
+type CallRecordKey struct{}
 
 // noteJob records the job a call is about, from a verified handle or a validated key.
 func noteJob(ctx context.Context, id string) {
-	if rec, ok := ctx.Value(callRecordKey{}).(*callRecord); ok {
+	if rec, ok := ctx.Value(CallRecordKey{}).(*CallRecord); ok {
 		rec.jobID = id
 	}
 }

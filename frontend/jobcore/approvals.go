@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -23,8 +23,8 @@ type ListApprovalsIn struct {
 	Cursor   string `json:"cursor,omitempty" jsonschema:"next_cursor from the previous page, verbatim, with the same kind and page_size; omit for the first page"`
 }
 
-func (f *Core) listApprovalsTool() toolDef {
-	return newTool(f, authz.ActionListApprovals, &mcp.Tool{
+func (f *Core) listApprovalsTool() ToolDef {
+	return NewTool(f, authz.ActionListApprovals, &mcp.Tool{
 		Name:  listApprovalsToolName,
 		Title: "List jobs awaiting my approval",
 		Description: "For approvers (jobs:approve): your tenant's jobs whose open input request you may answer — waiting for an " +
@@ -32,33 +32,33 @@ func (f *Core) listApprovalsTool() toolDef {
 			"approved (scope: dataset, columns, format, purpose …), its scope_digest and when it expires. Answer with resume_* " +
 			"(input_id and scope_digest verbatim). Pages like list_jobs.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
-	}, f.listApprovals).enum("kind", workflows.DefaultKindNames()...).bounds("page_size", 1, ListPageSizeMax)
+	}, f.ListApprovals).enum("kind", workflows.DefaultKindNames()...).bounds("page_size", 1, ListPageSizeMax)
 }
 
 // listApprovals lists the tenant's jobs whose open request the caller may answer. The store
 // filter itself selects them (answerer, owner), so every row Temporal returns is one the
 // caller may see: pages are full until the last, and the page token sealed into the cursor only
 // ever points among answerable rows. keep re-applies the resume policy as defense in depth.
-func (f *Core) listApprovals(ctx context.Context, p authz.Principal, in ListApprovalsIn) (*ListJobsOut, error) {
+func (f *Core) ListApprovals(ctx context.Context, p authz.Principal, in ListApprovalsIn) (*ListJobsOut, error) {
 	if authz.Decide(p, authz.ActionListApprovals, authz.Job{}) != authz.Allow {
-		return nil, toolErr(CodeForbidden, "listing approvals needs jobs:approve")
+		return nil, ToolErr(CodeForbidden, "listing approvals needs jobs:approve")
 	}
-	lf, err := parseListFilter(ListJobsIn{Kind: in.Kind, PageSize: in.PageSize, Status: string(workflows.StatusAwaitingInput)}, true)
+	lf, err := ParseListFilter(ListJobsIn{Kind: in.Kind, PageSize: in.PageSize, Status: string(workflows.StatusAwaitingInput)}, true)
 	if err != nil {
 		return nil, err
 	}
-	fp := lf.fingerprint() + "|approvals/v2" // v2: rows selected by JobAnswerer in the query
+	fp := lf.Fingerprint() + "|approvals/v2" // v2: rows selected by JobAnswerer in the query
 	var token []byte
 	if in.Cursor != "" {
-		if token, err = f.openListCursor(p, listApprovalsToolName, in.Cursor, fp); err != nil {
+		if token, err = f.OpenListCursor(p, listApprovalsToolName, in.Cursor, fp); err != nil {
 			return nil, err
 		}
 	}
-	jf, err := approvalsJobFilter(p.Tenant, p.Subject, lf)
+	jf, err := ApprovalsJobFilter(p.Tenant, p.Subject, lf)
 	if err != nil {
 		return nil, fmt.Errorf("list_approvals filter: %w", err)
 	}
-	return f.listPage(ctx, p, listApprovalsToolName, jf, lf.pageSize, token, fp, func(j *jobstore.Job) bool {
+	return f.listPage(ctx, p, listApprovalsToolName, jf, lf.PageSize, token, fp, func(j *jobstore.Job) bool {
 		return j.NeedsInput != nil && j.NeedsInput.Approver == authz.ApproverApprover &&
 			authz.Decide(p, authz.ActionResume, j.PolicyJob()) == authz.Allow
 	})
@@ -73,11 +73,11 @@ func (f *Core) listApprovals(ctx context.Context, p authz.Principal, in ListAppr
 // filter selects every approver request and keep drops the caller's own jobs after the store.
 // Only the caller's own rows are skipped then, so nothing of another principal's job reaches
 // the page or its (encrypted) cursor.
-func approvalsJobFilter(tenant, sub string, lf listFilter) (jobstore.Filter, error) {
-	if !lf.all || lf.status != workflows.StatusAwaitingInput {
+func ApprovalsJobFilter(tenant, sub string, lf ListFilter) (jobstore.Filter, error) {
+	if !lf.All || lf.Status != workflows.StatusAwaitingInput {
 		return jobstore.Filter{}, fmt.Errorf("approvals: %w", jobstore.ErrQueryValue)
 	}
-	jf, err := listJobFilter(tenant, sub, lf)
+	jf, err := ListJobFilter(tenant, sub, lf)
 	if err != nil {
 		return jobstore.Filter{}, err
 	}
@@ -96,7 +96,7 @@ func approvalsJobFilter(tenant, sub string, lf listFilter) (jobstore.Filter, err
 
 // identityKey holds, in a verified token's TokenInfo.Extra, what the token says of the person
 // (workflows.Identity): it goes to the decision record of an answer the token carries.
-const identityKey = "jobgate.identity"
+const IdentityKey = "jobgate.identity"
 
 // SignedInOIDCSession is the SignedInWith of an answer given in a browser session (pages).
 const SignedInOIDCSession = "oidc-session"
@@ -104,17 +104,17 @@ const SignedInOIDCSession = "oidc-session"
 // MetaSurface is wire.MetaSurface: the _meta key by which a resume_* call declares its surface.
 const MetaSurface = wire.MetaSurface
 
-func identityOf(c authz.Claims) workflows.Identity {
+func IdentityOf(c authz.Claims) workflows.Identity {
 	return workflows.Identity{Issuer: c.Issuer, Name: c.Person.Name, Email: c.Person.Email,
 		AuthTime: c.Person.AuthTime, AMR: c.Person.AMR, ACR: c.Person.ACR}
 }
 
 // callIdentity is the identity of the token that carried this call: the tool call's (MRTR and
 // resume_*), else the HTTP request's (tasks/*). Zero when none is known.
-func callIdentity(ctx context.Context) workflows.Identity {
+func CallIdentity(ctx context.Context) workflows.Identity {
 	var ti *auth.TokenInfo
-	if rec, ok := ctx.Value(callRecordKey{}).(*callRecord); ok && rec.req != nil && rec.req.Extra != nil {
-		ti = rec.req.Extra.TokenInfo
+	if rec, ok := ctx.Value(CallRecordKey{}).(*CallRecord); ok && rec.Req != nil && rec.Req.Extra != nil {
+		ti = rec.Req.Extra.TokenInfo
 	}
 	if ti == nil {
 		ti = auth.TokenInfoFromContext(ctx)
@@ -122,14 +122,14 @@ func callIdentity(ctx context.Context) workflows.Identity {
 	if ti == nil {
 		return workflows.Identity{}
 	}
-	id, _ := ti.Extra[identityKey].(workflows.Identity)
+	id, _ := ti.Extra[IdentityKey].(workflows.Identity)
 	return id
 }
 
 // callSurface is the surface a resume_* call declares in its _meta (see MetaSurface).
-func callSurface(ctx context.Context) string {
-	if rec, ok := ctx.Value(callRecordKey{}).(*callRecord); ok && rec.req != nil && rec.req.Params != nil {
-		if s, _ := rec.req.Params.GetMeta()[MetaSurface].(string); s == wire.SurfaceCLI {
+func CallSurface(ctx context.Context) string {
+	if rec, ok := ctx.Value(CallRecordKey{}).(*CallRecord); ok && rec.Req != nil && rec.Req.Params != nil {
+		if s, _ := rec.Req.Params.GetMeta()[MetaSurface].(string); s == wire.SurfaceCLI {
 			return workflows.SurfaceCLI
 		}
 	}
@@ -138,20 +138,20 @@ func callSurface(ctx context.Context) string {
 
 // answerer is who a resume is recorded as given by beyond the principal: their identity, the
 // surface and how they signed in.
-type answerer struct {
+type Answerer struct {
 	id           workflows.Identity
-	surface      string
-	signedInWith string
+	Surface      string
+	SignedInWith string
 }
 
 // tokenAnswerer is the answerer of a call carried by a bearer token through surface.
-func tokenAnswerer(ctx context.Context, surface string) answerer {
-	return answerer{id: callIdentity(ctx), surface: surface, signedInWith: workflows.SignedInBearerJWT}
+func TokenAnswerer(ctx context.Context, surface string) Answerer {
+	return Answerer{id: CallIdentity(ctx), Surface: surface, SignedInWith: workflows.SignedInBearerJWT}
 }
 
 // answererOf is who answers, as the seal and the decision record carry it.
-func answererOf(a wire.Approver) answerer {
-	who := answerer{surface: a.Surface, signedInWith: a.SignedInWith,
+func AnswererOf(a wire.Approver) Answerer {
+	who := Answerer{Surface: a.Surface, SignedInWith: a.SignedInWith,
 		id: workflows.Identity{Issuer: a.Issuer, Name: a.Name, Email: a.Email, AuthTime: a.AuthTime, AMR: a.AMR, ACR: a.ACR}}
 	if !who.id.AuthTime.IsZero() {
 		who.id.AuthTime = who.id.AuthTime.Truncate(time.Second).UTC() // sealed to the second
@@ -161,7 +161,7 @@ func answererOf(a wire.Approver) answerer {
 
 // shownPrompt is the meaning a surface showed for input request inputID of j: its prompt while
 // that request is open, else "" (the validator then refuses the stale input_id anyway).
-func shownPrompt(j *jobstore.Job, inputID string) string {
+func ShownPrompt(j *jobstore.Job, inputID string) string {
 	if j.NeedsInput == nil || j.NeedsInput.InputID != inputID {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -40,7 +40,7 @@ type ResumeIn struct {
 
 const (
 	reasonMax  = 500
-	commentMax = 1000
+	CommentMax = 1000
 )
 
 // cancel requests cancellation of the caller's job and returns the job as it is afterwards.
@@ -48,24 +48,24 @@ func (f *Core) cancel(ctx context.Context, p authz.Principal, in CancelIn, kind 
 	if utf8.RuneCountInString(in.Reason) > reasonMax {
 		return nil, invalidArg("reason", "at most %d characters", reasonMax)
 	}
-	j, err := f.resolve(ctx, p, in.Handle, kind, authz.ActionCancel)
+	j, err := f.Resolve(ctx, p, in.Handle, kind, authz.ActionCancel)
 	if err != nil {
 		return nil, err
 	}
 	if j.Status().Terminal() {
 		return j, nil
 	}
-	tctx, cancel := context.WithTimeout(ctx, f.opts.TemporalTimeout)
+	tctx, cancel := context.WithTimeout(ctx, f.Opts.TemporalTimeout)
 	defer cancel()
 	reason := "cancelled by " + p.Subject
 	if in.Reason != "" {
 		reason += ": " + in.Reason
 	}
-	if err := f.store.Cancel(tctx, j.ID, "jobgate:"+p.Tenant+"/"+p.Subject, reason); err != nil && !errors.Is(err, jobstore.ErrJobNotFound) {
+	if err := f.Store.Cancel(tctx, j.ID, "jobgate:"+p.Tenant+"/"+p.Subject, reason); err != nil && !errors.Is(err, jobstore.ErrJobNotFound) {
 		return nil, err
 	}
 	// Closed meanwhile (jobstore.ErrJobNotFound): report the final state.
-	return f.describe(ctx, j.ID)
+	return f.Describe(ctx, j.ID)
 }
 
 // resume answers the job's open input request through the workflow's validated update and
@@ -74,7 +74,7 @@ func (f *Core) resume(ctx context.Context, p authz.Principal, in ResumeIn, kind 
 	if err := checkAnswer(in.InputID, in.ScopeDigest, in.Decision, in.Comment); err != nil {
 		return nil, err
 	}
-	j, err := f.resolve(ctx, p, in.Handle, kind, authz.ActionResume)
+	j, err := f.Resolve(ctx, p, in.Handle, kind, authz.ActionResume)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (f *Core) resume(ctx context.Context, p authz.Principal, in ResumeIn, kind 
 	if j.NeedsInput != nil {
 		meaning = j.NeedsInput.Prompt // what get_* showed as needs_input.prompt
 	}
-	return f.resumeJob(ctx, p, j, in, tokenAnswerer(ctx, callSurface(ctx)), meaning)
+	return f.ResumeJob(ctx, p, j, in, TokenAnswerer(ctx, CallSurface(ctx)), meaning)
 }
 
 // checkAnswer validates an answer's fields, naming the one at fault.
@@ -95,8 +95,8 @@ func checkAnswer(inputID, scopeDigest, decision, comment string) error {
 		return invalidArg("scope_digest", "is required (needs_input.scope_digest)")
 	case in.Decision != workflows.DecisionApprove && in.Decision != workflows.DecisionReject:
 		return invalidArg("decision", "must be approve or reject")
-	case utf8.RuneCountInString(in.Comment) > commentMax:
-		return invalidArg("comment", "at most %d characters", commentMax)
+	case utf8.RuneCountInString(in.Comment) > CommentMax:
+		return invalidArg("comment", "at most %d characters", CommentMax)
 	case len(in.InputID) > 128:
 		return invalidArg("input_id", "at most 128 characters")
 	case len(in.ScopeDigest) > 128:
@@ -111,12 +111,12 @@ func checkAnswer(inputID, scopeDigest, decision, comment string) error {
 // which surface and who answered beyond p; meaning is the text the surface showed. The request is
 // sealed with the resume keys for exactly this run, request, principal and answer: the
 // validator refuses anything unsealed, so no other Temporal client can answer for anyone.
-func (f *Core) resumeJob(ctx context.Context, p authz.Principal, j *jobstore.Job, in ResumeIn, who answerer, meaning string) (*jobstore.Job, error) {
+func (f *Core) ResumeJob(ctx context.Context, p authz.Principal, j *jobstore.Job, in ResumeIn, who Answerer, meaning string) (*jobstore.Job, error) {
 	if authz.Decide(p, authz.ActionResume, j.PolicyJob()) == authz.Forbidden {
-		return nil, toolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.PolicyJob()))
+		return nil, ToolErr(CodeForbidden, "%s", authz.ResumeRefusal(p, j.PolicyJob()))
 	}
 	if j.NeedsInput == nil || j.Status() != workflows.StatusAwaitingInput {
-		return nil, toolErr(CodeInputNotExpected, "the job is not waiting for input (status %s)", j.Status())
+		return nil, ToolErr(CodeInputNotExpected, "the job is not waiting for input (status %s)", j.Status())
 	}
 	// Same principal + same answer → same update ID, so a retried resume (lost response) is
 	// deduplicated by Temporal instead of being rejected as input_not_expected. The answer is
@@ -126,24 +126,24 @@ func (f *Core) resumeJob(ctx context.Context, p authz.Principal, j *jobstore.Job
 	// refuses it as already answered.
 	commentSum := sha256.Sum256([]byte(in.Comment))
 	sum := sha256.Sum256([]byte(strings.Join([]string{p.Tenant, p.Subject, in.InputID, in.ScopeDigest, in.Decision,
-		hex.EncodeToString(commentSum[:]), who.surface}, "\x00")))
+		hex.EncodeToString(commentSum[:]), who.Surface}, "\x00")))
 	tctx, cancel := context.WithTimeout(ctx, ResumeTimeoutDefault)
 	defer cancel()
 	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,
-		Decision: in.Decision, Comment: in.Comment, Surface: who.surface, SignedInWith: who.signedInWith,
+		Decision: in.Decision, Comment: in.Comment, Surface: who.Surface, SignedInWith: who.SignedInWith,
 		Identity: who.id, Meaning: meaning}
-	req.Seal = resumeseal.Seal(f.opts.ResumeKeys, j.ID, j.RunID, req, f.opts.Now().Add(ResumeSealTTL).Truncate(time.Second))
+	req.Seal = resumeseal.Seal(f.Opts.ResumeKeys, j.ID, j.RunID, req, f.Opts.Now().Add(ResumeSealTTL).Truncate(time.Second))
 	if req.Seal == "" {
 		// Only an oversized principal or a describe without a run ID gets here; the worker would
 		// refuse the unsealed request anyway.
-		f.logger(ctx).Error("resume not sealed", zap.String("job_id", j.ID), zap.String("run_id", j.RunID))
+		f.Logger(ctx).Error("resume not sealed", zap.String("job_id", j.ID), zap.String("run_id", j.RunID))
 		return nil, fmt.Errorf("resume %s: the answer could not be sealed", j.ID)
 	}
-	err := f.store.Resume(tctx, j.ID, j.RunID, "resume-"+hex.EncodeToString(sum[:12]), req)
+	err := f.Store.Resume(tctx, j.ID, j.RunID, "resume-"+hex.EncodeToString(sum[:12]), req)
 	if err != nil {
 		return nil, f.resumeError(ctx, j, err)
 	}
-	return f.describe(ctx, j.ID)
+	return f.Describe(ctx, j.ID)
 }
 
 // resumeError maps the store's answer to a resume to the contract's errors.
@@ -153,24 +153,24 @@ func (f *Core) resumeError(ctx context.Context, j *jobstore.Job, err error) erro
 	case errors.As(err, &rej):
 		switch rej.Kind {
 		case workflows.RejectNotFound:
-			return errNotFound()
+			return ErrNotFound()
 		case workflows.RejectForbidden:
-			return toolErr(CodeForbidden, "%s", rej.Msg)
+			return ToolErr(CodeForbidden, "%s", rej.Msg)
 		case workflows.RejectInvalidArgument:
 			return invalidArg("decision", "%s", rej.Msg)
 		case workflows.RejectUnsealed:
 			// This frontend sealed it, so the deployment is wrong: the workers lack the resume
 			// keys or hold others, or the clocks are minutes apart.
-			f.logger(ctx).Error("a worker refused this frontend's resume seal; give frontends and workers the same --resume-keys",
+			f.Logger(ctx).Error("a worker refused this frontend's resume seal; give frontends and workers the same --resume-keys",
 				zap.String("job_id", j.ID), zap.String("reason", rej.Msg))
-			return toolErr(CodeUnavailable, "the worker could not verify this server's answer (a deployment problem: the operators are told); retry later")
+			return ToolErr(CodeUnavailable, "the worker could not verify this server's answer (a deployment problem: the operators are told); retry later")
 		default:
-			return toolErr(CodeInputNotExpected, "%s", rej.Msg)
+			return ToolErr(CodeInputNotExpected, "%s", rej.Msg)
 		}
 	case errors.Is(err, jobstore.ErrUpdateTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, jobstore.ErrStoreUnavailable):
-		return toolErr(CodeUnavailable, "no worker processed the answer in time; it may still be applied when one does — retry the same call (retries are deduplicated)")
+		return ToolErr(CodeUnavailable, "no worker processed the answer in time; it may still be applied when one does — retry the same call (retries are deduplicated)")
 	case errors.Is(err, jobstore.ErrJobNotFound):
-		return toolErr(CodeInputNotExpected, "the job is no longer waiting for input")
+		return ToolErr(CodeInputNotExpected, "the job is no longer waiting for input")
 	}
 	return fmt.Errorf("resume %s: %w", j.ID, err)
 }

@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -92,9 +92,9 @@ type exportKind struct{ opts ExportOptions }
 
 func (k *exportKind) Name() string { return workflows.KindExport }
 
-func (k *exportKind) serve(f *Core) servedKind {
-	jk := jobKind[ExportResultView]{name: workflows.KindExport, noun: "export",
-		result: func(_ context.Context, p authz.Principal, j *jobstore.Job, decode func(any) error) (*ExportResultView, error) {
+func (k *exportKind) Serve(f *Core) ServedKind {
+	jk := JobKind[ExportResultView]{Name: workflows.KindExport, Noun: "export",
+		Result: func(_ context.Context, p authz.Principal, j *jobstore.Job, decode func(any) error) (*ExportResultView, error) {
 			return k.result(f, p, j, decode)
 		}}
 	sk := jk.served(f, startTool(f, jk, &mcp.Tool{
@@ -104,16 +104,16 @@ func (k *exportKind) serve(f *Core) servedKind {
 			"include a sensitive column wait (awaiting_input) until an approver other than you confirms the exact scope; " +
 			"no row is read before that. When succeeded, get_export gives a short-lived download_url.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
-	}, func(_ context.Context, p authz.Principal, in StartExportIn) (startSpec, error) {
+	}, func(_ context.Context, p authz.Principal, in StartExportIn) (StartSpec, error) {
 		return k.startSpec(f, p, in)
 	}).
 		enum("format", contract.Formats()...))
-	f.export = k // the pages' download (pages_port.go)
-	sk.pageResult = exportPageResult(f, k)
-	sk.routes = map[string]http.Handler{
-		"GET /artifacts/{token}": f.metrics.CountDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.download(f, w, r) })),
+	f.Export = k // the pages' download (frontend/pages_port.go)
+	sk.PageResult = exportPageResult(f, k)
+	sk.Routes = map[string]http.Handler{
+		"GET /artifacts/{token}": f.Metrics.CountDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.download(f, w, r) })),
 	}
-	sk.freshResult = []string{"download_url", "download_url_expires_at"}
+	sk.FreshResult = []string{"download_url", "download_url_expires_at"}
 	return sk
 }
 
@@ -127,7 +127,7 @@ func (k *exportKind) result(f *Core, p authz.Principal, j *jobstore.Job, decode 
 	v := &ExportResultView{Rows: m.Rows, Bytes: m.Bytes, SHA256: m.SHA256, Format: m.Format, Columns: m.Columns,
 		FileName: m.FileName, Parts: len(m.Parts), ApprovedBy: r.ApprovedBy, ExpiresAt: m.ExpiresAt,
 		Decision: decisionView(r.Decision)}
-	now := f.opts.Now()
+	now := f.Opts.Now()
 	switch {
 	case !now.Before(m.ExpiresAt):
 		v.Expired = true
@@ -138,7 +138,7 @@ func (k *exportKind) result(f *Core, p authz.Principal, j *jobstore.Job, decode 
 		// Not capped at the artifact's expiry: a link used after retention answers 410, which
 		// says more than a link-expired 404.
 		exp := now.Add(k.opts.DownloadTTL).Truncate(time.Second)
-		tok := f.opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
+		tok := f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
 			Digest: m.SHA256, Expiry: exp})
 		if tok != "" {
 			v.DownloadURL = f.publicBase() + "/artifacts/" + url.PathEscape(tok)
@@ -152,7 +152,7 @@ func (k *exportKind) result(f *Core, p authz.Principal, j *jobstore.Job, decode 
 
 // publicBase is scheme://host of the resource URI: where /artifacts is served.
 func (f *Core) publicBase() string {
-	u, err := url.Parse(f.opts.ResourceURI)
+	u, err := url.Parse(f.Opts.ResourceURI)
 	if err != nil || u.Host == "" {
 		return ""
 	}
@@ -211,10 +211,10 @@ func (k *exportKind) exportArgs(in StartExportIn) (workflows.ExportArgs, contrac
 }
 
 // startSpec validates start_export's arguments (past the key) and says what to start.
-func (k *exportKind) startSpec(f *Core, p authz.Principal, in StartExportIn) (startSpec, error) {
+func (k *exportKind) startSpec(f *Core, p authz.Principal, in StartExportIn) (StartSpec, error) {
 	args, d, err := k.exportArgs(in)
 	if err != nil {
-		return startSpec{}, err
+		return StartSpec{}, err
 	}
 	var sensitive []string
 	for _, c := range args.Columns {
@@ -236,11 +236,11 @@ func (k *exportKind) startSpec(f *Core, p authz.Principal, in StartExportIn) (st
 		approval = "needs an approver (sensitive: " + strings.Join(sensitive, ", ") + ")"
 	}
 	wfIn.Fairness = f.fairness(p.Tenant)
-	return startSpec{
-		hash:    hash,
-		input:   wfIn,
-		summary: fmt.Sprintf("export %s · %s · %d columns · owner %s", args.Dataset, args.Format, len(args.Columns), p.Subject),
-		details: fmt.Sprintf("**export** of dataset `%s` as %s\n\n- owner: `%s` (tenant `%s`)\n- columns: %s\n- %s\n- purpose: %s\n- idempotency key: `%s`\n- dataset config: `%s`",
+	return StartSpec{
+		Hash:    hash,
+		Input:   wfIn,
+		Summary: fmt.Sprintf("export %s · %s · %d columns · owner %s", args.Dataset, args.Format, len(args.Columns), p.Subject),
+		Details: fmt.Sprintf("**export** of dataset `%s` as %s\n\n- owner: `%s` (tenant `%s`)\n- columns: %s\n- %s\n- purpose: %s\n- idempotency key: `%s`\n- dataset config: `%s`",
 			args.Dataset, args.Format, p.Subject, p.Tenant, strings.Join(args.Columns, ", "), approval, args.Purpose,
 			in.IdempotencyKey, wfIn.ConfigDigest),
 	}, nil
@@ -253,26 +253,26 @@ func (k *exportKind) startSpec(f *Core, p authz.Principal, in StartExportIn) (st
 // retention is 410.
 func (k *exportKind) download(f *Core, w http.ResponseWriter, r *http.Request) {
 	p, ok := principalFromRequest(r)
-	k.serveDownload(f, w, r, p, ok)
+	k.ServeDownload(f, w, r, p, ok)
 }
 
 // serveDownload is download for principal p (ok: there is one), however p was authenticated:
 // the bearer token of /artifacts, or the session of the pages' /jobs/download (the same rule
 // and the same bare 404s either way).
-func (k *exportKind) serveDownload(f *Core, w http.ResponseWriter, r *http.Request, p authz.Principal, ok bool) {
+func (k *exportKind) ServeDownload(f *Core, w http.ResponseWriter, r *http.Request, p authz.Principal, ok bool) {
 	notFound := refuseDownload(f, w, r, p, "download refused")
 	d, opened := openDownload(f, r, p, ok, notFound)
 	if !opened {
 		return
 	}
-	j, err := f.describe(r.Context(), d.WorkflowID)
+	j, err := f.Describe(r.Context(), d.WorkflowID)
 	if err != nil {
 		var te *ToolError
 		if errors.As(err, &te) && te.Code == CodeNotFound {
 			notFound("no such job")
 			return
 		}
-		f.logger(r.Context()).Error("download: describe", zap.String("job_id", d.WorkflowID), zap.Error(err))
+		f.Logger(r.Context()).Error("download: describe", zap.String("job_id", d.WorkflowID), zap.Error(err))
 		http.Error(w, "the job store is unreachable; retry shortly", http.StatusServiceUnavailable)
 		return
 	}
@@ -283,7 +283,7 @@ func (k *exportKind) serveDownload(f *Core, w http.ResponseWriter, r *http.Reque
 	}
 	var res workflows.ExportResult
 	if err := f.readResult(r.Context(), j, &res); err != nil {
-		f.logger(r.Context()).Error("download: read result", zap.String("job_id", j.ID), zap.Error(err))
+		f.Logger(r.Context()).Error("download: read result", zap.String("job_id", j.ID), zap.Error(err))
 		http.Error(w, "the job store is unreachable; retry shortly", http.StatusServiceUnavailable)
 		return
 	}
@@ -297,7 +297,7 @@ func (k *exportKind) serveDownload(f *Core, w http.ResponseWriter, r *http.Reque
 		w.WriteHeader(http.StatusGone)
 		_, _ = w.Write([]byte("the artifact was deleted after its retention period\n"))
 	}
-	if !f.opts.Now().Before(m.ExpiresAt) {
+	if !f.Opts.Now().Before(m.ExpiresAt) {
 		gone()
 		return
 	}
@@ -311,14 +311,14 @@ func (k *exportKind) serveDownload(f *Core, w http.ResponseWriter, r *http.Reque
 		return
 	}
 	if err != nil {
-		f.logger(r.Context()).Error("download: open artifact", zap.String("job_id", j.ID), zap.Error(err))
+		f.Logger(r.Context()).Error("download: open artifact", zap.String("job_id", j.ID), zap.Error(err))
 		http.Error(w, "the artifact store is unreachable; retry shortly", http.StatusServiceUnavailable)
 		return
 	}
 	defer rd.Close()
 	sum, err := hex.DecodeString(m.SHA256)
 	if err != nil {
-		f.logger(r.Context()).Error("download: manifest digest", zap.String("job_id", j.ID), zap.Error(err))
+		f.Logger(r.Context()).Error("download: manifest digest", zap.String("job_id", j.ID), zap.Error(err))
 		http.Error(w, "bad manifest", http.StatusInternalServerError)
 		return
 	}
@@ -328,21 +328,21 @@ func (k *exportKind) serveDownload(f *Core, w http.ResponseWriter, r *http.Reque
 	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":") // RFC 9530
 	h.Set("ETag", strconv.Quote(m.SHA256))
 	h.Set("Cache-Control", "private, no-store")
-	f.logger(r.Context()).Info("download", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.ID),
+	f.Logger(r.Context()).Info("download", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.ID),
 		zap.String("range", r.Header.Get("Range")))
 	// ServeContent answers Range (206 with Content-Range) and sets Content-Length.
 	http.ServeContent(w, r, m.FileName, m.CreatedAt, rd)
 }
 
 func principalFromRequest(r *http.Request) (authz.Principal, bool) {
-	return principalFrom(auth.TokenInfoFromContext(r.Context()))
+	return PrincipalFrom(auth.TokenInfoFromContext(r.Context()))
 }
 
 // refuseDownload answers a refused download: a bare 404, whatever the reason, with the reason
 // only in the log.
 func refuseDownload(f *Core, w http.ResponseWriter, r *http.Request, p authz.Principal, msg string) func(why string) {
 	return func(why string) {
-		f.logger(r.Context()).Info(msg, zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("why", why))
+		f.Logger(r.Context()).Info(msg, zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("why", why))
 		http.NotFound(w, r)
 	}
 }
@@ -355,7 +355,7 @@ func openDownload(f *Core, r *http.Request, p authz.Principal, ok bool, notFound
 		notFound("no principal")
 		return d, false
 	}
-	d, err := f.opts.Keys.OpenDownload(r.PathValue("token"), f.opts.Now())
+	d, err := f.Opts.Keys.OpenDownload(r.PathValue("token"), f.Opts.Now())
 	switch {
 	case err != nil && !errors.Is(err, handle.ErrExpired):
 		notFound("malformed link")

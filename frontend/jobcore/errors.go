@@ -1,4 +1,4 @@
-package frontend
+package jobcore
 
 import (
 	"context"
@@ -32,7 +32,7 @@ const (
 // ToolError is the JSON text of every isError tool result (wire.ToolError).
 type ToolError = wire.ToolError
 
-func toolErr(code, format string, args ...any) *ToolError {
+func ToolErr(code, format string, args ...any) *ToolError {
 	return &ToolError{Code: code, Message: fmt.Sprintf(format, args...), Retryable: code == CodeUnavailable}
 }
 
@@ -42,7 +42,7 @@ func invalidArg(field, format string, args ...any) *ToolError {
 }
 
 // errNotFound is byte-identical for unknown jobs and jobs the caller may not see.
-func errNotFound() *ToolError {
+func ErrNotFound() *ToolError {
 	return &ToolError{Code: CodeNotFound, Message: "no such job"}
 }
 
@@ -53,7 +53,7 @@ func isUnavailable(err error) bool {
 }
 
 // asToolError turns an error into a tool error where the model can act on it.
-func asToolError(err error) (*ToolError, bool) {
+func AsToolError(err error) (*ToolError, bool) {
 	var te *ToolError
 	if errors.As(err, &te) {
 		return te, true
@@ -68,7 +68,7 @@ func asToolError(err error) (*ToolError, bool) {
 // as text. It carries no structuredContent: clients (the official TypeScript SDK among them)
 // validate structuredContent against the tool's output schema even on errors, and the error
 // shape is not the tool's output shape.
-func errorResult(te *ToolError) *mcp.CallToolResult {
+func ErrorResult(te *ToolError) *mcp.CallToolResult {
 	b, _ := json.Marshal(te)
 	return &mcp.CallToolResult{
 		IsError: true,
