@@ -88,7 +88,7 @@ func okResult(v any) (*mcp.CallToolResult, error) {
 	}
 	text := string(b)
 	if t, ok := v.(toolTexter); ok {
-		if s, ok := t.toolText(); ok {
+		if s, ok := t.ToolText(); ok {
 			text = s
 		}
 	}
@@ -101,5 +101,12 @@ func okResult(v any) (*mcp.CallToolResult, error) {
 // toolTexter is an output whose text content is its own words rather than its JSON (the
 // conformance fixtures' answers, "Hello, World!"); structuredContent stays the JSON.
 type toolTexter interface {
-	toolText() (string, bool)
+	ToolText() (string, bool)
 }
+
+// The views that answer in words, checked here: okResult finds them by a type assertion, which
+// a renamed method would fail silently.
+var (
+	_ toolTexter = FixtureResultView{}
+	_ toolTexter = (*KindView[FixtureResultView])(nil)
+)

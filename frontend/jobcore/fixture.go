@@ -45,8 +45,8 @@ type FixtureResultView struct {
 	Text string `json:"text" jsonschema:"the fixture's answer, e.g. Hello, World!"`
 }
 
-// toolText: a fixture answers with its words, as the conformance suite reads them.
-func (r FixtureResultView) toolText() (string, bool) { return r.Text, true }
+// ToolText: a fixture answers with its words, as the conformance suite reads them.
+func (r FixtureResultView) ToolText() (string, bool) { return r.Text, true }
 
 // GreetIn are greet's arguments.
 type GreetIn struct {

@@ -31,11 +31,11 @@ type KindView[R any] struct {
 	Note    string `json:"note,omitempty" jsonschema:"what this call did beyond reading the job, e.g. that an answered or declined elicitation was recorded or changed nothing"`
 }
 
-// toolText: a view whose result has words of its own (the conformance fixtures') is answered
+// ToolText: a view whose result has words of its own (the conformance fixtures') is answered
 // with them as its text content.
 func (v *KindView[R]) ToolText() (string, bool) {
 	if t, ok := any(v.Result).(toolTexter); ok && v.Result != nil {
-		return t.toolText()
+		return t.ToolText()
 	}
 	return "", false
 }
