@@ -152,6 +152,13 @@ func (p *proxy) forward(r *http.Request, body []byte, to *url.URL) (*http.Respon
 	}
 	req.Header = r.Header.Clone()
 	req.Header.Del("Connection")
+	// A pooled connection to a backend that just died fails on first use. Like a real load
+	// balancer that retries a request its upstream never answered, let the transport retry
+	// such a request on a fresh connection (net/http does so only for a reused connection that
+	// failed before any response, and only for requests it may replay): to a dead backend that
+	// fresh connection is a dial error, and ServeHTTP moves on to the next backend. The key is
+	// present with no value, so nothing of it goes on the wire.
+	req.Header["X-Idempotency-Key"] = nil
 	return p.client.Do(req)
 }
 
