@@ -124,7 +124,10 @@ func TestFairnessSwitchKeepsBacklog(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer w.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// The bound is generous: what this test asserts is that the backlog is kept across the
+		// switch, not how soon the server drains the other task tables. On a loaded 2-core
+		// machine (CI runs it beside the integration suite) that drain took over 30 s once.
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		var sum int
 		if err := c.GetWorkflow(ctx, id, "").Get(ctx, &sum); err != nil {
