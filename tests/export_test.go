@@ -249,10 +249,11 @@ func TestExportFourEyes(t *testing.T) {
 	if n := b.queries.count("customers"); n != 0 {
 		t.Fatalf("%d statements reached the dataset before approval", n)
 	}
-	listed := mustPage(t, csSteward, "list_approvals", map[string]any{"kind": "export"})
-	if !containsJob(listed, v.JobID) {
-		t.Fatalf("list_approvals does not show %s", v.JobID)
-	}
+	// list_approvals reads visibility, which trails the job's own record by a moment: the
+	// request the steward was just shown (get_export, from the run itself) appears there soon.
+	eventually(t, 10*time.Second, "list_approvals shows "+v.JobID, func() bool {
+		return containsJob(mustPage(t, csSteward, "list_approvals", map[string]any{"kind": "export"}), v.JobID)
+	})
 	if containsJob(mustPage(t, b.session(ops, 0, ""), "list_jobs", map[string]any{}), "") {
 		t.Fatal("a row without a job_id")
 	}
