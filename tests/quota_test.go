@@ -222,6 +222,32 @@ func TestQuotas(t *testing.T) {
 		}
 	})
 
+	t.Run("TwoReplicasSequentialFar", func(t *testing.T) {
+		t.Parallel()
+		// A limit large enough for starts to be decided on recent figures (quota/fast.go):
+		// far from it, a replica admits on its last check's figures; within the margin each
+		// start waits for a check made after it arrived, so alternating replicas still admit
+		// exactly the limit, and a tenant at its limit is refused on both.
+		const limit = 40
+		b, tenant := quotaBundle(t, authz.Limits{RunningJobsPerTenant: limit})
+		cs := []*mcp.ClientSession{b.session(quotaWriter(tenant, "ann"), 0, ""), b.session(quotaWriter(tenant, "ann"), 1, "")}
+		admitted := 0
+		for i := range limit + 8 {
+			o := call(t, cs[i%2], "start_eval", startArgs(fmt.Sprintf("f%d", i), 1, nil))
+			if o.Err == nil {
+				admitted++
+				waitVisible(t, b, tenant, admitted)
+			} else if o.Err.Code != jobcore.CodeQuotaExceeded {
+				t.Fatalf("start f%d: %+v", i, o.Err)
+			} else if admitted < limit {
+				t.Fatalf("start f%d refused at %d of %d: %s", i, admitted, limit, o.Err.Message)
+			}
+		}
+		if admitted != limit {
+			t.Fatalf("alternating replicas admitted %d jobs, want exactly %d", admitted, limit)
+		}
+	})
+
 	t.Run("TwoReplicasConcurrent", func(t *testing.T) {
 		t.Parallel()
 		// Both replicas take a burst at once. Within a replica, reservations keep the count

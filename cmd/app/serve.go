@@ -99,6 +99,10 @@ type ServeConfig struct {
 	QuotaBudget    time.Duration
 	QuotaDegraded  string
 	QuotaOvershoot int
+	// QuotaFresh is how old a quota check's figures may be to admit a start far from every
+	// limit without a new check (frontend.Options); zero takes the default (1 s), negative
+	// turns it off.
+	QuotaFresh time.Duration
 	// DevDeployment lets serve start with secrets marked DEV-ONLY (the public placeholders
 	// under cmd/deploy/secrets that docker-compose.yml mounts). Defaults to false: refused.
 	DevDeployment bool
@@ -145,6 +149,7 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.QuotaDegraded, "quota-degraded", string(quota.AdmitBounded), "how a start whose quota check did not answer in time is decided: "+
 		string(quota.AdmitBounded)+" (admit up to --quota-overshoot starts per tenant on this replica until a check answers) or "+string(quota.Refuse)+" (quota_exceeded with retry_after_ms)")
 	fs.IntVar(&c.QuotaOvershoot, "quota-overshoot", quota.OvershootDefault, "most starts of one tenant this replica admits unchecked under --quota-degraded "+string(quota.AdmitBounded))
+	fs.DurationVar(&c.QuotaFresh, "quota-fresh", quota.FreshDefault, "how old a quota check's figures may be to admit a start far from every limit without waiting for a new check (negative: always wait)")
 	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept secrets marked "+DevOnlyMarker+" (public placeholders)")
 	c.Pages.Flags(fs)
 }
@@ -237,7 +242,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		StreamHeartbeat: c.StreamHeartbeat, MaxStreams: c.MaxStreams, MaxStreamsPerCaller: c.MaxStreamsPerCaller,
 		DataConverter: c.Temporal.DataConverter(), Tenants: tenants,
 		QuotaBudget: c.QuotaBudget, QuotaDegraded: quota.Policy(c.QuotaDegraded), QuotaOvershoot: c.QuotaOvershoot,
-		Now: m.Now, TracerProvider: m.Tracing.frontendProvider(),
+		QuotaFresh: c.QuotaFresh, Now: m.Now, TracerProvider: m.Tracing.frontendProvider(),
 	})
 }
 

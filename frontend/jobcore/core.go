@@ -175,6 +175,11 @@ type Options struct {
 	// QuotaOvershoot bounds the starts of one tenant this replica admits unchecked under
 	// quota.AdmitBounded between two checks that answered. Defaults to quota.OvershootDefault (8).
 	QuotaOvershoot int
+	// QuotaFresh is how old a quota check's figures may be to admit a start they keep far from
+	// every limit without waiting for a new check (quota/fast.go: the margin, and what it
+	// allows across replicas). Defaults to quota.FreshDefault (1 s); negative: every start
+	// waits for a check made after it arrived.
+	QuotaFresh time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 	// StreamHeartbeat is how often an idle event stream (GET /jobs/<handle>/events,
@@ -253,6 +258,9 @@ func (opts *Options) Defaults() {
 	}
 	if opts.QuotaOvershoot <= 0 {
 		opts.QuotaOvershoot = quota.OvershootDefault
+	}
+	if opts.QuotaFresh == 0 {
+		opts.QuotaFresh = quota.FreshDefault
 	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()

@@ -30,6 +30,10 @@ type Options struct {
 	QuotaBudget    time.Duration
 	QuotaDegraded  Policy
 	QuotaOvershoot int
+	// QuotaFresh is how old a check's figures may be to decide a start that they keep far
+	// from every limit without waiting for a new check (fast.go); 0 or less: every start waits
+	// for a check made after it arrived. The frontend defaults it to FreshDefault.
+	QuotaFresh time.Duration
 	// TemporalTimeout bounds each store call of a check.
 	TemporalTimeout time.Duration
 	// Now is the clock.

@@ -26,6 +26,12 @@ type flight struct {
 	minEp, maxEp int
 	res          any // *tenantSnap or *ownerSnap
 	err          error
+	// at is when it took off (its counts were asked after it) and seq the last reservation
+	// made by then; force has an owner's flight count what the tenant's figures could bound
+	// (a refresh for admitFast, whose figures must be counted to stay usable).
+	at    time.Time
+	seq   uint64
+	force bool
 }
 
 // flightSlot is one key's flights: at most one running, and the next one gathering waiters.
@@ -49,16 +55,16 @@ func (q *quotas) join(tenant, owner, id string, episodes int, now time.Time, nee
 	r := q.reserveLocked(tenant, id, owner, episodes, now)
 	var js []joined
 	if needTenant {
-		js = append(js, q.enlistLocked(flightKey{tenant, ""}, episodes))
+		js = append(js, q.enlistLocked(flightKey{tenant, ""}, episodes, now))
 	}
 	if needOwner {
-		js = append(js, q.enlistLocked(flightKey{tenant, owner}, episodes))
+		js = append(js, q.enlistLocked(flightKey{tenant, owner}, episodes, now))
 	}
 	return r, js
 }
 
 // enlistLocked adds a waiter to k's next flight, taking it off when none is running.
-func (q *quotas) enlistLocked(k flightKey, episodes int) joined {
+func (q *quotas) enlistLocked(k flightKey, episodes int, now time.Time) joined {
 	if q.flights == nil {
 		q.flights = map[flightKey]*flightSlot{}
 	}
@@ -79,21 +85,22 @@ func (q *quotas) enlistLocked(k flightKey, episodes int) joined {
 	}
 	j := joined{key: k, fl: fl}
 	if !slot.running {
-		q.takeOffLocked(k, slot)
+		q.takeOffLocked(k, slot, now)
 		j.start = true
 	}
 	return j
 }
 
 // takeOffLocked starts slot's next flight: its reservations are fixed now.
-func (q *quotas) takeOffLocked(k flightKey, slot *flightSlot) {
+func (q *quotas) takeOffLocked(k flightKey, slot *flightSlot, now time.Time) {
 	fl := slot.next
 	slot.next, slot.running = nil, true
 	fl.rs = slices.Clone(q.pending[k.tenant])
+	fl.at, fl.seq = now, q.seq
 }
 
 // landed ends k's running flight and returns the next one to run, if any start waits for it.
-func (q *quotas) landed(k flightKey) *flight {
+func (q *quotas) landed(k flightKey, now time.Time) *flight {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	slot := q.flights[k]
@@ -102,7 +109,7 @@ func (q *quotas) landed(k flightKey) *flight {
 		return nil
 	}
 	fl := slot.next
-	q.takeOffLocked(k, slot)
+	q.takeOffLocked(k, slot, now)
 	return fl
 }
 
@@ -117,14 +124,17 @@ func (adm *Admitter) fly(k flightKey, pol authz.TenantPolicy, fl *flight) {
 		if k.owner == "" {
 			fl.res, fl.err = adm.measureTenant(ctx, k.tenant, pol, fl)
 		} else {
-			fl.res, fl.err = adm.measureOwner(ctx, k, pol, fl, false)
+			fl.res, fl.err = adm.measureOwner(ctx, k, pol, fl, fl.force)
 		}
 		cancel()
 		if fl.err == nil && (k.owner == "") == tenantLimits {
 			adm.quotas.checked(k.tenant)
 		}
+		if fl.err == nil && adm.opts.QuotaFresh > 0 {
+			adm.quotas.noteRecent(k, fl, adm.opts.QuotaFresh)
+		}
 		close(fl.done)
-		fl = adm.quotas.landed(k)
+		fl = adm.quotas.landed(k, adm.opts.Now())
 	}
 }
 
@@ -139,6 +149,13 @@ type tenantSnap struct {
 	// used when held was not needed exactly (heldExact false: held is an upper bound).
 	held, heldMin int
 	heldExact     bool
+	// heldMeasured is true when held was measured (a waiter asked for episodes).
+	heldMeasured bool
+	// recent counts the tenant's runs started in the minute before the flight when
+	// recentCounted (only while Options.QuotaFresh is on): it bounds every owner's starts of
+	// the minute, so a start far from that limit needs no figures of its owner (admitFast).
+	recent        int
+	recentCounted bool
 	// sinceEpoch counts the tenant's starts since epoch (less visibilityLag): with an owner's
 	// count made in that epoch, it bounds the owner's starts of the minute.
 	sinceEpoch int
@@ -193,7 +210,13 @@ func decide(pol authz.TenantPolicy, r reservation, episodes int, now time.Time, 
 	if o != nil {
 		_, _, pendingMine := pendingBefore(o.rs, r)
 		u.OwnerStartsLastMinute = o.recent + pendingMine
-		if !o.recentCounted && o.base != nil && t != nil {
+		if !o.recentCounted && t != nil && !baseBounds(t, o) && t.recentCounted {
+			// Neither counted nor based: the tenant's starts of the minute bound the owner's
+			// (admitFast, on the tenant's recent figures).
+			pending, _, _ := pendingBefore(t.rs, r)
+			u.OwnerStartsLastMinute = t.recent + pending
+		}
+		if !o.recentCounted && t != nil && baseBounds(t, o) {
 			// Not counted: the owner's last count plus the tenant's starts since its epoch bound
 			// them (admit counted the owner's had this bound not kept them under: ownerExact).
 			pending, _, _ := pendingBefore(t.rs, r)

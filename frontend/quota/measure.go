@@ -86,6 +86,10 @@ func (adm *Admitter) measureTenant(ctx context.Context, tenant string, pol authz
 	if l.StartsPerMinutePerOwner > 0 {
 		epoch = adm.quotas.epoch(tenant, adm.opts.Now())
 		counts[&s.sinceEpoch] = createdSince(sc.tenant, epoch.Add(-visibilityLag))
+		if adm.opts.QuotaFresh > 0 {
+			counts[&s.recent] = createdSince(sc.tenant, fl.at.Add(-time.Minute))
+			s.recentCounted = true
+		}
 	}
 	// A tenant whose last check needed the slots by range has them counted in this first
 	// round too: one round of counts instead of two while it holds that many evals.
@@ -114,7 +118,17 @@ func (adm *Admitter) measureTenant(ctx context.Context, tenant string, pol authz
 		adm.quotas.noteTenantSince(tenant, epoch, s.sinceEpoch+len(fl.rs), l.StartsPerMinutePerOwner, adm.opts.Now())
 	}
 	if episodes {
-		if s.held, s.heldMin, s.heldExact, err = adm.measureHeld(ctx, tenant, sc, fl, l.EpisodesInFlightPerTenant, evals, pendingEpisodes, pre); err != nil {
+		s.heldMeasured = true
+		// With QuotaFresh on, the bounds are narrowed until they also decide well under
+		// farLimits' (half of it: starts decided on these figures later add their own and the
+		// other replicas' likely ones, admitFast).
+		far := l.EpisodesInFlightPerTenant
+		if adm.opts.QuotaFresh > 0 {
+			if fl, ok := adm.farLimits(l, 0, 1); ok {
+				far = fl.EpisodesInFlightPerTenant / 2
+			}
+		}
+		if s.held, s.heldMin, s.heldExact, err = adm.measureHeld(ctx, tenant, sc, fl, l.EpisodesInFlightPerTenant, far, evals, pendingEpisodes, pre); err != nil {
 			return nil, err
 		}
 	}
@@ -227,13 +241,14 @@ func (adm *Admitter) shownCount(tenant string, rs []reservation, owner string, c
 }
 
 // measureHeld is the episode concurrency the tenant's running evals (evals of them, counted)
-// hold: exact, or bounds [min, held] that decide every start waiting on fl. One eval holds
+// hold: exact, or bounds [min, held] that decide every start waiting on fl (and, admitted,
+// keep it under far ≤ limit: see admitFast). One eval holds
 // from 1 to maxJobSlots slots; when that does not decide, JobSlots is counted by ranges
 // (heldByCounts), or — on a namespace without it — the slot ledger decides (heldByLedger).
-func (adm *Admitter) measureHeld(ctx context.Context, tenant string, sc quotaScope, fl *flight, limit, evals, pendingEpisodes int, pre *slotCounts) (held, heldMin int, exact bool, err error) {
+func (adm *Admitter) measureHeld(ctx context.Context, tenant string, sc quotaScope, fl *flight, limit, far, evals, pendingEpisodes int, pre *slotCounts) (held, heldMin int, exact bool, err error) {
 	maxSlots := adm.MaxJobSlots()
 	decided := func(lo, hi int) bool {
-		return lo == hi || hi+pendingEpisodes+fl.maxEp <= limit || lo+fl.minEp > limit
+		return lo == hi || hi+pendingEpisodes+fl.maxEp <= far || lo+fl.minEp > limit
 	}
 	lo, hi := evals, evals*maxSlots
 	if decided(lo, hi) {
@@ -401,15 +416,7 @@ func (adm *Admitter) ownerExact(ctx context.Context, pol authz.TenantPolicy, k f
 	if o == nil || !o.owner {
 		return o, nil
 	}
-	l := pol.Limits
-	pending := 0
-	if t != nil {
-		pending, _, _ = pendingBefore(t.rs, r)
-	}
-	runningOK := o.runningCounted || l.RunningJobsPerOwner <= 0 || t != nil && t.running+pending < l.RunningJobsPerOwner
-	recentOK := o.recentCounted || l.StartsPerMinutePerOwner <= 0 ||
-		t != nil && o.base != nil && t.epoch.Equal(o.base.epoch) && o.base.c+t.sinceEpoch+pending < l.StartsPerMinutePerOwner
-	if runningOK && recentOK {
+	if ownerBounded(pol.Limits, t, o, r) {
 		return o, nil
 	}
 	return adm.measureOwner(ctx, k, pol, &flight{rs: o.rs}, true)

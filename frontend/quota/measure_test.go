@@ -84,7 +84,7 @@ func TestHeldByCounts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			held, heldMin, exact, err := f.measureHeld(t.Context(), "acme", sc, fl, c.limit, evals, 0, nil)
+			held, heldMin, exact, err := f.measureHeld(t.Context(), "acme", sc, fl, c.limit, c.limit, evals, 0, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -82,6 +82,8 @@ type quotas struct {
 	bases  map[flightKey]ownerBase
 	// tenantRunning is each tenant's last count of unfinished jobs (measureOwner's bound).
 	tenantRunning map[string]tenantRunningCount
+	// recent is each key's last check that answered (admitFast).
+	recent map[flightKey]recentCheck
 	// unchecked counts, by tenant, the starts admitted without a check (AdmitBounded)
 	// since a check of the tenant last answered.
 	unchecked map[string]int
@@ -141,31 +143,18 @@ func (adm *Admitter) Admit(ctx context.Context, p authz.Principal, id string, ep
 			return admission{}, adm.refuse(p, windowRefusal(l.StartsPerMinutePerOwner, w.count, w.freeAt, now))
 		}
 	}
-	r, fls := adm.quotas.join(p.Tenant, p.Subject, id, episodes, now, needT, needO)
-	a := admission{f: adm, tenant: p.Tenant, r: &r}
-	for _, j := range fls {
-		if j.start {
-			go adm.fly(j.key, pol, j.fl)
-		}
+	if a, ok := adm.admitFast(p, pol, id, episodes, needT, needO, now); ok {
+		return a, nil
 	}
+	// With QuotaFresh on, a start that needs both flights waits for its tenant's first: the
+	// tenant's figures, counted after it arrived, often bound its owner's (no owner flight).
+	deferOwner := needT && needO && adm.opts.QuotaFresh > 0
+	r, fls := adm.quotas.join(p.Tenant, p.Subject, id, episodes, now, needT, needO && !deferOwner)
+	a := admission{f: adm, tenant: p.Tenant, r: &r}
 	budget := time.NewTimer(adm.opts.QuotaBudget)
 	defer budget.Stop()
-	for _, j := range fls {
-		select {
-		case <-j.fl.done:
-		case <-ctx.Done():
-			a.Abandoned()
-			return admission{}, fmt.Errorf("quota check: %w", ctx.Err())
-		case <-budget.C:
-			return adm.degraded(ctx, p, a, "budget", nil)
-		}
-		if err := j.fl.err; err != nil {
-			if errors.Is(err, jobstore.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
-				return adm.degraded(ctx, p, a, "unavailable", err)
-			}
-			a.Abandoned()
-			return admission{}, err
-		}
+	if out, err, done := adm.wait(ctx, p, pol, a, fls, budget.C); done {
+		return out, err
 	}
 	var ts *tenantSnap
 	var on *ownerSnap
@@ -175,6 +164,19 @@ func (adm *Admitter) Admit(ctx context.Context, p authz.Principal, id string, ep
 			ts = res
 		case *ownerSnap:
 			on = res
+		}
+	}
+	if deferOwner {
+		if sc, err := quotaScopeOf(p.Tenant, p.Subject, nil); err == nil && ownerBounded(l, ts, &ownerSnap{owner: sc.hasOwner, rs: ts.rs}, r) {
+			on = &ownerSnap{owner: sc.hasOwner, rs: ts.rs}
+		} else {
+			adm.quotas.mu.Lock()
+			j := adm.quotas.enlistLocked(ok, episodes, adm.opts.Now())
+			adm.quotas.mu.Unlock()
+			if out, err, done := adm.wait(ctx, p, pol, a, []joined{j}, budget.C); done {
+				return out, err
+			}
+			on = j.fl.res.(*ownerSnap)
 		}
 	}
 	on, err := adm.ownerExact(ctx, pol, ok, r, ts, on)
@@ -190,6 +192,36 @@ func (adm *Admitter) Admit(ctx context.Context, p authz.Principal, id string, ep
 		return admission{}, adm.refuse(p, ref)
 	}
 	return a, nil
+}
+
+// wait waits for the flights a start joined (starting those it must) until each answered, the
+// budget passed or ctx ended; done is true when that decided the start (out, err).
+func (adm *Admitter) wait(ctx context.Context, p authz.Principal, pol authz.TenantPolicy, a admission, fls []joined, budget <-chan time.Time) (out admission, err error, done bool) {
+	for _, j := range fls {
+		if j.start {
+			go adm.fly(j.key, pol, j.fl)
+		}
+	}
+	for _, j := range fls {
+		select {
+		case <-j.fl.done:
+		case <-ctx.Done():
+			a.Abandoned()
+			return admission{}, fmt.Errorf("quota check: %w", ctx.Err()), true
+		case <-budget:
+			out, err = adm.degraded(ctx, p, a, "budget", nil)
+			return out, err, true
+		}
+		if err := j.fl.err; err != nil {
+			if errors.Is(err, jobstore.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+				out, err = adm.degraded(ctx, p, a, "unavailable", err)
+				return out, err, true
+			}
+			a.Abandoned()
+			return admission{}, err, true
+		}
+	}
+	return admission{}, nil, false
 }
 
 // degraded decides a start whose check did not answer (why: "budget" or "unavailable") by

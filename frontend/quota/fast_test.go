@@ -1,0 +1,191 @@
+package quota
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/jobstore"
+	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
+	"github.com/jobgate/jobgate/frontend/wire"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// fastBundle is an Admitter with QuotaFresh on, over the in-memory store, on a clock the test
+// moves (so that no background refresh starts unless the test ages the figures).
+type fastBundle struct {
+	adm   *Admitter
+	store *memstore.Store
+	mu    sync.Mutex
+	now   time.Time
+}
+
+func fastSetup(t *testing.T, l authz.Limits) *fastBundle {
+	t.Helper()
+	b := &fastBundle{store: memstore.New(), now: time.Now()}
+	b.store.Indexed = true
+	ten := authz.Unlimited()
+	ten.Tenants = map[string]authz.TenantPolicy{"acme": {Limits: l}}
+	b.adm = newTestAdmitter(t, b.store, Options{Tenants: ten, QuotaFresh: time.Second, Now: b.clock})
+	return b
+}
+
+func (b *fastBundle) clock() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.now
+}
+
+func (b *fastBundle) advance(d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.now = b.now.Add(d)
+}
+
+// counts is how many counts the store has answered so far.
+func (b *fastBundle) counts() int {
+	b.store.Mu.Lock()
+	defer b.store.Mu.Unlock()
+	return b.store.CountCalls
+}
+
+// start admits a 1-episode eval of owner under key and keeps it (started, not visible in the
+// store: only this replica's reservation counts it).
+func (b *fastBundle) start(owner, key string) error {
+	a, err := b.adm.Admit(context.Background(), authz.Principal{Tenant: "acme", Subject: owner}, "acme/eval/"+owner+"/"+key, 1)
+	if err == nil {
+		a.Started()
+	}
+	return err
+}
+
+// seed puts n running evals of owner in the store: another replica's starts, visible.
+func (b *fastBundle) seed(t *testing.T, owner string, n int) {
+	for i := range n {
+		b.store.Put(memstore.ExecInfo(t, "acme/eval/"+owner+"/seed"+strconv.Itoa(i), "acme", owner, "eval",
+			enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, workflows.StatusRunning))
+	}
+}
+
+// Far from every limit, a start is decided on its tenant's figures of under QuotaFresh without a
+// count; this replica's starts since those figures are added, so that it reaches the margin
+// and from there every start waits for a check made after it arrived: the limit is reached
+// exactly, never passed.
+func TestFastAdmitReachesLimitExactly(t *testing.T) {
+	const limit = 40
+	b := fastSetup(t, authz.Limits{RunningJobsPerTenant: limit, RunningJobsPerOwner: -1, EpisodesInFlightPerTenant: -1, StartsPerMinutePerOwner: -1})
+	far, _ := b.adm.farLimits(authz.Limits{RunningJobsPerTenant: limit}, 0, 1)
+	counted := map[int]bool{} // starts that waited for counts
+	admitted := 0
+	for i := range limit + 5 {
+		before := b.counts()
+		err := b.start("ann", "k"+strconv.Itoa(i))
+		if err == nil {
+			admitted++
+		} else if te, ok := toolError(err); !ok || te.Code != wire.CodeQuotaExceeded {
+			t.Fatalf("start %d: %v", i, err)
+		}
+		counted[i] = b.counts() > before
+	}
+	if admitted != limit {
+		t.Fatalf("admitted %d, want exactly the limit %d", admitted, limit)
+	}
+	// The first start counts (no figures yet); those after it are decided on its figures while
+	// they leave the margin (far.RunningJobsPerTenant); from there each one counts.
+	for i := range limit + 5 {
+		want := i == 0 || i >= far.RunningJobsPerTenant
+		if counted[i] != want {
+			t.Errorf("start %d (far limit %d): counted %v, want %v", i, far.RunningJobsPerTenant, counted[i], want)
+		}
+	}
+}
+
+// Figures older than QuotaFresh decide nothing: the next start waits for a new check, which
+// sees what another replica started meanwhile.
+func TestFastFiguresAge(t *testing.T) {
+	b := fastSetup(t, authz.Limits{RunningJobsPerTenant: 100, RunningJobsPerOwner: -1, EpisodesInFlightPerTenant: -1, StartsPerMinutePerOwner: -1})
+	if err := b.start("ann", "a"); err != nil {
+		t.Fatal(err)
+	}
+	n := b.counts()
+	if err := b.start("ann", "b"); err != nil || b.counts() != n {
+		t.Fatalf("start on fresh figures: %v, %d counts asked", err, b.counts()-n)
+	}
+	// Another replica's 98 starts become visible; the figures still say 0 (+ a and b here).
+	b.seed(t, "bo", 98)
+	b.advance(time.Second + time.Millisecond)
+	err := b.start("ann", "c")
+	te, ok := toolError(err)
+	if !ok || te.Code != wire.CodeQuotaExceeded || b.counts() == n {
+		t.Fatalf("start on stale figures: %v after %d counts; want a check that finds 98 + 2 + 1 over 100", err, b.counts()-n)
+	}
+}
+
+// Within QuotaFresh, what another replica started after the figures is not in them: the start
+// is admitted only while the figures leave the margin, so an overshoot needs the other replicas
+// to have started more than that margin meanwhile (fast.go's bound).
+func TestFastMissesOnlyBeyondMargin(t *testing.T) {
+	const limit = 100
+	b := fastSetup(t, authz.Limits{RunningJobsPerTenant: limit, RunningJobsPerOwner: -1, EpisodesInFlightPerTenant: -1, StartsPerMinutePerOwner: -1})
+	far, _ := b.adm.farLimits(authz.Limits{RunningJobsPerTenant: limit}, 0, 1)
+	margin := limit - far.RunningJobsPerTenant
+	b.seed(t, "bo", far.RunningJobsPerTenant-2) // the first check sees these
+	if err := b.start("ann", "a"); err != nil {
+		t.Fatal(err)
+	}
+	// The other replica starts `margin` more: the figures miss them.
+	b.seed(t, "cy", margin)
+	n := b.counts()
+	if err := b.start("ann", "b"); err != nil || b.counts() != n {
+		t.Fatalf("b: %v after %d counts: the figures (%d + a) leave the margin", err, b.counts()-n, far.RunningJobsPerTenant-2)
+	}
+	// Now the figures (with a and b) are at the margin: the next start is counted and refused
+	// (the store holds 98 + 16 + a + b).
+	err := b.start("ann", "c")
+	if te, ok := toolError(err); !ok || te.Code != wire.CodeQuotaExceeded || b.counts() == n {
+		t.Fatalf("c at the margin: %v after %d counts", err, b.counts()-n)
+	}
+}
+
+// Small limits leave no room for a margin: every start of such a tenant waits for its check.
+func TestFastNotForSmallLimits(t *testing.T) {
+	b := fastSetup(t, authz.Limits{RunningJobsPerTenant: 3, RunningJobsPerOwner: -1, EpisodesInFlightPerTenant: -1, StartsPerMinutePerOwner: -1})
+	for i := range 3 {
+		n := b.counts()
+		if err := b.start("ann", "k"+strconv.Itoa(i)); err != nil || b.counts() == n {
+			t.Fatalf("start %d: %v after %d counts: want a check for each", i, err, b.counts()-n)
+		}
+	}
+}
+
+// The tenant's figures bound each owner's far from the owner limits: fifty owners' first starts
+// ask no count of their own; once the tenant's figures near an owner limit, an owner's own
+// figures are counted (in the background, then used).
+func TestFastOwnersBoundedByTenant(t *testing.T) {
+	b := fastSetup(t, authz.DefaultTenants().Defaults.Limits)
+	var mu sync.Mutex
+	ownerCounts := 0
+	b.store.OnCount = func(f jobstore.Filter) error {
+		if f.Owner != "" {
+			mu.Lock()
+			ownerCounts++
+			mu.Unlock()
+		}
+		return nil
+	}
+	for i := range 50 {
+		if err := b.start("owner"+strconv.Itoa(i), "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ownerCounts != 0 {
+		t.Fatalf("%d owner counts for 50 owners far from their limits, want 0", ownerCounts)
+	}
+}
