@@ -126,3 +126,16 @@ func (q *quotas) ownerBelow(k flightKey, limit int, now time.Time) (ownerBase, b
 	}
 	return b, b.c+ep.since < limit
 }
+
+// tenantRecentBelow reports whether the tenant's last counted starts of the minute (admitFast's
+// figures, younger than tenantBound, reservations included) are below limit.
+func (q *quotas) tenantRecentBelow(tenant string, limit int, now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c, ok := q.recent[flightKey{tenant, ""}]
+	if !ok || now.Sub(c.at) >= tenantBound {
+		return false
+	}
+	t := c.res.(*tenantSnap)
+	return t.recentCounted && t.recent+len(t.rs) < limit
+}

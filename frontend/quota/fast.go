@@ -119,14 +119,16 @@ func withLater(rs, pending []reservation, seq uint64) []reservation {
 }
 
 // admitFast admits a start on its keys' recent figures when they are fresh and keep it far
-// from every limit; ok false leaves the decision to a new check. An admitted start is a
+// from every limit; ok false leaves the decision to a new check, or first to inAir, when the
+// tenant has no fresh figures but a check of it is in the air (taken off before the start
+// arrived, so its figures are recent ones like any other). An admitted start is a
 // reservation like any other. When the figures it used are past half their freshness, a
 // check is started in the background (without waiting for it) so that the next start finds
 // them fresh.
-func (adm *Admitter) admitFast(p authz.Principal, pol authz.TenantPolicy, id string, episodes int, needT, needO bool, now time.Time) (admission, bool) {
+func (adm *Admitter) admitFast(p authz.Principal, pol authz.TenantPolicy, id string, episodes int, needT, needO bool, now time.Time) (out fastOutcome) {
 	fresh := adm.opts.QuotaFresh
 	if fresh <= 0 {
-		return admission{}, false
+		return fastOutcome{}
 	}
 	q := &adm.quotas
 	tenantKey, ownerKey := flightKey{p.Tenant, ""}, flightKey{p.Tenant, p.Subject}
@@ -142,13 +144,17 @@ func (adm *Admitter) admitFast(p authz.Principal, pol authz.TenantPolicy, id str
 	if needT {
 		c, have := q.recent[tenantKey]
 		if !have || now.Sub(c.at) > fresh {
+			// A check of the tenant in the air now answers sooner than a new one.
+			if slot := q.flights[tenantKey]; slot != nil {
+				out.inAir = slot.cur
+			}
 			q.mu.Unlock()
-			return admission{}, false
+			return out
 		}
 		t := *c.res.(*tenantSnap)
 		if episodes > 0 && pol.Limits.EpisodesInFlightPerTenant > 0 && !t.heldMeasured {
 			q.mu.Unlock()
-			return admission{}, false
+			return fastOutcome{}
 		}
 		t.rs = withLater(t.rs, q.pending[p.Tenant], c.seq)
 		ts = &t
@@ -173,7 +179,7 @@ func (adm *Admitter) admitFast(p authz.Principal, pol authz.TenantPolicy, id str
 			sc, err := quotaScopeOf(p.Tenant, p.Subject, nil)
 			if err != nil || ts == nil {
 				q.mu.Unlock()
-				return admission{}, false
+				return fastOutcome{}
 			}
 			osn = &ownerSnap{owner: sc.hasOwner, rs: ts.rs}
 			ownerByTenant = true
@@ -182,40 +188,65 @@ func (adm *Admitter) admitFast(p authz.Principal, pol authz.TenantPolicy, id str
 	far, farOK := adm.farLimits(pol.Limits, extra, slots)
 	if !farOK {
 		q.mu.Unlock()
-		return admission{}, false
+		return fastOutcome{}
 	}
 	r := q.reserveLocked(p.Tenant, id, p.Subject, episodes, now)
 	farPol := pol
 	farPol.Limits = far
 	if !ownerBounded(far, ts, osn, r) || decide(farPol, r, episodes, now, ts, osn) != nil {
+		tenantOnly := farPol
+		tenantOnly.Limits.RunningJobsPerOwner, tenantOnly.Limits.StartsPerMinutePerOwner = 0, 0
+		if needO && osn.owner && decide(tenantOnly, r, episodes, now, ts, nil) == nil {
+			// Far from the tenant's limits; only the owner's figures are missing: count those
+			// (the owner's flight) and decide with them, the tenant's kept.
+			j := q.enlistLocked(ownerKey, episodes, now)
+			adm.refreshLocked(pol, stale, episodes, now)
+			q.mu.Unlock()
+			return fastOutcome{owner: &j, ts: ts, r: r, far: far}
+		}
 		q.pending[p.Tenant] = slices.DeleteFunc(q.pending[p.Tenant], func(x reservation) bool { return x.seq == r.seq })
 		q.mu.Unlock()
-		return admission{}, false
+		return fastOutcome{}
 	}
-	if ownerByTenant && osn.owner && tenantBoundHalfway(far, ts, r) {
+	if needO && (ownerByTenant || !osn.runningCounted && !osn.recentCounted) && osn.owner && tenantBoundHalfway(far, ts, r) {
 		// The tenant's figures will soon stop bounding the owner's: count the owner's now, in
 		// the background, so that its next starts find figures of their own.
 		stale = append(stale, ownerKey)
 	}
-	var refresh []joined
-	for _, k := range stale {
-		if _, busy := q.flights[k]; !busy {
-			ep := episodes
-			if k.owner == "" && pol.Limits.EpisodesInFlightPerTenant > 0 {
-				ep = max(ep, 1) // measure the slots for the tenant's next eval, whatever this start is
-			}
-			j := q.enlistLocked(k, ep, now)
-			j.fl.force = true
-			refresh = append(refresh, j)
-		}
-	}
+	adm.refreshLocked(pol, stale, episodes, now)
 	q.mu.Unlock()
-	for _, j := range refresh {
-		if j.start {
+	return fastOutcome{a: admission{f: adm, tenant: p.Tenant, r: &r}, ok: true}
+}
+
+// refreshLocked starts a check of each key in stale that has none in the air, waited for by no
+// start: its figures serve the next starts (q.mu is held).
+func (adm *Admitter) refreshLocked(pol authz.TenantPolicy, stale []flightKey, episodes int, now time.Time) {
+	for _, k := range stale {
+		if _, busy := adm.quotas.flights[k]; busy {
+			continue
+		}
+		ep := episodes
+		if k.owner == "" && pol.Limits.EpisodesInFlightPerTenant > 0 {
+			ep = max(ep, 1) // measure the slots for the tenant's next eval, whatever this start is
+		}
+		if j := adm.quotas.enlistLocked(k, ep, now); j.start {
 			go adm.fly(j.key, pol, j.fl)
 		}
 	}
-	return admission{f: adm, tenant: p.Tenant, r: &r}, true
+}
+
+// fastOutcome is what admitFast decided: admitted (a, ok); not, but a check of the tenant in
+// the air may let it (inAir: wait for it and ask again); or far from the tenant's limits on
+// its recent figures (ts, far) with only the owner's to count: r is reserved and owner is the
+// owner's flight it joined (admitOwnerCounted decides).
+type fastOutcome struct {
+	a     admission
+	ok    bool
+	inAir *flight
+	owner *joined
+	ts    *tenantSnap
+	r     reservation
+	far   authz.Limits
 }
 
 // avgSlots estimates the slots of a start of the tenant another replica made: the larger of

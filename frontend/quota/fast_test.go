@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -187,5 +188,52 @@ func TestFastOwnersBoundedByTenant(t *testing.T) {
 	defer mu.Unlock()
 	if ownerCounts != 0 {
 		t.Fatalf("%d owner counts for 50 owners far from their limits, want 0", ownerCounts)
+	}
+}
+
+// Far from the tenant's limits but near an owner's, the tenant's recent figures still serve
+// the start and only the owner's are counted, afresh for each start within the owner's margin:
+// the owner's limit is reached exactly.
+func TestFastOwnerCountedNearItsLimit(t *testing.T) {
+	const limit = 30
+	b := fastSetup(t, authz.Limits{RunningJobsPerOwner: limit, RunningJobsPerTenant: 10_000, EpisodesInFlightPerTenant: -1, StartsPerMinutePerOwner: -1})
+	var mu sync.Mutex
+	ownerCounts, tenantCounts := 0, 0
+	b.store.OnCount = func(f jobstore.Filter) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if f.Owner != "" {
+			ownerCounts++
+		} else if f.IDs == nil {
+			tenantCounts++
+		}
+		return nil
+	}
+	b.seed(t, "ann", 20)
+	if err := b.start("ann", "first"); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 1
+	for i := range 12 {
+		mu.Lock()
+		oc, tc := ownerCounts, tenantCounts
+		mu.Unlock()
+		err := b.start("ann", "k"+strconv.Itoa(i))
+		mu.Lock()
+		askedOwner, askedTenant := ownerCounts > oc, tenantCounts > tc
+		mu.Unlock()
+		if !askedOwner || askedTenant {
+			t.Fatalf("start %d: owner counted %v, tenant counted %v; want the owner's counts only", i, askedOwner, askedTenant)
+		}
+		if err == nil {
+			admitted++
+			continue
+		}
+		if te, ok := toolError(err); !ok || te.Code != wire.CodeQuotaExceeded || !strings.HasPrefix(te.Message, "running_jobs_per_owner") {
+			t.Fatalf("start %d: %v", i, err)
+		}
+	}
+	if 20+admitted != limit {
+		t.Fatalf("ann holds %d, want exactly the limit %d", 20+admitted, limit)
 	}
 }

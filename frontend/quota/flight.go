@@ -27,16 +27,15 @@ type flight struct {
 	res          any // *tenantSnap or *ownerSnap
 	err          error
 	// at is when it took off (its counts were asked after it) and seq the last reservation
-	// made by then; force has an owner's flight count what the tenant's figures could bound
-	// (a refresh for admitFast, whose figures must be counted to stay usable).
-	at    time.Time
-	seq   uint64
-	force bool
+	// made by then.
+	at  time.Time
+	seq uint64
 }
 
 // flightSlot is one key's flights: at most one running, and the next one gathering waiters.
 type flightSlot struct {
 	running bool
+	cur     *flight // the running one
 	next    *flight
 }
 
@@ -94,7 +93,7 @@ func (q *quotas) enlistLocked(k flightKey, episodes int, now time.Time) joined {
 // takeOffLocked starts slot's next flight: its reservations are fixed now.
 func (q *quotas) takeOffLocked(k flightKey, slot *flightSlot, now time.Time) {
 	fl := slot.next
-	slot.next, slot.running = nil, true
+	slot.next, slot.running, slot.cur = nil, true, fl
 	fl.rs = slices.Clone(q.pending[k.tenant])
 	fl.at, fl.seq = now, q.seq
 }
@@ -124,7 +123,7 @@ func (adm *Admitter) fly(k flightKey, pol authz.TenantPolicy, fl *flight) {
 		if k.owner == "" {
 			fl.res, fl.err = adm.measureTenant(ctx, k.tenant, pol, fl)
 		} else {
-			fl.res, fl.err = adm.measureOwner(ctx, k, pol, fl, fl.force)
+			fl.res, fl.err = adm.measureOwner(ctx, k, pol, fl, false)
 		}
 		cancel()
 		if fl.err == nil && (k.owner == "") == tenantLimits {

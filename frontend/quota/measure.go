@@ -158,18 +158,30 @@ func (adm *Admitter) measureOwner(ctx context.Context, k flightKey, pol authz.Te
 	}
 	now := adm.opts.Now()
 	counts := map[*int]jobstore.Filter{}
+	// When admitFast is on, bounds count only up to half of its limits (less the margin): the
+	// fast path bounds owners by the tenant's figures up to the whole of them, and the owner's
+	// own figures, counted here meanwhile, serve its starts beyond (tenantBoundHalfway).
+	lim := l
+	if adm.opts.QuotaFresh > 0 {
+		if far, ok := adm.farLimits(l, 0, 1); ok {
+			lim.RunningJobsPerOwner, lim.StartsPerMinutePerOwner = far.RunningJobsPerOwner/2, far.StartsPerMinutePerOwner/2
+		}
+	}
 	// The tenant's unfinished jobs bound the owner's: while the tenant's last count (with this
 	// replica's reservations) is below the owner's limit, the owner's own is not asked.
-	if l.RunningJobsPerOwner > 0 && (force || !adm.quotas.tenantRunningBelow(k.tenant, l.RunningJobsPerOwner-len(fl.rs), now)) {
+	if l.RunningJobsPerOwner > 0 && (force || !adm.quotas.tenantRunningBelow(k.tenant, lim.RunningJobsPerOwner-len(fl.rs), now)) {
 		counts[&s.running] = running(sc.owner)
 		s.runningCounted = true
 	}
 	// The owner's starts of the minute are at most what they were at its last count plus all
-	// of the tenant's starts since the epoch that count was made in (startEpoch).
+	// of the tenant's starts since the epoch that count was made in (startEpoch), and at most
+	// the tenant's starts of the minute (its recent figures, when admitFast is on).
 	var epoch time.Time
 	if l.StartsPerMinutePerOwner > 0 {
-		if b, ok := adm.quotas.ownerBelow(k, l.StartsPerMinutePerOwner-len(fl.rs), now); ok && !force {
+		if b, ok := adm.quotas.ownerBelow(k, lim.StartsPerMinutePerOwner-len(fl.rs), now); ok && !force {
 			s.base = &b
+		} else if !force && adm.quotas.tenantRecentBelow(k.tenant, lim.StartsPerMinutePerOwner-len(fl.rs), now) {
+			// Bounded by the tenant's (decide checks it again against the start's own figures).
 		} else {
 			counts[&s.recent] = createdSince(sc.owner, now.Add(-time.Minute))
 			s.recentCounted = true

@@ -143,16 +143,34 @@ func (adm *Admitter) Admit(ctx context.Context, p authz.Principal, id string, ep
 			return admission{}, adm.refuse(p, windowRefusal(l.StartsPerMinutePerOwner, w.count, w.freeAt, now))
 		}
 	}
-	if a, ok := adm.admitFast(p, pol, id, episodes, needT, needO, now); ok {
-		return a, nil
+	budget := time.NewTimer(adm.opts.QuotaBudget)
+	defer budget.Stop()
+	fo := adm.admitFast(p, pol, id, episodes, needT, needO, now)
+	if fo.inAir != nil {
+		select {
+		case <-fo.inAir.done:
+			fo = adm.admitFast(p, pol, id, episodes, needT, needO, adm.opts.Now())
+		case <-ctx.Done():
+			return admission{}, fmt.Errorf("quota check: %w", ctx.Err())
+		case <-budget.C:
+			// Decided unchecked: a reservation like any other, so the next check counts it.
+			adm.quotas.mu.Lock()
+			r := adm.quotas.reserveLocked(p.Tenant, id, p.Subject, episodes, now)
+			adm.quotas.mu.Unlock()
+			return adm.degraded(ctx, p, admission{f: adm, tenant: p.Tenant, r: &r}, "budget", nil)
+		}
+	}
+	if fo.ok {
+		return fo.a, nil
+	}
+	if fo.owner != nil {
+		return adm.admitOwnerCounted(ctx, p, pol, episodes, fo, budget.C)
 	}
 	// With QuotaFresh on, a start that needs both flights waits for its tenant's first: the
 	// tenant's figures, counted after it arrived, often bound its owner's (no owner flight).
 	deferOwner := needT && needO && adm.opts.QuotaFresh > 0
 	r, fls := adm.quotas.join(p.Tenant, p.Subject, id, episodes, now, needT, needO && !deferOwner)
 	a := admission{f: adm, tenant: p.Tenant, r: &r}
-	budget := time.NewTimer(adm.opts.QuotaBudget)
-	defer budget.Stop()
 	if out, err, done := adm.wait(ctx, p, pol, a, fls, budget.C); done {
 		return out, err
 	}
@@ -188,6 +206,37 @@ func (adm *Admitter) Admit(ctx context.Context, p authz.Principal, id string, ep
 		return admission{}, err
 	}
 	if ref := decide(pol, r, episodes, adm.opts.Now(), ts, on); ref != nil {
+		a.Abandoned()
+		return admission{}, adm.refuse(p, ref)
+	}
+	return a, nil
+}
+
+// admitOwnerCounted decides a start that admitFast found far from its tenant's limits on
+// recent figures (fo.ts, fo.far) but whose owner's figures it could not bound: by the owner's
+// flight it joined (fo.owner), and the owner's counts where that flight left them to bounds,
+// against the owner's limits exactly.
+func (adm *Admitter) admitOwnerCounted(ctx context.Context, p authz.Principal, pol authz.TenantPolicy, episodes int, fo fastOutcome, budget <-chan time.Time) (admission, error) {
+	a := admission{f: adm, tenant: p.Tenant, r: &fo.r}
+	if out, err, done := adm.wait(ctx, p, pol, a, []joined{*fo.owner}, budget); done {
+		return out, err
+	}
+	l := pol.Limits
+	on := fo.owner.fl.res.(*ownerSnap)
+	if on.owner && (l.RunningJobsPerOwner > 0 && !on.runningCounted || l.StartsPerMinutePerOwner > 0 && !on.recentCounted) {
+		var err error
+		if on, err = adm.measureOwner(ctx, fo.owner.key, pol, &flight{rs: on.rs}, true); err != nil {
+			if errors.Is(err, jobstore.ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+				return adm.degraded(ctx, p, a, "unavailable", err)
+			}
+			a.Abandoned()
+			return admission{}, err
+		}
+	}
+	mixed := pol
+	mixed.Limits.RunningJobsPerTenant, mixed.Limits.EpisodesInFlightPerTenant = fo.far.RunningJobsPerTenant, fo.far.EpisodesInFlightPerTenant
+	if ref := decide(mixed, fo.r, episodes, adm.opts.Now(), fo.ts, on); ref != nil {
+		// The tenant's part passed admitFast with the same figures: this is the owner's limit.
 		a.Abandoned()
 		return admission{}, adm.refuse(p, ref)
 	}
