@@ -130,6 +130,8 @@ type setupOpts struct {
 	authServer string
 	// tracing is the frontends' traces (ServeMain.Tracing); default: from the environment (off).
 	tracing *app.Tracing
+	// quotaFresh is the frontends' --quota-fresh; 0: its default.
+	quotaFresh time.Duration
 }
 
 // queryLog records every statement in-process workers send to a dataset.
@@ -219,7 +221,7 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 			Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: issuer,
 				UIBaseURL: "http://ui.test", SuitesFile: b.suites, HandleTTL: opts.handleTTL, DatasetsFile: b.datasets,
 				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export, Tenants: tenants,
-				KindSpecs: opts.kinds},
+				KindSpecs: opts.kinds, QuotaFresh: opts.quotaFresh},
 			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys,
 			Now: b.clock.Now, Tracing: opts.tracing,
 		}

@@ -64,6 +64,8 @@ type pgStackOpts struct {
 	// visibilityRPS, if not 0, is the Temporal server's frontend.namespaceRPS.visibility
 	// (temporalpg --visibility-rps); default the server's own (10).
 	visibilityRPS int
+	// quotaFresh, if set, is the serve replicas' --quota-fresh.
+	quotaFresh string
 }
 
 const pgStackNamespace = "jobgate-prod"
@@ -191,6 +193,9 @@ func startPGStack(t testing.TB, o pgStackOpts) *pgStack {
 		tenants := filepath.Join(dir, "tenants.json")
 		must(t, os.WriteFile(tenants, []byte(o.tenantsJSON), 0o600))
 		serveArgs = append(slices.Clone(s.common), "--tenants", tenants)
+	}
+	if o.quotaFresh != "" {
+		serveArgs = append(slices.Clone(serveArgs), "--quota-fresh", o.quotaFresh)
 	}
 	for range 2 {
 		a := freeAddr(t)

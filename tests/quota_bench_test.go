@@ -291,7 +291,7 @@ func BenchmarkQuotaManyOwners(b *testing.B) {
 	}
 	b.Run("SQLite", func(b *testing.B) {
 		def, un := authz.DefaultTenants(), authz.Unlimited()
-		on := setup(b, setupOpts{tenants: &def})
+		on := setup(b, setupOpts{tenants: &def, quotaFresh: benchQuotaFresh(b)})
 		off := setup(b, setupOpts{tenants: &un})
 		side := func(name string, bundle *testBundle) *ownersSide {
 			return newOwnersSide(b, name, "qowners-"+name+"-"+randHex(3), func(p principal, replica int) *mcp.ClientSession {
@@ -306,7 +306,7 @@ func BenchmarkQuotaManyOwners(b *testing.B) {
 		cfg.Tenants = map[string]authz.TenantPolicy{offTenant: {Limits: authz.Unlimited().Defaults.Limits}}
 		raw, err := json.Marshal(cfg)
 		must(b, err)
-		o := pgStackOpts{tenantsJSON: string(raw), quietPG: true}
+		o := pgStackOpts{tenantsJSON: string(raw), quietPG: true, quotaFresh: os.Getenv("JOBGATE_BENCH_QUOTA_FRESH")}
 		if v := os.Getenv("JOBGATE_BENCH_PG_VISIBILITY_RPS"); v != "" {
 			o.visibilityRPS, err = strconv.Atoi(v)
 			must(b, err)
@@ -329,6 +329,19 @@ func BenchmarkQuotaManyOwners(b *testing.B) {
 			return lines
 		})
 	})
+}
+
+// benchQuotaFresh is JOBGATE_BENCH_QUOTA_FRESH (the quotas-on side's --quota-fresh: e.g. -1s
+// for every start to wait for a check made after it arrived, as before admitFast), or 0: the
+// default.
+func benchQuotaFresh(b *testing.B) time.Duration {
+	v := os.Getenv("JOBGATE_BENCH_QUOTA_FRESH")
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	must(b, err)
+	return d
 }
 
 // countTenant counts the workflows of a visibility query in tc's namespace ns.

@@ -77,8 +77,15 @@ func (adm *Admitter) measureTenant(ctx context.Context, tenant string, pol authz
 		counts[&s.running] = running(sc.tenant)
 	}
 	episodes := l.EpisodesInFlightPerTenant > 0 && fl.maxEp > 0
+	// A tenant whose last check needed the slots by range has them counted in this first
+	// round too: one round of counts instead of two while it holds that many evals. The ranges
+	// (and the evals without JobSlots) add up to its running evals, which are then not asked.
+	var pre *slotCounts
+	if episodes && adm.quotas.rangedRecently(tenant, adm.opts.Now()) && adm.store.SlotsIndexed(ctx) {
+		pre = newSlotCounts(adm.runningSlotEvals(sc.tenant), adm.MaxJobSlots(), counts)
+	}
 	var evals int
-	if episodes {
+	if episodes && pre == nil {
 		counts[&evals] = adm.runningSlotEvals(sc.tenant)
 	}
 	// The tenant's starts since its epoch bound each owner's starts of the minute (ownerBelow).
@@ -91,17 +98,17 @@ func (adm *Admitter) measureTenant(ctx context.Context, tenant string, pol authz
 			s.recentCounted = true
 		}
 	}
-	// A tenant whose last check needed the slots by range has them counted in this first
-	// round too: one round of counts instead of two while it holds that many evals.
-	var pre *slotCounts
-	if episodes && adm.quotas.rangedRecently(tenant, adm.opts.Now()) && adm.store.SlotsIndexed(ctx) {
-		pre = newSlotCounts(adm.runningSlotEvals(sc.tenant), adm.MaxJobSlots(), counts)
-	}
 	release := adm.shownCount(tenant, fl.rs, "", counts)
 	if err := adm.countAll(ctx, counts); err != nil {
 		return nil, err
 	}
 	release()
+	if pre != nil {
+		evals = pre.legacy
+		for _, r := range pre.ranges {
+			evals += r.n
+		}
+	}
 	if l.RunningJobsPerTenant > 0 && s.running+len(fl.rs) >= l.RunningJobsPerTenant {
 		// At the limit: count once more before deciding. Visibility trails another replica's
 		// start by milliseconds; this gives a start made there just before the count the
@@ -158,13 +165,16 @@ func (adm *Admitter) measureOwner(ctx context.Context, k flightKey, pol authz.Te
 	}
 	now := adm.opts.Now()
 	counts := map[*int]jobstore.Filter{}
-	// When admitFast is on, bounds count only up to half of its limits (less the margin): the
-	// fast path bounds owners by the tenant's figures up to the whole of them, and the owner's
-	// own figures, counted here meanwhile, serve its starts beyond (tenantBoundHalfway).
+	// When admitFast is on, bounds are judged against its limits (less the margin), the
+	// running jobs' against half of that: the fast path bounds owners by the tenant's figures
+	// up to the whole of them, and the owner's own running jobs, counted here meanwhile, serve
+	// its starts beyond (tenantBoundHalfway). The starts of the minute are counted only past
+	// the whole: a count per owner per refresh costs more than the rare owner near its own
+	// minute limit, whose start then waits for that count (admitOwnerCounted).
 	lim := l
 	if adm.opts.QuotaFresh > 0 {
 		if far, ok := adm.farLimits(l, 0, 1); ok {
-			lim.RunningJobsPerOwner, lim.StartsPerMinutePerOwner = far.RunningJobsPerOwner/2, far.StartsPerMinutePerOwner/2
+			lim.RunningJobsPerOwner, lim.StartsPerMinutePerOwner = far.RunningJobsPerOwner/2, far.StartsPerMinutePerOwner
 		}
 	}
 	// The tenant's unfinished jobs bound the owner's: while the tenant's last count (with this
