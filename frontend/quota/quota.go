@@ -28,7 +28,9 @@ import (
 // none reads closed ones. A refusal by starts_per_minute_per_owner is remembered until the
 // window frees (it cannot free sooner: a start never leaves the window early), so further
 // starts in that window are refused without any Temporal call. No lock is held across a
-// Temporal call.
+// Temporal call. Far from every limit a start waits for no check at all: fast.go decides it
+// on the last check's figures while they are younger than Options.QuotaFresh, with a margin
+// under each limit (what that allows across replicas is stated there).
 //
 // A check that cannot answer within Options.QuotaBudget (or whose visibility store is
 // unreachable) never turns into unavailable: the start is decided by Options.QuotaDegraded —
