@@ -52,6 +52,9 @@ type SlotKind struct {
 type Metrics struct {
 	// Degraded counts starts decided by QuotaDegraded, by decision and why.
 	Degraded *prometheus.CounterVec
+	// Decided counts the other decisions by the figures they used: "recent" (admitFast, no
+	// wait) or "check" (a check made after the start arrived). Nil: not counted.
+	Decided *prometheus.CounterVec
 	// Rejected records a quota_exceeded answer: the tenant and the limit.
 	Rejected func(tenant, limit string)
 }

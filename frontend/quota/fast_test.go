@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/jobgate/jobgate/authz"
@@ -95,6 +96,10 @@ func TestFastAdmitReachesLimitExactly(t *testing.T) {
 	}
 	if admitted != limit {
 		t.Fatalf("admitted %d, want exactly the limit %d", admitted, limit)
+	}
+	recent, check := testutil.ToFloat64(b.adm.metrics.Decided.WithLabelValues("recent")), testutil.ToFloat64(b.adm.metrics.Decided.WithLabelValues("check"))
+	if want := far.RunningJobsPerTenant - 1; recent != float64(want) || check != float64(limit+5-want) {
+		t.Errorf("decisions: recent %v, check %v; want %d and %d", recent, check, want, limit+5-want)
 	}
 	// The first start counts (no figures yet); those after it are decided on its figures while
 	// they leave the margin (far.RunningJobsPerTenant); from there each one counts.

@@ -163,6 +163,7 @@ func (adm *Admitter) Admit(ctx context.Context, p authz.Principal, id string, ep
 		}
 	}
 	if fo.ok {
+		adm.decided("recent")
 		return fo.a, nil
 	}
 	if fo.owner != nil {
@@ -207,6 +208,7 @@ func (adm *Admitter) Admit(ctx context.Context, p authz.Principal, id string, ep
 		a.Abandoned()
 		return admission{}, err
 	}
+	adm.decided("check")
 	if ref := decide(pol, r, episodes, adm.opts.Now(), ts, on); ref != nil {
 		a.Abandoned()
 		return admission{}, adm.refuse(p, ref)
@@ -237,6 +239,7 @@ func (adm *Admitter) admitOwnerCounted(ctx context.Context, p authz.Principal, p
 	}
 	mixed := pol
 	mixed.Limits.RunningJobsPerTenant, mixed.Limits.EpisodesInFlightPerTenant = fo.far.RunningJobsPerTenant, fo.far.EpisodesInFlightPerTenant
+	adm.decided("check")
 	if ref := decide(mixed, fo.r, episodes, adm.opts.Now(), fo.ts, on); ref != nil {
 		// The tenant's part passed admitFast with the same figures: this is the owner's limit.
 		a.Abandoned()
@@ -324,6 +327,13 @@ func (q *quotas) checked(tenant string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.unchecked, tenant)
+}
+
+// decided counts a start decided on figures ("recent" or "check": Metrics.Decided).
+func (adm *Admitter) decided(figures string) {
+	if adm.metrics.Decided != nil {
+		adm.metrics.Decided.WithLabelValues(figures).Inc()
+	}
 }
 
 // refuse counts a refusal and renders it as the quota_exceeded tool error.

@@ -51,6 +51,7 @@ type Metrics struct {
 	downloads     *prometheus.CounterVec
 	quotaRejects  *prometheus.CounterVec
 	QuotaDegraded *prometheus.CounterVec // starts decided by Options.QuotaDegraded (decision, why)
+	QuotaDecided  *prometheus.CounterVec // starts decided by their quota check, by figures (recent, check)
 	streams       *prometheus.GaugeVec   // open event streams by surface (job_events, tasks_listen)
 	StreamCalls   *prometheus.CounterVec // Temporal calls of event streams (history_wait, render)
 	KnownScopeFor map[string]bool        // tool names and tasks/* methods a 403 may name
@@ -85,6 +86,9 @@ func NewMetrics(reg prometheus.Registerer, scopeNames ...string) (*Metrics, erro
 		QuotaDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_degraded_total",
 			Help: "start_* calls whose quota check did not answer within the budget (why: budget) or met an unreachable visibility store (why: unavailable), decided by the QuotaDegraded policy: admitted (within the bounded overshoot) or refused (quota_exceeded with retry_after_ms)."},
 			[]string{"decision", "why"}),
+		QuotaDecided: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_decisions_total",
+			Help: "start_* calls of a tenant with quotas decided (admitted or refused) by their quota check, by the figures it used: recent (a check's figures under --quota-fresh old, far from every limit: no wait) or check (a check made after the start arrived). Starts decided by the QuotaDegraded policy count in quota_degraded_total instead."},
+			[]string{"figures"}),
 		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "event_streams",
 			Help: "Event streams open on this replica, by surface: job_events (GET /jobs/<handle>/events) or tasks_listen (subscriptions/listen)."},
 			[]string{"surface"}),
@@ -131,6 +135,9 @@ func NewMetrics(reg prometheus.Registerer, scopeNames ...string) (*Metrics, erro
 		return nil, err
 	}
 	if m.QuotaDegraded, err = register(reg, m.QuotaDegraded); err != nil {
+		return nil, err
+	}
+	if m.QuotaDecided, err = register(reg, m.QuotaDecided); err != nil {
 		return nil, err
 	}
 	if m.quotaRejects, err = register(reg, m.quotaRejects); err != nil {
