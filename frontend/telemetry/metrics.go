@@ -112,37 +112,28 @@ func NewMetrics(reg prometheus.Registerer, scopeNames ...string) (*Metrics, erro
 		return m, nil
 	}
 	var err error
-	if m.ToolCalls, err = register(reg, m.ToolCalls); err != nil {
-		return nil, err
-	}
-	if m.toolLatency, err = register(reg, m.toolLatency); err != nil {
-		return nil, err
-	}
-	if m.Unauthorized, err = register(reg, m.Unauthorized); err != nil {
-		return nil, err
-	}
-	if m.insufficient, err = register(reg, m.insufficient); err != nil {
-		return nil, err
-	}
-	if m.jobsStarted, err = register(reg, m.jobsStarted); err != nil {
-		return nil, err
-	}
-	if m.downloads, err = register(reg, m.downloads); err != nil {
-		return nil, err
-	}
-	if m.QuotaDegraded, err = register(reg, m.QuotaDegraded); err != nil {
-		return nil, err
-	}
-	if m.quotaRejects, err = register(reg, m.quotaRejects); err != nil {
-		return nil, err
-	}
-	if m.streams, err = register(reg, m.streams); err != nil {
-		return nil, err
-	}
-	if m.StreamCalls, err = register(reg, m.StreamCalls); err != nil {
+	registerInto(reg, &m.ToolCalls, &err)
+	registerInto(reg, &m.toolLatency, &err)
+	registerInto(reg, &m.Unauthorized, &err)
+	registerInto(reg, &m.insufficient, &err)
+	registerInto(reg, &m.jobsStarted, &err)
+	registerInto(reg, &m.downloads, &err)
+	registerInto(reg, &m.QuotaDegraded, &err)
+	registerInto(reg, &m.quotaRejects, &err)
+	registerInto(reg, &m.streams, &err)
+	registerInto(reg, &m.StreamCalls, &err)
+	if err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// registerInto registers *c and replaces it with the collector register returns, unless *err
+// is set already (the first error stops the registering, as a chain of ifs would).
+func registerInto[C prometheus.Collector](reg prometheus.Registerer, c *C, err *error) {
+	if *err == nil {
+		*c, *err = register(reg, *c)
+	}
 }
 
 // register registers c, or returns the collector of the same shape already registered (a second
