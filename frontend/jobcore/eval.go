@@ -58,10 +58,7 @@ type evalKind struct{ opts EvalOptions }
 func (k *evalKind) Name() string { return workflows.KindEval }
 
 func (k *evalKind) Serve(f *Core) ServedKind {
-	jk := JobKind[EvalResultView]{Name: workflows.KindEval, Noun: "eval run",
-		Result: func(ctx context.Context, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
-			return k.result(f, p, j, decode)
-		}}
+	jk := JobKind[EvalResultView]{Name: workflows.KindEval, Noun: "eval run", Result: k.result}
 	maxConc := k.suiteMax(func(s contract.Suite) int { return s.MaxConcurrency })
 	sk := jk.served(f, startTool(f, jk, &mcp.Tool{
 		Title: "Start an eval run",
@@ -168,7 +165,7 @@ type EvalResultView = wire.EvalResultView
 
 // result renders the workflow's EvalResult for p: its decision record without the seal, and
 // the episode log with a download link bound to p (episodes.go).
-func (k *evalKind) result(f *Core, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
+func (k *evalKind) result(_ context.Context, f *Core, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
 	var r workflows.EvalResult
 	if err := decode(&r); err != nil {
 		return nil, err

@@ -93,10 +93,7 @@ type exportKind struct{ opts ExportOptions }
 func (k *exportKind) Name() string { return workflows.KindExport }
 
 func (k *exportKind) Serve(f *Core) ServedKind {
-	jk := JobKind[ExportResultView]{Name: workflows.KindExport, Noun: "export",
-		Result: func(_ context.Context, p authz.Principal, j *jobstore.Job, decode func(any) error) (*ExportResultView, error) {
-			return k.result(f, p, j, decode)
-		}}
+	jk := JobKind[ExportResultView]{Name: workflows.KindExport, Noun: "export", Result: k.result}
 	sk := jk.served(f, startTool(f, jk, &mcp.Tool{
 		Title: "Start a data export",
 		Description: "Export your tenant's rows of a server-configured dataset to a gzip file (jsonl or csv), or find the export " +
@@ -118,7 +115,7 @@ func (k *exportKind) Serve(f *Core) ServedKind {
 }
 
 // result renders a succeeded export for p, with a download link bound to p.
-func (k *exportKind) result(f *Core, p authz.Principal, j *jobstore.Job, decode func(any) error) (*ExportResultView, error) {
+func (k *exportKind) result(_ context.Context, f *Core, p authz.Principal, j *jobstore.Job, decode func(any) error) (*ExportResultView, error) {
 	var r workflows.ExportResult
 	if err := decode(&r); err != nil {
 		return nil, err
