@@ -107,9 +107,7 @@ func (jp *jobPages) inbox(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Rows = append(v.Rows, requestRowOf(&j, now))
 	}
-	if out.Next != "" {
-		v.Next = PathApprovals + "?" + url.Values{"cursor": {out.Next}}.Encode()
-	}
+	v.Next = pageLink(PathApprovals, out.Next)
 	jp.render(w, r, http.StatusOK, "inbox", v)
 }
 
@@ -129,6 +127,14 @@ func (jp *jobPages) listPage(w http.ResponseWriter, r *http.Request,
 		return s, out, false
 	}
 	return s, out, true
+}
+
+// pageLink is the link to the list page at path from cursor next; "" when there is no next page.
+func pageLink(path, next string) string {
+	if next == "" {
+		return ""
+	}
+	return path + "?" + url.Values{"cursor": {next}}.Encode()
 }
 
 // openJob is every job page's start: the signed-in person and the job the URL names, which
@@ -288,9 +294,7 @@ func (jp *jobPages) myJobs(w http.ResponseWriter, r *http.Request) {
 	for _, j := range out.Jobs {
 		v.JobRows = append(v.JobRows, jobRowOf(&j))
 	}
-	if out.Next != "" {
-		v.Next = PathJobs + "?" + url.Values{"cursor": {out.Next}}.Encode()
-	}
+	v.Next = pageLink(PathJobs, out.Next)
 	jp.render(w, r, http.StatusOK, "jobs", v)
 }
 
