@@ -1,9 +1,6 @@
 package workflows
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -276,12 +273,11 @@ type ResumeResult struct {
 
 // Digest returns "sha256:<hex>" of v's canonical JSON (encoding/json sorts map keys).
 func Digest(v any) string {
-	b, err := json.Marshal(v)
+	digest, err := contract.JSONDigest(v)
 	if err != nil {
 		panic(err) // only ever called on our own plain structs
 	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return digest
 }
 
 // Duration is contract.Duration, jobgate's one duration type: "24h0m0s" in workflow inputs,

@@ -5,8 +5,6 @@ package contract
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -120,9 +118,8 @@ func (d Dataset) ConfigDigest() string {
 	for _, c := range d.Columns {
 		canon.Columns = append(canon.Columns, col(c))
 	}
-	b, _ := json.Marshal(canon) // plain strings, ints and bools: cannot fail
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	digest, _ := JSONDigest(canon) // plain strings, ints and bools: cannot fail
+	return digest
 }
 
 // DefaultColumns are the non-sensitive columns in catalog order: what an export reads when
