@@ -5,13 +5,15 @@ package contract
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -74,21 +76,11 @@ type Dataset struct {
 // WithDefaults fills the zero fields that have defaults, so a dataset built in code and the
 // same dataset read from a file digest alike.
 func (d Dataset) WithDefaults() Dataset {
-	if d.Driver == "" {
-		d.Driver = DriverSQLite
-	}
-	if d.KeyType == "" {
-		d.KeyType = KeyTypeInteger
-	}
-	if d.MaxRows == 0 {
-		d.MaxRows = MaxRowsDefault
-	}
-	if d.ApprovalTimeout == 0 {
-		d.ApprovalTimeout = Duration(ApprovalTimeoutDefault)
-	}
-	if d.Retention == 0 {
-		d.Retention = Duration(RetentionDefault)
-	}
+	d.Driver = cmp.Or(d.Driver, DriverSQLite)
+	d.KeyType = cmp.Or(d.KeyType, KeyTypeInteger)
+	d.MaxRows = cmp.Or(d.MaxRows, MaxRowsDefault)
+	d.ApprovalTimeout = cmp.Or(d.ApprovalTimeout, Duration(ApprovalTimeoutDefault))
+	d.Retention = cmp.Or(d.Retention, Duration(RetentionDefault))
 	return d
 }
 
@@ -158,14 +150,7 @@ func (d Dataset) AnySensitive(cols []string) bool {
 type Datasets map[string]Dataset
 
 // Names lists dataset names, sorted.
-func (c Datasets) Names() []string {
-	out := make([]string, 0, len(c))
-	for n := range c {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+func (c Datasets) Names() []string { return slices.Sorted(maps.Keys(c)) }
 
 var (
 	datasetNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
