@@ -7,11 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -66,7 +64,7 @@ func runLogin(args []string, stdout, stderr io.Writer) error {
 	if o.timeout <= 0 {
 		return errors.New("login: --timeout must be positive")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := untilInterrupted()
 	defer stop()
 	return login(ctx, o, stdout)
 }

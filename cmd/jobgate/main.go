@@ -155,9 +155,14 @@ func runGroup(group, usage string, cmds []subcommand, args []string, stdout, std
 	return fmt.Errorf("unknown %s command %q (want: %s)", group, args[0], strings.Join(want, ", "))
 }
 
+// untilInterrupted is the context a command runs in: done once SIGINT or SIGTERM arrives.
+func untilInterrupted() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
 // untilSignal runs a Main until SIGINT/SIGTERM, then closes it.
 func untilSignal(start func(context.Context) error, closeFn func() error) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := untilInterrupted()
 	defer stop()
 	if err := start(ctx); err != nil {
 		_ = closeFn()
