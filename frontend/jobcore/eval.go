@@ -170,8 +170,7 @@ func (k *evalKind) result(_ context.Context, f *Core, p authz.Principal, j *jobs
 	if err := decode(&r); err != nil {
 		return nil, err
 	}
-	v := &EvalResultView{Episodes: r.Episodes, Scored: r.Scored, Passed: r.Passed, Failed: r.Failed,
-		MeanScore: r.MeanScore, StdErr: r.StdErr, ApprovedBy: r.ApprovedBy, Decision: decisionView(r.Decision)}
+	v := &EvalResultView{EvalSummary: r.EvalSummary, Decision: decisionView(r.Decision)}
 	k.episodesLink(f, p, j, r.EpisodeLog, v)
 	return v, nil
 }
