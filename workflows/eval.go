@@ -11,7 +11,6 @@ import (
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/workflows/jobstate"
 )
 
 // Defaults for EvalInput fields left zero.
@@ -113,7 +112,7 @@ type EvalState struct {
 // EvalResult is a finished eval's summary. Small by design: it lives in history. Its JSON is
 // the summary's fields (embedded, so flattened) followed by the ones below.
 type EvalResult struct {
-	jobstate.EvalSummary
+	EvalSummary
 	// Decision is the record of the approval the run went on under (with its seal): the frontend
 	// shows it as get_eval's result.decision. Nil when none was needed, and for runs approved
 	// before changeEvalDecision.
@@ -303,7 +302,7 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 		r.finish(ctx, StatusFailed, &JobError{Code: ErrCodeAllEpisodesFailed, Message: msg}, r.progress(ctx, msg))
 		return EvalResult{}, temporal.NewNonRetryableApplicationError(msg, ErrCodeAllEpisodesFailed, nil)
 	}
-	res := EvalResult{EvalSummary: jobstate.EvalSummary{Episodes: total, Scored: st.Scored, Passed: st.Passed, Failed: st.Failed,
+	res := EvalResult{EvalSummary: EvalSummary{Episodes: total, Scored: st.Scored, Passed: st.Passed, Failed: st.Failed,
 		ApprovedBy: st.ApprovedBy}, Decision: st.Decision, EpisodeLog: r.log}
 	if n := float64(st.Scored); n > 0 {
 		res.MeanScore = st.Sum / n

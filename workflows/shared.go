@@ -178,6 +178,10 @@ const (
 // Progress is the job's progress as of its last memo update (jobstate.Progress).
 type Progress = jobstate.Progress
 
+// EvalSummary is the head of an eval's result (EvalResult), shared with its view
+// (jobstate.EvalSummary).
+type EvalSummary = jobstate.EvalSummary
+
 // NeedsInput is an open input request: a durable workflow wait, answered by UpdateResume.
 type NeedsInput struct {
 	InputID      string         `json:"input_id"`
