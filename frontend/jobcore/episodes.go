@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
@@ -316,10 +315,7 @@ func (k *evalKind) episodesLink(f *Core, p authz.Principal, j *jobstore.Job, log
 	if k.opts.Artifacts == nil || authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
 		return
 	}
-	exp := f.Opts.Now().Add(k.opts.DownloadTTL).Truncate(time.Second)
-	tok := f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
-		Digest: log.SHA256, Expiry: exp})
-	if tok != "" {
+	if tok, exp := f.sealDownload(p, j, log.SHA256, f.Opts.Now(), k.opts.DownloadTTL); tok != "" {
 		v.EpisodesURL = f.publicBase() + "/episodes/" + url.PathEscape(tok)
 		v.EpisodesURLExpiresAt = &exp
 	}

@@ -134,10 +134,7 @@ func (k *exportKind) result(_ context.Context, f *Core, p authz.Principal, j *jo
 	case authz.Decide(p, authz.ActionDownload, j.PolicyJob()) == authz.Allow:
 		// Not capped at the artifact's expiry: a link used after retention answers 410, which
 		// says more than a link-expired 404.
-		exp := now.Add(k.opts.DownloadTTL).Truncate(time.Second)
-		tok := f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
-			Digest: m.SHA256, Expiry: exp})
-		if tok != "" {
+		if tok, exp := f.sealDownload(p, j, m.SHA256, now, k.opts.DownloadTTL); tok != "" {
 			v.DownloadURL = f.publicBase() + "/artifacts/" + url.PathEscape(tok)
 			v.DownloadURLExpiresAt = &exp
 			v.DownloadInstructions = "GET download_url with the header 'Authorization: Bearer <your token>' (the link alone is refused); " +
@@ -145,6 +142,15 @@ func (k *exportKind) result(_ context.Context, f *Core, p authz.Principal, j *jo
 		}
 	}
 	return v, nil
+}
+
+// sealDownload seals a download token for p to the artifact of job j with digest, valid for
+// ttl from now (to the second, as sealed); it returns the token ("" if it cannot be sealed)
+// and its expiry.
+func (f *Core) sealDownload(p authz.Principal, j *jobstore.Job, digest string, now time.Time, ttl time.Duration) (string, time.Time) {
+	exp := now.Add(ttl).Truncate(time.Second)
+	return f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
+		Digest: digest, Expiry: exp}), exp
 }
 
 // publicBase is scheme://host of the resource URI: where /artifacts is served.
