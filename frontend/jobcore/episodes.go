@@ -235,10 +235,10 @@ func scanEpisodes(ctx context.Context, srcs []episodeSource, pos episodePos, ef 
 	return next, false, nil
 }
 
-func episodeView(o contract.EpisodeOutcome) wire.Episode {
-	return wire.Episode{Index: o.Index, OperationID: o.OperationID, Status: o.Status, Score: o.Score,
-		Attempts: o.Attempts, DurationMS: o.DurationMS, Error: o.Error}
-}
+// episodeView is an outcome as list_episodes shows it. A conversion, not a field-by-field
+// copy: the two types must keep the same fields in the same order (only their schema texts
+// differ), or this stops compiling.
+func episodeView(o contract.EpisodeOutcome) wire.Episode { return wire.Episode(o) }
 
 // episodePos is a position in an eval's episode log: the segment (the run that recorded the
 // episodes; 1 is the job's first run) and the offset in it. The log only grows at its end and a
