@@ -47,9 +47,6 @@ func EvalKind(o EvalOptions) KindSpec {
 	if o.Suites == nil {
 		o.Suites = contract.DefaultCatalog()
 	}
-	if o.DownloadTTL <= 0 {
-		o.DownloadTTL = DownloadTTLDefault
-	}
 	return &evalKind{opts: o}
 }
 

@@ -82,9 +82,6 @@ func ExportKind(o ExportOptions) KindSpec {
 	if o.Datasets == nil {
 		o.Datasets = contract.Datasets{}
 	}
-	if o.DownloadTTL <= 0 {
-		o.DownloadTTL = DownloadTTLDefault
-	}
 	return &exportKind{opts: o}
 }
 
@@ -145,9 +142,12 @@ func (k *exportKind) result(_ context.Context, f *Core, p authz.Principal, j *jo
 }
 
 // sealDownload seals a download token for p to the artifact of job j with digest, valid for
-// ttl from now (to the second, as sealed); it returns the token ("" if it cannot be sealed)
-// and its expiry.
+// ttl (a kind's DownloadTTL option; DownloadTTLDefault when not positive) from now, to the
+// second as sealed; it returns the token ("" if it cannot be sealed) and its expiry.
 func (f *Core) sealDownload(p authz.Principal, j *jobstore.Job, digest string, now time.Time, ttl time.Duration) (string, time.Time) {
+	if ttl <= 0 {
+		ttl = DownloadTTLDefault
+	}
 	exp := now.Add(ttl).Truncate(time.Second)
 	return f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
 		Digest: digest, Expiry: exp}), exp
