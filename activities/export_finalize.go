@@ -229,12 +229,7 @@ func (a *Activities) writeManifest(ctx context.Context, store *ArtifactStore, in
 // manifest must have been written for to be reused.
 func finalizeDigest(in contract.FinalizeExportInput) (string, error) {
 	in.ExpiresAt = in.ExpiresAt.UTC()
-	b, err := json.Marshal(in)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	return contract.JSONDigest(in)
 }
 
 // copyObject copies one object into w.

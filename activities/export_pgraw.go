@@ -132,12 +132,8 @@ func decodePGDate(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
 		return nil, 0, fmt.Errorf("invalid length for date: %d", len(src))
 	}
 	switch days := int32(binary.BigEndian.Uint32(src)); days {
-	case math.MaxInt32:
-		*scratch = append((*scratch)[:0], "infinity"...)
-		return *scratch, kindString, nil
-	case math.MinInt32:
-		*scratch = append((*scratch)[:0], "-infinity"...)
-		return *scratch, kindString, nil
+	case math.MaxInt32, math.MinInt32:
+		return pgInfinity(scratch, days < 0)
 	default:
 		t := time.Date(2000, 1, int(1+days), 0, 0, 0, 0, time.UTC)
 		if y, m, d := t.Date(); y >= 0 && y <= 9999 {
@@ -151,6 +147,17 @@ func decodePGDate(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
 	}
 }
 
+// pgInfinity is the text of a date or timestamp at its type's extreme: infinity, or -infinity
+// when negative, as pgx names them.
+func pgInfinity(scratch *[]byte, negative bool) ([]byte, valueKind, error) {
+	text := "infinity"
+	if negative {
+		text = "-infinity"
+	}
+	*scratch = append((*scratch)[:0], text...)
+	return *scratch, kindString, nil
+}
+
 // decodePGTimestamp: microseconds since 2000-01-01 (UTC for timestamptz, wall time read as
 // UTC for timestamp, as pgx reads both) in RFC 3339 with nanoseconds, UTC.
 func decodePGTimestamp(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
@@ -158,12 +165,8 @@ func decodePGTimestamp(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
 		return nil, 0, fmt.Errorf("invalid length for timestamp: %d", len(src))
 	}
 	switch us := int64(binary.BigEndian.Uint64(src)); us {
-	case math.MaxInt64:
-		*scratch = append((*scratch)[:0], "infinity"...)
-		return *scratch, kindString, nil
-	case math.MinInt64:
-		*scratch = append((*scratch)[:0], "-infinity"...)
-		return *scratch, kindString, nil
+	case math.MaxInt64, math.MinInt64:
+		return pgInfinity(scratch, us < 0)
 	default:
 		const epochUS = 946_684_800 * 1_000_000 // Unix time of pgEpoch
 		t := time.Unix(epochUS/1_000_000+us/1_000_000, epochUS%1_000_000*1_000+us%1_000_000*1_000)

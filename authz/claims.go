@@ -30,20 +30,21 @@ type ClaimNames struct {
 	Scope string
 }
 
-// withDefaults fills the tenant default and checks the names.
-func (n ClaimNames) withDefaults() (ClaimNames, error) {
+// withDefaults fills the tenant default and checks the names; an error starts with the name
+// of the field at fault (tenantField or scopeField: how the caller's configuration spells it).
+func (n ClaimNames) withDefaults(tenantField, scopeField string) (ClaimNames, error) {
 	if n.Tenant == "" {
 		n.Tenant = TenantClaimDefault
 	}
 	if err := checkTenantClaim(n.Tenant); err != nil {
-		return n, fmt.Errorf("tenant claim: %w", err)
+		return n, fmt.Errorf("%s: %w", tenantField, err)
 	}
 	if n.Scope != "" {
 		if err := checkClaimName(n.Scope); err != nil {
-			return n, fmt.Errorf("scope claim: %w", err)
+			return n, fmt.Errorf("%s: %w", scopeField, err)
 		}
 		if n.Scope == n.Tenant {
-			return n, fmt.Errorf("scope claim: %q is also the tenant claim", n.Scope)
+			return n, fmt.Errorf("%s: %q is also the tenant claim", scopeField, n.Scope)
 		}
 	}
 	return n, nil
@@ -72,7 +73,7 @@ func reasonScopeClaimType(claim string) string {
 // their values. A bad ClaimNames is an error too (callers check it once at
 // construction with the same rules).
 func PrincipalFromClaims(claims map[string]any, names ClaimNames) (Principal, error) {
-	names, err := names.withDefaults()
+	names, err := names.withDefaults("tenant claim", "scope claim")
 	if err != nil {
 		return Principal{}, fmt.Errorf("authz: ClaimNames: %w", err)
 	}

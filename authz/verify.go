@@ -113,20 +113,12 @@ func NewJWTVerifier(opts JWTOptions) (*JWTVerifier, error) {
 	if opts.Audience == "" {
 		return nil, errors.New("authz: JWTOptions.Audience is required")
 	}
-	if opts.TenantClaim == "" {
-		opts.TenantClaim = TenantClaimDefault
+	names, err := ClaimNames{Tenant: opts.TenantClaim, Scope: opts.ScopeClaim}.withDefaults(
+		"authz: JWTOptions.TenantClaim", "authz: JWTOptions.ScopeClaim")
+	if err != nil {
+		return nil, err
 	}
-	if err := checkTenantClaim(opts.TenantClaim); err != nil {
-		return nil, fmt.Errorf("authz: JWTOptions.TenantClaim: %w", err)
-	}
-	if opts.ScopeClaim != "" {
-		if err := checkClaimName(opts.ScopeClaim); err != nil {
-			return nil, fmt.Errorf("authz: JWTOptions.ScopeClaim: %w", err)
-		}
-		if opts.ScopeClaim == opts.TenantClaim {
-			return nil, fmt.Errorf("authz: JWTOptions.ScopeClaim: %q is also the tenant claim", opts.ScopeClaim)
-		}
-	}
+	opts.TenantClaim = names.Tenant
 	if err := checkMethods(opts.Methods); err != nil {
 		return nil, fmt.Errorf("authz: JWTOptions.Methods: %w", err)
 	}

@@ -29,7 +29,7 @@ var (
 	coreAdmin = authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}}
 	// coreKind is a kind as the core sees it (its result is never read by these tests).
 	coreKind = jobcore.JobKind[struct{}]{Name: workflows.KindEval, Noun: "eval run",
-		Result: func(context.Context, authz.Principal, *jobstore.Job, func(any) error) (*struct{}, error) {
+		Result: func(context.Context, *jobcore.Core, authz.Principal, *jobstore.Job, func(any) error) (*struct{}, error) {
 			return &struct{}{}, nil
 		}}
 )

@@ -29,7 +29,7 @@ var (
 	rcBo   = authz.Principal{Tenant: "acme", Subject: "bo", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
 	rcOps  = authz.Principal{Tenant: "acme", Subject: "ops", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeAdmin}}
 	rcGus  = authz.Principal{Tenant: "globex", Subject: "ana", Scopes: []authz.Scope{authz.ScopeRead, authz.ScopeWrite, authz.ScopeAdmin}}
-	rcEval = workflows.EvalResult{Episodes: 10, Scored: 10, Passed: 9, MeanScore: 0.87, StdErr: 0.03}
+	rcEval = workflows.EvalResult{EvalSummary: workflows.EvalSummary{Episodes: 10, Scored: 10, Passed: 9, MeanScore: 0.87, StdErr: 0.03}}
 )
 
 type resultFixture struct {

@@ -323,7 +323,7 @@ func TestTaskGetSucceededIsGetResult(t *testing.T) {
 	fx := newTaskFixture(t)
 	id := "acme/eval/succeeded"
 	j := fx.tc.Put(memstore.ExecInfo(t, id, "acme", "ana", "eval", enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, workflows.StatusSucceeded))
-	fx.tc.Results[j.RunID] = workflows.EvalResult{Episodes: 3, Scored: 3, Passed: 2}
+	fx.tc.Results[j.RunID] = workflows.EvalResult{EvalSummary: workflows.EvalSummary{Episodes: 3, Scored: 3, Passed: 2}}
 	taskID := fx.f.Opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "eval", Expiry: taskNow.Add(time.Hour)})
 
 	tk, rerr, _ := fx.get(t, taskAna, taskID)

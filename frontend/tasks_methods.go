@@ -25,13 +25,9 @@ import (
 // taskGet is tasks/get: get_<kind>'s own handler (the same access rules, the same result),
 // mapped onto the task's status. The call declares no client capabilities, so MRTR asks nothing.
 func (f *Frontend) taskGet(ctx context.Context, ss *mcp.ServerSession, p authz.Principal, taskID string, h handle.Handle) (*task, *rpcError) {
-	res, err := f.runTool(ctx, ss, "get_"+h.Kind, jobcore.HandleIn{Handle: taskID})
-	if err != nil {
-		f.Logger(ctx).Error("task get failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
-		return nil, errTaskInternal
-	}
-	if te := resultToolError(res); te != nil {
-		return nil, taskRPCError(te, h.Kind)
+	res, rerr := f.runJobTool(ctx, ss, "get", jobcore.HandleIn{Handle: taskID}, h)
+	if rerr != nil {
+		return nil, rerr
 	}
 	v, ok := resultView(res)
 	if !ok {
@@ -114,13 +110,8 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 
 // taskCancel is tasks/cancel: cancel_<kind>'s own handler; idempotent.
 func (f *Frontend) taskCancel(ctx context.Context, ss *mcp.ServerSession, taskID string, h handle.Handle) (*ack, *rpcError) {
-	res, err := f.runTool(ctx, ss, "cancel_"+h.Kind, jobcore.CancelIn{Handle: taskID})
-	if err != nil {
-		f.Logger(ctx).Error("task cancel failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
-		return nil, errTaskInternal
-	}
-	if te := resultToolError(res); te != nil {
-		return nil, taskRPCError(te, h.Kind)
+	if _, rerr := f.runJobTool(ctx, ss, "cancel", jobcore.CancelIn{Handle: taskID}, h); rerr != nil {
+		return nil, rerr
 	}
 	return &ack{ResultType: "complete"}, nil
 }
@@ -175,6 +166,20 @@ func (f *Frontend) runTool(ctx context.Context, ss *mcp.ServerSession, name stri
 		err = fmt.Errorf("%s: no result", name)
 	}
 	return res, err
+}
+
+// runJobTool runs the job's <verb>_<kind> tool for a tasks/* method (runTool); a run that
+// fails, or a tool error, is the method's JSON-RPC error.
+func (f *Frontend) runJobTool(ctx context.Context, ss *mcp.ServerSession, verb string, args any, h handle.Handle) (*mcp.CallToolResult, *rpcError) {
+	res, err := f.runTool(ctx, ss, verb+"_"+h.Kind, args)
+	if err != nil {
+		f.Logger(ctx).Error("task "+verb+" failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
+		return nil, errTaskInternal
+	}
+	if te := resultToolError(res); te != nil {
+		return nil, taskRPCError(te, h.Kind)
+	}
+	return res, nil
 }
 
 // resultToolError is the tool error of an isError result (a generic one if the text is not ours).

@@ -109,15 +109,10 @@ type EvalState struct {
 	Episodes []contract.EpisodeSegment `json:"episodes,omitempty"`
 }
 
-// EvalResult is a finished eval's summary. Small by design: it lives in history.
+// EvalResult is a finished eval's summary. Small by design: it lives in history. Its JSON is
+// the summary's fields (embedded, so flattened) followed by the ones below.
 type EvalResult struct {
-	Episodes   int     `json:"episodes" jsonschema:"episodes the run was asked for"`
-	Scored     int     `json:"scored" jsonschema:"episodes that returned a score"`
-	Passed     int     `json:"passed" jsonschema:"scored episodes at or above the suite's pass threshold"`
-	Failed     int     `json:"failed" jsonschema:"episodes that failed after their retries"`
-	MeanScore  float64 `json:"mean_score" jsonschema:"mean of the scores"`
-	StdErr     float64 `json:"std_err" jsonschema:"standard error of the mean score"`
-	ApprovedBy string  `json:"approved_by,omitempty" jsonschema:"who approved the run, when it needed approval"`
+	EvalSummary
 	// Decision is the record of the approval the run went on under (with its seal): the frontend
 	// shows it as get_eval's result.decision. Nil when none was needed, and for runs approved
 	// before changeEvalDecision.
@@ -307,8 +302,8 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 		r.finish(ctx, StatusFailed, &JobError{Code: ErrCodeAllEpisodesFailed, Message: msg}, r.progress(ctx, msg))
 		return EvalResult{}, temporal.NewNonRetryableApplicationError(msg, ErrCodeAllEpisodesFailed, nil)
 	}
-	res := EvalResult{Episodes: total, Scored: st.Scored, Passed: st.Passed, Failed: st.Failed, ApprovedBy: st.ApprovedBy,
-		Decision: st.Decision, EpisodeLog: r.log}
+	res := EvalResult{EvalSummary: EvalSummary{Episodes: total, Scored: st.Scored, Passed: st.Passed, Failed: st.Failed,
+		ApprovedBy: st.ApprovedBy}, Decision: st.Decision, EpisodeLog: r.log}
 	if n := float64(st.Scored); n > 0 {
 		res.MeanScore = st.Sum / n
 		if n > 1 {

@@ -1,9 +1,6 @@
 package workflows
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -181,6 +178,10 @@ const (
 // Progress is the job's progress as of its last memo update (jobstate.Progress).
 type Progress = jobstate.Progress
 
+// EvalSummary is the head of an eval's result (EvalResult), shared with its view
+// (jobstate.EvalSummary).
+type EvalSummary = jobstate.EvalSummary
+
 // NeedsInput is an open input request: a durable workflow wait, answered by UpdateResume.
 type NeedsInput struct {
 	InputID      string         `json:"input_id"`
@@ -276,12 +277,11 @@ type ResumeResult struct {
 
 // Digest returns "sha256:<hex>" of v's canonical JSON (encoding/json sorts map keys).
 func Digest(v any) string {
-	b, err := json.Marshal(v)
+	digest, err := contract.JSONDigest(v)
 	if err != nil {
 		panic(err) // only ever called on our own plain structs
 	}
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return digest
 }
 
 // Duration is contract.Duration, jobgate's one duration type: "24h0m0s" in workflow inputs,

@@ -5,15 +5,15 @@ package contract
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -76,21 +76,11 @@ type Dataset struct {
 // WithDefaults fills the zero fields that have defaults, so a dataset built in code and the
 // same dataset read from a file digest alike.
 func (d Dataset) WithDefaults() Dataset {
-	if d.Driver == "" {
-		d.Driver = DriverSQLite
-	}
-	if d.KeyType == "" {
-		d.KeyType = KeyTypeInteger
-	}
-	if d.MaxRows == 0 {
-		d.MaxRows = MaxRowsDefault
-	}
-	if d.ApprovalTimeout == 0 {
-		d.ApprovalTimeout = Duration(ApprovalTimeoutDefault)
-	}
-	if d.Retention == 0 {
-		d.Retention = Duration(RetentionDefault)
-	}
+	d.Driver = cmp.Or(d.Driver, DriverSQLite)
+	d.KeyType = cmp.Or(d.KeyType, KeyTypeInteger)
+	d.MaxRows = cmp.Or(d.MaxRows, MaxRowsDefault)
+	d.ApprovalTimeout = cmp.Or(d.ApprovalTimeout, Duration(ApprovalTimeoutDefault))
+	d.Retention = cmp.Or(d.Retention, Duration(RetentionDefault))
 	return d
 }
 
@@ -120,9 +110,8 @@ func (d Dataset) ConfigDigest() string {
 	for _, c := range d.Columns {
 		canon.Columns = append(canon.Columns, col(c))
 	}
-	b, _ := json.Marshal(canon) // plain strings, ints and bools: cannot fail
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	digest, _ := JSONDigest(canon) // plain strings, ints and bools: cannot fail
+	return digest
 }
 
 // DefaultColumns are the non-sensitive columns in catalog order: what an export reads when
@@ -161,14 +150,7 @@ func (d Dataset) AnySensitive(cols []string) bool {
 type Datasets map[string]Dataset
 
 // Names lists dataset names, sorted.
-func (c Datasets) Names() []string {
-	out := make([]string, 0, len(c))
-	for n := range c {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+func (c Datasets) Names() []string { return slices.Sorted(maps.Keys(c)) }
 
 var (
 	datasetNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)

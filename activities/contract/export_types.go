@@ -1,6 +1,11 @@
 package contract
 
-import "time"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
 
 // Application error types an export activity can end with. All are final for the attempt's
 // inputs; the workflow decides what follows (ask again, fail the job).
@@ -127,6 +132,18 @@ type ApprovedScope struct {
 	Columns      []string `json:"columns"`
 	Format       string   `json:"format"`
 	Purpose      string   `json:"purpose"`
+}
+
+// JSONDigest is "sha256:<hex>" of v's JSON encoding (encoding/json: struct fields in order, map
+// keys sorted): the form of every digest jobgate binds something to (a scope_digest, a
+// dataset's ConfigDigest, a stored manifest's finalize input). jobgate verify recomputes it.
+func JSONDigest(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 // Identity is what a frontend knows of the person behind a principal beyond tenant and

@@ -2,14 +2,17 @@ package contract
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -120,27 +123,13 @@ func (c Catalog) add(s Suite) {
 	if s.Approver == authz.ApproverNone {
 		s.Approver = authz.ApproverOwner
 	}
-	if s.PassThreshold == 0 {
-		s.PassThreshold = PassThresholdDefault
-	}
-	if s.EpisodeTimeout == 0 {
-		s.EpisodeTimeout = Duration(EpisodeTimeoutDefault)
-	}
-	if s.HeartbeatTimeout == 0 {
-		s.HeartbeatTimeout = Duration(HeartbeatTimeoutDefault)
-	}
-	if s.MaxAttempts == 0 {
-		s.MaxAttempts = MaxAttemptsDefault
-	}
-	if s.MaxEpisodes == 0 {
-		s.MaxEpisodes = MaxEpisodesDefault
-	}
-	if s.MaxConcurrency == 0 {
-		s.MaxConcurrency = MaxConcurrencyDefault
-	}
-	if s.ApprovalTimeout == 0 {
-		s.ApprovalTimeout = Duration(ApprovalTimeoutDefault)
-	}
+	s.PassThreshold = cmp.Or(s.PassThreshold, PassThresholdDefault)
+	s.EpisodeTimeout = cmp.Or(s.EpisodeTimeout, Duration(EpisodeTimeoutDefault))
+	s.HeartbeatTimeout = cmp.Or(s.HeartbeatTimeout, Duration(HeartbeatTimeoutDefault))
+	s.MaxAttempts = cmp.Or(s.MaxAttempts, MaxAttemptsDefault)
+	s.MaxEpisodes = cmp.Or(s.MaxEpisodes, MaxEpisodesDefault)
+	s.MaxConcurrency = cmp.Or(s.MaxConcurrency, MaxConcurrencyDefault)
+	s.ApprovalTimeout = cmp.Or(s.ApprovalTimeout, Duration(ApprovalTimeoutDefault))
 	if s.Kind == SuiteHTTP && s.RequestTimeout == 0 {
 		s.RequestTimeout = Duration(RequestTimeoutDefault)
 	}
@@ -326,14 +315,7 @@ func (c Catalog) TaskQueues() []string {
 }
 
 // Names lists suite names, sorted.
-func (c Catalog) Names() []string {
-	out := make([]string, 0, len(c))
-	for n := range c {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+func (c Catalog) Names() []string { return slices.Sorted(maps.Keys(c)) }
 
 // ParamError names the offending params field.
 type ParamError struct {

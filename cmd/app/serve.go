@@ -290,27 +290,29 @@ func (m *ServeMain) newVerifier(ctx context.Context, c ServeConfig) (authz.Verif
 
 // loadKeys loads the handle and resume keyrings not set in code; a frontend needs both.
 func (m *ServeMain) loadKeys(c ServeConfig) error {
-	if m.Keys == nil {
-		k, err := loadKeyring(c.HandleKeys, c.HandleKeysFile, "handle-keys", c.DevDeployment)
-		if err != nil {
-			return err
-		}
-		if k == nil {
-			return errors.New("--handle-keys or --handle-keys-file is required (all replicas must share them)")
-		}
-		m.Keys = k
+	if err := requireKeyring(&m.Keys, c.HandleKeys, c.HandleKeysFile, "handle-keys", c.DevDeployment,
+		"all replicas must share them"); err != nil {
+		return err
 	}
-	if m.ResumeKeys == nil {
-		// The resume keys are the power to approve: refused as placeholders like the handle keys.
-		k, err := loadKeyring(c.ResumeKeys, c.ResumeKeysFile, "resume-keys", c.DevDeployment)
-		if err != nil {
-			return err
-		}
-		if k == nil {
-			return errors.New("--resume-keys or --resume-keys-file is required (frontends seal every answer with them; give the workers the same keys)")
-		}
-		m.ResumeKeys = k
+	// The resume keys are the power to approve: refused as placeholders like the handle keys.
+	return requireKeyring(&m.ResumeKeys, c.ResumeKeys, c.ResumeKeysFile, "resume-keys", c.DevDeployment,
+		"frontends seal every answer with them; give the workers the same keys")
+}
+
+// requireKeyring is loadKeyring into *dst, unless *dst is set (in code) already, and refuses a
+// configuration that names no keys; why says what the keys are needed for.
+func requireKeyring(dst **handle.Keyring, spec, file, flagName string, devDeployment bool, why string) error {
+	if *dst != nil {
+		return nil
 	}
+	k, err := loadKeyring(spec, file, flagName, devDeployment)
+	if err != nil {
+		return err
+	}
+	if k == nil {
+		return fmt.Errorf("--%s or --%s-file is required (%s)", flagName, flagName, why)
+	}
+	*dst = k
 	return nil
 }
 

@@ -12,9 +12,7 @@ import (
 // evalServe is the eval kind in serve: the suite catalog callers may name.
 func evalServe() serveKind {
 	return serveKind{name: workflows.KindEval,
-		flags: func(fs *flag.FlagSet, c *ServeConfig) {
-			fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
-		},
+		flags: func(fs *flag.FlagSet, c *ServeConfig) { suitesFlag(fs, &c.SuitesFile) },
 		spec: func(ctx context.Context, m *ServeMain) (jobcore.KindSpec, error) {
 			suites, err := contract.LoadCatalog(m.Config.SuitesFile)
 			if err != nil {
@@ -27,11 +25,13 @@ func evalServe() serveKind {
 			}
 			return jobcore.EvalKind(jobcore.EvalOptions{Suites: suites, Artifacts: artifacts, DownloadTTL: m.Config.DownloadTTL}), nil
 		},
-		devFlags: evalDevFlags, dev: evalDev}
+		devFlags: func(fs *flag.FlagSet, c *DevConfig) { suitesFlag(fs, &c.SuitesFile) },
+		dev:      evalDev}
 }
 
-func evalDevFlags(fs *flag.FlagSet, c *DevConfig) {
-	fs.StringVar(&c.SuitesFile, "suites", "", "JSON suite catalog file; the demo suite is always present")
+// suitesFlag is --suites of serve and dev (the worker's says more about the file's shape).
+func suitesFlag(fs *flag.FlagSet, file *string) {
+	fs.StringVar(file, "suites", "", "JSON suite catalog file; the demo suite is always present")
 }
 
 // evalDev gives dev's worker and frontend the same suites; the worker serves every suite's

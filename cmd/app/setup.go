@@ -6,7 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -244,13 +245,9 @@ func probeQuery(attrs map[string]enumspb.IndexedValueType) string {
 	return strings.Join(parts, " AND ")
 }
 
+// names returns the attributes' names, sorted.
 func names(attrs map[string]enumspb.IndexedValueType) []string {
-	out := make([]string, 0, len(attrs))
-	for n := range attrs {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(attrs))
 }
 
 // RunSetup is the `jobgate setup` command: flags (and their JOBGATE_* variables), then Setup.

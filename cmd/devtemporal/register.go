@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -180,13 +181,9 @@ func probeQuery(attrs map[string]enumspb.IndexedValueType) string {
 	return strings.Join(parts, " AND ")
 }
 
+// sortedNames returns the attributes' names, sorted.
 func sortedNames(attrs map[string]enumspb.IndexedValueType) []string {
-	names := make([]string, 0, len(attrs))
-	for name := range attrs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(attrs))
 }
 
 // retry calls f until it succeeds or ctx ends, returning f's last error in that case.

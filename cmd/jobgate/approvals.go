@@ -29,20 +29,16 @@ Run 'jobgate approvals <command> -h' for a command's flags.
 
 // runApprovals implements "jobgate approvals ...".
 func runApprovals(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, approvalsUsage)
-		return flag.ErrHelp
+	answer := func(decision string) func([]string, io.Writer, io.Writer) error {
+		return func(args []string, stdout, stderr io.Writer) error {
+			return runApprovalsAnswer(args, decision, stdout, stderr)
+		}
 	}
-	switch args[0] {
-	case "list", "ls":
-		return runApprovalsList(args[1:], stdout, stderr)
-	case "approve":
-		return runApprovalsAnswer(args[1:], "approve", stdout, stderr)
-	case "reject":
-		return runApprovalsAnswer(args[1:], "reject", stdout, stderr)
-	}
-	fmt.Fprint(stderr, approvalsUsage)
-	return fmt.Errorf("unknown approvals command %q (want: list, approve, reject)", args[0])
+	return runGroup("approvals", approvalsUsage, []subcommand{
+		{[]string{"list", "ls"}, runApprovalsList},
+		{[]string{"approve"}, answer("approve")},
+		{[]string{"reject"}, answer("reject")},
+	}, args, stdout, stderr)
 }
 
 // maxPages bounds any "all pages" loop against a server that never stops paging.
@@ -57,11 +53,8 @@ func runApprovalsList(args []string, stdout, stderr io.Writer) error {
 	conn.register(fs, "approvals list")
 	fs.StringVar(&kind, "kind", "", "only this kind: export or eval")
 	fs.BoolVar(&asJSON, "json", false, "print the rows as JSON (the list_approvals rows, unchanged)")
-	if err := fs.Parse(args); err != nil {
+	if err := noArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("approvals list: unexpected argument %q", fs.Arg(0))
 	}
 	cl, err := conn.connect()
 	if err != nil {

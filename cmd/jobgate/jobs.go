@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -28,26 +27,14 @@ Run 'jobgate jobs <command> -h' for a command's flags.
 
 // runJobs implements "jobgate jobs ...".
 func runJobs(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, jobsUsage)
-		return flag.ErrHelp
-	}
-	switch args[0] {
-	case "list", "ls":
-		return runJobsList(args[1:], stdout, stderr)
-	case "get", "show":
-		return runJobsGet(args[1:], stdout, stderr)
-	case "watch":
-		return runJobsWatch(args[1:], stdout, stderr)
-	case "download":
-		return runJobsDownload(args[1:], stdout, stderr)
-	case "describe":
-		return runJobsDescribe(args[1:], stdout, stderr)
-	case "episodes":
-		return runJobsEpisodes(args[1:], stdout, stderr)
-	}
-	fmt.Fprint(stderr, jobsUsage)
-	return fmt.Errorf("unknown jobs command %q (want: list, get, watch, download, describe, episodes)", args[0])
+	return runGroup("jobs", jobsUsage, []subcommand{
+		{[]string{"list", "ls"}, runJobsList},
+		{[]string{"get", "show"}, runJobsGet},
+		{[]string{"watch"}, runJobsWatch},
+		{[]string{"download"}, runJobsDownload},
+		{[]string{"describe"}, runJobsDescribe},
+		{[]string{"episodes"}, runJobsEpisodes},
+	}, args, stdout, stderr)
 }
 
 type jobsListFlags struct {
@@ -66,11 +53,8 @@ func runJobsList(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.pageSize, "page-size", 0, "rows per page, 1-100 (server default 20)")
 	fs.StringVar(&c.cursor, "cursor", "", "continue from this next cursor (same --kind, --status and --page-size)")
 	fs.BoolVar(&c.allPages, "all-pages", false, "follow next cursors to the end")
-	if err := fs.Parse(args); err != nil {
+	if err := noArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("jobs list: unexpected argument %q", fs.Arg(0))
 	}
 	cl, err := c.conn.connect()
 	if err != nil {

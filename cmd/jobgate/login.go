@@ -7,11 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -60,16 +58,13 @@ func runLogin(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.browser, "browser", false, "sign in with this machine's browser (authorization code + PKCE on a 127.0.0.1 redirect) instead of a device code")
 	fs.BoolVar(&o.open, "open", true, "with --browser: open the sign-in URL with xdg-open (open on macOS) when there is one; the URL is printed either way")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "with --browser: how long to wait for the sign-in")
-	if err := fs.Parse(args); err != nil {
+	if err := noArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("login: unexpected argument %q", fs.Arg(0))
 	}
 	if o.timeout <= 0 {
 		return errors.New("login: --timeout must be positive")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := untilInterrupted()
 	defer stop()
 	return login(ctx, o, stdout)
 }

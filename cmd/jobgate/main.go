@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -118,9 +119,50 @@ func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
 	return app.CommandFlags(name, "Usage: jobgate "+name+" [flags]\n\n"+summary+"\n", stderr)
 }
 
+// noArgs parses args into fs (a newFlagSet) and refuses any positional argument: the command
+// takes flags only.
+func noArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+// A subcommand is one command of a group ("jobgate jobs list"): its names (the first is the
+// one an unknown command's error lists) and what runs it.
+type subcommand struct {
+	names []string
+	run   func(args []string, stdout, stderr io.Writer) error
+}
+
+// runGroup runs the subcommand of group args[0] names; with none, or help, it prints usage.
+func runGroup(group, usage string, cmds []subcommand, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	var want []string
+	for _, c := range cmds {
+		if slices.Contains(c.names, args[0]) {
+			return c.run(args[1:], stdout, stderr)
+		}
+		want = append(want, c.names[0])
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown %s command %q (want: %s)", group, args[0], strings.Join(want, ", "))
+}
+
+// untilInterrupted is the context a command runs in: done once SIGINT or SIGTERM arrives.
+func untilInterrupted() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
 // untilSignal runs a Main until SIGINT/SIGTERM, then closes it.
 func untilSignal(start func(context.Context) error, closeFn func() error) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := untilInterrupted()
 	defer stop()
 	if err := start(ctx); err != nil {
 		_ = closeFn()

@@ -226,14 +226,13 @@ func verifyScopeOf(rep *verifyReport, m *contract.Manifest) {
 		rep.skip("decision scope: the manifest does not carry the approved scope (written before it did): the artifact's columns and format were not checked against what was approved")
 		return
 	}
-	b, err := json.Marshal(sc)
+	digest, err := contract.JSONDigest(sc)
 	if err != nil {
 		rep.fail("decision scope: %v", err)
 		return
 	}
-	sum := sha256.Sum256(b)
 	switch {
-	case "sha256:"+hex.EncodeToString(sum[:]) != m.Decision.ScopeDigest:
+	case digest != m.Decision.ScopeDigest:
 		rep.fail("decision scope: the manifest's scope does not have the sealed scope_digest")
 	case sc.Tenant != m.Decision.Tenant:
 		rep.fail("decision scope: the scope's tenant is not the record's")

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -89,7 +87,7 @@ func runJobsWatch(args []string, stdout, stderr io.Writer) error {
 	if interval < 100*time.Millisecond {
 		return errors.New("jobs watch: --interval must be at least 100ms")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := untilInterrupted()
 	defer stop()
 	if timeout > 0 {
 		var cancel context.CancelFunc

@@ -149,11 +149,8 @@ func runWhoami(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("whoami", whoamiSummary, stderr)
 	conn.register(fs, "whoami")
 	fs.BoolVar(&asJSON, "json", false, "print the claims as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := noArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("whoami: unexpected argument %q", fs.Arg(0))
 	}
 	src, err := conn.tokenSource()
 	if err != nil {
@@ -210,11 +207,8 @@ func runLogout(args []string, stdout, stderr io.Writer) error {
 	var u string
 	fs := newFlagSet("logout", logoutSummary, stderr)
 	fs.StringVar(&u, "url", envOr("JOBGATE_URL", defaultURL), "MCP endpoint to sign out of (env JOBGATE_URL)")
-	if err := fs.Parse(args); err != nil {
+	if err := noArgs(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("logout: unexpected argument %q", fs.Arg(0))
 	}
 	path, err := tokenStorePath()
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -163,19 +162,9 @@ func (s *storage) saveClientsLocked() error {
 }
 
 func (s *storage) loadClients() error {
-	if s.dir == "" {
-		return nil
-	}
-	b, err := os.ReadFile(filepath.Join(s.dir, clientsFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("devidp: %w", err)
-	}
 	var regs []registration
-	if err := json.Unmarshal(b, &regs); err != nil {
-		return fmt.Errorf("devidp: %s: %w", clientsFile, err)
+	if err := s.readJSON(clientsFile, &regs); err != nil {
+		return err
 	}
 	for _, r := range regs {
 		id := r.ClientID

@@ -436,20 +436,29 @@ func (s *storage) ValidateJWTProfileScopes(context.Context, string, []string) ([
 
 func (s *storage) Health(context.Context) error { return nil }
 
-func (s *storage) loadRefresh() error {
+// readJSON decodes the file name of the storage directory into v; without a directory, or
+// before the file exists, it leaves v alone.
+func (s *storage) readJSON(name string, v any) error {
 	if s.dir == "" {
 		return nil
 	}
-	b, err := os.ReadFile(filepath.Join(s.dir, refreshFile))
+	b, err := os.ReadFile(filepath.Join(s.dir, name))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("devidp: %w", err)
 	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("devidp: %s: %w", name, err)
+	}
+	return nil
+}
+
+func (s *storage) loadRefresh() error {
 	var ts []*refreshToken
-	if err := json.Unmarshal(b, &ts); err != nil {
-		return fmt.Errorf("devidp: %s: %w", refreshFile, err)
+	if err := s.readJSON(refreshFile, &ts); err != nil {
+		return err
 	}
 	now := s.now()
 	for _, t := range ts {

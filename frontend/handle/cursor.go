@@ -51,7 +51,10 @@ type aeadSealer struct {
 	max                        int
 }
 
-var cursorAEAD = &aeadSealer{CursorPrefix, cursorEncInfo, cursorNonceInfo, MaxCursorLen}
+var (
+	cursorAEAD = &aeadSealer{CursorPrefix, cursorEncInfo, cursorNonceInfo, MaxCursorLen}
+	cursorKind = kind[Cursor, cursorWire]{cursorAEAD, "cursor"}
+)
 
 // aeadSealers are the encrypted kinds; NewKeyring derives each one's keys once per key.
 var aeadSealers = []*aeadSealer{cursorAEAD, sessionAEAD, loginStateAEAD, eventPosAEAD}
@@ -105,6 +108,7 @@ func (a *aeadSealer) sealedLen(jsonLen, kidLen int) int {
 	return len(a.prefix) + 1 + kidLen + 1 + b64.EncodedLen(cursorNonceLen+jsonLen+cursorTagLen)
 }
 
+func (a *aeadSealer) maxLen() int                                   { return a.max }
 func (a *aeadSealer) sealJSON(k *Keyring, js []byte) string         { return k.sealAEAD(a, js, a.max) }
 func (a *aeadSealer) openJSON(k *Keyring, s string) ([]byte, error) { return k.openAEAD(a, s) }
 
@@ -182,15 +186,11 @@ func (w cursorWire) token() (Cursor, bool) {
 }
 
 func (c Cursor) validateFields() error {
+	if err := requireStrings("handle: cursor", field{"tenant", c.Tenant}, field{"subject", c.Subject}, field{"tool", c.Tool},
+		field{"filter fingerprint", c.Filter}); err != nil {
+		return err
+	}
 	switch {
-	case !validString(c.Tenant):
-		return errors.New("handle: cursor tenant is empty or not UTF-8")
-	case !validString(c.Subject):
-		return errors.New("handle: cursor subject is empty or not UTF-8")
-	case !validString(c.Tool):
-		return errors.New("handle: cursor tool is empty or not UTF-8")
-	case !validString(c.Filter):
-		return errors.New("handle: cursor filter fingerprint is empty or not UTF-8")
 	case len(c.PageToken) == 0:
 		// A cursor without a page token would silently restart the listing.
 		return errors.New("handle: cursor page token is empty")
@@ -203,20 +203,16 @@ func (c Cursor) validateFields() error {
 // Validate reports whether SealCursor can seal c with any keyring: fields
 // set and valid, and the sealed string within [MaxCursorLen].
 func (c Cursor) Validate() error {
-	n, err := sealedSize(cursorAEAD, c)
-	if err == nil && n > MaxCursorLen {
-		err = fmt.Errorf("handle: sealed cursor would be %d bytes, limit %d (page token is %d bytes)", n, MaxCursorLen, len(c.PageToken))
-	}
-	return err
+	return cursorKind.validate(c, fmt.Sprintf(" (page token is %d bytes)", len(c.PageToken)))
 }
 
 // SealCursor returns c encrypted and authenticated with the current key, or "" if c is
 // invalid or too long (see [Cursor.Validate]).
-func (k *Keyring) SealCursor(c Cursor) string { return sealToken(k, cursorAEAD, c) }
+func (k *Keyring) SealCursor(c Cursor) string { return cursorKind.seal(k, c) }
 
 // OpenCursor is OpenHandle for cursors: errors match [ErrMalformed] or
 // [ErrExpired], and with ErrExpired the decoded Cursor is returned so the
 // caller can check Tenant, Subject, Tool and Filter first.
 func (k *Keyring) OpenCursor(s string, now time.Time) (Cursor, error) {
-	return openToken[Cursor, cursorWire](k, cursorAEAD, s, now)
+	return cursorKind.open(k, s, now)
 }

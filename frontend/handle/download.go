@@ -2,7 +2,6 @@ package handle
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -24,7 +23,10 @@ const (
 	digestHexLen = 64 // hex of a SHA-256
 )
 
-var downloadFormat = format{DownloadPrefix, downloadLabel, MaxDownloadLen}
+var (
+	downloadFormat = format{DownloadPrefix, downloadLabel, MaxDownloadLen}
+	downloadKind   = kind[Download, downloadWire]{&downloadFormat, "download token"}
+)
 
 // Download is a short-lived link to one artifact of one job, for
 // GET /artifacts/<token>. It is bound to the principal it was issued to and
@@ -73,13 +75,11 @@ func validDigest(s string) bool {
 }
 
 func (d Download) validateFields() error {
+	if err := requireStrings("handle: download", field{"tenant", d.Tenant}, field{"workflow ID", d.WorkflowID},
+		field{"subject", d.Subject}); err != nil {
+		return err
+	}
 	switch {
-	case !validString(d.Tenant):
-		return errors.New("handle: download tenant is empty or not UTF-8")
-	case !validString(d.WorkflowID):
-		return errors.New("handle: download workflow ID is empty or not UTF-8")
-	case !validString(d.Subject):
-		return errors.New("handle: download subject is empty or not UTF-8")
 	case !validDigest(d.Digest):
 		return errors.New("handle: download digest is not 64 lowercase hex digits (SHA-256)")
 	case !validExpiry(d.Expiry):
@@ -91,20 +91,16 @@ func (d Download) validateFields() error {
 // Validate reports whether SealDownload can seal d with any keyring: fields
 // set and valid, and the sealed string within [MaxDownloadLen].
 func (d Download) Validate() error {
-	n, err := sealedSize(&downloadFormat, d)
-	if err == nil && n > MaxDownloadLen {
-		err = fmt.Errorf("handle: sealed download token would be %d bytes, limit %d (tenant, workflow ID or subject too long)", n, MaxDownloadLen)
-	}
-	return err
+	return downloadKind.validate(d, " (tenant, workflow ID or subject too long)")
 }
 
 // SealDownload returns d signed with the current key, or "" — which never
 // opens — if d is invalid or too long (see [Download.Validate]).
-func (k *Keyring) SealDownload(d Download) string { return sealToken(k, &downloadFormat, d) }
+func (k *Keyring) SealDownload(d Download) string { return downloadKind.seal(k, d) }
 
 // OpenDownload is OpenHandle for download tokens: errors match
 // [ErrMalformed] or [ErrExpired], and with ErrExpired the decoded Download is
 // returned too; with ErrMalformed it is zero.
 func (k *Keyring) OpenDownload(s string, now time.Time) (Download, error) {
-	return openToken[Download, downloadWire](k, &downloadFormat, s, now)
+	return downloadKind.open(k, s, now)
 }

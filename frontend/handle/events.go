@@ -32,7 +32,10 @@ const (
 	eventPosNonceInfo = "jobgate-event-position-v1 synthetic-nonce"
 )
 
-var eventPosAEAD = &aeadSealer{EventPosPrefix, eventPosEncInfo, eventPosNonceInfo, MaxEventPosLen}
+var (
+	eventPosAEAD = &aeadSealer{EventPosPrefix, eventPosEncInfo, eventPosNonceInfo, MaxEventPosLen}
+	eventPosKind = kind[EventPos, eventPosWire]{eventPosAEAD, "event position"}
+)
 
 // EventPos is a stream's position in the histories of the jobs it watches.
 type EventPos struct {
@@ -92,13 +95,11 @@ func (w eventPosWire) token() (EventPos, bool) {
 }
 
 func (p EventPos) validateFields() error {
+	if err := requireStrings("handle: event position", field{"tenant", p.Tenant}, field{"subject", p.Subject},
+		field{"target", p.Target}); err != nil {
+		return err
+	}
 	switch {
-	case !validString(p.Tenant):
-		return errors.New("handle: event position tenant is empty or not UTF-8")
-	case !validString(p.Subject):
-		return errors.New("handle: event position subject is empty or not UTF-8")
-	case !validString(p.Target):
-		return errors.New("handle: event position target is empty or not UTF-8")
 	case len(p.Jobs) == 0 || len(p.Jobs) > MaxEventPosJobs:
 		return fmt.Errorf("handle: event position names %d jobs, want 1-%d", len(p.Jobs), MaxEventPosJobs)
 	case !validExpiry(p.Expiry):
@@ -140,20 +141,14 @@ func (j JobPos) validate() error {
 }
 
 // Validate reports whether SealEventPos can seal p: fields set and valid, within MaxEventPosLen.
-func (p EventPos) Validate() error {
-	n, err := sealedSize(eventPosAEAD, p)
-	if err == nil && n > MaxEventPosLen {
-		err = fmt.Errorf("handle: sealed event position would be %d bytes, limit %d", n, MaxEventPosLen)
-	}
-	return err
-}
+func (p EventPos) Validate() error { return eventPosKind.validate(p, "") }
 
 // SealEventPos returns p encrypted with the current key, or "" (which never opens) if p is invalid.
-func (k *Keyring) SealEventPos(p EventPos) string { return sealToken(k, eventPosAEAD, p) }
+func (k *Keyring) SealEventPos(p EventPos) string { return eventPosKind.seal(k, p) }
 
 // OpenEventPos is OpenHandle for event positions: errors match [ErrMalformed] or [ErrExpired];
 // with ErrExpired the decoded EventPos is returned too. Check Tenant, Subject and Target
 // against the stream before using anything else of it.
 func (k *Keyring) OpenEventPos(str string, now time.Time) (EventPos, error) {
-	return openToken[EventPos, eventPosWire](k, eventPosAEAD, str, now)
+	return eventPosKind.open(k, str, now)
 }

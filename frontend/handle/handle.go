@@ -27,7 +27,10 @@ const (
 // maxKindLen is the longest job kind a handle may carry.
 const maxKindLen = 32
 
-var handleFormat = format{HandlePrefix, handleLabel, MaxHandleLen}
+var (
+	handleFormat = format{HandlePrefix, handleLabel, MaxHandleLen}
+	handleKind   = kind[Handle, handleWire]{&handleFormat, "handle"}
+)
 
 // validKind reports whether k matches ^[a-z][a-z0-9_]{0,31}$. Which kinds
 // exist is up to the callers; this is only a syntactic check.
@@ -70,11 +73,10 @@ func (w handleWire) token() (Handle, bool) {
 }
 
 func (h Handle) validateFields() error {
+	if err := requireStrings("handle:", field{"tenant", h.Tenant}, field{"workflow ID", h.WorkflowID}); err != nil {
+		return err
+	}
 	switch {
-	case !validString(h.Tenant):
-		return errors.New("handle: tenant is empty or not UTF-8")
-	case !validString(h.WorkflowID):
-		return errors.New("handle: workflow ID is empty or not UTF-8")
 	case !validKind(h.Kind):
 		return fmt.Errorf("handle: kind must match ^[a-z][a-z0-9_]{0,%d}$", maxKindLen-1)
 	case !validExpiry(h.Expiry):
@@ -85,25 +87,19 @@ func (h Handle) validateFields() error {
 
 // Validate reports whether SealHandle can seal h with any keyring: fields
 // set and valid, and the sealed string within [MaxHandleLen].
-func (h Handle) Validate() error {
-	n, err := sealedSize(&handleFormat, h)
-	if err == nil && n > MaxHandleLen {
-		err = fmt.Errorf("handle: sealed handle would be %d bytes, limit %d (tenant or workflow ID too long)", n, MaxHandleLen)
-	}
-	return err
-}
+func (h Handle) Validate() error { return handleKind.validate(h, " (tenant or workflow ID too long)") }
 
 // SealHandle returns h signed with the current key. It returns "" — which
 // never opens — if h is invalid or too long; use [Handle.Validate] first when
 // the fields are not known to be good.
-func (k *Keyring) SealHandle(h Handle) string { return sealToken(k, &handleFormat, h) }
+func (k *Keyring) SealHandle(h Handle) string { return handleKind.seal(k, h) }
 
 // OpenHandle verifies s (in constant time) with the key its kid names and
 // decodes it. Errors match [ErrMalformed] or [ErrExpired]. With ErrExpired
 // the decoded Handle is returned too, so the caller can check the tenant
 // first; with ErrMalformed the Handle is zero.
 func (k *Keyring) OpenHandle(s string, now time.Time) (Handle, error) {
-	return openToken[Handle, handleWire](k, &handleFormat, s, now)
+	return handleKind.open(k, s, now)
 }
 
 // FilterFingerprint returns a stable 22-character fingerprint (base64url of

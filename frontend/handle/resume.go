@@ -24,7 +24,10 @@ const (
 	maxResumeAMR = 16
 )
 
-var resumeFormat = format{ResumePrefix, resumeLabel, MaxResumeLen}
+var (
+	resumeFormat = format{ResumePrefix, resumeLabel, MaxResumeLen}
+	resumeKind   = kind[Resume, resumeWire]{&resumeFormat, "resume"}
+)
 
 // Resume is the seal a frontend puts on every answer it sends to a job (resume_*, an MRTR
 // answer, tasks/update): it binds the answer to one open input request of one workflow run,
@@ -122,12 +125,11 @@ func (w resumeWire) token() (Resume, bool) {
 }
 
 func (r Resume) validateFields() error {
-	for _, f := range []struct{ name, v string }{{"workflow ID", r.WorkflowID}, {"run ID", r.RunID},
-		{"input ID", r.InputID}, {"scope digest", r.ScopeDigest}, {"tenant", r.Tenant}, {"subject", r.Subject},
-		{"decision", r.Decision}, {"surface", r.Surface}, {"sign-in method", r.SignedInWith}} {
-		if !validString(f.v) {
-			return fmt.Errorf("handle: resume seal %s is empty or not UTF-8", f.name)
-		}
+	if err := requireStrings("handle: resume seal", field{"workflow ID", r.WorkflowID}, field{"run ID", r.RunID},
+		field{"input ID", r.InputID}, field{"scope digest", r.ScopeDigest}, field{"tenant", r.Tenant},
+		field{"subject", r.Subject}, field{"decision", r.Decision}, field{"surface", r.Surface},
+		field{"sign-in method", r.SignedInWith}); err != nil {
+		return err
 	}
 	if !validDigest(r.CommentDigest) {
 		return errors.New("handle: resume seal comment digest is not 64 lowercase hex digits (SHA-256)")
@@ -167,20 +169,14 @@ func (r Resume) validateFields() error {
 }
 
 // Validate reports whether SealResume can seal r: fields set and valid, within MaxResumeLen.
-func (r Resume) Validate() error {
-	n, err := sealedSize(&resumeFormat, r)
-	if err == nil && n > MaxResumeLen {
-		err = fmt.Errorf("handle: sealed resume would be %d bytes, limit %d", n, MaxResumeLen)
-	}
-	return err
-}
+func (r Resume) Validate() error { return resumeKind.validate(r, "") }
 
 // SealResume returns r signed with the current key, or "" (which never opens) if r is invalid.
-func (k *Keyring) SealResume(r Resume) string { return sealToken(k, &resumeFormat, r) }
+func (k *Keyring) SealResume(r Resume) string { return resumeKind.seal(k, r) }
 
 // OpenResume is OpenHandle for resume seals: errors match [ErrMalformed] or [ErrExpired]; with
 // ErrExpired the decoded Resume is returned too. The caller compares every field with the
 // request and the run it reached; expiry alone proves nothing.
 func (k *Keyring) OpenResume(str string, now time.Time) (Resume, error) {
-	return openToken[Resume, resumeWire](k, &resumeFormat, str, now)
+	return resumeKind.open(k, str, now)
 }

@@ -44,6 +44,8 @@ const (
 var (
 	sessionAEAD    = &aeadSealer{SessionPrefix, sessionEncInfo, sessionNonceInfo, MaxSessionLen}
 	loginStateAEAD = &aeadSealer{LoginStatePrefix, loginStateEncInfo, loginStateNonceInfo, MaxLoginStateLen}
+	sessionKind    = kind[Session, sessionWire]{sessionAEAD, "session"}
+	loginStateKind = kind[LoginState, loginStateWire]{loginStateAEAD, "login state"}
 )
 
 // Session is a person signed in to jobgate's pages. Everything in it comes from tokens the
@@ -115,10 +117,9 @@ func (w sessionWire) token() (Session, bool) {
 }
 
 func (s Session) validateFields() error {
-	for _, f := range []struct{ name, v string }{{"issuer", s.Issuer}, {"subject", s.Subject}, {"tenant", s.Tenant}, {"CSRF token", s.CSRF}} {
-		if !validString(f.v) {
-			return fmt.Errorf("handle: session %s is empty or not UTF-8", f.name)
-		}
+	if err := requireStrings("handle: session", field{"issuer", s.Issuer}, field{"subject", s.Subject},
+		field{"tenant", s.Tenant}, field{"CSRF token", s.CSRF}); err != nil {
+		return err
 	}
 	for _, f := range []struct{ name, v string }{{"name", s.Name}, {"e-mail", s.Email}, {"acr", s.ACR}} {
 		if !utf8.ValidString(f.v) {
@@ -148,22 +149,16 @@ func (s Session) validateFields() error {
 }
 
 // Validate reports whether SealSession can seal s: fields set and valid, within MaxSessionLen.
-func (s Session) Validate() error {
-	n, err := sealedSize(sessionAEAD, s)
-	if err == nil && n > MaxSessionLen {
-		err = fmt.Errorf("handle: sealed session would be %d bytes, limit %d", n, MaxSessionLen)
-	}
-	return err
-}
+func (s Session) Validate() error { return sessionKind.validate(s, "") }
 
 // SealSession returns s encrypted and authenticated with the current key, or "" (which never
 // opens) if s is invalid or too long (see [Session.Validate]).
-func (k *Keyring) SealSession(s Session) string { return sealToken(k, sessionAEAD, s) }
+func (k *Keyring) SealSession(s Session) string { return sessionKind.seal(k, s) }
 
 // OpenSession is OpenHandle for sessions: errors match [ErrMalformed] or [ErrExpired]; with
 // ErrExpired the decoded Session is returned too. The caller still checks Issuer.
 func (k *Keyring) OpenSession(str string, now time.Time) (Session, error) {
-	return openToken[Session, sessionWire](k, sessionAEAD, str, now)
+	return sessionKind.open(k, str, now)
 }
 
 // LoginState is a login in flight: what the relying party sent to the identity provider and
@@ -208,10 +203,9 @@ func (w loginStateWire) token() (LoginState, bool) {
 const maxMaxAge = 365 * 24 * 3600
 
 func (l LoginState) validateFields() error {
-	for _, f := range []struct{ name, v string }{{"state", l.State}, {"nonce", l.Nonce}, {"PKCE verifier", l.Verifier}, {"return path", l.ReturnTo}} {
-		if !validString(f.v) {
-			return fmt.Errorf("handle: login state %s is empty or not UTF-8", f.name)
-		}
+	if err := requireStrings("handle: login state", field{"state", l.State}, field{"nonce", l.Nonce},
+		field{"PKCE verifier", l.Verifier}, field{"return path", l.ReturnTo}); err != nil {
+		return err
 	}
 	if l.MaxAge < 0 || l.MaxAge%time.Second != 0 || l.MaxAge > maxMaxAge*time.Second {
 		return errors.New("handle: login state max age is negative, not whole seconds or over a year")
@@ -223,19 +217,13 @@ func (l LoginState) validateFields() error {
 }
 
 // Validate reports whether SealLoginState can seal l: fields set and valid, within MaxLoginStateLen.
-func (l LoginState) Validate() error {
-	n, err := sealedSize(loginStateAEAD, l)
-	if err == nil && n > MaxLoginStateLen {
-		err = fmt.Errorf("handle: sealed login state would be %d bytes, limit %d", n, MaxLoginStateLen)
-	}
-	return err
-}
+func (l LoginState) Validate() error { return loginStateKind.validate(l, "") }
 
 // SealLoginState returns l encrypted and authenticated with the current key, or "" (which never
 // opens) if l is invalid or too long.
-func (k *Keyring) SealLoginState(l LoginState) string { return sealToken(k, loginStateAEAD, l) }
+func (k *Keyring) SealLoginState(l LoginState) string { return loginStateKind.seal(k, l) }
 
 // OpenLoginState is OpenHandle for login states: errors match [ErrMalformed] or [ErrExpired].
 func (k *Keyring) OpenLoginState(str string, now time.Time) (LoginState, error) {
-	return openToken[LoginState, loginStateWire](k, loginStateAEAD, str, now)
+	return loginStateKind.open(k, str, now)
 }

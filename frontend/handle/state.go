@@ -2,7 +2,6 @@ package handle
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -16,7 +15,10 @@ const (
 	stateLabel = "jobgate-request-state-v1"
 )
 
-var stateFormat = format{StatePrefix, stateLabel, MaxStateLen}
+var (
+	stateFormat = format{StatePrefix, stateLabel, MaxStateLen}
+	stateKind   = kind[State, stateWire]{&stateFormat, "request state"}
+)
 
 // State is the sealed requestState of a multi-round-trip (MRTR) tool result: which open input
 // request of which job was put to which principal, through which tool call. The client echoes
@@ -57,15 +59,11 @@ func (w stateWire) token() (State, bool) {
 		Expiry: expiryFromUnix(w.E)}, true
 }
 
-// validateFields checks the fields in declaration order (a slice, not a map, as
-// Resume.validateFields does), so a State with several bad fields always names the same one.
 func (s State) validateFields() error {
-	for _, f := range []struct{ name, v string }{{"tenant", s.Tenant}, {"subject", s.Subject},
-		{"workflow ID", s.WorkflowID}, {"input ID", s.InputID}, {"scope digest", s.ScopeDigest}, {"tool", s.Tool},
-		{"arguments digest", s.ArgsDigest}} {
-		if !validString(f.v) {
-			return fmt.Errorf("handle: request state %s is empty or not UTF-8", f.name)
-		}
+	if err := requireStrings("handle: request state", field{"tenant", s.Tenant}, field{"subject", s.Subject},
+		field{"workflow ID", s.WorkflowID}, field{"input ID", s.InputID}, field{"scope digest", s.ScopeDigest},
+		field{"tool", s.Tool}, field{"arguments digest", s.ArgsDigest}); err != nil {
+		return err
 	}
 	if !validExpiry(s.Expiry) {
 		return errors.New("handle: request state expiry is zero or out of range")
@@ -74,19 +72,13 @@ func (s State) validateFields() error {
 }
 
 // Validate reports whether SealState can seal s: fields set and valid, within MaxStateLen.
-func (s State) Validate() error {
-	n, err := sealedSize(&stateFormat, s)
-	if err == nil && n > MaxStateLen {
-		err = fmt.Errorf("handle: sealed request state would be %d bytes, limit %d", n, MaxStateLen)
-	}
-	return err
-}
+func (s State) Validate() error { return stateKind.validate(s, "") }
 
 // SealState returns s signed with the current key, or "" (which never opens) if s is invalid.
-func (k *Keyring) SealState(s State) string { return sealToken(k, &stateFormat, s) }
+func (k *Keyring) SealState(s State) string { return stateKind.seal(k, s) }
 
 // OpenState is OpenHandle for request states: errors match [ErrMalformed] or [ErrExpired]; with
 // ErrExpired the decoded State is returned too.
 func (k *Keyring) OpenState(str string, now time.Time) (State, error) {
-	return openToken[State, stateWire](k, &stateFormat, str, now)
+	return stateKind.open(k, str, now)
 }

@@ -84,10 +84,35 @@ type sealer interface {
 	// openJSON checks everything but the payload and returns the payload JSON; its errors
 	// match ErrMalformed.
 	openJSON(k *Keyring, s string) ([]byte, error)
+	// maxLen is the kind's length cap: the longest string it seals or opens.
+	maxLen() int
+}
+
+// A kind is one kind of sealed string as its exported methods see it: its sealer and the noun
+// its too-long error names it by. Each kind's Validate, Seal* and Open* are one call of it.
+type kind[T sealable[W], W payload[T]] struct {
+	sealer sealer
+	noun   string // "handle", "request state", …: "handle: sealed <noun> would be …"
+}
+
+// validate is Validate: t's own field error, or one naming the sealed length and the limit,
+// followed by why (" (what made it long)", or "").
+func (c kind[T, W]) validate(t T, why string) error {
+	n, err := sealedSize(c.sealer, t)
+	if limit := c.sealer.maxLen(); err == nil && n > limit {
+		err = fmt.Errorf("handle: sealed %s would be %d bytes, limit %d%s", c.noun, n, limit, why)
+	}
+	return err
+}
+
+func (c kind[T, W]) seal(k *Keyring, t T) string { return sealToken(k, c.sealer, t) }
+
+func (c kind[T, W]) open(k *Keyring, s string, now time.Time) (T, error) {
+	return openToken[T, W](k, c.sealer, s, now)
 }
 
 // sealedSize returns how long t would be sealed under the longest possible key ID, or t's own
-// field error. Validate methods compare it with their limit and word the error themselves.
+// field error. kind.validate compares it with the limit.
 func sealedSize[T sealable[W], W any](s sealer, t T) (int, error) {
 	if err := t.validateFields(); err != nil {
 		return 0, err
@@ -157,6 +182,21 @@ func decodeCanonical(js []byte, v any) error {
 
 func validString(s string) bool { return s != "" && utf8.ValidString(s) }
 
+// A field is one string field of a sealable, by the name its errors use.
+type field struct{ name, value string }
+
+// requireStrings checks fields in the order given (a slice, not a map, so a value with several
+// bad fields always names the same one) and returns "<what> <name> is empty or not UTF-8" for
+// the first that is.
+func requireStrings(what string, fields ...field) error {
+	for _, f := range fields {
+		if !validString(f.value) {
+			return fmt.Errorf("%s %s is empty or not UTF-8", what, f.name)
+		}
+	}
+	return nil
+}
+
 func validExpiry(t time.Time) bool {
 	u := t.Unix()
 	return u >= 1 && u <= maxUnixSeconds
@@ -172,6 +212,8 @@ type format struct {
 	prefix, label string
 	max           int
 }
+
+func (f *format) maxLen() int { return f.max }
 
 // sealedLen is the length of a sealed string with the given payload and kid.
 func (f format) sealedLen(jsonLen, kidLen int) int {

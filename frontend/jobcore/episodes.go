@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
@@ -236,10 +235,10 @@ func scanEpisodes(ctx context.Context, srcs []episodeSource, pos episodePos, ef 
 	return next, false, nil
 }
 
-func episodeView(o contract.EpisodeOutcome) wire.Episode {
-	return wire.Episode{Index: o.Index, OperationID: o.OperationID, Status: o.Status, Score: o.Score,
-		Attempts: o.Attempts, DurationMS: o.DurationMS, Error: o.Error}
-}
+// episodeView is an outcome as list_episodes shows it. A conversion, not a field-by-field
+// copy: the two types must keep the same fields in the same order (only their schema texts
+// differ), or this stops compiling.
+func episodeView(o contract.EpisodeOutcome) wire.Episode { return wire.Episode(o) }
 
 // episodePos is a position in an eval's episode log: the segment (the run that recorded the
 // episodes; 1 is the job's first run) and the offset in it. The log only grows at its end and a
@@ -316,10 +315,7 @@ func (k *evalKind) episodesLink(f *Core, p authz.Principal, j *jobstore.Job, log
 	if k.opts.Artifacts == nil || authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
 		return
 	}
-	exp := f.Opts.Now().Add(k.opts.DownloadTTL).Truncate(time.Second)
-	tok := f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
-		Digest: log.SHA256, Expiry: exp})
-	if tok != "" {
+	if tok, exp := f.sealDownload(p, j, log.SHA256, f.Opts.Now(), k.opts.DownloadTTL); tok != "" {
 		v.EpisodesURL = f.publicBase() + "/episodes/" + url.PathEscape(tok)
 		v.EpisodesURLExpiresAt = &exp
 	}

@@ -47,9 +47,6 @@ func EvalKind(o EvalOptions) KindSpec {
 	if o.Suites == nil {
 		o.Suites = contract.DefaultCatalog()
 	}
-	if o.DownloadTTL <= 0 {
-		o.DownloadTTL = DownloadTTLDefault
-	}
 	return &evalKind{opts: o}
 }
 
@@ -58,10 +55,7 @@ type evalKind struct{ opts EvalOptions }
 func (k *evalKind) Name() string { return workflows.KindEval }
 
 func (k *evalKind) Serve(f *Core) ServedKind {
-	jk := JobKind[EvalResultView]{Name: workflows.KindEval, Noun: "eval run",
-		Result: func(ctx context.Context, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
-			return k.result(f, p, j, decode)
-		}}
+	jk := JobKind[EvalResultView]{Name: workflows.KindEval, Noun: "eval run", Result: k.result}
 	maxConc := k.suiteMax(func(s contract.Suite) int { return s.MaxConcurrency })
 	sk := jk.served(f, startTool(f, jk, &mcp.Tool{
 		Title: "Start an eval run",
@@ -168,13 +162,12 @@ type EvalResultView = wire.EvalResultView
 
 // result renders the workflow's EvalResult for p: its decision record without the seal, and
 // the episode log with a download link bound to p (episodes.go).
-func (k *evalKind) result(f *Core, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
+func (k *evalKind) result(_ context.Context, f *Core, p authz.Principal, j *jobstore.Job, decode func(any) error) (*EvalResultView, error) {
 	var r workflows.EvalResult
 	if err := decode(&r); err != nil {
 		return nil, err
 	}
-	v := &EvalResultView{Episodes: r.Episodes, Scored: r.Scored, Passed: r.Passed, Failed: r.Failed,
-		MeanScore: r.MeanScore, StdErr: r.StdErr, ApprovedBy: r.ApprovedBy, Decision: decisionView(r.Decision)}
+	v := &EvalResultView{EvalSummary: r.EvalSummary, Decision: decisionView(r.Decision)}
 	k.episodesLink(f, p, j, r.EpisodeLog, v)
 	return v, nil
 }

@@ -82,9 +82,6 @@ func ExportKind(o ExportOptions) KindSpec {
 	if o.Datasets == nil {
 		o.Datasets = contract.Datasets{}
 	}
-	if o.DownloadTTL <= 0 {
-		o.DownloadTTL = DownloadTTLDefault
-	}
 	return &exportKind{opts: o}
 }
 
@@ -93,10 +90,7 @@ type exportKind struct{ opts ExportOptions }
 func (k *exportKind) Name() string { return workflows.KindExport }
 
 func (k *exportKind) Serve(f *Core) ServedKind {
-	jk := JobKind[ExportResultView]{Name: workflows.KindExport, Noun: "export",
-		Result: func(_ context.Context, p authz.Principal, j *jobstore.Job, decode func(any) error) (*ExportResultView, error) {
-			return k.result(f, p, j, decode)
-		}}
+	jk := JobKind[ExportResultView]{Name: workflows.KindExport, Noun: "export", Result: k.result}
 	sk := jk.served(f, startTool(f, jk, &mcp.Tool{
 		Title: "Start a data export",
 		Description: "Export your tenant's rows of a server-configured dataset to a gzip file (jsonl or csv), or find the export " +
@@ -118,7 +112,7 @@ func (k *exportKind) Serve(f *Core) ServedKind {
 }
 
 // result renders a succeeded export for p, with a download link bound to p.
-func (k *exportKind) result(f *Core, p authz.Principal, j *jobstore.Job, decode func(any) error) (*ExportResultView, error) {
+func (k *exportKind) result(_ context.Context, f *Core, p authz.Principal, j *jobstore.Job, decode func(any) error) (*ExportResultView, error) {
 	var r workflows.ExportResult
 	if err := decode(&r); err != nil {
 		return nil, err
@@ -137,10 +131,7 @@ func (k *exportKind) result(f *Core, p authz.Principal, j *jobstore.Job, decode 
 	case authz.Decide(p, authz.ActionDownload, j.PolicyJob()) == authz.Allow:
 		// Not capped at the artifact's expiry: a link used after retention answers 410, which
 		// says more than a link-expired 404.
-		exp := now.Add(k.opts.DownloadTTL).Truncate(time.Second)
-		tok := f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
-			Digest: m.SHA256, Expiry: exp})
-		if tok != "" {
+		if tok, exp := f.sealDownload(p, j, m.SHA256, now, k.opts.DownloadTTL); tok != "" {
 			v.DownloadURL = f.publicBase() + "/artifacts/" + url.PathEscape(tok)
 			v.DownloadURLExpiresAt = &exp
 			v.DownloadInstructions = "GET download_url with the header 'Authorization: Bearer <your token>' (the link alone is refused); " +
@@ -148,6 +139,18 @@ func (k *exportKind) result(f *Core, p authz.Principal, j *jobstore.Job, decode 
 		}
 	}
 	return v, nil
+}
+
+// sealDownload seals a download token for p to the artifact of job j with digest, valid for
+// ttl (a kind's DownloadTTL option; DownloadTTLDefault when not positive) from now, to the
+// second as sealed; it returns the token ("" if it cannot be sealed) and its expiry.
+func (f *Core) sealDownload(p authz.Principal, j *jobstore.Job, digest string, now time.Time, ttl time.Duration) (string, time.Time) {
+	if ttl <= 0 {
+		ttl = DownloadTTLDefault
+	}
+	exp := now.Add(ttl).Truncate(time.Second)
+	return f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
+		Digest: digest, Expiry: exp}), exp
 }
 
 // publicBase is scheme://host of the resource URI: where /artifacts is served.

@@ -77,7 +77,7 @@ type fixtureView = KindView[FixtureResultView]
 
 func (k fixtureKind) Serve(f *Core) ServedKind {
 	jk := JobKind[FixtureResultView]{Name: workflows.KindFixture, Noun: "MCP conformance fixture job",
-		Result: func(ctx context.Context, _ authz.Principal, _ *jobstore.Job, decode func(ptr any) error) (*FixtureResultView, error) {
+		Result: func(ctx context.Context, _ *Core, _ authz.Principal, _ *jobstore.Job, decode func(ptr any) error) (*FixtureResultView, error) {
 			var r workflows.FixtureResult
 			if err := decode(&r); err != nil {
 				return nil, err

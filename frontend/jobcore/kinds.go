@@ -130,20 +130,28 @@ type JobKind[R any] struct {
 	Name string // the kind's name (workflows.Kind.Name)
 	Noun string // "eval run", "export": in tool titles and descriptions
 	// result renders a succeeded job's result for the caller; decode reads the workflow result.
-	Result func(ctx context.Context, p authz.Principal, j *jobstore.Job, decode func(ptr any) error) (*R, error)
+	Result func(ctx context.Context, f *Core, p authz.Principal, j *jobstore.Job, decode func(ptr any) error) (*R, error)
 }
 
 // view renders a job for the caller with a fresh handle and, once succeeded, its result.
 func (k JobKind[R]) view(ctx context.Context, f *Core, p authz.Principal, j *jobstore.Job) (*KindView[R], error) {
 	v := &KindView[R]{JobSummary: f.Summary(p, j)}
 	if v.Status == workflows.StatusSucceeded {
-		res, err := k.Result(ctx, p, j, func(ptr any) error { return f.readResult(ctx, j, ptr) })
+		res, err := k.Result(ctx, f, p, j, func(ptr any) error { return f.readResult(ctx, j, ptr) })
 		if err != nil {
 			return nil, err
 		}
 		v.Result = res
 	}
 	return v, nil
+}
+
+// viewOr is the view of the job an action (cancel, resume) returned, or the action's error.
+func (k JobKind[R]) viewOr(ctx context.Context, f *Core, p authz.Principal, j *jobstore.Job, err error) (*KindView[R], error) {
+	if err != nil {
+		return nil, err
+	}
+	return k.view(ctx, f, p, j)
 }
 
 var idemKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@=+-]{0,127}$`)
@@ -328,10 +336,7 @@ func (k JobKind[R]) jobTools(f *Core) (get, cancel, resume ToolDef) {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, p authz.Principal, in CancelIn) (*KindView[R], error) {
 		j, err := f.cancel(ctx, p, in, k.Name)
-		if err != nil {
-			return nil, err
-		}
-		return k.view(ctx, f, p, j)
+		return k.viewOr(ctx, f, p, j, err)
 	})
 	resume = newKindTool(f, k.Name, authz.ActionResume, &mcp.Tool{
 		Name:  "resume_" + k.Name,
@@ -342,10 +347,7 @@ func (k JobKind[R]) jobTools(f *Core) (get, cancel, resume ToolDef) {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)},
 	}, func(ctx context.Context, p authz.Principal, in ResumeIn) (*KindView[R], error) {
 		j, err := f.resume(ctx, p, in, k.Name)
-		if err != nil {
-			return nil, err
-		}
-		return k.view(ctx, f, p, j)
+		return k.viewOr(ctx, f, p, j, err)
 	}).enum("decision", workflows.DecisionApprove, workflows.DecisionReject)
 	return get, cancel, resume
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/workflows"
@@ -60,8 +59,7 @@ func pageDownloadPath(f *Core, k *exportKind, p authz.Principal, j *jobstore.Job
 	if k.opts.Artifacts == nil || !now.Before(expires) || authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
 		return ""
 	}
-	tok := f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
-		Digest: digest, Expiry: now.Add(k.opts.DownloadTTL).Truncate(time.Second)})
+	tok, _ := f.sealDownload(p, j, digest, now, k.opts.DownloadTTL)
 	if tok == "" {
 		return ""
 	}

@@ -212,18 +212,8 @@ func (s *strictScanner) objectInto(depth int, m map[string]json.RawMessage, para
 		if m != nil {
 			m[key] = s.b[start:s.i]
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return s.errAt("object")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.errAt("after object value")
+		if end, err := s.next('}', "object", "after object value"); end || err != nil {
+			return err
 		}
 	}
 }
@@ -248,20 +238,28 @@ func (s *strictScanner) elements(elem func() error) error {
 		if err := elem(); err != nil {
 			return err
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return s.errAt("array")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return s.errAt("after array element")
+		if end, err := s.next(']', "array", "after array element"); end || err != nil {
+			return err
 		}
 	}
+}
+
+// next scans the separator after an object member or array element: ',' (more follow) or
+// closing (the end, true). in and after name the place in errors.
+func (s *strictScanner) next(closing byte, in, after string) (end bool, err error) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false, s.errAt(in)
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		return false, nil
+	case closing:
+		s.i++
+		return true, nil
+	}
+	return false, s.errAt(after)
 }
 
 // str scans a string at s.i and returns its decoded value.

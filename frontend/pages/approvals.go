@@ -1,6 +1,7 @@
 package pages
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -93,15 +94,9 @@ func forbidden(err error) bool {
 }
 
 func (jp *jobPages) inbox(w http.ResponseWriter, r *http.Request) {
-	s, _ := SessionFrom(r.Context())
-	out, err := jp.jobs.Approvals(r.Context(), s, r.URL.Query().Get("cursor"))
-	if forbidden(err) {
-		jp.render(w, r, http.StatusForbidden, "message", view{Title: "Approvals", Session: &s,
-			Message: "Approving needs the jobs:approve scope, which your sign-in does not carry."})
-		return
-	}
-	if err != nil {
-		jp.failPage(w, r, err)
+	s, out, ok := jp.listPage(w, r, jp.jobs.Approvals, "Approvals",
+		"Approving needs the jobs:approve scope, which your sign-in does not carry.")
+	if !ok {
 		return
 	}
 	v := view{Title: "Approvals waiting for you", Session: &s}
@@ -112,10 +107,34 @@ func (jp *jobPages) inbox(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Rows = append(v.Rows, requestRowOf(&j, now))
 	}
-	if out.Next != "" {
-		v.Next = PathApprovals + "?" + url.Values{"cursor": {out.Next}}.Encode()
-	}
+	v.Next = pageLink(PathApprovals, out.Next)
 	jp.render(w, r, http.StatusOK, "inbox", v)
+}
+
+// listPage is every list page's start: the signed-in person and the page of jobs list reads
+// at the URL's cursor; on false it has answered (a 403 page titled title saying why, or the
+// error page).
+func (jp *jobPages) listPage(w http.ResponseWriter, r *http.Request,
+	list func(context.Context, handle.Session, string) (JobList, error), title, why string) (handle.Session, JobList, bool) {
+	s, _ := SessionFrom(r.Context())
+	out, err := list(r.Context(), s, r.URL.Query().Get("cursor"))
+	if forbidden(err) {
+		jp.render(w, r, http.StatusForbidden, "message", view{Title: title, Session: &s, Message: why})
+		return s, out, false
+	}
+	if err != nil {
+		jp.failPage(w, r, err)
+		return s, out, false
+	}
+	return s, out, true
+}
+
+// pageLink is the link to the list page at path from cursor next; "" when there is no next page.
+func pageLink(path, next string) string {
+	if next == "" {
+		return ""
+	}
+	return path + "?" + url.Values{"cursor": {next}}.Encode()
 }
 
 // openJob is every job page's start: the signed-in person and the job the URL names, which
@@ -266,24 +285,16 @@ func (jp *jobPages) send(w http.ResponseWriter, r *http.Request, s handle.Sessio
 }
 
 func (jp *jobPages) myJobs(w http.ResponseWriter, r *http.Request) {
-	s, _ := SessionFrom(r.Context())
-	out, err := jp.jobs.List(r.Context(), s, r.URL.Query().Get("cursor"))
-	if forbidden(err) {
-		jp.render(w, r, http.StatusForbidden, "message", view{Title: "My jobs", Session: &s,
-			Message: "Listing jobs needs the jobs:read scope, which your sign-in does not carry."})
-		return
-	}
-	if err != nil {
-		jp.failPage(w, r, err)
+	s, out, ok := jp.listPage(w, r, jp.jobs.List, "My jobs",
+		"Listing jobs needs the jobs:read scope, which your sign-in does not carry.")
+	if !ok {
 		return
 	}
 	v := view{Title: "My jobs", Session: &s}
 	for _, j := range out.Jobs {
 		v.JobRows = append(v.JobRows, jobRowOf(&j))
 	}
-	if out.Next != "" {
-		v.Next = PathJobs + "?" + url.Values{"cursor": {out.Next}}.Encode()
-	}
+	v.Next = pageLink(PathJobs, out.Next)
 	jp.render(w, r, http.StatusOK, "jobs", v)
 }
 

@@ -369,7 +369,7 @@ func newTestAdmitter(t testing.TB, store jobstore.Store, opts Options) *Admitter
 		opts.Logger = func(context.Context) *zap.Logger { return zap.NewNop() }
 	}
 	m := Metrics{Degraded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quota_degraded_total"}, []string{"decision", "why"}),
-		Decided: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quota_decisions_total"}, []string{"figures"}),
+		Decided:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quota_decisions_total"}, []string{"figures"}),
 		Rejected: func(tenant, limit string) {}}
 	return New(opts, store, []SlotKind{{Name: "eval", MaxSlots: 64}}, m)
 }

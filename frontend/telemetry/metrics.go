@@ -60,41 +60,40 @@ type Metrics struct {
 // newMetrics builds the collectors and registers them with reg (nil: none). scopeNames are
 // the names besides tools a 403 may name (tasks/* methods, streams): 403s are counted by them.
 func NewMetrics(reg prometheus.Registerer, scopeNames ...string) (*Metrics, error) {
-	const ns = "jobgate"
 	m := &Metrics{
-		ToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tool_calls_total",
-			Help: "MCP tool calls by tool and outcome code (ok, input_required, a tool error code, or error)."},
-			[]string{"tool", "code"}),
-		toolLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "tool_call_duration_seconds",
-			Help: "MCP tool call latency by tool, from argument decoding to result.", Buckets: prometheus.DefBuckets},
-			[]string{"tool"}),
-		Unauthorized: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_unauthorized_total",
-			Help: "HTTP 401 answers by reason: missing (no bearer token) or invalid (token refused)."},
-			[]string{"reason"}),
-		insufficient: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_insufficient_scope_total",
-			Help: "HTTP 403 insufficient_scope answers by the tool (or tasks/* method) that needed the scope."},
-			[]string{"tool"}),
-		jobsStarted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "jobs_started_total",
-			Help: "start_* calls that returned a job, by kind and result: created (new workflow) or existing (same idempotency key and arguments)."},
-			[]string{"kind", "result"}),
-		downloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "downloads_total",
-			Help: "Authenticated artifact downloads by HTTP status code (200, 206, 404, 410, ...)."},
-			[]string{"code"}),
-		quotaRejects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_rejections_total",
-			Help: "start_* calls refused with quota_exceeded, by tenant (a tenant named in the tenants file, else \"other\") and limit."},
-			[]string{"tenant", "limit"}),
-		QuotaDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_degraded_total",
-			Help: "start_* calls whose quota check did not answer within the budget (why: budget) or met an unreachable visibility store (why: unavailable), decided by the QuotaDegraded policy: admitted (within the bounded overshoot) or refused (quota_exceeded with retry_after_ms)."},
-			[]string{"decision", "why"}),
-		QuotaDecided: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "quota_decisions_total",
-			Help: "start_* calls of a tenant with quotas decided (admitted or refused) by their quota check, by the figures it used: recent (a check's figures under --quota-fresh old, far from every limit: no wait) or check (a check made after the start arrived). Starts decided by the QuotaDegraded policy count in quota_degraded_total instead."},
-			[]string{"figures"}),
-		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "event_streams",
-			Help: "Event streams open on this replica, by surface: job_events (GET /jobs/<handle>/events) or tasks_listen (subscriptions/listen)."},
-			[]string{"surface"}),
-		StreamCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "event_stream_calls_total",
-			Help: "Work done for event streams: history_wait and describe are Temporal calls shared by the streams of a run on this replica (one long poll of its history, answered when it grows or after Temporal's poll interval; one Describe per view-relevant change); render is one listener's rendering of its view from that Describe (no Temporal call, but the result of a succeeded job once, cached)."},
-			[]string{"call"}),
+		ToolCalls: counterVec("tool_calls_total",
+			"MCP tool calls by tool and outcome code (ok, input_required, a tool error code, or error).",
+			"tool", "code"),
+		toolLatency: histogramVec("tool_call_duration_seconds",
+			"MCP tool call latency by tool, from argument decoding to result.",
+			"tool"),
+		Unauthorized: counterVec("http_unauthorized_total",
+			"HTTP 401 answers by reason: missing (no bearer token) or invalid (token refused).",
+			"reason"),
+		insufficient: counterVec("http_insufficient_scope_total",
+			"HTTP 403 insufficient_scope answers by the tool (or tasks/* method) that needed the scope.",
+			"tool"),
+		jobsStarted: counterVec("jobs_started_total",
+			"start_* calls that returned a job, by kind and result: created (new workflow) or existing (same idempotency key and arguments).",
+			"kind", "result"),
+		downloads: counterVec("downloads_total",
+			"Authenticated artifact downloads by HTTP status code (200, 206, 404, 410, ...).",
+			"code"),
+		quotaRejects: counterVec("quota_rejections_total",
+			"start_* calls refused with quota_exceeded, by tenant (a tenant named in the tenants file, else \"other\") and limit.",
+			"tenant", "limit"),
+		QuotaDegraded: counterVec("quota_degraded_total",
+			"start_* calls whose quota check did not answer within the budget (why: budget) or met an unreachable visibility store (why: unavailable), decided by the QuotaDegraded policy: admitted (within the bounded overshoot) or refused (quota_exceeded with retry_after_ms).",
+			"decision", "why"),
+		QuotaDecided: counterVec("quota_decisions_total",
+			"start_* calls of a tenant with quotas decided (admitted or refused) by their quota check, by the figures it used: recent (a check's figures under --quota-fresh old, far from every limit: no wait) or check (a check made after the start arrived). Starts decided by the QuotaDegraded policy count in quota_degraded_total instead.",
+			"figures"),
+		streams: gaugeVec("event_streams",
+			"Event streams open on this replica, by surface: job_events (GET /jobs/<handle>/events) or tasks_listen (subscriptions/listen).",
+			"surface"),
+		StreamCalls: counterVec("event_stream_calls_total",
+			"Work done for event streams: history_wait and describe are Temporal calls shared by the streams of a run on this replica (one long poll of its history, answered when it grows or after Temporal's poll interval; one Describe per view-relevant change); render is one listener's rendering of its view from that Describe (no Temporal call, but the result of a succeeded job once, cached).",
+			"call"),
 		KnownScopeFor: map[string]bool{},
 	}
 	m.streams.WithLabelValues("job_events")
@@ -116,40 +115,46 @@ func NewMetrics(reg prometheus.Registerer, scopeNames ...string) (*Metrics, erro
 		return m, nil
 	}
 	var err error
-	if m.ToolCalls, err = register(reg, m.ToolCalls); err != nil {
-		return nil, err
-	}
-	if m.toolLatency, err = register(reg, m.toolLatency); err != nil {
-		return nil, err
-	}
-	if m.Unauthorized, err = register(reg, m.Unauthorized); err != nil {
-		return nil, err
-	}
-	if m.insufficient, err = register(reg, m.insufficient); err != nil {
-		return nil, err
-	}
-	if m.jobsStarted, err = register(reg, m.jobsStarted); err != nil {
-		return nil, err
-	}
-	if m.downloads, err = register(reg, m.downloads); err != nil {
-		return nil, err
-	}
-	if m.QuotaDegraded, err = register(reg, m.QuotaDegraded); err != nil {
-		return nil, err
-	}
-	if m.QuotaDecided, err = register(reg, m.QuotaDecided); err != nil {
-		return nil, err
-	}
-	if m.quotaRejects, err = register(reg, m.quotaRejects); err != nil {
-		return nil, err
-	}
-	if m.streams, err = register(reg, m.streams); err != nil {
-		return nil, err
-	}
-	if m.StreamCalls, err = register(reg, m.StreamCalls); err != nil {
+	registerInto(reg, &m.ToolCalls, &err)
+	registerInto(reg, &m.toolLatency, &err)
+	registerInto(reg, &m.Unauthorized, &err)
+	registerInto(reg, &m.insufficient, &err)
+	registerInto(reg, &m.jobsStarted, &err)
+	registerInto(reg, &m.downloads, &err)
+	registerInto(reg, &m.QuotaDegraded, &err)
+	registerInto(reg, &m.QuotaDecided, &err)
+	registerInto(reg, &m.quotaRejects, &err)
+	registerInto(reg, &m.streams, &err)
+	registerInto(reg, &m.StreamCalls, &err)
+	if err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// metricsNamespace prefixes every collector's name.
+const metricsNamespace = "jobgate"
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Name: name, Help: help}, labels)
+}
+
+// histogramVec has the default buckets (prometheus.DefBuckets).
+func histogramVec(name, help string, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metricsNamespace, Name: name, Help: help,
+		Buckets: prometheus.DefBuckets}, labels)
+}
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: name, Help: help}, labels)
+}
+
+// registerInto registers *c and replaces it with the collector register returns, unless *err
+// is set already (the first error stops the registering, as a chain of ifs would).
+func registerInto[C prometheus.Collector](reg prometheus.Registerer, c *C, err *error) {
+	if *err == nil {
+		*c, *err = register(reg, *c)
+	}
 }
 
 // register registers c, or returns the collector of the same shape already registered (a second

@@ -124,17 +124,12 @@ type ExportResultView struct {
 	Note                 string     `json:"note,omitempty" jsonschema:"why there is no download_url"`
 }
 
-// EvalResultView is a succeeded eval's result: the workflow's summary (workflows.EvalResult)
-// with its approval's record as get_* shows it (without the seal, as an export's).
+// EvalResultView is a succeeded eval's result: the workflow's summary (workflows.EvalResult
+// embeds the same jobstate.EvalSummary; its fields come first, flattened) with its approval's
+// record as get_* shows it (without the seal, as an export's).
 type EvalResultView struct {
-	Episodes   int       `json:"episodes" jsonschema:"episodes the run was asked for"`
-	Scored     int       `json:"scored" jsonschema:"episodes that returned a score"`
-	Passed     int       `json:"passed" jsonschema:"scored episodes at or above the suite's pass threshold"`
-	Failed     int       `json:"failed" jsonschema:"episodes that failed after their retries"`
-	MeanScore  float64   `json:"mean_score" jsonschema:"mean of the scores"`
-	StdErr     float64   `json:"std_err" jsonschema:"standard error of the mean score"`
-	ApprovedBy string    `json:"approved_by,omitempty" jsonschema:"who approved the run, when it needed approval"`
-	Decision   *Decision `json:"decision,omitempty" jsonschema:"the record of the approval the run went on under (who, when, how signed in, through which surface, what they were shown); absent when none was needed and for runs approved before records"`
+	jobstate.EvalSummary
+	Decision *Decision `json:"decision,omitempty" jsonschema:"the record of the approval the run went on under (who, when, how signed in, through which surface, what they were shown); absent when none was needed and for runs approved before records"`
 	// The episode log (list_episodes' episodes, as one JSON Lines file).
 	EpisodesCount        int        `json:"episodes_count,omitempty" jsonschema:"lines in the episodes file: one per finished episode"`
 	EpisodesSHA256       string     `json:"episodes_sha256,omitempty" jsonschema:"hex SHA-256 of the episodes file; verify the download against it"`

@@ -1,5 +1,5 @@
 // Package jobstate holds the plain words of a job's state that workflows record and clients
-// read: its status, its progress and the reason it failed. It imports nothing of jobgate, so
+// read: its status, its progress, the reason it failed and a succeeded eval's summary. It imports nothing of jobgate, so
 // the wire types (frontend/wire) can use them without linking workflows, and workflows keeps
 // its names for them as aliases (workflows.Status is jobstate.Status).
 package jobstate
@@ -39,4 +39,17 @@ type Progress struct {
 type JobError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+}
+
+// EvalSummary is the summary a succeeded eval ends with: the head of its result as the workflow
+// records it (workflows.EvalResult) and as get_eval shows it (wire.EvalResultView), embedded in
+// both so the two cannot drift.
+type EvalSummary struct {
+	Episodes   int     `json:"episodes" jsonschema:"episodes the run was asked for"`
+	Scored     int     `json:"scored" jsonschema:"episodes that returned a score"`
+	Passed     int     `json:"passed" jsonschema:"scored episodes at or above the suite's pass threshold"`
+	Failed     int     `json:"failed" jsonschema:"episodes that failed after their retries"`
+	MeanScore  float64 `json:"mean_score" jsonschema:"mean of the scores"`
+	StdErr     float64 `json:"std_err" jsonschema:"standard error of the mean score"`
+	ApprovedBy string  `json:"approved_by,omitempty" jsonschema:"who approved the run, when it needed approval"`
 }
