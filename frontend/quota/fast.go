@@ -208,7 +208,7 @@ func (adm *Admitter) admitFast(p authz.Principal, pol authz.TenantPolicy, id str
 		q.mu.Unlock()
 		return fastOutcome{}
 	}
-	if needO && (ownerByTenant || !osn.runningCounted && !osn.recentCounted) && osn.owner && tenantBoundHalfway(far, ts, r) {
+	if needO && (ownerByTenant || !osn.runningCounted && !osn.recentCounted) && osn.owner && tenantBoundNearing(far, ts, r) {
 		// The tenant's figures will soon stop bounding the owner's: count the owner's now, in
 		// the background, so that its next starts find figures of their own.
 		stale = append(stale, ownerKey)
@@ -267,12 +267,19 @@ func avgSlots(t *tenantSnap, pending []reservation) int {
 	return avg
 }
 
-// tenantBoundHalfway reports whether t's figures, which bound an owner's, have reached half
-// of an owner limit of l.
-func tenantBoundHalfway(l authz.Limits, t *tenantSnap, r reservation) bool {
+// ownersCountedFrom is the share (1/n) of an owner limit from which the tenant's figures no
+// longer spare its owners their own counts: a tenant's unfinished jobs climb from there to the
+// whole limit within a few rounds of a busy tenant's starts, and each owner's count must be in
+// before then (measured: at a half, 61 of 100 owner-replica pairs of the many-owners benchmark
+// still met the limit without figures of their own and waited for a count; at a quarter, 0).
+const ownersCountedFrom = 4
+
+// tenantBoundNearing reports whether t's figures, which bound an owner's, have reached
+// 1/ownersCountedFrom of an owner limit of l.
+func tenantBoundNearing(l authz.Limits, t *tenantSnap, r reservation) bool {
 	pending, _, _ := pendingBefore(t.rs, r)
-	return l.RunningJobsPerOwner > 0 && 2*(t.running+pending) >= l.RunningJobsPerOwner ||
-		l.StartsPerMinutePerOwner > 0 && t.recentCounted && 2*(t.recent+pending) >= l.StartsPerMinutePerOwner
+	return l.RunningJobsPerOwner > 0 && ownersCountedFrom*(t.running+pending) >= l.RunningJobsPerOwner ||
+		l.StartsPerMinutePerOwner > 0 && t.recentCounted && ownersCountedFrom*(t.recent+pending) >= l.StartsPerMinutePerOwner
 }
 
 // baseBounds reports whether o's base, with t's starts since its epoch, bounds the owner's

@@ -166,15 +166,16 @@ func (adm *Admitter) measureOwner(ctx context.Context, k flightKey, pol authz.Te
 	now := adm.opts.Now()
 	counts := map[*int]jobstore.Filter{}
 	// When admitFast is on, bounds are judged against its limits (less the margin), the
-	// running jobs' against half of that: the fast path bounds owners by the tenant's figures
-	// up to the whole of them, and the owner's own running jobs, counted here meanwhile, serve
-	// its starts beyond (tenantBoundHalfway). The starts of the minute are counted only past
-	// the whole: a count per owner per refresh costs more than the rare owner near its own
-	// minute limit, whose start then waits for that count (admitOwnerCounted).
+	// running jobs' against 1/ownersCountedFrom of that: the fast path bounds owners by the
+	// tenant's figures up to the whole of them, and the owner's own running jobs, counted here
+	// meanwhile, serve its starts beyond (tenantBoundNearing). The starts of the minute are
+	// counted only past the whole: a count per owner per refresh costs more than the rare
+	// owner near its own minute limit, whose start then waits for that count
+	// (admitOwnerCounted).
 	lim := l
 	if adm.opts.QuotaFresh > 0 {
 		if far, ok := adm.farLimits(l, 0, 1); ok {
-			lim.RunningJobsPerOwner, lim.StartsPerMinutePerOwner = far.RunningJobsPerOwner/2, far.StartsPerMinutePerOwner
+			lim.RunningJobsPerOwner, lim.StartsPerMinutePerOwner = far.RunningJobsPerOwner/ownersCountedFrom, far.StartsPerMinutePerOwner
 		}
 	}
 	// The tenant's unfinished jobs bound the owner's: while the tenant's last count (with this
