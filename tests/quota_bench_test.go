@@ -274,7 +274,9 @@ const (
 //	go test ./tests -run '^$' -bench 'QuotaManyOwners/SQLite' -benchtime 1x -timeout 30m
 //	go test ./tests -run '^$' -bench 'QuotaManyOwners/Postgres' -benchtime 1x -timeout 30m
 //
-// JOBGATE_BENCH_OWNERS_JOBS sets the targets (default 500; e.g. 500,2000,6000). A side's
+// JOBGATE_BENCH_OWNERS_JOBS sets the targets (default 500; e.g. 500,2000,6000).
+// JOBGATE_BENCH_QUOTA_FRESH sets the quotas-on side's --quota-fresh (e.g. -1s: every start
+// waits for a check made after it arrived, as before starts were decided on recent figures). A side's
 // segment stops at 1 min + 100 ms per job to create if not done by then (logged), or at
 // JOBGATE_BENCH_OWNERS_MAX (a duration). Before the next side starts, the worker finishes the
 // last one's jobs (visibility shows none running).
