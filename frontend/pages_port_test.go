@@ -18,6 +18,7 @@ import (
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/frontend/pages"
+	"github.com/jobgate/jobgate/tests/support/webclient"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -138,14 +139,7 @@ func form(csrf, inputID, digest, decision, comment string) url.Values {
 
 func mustContain(t *testing.T, r pageResp, status int, subs ...string) {
 	t.Helper()
-	if r.status != status {
-		t.Fatalf("status %d, want %d; body:\n%s", r.status, status, r.body)
-	}
-	for _, s := range subs {
-		if !strings.Contains(r.body, s) {
-			t.Fatalf("page lacks %q:\n%s", s, r.body)
-		}
-	}
+	webclient.MustPage(t, r.status, r.body, status, subs...)
 }
 
 var (

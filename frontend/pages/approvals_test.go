@@ -18,6 +18,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
+	"github.com/jobgate/jobgate/tests/support/webclient"
 )
 
 // The job pages against a fake job core (fakeJobs): what the pages do with what Jobs answers —
@@ -228,14 +229,7 @@ func decisionForm(csrf, inputID, digest, decision, comment string) url.Values {
 
 func contains(t *testing.T, r page, status int, subs ...string) {
 	t.Helper()
-	if r.status != status {
-		t.Fatalf("status %d, want %d; body:\n%s", r.status, status, r.body)
-	}
-	for _, s := range subs {
-		if !strings.Contains(r.body, s) {
-			t.Fatalf("page lacks %q:\n%s", s, r.body)
-		}
-	}
+	webclient.MustPage(t, r.status, r.body, status, subs...)
 }
 
 var (

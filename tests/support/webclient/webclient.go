@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"strings"
+	"testing"
 	"time"
 )
 
@@ -36,3 +38,17 @@ func New(follow func(next *url.URL) bool) *http.Client {
 
 // All follows every redirect (up to the limit): for New when only the end of the walk matters.
 func All(*url.URL) bool { return true }
+
+// MustPage fails t unless a page answered status want and its body holds every one of subs
+// (status and body as the test read them).
+func MustPage(t testing.TB, status int, body string, want int, subs ...string) {
+	t.Helper()
+	if status != want {
+		t.Fatalf("status %d, want %d; body:\n%s", status, want, body)
+	}
+	for _, s := range subs {
+		if !strings.Contains(body, s) {
+			t.Fatalf("page lacks %q:\n%s", s, body)
+		}
+	}
+}
