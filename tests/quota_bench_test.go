@@ -20,6 +20,7 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobcore"
+	"github.com/jobgate/jobgate/frontend/quota"
 )
 
 // BenchmarkQuotaCheck measures what the quota check adds to a start (frontend/README.md "Fairness and
@@ -300,7 +301,7 @@ func BenchmarkQuotaManyOwners(b *testing.B) {
 				return bundle.session(p, replica, "")
 			}, countTenant(b, bundle.temporal, namespace))
 		}
-		ownersBench(b, targets, side("off", off), side("on", on), nil)
+		ownersBench(b, targets, side("off", off), side("on", on), func() []string { return []string{freshLine()} })
 	})
 	b.Run("Postgres", func(b *testing.B) {
 		offTenant, onTenant := "qowners-off-"+randHex(3), "qowners-on-"+randHex(3)
@@ -324,7 +325,7 @@ func BenchmarkQuotaManyOwners(b *testing.B) {
 			if o.visibilityRPS > 0 {
 				rps = fmt.Sprint(o.visibilityRPS)
 			}
-			lines := []string{"frontend.namespaceRPS.visibility " + rps + "; Temporal server's warnings and errors so far: " + warnSummary(s.temporal.logs(), 5)}
+			lines := []string{freshLine(), "frontend.namespaceRPS.visibility " + rps + "; Temporal server's warnings and errors so far: " + warnSummary(s.temporal.logs(), 5)}
 			for i, p := range s.serves {
 				lines = append(lines, fmt.Sprintf("serve %d's: %s", i, warnSummary(p.logs(), 5)))
 			}
@@ -344,6 +345,15 @@ func benchQuotaFresh(b *testing.B) time.Duration {
 	d, err := time.ParseDuration(v)
 	must(b, err)
 	return d
+}
+
+// freshLine says which admission the quotas-on side ran: --quota-fresh's default (starts far
+// from every limit decided on recent figures) or JOBGATE_BENCH_QUOTA_FRESH's value.
+func freshLine() string {
+	if v := os.Getenv("JOBGATE_BENCH_QUOTA_FRESH"); v != "" {
+		return "quotas-on side's --quota-fresh: " + v + " (JOBGATE_BENCH_QUOTA_FRESH)"
+	}
+	return "quotas-on side's --quota-fresh: the default, " + quota.FreshDefault.String()
 }
 
 // countTenant counts the workflows of a visibility query in tc's namespace ns.

@@ -200,26 +200,7 @@ func TestQuotas(t *testing.T) {
 		t.Parallel()
 		// Starts alternate between the replicas: a per-process counter would admit 2 per
 		// replica; the shared count admits exactly the limit.
-		const limit = 3
-		b, tenant := quotaBundle(t, authz.Limits{RunningJobsPerTenant: limit})
-		cs := []*mcp.ClientSession{b.session(quotaWriter(tenant, "ann"), 0, ""), b.session(quotaWriter(tenant, "ann"), 1, "")}
-		admitted := 0
-		for i := range 8 {
-			o := call(t, cs[i%2], "start_eval", startArgs(fmt.Sprintf("r%d", i), 1, nil))
-			if o.Err == nil {
-				admitted++
-				// Sequential means: the other replica's next start comes after this one is in
-				// visibility, the only state the replicas share. Visibility lags a start by
-				// milliseconds, more on a loaded machine; a start inside that lag is the
-				// concurrent case below, with its documented bound.
-				waitVisible(t, b, tenant, admitted)
-			} else if o.Err.Code != jobcore.CodeQuotaExceeded {
-				t.Fatalf("start r%d: %+v", i, o.Err)
-			}
-		}
-		if admitted != limit {
-			t.Fatalf("alternating replicas admitted %d jobs, want exactly %d", admitted, limit)
-		}
+		startAlternating(t, 3, 8, "r")
 	})
 
 	t.Run("TwoReplicasSequentialFar", func(t *testing.T) {
@@ -228,24 +209,7 @@ func TestQuotas(t *testing.T) {
 		// far from it, a replica admits on its last check's figures; within the margin each
 		// start waits for a check made after it arrived, so alternating replicas still admit
 		// exactly the limit, and a tenant at its limit is refused on both.
-		const limit = 40
-		b, tenant := quotaBundle(t, authz.Limits{RunningJobsPerTenant: limit})
-		cs := []*mcp.ClientSession{b.session(quotaWriter(tenant, "ann"), 0, ""), b.session(quotaWriter(tenant, "ann"), 1, "")}
-		admitted := 0
-		for i := range limit + 8 {
-			o := call(t, cs[i%2], "start_eval", startArgs(fmt.Sprintf("f%d", i), 1, nil))
-			if o.Err == nil {
-				admitted++
-				waitVisible(t, b, tenant, admitted)
-			} else if o.Err.Code != jobcore.CodeQuotaExceeded {
-				t.Fatalf("start f%d: %+v", i, o.Err)
-			} else if admitted < limit {
-				t.Fatalf("start f%d refused at %d of %d: %s", i, admitted, limit, o.Err.Message)
-			}
-		}
-		if admitted != limit {
-			t.Fatalf("alternating replicas admitted %d jobs, want exactly %d", admitted, limit)
-		}
+		startAlternating(t, 40, 48, "f")
 	})
 
 	t.Run("TwoReplicasConcurrent", func(t *testing.T) {
@@ -422,4 +386,32 @@ func waitVisible(t testing.TB, b *testBundle, tenant string, n int) {
 		must(t, err)
 		return resp.GetCount() >= int64(n)
 	})
+}
+
+// startAlternating starts n evals of one owner of a tenant limited to limit running jobs,
+// alternately on the two replicas, each after the previous admitted one is visible, and fails
+// t unless exactly limit are admitted and none is refused before that.
+func startAlternating(t *testing.T, limit, n int, prefix string) {
+	b, tenant := quotaBundle(t, authz.Limits{RunningJobsPerTenant: limit})
+	cs := []*mcp.ClientSession{b.session(quotaWriter(tenant, "ann"), 0, ""), b.session(quotaWriter(tenant, "ann"), 1, "")}
+	admitted := 0
+	for i := range n {
+		o := call(t, cs[i%2], "start_eval", startArgs(fmt.Sprintf("%s%d", prefix, i), 1, nil))
+		switch {
+		case o.Err == nil:
+			admitted++
+			// Sequential means: the other replica's next start comes after this one is in
+			// visibility, the only state the replicas share. Visibility lags a start by
+			// milliseconds, more on a loaded machine; a start inside that lag is the
+			// concurrent case, with its documented bound.
+			waitVisible(t, b, tenant, admitted)
+		case o.Err.Code != jobcore.CodeQuotaExceeded:
+			t.Fatalf("start %s%d: %+v", prefix, i, o.Err)
+		case admitted < limit:
+			t.Fatalf("start %s%d refused at %d of %d: %s", prefix, i, admitted, limit, o.Err.Message)
+		}
+	}
+	if admitted != limit {
+		t.Fatalf("alternating replicas admitted %d jobs, want exactly %d", admitted, limit)
+	}
 }
