@@ -242,3 +242,31 @@ func TestFastOwnerCountedNearItsLimit(t *testing.T) {
 		t.Fatalf("ann holds %d, want exactly the limit %d", 20+admitted, limit)
 	}
 }
+
+// The tenant's start rate, from its last two checks (or its minute's average), widens the
+// margin of its limits by the starts that rate may have brought over the figures' age.
+func TestFastRateWidensMargin(t *testing.T) {
+	var q quotas
+	k := flightKey{"acme", ""}
+	t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	epoch := t0.Add(-time.Minute)
+	q.noteRecent(k, &flight{at: t0, seq: 1, res: &tenantSnap{sinceEpoch: 10, epoch: epoch, recent: 60, recentCounted: true}}, time.Second)
+	if got := q.recent[k].rate; got != 1 {
+		t.Fatalf("first check's rate %v, want the minute's average 1/s", got)
+	}
+	q.noteRecent(k, &flight{at: t0.Add(500 * time.Millisecond), seq: 2, res: &tenantSnap{sinceEpoch: 110, epoch: epoch, recent: 160, recentCounted: true}}, time.Second)
+	if got := q.recent[k].rate; got != 200 {
+		t.Fatalf("rate %v, want 100 starts in 0.5 s = 200/s", got)
+	}
+	b := fastSetup(t, authz.Limits{})
+	l := authz.Limits{RunningJobsPerTenant: 1000, EpisodesInFlightPerTenant: 4096, RunningJobsPerOwner: 200, StartsPerMinutePerOwner: 600}
+	far, ok := b.adm.farLimits(l, 300, 2)
+	want := authz.Limits{RunningJobsPerTenant: 1000 - 100 - 300, EpisodesInFlightPerTenant: 4096 - 16*64 - 300*2,
+		RunningJobsPerOwner: 200 - 20, StartsPerMinutePerOwner: 600 - 60}
+	if !ok || far != want {
+		t.Fatalf("farLimits = %+v (ok %v), want %+v", far, ok, want)
+	}
+	if _, ok := b.adm.farLimits(l, 900, 1); ok {
+		t.Fatal("a rate that leaves no headroom still allows recent figures")
+	}
+}
