@@ -80,6 +80,9 @@ func (q *quotas) noteRecent(k flightKey, fl *flight, keep time.Duration) {
 	q.recent[k] = c
 }
 
+// keepRecent is how long a key's recent figures can still serve (an owner's, the longest).
+func (adm *Admitter) keepRecent() time.Duration { return ownerFreshFactor * adm.opts.QuotaFresh }
+
 // farLimits is l with each limit lowered by the margin a start decided on recent figures must
 // leave under it; ok is false when a limit is too small to leave it (every start of such a
 // tenant waits for its check). The tenant's limits leave extra starts more (of slots each
@@ -176,12 +179,10 @@ func (adm *Admitter) admitFast(p authz.Principal, pol authz.TenantPolicy, id str
 			}
 		} else {
 			// No fresh figures of the owner: the tenant's may bound them (ownerBounded).
-			sc, err := quotaScopeOf(p.Tenant, p.Subject, nil)
-			if err != nil || ts == nil {
+			if osn = uncountedOwner(p, ts); osn == nil {
 				q.mu.Unlock()
 				return fastOutcome{}
 			}
-			osn = &ownerSnap{owner: sc.hasOwner, rs: ts.rs}
 			ownerByTenant = true
 		}
 	}
@@ -280,6 +281,16 @@ func tenantBoundNearing(l authz.Limits, t *tenantSnap, r reservation) bool {
 	pending, _, _ := pendingBefore(t.rs, r)
 	return l.RunningJobsPerOwner > 0 && ownersCountedFrom*(t.running+pending) >= l.RunningJobsPerOwner ||
 		l.StartsPerMinutePerOwner > 0 && t.recentCounted && ownersCountedFrom*(t.recent+pending) >= l.StartsPerMinutePerOwner
+}
+
+// uncountedOwner is p's owner figures with nothing counted, for the tenant's figures t to
+// bound (ownerBounded, decide); nil without t or when p's tenant cannot be scoped.
+func uncountedOwner(p authz.Principal, t *tenantSnap) *ownerSnap {
+	sc, err := quotaScopeOf(p.Tenant, p.Subject, nil)
+	if err != nil || t == nil {
+		return nil
+	}
+	return &ownerSnap{owner: sc.hasOwner, rs: t.rs}
 }
 
 // baseBounds reports whether o's base, with t's starts since its epoch, bounds the owner's

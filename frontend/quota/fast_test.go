@@ -15,6 +15,7 @@ import (
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/jobstore/memstore"
 	"github.com/jobgate/jobgate/frontend/wire"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -169,30 +170,46 @@ func TestFastNotForSmallLimits(t *testing.T) {
 	}
 }
 
-// The tenant's figures bound each owner's far from the owner limits: fifty owners' first starts
-// ask no count of their own; once the tenant's figures near an owner limit, an owner's own
-// figures are counted (in the background, then used).
+// The tenant's figures bound each owner's far from the owner limits: owners' first starts ask
+// no count of their own while the tenant's figures stay under 1/ownersCountedFrom of an owner
+// limit; past that, each start is still decided on recent figures, and its owner's own
+// figures are counted in the background.
 func TestFastOwnersBoundedByTenant(t *testing.T) {
 	b := fastSetup(t, authz.DefaultTenants().Defaults.Limits)
 	var mu sync.Mutex
-	ownerCounts := 0
+	ownerCounts := map[string]bool{}
 	b.store.OnCount = func(f jobstore.Filter) error {
 		if f.Owner != "" {
 			mu.Lock()
-			ownerCounts++
+			ownerCounts[f.Owner] = true
 			mu.Unlock()
 		}
 		return nil
 	}
-	for i := range 50 {
+	counted := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ownerCounts)
+	}
+	far, _ := b.adm.farLimits(authz.DefaultTenants().Defaults.Limits, 0, 1)
+	// The tenant holds nothing visible; its figures are this replica's reservations, one per start.
+	under := far.RunningJobsPerOwner/ownersCountedFrom - 1
+	for i := range under {
 		if err := b.start("owner"+strconv.Itoa(i), "k"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if ownerCounts != 0 {
-		t.Fatalf("%d owner counts for 50 owners far from their limits, want 0", ownerCounts)
+	if n := counted(); n != 0 {
+		t.Fatalf("%d owners counted after %d starts far under a quarter of the owner limit, want 0", n, under)
+	}
+	for i := under; i < under+10; i++ {
+		if err := b.start("owner"+strconv.Itoa(i), "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, "the nearing owners counted in the background", func() bool { return counted() >= 9 })
+	if recent := testutil.ToFloat64(b.adm.metrics.Decided.WithLabelValues("recent")); recent != float64(under+10-1) {
+		t.Fatalf("%v starts decided on recent figures, want all but the first (%d)", recent, under+10-1)
 	}
 }
 
@@ -268,5 +285,25 @@ func TestFastRateWidensMargin(t *testing.T) {
 	}
 	if _, ok := b.adm.farLimits(l, 900, 1); ok {
 		t.Fatal("a rate that leaves no headroom still allows recent figures")
+	}
+}
+
+// An owner's figures serve for ownerFreshFactor × QuotaFresh: a replica holding many keys
+// sweeps only what is older than that, not an owner's figures a few seconds old.
+func TestFastSweepKeepsOwnersFigures(t *testing.T) {
+	b := fastSetup(t, authz.Limits{})
+	q := &b.adm.quotas
+	t0 := b.clock()
+	ann := flightKey{"acme", "ann"}
+	q.noteRecent(ann, &flight{at: t0, seq: 1, res: &ownerSnap{}}, b.adm.keepRecent())
+	for i := range 300 {
+		q.noteRecent(flightKey{"acme", "o" + strconv.Itoa(i)}, &flight{at: t0.Add(2 * time.Second), seq: uint64(2 + i), res: &ownerSnap{}}, b.adm.keepRecent())
+	}
+	if _, ok := q.recent[ann]; !ok {
+		t.Fatal("ann's 2 s old figures were swept; they serve for 5 s")
+	}
+	q.noteRecent(flightKey{"acme", "late"}, &flight{at: t0.Add(6 * time.Second), seq: 400, res: &ownerSnap{}}, b.adm.keepRecent())
+	if _, ok := q.recent[ann]; ok {
+		t.Fatal("ann's 6 s old figures were kept")
 	}
 }

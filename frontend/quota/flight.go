@@ -130,7 +130,7 @@ func (adm *Admitter) fly(k flightKey, pol authz.TenantPolicy, fl *flight) {
 			adm.quotas.checked(k.tenant)
 		}
 		if fl.err == nil && adm.opts.QuotaFresh > 0 {
-			adm.quotas.noteRecent(k, fl, adm.opts.QuotaFresh)
+			adm.quotas.noteRecent(k, fl, adm.keepRecent())
 		}
 		close(fl.done)
 		fl = adm.quotas.landed(k, adm.opts.Now())

@@ -188,8 +188,8 @@ func (adm *Admitter) Admit(ctx context.Context, p authz.Principal, id string, ep
 		}
 	}
 	if deferOwner {
-		if sc, err := quotaScopeOf(p.Tenant, p.Subject, nil); err == nil && ownerBounded(l, ts, &ownerSnap{owner: sc.hasOwner, rs: ts.rs}, r) {
-			on = &ownerSnap{owner: sc.hasOwner, rs: ts.rs}
+		if o := uncountedOwner(p, ts); o != nil && ownerBounded(l, ts, o, r) {
+			on = o
 		} else {
 			adm.quotas.mu.Lock()
 			j := adm.quotas.enlistLocked(ok, episodes, adm.opts.Now())
