@@ -91,6 +91,7 @@ func newFrontend(opts jobcore.Options, store jobstore.Store) (*Frontend, error) 
 	f.Quota = quota.New(quota.Options{Tenants: opts.Tenants, QuotaBudget: opts.QuotaBudget, QuotaDegraded: opts.QuotaDegraded,
 		QuotaOvershoot: opts.QuotaOvershoot, QuotaFresh: opts.QuotaFresh, TemporalTimeout: opts.TemporalTimeout, Now: opts.Now, Logger: f.Logger},
 		f.Store, slotKinds, quota.Metrics{Degraded: f.Metrics.QuotaDegraded, Decided: f.Metrics.QuotaDecided,
+			Checks:   f.Metrics.QuotaChecks,
 			Rejected: func(tenant, limit string) { f.Metrics.QuotaRejected(opts.Tenants, tenant, limit) }})
 	f.actions = map[string]authz.Action{}
 	f.taskSupport = map[string]jobcore.TaskSupport{}

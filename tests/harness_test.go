@@ -132,6 +132,8 @@ type setupOpts struct {
 	tracing *app.Tracing
 	// quotaFresh is the frontends' --quota-fresh; 0: its default.
 	quotaFresh time.Duration
+	// metrics serves each frontend's /metrics on a port of its own (ServeMain.MetricsAddr).
+	metrics bool
 }
 
 // queryLog records every statement in-process workers send to a dataset.
@@ -224,6 +226,9 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 				KindSpecs: opts.kinds, QuotaFresh: opts.quotaFresh},
 			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys,
 			Now: b.clock.Now, Tracing: opts.tracing,
+		}
+		if opts.metrics {
+			s.Config.MetricsListen = "127.0.0.1:0"
 		}
 		must(t, s.Run(context.Background()))
 		t.Cleanup(func() { _ = s.Close() })

@@ -51,6 +51,8 @@ type pgStack struct {
 	pg *pgtest.Server
 	// common are the arguments serve and worker share (namespace, catalogs, artifacts).
 	common []string
+	// metricsAddrs are the serve replicas' /metrics addresses (pgStackOpts.metrics).
+	metricsAddrs []string
 }
 
 // pgStackOpts says what startPGStack changes from TestPostgresTemporal's stack.
@@ -66,6 +68,8 @@ type pgStackOpts struct {
 	visibilityRPS int
 	// quotaFresh, if set, is the serve replicas' --quota-fresh.
 	quotaFresh string
+	// metrics serves each replica's /metrics (--metrics-listen) at pgStack.metricsAddrs.
+	metrics bool
 }
 
 const pgStackNamespace = "jobgate-prod"
@@ -200,8 +204,14 @@ func startPGStack(t testing.TB, o pgStackOpts) *pgStack {
 	for range 2 {
 		a := freeAddr(t)
 		c.serveAddrs = append(c.serveAddrs, a)
-		c.serves = append(c.serves, c.run(jobgateBinary(t), append([]string{"serve", "--listen", a, "--resource-uri", b.resource(),
-			"--issuer", testIssuer, "--hs256-secret-file", c.secretFile, "--handle-keys-file", c.keysFile}, serveArgs...)...))
+		args := append([]string{"serve", "--listen", a, "--resource-uri", b.resource(),
+			"--issuer", testIssuer, "--hs256-secret-file", c.secretFile, "--handle-keys-file", c.keysFile}, serveArgs...)
+		if o.metrics {
+			m := freeAddr(t)
+			s.metricsAddrs = append(s.metricsAddrs, m)
+			args = append(args, "--metrics-listen", m)
+		}
+		c.serves = append(c.serves, c.run(jobgateBinary(t), args...))
 	}
 	s.spawnWorker()
 	c.proxyAddr = freeAddr(t)

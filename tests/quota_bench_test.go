@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -294,14 +296,20 @@ func BenchmarkQuotaManyOwners(b *testing.B) {
 	}
 	b.Run("SQLite", func(b *testing.B) {
 		def, un := authz.DefaultTenants(), authz.Unlimited()
-		on := setup(b, setupOpts{tenants: &def, quotaFresh: benchQuotaFresh(b)})
+		on := setup(b, setupOpts{tenants: &def, quotaFresh: benchQuotaFresh(b), metrics: true})
 		off := setup(b, setupOpts{tenants: &un})
 		side := func(name string, bundle *testBundle) *ownersSide {
 			return newOwnersSide(b, name, "qowners-"+name+"-"+randHex(3), func(p principal, replica int) *mcp.ClientSession {
 				return bundle.session(p, replica, "")
 			}, countTenant(b, bundle.temporal, namespace))
 		}
-		ownersBench(b, targets, side("off", off), side("on", on), func() []string { return []string{freshLine()} })
+		ownersBench(b, targets, side("off", off), side("on", on), func() []string {
+			lines := []string{freshLine()}
+			for i, f := range on.frontends {
+				lines = append(lines, fmt.Sprintf("quotas-on replica %d, so far: %s", i, quotaMetricsLine(b, f.MetricsAddr())))
+			}
+			return lines
+		})
 	})
 	b.Run("Postgres", func(b *testing.B) {
 		offTenant, onTenant := "qowners-off-"+randHex(3), "qowners-on-"+randHex(3)
@@ -309,7 +317,7 @@ func BenchmarkQuotaManyOwners(b *testing.B) {
 		cfg.Tenants = map[string]authz.TenantPolicy{offTenant: {Limits: authz.Unlimited().Defaults.Limits}}
 		raw, err := json.Marshal(cfg)
 		must(b, err)
-		o := pgStackOpts{tenantsJSON: string(raw), quietPG: true, quotaFresh: os.Getenv("JOBGATE_BENCH_QUOTA_FRESH")}
+		o := pgStackOpts{tenantsJSON: string(raw), quietPG: true, quotaFresh: os.Getenv("JOBGATE_BENCH_QUOTA_FRESH"), metrics: true}
 		if v := os.Getenv("JOBGATE_BENCH_PG_VISIBILITY_RPS"); v != "" {
 			o.visibilityRPS, err = strconv.Atoi(v)
 			must(b, err)
@@ -327,7 +335,7 @@ func BenchmarkQuotaManyOwners(b *testing.B) {
 			}
 			lines := []string{freshLine(), "frontend.namespaceRPS.visibility " + rps + "; Temporal server's warnings and errors so far: " + warnSummary(s.temporal.logs(), 5)}
 			for i, p := range s.serves {
-				lines = append(lines, fmt.Sprintf("serve %d's: %s", i, warnSummary(p.logs(), 5)))
+				lines = append(lines, fmt.Sprintf("serve %d's: %s; quotas so far: %s", i, warnSummary(p.logs(), 5), quotaMetricsLine(b, s.metricsAddrs[i])))
 			}
 			return lines
 		})
@@ -354,6 +362,41 @@ func freshLine() string {
 		return "quotas-on side's --quota-fresh: " + v + " (JOBGATE_BENCH_QUOTA_FRESH)"
 	}
 	return "quotas-on side's --quota-fresh: the default, " + quota.FreshDefault.String()
+}
+
+// quotaMetricsLine summarises a frontend's quota metrics scraped from addr: its starts decided
+// on recent figures or a check, and its checks by scope and by what took them off (count and
+// mean duration): the visibility load the quotas add.
+func quotaMetricsLine(t testing.TB, addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	must(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	must(t, err)
+	v := map[string]float64{}
+	for line := range strings.Lines(string(body)) {
+		name, val, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok || !strings.HasPrefix(name, "jobgate_quota_") {
+			continue
+		}
+		f, err := strconv.ParseFloat(val, 64)
+		if err == nil {
+			v[name] = f
+		}
+	}
+	out := fmt.Sprintf("decided on recent figures %.0f, on a check %.0f; checks", v[`jobgate_quota_decisions_total{figures="recent"}`], v[`jobgate_quota_decisions_total{figures="check"}`])
+	for _, scope := range []string{"tenant", "owner", "owners"} {
+		for _, by := range []string{"start", "refresh"} {
+			key := `{by="` + by + `",scope="` + scope + `"}`
+			n, sum := v["jobgate_quota_check_duration_seconds_count"+key], v["jobgate_quota_check_duration_seconds_sum"+key]
+			mean := 0.0
+			if n > 0 {
+				mean = sum / n * 1000
+			}
+			out += fmt.Sprintf(" %s/%s %.0f (mean %.0f ms)", scope, by, n, mean)
+		}
+	}
+	return out
 }
 
 // countTenant counts the workflows of a visibility query in tc's namespace ns.

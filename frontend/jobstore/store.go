@@ -79,6 +79,9 @@ type Filter struct {
 	Tenant string
 	// Owner: runs of this subject's jobs; "" any owner.
 	Owner string
+	// Owners: runs of one of these subjects' jobs (with Owner, both hold); empty any owner.
+	// A count of a group of owners bounds each one's (quota's owner groups).
+	Owners []string
 	// IDs: runs of these job IDs only; nil any ID. ExcludeIDs: none of these; nil none left out.
 	IDs, ExcludeIDs []string
 	// Runs: which runs by execution state; RunsAll (zero) every run, including a job's earlier
@@ -131,7 +134,7 @@ func (f Filter) Validate() error {
 	if !StoreValue(f.Tenant) {
 		return fmt.Errorf("tenant: %w", ErrQueryValue)
 	}
-	for _, s := range []string{f.Owner, f.ApproverNot} {
+	for _, s := range append([]string{f.Owner, f.ApproverNot}, f.Owners...) {
 		switch {
 		case s == "":
 		case !StoreValue(s):

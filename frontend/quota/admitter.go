@@ -55,13 +55,18 @@ type Metrics struct {
 	// Decided counts the other decisions by the figures they used: "recent" (admitFast, no
 	// wait) or "check" (a check made after the start arrived). Nil: not counted.
 	Decided *prometheus.CounterVec
+	// Checks observes each check's duration by scope ("tenant", "owner") and by what took it
+	// off ("start", or "refresh": refreshLocked). Nil: not observed.
+	Checks *prometheus.HistogramVec
 	// Rejected records a quota_exceeded answer: the tenant and the limit.
 	Rejected func(tenant, limit string)
 }
 
 // NewAdmitter is the admission of starts over store, for the kinds that hold slots.
 func New(opts Options, store jobstore.Store, kinds []SlotKind, m Metrics) *Admitter {
-	return &Admitter{opts: opts, store: store, kinds: kinds, metrics: m}
+	adm := &Admitter{opts: opts, store: store, kinds: kinds, metrics: m}
+	adm.quotas.ownersKeep = adm.keepRecent()
+	return adm
 }
 
 func (adm *Admitter) logger(ctx context.Context) *zap.Logger { return adm.opts.Logger(ctx) }

@@ -43,20 +43,20 @@ type recentCheck struct {
 	res any // *tenantSnap or *ownerSnap
 	at  time.Time
 	seq uint64
+	// used is when a start last used an owner's figures (activeOwnersLocked).
+	used time.Time
 	// rate is a tenant's starts per second on every replica, as its last two checks saw them
 	// (at least its average over the last minute).
 	rate float64
 }
 
-// noteRecent keeps fl's figures as k's most recent, dropping others older than keep.
+// noteRecent keeps fl's figures as k's most recent (an owner-groups flight's as each of its
+// owners'), dropping others older than keep.
 func (q *quotas) noteRecent(k flightKey, fl *flight, keep time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.recent == nil {
 		q.recent = map[flightKey]recentCheck{}
-	}
-	if cur, ok := q.recent[k]; ok && cur.seq > fl.seq {
-		return // a later check already answered
 	}
 	if len(q.recent) > 256 {
 		for o, c := range q.recent {
@@ -65,15 +65,34 @@ func (q *quotas) noteRecent(k flightKey, fl *flight, keep time.Duration) {
 			}
 		}
 	}
-	c := recentCheck{res: fl.res, at: fl.at, seq: fl.seq}
-	if t, ok := fl.res.(*tenantSnap); ok {
+	if g, ok := fl.res.(*ownersSnap); ok {
+		for o, s := range g.owners {
+			q.noteRecentLocked(flightKey{k.tenant, o}, recentCheck{res: s, at: fl.at, seq: fl.seq})
+		}
+		return
+	}
+	q.noteRecentLocked(k, recentCheck{res: fl.res, at: fl.at, seq: fl.seq})
+}
+
+// noteRecentLocked keeps c as k's most recent figures unless a later check's are (q.mu held).
+func (q *quotas) noteRecentLocked(k flightKey, c recentCheck) {
+	if cur, ok := q.recent[k]; ok {
+		if cur.seq > c.seq {
+			return // a later check already answered
+		}
+		c.used = cur.used
+	}
+	if c.used.IsZero() {
+		c.used = c.at // a start waited for these figures
+	}
+	if t, ok := c.res.(*tenantSnap); ok {
 		if t.recentCounted {
 			c.rate = float64(t.recent+len(t.rs)) / time.Minute.Seconds()
 		}
-		if prev, ok := q.recent[k]; ok && fl.at.Sub(prev.at) > 0 {
+		if prev, ok := q.recent[k]; ok && c.at.Sub(prev.at) > 0 {
 			if p := prev.res.(*tenantSnap); p.epoch.Equal(t.epoch) {
 				d := (t.sinceEpoch + len(t.rs)) - (p.sinceEpoch + len(p.rs))
-				c.rate = max(c.rate, float64(d)/fl.at.Sub(prev.at).Seconds())
+				c.rate = max(c.rate, float64(d)/c.at.Sub(prev.at).Seconds())
 			}
 		}
 	}
@@ -174,8 +193,10 @@ func (adm *Admitter) admitFast(p authz.Principal, pol authz.TenantPolicy, id str
 			o := *c.res.(*ownerSnap)
 			o.rs = withLater(o.rs, q.pending[p.Tenant], c.seq)
 			osn = &o
+			c.used = now
+			q.recent[ownerKey] = c
 			if now.Sub(c.at) > ownerFreshFactor*fresh/2 {
-				stale = append(stale, ownerKey)
+				stale = append(stale, ownerRefreshKey(p, ts))
 			}
 		} else {
 			// No fresh figures of the owner: the tenant's may bound them (ownerBounded).
@@ -210,9 +231,10 @@ func (adm *Admitter) admitFast(p authz.Principal, pol authz.TenantPolicy, id str
 		return fastOutcome{}
 	}
 	if needO && (ownerByTenant || !osn.runningCounted && !osn.recentCounted) && osn.owner && tenantBoundNearing(far, ts, r) {
-		// The tenant's figures will soon stop bounding the owner's: count the owner's now, in
-		// the background, so that its next starts find figures of their own.
-		stale = append(stale, ownerKey)
+		// The tenant's figures will soon stop bounding the owner's: count the owner's now (with
+		// the tenant's other owners, in groups), in the background, so that its next starts find
+		// figures of their own.
+		stale = append(stale, ownerRefreshKey(p, ts))
 	}
 	adm.refreshLocked(pol, stale, episodes, now)
 	q.mu.Unlock()
@@ -220,10 +242,13 @@ func (adm *Admitter) admitFast(p authz.Principal, pol authz.TenantPolicy, id str
 }
 
 // refreshLocked starts a check of each key in stale that has none in the air, waited for by no
-// start: its figures serve the next starts (q.mu is held).
+// start: its figures serve the next starts (q.mu is held). An owner-groups flight in the air
+// counts the owners active when it took off, so for those a start enlists the next one
+// instead (one at most gathers; it takes off when the first lands): owners new to the tenant
+// are counted before the tenant's figures stop bounding theirs.
 func (adm *Admitter) refreshLocked(pol authz.TenantPolicy, stale []flightKey, episodes int, now time.Time) {
 	for _, k := range stale {
-		if _, busy := adm.quotas.flights[k]; busy {
+		if _, busy := adm.quotas.flights[k]; busy && k.owner != ownersGroup {
 			continue
 		}
 		ep := episodes
@@ -231,6 +256,7 @@ func (adm *Admitter) refreshLocked(pol authz.TenantPolicy, stale []flightKey, ep
 			ep = max(ep, 1) // measure the slots for the tenant's next eval, whatever this start is
 		}
 		if j := adm.quotas.enlistLocked(k, ep, now); j.start {
+			j.fl.refresh = true
 			go adm.fly(j.key, pol, j.fl)
 		}
 	}

@@ -173,16 +173,22 @@ func TestFastNotForSmallLimits(t *testing.T) {
 // The tenant's figures bound each owner's far from the owner limits: owners' first starts ask
 // no count of their own while the tenant's figures stay under 1/ownersCountedFrom of an owner
 // limit; past that, each start is still decided on recent figures, and its owner's own
-// figures are counted in the background.
+// figures are counted in the background, with the other owners', in groups (groups.go): a
+// few counts for all of them, not one per owner.
 func TestFastOwnersBoundedByTenant(t *testing.T) {
 	b := fastSetup(t, authz.DefaultTenants().Defaults.Limits)
 	var mu sync.Mutex
-	ownerCounts := map[string]bool{}
+	ownerCounts, calls := map[string]bool{}, 0
 	b.store.OnCount = func(f jobstore.Filter) error {
-		if f.Owner != "" {
-			mu.Lock()
-			ownerCounts[f.Owner] = true
-			mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, o := range append([]string{f.Owner}, f.Owners...) {
+			if o != "" {
+				ownerCounts[o] = true
+			}
+		}
+		if f.Owner != "" || len(f.Owners) > 0 {
+			calls++
 		}
 		return nil
 	}
@@ -207,7 +213,21 @@ func TestFastOwnersBoundedByTenant(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	testenv.Eventually(t, 10*time.Second, "the nearing owners counted in the background", func() bool { return counted() >= 9 })
+	groupsLanded := func() bool {
+		b.adm.quotas.mu.Lock()
+		defer b.adm.quotas.mu.Unlock()
+		_, busy := b.adm.quotas.flights[flightKey{"acme", ownersGroup}]
+		return !busy && counted() > 0
+	}
+	// Owners that started while a count was in the air are in the next one, which their
+	// starts enlisted (with every other owner active on this replica).
+	testenv.Eventually(t, 10*time.Second, "every owner counted in the background", func() bool { return groupsLanded() && counted() == under+10 })
+	mu.Lock()
+	n := calls
+	mu.Unlock()
+	if n > 10 {
+		t.Errorf("%d counts for %d owners' figures, want a few groups' (at most 10)", n, under+10)
+	}
 	if recent := testutil.ToFloat64(b.adm.metrics.Decided.WithLabelValues("recent")); recent != float64(under+10-1) {
 		t.Fatalf("%v starts decided on recent figures, want all but the first (%d)", recent, under+10-1)
 	}
@@ -305,5 +325,43 @@ func TestFastSweepKeepsOwnersFigures(t *testing.T) {
 	q.noteRecent(flightKey{"acme", "late"}, &flight{at: t0.Add(6 * time.Second), seq: 400, res: &ownerSnap{}}, b.adm.keepRecent())
 	if _, ok := q.recent[ann]; ok {
 		t.Fatal("ann's 6 s old figures were kept")
+	}
+}
+
+// An owner-groups flight halves each group whose count reaches a quarter of the owner limit's
+// far value, down to single owners: a heavy owner ends with its own count, and every other
+// owner's figures are its group's (each at least its own), in a few counts.
+func TestOwnerGroupsSplitAHeavyOwner(t *testing.T) {
+	l := authz.DefaultTenants().Defaults.Limits
+	l.StartsPerMinutePerOwner = -1 // one measure: a count per group
+	b := fastSetup(t, l)
+	far, _ := b.adm.farLimits(l, 0, 1)
+	target := far.RunningJobsPerOwner / ownersCountedFrom
+	var owners []string
+	for i := range 16 {
+		o := "light" + strconv.Itoa(i)
+		owners = append(owners, o)
+		b.seed(t, o, 3)
+	}
+	owners = append(owners, "heavy")
+	b.seed(t, "heavy", target+5)
+	calls := b.counts()
+	fl := &flight{owners: owners}
+	g, err := b.adm.measureOwners(context.Background(), flightKey{"acme", ownersGroup}, b.adm.opts.Tenants.For("acme"), fl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := g.owners["heavy"]; h == nil || !h.runningCounted || h.running != target+5 {
+		t.Fatalf("heavy owner's figures %+v, want its own count %d", h, target+5)
+	}
+	for _, o := range owners[:16] {
+		if s := g.owners[o]; s == nil || !s.runningCounted || s.running < 3 || s.running >= target {
+			t.Errorf("%s's figures %+v: want its group's count, at least its own 3 and under %d", o, s, target)
+		}
+	}
+	// 17 owners, one group (no tenant figures to size them): halved on the heavy owner's side
+	// down to it (17, 9, 5, 3, 2, 1), each half counted: 1 + 2×5.
+	if n := b.counts() - calls; n != 11 {
+		t.Errorf("%d counts for 17 owners, want 11", n)
 	}
 }

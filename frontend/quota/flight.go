@@ -30,6 +30,10 @@ type flight struct {
 	// made by then.
 	at  time.Time
 	seq uint64
+	// refresh is true when refreshLocked took it off (no start did).
+	refresh bool
+	// owners are the owners an owner-groups flight counts (groups.go).
+	owners []string
 }
 
 // flightSlot is one key's flights: at most one running, and the next one gathering waiters.
@@ -96,6 +100,10 @@ func (q *quotas) takeOffLocked(k flightKey, slot *flightSlot, now time.Time) {
 	slot.next, slot.running, slot.cur = nil, true, fl
 	fl.rs = slices.Clone(q.pending[k.tenant])
 	fl.at, fl.seq = now, q.seq
+	if k.owner == ownersGroup {
+		// Only refreshLocked enlists these; the owners are those active now.
+		fl.refresh, fl.owners = true, q.activeOwnersLocked(k.tenant, now, q.ownersKeep)
+	}
 }
 
 // landed ends k's running flight and returns the next one to run, if any start waits for it.
@@ -120,13 +128,26 @@ func (adm *Admitter) fly(k flightKey, pol authz.TenantPolicy, fl *flight) {
 	tenantLimits := l.RunningJobsPerTenant > 0 || l.EpisodesInFlightPerTenant > 0
 	for fl != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), adm.opts.TemporalTimeout)
-		if k.owner == "" {
+		began, scope := time.Now(), "tenant"
+		switch k.owner {
+		case "":
 			fl.res, fl.err = adm.measureTenant(ctx, k.tenant, pol, fl)
-		} else {
+		case ownersGroup:
+			scope = "owners"
+			fl.res, fl.err = adm.measureOwners(ctx, k, pol, fl)
+		default:
+			scope = "owner"
 			fl.res, fl.err = adm.measureOwner(ctx, k, pol, fl, false)
 		}
 		cancel()
-		if fl.err == nil && (k.owner == "") == tenantLimits {
+		if adm.metrics.Checks != nil {
+			by := "start"
+			if fl.refresh {
+				by = "refresh"
+			}
+			adm.metrics.Checks.WithLabelValues(scope, by).Observe(time.Since(began).Seconds())
+		}
+		if fl.err == nil && k.owner != ownersGroup && (k.owner == "") == tenantLimits {
 			adm.quotas.checked(k.tenant)
 		}
 		if fl.err == nil && adm.opts.QuotaFresh > 0 {

@@ -89,6 +89,9 @@ type quotas struct {
 	// unchecked counts, by tenant, the starts admitted without a check (AdmitBounded)
 	// since a check of the tenant last answered.
 	unchecked map[string]int
+	// ownersKeep is how long after a start last used an owner's figures an owner-groups
+	// flight still counts that owner (activeOwnersLocked).
+	ownersKeep time.Duration
 }
 
 // admission is an admitted start's reservation: started hands it to visibility, abandoned drops it.

@@ -24,6 +24,9 @@ func VisibilityQuery(f jobstore.Filter) (string, error) {
 	if f.Owner != "" {
 		cs = append(cs, "JobOwner = "+q.quote(f.Owner))
 	}
+	if len(f.Owners) > 0 {
+		cs = append(cs, q.oneOf("JobOwner", f.Owners))
+	}
 	if f.IDs != nil {
 		if len(f.IDs) == 0 {
 			// No ID: nothing is selected (IN () is not in the language).

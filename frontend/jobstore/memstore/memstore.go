@@ -352,6 +352,7 @@ func (m *Store) matchesLocked(f jobstore.Filter, j *jobstore.Job) bool {
 	switch {
 	case j.Tenant != f.Tenant,
 		f.Owner != "" && j.Owner != f.Owner,
+		len(f.Owners) > 0 && !slices.Contains(f.Owners, j.Owner),
 		f.IDs != nil && !slices.Contains(f.IDs, j.ID),
 		slices.Contains(f.ExcludeIDs, j.ID),
 		f.Runs == jobstore.RunsLatest && j.Exec == jobstore.RunContinuedAsNew,

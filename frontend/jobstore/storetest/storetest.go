@@ -105,6 +105,10 @@ func Run(t *testing.T, h Harness) {
 		{"latest runs", jobstore.Filter{Tenant: ten, Runs: jobstore.RunsLatest}, all},
 		{"owner", jobstore.Filter{Tenant: ten, Owner: "bo", Runs: jobstore.RunsLatest},
 			[]string{id("bo", "eval", "legacy"), id("bo", "export", "w-self"), id("bo", "export", "w-appr"), id("bo", "export", "w-own"), id("bo", "eval", "term"), id("bo", "export", "later")}},
+		{"owners (one of them without jobs)", jobstore.Filter{Tenant: ten, Owners: []string{"bo", "cy"}, Runs: jobstore.RunsLatest},
+			[]string{id("bo", "eval", "legacy"), id("bo", "export", "w-self"), id("bo", "export", "w-appr"), id("bo", "export", "w-own"), id("bo", "eval", "term"), id("bo", "export", "later")}},
+		{"owners and owner", jobstore.Filter{Tenant: ten, Owner: "ana", Owners: []string{"ana", "bo"}, Runs: jobstore.RunsUnfinished},
+			[]string{id("ana", "eval", "r4"), id("ana", "eval", "q1"), id("ana", "export", "w-appr"), can.ID, id("ana", "eval", "later")}},
 		{"kind", jobstore.Filter{Tenant: ten, Kinds: []string{"export"}, Runs: jobstore.RunsLatest, Owner: "ana"},
 			[]string{id("ana", "export", "w-appr"), id("ana", "export", "cancelled")}},
 		{"kinds", jobstore.Filter{Tenant: ten, Kinds: []string{"export", "eval"}, Owner: "ana", Runs: jobstore.RunsLatest, Status: workflows.StatusQueued},
@@ -181,7 +185,8 @@ func Run(t *testing.T, h Harness) {
 
 	t.Run("invalid filters", func(t *testing.T) {
 		for _, f := range []jobstore.Filter{{}, {Tenant: ten, Owner: `a\b`}, {Tenant: ten, Kinds: []string{"nope"}}, {Tenant: ten, Status: "done"},
-			{Tenant: ten, Answerers: []string{"anyone"}}, {Tenant: ten, NoSlots: true, SlotsMin: 1}, {Tenant: ten, IDs: []string{"a\nb"}}} {
+			{Tenant: ten, Answerers: []string{"anyone"}}, {Tenant: ten, NoSlots: true, SlotsMin: 1}, {Tenant: ten, IDs: []string{"a\nb"}},
+			{Tenant: ten, Owners: []string{"ana", `a\b`}}} {
 			if _, err := h.Store.Count(ctx, f); err == nil {
 				t.Errorf("%+v: counted", f)
 			}
