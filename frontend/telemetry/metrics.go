@@ -52,7 +52,7 @@ type Metrics struct {
 	quotaRejects  *prometheus.CounterVec
 	QuotaDegraded *prometheus.CounterVec   // starts decided by Options.QuotaDegraded (decision, why)
 	QuotaDecided  *prometheus.CounterVec   // starts decided by their quota check, by figures (recent, check)
-	QuotaChecks   *prometheus.HistogramVec // quota checks' visibility counts, by scope (tenant, owner) and by (start, refresh)
+	QuotaChecks   *prometheus.HistogramVec // quota checks' visibility counts, by scope (tenant, owner, owners) and by (start, refresh)
 	streams       *prometheus.GaugeVec     // open event streams by surface (job_events, tasks_listen)
 	StreamCalls   *prometheus.CounterVec   // Temporal calls of event streams (history_wait, render)
 	KnownScopeFor map[string]bool          // tool names and tasks/* methods a 403 may name
@@ -90,7 +90,7 @@ func NewMetrics(reg prometheus.Registerer, scopeNames ...string) (*Metrics, erro
 			"start_* calls of a tenant with quotas decided (admitted or refused) by their quota check, by the figures it used: recent (a check's figures under --quota-fresh old, far from every limit: no wait) or check (a check made after the start arrived). Starts decided by the QuotaDegraded policy count in quota_degraded_total instead.",
 			"figures"),
 		QuotaChecks: histogramVec("quota_check_duration_seconds",
-			"Quota checks (one flight's visibility counts, shared by the starts waiting on it), by scope (tenant: its tenant-wide measures; owner: one owner's) and by what took it off (start: a start that waits for it; refresh: a refresh of recent figures in the background, which starts may still wait for). Their count is the visibility load quotas add.",
+			"Quota checks (one flight's visibility counts, shared by the starts waiting on it), by scope (tenant: its tenant-wide measures; owner: one owner's; owners: a refresh of a tenant's owners in groups) and by what took it off (start: a start that waits for it; refresh: a refresh of recent figures in the background, which starts may still wait for). Their count is the visibility load quotas add.",
 			"scope", "by"),
 		streams: gaugeVec("event_streams",
 			"Event streams open on this replica, by surface: job_events (GET /jobs/<handle>/events) or tasks_listen (subscriptions/listen).",
