@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -242,5 +243,27 @@ func TestBuildApprovalsQuery(t *testing.T) {
 	own.All = false
 	if q, err := approvalsQuery("acme", "steward", own); err == nil {
 		t.Errorf("own-jobs filter accepted: %q", q)
+	}
+}
+
+// A group of owners (quota's owner groups) is one IN list of quoted literals: each owner parses
+// back as exactly itself, whatever quotes it holds, and nothing else joins the query; a subject
+// the store cannot match refuses the whole filter.
+func TestOwnersQuery(t *testing.T) {
+	owners := []string{"ana", "o'brien", "a''b", "x' OR JobOwner != 'y", "名前 ü"}
+	q, err := temporalstore.VisibilityQuery(jobstore.Filter{Tenant: "acme", Owners: owners, Runs: jobstore.RunsUnfinished})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]string{{"JobTenant", "acme"}}
+	for _, o := range owners {
+		want = append(want, [2]string{"JobOwner", o})
+	}
+	want = append(want, [2]string{"ExecutionStatus", "Running"})
+	if got := parsedComparisons(t, q); !slices.Equal(got, want) {
+		t.Fatalf("%q parses as %q, want %q", q, got, want)
+	}
+	if q, err := temporalstore.VisibilityQuery(jobstore.Filter{Tenant: "acme", Owners: []string{"ana", `trail\`}}); !errors.Is(err, jobstore.ErrOwnerUnmatchable) {
+		t.Fatalf("an unmatchable owner in the group: %q, %v", q, err)
 	}
 }
