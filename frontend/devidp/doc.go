@@ -21,6 +21,11 @@
 // PKCE required, code + refresh + device), jobgate-pages (confidential, only
 // with Options.PagesRedirectURIs) and dynamically registered public clients.
 //
+// PKCE is S256 only, as discovery says: a plain challenge (or one without a
+// method, which RFC 7636 reads as plain) is refused at authorize with
+// invalid_request naming code_challenge_method, and a code bound to one is
+// never redeemed at the token endpoint.
+//
 // Tokens: access tokens are RS256 JWTs with aud = [resource URI, client id],
 // tenant, and scope = the requested jobs:* scopes the user holds (all of the
 // user's when none are requested), so authz.JWKSVerifier verifies them

@@ -167,7 +167,12 @@ func (s *storage) CreateAuthRequest(_ context.Context, ar *oidc.AuthRequest, _ s
 		scopes: scopes, responseType: ar.ResponseType, responseMode: ar.ResponseMode,
 		audience: s.audience(ar.ClientID), created: s.now(),
 	}
-	if ar.CodeChallenge != "" {
+	if ar.CodeChallenge != "" || ar.CodeChallengeMethod != "" {
+		// Discovery promises S256 only; pkg/op would still accept plain (and a missing method,
+		// which RFC 7636 §4.3 reads as plain), whose verifier is the challenge itself.
+		if ar.CodeChallengeMethod != oidc.CodeChallengeMethodS256 {
+			return nil, oidc.ErrInvalidRequest().WithDescription("code_challenge_method: only S256 is supported, not %q", ar.CodeChallengeMethod)
+		}
 		a.challenge = &oidc.CodeChallenge{Challenge: ar.CodeChallenge, Method: ar.CodeChallengeMethod}
 	}
 	s.mu.Lock()
@@ -211,7 +216,16 @@ func (s *storage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRe
 	if !ok {
 		return nil, fmt.Errorf("code %w", errNotFound)
 	}
-	return s.AuthRequestByID(ctx, id)
+	a, err := s.AuthRequestByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	// The last word before a code is redeemed: only an S256 challenge is ever verified, should
+	// a plain one have been stored by any path (CreateAuthRequest refuses it).
+	if ch := a.GetCodeChallenge(); ch != nil && ch.Method != oidc.CodeChallengeMethodS256 {
+		return nil, errors.New("code_challenge_method: only S256 is supported")
+	}
+	return a, nil
 }
 
 func (s *storage) SaveAuthCode(_ context.Context, id, code string) error {
