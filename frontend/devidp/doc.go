@@ -39,6 +39,8 @@
 // restarts), crypto-key, refresh-tokens.json (SHA-256 hashes only),
 // clients.json (registered clients) and pages-client-secret. Auth requests,
 // codes and device codes live in memory: a login in flight does not survive
-// a restart. Refresh-token replay after rotation is detected by absence (the
-// spent hash is deleted), across restarts too.
+// a restart. A rotated refresh token is kept as spent (its hash, until its
+// expiry); presenting it again is reuse (OAuth 2.1 §4.3.1, RFC 9700 §4.14):
+// invalid_grant, and every token of its family (all rotated from the same
+// sign-in, the newest included) is revoked, across restarts too.
 package devidp

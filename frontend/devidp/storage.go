@@ -104,7 +104,14 @@ func amrOf(done bool) []string {
 // refreshToken is the persisted state behind one refresh token. Only the
 // token's SHA-256 is kept (in memory and in the data dir), so reading
 // refresh-tokens.json does not give anyone a usable token.
+//
+// Family is shared by every token rotated from one sign-in. A rotated token is
+// kept, Spent, until its expiry, so that presenting it again is recognised as
+// reuse (a leaked token: OAuth 2.1 §4.3.1, RFC 9700 §4.14) and revokes the
+// whole family, including the newest token, which the thief may hold.
 type refreshToken struct {
+	Family   string    `json:"family,omitempty"` // "" in files from before families: the token's own hash
+	Spent    bool      `json:"spent,omitempty"`
 	Hash     string    `json:"sha256"`
 	ClientID string    `json:"client_id"`
 	Subject  string    `json:"sub"`
@@ -288,15 +295,23 @@ func (s *storage) CreateAccessAndRefreshTokens(_ context.Context, req op.TokenRe
 	token := randomID()
 	t.Hash = tokenHash(token)
 	t.Expiry = s.now().Add(RefreshTokenTTL)
+	t.Spent = false
+	if current == "" {
+		t.Family = randomID() // a sign-in starts a family; a refresh inherits it with r.t
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if current != "" {
-		// Rotation: the presented token is spent; presenting it again fails.
+		// Rotation: the presented token is spent; presenting it again revokes its family.
 		old, ok := s.refresh[tokenHash(current)]
 		if !ok || old.ClientID != t.ClientID {
 			return "", "", time.Time{}, op.ErrInvalidRefreshToken
 		}
-		delete(s.refresh, old.Hash)
+		if old.Spent {
+			// Two refreshes raced with one token: the second is a reuse.
+			return "", "", time.Time{}, s.revokeFamilyLocked(old.Family)
+		}
+		old.Spent = true
 	}
 	s.refresh[t.Hash] = &t
 	if err := s.saveRefreshLocked(); err != nil {
@@ -312,7 +327,25 @@ func (s *storage) TokenRequestByRefreshToken(_ context.Context, token string) (o
 	if !ok || !s.now().Before(t.Expiry) {
 		return nil, op.ErrInvalidRefreshToken
 	}
+	if t.Spent {
+		return nil, s.revokeFamilyLocked(t.Family)
+	}
 	return &refreshRequest{t: *t, audience: s.audience(t.ClientID), scopes: slices.Clone(t.Scopes)}, nil
+}
+
+// revokeFamilyLocked deletes every token of family, spent ones included (they
+// have done their work once the family is gone), and answers the reuse that
+// caused it: invalid_grant, or the error of saving the revocation.
+func (s *storage) revokeFamilyLocked(family string) error {
+	for k, t := range s.refresh {
+		if t.Family == family {
+			delete(s.refresh, k)
+		}
+	}
+	if err := s.saveRefreshLocked(); err != nil {
+		return err
+	}
+	return op.ErrInvalidRefreshToken
 }
 
 func (s *storage) TerminateSession(_ context.Context, userID, clientID string) error {
@@ -342,6 +375,11 @@ func (s *storage) RevokeToken(_ context.Context, token, _, clientID string) *oid
 		if t.ClientID != clientID {
 			return oidc.ErrInvalidClient().WithDescription("token was not issued to this client")
 		}
+		if t.Spent {
+			// Revoking an old token of a family (a logout holding a stale copy) ends the family.
+			_ = s.revokeFamilyLocked(t.Family)
+			return nil
+		}
 		delete(s.refresh, t.Hash)
 		if err := s.saveRefreshLocked(); err != nil {
 			return oidc.ErrServerError().WithParent(err)
@@ -354,7 +392,7 @@ func (s *storage) GetRefreshTokenInfo(_ context.Context, clientID, token string)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.refresh[tokenHash(token)]
-	if !ok || t.ClientID != clientID {
+	if !ok || t.ClientID != clientID || t.Spent {
 		return "", "", op.ErrInvalidRefreshToken
 	}
 	return t.Subject, t.Hash, nil
@@ -476,6 +514,9 @@ func (s *storage) loadRefresh() error {
 	}
 	now := s.now()
 	for _, t := range ts {
+		if t.Family == "" {
+			t.Family = t.Hash // a token saved before families is a family of its own
+		}
 		if now.Before(t.Expiry) {
 			s.refresh[t.Hash] = t
 		}
