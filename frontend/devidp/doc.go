@@ -17,6 +17,14 @@
 // /.well-known/oauth-authorization-server<issuer path> (RFC 8414), which MCP
 // clients try first.
 //
+// /register takes Content-Type application/json only (415 otherwise) and an
+// Origin that is the issuer's own or none (403 otherwise): a page on another
+// site could POST text/plain without a preflight and fill the client cap. A
+// registered client never issued a token is dropped Options.UnusedClientTTL
+// (default 24 hours) after registration. Redirect URIs are https, or http on
+// a loopback host: localhost or a loopback IP literal, parsed (127.evil.example
+// is a DNS name, not loopback).
+//
 // Clients: jobgate-cli (public, native: loopback redirects on any port,
 // PKCE required, code + refresh + device), jobgate-pages (confidential, only
 // with Options.PagesRedirectURIs) and dynamically registered public clients.

@@ -43,8 +43,9 @@ type storage struct {
 	users    map[string]User
 	loginURL func(string) string
 
-	clientsMu sync.RWMutex
-	clients   map[string]*client
+	clientsMu       sync.RWMutex
+	clients         map[string]*client
+	unusedClientTTL time.Duration // Options.UnusedClientTTL
 
 	mu        sync.Mutex
 	authReqs  map[string]*authRequest
@@ -275,7 +276,12 @@ func (s *storage) completeAuth(id, subject string) error {
 
 // The access token is a JWT built by pkg/op; its id is the jti. Nothing is
 // stored: the resource server verifies it by signature alone.
-func (s *storage) CreateAccessToken(context.Context, op.TokenRequest) (string, time.Time, error) {
+func (s *storage) CreateAccessToken(_ context.Context, req op.TokenRequest) (string, time.Time, error) {
+	if c, ok := req.(interface{ GetClientID() string }); ok {
+		if err := s.markUsed(c.GetClientID()); err != nil {
+			return "", time.Time{}, err
+		}
+	}
 	return randomID(), s.now().Add(AccessTokenTTL), nil
 }
 
@@ -291,6 +297,9 @@ func (s *storage) CreateAccessAndRefreshTokens(_ context.Context, req op.TokenRe
 		t = refreshToken{ClientID: r.ClientID, Subject: r.Subject, Scopes: r.Scopes, AuthTime: r.AuthTime, AMR: r.AMR}
 	default:
 		return "", "", time.Time{}, fmt.Errorf("devidp: unexpected token request %T", req)
+	}
+	if err := s.markUsed(t.ClientID); err != nil {
+		return "", "", time.Time{}, err
 	}
 	token := randomID()
 	t.Hash = tokenHash(token)
@@ -404,10 +413,15 @@ func (s *storage) SignatureAlgorithms(context.Context) ([]jose.SignatureAlgorith
 }
 func (s *storage) KeySet(context.Context) ([]op.Key, error) { return []op.Key{publicKey{s.key}}, nil }
 
+// client is the client id names; a registered one past its unused TTL is gone already, though
+// the next registration or restart only then sweeps it out of clients.json.
 func (s *storage) client(id string) (*client, bool) {
 	s.clientsMu.RLock()
 	defer s.clientsMu.RUnlock()
 	c, ok := s.clients[id]
+	if ok && s.expiredLocked(c, s.now()) {
+		return nil, false
+	}
 	return c, ok
 }
 
