@@ -17,6 +17,14 @@
 // /.well-known/oauth-authorization-server<issuer path> (RFC 8414), which MCP
 // clients try first.
 //
+// No CORS: pkg/op's default answers every origin with credentials, which let a
+// page on any site read device_authorization's device_code and the token
+// endpoint's answers. It is off (op.WithCORSOptions(nil)), and the token and
+// device_authorization endpoints refuse any request naming an Origin (403,
+// error_description naming Origin): their clients are native or servers.
+// Discovery alone keeps Access-Control-Allow-Origin: * (public metadata). The
+// device page names the client asking (its name, its ID) and the scopes.
+//
 // /register takes Content-Type application/json only (415 otherwise) and an
 // Origin that is the issuer's own or none (403 otherwise): a page on another
 // site could POST text/plain without a preflight and fill the client cap. A

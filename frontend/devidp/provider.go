@@ -158,7 +158,10 @@ func New(opts Options) (*IdP, error) {
 			UserCode:     op.UserCodeBase20,
 		},
 	}
-	var popts []op.Option
+	// pkg/op's default CORS allows every origin, with credentials: a page on any site could
+	// read device_authorization's device_code and the token endpoint's answers. No browser
+	// client needs them here (the CLI and jobgate's pages call them server-side), so none.
+	popts := []op.Option{op.WithCORSOptions(nil)}
 	if u.Scheme == "http" {
 		popts = append(popts, op.WithAllowInsecure())
 	}
@@ -268,12 +271,29 @@ func (i *IdP) routes() http.Handler {
 	mux.Handle("POST "+path+"/device", local(http.NewCrossOriginProtection().Handler(http.HandlerFunc(i.deviceSubmit))))
 	// Cross-site POSTs are refused by Sec-Fetch-Site/Origin as well as by the form token.
 	mux.Handle("POST "+path+"/login", local(http.NewCrossOriginProtection().Handler(http.HandlerFunc(i.loginSubmit))))
-	if path == "" {
-		mux.Handle("/", p)
-	} else {
-		mux.Handle(path+"/", http.StripPrefix(path, p))
+	var provider http.Handler = p
+	if path != "" {
+		provider = http.StripPrefix(path, p)
 	}
+	mux.Handle(path+"/", provider)
+	// Browsers never call these: refused with a request naming an Origin, not only left
+	// without CORS (a no-cors POST would still start a device flow).
+	mux.Handle(path+p.TokenEndpoint().Relative(), noBrowser(provider))
+	mux.Handle(path+p.DeviceAuthorizationEndpoint().Relative(), noBrowser(provider))
 	return mux
+}
+
+// noBrowser refuses a request carrying an Origin header (any browser's fetch or form POST,
+// "null" included) with 403; native clients and servers send none.
+func noBrowser(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "invalid_request",
+				"error_description": fmt.Sprintf("Origin: %q: browsers may not call this endpoint of the development identity provider", o)})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Handler serves the provider (discovery, keys, authorize, token, ...), the

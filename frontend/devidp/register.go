@@ -121,8 +121,13 @@ func (s *storage) clientFromRegistration(r registration) *client {
 	for i, g := range r.GrantTypes {
 		gts[i] = oidc.GrantType(g)
 	}
+	name := "a dynamically registered client without a name"
+	if r.ClientName != "" {
+		// Anyone may register any name: say so where a person reads it.
+		name = fmt.Sprintf("%q (the name it registered itself under)", r.ClientName)
+	}
 	return &client{
-		id: r.ClientID, redirectURIs: r.RedirectURIs,
+		id: r.ClientID, name: name, redirectURIs: r.RedirectURIs,
 		// Native: pkg/op then accepts the loopback redirect on any port and https as registered.
 		appType: op.ApplicationTypeNative, authMethod: oidc.AuthMethodNone,
 		grantTypes: gts, loginURL: s.loginURL, reg: &r,
