@@ -36,6 +36,12 @@ func TestPKCEPlainRefused(t *testing.T) {
 		}
 	}
 
+	// A method without a challenge is no PKCE at all.
+	loc := location(t, d.AuthorizationEndpoint, get(t, browser(), cfg.AuthCodeURL("s", oauth2.SetAuthURLParam("code_challenge_method", "S256"))))
+	if u, _ := url.Parse(loc); u.Query().Get("error") != "invalid_request" || !strings.HasPrefix(u.Query().Get("error_description"), "code_challenge") {
+		t.Fatalf("authorize with code_challenge_method S256 and no code_challenge sent the browser to %s, want invalid_request naming code_challenge", loc)
+	}
+
 	// The token endpoint refuses a plain challenge too, should one ever be stored.
 	a := &authRequest{id: "plain-req", clientID: CLIClientID, redirectURI: redirectURI, scopes: []string{"jobs:read"},
 		responseType: oidc.ResponseTypeCode, audience: p.store.audience(CLIClientID), created: time.Now(),

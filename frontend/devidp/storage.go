@@ -146,6 +146,9 @@ func (s *storage) CreateAuthRequest(_ context.Context, ar *oidc.AuthRequest, _ s
 		if ar.CodeChallengeMethod != oidc.CodeChallengeMethodS256 {
 			return nil, oidc.ErrInvalidRequest().WithDescription("code_challenge_method: only S256 is supported, not %q", ar.CodeChallengeMethod)
 		}
+		if ar.CodeChallenge == "" {
+			return nil, oidc.ErrInvalidRequest().WithDescription("code_challenge: required with code_challenge_method")
+		}
 		a.challenge = &oidc.CodeChallenge{Challenge: ar.CodeChallenge, Method: ar.CodeChallengeMethod}
 	}
 	s.mu.Lock()
