@@ -3,10 +3,12 @@ package frontend
 import (
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -334,9 +336,14 @@ func TestApprovalsPages_FreshLogin(t *testing.T) {
 	// page again with the typed comment kept and a sign-in link (a GET) back to this request
 	// carrying the comment; that link re-logs in, and after it the form is pre-filled.
 	r = e.do("POST", reqPath, old, form("csrf-steward", "approve", "sha256:d1", "approve", "ok for Q3 & only Q3"))
-	link := reqPath + "?comment=ok+for+Q3+%26+only+Q3"
-	mustContain(t, r, 403, "needs a sign-in from the last 5 minutes", "Nothing was decided", "Sign in again", `href="`+strings.ReplaceAll(link, "+", "&#43;")+`"`,
+	mustContain(t, r, 403, "needs a sign-in from the last 5 minutes", "Nothing was decided", "Sign in again", `href="`+reqPath+`?draft=jgt1.`,
 		">ok for Q3 &amp; only Q3</textarea>", `name="decision" value="approve"`)
+	// The comment rides sealed (pages' TestJobPages_CommentDraftSealed), bound to steward and this job.
+	m := regexp.MustCompile(`href="(/approvals/[^"?]+\?draft=[^"]*)"`).FindStringSubmatch(r.body)
+	if m == nil {
+		t.Fatalf("no re-login link:\n%s", r.body)
+	}
+	link := html.UnescapeString(m[1])
 	if len(e.ms.Resumes) != 0 {
 		t.Fatal("approved with an old sign-in")
 	}

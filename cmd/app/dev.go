@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -219,6 +220,9 @@ func (m *DevMain) Run(ctx context.Context) error {
 	m.serve = &ServeMain{Config: sc,
 		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: late, Keys: m.keys, ResumeKeys: m.resumeKeys,
 		Listener: ln, Mounts: mounts, Tracing: m.tracing.frontend,
+		// Every route, the identity provider's included, answers only this machine's loopback
+		// names as Host (DNS rebinding).
+		Guard: func(h http.Handler) http.Handler { return devHostGuard(port, h) },
 	}
 	served = true // serve closes it from here on, on failure too
 	if err := m.serve.Run(ctx); err != nil {

@@ -174,6 +174,9 @@ type ServeMain struct {
 	// The most specific pattern wins, as in ServeMux; a pattern that conflicts with another
 	// mount or with "/" (the frontend) fails Run. Defaults to none.
 	Mounts map[string]http.Handler
+	// Guard, if set, wraps the whole handler, Mounts included: dev's devHostGuard. Default none
+	// (serve answers whatever Host its public URL brings).
+	Guard func(http.Handler) http.Handler
 	// Now, if set, is the frontend's clock (frontend.Options.Now: handle, cursor and download
 	// link expiry); nil is time.Now. Tests move it past an expiry instead of sleeping.
 	Now func() time.Time
@@ -365,6 +368,9 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	if err == nil {
 		h = telemetry.TraceHTTP(m.Tracing.frontendProvider(), m.routes(f), h)
 		h, err = m.handler(h)
+	}
+	if err == nil && m.Guard != nil {
+		h = m.Guard(h)
 	}
 	if err != nil {
 		_ = m.Close()

@@ -18,6 +18,7 @@ const CLIClientID = "jobgate-cli"
 // client implements op.Client for the dev provider's clients.
 type client struct {
 	id           string
+	name         string // what the picker and the device page call it
 	redirectURIs []string
 	appType      op.ApplicationType
 	authMethod   oidc.AuthMethod
@@ -66,7 +67,7 @@ func (c *client) allows(g oidc.GrantType) bool {
 
 func cliClient(loginURL func(string) string) *client {
 	return &client{
-		id: CLIClientID,
+		id: CLIClientID, name: cliClientName,
 		// Both loopback spellings: RFC 8252 recommends 127.0.0.1, many tools use localhost.
 		redirectURIs: []string{"http://127.0.0.1/callback", "http://localhost/callback", "http://[::1]/callback"},
 		appType:      op.ApplicationTypeNative,
@@ -82,7 +83,7 @@ const PagesClientID = "jobgate-pages"
 
 func pagesClient(loginURL func(string) string, redirects []string, secret string) *client {
 	return &client{
-		id: PagesClientID, redirectURIs: redirects,
+		id: PagesClientID, name: "jobgate's pages (browser sign-in)", redirectURIs: redirects,
 		// Web = confidential: pkg/op requires the secret at the token endpoint
 		// and accepts an http redirect only for such a client (loopback dev).
 		appType: op.ApplicationTypeWeb, authMethod: oidc.AuthMethodBasic,
@@ -97,3 +98,6 @@ func loginURLFor(issuerPath string) func(string) string {
 		return issuerPath + "/login?" + url.Values{"authRequestID": {id}}.Encode()
 	}
 }
+
+// cliClientName is how the device page and the picker name jobgate-cli.
+const cliClientName = "jobgate command-line client (jobgate login)"

@@ -123,19 +123,32 @@ func (s *storage) deviceByUserCodeLocked(userCode string) (*deviceEntry, bool) {
 	return e, true
 }
 
-func (s *storage) deviceClient(userCode string) (string, bool) {
+// deviceClient is the open device request of userCode: the client asking (id and name) and
+// the jobs:* scopes it asks for.
+func (s *storage) deviceClient(userCode string) (id, name string, scopes []string, ok bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	e, ok := s.deviceByUserCodeLocked(userCode)
 	if !ok || e.state.Done || e.state.Denied {
-		return "", false
+		s.mu.Unlock()
+		return "", "", nil, false
 	}
-	return e.state.ClientID, true
+	id = e.state.ClientID
+	for _, sc := range e.state.Scopes {
+		if strings.HasPrefix(sc, "jobs:") {
+			scopes = append(scopes, sc)
+		}
+	}
+	s.mu.Unlock()
+	name = id
+	if c, found := s.client(id); found && c.name != "" {
+		name = c.name
+	}
+	return id, name, scopes, true
 }
 
 type deviceData struct {
-	Action, UserCode, ClientID, CSRF, Error, Done string
-	Users                                         []User
+	Action, UserCode, ClientID, ClientName, Scopes, CSRF, Error, Done string
+	Users                                                             []User
 }
 
 func (i *IdP) deviceCSRF(userCode string) string {
@@ -159,12 +172,16 @@ func (i *IdP) devicePage(w http.ResponseWriter, r *http.Request) {
 		i.renderDevice(w, http.StatusOK, deviceData{})
 		return
 	}
-	cid, ok := i.store.deviceClient(uc)
+	cid, name, scopes, ok := i.store.deviceClient(uc)
 	if !ok {
 		i.renderDevice(w, http.StatusBadRequest, deviceData{Error: "Unknown or expired code (user_code); check it or start again on the device."})
 		return
 	}
-	i.renderDevice(w, http.StatusOK, deviceData{UserCode: uc, ClientID: cid})
+	sc := strings.Join(scopes, " ")
+	if sc == "" {
+		sc = "all of the chosen user's scopes"
+	}
+	i.renderDevice(w, http.StatusOK, deviceData{UserCode: uc, ClientID: cid, ClientName: name, Scopes: sc})
 }
 
 func (i *IdP) deviceSubmit(w http.ResponseWriter, r *http.Request) {

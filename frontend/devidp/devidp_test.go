@@ -237,9 +237,6 @@ func TestCodePKCERefreshRestart(t *testing.T) {
 		t.Fatalf("refresh did not rotate the refresh token")
 	}
 	checkAccess(t, v, tok2.AccessToken, "ana", "acme", authz.ScopeRead, authz.ScopeWrite)
-	if _, err := refresh(ctx, cfg, tok.RefreshToken); !isOAuthError(err, "invalid_grant") {
-		t.Fatalf("reused refresh token: %v, want invalid_grant", err)
-	}
 
 	// Restart on the same dir: same kid, the live refresh token still works,
 	// and a verifier that fetched the old key set verifies the new tokens.
@@ -263,6 +260,11 @@ func TestCodePKCERefreshRestart(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, refreshFile))
 	if err != nil || !strings.Contains(string(b), tokenHash(tok3.RefreshToken)) || strings.Contains(string(b), tok3.RefreshToken) {
 		t.Fatalf("%s holds %s (err %v)", refreshFile, b, err)
+	}
+	// The spent token is remembered across the restart: reusing it fails (and revokes its
+	// family: TestRefreshReuseRevokesFamily).
+	if _, err := refresh(ctx, cfg2, tok.RefreshToken); !isOAuthError(err, "invalid_grant") {
+		t.Fatalf("reused refresh token: %v, want invalid_grant", err)
 	}
 }
 

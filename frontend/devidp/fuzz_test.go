@@ -31,7 +31,9 @@ func FuzzRegister(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("POST", "/oidc/register", strings.NewReader(body))
-		req.RemoteAddr = "127.0.0.1:40000" // /register answers loopback clients only (Options.AllowRemote)
+		// /register answers loopback clients only (Options.AllowRemote), and JSON only.
+		req.RemoteAddr = "127.0.0.1:40000"
+		req.Header.Set("Content-Type", "application/json")
 		idp.Handler().ServeHTTP(rec, req)
 		switch rec.Code {
 		case http.StatusBadRequest:

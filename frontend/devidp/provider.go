@@ -66,6 +66,11 @@ type Options struct {
 	// token endpoint. Defaults to 5 seconds, RFC 8628's default (DevicePollIntervalDefault);
 	// tests shorten it.
 	DevicePollInterval time.Duration
+	// UnusedClientTTL is how long a dynamically registered client (/register) that has not yet
+	// been issued a token stays registered: a registration nobody completes a sign-in with is
+	// dropped then (from clients.json too), so junk registrations cannot hold the client cap.
+	// A client once issued a token stays. Defaults to 24 hours (UnusedClientTTLDefault).
+	UnusedClientTTL time.Duration
 	// Now tells the time, for tests. Defaults to time.Now.
 	Now func() time.Time
 	// AllowRemote lets clients other than loopback ones use the human-facing
@@ -91,6 +96,7 @@ type IdP struct {
 	store       *storage
 	issuer      string
 	path        string // issuer path, e.g. "/oidc"
+	origin      string // the issuer's scheme://host[:port], the one Origin /register accepts
 	users       []User
 	csrf        [32]byte
 	pagesSecret string
@@ -128,7 +134,8 @@ func New(opts Options) (*IdP, error) {
 		return nil, err
 	}
 	path := strings.TrimSuffix(u.Path, "/")
-	idp := &IdP{issuer: strings.TrimSuffix(opts.Issuer, "/"), path: path, users: opts.Users, allowRemote: opts.AllowRemote}
+	idp := &IdP{issuer: strings.TrimSuffix(opts.Issuer, "/"), path: path, origin: u.Scheme + "://" + u.Host,
+		users: opts.Users, allowRemote: opts.AllowRemote}
 	// The CSRF key need not survive a restart: a picker page from before one is simply re-shown.
 	if _, err := randRead(idp.csrf[:]); err != nil {
 		return nil, err
@@ -151,7 +158,10 @@ func New(opts Options) (*IdP, error) {
 			UserCode:     op.UserCodeBase20,
 		},
 	}
-	var popts []op.Option
+	// pkg/op's default CORS allows every origin, with credentials: a page on any site could
+	// read device_authorization's device_code and the token endpoint's answers. No browser
+	// client needs them here (the CLI and jobgate's pages call them server-side), so none.
+	popts := []op.Option{op.WithCORSOptions(nil)}
 	if u.Scheme == "http" {
 		popts = append(popts, op.WithAllowInsecure())
 	}
@@ -186,6 +196,12 @@ func (opts *Options) check() (*url.URL, error) {
 	if opts.DevicePollInterval < 0 {
 		return nil, errors.New("devidp: Options.DevicePollInterval is negative")
 	}
+	if opts.UnusedClientTTL < 0 {
+		return nil, errors.New("devidp: Options.UnusedClientTTL is negative")
+	}
+	if opts.UnusedClientTTL == 0 {
+		opts.UnusedClientTTL = UnusedClientTTLDefault
+	}
 	if opts.DevicePollInterval == 0 {
 		opts.DevicePollInterval = DevicePollIntervalDefault
 	}
@@ -203,7 +219,7 @@ func (opts *Options) check() (*url.URL, error) {
 // clients and refresh tokens saved in opts.Dir.
 func newStorage(opts Options, key *signingKey, path string) (s *storage, pagesSecret string, err error) {
 	s = &storage{
-		resource: opts.Resource, dir: opts.Dir, now: opts.Now, key: key,
+		resource: opts.Resource, dir: opts.Dir, now: opts.Now, key: key, unusedClientTTL: opts.UnusedClientTTL,
 		users: map[string]User{}, clients: map[string]*client{},
 		authReqs: map[string]*authRequest{}, codes: map[string]string{}, refresh: map[string]*refreshToken{},
 		devices: map[string]*deviceEntry{}, userCodes: map[string]string{},
@@ -255,12 +271,29 @@ func (i *IdP) routes() http.Handler {
 	mux.Handle("POST "+path+"/device", local(http.NewCrossOriginProtection().Handler(http.HandlerFunc(i.deviceSubmit))))
 	// Cross-site POSTs are refused by Sec-Fetch-Site/Origin as well as by the form token.
 	mux.Handle("POST "+path+"/login", local(http.NewCrossOriginProtection().Handler(http.HandlerFunc(i.loginSubmit))))
-	if path == "" {
-		mux.Handle("/", p)
-	} else {
-		mux.Handle(path+"/", http.StripPrefix(path, p))
+	var provider http.Handler = p
+	if path != "" {
+		provider = http.StripPrefix(path, p)
 	}
+	mux.Handle(path+"/", provider)
+	// Browsers never call these: refused with a request naming an Origin, not only left
+	// without CORS (a no-cors POST would still start a device flow).
+	mux.Handle(path+p.TokenEndpoint().Relative(), noBrowser(provider))
+	mux.Handle(path+p.DeviceAuthorizationEndpoint().Relative(), noBrowser(provider))
 	return mux
+}
+
+// noBrowser refuses a request carrying an Origin header (any browser's fetch or form POST,
+// "null" included) with 403; native clients and servers send none.
+func noBrowser(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "invalid_request",
+				"error_description": fmt.Sprintf("Origin: %q: browsers may not call this endpoint of the development identity provider", o)})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Handler serves the provider (discovery, keys, authorize, token, ...), the
@@ -310,6 +343,15 @@ func loopbackPeer(remoteAddr string) bool {
 	return ap.Addr().Unmap().IsLoopback()
 }
 
+// loopback reports whether a URL's host (u.Hostname(), no brackets) is loopback: localhost or
+// a loopback IP literal. A prefix match would take the DNS name 127.evil.example for one.
 func loopback(host string) bool {
-	return host == "localhost" || host == "127.0.0.1" || host == "::1" || strings.HasPrefix(host, "127.")
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
+
+// UnusedClientTTLDefault is Options.UnusedClientTTL's default.
+const UnusedClientTTLDefault = 24 * time.Hour

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
@@ -39,6 +41,9 @@ type registration struct {
 	ResponseTypes           []string `json:"response_types,omitempty"`
 	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method,omitempty"`
 	Scope                   string   `json:"scope,omitempty"`
+	// UsedAt is when the client was first issued a token (Unix seconds; 0 = never): a client
+	// never used expires (Options.UnusedClientTTL). Kept in clients.json, never in an answer.
+	UsedAt int64 `json:"jobgate_used_at,omitempty"`
 }
 
 type regError struct{ code, desc string }
@@ -116,8 +121,13 @@ func (s *storage) clientFromRegistration(r registration) *client {
 	for i, g := range r.GrantTypes {
 		gts[i] = oidc.GrantType(g)
 	}
+	name := "a dynamically registered client without a name"
+	if r.ClientName != "" {
+		// Anyone may register any name: say so where a person reads it.
+		name = fmt.Sprintf("%q (the name it registered itself under)", r.ClientName)
+	}
 	return &client{
-		id: r.ClientID, redirectURIs: r.RedirectURIs,
+		id: r.ClientID, name: name, redirectURIs: r.RedirectURIs,
 		// Native: pkg/op then accepts the loopback redirect on any port and https as registered.
 		appType: op.ApplicationTypeNative, authMethod: oidc.AuthMethodNone,
 		grantTypes: gts, loginURL: s.loginURL, reg: &r,
@@ -125,6 +135,7 @@ func (s *storage) clientFromRegistration(r registration) *client {
 }
 
 func (s *storage) register(r registration) (registration, error) {
+	r.UsedAt = 0 // the server's to set
 	if err := validateRegistration(&r); err != nil {
 		return r, err
 	}
@@ -132,6 +143,7 @@ func (s *storage) register(r registration) (registration, error) {
 	r.ClientIDIssuedAt = s.now().Unix()
 	s.clientsMu.Lock()
 	defer s.clientsMu.Unlock()
+	s.sweepLocked()
 	if len(s.clients) >= maxClients {
 		return r, &regError{"invalid_client_metadata", "too many registered clients; remove " + clientsFile + " from the dev data dir"}
 	}
@@ -141,6 +153,42 @@ func (s *storage) register(r registration) (registration, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+// expiredLocked: a registered client never issued a token, registered over
+// unusedClientTTL before now. Built-in clients never expire.
+func (s *storage) expiredLocked(c *client, now time.Time) bool {
+	return c.reg != nil && c.reg.UsedAt == 0 && now.Sub(time.Unix(c.reg.ClientIDIssuedAt, 0)) > s.unusedClientTTL
+}
+
+// sweepLocked drops the expired clients from memory; it reports whether it dropped any (the
+// caller saves clients.json).
+func (s *storage) sweepLocked() bool {
+	now, swept := s.now(), false
+	for id, c := range s.clients {
+		if s.expiredLocked(c, now) {
+			delete(s.clients, id)
+			swept = true
+		}
+	}
+	return swept
+}
+
+// markUsed records the first token issued to a registered client, so it no longer expires.
+// Written once per client: later tokens change nothing.
+func (s *storage) markUsed(id string) error {
+	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
+	c, ok := s.clients[id]
+	if !ok || c.reg == nil || c.reg.UsedAt != 0 {
+		return nil
+	}
+	c.reg.UsedAt = s.now().Unix()
+	if err := s.saveClientsLocked(); err != nil {
+		c.reg.UsedAt = 0
+		return err
+	}
+	return nil
 }
 
 func (s *storage) saveClientsLocked() error {
@@ -175,6 +223,9 @@ func (s *storage) loadClients() error {
 		r.ClientID = id
 		s.clients[id] = s.clientFromRegistration(r)
 	}
+	if s.sweepLocked() {
+		return s.saveClientsLocked()
+	}
 	return nil
 }
 
@@ -186,6 +237,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (i *IdP) registerHandler(w http.ResponseWriter, r *http.Request) {
+	// A page on another site can POST text/plain or a form without a CORS preflight (no-cors)
+	// and registered a client per request, up to maxClients, for good. application/json needs
+	// a preflight, which gets no CORS answer, and a browser names the page's origin: only the
+	// provider's own (its pages) or none (a native client, a script) may register.
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeJSON(w, http.StatusUnsupportedMediaType, map[string]string{"error": "invalid_client_metadata",
+			"error_description": fmt.Sprintf("Content-Type: %q is not application/json", r.Header.Get("Content-Type"))})
+		return
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != i.origin {
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": "access_denied",
+			"error_description": fmt.Sprintf("Origin: %q may not register clients (only %s, or no Origin)", o, i.origin)})
+		return
+	}
 	var req registration
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRegisterBody))
 	if err := dec.Decode(&req); err != nil {

@@ -43,8 +43,9 @@ type storage struct {
 	users    map[string]User
 	loginURL func(string) string
 
-	clientsMu sync.RWMutex
-	clients   map[string]*client
+	clientsMu       sync.RWMutex
+	clients         map[string]*client
+	unusedClientTTL time.Duration // Options.UnusedClientTTL
 
 	mu        sync.Mutex
 	authReqs  map[string]*authRequest
@@ -101,34 +102,6 @@ func amrOf(done bool) []string {
 	return []string{"dev"}
 }
 
-// refreshToken is the persisted state behind one refresh token. Only the
-// token's SHA-256 is kept (in memory and in the data dir), so reading
-// refresh-tokens.json does not give anyone a usable token.
-type refreshToken struct {
-	Hash     string    `json:"sha256"`
-	ClientID string    `json:"client_id"`
-	Subject  string    `json:"sub"`
-	Scopes   []string  `json:"scopes"`
-	AuthTime time.Time `json:"auth_time"`
-	AMR      []string  `json:"amr"`
-	Expiry   time.Time `json:"exp"`
-}
-
-// refreshRequest implements op.RefreshTokenRequest over a stored token.
-type refreshRequest struct {
-	t        refreshToken
-	audience []string
-	scopes   []string
-}
-
-func (r *refreshRequest) GetAMR() []string            { return r.t.AMR }
-func (r *refreshRequest) GetAudience() []string       { return r.audience }
-func (r *refreshRequest) GetAuthTime() time.Time      { return r.t.AuthTime }
-func (r *refreshRequest) GetClientID() string         { return r.t.ClientID }
-func (r *refreshRequest) GetScopes() []string         { return r.scopes }
-func (r *refreshRequest) GetSubject() string          { return r.t.Subject }
-func (r *refreshRequest) SetCurrentScopes(s []string) { r.scopes = s }
-
 func tokenHash(token string) string {
 	h := sha256.Sum256([]byte(token))
 	return base64.RawURLEncoding.EncodeToString(h[:])
@@ -167,7 +140,15 @@ func (s *storage) CreateAuthRequest(_ context.Context, ar *oidc.AuthRequest, _ s
 		scopes: scopes, responseType: ar.ResponseType, responseMode: ar.ResponseMode,
 		audience: s.audience(ar.ClientID), created: s.now(),
 	}
-	if ar.CodeChallenge != "" {
+	if ar.CodeChallenge != "" || ar.CodeChallengeMethod != "" {
+		// Discovery promises S256 only; pkg/op would still accept plain (and a missing method,
+		// which RFC 7636 §4.3 reads as plain), whose verifier is the challenge itself.
+		if ar.CodeChallengeMethod != oidc.CodeChallengeMethodS256 {
+			return nil, oidc.ErrInvalidRequest().WithDescription("code_challenge_method: only S256 is supported, not %q", ar.CodeChallengeMethod)
+		}
+		if ar.CodeChallenge == "" {
+			return nil, oidc.ErrInvalidRequest().WithDescription("code_challenge: required with code_challenge_method")
+		}
 		a.challenge = &oidc.CodeChallenge{Challenge: ar.CodeChallenge, Method: ar.CodeChallengeMethod}
 	}
 	s.mu.Lock()
@@ -211,7 +192,16 @@ func (s *storage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRe
 	if !ok {
 		return nil, fmt.Errorf("code %w", errNotFound)
 	}
-	return s.AuthRequestByID(ctx, id)
+	a, err := s.AuthRequestByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	// The last word before a code is redeemed: only an S256 challenge is ever verified, should
+	// a plain one have been stored by any path (CreateAuthRequest refuses it).
+	if ch := a.GetCodeChallenge(); ch != nil && ch.Method != oidc.CodeChallengeMethodS256 {
+		return nil, errors.New("code_challenge_method: only S256 is supported")
+	}
+	return a, nil
 }
 
 func (s *storage) SaveAuthCode(_ context.Context, id, code string) error {
@@ -252,110 +242,21 @@ func (s *storage) completeAuth(id, subject string) error {
 	return nil
 }
 
-// The access token is a JWT built by pkg/op; its id is the jti. Nothing is
-// stored: the resource server verifies it by signature alone.
-func (s *storage) CreateAccessToken(context.Context, op.TokenRequest) (string, time.Time, error) {
-	return randomID(), s.now().Add(AccessTokenTTL), nil
-}
-
-func (s *storage) CreateAccessAndRefreshTokens(_ context.Context, req op.TokenRequest, current string) (string, string, time.Time, error) {
-	var t refreshToken
-	switch r := req.(type) {
-	case *authRequest:
-		t = refreshToken{ClientID: r.clientID, Subject: r.subject, Scopes: r.scopes, AuthTime: r.authTime, AMR: r.GetAMR()}
-	case *refreshRequest:
-		t = r.t
-		t.Scopes = r.scopes
-	case *op.DeviceAuthorizationState:
-		t = refreshToken{ClientID: r.ClientID, Subject: r.Subject, Scopes: r.Scopes, AuthTime: r.AuthTime, AMR: r.AMR}
-	default:
-		return "", "", time.Time{}, fmt.Errorf("devidp: unexpected token request %T", req)
-	}
-	token := randomID()
-	t.Hash = tokenHash(token)
-	t.Expiry = s.now().Add(RefreshTokenTTL)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if current != "" {
-		// Rotation: the presented token is spent; presenting it again fails.
-		old, ok := s.refresh[tokenHash(current)]
-		if !ok || old.ClientID != t.ClientID {
-			return "", "", time.Time{}, op.ErrInvalidRefreshToken
-		}
-		delete(s.refresh, old.Hash)
-	}
-	s.refresh[t.Hash] = &t
-	if err := s.saveRefreshLocked(); err != nil {
-		return "", "", time.Time{}, err
-	}
-	return randomID(), token, s.now().Add(AccessTokenTTL), nil
-}
-
-func (s *storage) TokenRequestByRefreshToken(_ context.Context, token string) (op.RefreshTokenRequest, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.refresh[tokenHash(token)]
-	if !ok || !s.now().Before(t.Expiry) {
-		return nil, op.ErrInvalidRefreshToken
-	}
-	return &refreshRequest{t: *t, audience: s.audience(t.ClientID), scopes: slices.Clone(t.Scopes)}, nil
-}
-
-func (s *storage) TerminateSession(_ context.Context, userID, clientID string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, t := range s.refresh {
-		if t.Subject == userID && t.ClientID == clientID {
-			delete(s.refresh, k)
-		}
-	}
-	return s.saveRefreshLocked()
-}
-
-// RevokeToken revokes a refresh token given as the token or its id (hash);
-// access tokens are self-contained JWTs
-// that live out their (short) lifetime, which RFC 7009 §2 allows.
-func (s *storage) RevokeToken(_ context.Context, token, _, clientID string) *oidc.Error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.refresh[tokenHash(token)]
-	if !ok {
-		// pkg/op's revocation endpoint passes the token id from
-		// GetRefreshTokenInfo, which is the hash.
-		t, ok = s.refresh[token]
-	}
-	if ok {
-		if t.ClientID != clientID {
-			return oidc.ErrInvalidClient().WithDescription("token was not issued to this client")
-		}
-		delete(s.refresh, t.Hash)
-		if err := s.saveRefreshLocked(); err != nil {
-			return oidc.ErrServerError().WithParent(err)
-		}
-	}
-	return nil
-}
-
-func (s *storage) GetRefreshTokenInfo(_ context.Context, clientID, token string) (string, string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.refresh[tokenHash(token)]
-	if !ok || t.ClientID != clientID {
-		return "", "", op.ErrInvalidRefreshToken
-	}
-	return t.Subject, t.Hash, nil
-}
-
 func (s *storage) SigningKey(context.Context) (op.SigningKey, error) { return s.key, nil }
 func (s *storage) SignatureAlgorithms(context.Context) ([]jose.SignatureAlgorithm, error) {
 	return []jose.SignatureAlgorithm{jose.RS256}, nil
 }
 func (s *storage) KeySet(context.Context) ([]op.Key, error) { return []op.Key{publicKey{s.key}}, nil }
 
+// client is the client id names; a registered one past its unused TTL is gone already, though
+// the next registration or restart only then sweeps it out of clients.json.
 func (s *storage) client(id string) (*client, bool) {
 	s.clientsMu.RLock()
 	defer s.clientsMu.RUnlock()
 	c, ok := s.clients[id]
+	if ok && s.expiredLocked(c, s.now()) {
+		return nil, false
+	}
 	return c, ok
 }
 
@@ -453,37 +354,4 @@ func (s *storage) readJSON(name string, v any) error {
 		return fmt.Errorf("devidp: %s: %w", name, err)
 	}
 	return nil
-}
-
-func (s *storage) loadRefresh() error {
-	var ts []*refreshToken
-	if err := s.readJSON(refreshFile, &ts); err != nil {
-		return err
-	}
-	now := s.now()
-	for _, t := range ts {
-		if now.Before(t.Expiry) {
-			s.refresh[t.Hash] = t
-		}
-	}
-	return nil
-}
-
-func (s *storage) saveRefreshLocked() error {
-	if s.dir == "" {
-		return nil
-	}
-	ts := make([]*refreshToken, 0, len(s.refresh))
-	now := s.now()
-	for _, t := range s.refresh {
-		if now.Before(t.Expiry) {
-			ts = append(ts, t)
-		}
-	}
-	slices.SortFunc(ts, func(a, b *refreshToken) int { return strings.Compare(a.Hash, b.Hash) })
-	b, err := json.Marshal(ts)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(s.dir, refreshFile), b)
 }

@@ -57,7 +57,7 @@ var (
 )
 
 // aeadSealers are the encrypted kinds; NewKeyring derives each one's keys once per key.
-var aeadSealers = []*aeadSealer{cursorAEAD, sessionAEAD, loginStateAEAD, eventPosAEAD}
+var aeadSealers = []*aeadSealer{cursorAEAD, sessionAEAD, loginStateAEAD, eventPosAEAD, commentDraftAEAD}
 
 // aeadKeys are one keyring key's derived keys for one kind. cipher.AEAD is safe for concurrent use.
 type aeadKeys struct {

@@ -21,6 +21,9 @@
 //     stream: per watched job the run and history event reached and a digest of what was sent,
 //     bound to tenant, principal and the stream's target; encrypted like a cursor, so it shows
 //     its holder nothing of the jobs' histories.
+//   - a comment draft ("jgt1.<kid>.<ciphertext>", draft.go) carries an approver's typed comment
+//     across a fresh sign-in back to the request page, bound to that person (issuer, subject,
+//     tenant) and job and encrypted; only it pre-fills the page's comment, never a ?comment=.
 //   - a resume seal ("jgr1.<kid>.<payload>.<sig>") rides on every answer a frontend sends to a
 //     job and binds it to one workflow run, input request, principal, decision and comment; the
 //     workers' update validator opens it. Seal it with a ring of its own (the resume keys), never

@@ -159,22 +159,40 @@ func (jp *jobPages) request(w http.ResponseWriter, r *http.Request) {
 		// not refused for an old one (RequireSession sends the browser to the provider with
 		// prompt=login&max_age= and back here).
 		jp.p.RequireSession(jp.maxAge, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			jp.renderRequest(w, r, http.StatusOK, s, j, "", typedComment(r))
+			jp.renderRequest(w, r, http.StatusOK, s, j, "", jp.typedComment(r, s, j))
 		})).ServeHTTP(w, r)
 		return
 	}
-	jp.renderRequest(w, r, http.StatusOK, s, j, "", typedComment(r))
+	jp.renderRequest(w, r, http.StatusOK, s, j, "", jp.typedComment(r, s, j))
 }
 
-// typedComment is the comment a re-login link carries back (?comment=, see
-// renderRequestReLogin) to pre-fill the form: text the person typed, shown to them before they
-// decide, never sent by itself. Over CommentMax it is dropped.
-func typedComment(r *http.Request) string {
-	c := strings.TrimSpace(r.URL.Query().Get("comment"))
-	if !utf8.ValidString(c) || utf8.RuneCountInString(c) > CommentMax {
+// draftParam is the query parameter of a re-login link that carries the sealed comment draft.
+// A plain ?comment= fills nothing: a link the requester wrote would fill the approver's form
+// with the requester's words, which the approver's decision then seals as theirs.
+const draftParam = "draft"
+
+// typedComment is the comment a re-login link carries back (?draft=, see renderRequestReLogin)
+// to pre-fill the form: text this person typed on this request page, shown to them before they
+// decide, never sent by itself. A draft of another person or job, expired, tampered with or over
+// CommentMax fills nothing.
+func (jp *jobPages) typedComment(r *http.Request, s handle.Session, j *Job) string {
+	str := r.URL.Query().Get(draftParam)
+	if str == "" {
 		return ""
 	}
-	return c
+	d, err := jp.p.cfg.Keys.OpenCommentDraft(str, jp.jobs.Now())
+	if err != nil || d.Issuer != s.Issuer || d.Subject != s.Subject || d.Tenant != s.Tenant || d.Job != j.ID ||
+		utf8.RuneCountInString(d.Comment) > CommentMax {
+		return ""
+	}
+	return d.Comment
+}
+
+// sealDraft seals comment, typed by s's person on j's request page, for a re-login link; ""
+// when it does not fit (handle.MaxCommentDraftLen).
+func (jp *jobPages) sealDraft(s handle.Session, j *Job, comment string) string {
+	return jp.p.cfg.Keys.SealCommentDraft(handle.CommentDraft{Issuer: s.Issuer, Subject: s.Subject, Tenant: s.Tenant,
+		Job: j.ID, Comment: comment, Expiry: jp.jobs.Now().Add(handle.CommentDraftTTL)})
 }
 
 // reLoginPathMax bounds a re-login link: the sign-in returns only to paths up to 1024 bytes
@@ -190,8 +208,12 @@ func (jp *jobPages) renderRequestReLogin(w http.ResponseWriter, r *http.Request,
 		age = fmt.Sprintf("%d minutes", int(jp.maxAge/time.Minute))
 	}
 	msg := fmt.Sprintf("Approving this request needs a sign-in from the last %s; yours is older. Nothing was decided. Sign in again with the link below: it brings you back to this request", age)
-	withComment := link + "?" + url.Values{"comment": {comment}}.Encode()
-	if comment != "" && len(withComment) <= reLoginPathMax {
+	draft := ""
+	if comment != "" {
+		draft = jp.sealDraft(s, j, comment)
+	}
+	withComment := link + "?" + url.Values{draftParam: {draft}}.Encode()
+	if draft != "" && len(withComment) <= reLoginPathMax {
 		link, msg = withComment, msg+" with your comment filled in."
 	} else if comment != "" {
 		msg += "; copy your comment first, it is too long to carry along."

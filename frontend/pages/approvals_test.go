@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -330,9 +331,9 @@ func TestJobPages_FreshLogin(t *testing.T) {
 	if r := e.do("GET", reqPath, old, nil); r.status != http.StatusFound || !strings.Contains(r.loc, "prompt=login") || !strings.Contains(r.loc, "max_age=300") {
 		t.Fatalf("old sign-in: %d %q", r.status, r.loc)
 	}
-	link := reqPath + "?comment=ok+for+Q3"
-	contains(t, e.do("POST", reqPath, old, decisionForm("csrf-steward", "approve", "sha256:d1", "approve", "ok for Q3")), 403,
-		"needs a sign-in from the last 5 minutes", "Nothing was decided", `href="`+strings.ReplaceAll(link, "+", "&#43;")+`"`, ">ok for Q3</textarea>")
+	r := e.do("POST", reqPath, old, decisionForm("csrf-steward", "approve", "sha256:d1", "approve", "ok for Q3"))
+	contains(t, r, 403, "needs a sign-in from the last 5 minutes", "Nothing was decided", `href="`+reqPath+`?draft=jgt1.`, ">ok for Q3</textarea>")
+	link := html.UnescapeString(reReLogin.FindStringSubmatch(r.body)[1]) // the sealed draft: TestJobPages_CommentDraftSealed
 	fresh := e.session("steward", "acme", time.Minute, approver...)
 	contains(t, e.do("GET", link, fresh, nil), 200, ">ok for Q3</textarea>")
 	contains(t, e.do("POST", reqPath, old, decisionForm("csrf-steward", "approve", "sha256:d1", "reject", "no")), 200, "You rejected")
