@@ -16,7 +16,8 @@ import (
 
 // hostRequest sends method path to the listener at addr with Host host and Origin origin ("" =
 // none), as a browser on a rebound name would (the TCP peer is this machine's loopback).
-func hostRequest(t *testing.T, method, addr, path, host, origin string) (int, string) {
+// site, if given, is the Sec-Fetch-Site a browser would send.
+func hostRequest(t *testing.T, method, addr, path, host, origin string, site ...string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, "http://"+addr+path, strings.NewReader(`{}`))
 	if err != nil {
@@ -25,6 +26,9 @@ func hostRequest(t *testing.T, method, addr, path, host, origin string) (int, st
 	req.Host = host
 	if origin != "" {
 		req.Header.Set("Origin", origin)
+	}
+	for _, s := range site {
+		req.Header.Set("Sec-Fetch-Site", s)
 	}
 	if method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
@@ -106,25 +110,33 @@ func TestDevHostGuard(t *testing.T) {
 		host, origin string
 		want         int
 		names        string
+		site         string
 	}{
-		{"localhost:" + p, "", 200, ""},
-		{"127.0.0.1:" + p, "http://127.0.0.1:" + p, 200, ""},
-		{"[::1]:" + p, "http://[::1]:9", 200, ""},
-		{"LOCALHOST:" + p, "", 200, ""},
-		{"localhost:" + p, "https://localhost", 200, ""},
-		{"evil.example:" + p, "", 403, "Host"},
-		{"127.0.0.1", "", 403, "Host"},
-		{"127.1:" + p, "", 403, "Host"},
-		{"localhost:" + p + "0", "", 403, "Host"},
-		{"[::1]", "", 403, "Host"},
-		{"localhost:" + p, "http://evil.example", 403, "Origin"},
-		{"localhost:" + p, "null", 403, "Origin"},
-		{"localhost:" + p, "file://", 403, "Origin"},
-		{"localhost:" + p, "http://127.evil.example", 403, "Origin"},
+		{"localhost:" + p, "", 200, "", ""},
+		{"127.0.0.1:" + p, "http://127.0.0.1:" + p, 200, "", ""},
+		{"[::1]:" + p, "http://[::1]:9", 200, "", ""},
+		{"LOCALHOST:" + p, "", 200, "", ""},
+		{"localhost:" + p, "https://localhost", 200, "", ""},
+		{"evil.example:" + p, "", 403, "Host", ""},
+		{"127.0.0.1", "", 403, "Host", ""},
+		{"127.1:" + p, "", 403, "Host", ""},
+		{"localhost:" + p + "0", "", 403, "Host", ""},
+		{"[::1]", "", 403, "Host", ""},
+		{"localhost:" + p, "http://evil.example", 403, "Origin", ""},
+		{"localhost:" + p, "null", 403, "Origin", ""},
+		{"localhost:" + p, "file://", 403, "Origin", ""},
+		{"localhost:" + p, "http://127.evil.example", 403, "Origin", ""},
+		// A page's own form POST under Referrer-Policy: no-referrer, or after a redirect
+		// through the IdP: Origin "null", and the browser says it is the same origin
+		// (TestBrowserSignIn's sign-out). Cross-site it stays refused; a rebound Host too.
+		{"localhost:" + p, "null", 200, "", "same-origin"},
+		{"localhost:" + p, "null", 403, "Origin", "cross-site"},
+		{"localhost:" + p, "http://evil.example", 403, "Origin", "cross-site"},
+		{"evil.example:" + p, "null", 403, "Host", "same-origin"},
 	} {
-		code, body := hostRequest(t, "GET", addr, "/", tc.host, tc.origin)
+		code, body := hostRequest(t, "GET", addr, "/", tc.host, tc.origin, tc.site)
 		if code != tc.want || (tc.names != "" && !strings.Contains(body, tc.names)) {
-			t.Errorf("Host %q Origin %q: %d %q, want %d %s", tc.host, tc.origin, code, body, tc.want, tc.names)
+			t.Errorf("Host %q Origin %q Sec-Fetch-Site %q: %d %q, want %d %s", tc.host, tc.origin, tc.site, code, body, tc.want, tc.names)
 		}
 	}
 	if ip := nonLoopbackIP(t); ip != "" {

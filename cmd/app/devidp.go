@@ -130,7 +130,8 @@ func loopbackListener(a net.Addr) bool {
 // --listen on a LAN address) may also name that address's IP literal: an IP literal cannot be
 // rebound. The go-sdk does the same for /mcp (StreamableHTTPOptions.DisableLocalhostProtection);
 // this covers the routes beside it. An Origin, when sent, must name one of those hosts (any
-// port: a local tool such as the MCP Inspector is not foreign); "null" and other sites are
+// port: a local tool such as the MCP Inspector is not foreign), unless the browser says the
+// request is its own page's (Sec-Fetch-Site same-origin or none); "null" and other sites are
 // refused. Production serve has no such guard: its Host is its public name.
 func devHostGuard(port int, next http.Handler) http.Handler {
 	want := strconv.Itoa(port)
@@ -144,7 +145,12 @@ func devHostGuard(port int, next http.Handler) http.Handler {
 			refuseHost(w, fmt.Sprintf("Host: %q is not localhost, 127.0.0.1 or [::1] on port %s", r.Host, want))
 			return
 		}
-		if o := r.Header.Get("Origin"); o != "" {
+		// A browser's own page may send Origin "null": a same-origin form POST under
+		// Referrer-Policy: no-referrer (jobgate's pages set it) or after a redirect through
+		// another origin (sign-out through the IdP). Sec-Fetch-Site, which no page can set,
+		// says so; the Host check above already refused a rebound name.
+		site := r.Header.Get("Sec-Fetch-Site")
+		if o := r.Header.Get("Origin"); o != "" && site != "same-origin" && site != "none" {
 			u, err := url.Parse(o)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !devHost(u.Hostname(), local) {
 				refuseHost(w, fmt.Sprintf("Origin: %q is not a page of localhost, 127.0.0.1 or [::1]", o))
