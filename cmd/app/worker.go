@@ -61,7 +61,8 @@ type WorkerConfig struct {
 	ResumeKeys, ResumeKeysFile string
 	// SigningKeys (or SigningKeysFile) is serve's Ed25519 signing keyring: the worker signs each
 	// export manifest with it and writes its public half beside the manifest. Defaults to none,
-	// and then manifests are unsigned (jobgate verify fails them).
+	// and then manifests carry only the legacy HMAC seal of the resume keys, which jobgate verify
+	// fails unless --allow-legacy.
 	SigningKeys, SigningKeysFile string
 	// DevDeployment lets the worker verify with resume keys marked DEV-ONLY (public placeholders).
 	DevDeployment bool
@@ -289,7 +290,7 @@ func (m *WorkerMain) bindWorkflows(acts *activities.Activities) (*workflows.Work
 		// Each export manifest is signed with Ed25519, checked by anyone with the public keys.
 		acts.ManifestSigner = m.SigningKeys
 	} else {
-		m.Logger.Error("no --signing-keys / --signing-keys-file: export manifests are not signed (jobgate verify fails them); give the workers serve's signing keys")
+		m.Logger.Error("no --signing-keys / --signing-keys-file: export manifests are not signed (jobgate verify fails them unless --allow-legacy); give the workers serve's signing keys")
 	}
 	if m.ResumeKeys != nil {
 		wfs.Resume = resumeseal.Verifier(m.ResumeKeys)
