@@ -43,9 +43,13 @@ type Activities struct {
 	// (cmd/app: the run's jobgate.episodes query). Nil: WriteEpisodes fails whenever it has an
 	// artifact store and outcomes to write.
 	SegmentEpisodes SegmentEpisodesFunc
-	// ManifestSealer seals each export manifest (manifest_seal). Nil: manifests are written
-	// unsealed, and verify reports them as not sealed.
+	// ManifestSealer seals each export manifest with an HMAC (manifest_seal: legacy, for a
+	// worker without signing keys). Nil, with no ManifestSigner: manifests are written unsealed,
+	// and verify fails them unless --allow-legacy.
 	ManifestSealer ManifestSealer
+	// ManifestSigner signs each export manifest with Ed25519 (manifest_signature, version 2)
+	// instead of sealing it, and writes the public keys beside it. Nil: ManifestSealer's seal.
+	ManifestSigner ManifestSigner
 
 	// sqlRowsOnly sends every export query through database/sql, never the PostgreSQL raw
 	// path: tests compare the two paths' bytes with it.

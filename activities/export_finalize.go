@@ -203,8 +203,12 @@ func concatParts(ctx context.Context, store *ArtifactStore, in contract.Finalize
 	return nil
 }
 
-// writeManifest seals m (with a ManifestSealer) and writes it next to the artifact.
+// writeManifest signs m (with a ManifestSigner; else seals it with a ManifestSealer) and writes
+// it next to the artifact, after the public keys that verify it (contract.SigningKeysObject).
 func (a *Activities) writeManifest(ctx context.Context, store *ArtifactStore, in contract.FinalizeExportInput, m *contract.Manifest) error {
+	if a.ManifestSigner != nil {
+		return a.writeSignedManifest(ctx, store, in, m)
+	}
 	mb, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -218,6 +222,34 @@ func (a *Activities) writeManifest(ctx context.Context, store *ArtifactStore, in
 		if mb, err = json.Marshal(m); err != nil {
 			return err
 		}
+	}
+	if err := store.b.WriteAll(ctx, manifestKey(in.JobID, in.FirstRunID), mb, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	return nil
+}
+
+// writeSignedManifest signs m with Ed25519, last, over everything above (the artifact's and
+// parts' digests, the decision record, the scope, approval_required and the version), so none
+// of it can be rewritten or removed by whoever can write the artifact store alone. The keys
+// file goes first: a manifest found in the store always has its keys beside it.
+func (a *Activities) writeSignedManifest(ctx context.Context, store *ArtifactStore, in contract.FinalizeExportInput, m *contract.Manifest) error {
+	m.Version = contract.ManifestVersionSigned
+	m.ManifestSeal, m.ManifestSignature = "", ""
+	mb, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if m.ManifestSignature, err = a.ManifestSigner.SignManifest(mb); err != nil {
+		return fmt.Errorf("sign manifest: %w", err)
+	}
+	if mb, err = json.Marshal(m); err != nil {
+		return err
+	}
+	prefix := ExportPrefix(in.JobID, in.FirstRunID)
+	if err := store.b.WriteAll(ctx, prefix+contract.SigningKeysObject, a.ManifestSigner.PublicJWKS(),
+		&blob.WriterOptions{ContentType: "application/jwk-set+json"}); err != nil {
+		return fmt.Errorf("write signing keys: %w", err)
 	}
 	if err := store.b.WriteAll(ctx, manifestKey(in.JobID, in.FirstRunID), mb, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
 		return fmt.Errorf("write manifest: %w", err)

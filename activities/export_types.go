@@ -5,3 +5,11 @@ package activities
 type ManifestSealer interface {
 	SealManifest(manifestJSON []byte) (string, error)
 }
+
+// ManifestSigner signs a manifest's JSON (without its manifest_signature) with Ed25519 for the
+// manifest_signature field, and gives the JWK set of its public keys, written beside the
+// manifest. Injected by cmd (frontend/handle's SigningKeyring), like ManifestSealer.
+type ManifestSigner interface {
+	SignManifest(manifestJSON []byte) (string, error)
+	PublicJWKS() []byte
+}

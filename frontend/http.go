@@ -55,6 +55,17 @@ func (f *Frontend) routes() *telemetry.RouteMux {
 	mux.Handle("/.well-known/oauth-protected-resource", meta)
 	mux.Handle("/.well-known/oauth-protected-resource/mcp", meta)
 
+	if f.Opts.SigningKeys != nil {
+		// Public by design: the keys auditors check decision records and manifests with
+		// (`jobgate verify --keys-url`); no token, since an auditor may have none.
+		jwks := f.Opts.SigningKeys.PublicJWKS()
+		mux.HandleFunc("GET "+PathSigningKeys, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/jwk-set+json")
+			w.Header().Set("Cache-Control", "public, max-age=300")
+			_, _ = w.Write(jwks)
+		})
+	}
+
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintln(w, "ok")
@@ -62,6 +73,10 @@ func (f *Frontend) routes() *telemetry.RouteMux {
 	mux.HandleFunc("GET /readyz", f.readyz)
 	return mux
 }
+
+// PathSigningKeys serves the signing keys' public half as a JWK set (RFC 7517, OKP/Ed25519 keys
+// of RFC 8037): what verifies decision records and export manifests.
+const PathSigningKeys = "/.well-known/jobgate-signing-keys"
 
 // resourceMetadataURL is the RFC 9728 metadata URL for the resource: the well-known path
 // inserted before the resource's path.

@@ -98,8 +98,8 @@ func TestBrowserApprovals(t *testing.T) {
 	}
 	// The export's manifest.json (dev keeps artifacts in <data dir>/artifacts) holds the page's
 	// decision record: surface page, the steward's OIDC session (issuer the dev IdP, auth_time
-	// of the sign-in), and the built `jobgate verify` checks it with dev's resume keys; one
-	// flipped byte in a copy fails it.
+	// of the sign-in), and the built `jobgate verify` checks it with the public keys alone (dev's
+	// signing keys, written beside the manifest); one flipped byte in a copy fails it.
 	mp := findManifestIn(t, filepath.Join(dataDir, "artifacts"), v.JobID)
 	raw, err := os.ReadFile(mp)
 	must(t, err)
@@ -112,11 +112,11 @@ func TestBrowserApprovals(t *testing.T) {
 		d.AuthTime.IsZero() || time.Since(d.AuthTime) > 10*time.Minute || d.Seal == "" {
 		t.Fatalf("the manifest's decision record is not the steward's page approval:\n%s", raw)
 	}
-	keysFile := filepath.Join(dataDir, "dev-resume-keys")
-	code, out := runVerify(t, mp, "--resume-keys-file", keysFile)
+	keysFile := filepath.Join(filepath.Dir(mp), contract.SigningKeysObject)
+	code, out := runVerify(t, mp)
 	t.Logf("jobgate verify (page):\n%s", out)
-	if code != 0 || !strings.Contains(out, "ok   decision seal: approve by steward@acme") || !strings.Contains(out, " via page, scope ") ||
-		!strings.Contains(out, "ok   manifest seal: ") || strings.Contains(out, "SKIP") ||
+	if code != 0 || !strings.Contains(out, "ok   decision signature (Ed25519, key dev1): approve by steward@acme") || !strings.Contains(out, " via page, scope ") ||
+		!strings.Contains(out, "ok   manifest signature: ") || strings.Contains(out, "SKIP") ||
 		!strings.Contains(out, "ok   artifact: ") || strings.Contains(out, "FAIL") {
 		t.Fatalf("jobgate verify of the page's record: exit %d:\n%s", code, out)
 	}
@@ -127,7 +127,7 @@ func TestBrowserApprovals(t *testing.T) {
 	raw[i+len(`"comment":"o`)] ^= 0x01 // ok -> oj: one bit of one byte
 	flipped := filepath.Join(t.TempDir(), "manifest.json")
 	must(t, os.WriteFile(flipped, raw, 0o644))
-	if code, out := runVerify(t, flipped, "--resume-keys-file", keysFile, "--artifact", filepath.Dir(mp)); code != 1 || !strings.Contains(out, "FAIL") {
+	if code, out := runVerify(t, flipped, "--keys-file", keysFile, "--artifact", filepath.Dir(mp)); code != 1 || !strings.Contains(out, "FAIL") {
 		t.Fatalf("jobgate verify of a flipped byte: exit %d, want 1:\n%s", code, out)
 	}
 

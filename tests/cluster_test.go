@@ -107,7 +107,8 @@ func (c *cluster) run(bin string, args ...string) *proc {
 	c.t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "JOBGATE_TEMPORAL_ADDRESS="+c.temporalAddr, "JOBGATE_TASK_QUEUE="+c.taskQueue,
-		"JOBGATE_NAMESPACE="+namespace, "JOBGATE_RESUME_KEYS="+c.resumeKeySpec)
+		"JOBGATE_NAMESPACE="+namespace, "JOBGATE_RESUME_KEYS="+c.resumeKeySpec,
+		"JOBGATE_SIGNING_KEYS="+c.signingKeySpec)
 	return startProc(c.t, cmd, true)
 }
 

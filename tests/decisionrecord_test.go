@@ -79,8 +79,8 @@ func runVerify(t *testing.T, args ...string) (int, string) {
 // TestDecisionRecordEverySurface: an export approved through each surface — resume_export
 // (with a token that names the person), an MRTR answer, tasks/update, and `jobgate approvals`
 // — runs, and its manifest.json holds a decision record with that surface that the built
-// `jobgate verify` checks against its seal with the resume keys and against the artifact next
-// to it; get_export shows the record; a flipped byte in a copy of the manifest fails verify
+// `jobgate verify` checks against its Ed25519 signature with the public keys alone (from
+// serve's /.well-known/jobgate-signing-keys) and against the artifact next to it; get_export shows the record; a flipped byte in a copy of the manifest fails verify
 // with exit 1 and one FAIL line.
 func TestDecisionRecordEverySurface(t *testing.T) {
 	testenv.Heavy(t, "runs the jobgate CLI binary")
@@ -139,8 +139,7 @@ func TestDecisionRecordEverySurface(t *testing.T) {
 	tkAck(t, b.tkUpdate(t, 1, steward, tk.TaskID, tkAnswer(k, "accept", "approve")))
 	_, vTasks, _ := tkResult(t, b.tkWait(t, ana, tk.TaskID, "completed", 60*time.Second))
 
-	keysFile := filepath.Join(t.TempDir(), "resume-keys")
-	must(t, os.WriteFile(keysFile, []byte(b.resumeKeySpec+"\n"), 0o600))
+	keysURL := "http://" + b.frontends[0].Addr() + "/.well-known/jobgate-signing-keys"
 	var toolManifest string
 	for _, c := range []struct {
 		v       *jobcore.JobView
@@ -153,11 +152,11 @@ func TestDecisionRecordEverySurface(t *testing.T) {
 			t.Errorf("%s: get_export decision %+v", c.surface, d)
 		}
 		mp := findManifest(t, b, done.JobID)
-		code, out := runVerify(t, mp, "--resume-keys-file", keysFile)
+		code, out := runVerify(t, mp, "--keys-url", keysURL)
 		t.Logf("jobgate verify (%s):\n%s", c.surface, out)
-		if code != 0 || !strings.Contains(out, "ok   decision seal: approve by steward@acme") ||
+		if code != 0 || !strings.Contains(out, "ok   decision signature (Ed25519, key s1): approve by steward@acme") ||
 			!strings.Contains(out, " via "+c.surface+", scope ") || !strings.Contains(out, "ok   artifact: ") ||
-			!strings.Contains(out, "ok   manifest seal: ") || strings.Contains(out, "SKIP") ||
+			!strings.Contains(out, "ok   manifest signature: ") || strings.Contains(out, "SKIP") ||
 			!strings.Contains(out, "ok   decision scope: approved export of id, email of customers as csv for 'quarterly churn analysis'") ||
 			strings.Contains(out, "FAIL") {
 			t.Errorf("%s: verify exit %d:\n%s", c.surface, code, out)
@@ -180,8 +179,8 @@ func TestDecisionRecordEverySurface(t *testing.T) {
 		}
 	}
 
-	// A flipped byte in (a copy of) the manifest: exit 1, the manifest seal and the record's
-	// check fail.
+	// A flipped byte in (a copy of) the manifest: exit 1, the manifest signature and the
+	// record's check fail.
 	raw, err := os.ReadFile(toolManifest)
 	must(t, err)
 	var shown struct {
@@ -196,21 +195,21 @@ func TestDecisionRecordEverySurface(t *testing.T) {
 	raw[i+len(`"email":"s`)] ^= 0x01 // steward -> ttewar…: one bit of one byte
 	flipped := filepath.Join(t.TempDir(), "manifest.json")
 	must(t, os.WriteFile(flipped, raw, 0o644))
-	code, out := runVerify(t, flipped, "--resume-keys-file", keysFile, "--artifact", filepath.Dir(toolManifest))
+	code, out := runVerify(t, flipped, "--keys-url", keysURL, "--artifact", filepath.Dir(toolManifest))
 	t.Logf("jobgate verify (flipped byte):\n%s", out)
-	if code != 1 || strings.Count(out, "FAIL") != 2 || !strings.Contains(out, "FAIL decision seal: the record's email does not match the seal") ||
-		!strings.Contains(out, "FAIL manifest seal: does not verify") {
+	if code != 1 || strings.Count(out, "FAIL") != 2 || !strings.Contains(out, "FAIL decision signature: the record's email does not match what was signed") ||
+		!strings.Contains(out, "FAIL manifest signature: does not verify") {
 		t.Errorf("flipped byte: exit %d, want 1 with two FAIL lines:\n%s", code, out)
 	}
 	// A flipped byte of the artifact's sha256, with no artifact next to the copy: the worker's
-	// manifest seal fails it (the digest itself cannot be checked: SKIP).
+	// manifest signature fails it (the digest itself cannot be checked: SKIP).
 	raw[i+len(`"email":"s`)] ^= 0x01 // back
 	j := strings.Index(string(raw), `"sha256":"`) + len(`"sha256":"`)
 	raw[j] ^= 0x01
 	must(t, os.WriteFile(flipped, raw, 0o644))
-	code, out = runVerify(t, flipped, "--resume-keys-file", keysFile)
+	code, out = runVerify(t, flipped, "--keys-url", keysURL)
 	t.Logf("jobgate verify (flipped sha256, no artifact):\n%s", out)
-	if code != 1 || strings.Count(out, "FAIL") != 1 || !strings.Contains(out, "FAIL manifest seal: does not verify") ||
+	if code != 1 || strings.Count(out, "FAIL") != 1 || !strings.Contains(out, "FAIL manifest signature: does not verify") ||
 		!strings.Contains(out, "SKIP artifact: not next to the manifest") {
 		t.Errorf("flipped sha256: exit %d, want 1 with the manifest seal failed:\n%s", code, out)
 	}

@@ -80,11 +80,15 @@ type testBundle struct {
 	// spec, for spawned processes (JOBGATE_RESUME_KEYS).
 	resumeKeys    *handle.Keyring
 	resumeKeySpec string
-	temporal      client.Client
-	frontends     []*app.ServeMain
-	worker        *app.WorkerMain
-	suites        string
-	logs          *observer.ObservedLogs
+	// signingKeys sign decision records (frontends) and manifests (workers); signingKeySpec is
+	// their spec (JOBGATE_SIGNING_KEYS).
+	signingKeys    *handle.SigningKeyring
+	signingKeySpec string
+	temporal       client.Client
+	frontends      []*app.ServeMain
+	worker         *app.WorkerMain
+	suites         string
+	logs           *observer.ObservedLogs
 	// datasets is the export catalog file shared by frontends and workers ("" with none);
 	// artifacts the artifact store URL (a fresh file:// directory per bundle).
 	datasets  string
@@ -187,6 +191,9 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 	b.resumeKeySpec = "r1:" + hex.EncodeToString(rkey)
 	b.resumeKeys, err = handle.NewKeyring("r1", map[string][]byte{"r1": rkey})
 	must(t, err)
+	b.signingKeySpec = "s1:" + handle.GenerateSigningSeedHex()
+	b.signingKeys, err = handle.ParseSigningKeyring(b.signingKeySpec)
+	must(t, err)
 	b.temporal, err = client.Dial(client.Options{HostPort: temporalAddr, Namespace: namespace})
 	must(t, err)
 	t.Cleanup(b.temporal.Close)
@@ -225,7 +232,7 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export, Tenants: tenants,
 				KindSpecs: opts.kinds, QuotaFresh: opts.quotaFresh},
 			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys,
-			Now: b.clock.Now, Tracing: opts.tracing,
+			SigningKeys: b.signingKeys, Now: b.clock.Now, Tracing: opts.tracing,
 		}
 		if opts.metrics {
 			s.Config.MetricsListen = "127.0.0.1:0"
@@ -247,7 +254,8 @@ func (b *testBundle) startWorker() {
 	b.t.Helper()
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
 		TaskQueue: b.taskQueue}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
-		ArtifactsURL: b.artifacts}, QueryHook: b.queries.hook, ResumeKeys: b.resumeKeys}
+		ArtifactsURL: b.artifacts}, QueryHook: b.queries.hook, ResumeKeys: b.resumeKeys,
+		SigningKeys: b.signingKeys}
 	must(b.t, w.Run(context.Background()))
 	b.worker = w
 	b.t.Cleanup(func() { _ = w.Close() })

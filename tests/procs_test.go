@@ -125,7 +125,8 @@ func (b *testBundle) spawn(t *testing.T, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(jobgateBinary(t), args...)
 	cmd.Env = append(os.Environ(), "JOBGATE_TEMPORAL_ADDRESS="+temporalAddr, "JOBGATE_TASK_QUEUE="+b.taskQueue, "JOBGATE_NAMESPACE="+namespace,
-		"JOBGATE_DATASETS="+b.datasets, "JOBGATE_ARTIFACTS="+b.artifacts, "JOBGATE_RESUME_KEYS="+b.resumeKeySpec)
+		"JOBGATE_DATASETS="+b.datasets, "JOBGATE_ARTIFACTS="+b.artifacts, "JOBGATE_RESUME_KEYS="+b.resumeKeySpec,
+		"JOBGATE_SIGNING_KEYS="+b.signingKeySpec)
 	return startProc(t, cmd, false)
 }
 

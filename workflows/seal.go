@@ -90,7 +90,8 @@ type DecisionRecord = contract.DecisionRecord
 func decisionRecord(req ResumeRequest, info *workflow.Info, prompt string, at time.Time) *DecisionRecord {
 	d := &DecisionRecord{InputID: req.InputID, ScopeDigest: req.ScopeDigest, Decision: req.Decision,
 		Tenant: req.Principal.Tenant, By: req.Principal.Subject, At: at, Surface: req.Surface, SignedInWith: req.SignedInWith,
-		Identity: req.Identity, Comment: req.Comment, Prompt: prompt, Seal: req.Seal}
+		Identity: req.Identity, Comment: req.Comment, Prompt: prompt, Seal: req.Seal,
+		Signature: req.Signature}
 	if req.Seal != "" { // records of answers from before seals carry neither (replays stay the same)
 		d.WorkflowID, d.RunID = info.WorkflowExecution.ID, info.WorkflowExecution.RunID
 	}

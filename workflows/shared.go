@@ -264,6 +264,12 @@ type ResumeRequest struct {
 	// Seal is the frontend's resume seal over all of the above, the workflow and run ID and an
 	// expiry (frontend/handle, jgr1); opaque here, opened by the injected ResumeVerifier.
 	Seal string `json:"seal,omitempty"`
+	// Signature is the frontend's Ed25519 signature over the same fields as Seal (frontend/handle,
+	// jgds1): the seal is what lets the answer in, the signature is what lets an auditor holding
+	// only the published public keys check the decision record it becomes. The validator does
+	// not need it (the seal already proves a frontend sent the answer); a frontend without
+	// signing keys sends none, and `jobgate verify` then fails the record.
+	Signature string `json:"signature,omitempty"`
 }
 
 // Identity is contract.Identity (the approver beyond the principal).

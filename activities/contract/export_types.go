@@ -187,6 +187,10 @@ type DecisionRecord struct {
 	// Prompt is the meaning shown to the approver (the input request's prompt).
 	Prompt string `json:"prompt,omitempty"`
 	Seal   string `json:"seal,omitempty"`
+	// Signature is the frontend's Ed25519 signature over the same fields as Seal (and the same
+	// expiry), checked with the published public keys alone; absent in records made before it
+	// existed or by a frontend without signing keys (verify reports those as legacy).
+	Signature string `json:"signature,omitempty"`
 }
 
 // ManifestPart is one part of a finished artifact.
@@ -227,7 +231,24 @@ type Manifest struct {
 	// the deployment's resume keys under a key derived for manifests only (ManifestSealer).
 	// Absent in manifests written before it existed, or by a worker without resume keys.
 	ManifestSeal string `json:"manifest_seal,omitempty"`
+	// Version is ManifestVersionSigned for manifests a worker signed with its signing keys;
+	// absent (0) before. A manifest that says it is signed and is not fails verification,
+	// whatever flags: removing the signature is no way to make a manifest "legacy".
+	Version int `json:"manifest_version,omitempty"`
+	// ManifestSignature is the worker's Ed25519 signature over every other field of this
+	// manifest (ManifestSigner; frontend/handle, jgms1), checked with the published public
+	// keys: the artifact's and each part's SHA-256, the decision record with its own signature,
+	// the scope, approval_required and the version.
+	ManifestSignature string `json:"manifest_signature,omitempty"`
 }
+
+// ManifestVersionSigned is Manifest.Version of a manifest signed with Ed25519.
+const ManifestVersionSigned = 2
+
+// SigningKeysObject is the name, beside each manifest.json, of the JWK set of the public keys
+// that verify it: an auditor given the export's directory has the keys with it (to be compared
+// with the deployment's published set, /.well-known/jobgate-signing-keys).
+const SigningKeysObject = "signing-keys.json"
 
 // DeleteExportInput removes every object of one export job.
 type DeleteExportInput struct {

@@ -201,6 +201,37 @@ func resumeKeysFlags(fs *flag.FlagSet, spec, file *string) {
 	fs.StringVar(file, "resume-keys-file", "", "file holding --resume-keys")
 }
 
+func signingKeysFlags(fs *flag.FlagSet, spec, file *string) {
+	fs.StringVar(spec, "signing-keys", "", "Ed25519 signing keys \"kid:hexseed,...\" (32-byte seeds) shared by frontends and workers: the first signs decision records and export manifests, the public half of all is published (/.well-known/jobgate-signing-keys) and checks them (prefer --signing-keys-file)")
+	fs.StringVar(file, "signing-keys-file", "", "file holding --signing-keys")
+}
+
+// loadSigningKeys reads the Ed25519 signing keyring from spec or file (the file wins), as
+// loadKeyring reads the HMAC rings, DEV-ONLY placeholders refused alike: a public seed would let
+// anyone sign records and manifests that verify. nil, nil when neither is given.
+func loadSigningKeys(spec, file string, devDeployment bool) (*handle.SigningKeyring, error) {
+	what := "--signing-keys"
+	if file != "" {
+		what += "-file"
+		b, err := readSecretFile(file, what)
+		if err != nil {
+			return nil, err
+		}
+		spec = string(b)
+	}
+	if spec == "" {
+		return nil, nil
+	}
+	k, err := handle.ParseSigningKeyring(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := refuseDevOnly(devDeployment, what, file, []byte(strings.Join(k.Public().KIDs(), ","))); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
 // loadKeyring reads a keyring from spec or file (the file wins), named by the flag it came
 // from for errors. It returns nil, nil when neither is given. A ring with a key marked DEV-ONLY
 // (a public placeholder: the marker is in the key ID, which survives a mounted file's lost name,

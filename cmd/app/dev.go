@@ -96,8 +96,10 @@ type DevMain struct {
 	keys     *handle.Keyring
 	// resumeKeys seal answers (frontend) and open the seals (worker); dev-resume-keys.
 	resumeKeys *handle.Keyring
-	resource   string
-	tmpDir     string // ephemeral stacks keep demo data and artifacts here, removed on Close
+	// signingKeys sign decision records (frontend) and manifests (worker); dev-signing-keys.
+	signingKeys *handle.SigningKeyring
+	resource    string
+	tmpDir      string // ephemeral stacks keep demo data and artifacts here, removed on Close
 	// idp is the dev identity provider (devidp.go); stopIdP ends its JWK Set refresh.
 	idp     *devidp.IdP
 	stopIdP context.CancelFunc
@@ -198,7 +200,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 		return fmt.Errorf("temporal client: %w", err)
 	}
 	m.worker = &WorkerMain{Config: wc, Logger: m.Logger.Named("worker"), Client: m.client, ResumeKeys: m.resumeKeys,
-		Tracing: m.tracing.worker}
+		SigningKeys: m.signingKeys, Tracing: m.tracing.worker}
 	if err := m.worker.Run(ctx); err != nil {
 		return err
 	}
@@ -219,7 +221,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 	late := &authz.LateVerifier{}
 	m.serve = &ServeMain{Config: sc,
 		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: late, Keys: m.keys, ResumeKeys: m.resumeKeys,
-		Listener: ln, Mounts: mounts, Tracing: m.tracing.frontend,
+		SigningKeys: m.signingKeys, Listener: ln, Mounts: mounts, Tracing: m.tracing.frontend,
 		// Every route, the identity provider's included, answers only this machine's loopback
 		// names as Host (DNS rebinding).
 		Guard: func(h http.Handler) http.Handler { return devHostGuard(port, h) },
@@ -252,7 +254,7 @@ func (m *DevMain) kindDir(dataDir string) (string, error) {
 	return filepath.Abs(dataDir)
 }
 
-// loadSecrets keeps the token secret, handle keys and resume keys in the data dir, so tokens
+// loadSecrets keeps the token secret, handle keys, resume keys and signing keys in the data dir, so tokens
 // and handles stay valid across restarts; an ephemeral stack makes fresh ones.
 func (m *DevMain) loadSecrets(dir string) error {
 	if dir == "" {
@@ -262,7 +264,10 @@ func (m *DevMain) loadSecrets(dir string) error {
 			return err
 		}
 		m.keys = k
-		m.resumeKeys, err = handle.NewKeyring("dev1", map[string][]byte{"dev1": handle.GenerateKey()})
+		if m.resumeKeys, err = handle.NewKeyring("dev1", map[string][]byte{"dev1": handle.GenerateKey()}); err != nil {
+			return err
+		}
+		m.signingKeys, err = handle.ParseSigningKeyring("dev1:" + handle.GenerateSigningSeedHex())
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -285,7 +290,16 @@ func (m *DevMain) loadSecrets(dir string) error {
 	if err != nil {
 		return err
 	}
-	m.resumeKeys, err = handle.ParseKeyring(spec)
+	if m.resumeKeys, err = handle.ParseKeyring(spec); err != nil {
+		return err
+	}
+	// The same syntax as serve's --signing-keys-file: kept, so manifests stay verifiable against
+	// the /.well-known set across restarts.
+	spec, err = readOrCreate(filepath.Join(dir, "dev-signing-keys"), func() string { return "dev1:" + handle.GenerateSigningSeedHex() })
+	if err != nil {
+		return err
+	}
+	m.signingKeys, err = handle.ParseSigningKeyring(spec)
 	return err
 }
 

@@ -57,6 +57,11 @@ type ServeConfig struct {
 	// ResumeKeys (or ResumeKeysFile) is the resume keyring, same syntax: it seals every answer
 	// sent to a job; the workers hold the same keys to verify. Required; never the handle keys.
 	ResumeKeys, ResumeKeysFile string
+	// SigningKeys (or SigningKeysFile) is the Ed25519 signing keyring "kid:hexseed,..." (first
+	// signs): decision records are signed with it and its public half is served as a JWK set;
+	// the workers hold the same ring. Optional: without it records are unsigned (jobgate verify
+	// fails them) and no key set is served.
+	SigningKeys, SigningKeysFile string
 	// UIBaseURL is the public Temporal Web UI base for ui_url. Defaults to none.
 	UIBaseURL string
 	// UIURLFor is who gets ui_url: "admin" (jobs:admin holders, the default), "all" or "none".
@@ -130,6 +135,7 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HandleKeys, "handle-keys", "", "handle/cursor HMAC keys \"kid:hex,...\"; the first signs, all verify (prefer --handle-keys-file)")
 	fs.StringVar(&c.HandleKeysFile, "handle-keys-file", "", "file holding --handle-keys")
 	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
+	signingKeysFlags(fs, &c.SigningKeys, &c.SigningKeysFile)
 	fs.StringVar(&c.UIBaseURL, "ui-base-url", "", "public Temporal Web UI base URL for ui_url links, e.g. https://temporal.example.com")
 	fs.StringVar(&c.UIURLFor, "ui-url-for", jobcore.UIURLForAdmin, "who gets ui_url in job views: admin (jobs:admin holders), all or none; the Web UI is an operator tool")
 	c.kinds = serveKinds()
@@ -167,6 +173,8 @@ type ServeMain struct {
 	Verifier   authz.Verifier
 	Keys       *handle.Keyring
 	ResumeKeys *handle.Keyring
+	// SigningKeys, if set, replaces what Config would load (dev and tests).
+	SigningKeys *handle.SigningKeyring
 	// Listener, if set, is served instead of binding Config.Listen (dev binds first to learn its port).
 	Listener net.Listener
 	// Mounts are extra handlers served on the same listener beside the frontend's routes:
@@ -237,7 +245,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 	}
 	return frontend.New(jobcore.Options{
 		Temporal: m.Client, Namespace: c.Temporal.Namespace, TaskQueue: c.Temporal.TaskQueue,
-		Verifier: m.Verifier, Keys: m.Keys, ResumeKeys: m.ResumeKeys, ResourceURI: c.ResourceURI, AuthorizationServers: authServers,
+		Verifier: m.Verifier, Keys: m.Keys, ResumeKeys: m.ResumeKeys, SigningKeys: m.SigningKeys, ResourceURI: c.ResourceURI, AuthorizationServers: authServers,
 		UIBaseURL: c.UIBaseURL, UIURLFor: c.UIURLFor,
 		// Every kind is served; those in serveKinds take their options from the flags.
 		Kinds:     kinds,
@@ -298,8 +306,21 @@ func (m *ServeMain) loadKeys(c ServeConfig) error {
 		return err
 	}
 	// The resume keys are the power to approve: refused as placeholders like the handle keys.
-	return requireKeyring(&m.ResumeKeys, c.ResumeKeys, c.ResumeKeysFile, "resume-keys", c.DevDeployment,
-		"frontends seal every answer with them; give the workers the same keys")
+	if err := requireKeyring(&m.ResumeKeys, c.ResumeKeys, c.ResumeKeysFile, "resume-keys", c.DevDeployment,
+		"frontends seal every answer with them; give the workers the same keys"); err != nil {
+		return err
+	}
+	if m.SigningKeys == nil {
+		k, err := loadSigningKeys(c.SigningKeys, c.SigningKeysFile, c.DevDeployment)
+		if err != nil {
+			return err
+		}
+		m.SigningKeys = k
+	}
+	if m.SigningKeys == nil && m.Logger != nil {
+		m.Logger.Error("no --signing-keys / --signing-keys-file: decision records are not signed (jobgate verify fails them) and /.well-known/jobgate-signing-keys is not served; give serve and the workers the same signing keys")
+	}
+	return nil
 }
 
 // requireKeyring is loadKeyring into *dst, unless *dst is set (in code) already, and refuses a

@@ -59,6 +59,11 @@ type WorkerConfig struct {
 	// ResumeKeys (or ResumeKeysFile) verify the seals frontends put on answers: the same keyring
 	// as serve's. Defaults to none, and then every resume is refused (fail closed).
 	ResumeKeys, ResumeKeysFile string
+	// SigningKeys (or SigningKeysFile) is serve's Ed25519 signing keyring: the worker signs each
+	// export manifest with it and writes its public half beside the manifest. Defaults to none,
+	// and then manifests carry only the legacy HMAC seal of the resume keys, which jobgate verify
+	// fails unless --allow-legacy.
+	SigningKeys, SigningKeysFile string
 	// DevDeployment lets the worker verify with resume keys marked DEV-ONLY (public placeholders).
 	DevDeployment bool
 	// TenantsFile names the notification endpoints (its "notify" section; share it with serve).
@@ -129,6 +134,7 @@ func (c *WorkerConfig) Flags(fs *flag.FlagSet) {
 		strings.Join(workflows.DefaultKindNames(), ",")+"; without export it holds no dataset or artifact store (activities/README.md \"Command episodes\")")
 	metricsFlag(fs, &c.MetricsListen)
 	resumeKeysFlags(fs, &c.ResumeKeys, &c.ResumeKeysFile)
+	signingKeysFlags(fs, &c.SigningKeys, &c.SigningKeysFile)
 	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept resume keys marked "+DevOnlyMarker+" (public placeholders)")
 	fs.StringVar(&c.TenantsFile, "tenants", "", "JSON tenants file; its \"notify\" section names each tenant's notification endpoints (share it with serve); without it no notification is sent")
 	c.Deployment.Flags(fs)
@@ -150,6 +156,8 @@ type WorkerMain struct {
 	QueryHook func(dataset, query string)
 	// ResumeKeys, if set, replaces what Config would load (dev and tests).
 	ResumeKeys *handle.Keyring
+	// SigningKeys, if set, replaces what Config would load (dev and tests).
+	SigningKeys *handle.SigningKeyring
 	// Tracing, if set, is the worker's traces (dev, tests); defaults to StartTracing(ServiceWorker).
 	Tracing *Tracing
 
@@ -271,10 +279,24 @@ func (m *WorkerMain) bindWorkflows(acts *activities.Activities) (*workflows.Work
 		return nil, nil, err
 	}
 	wfs := &workflows.Workflows{Notify: notes}
+	if m.SigningKeys == nil {
+		k, err := loadSigningKeys(m.Config.SigningKeys, m.Config.SigningKeysFile, m.Config.DevDeployment)
+		if err != nil {
+			return nil, nil, err
+		}
+		m.SigningKeys = k
+	}
+	if m.SigningKeys != nil {
+		// Each export manifest is signed with Ed25519, checked by anyone with the public keys.
+		acts.ManifestSigner = m.SigningKeys
+	} else {
+		m.Logger.Error("no --signing-keys / --signing-keys-file: export manifests are not signed (jobgate verify fails them unless --allow-legacy); give the workers serve's signing keys")
+	}
 	if m.ResumeKeys != nil {
 		wfs.Resume = resumeseal.Verifier(m.ResumeKeys)
-		// The same keys seal each export manifest, under a key derived for manifests only
-		// (handle.SealManifest), so `jobgate verify` can check the digests and the record.
+		// Without signing keys the resume keys still seal each manifest (an HMAC: the legacy
+		// seal, which jobgate verify accepts only with --allow-legacy), so a worker not yet given
+		// signing keys writes no less than before.
 		acts.ManifestSealer = m.ResumeKeys
 	} else {
 		m.Logger.Error("no --resume-keys / --resume-keys-file: this worker refuses every resume (approvals, rejections); give it the frontends' resume keys")

@@ -48,9 +48,11 @@ Clients (MCP clients of --url, env JOBGATE_URL, with --token, env JOBGATE_TOKEN,
   jobgate approvals approve <handle>        approve the job's open request [--comment text]
   jobgate approvals reject <handle>         reject it [--comment text]
 
-Audit (offline, no server):
-  jobgate verify <manifest.json> [--resume-keys-file F] [--artifact P]
-                                            check an export's decision record seal and artifact digests
+Audit (no secret: the deployment's public signing keys only):
+  jobgate verify <manifest.json> [--keys-file F | --keys-url U] [--artifact P]
+                                            check an export's Ed25519-signed manifest, its decision
+                                            record and the artifact's digests (legacy HMAC-sealed
+                                            ones: --allow-legacy --resume-keys-file F)
 
 Every server flag has an environment variable: --temporal-address is JOBGATE_TEMPORAL_ADDRESS.
 Run 'jobgate <command> -h' for a command's flags. Exit status: 0 ok, 1 refused by the server

@@ -20,27 +20,32 @@ import (
 	"github.com/jobgate/jobgate/frontend/handle"
 )
 
-const verifySummary = `Checks an export's manifest.json as an auditor holding only the artifact and its manifest:
-  - the decision record's seal: it opens with the resume keys (an HMAC, so the auditor needs
-    those keys: the operators hold them, as frontends and workers do; an expired seal is fine,
-    seals expire minutes after the decision), and every field it binds matches the record
-    (job, run, input_id, scope_digest, tenant, subject, scopes, decision, comment, surface,
-    sign-in, issuer, name, email, auth_time, amr, acr, meaning); the record's "at" is written
-    by the worker (not bound by the decision seal) and must be before the seal's expiry;
-  - the manifest seal: the worker seals the whole manifest (digests, decision record, scope,
-    approval_required) with a key derived (HKDF, its own purpose) from the same resume keys,
-    so the digests and the record's presence cannot be changed without the keys; manifests
-    made before it are reported "not sealed" (SKIP);
-  - a missing decision record fails (--allow-unapproved accepts one when the manifest does not
-    say approval was required);
+const verifySummary = `Checks an export's manifest.json as an auditor holding only the artifact, its manifest and the
+deployment's PUBLIC signing keys (no secret):
+  - the public keys: --keys-file (a JWK set), --keys-url (e.g. https://jobgate.example/.well-known/jobgate-signing-keys),
+    else signing-keys.json beside the manifest (written there by the worker: as trustworthy as the
+    store it came from, so compare its thumbprints with the deployment's published set, or pin);
+  - the manifest signature: the worker signs the whole manifest with Ed25519 (the artifact's and each
+    part's SHA-256, the decision record with its signature, the scope, approval_required, the
+    version), so nothing in it can be changed, added or removed without the private key. A manifest
+    without a valid signature FAILS; a legacy one (made before signatures: HMAC-sealed with the resume
+    keys, or unsealed) is checked only with --allow-legacy, and one that carries an approval (or says
+    it is signed) never passes unsigned;
+  - the decision record's signature: the frontend signs every field of the answer (job, run,
+    input_id, scope_digest, tenant, subject, scopes, decision, comment, surface, sign-in, issuer,
+    name, email, auth_time, amr, acr, meaning, an expiry minutes after the decision) with Ed25519;
+    the record's "at" is the worker's (bound by the manifest signature) and must be before that
+    expiry. A record with only the legacy HMAC seal needs --allow-legacy and --resume-keys-file;
+  - a missing decision record fails (--allow-unapproved accepts one when the manifest does not say
+    approval was required);
   - the record names the job whose artifact the manifest describes, and the approved scope the
-    manifest carries (dataset, columns, format, purpose, config digest) has the sealed
-    scope_digest and the artifact's columns and format;
+    manifest carries (dataset, columns, format, purpose, config digest) has the signed scope_digest
+    and the artifact's columns and format;
   - the artifact's size and SHA-256, and each part's, when the artifact file is next to the
     manifest (its object name or file_name) or given with --artifact.
 One line per check (ok, FAIL, or SKIP for a check that could not run); exit 0 when all pass,
 1 when any fails, 2 for usage errors, 3 when none failed but some were skipped (0 with
---allow-skipped). was required). Both seals are HMACs: a holder of the resume keys could forge them.`
+--allow-skipped; a missing or invalid signature is never a SKIP).`
 
 // maxManifestBytes bounds the manifest read: real ones are a few KB plus the parts.
 const maxManifestBytes = 16 << 20
@@ -57,7 +62,9 @@ func (r *verifyReport) ok(format string, args ...any) {
 }
 
 // skip reports a check that could not be run (a missing artifact, a manifest written before
-// a field existed): never "ok", and a distinct exit code (3) unless --allow-skipped.
+// a field existed): never "ok", and a distinct exit code (3) unless --allow-skipped. Nothing
+// that protects the manifest (its signature) is ever a skip: --allow-skipped must not turn a
+// stripped signature into a pass (issue 31, finding 7).
 func (r *verifyReport) skip(format string, args ...any) {
 	r.skipped = true
 	fmt.Fprintf(r.w, "SKIP "+format+"\n", args...)
@@ -68,16 +75,30 @@ func (r *verifyReport) fail(format string, args ...any) {
 	fmt.Fprintf(r.w, "FAIL "+format+"\n", args...)
 }
 
-// runVerify implements "jobgate verify <manifest.json> [--resume-keys-file F] [--artifact P]".
+// verifyOpts are verify's inputs beyond the manifest.
+type verifyOpts struct {
+	keys            *handle.PublicKeys // nil: none found
+	keysFrom        string             // where keys came from, for the report
+	resumeKeys      *handle.Keyring    // legacy HMAC seals only
+	artifact        string
+	allowUnapproved bool
+	allowLegacy     bool
+}
+
+// runVerify implements "jobgate verify <manifest.json> [--keys-file F | --keys-url U] [--artifact P]".
 func runVerify(args []string, stdout, stderr io.Writer) error {
-	var keysFile, artifact string
+	var keysFile, keysURL, resumeKeysFile string
+	var o verifyOpts
 	fs := newFlagSet("verify <manifest.json>", verifySummary, stderr)
-	fs.StringVar(&keysFile, "resume-keys-file", os.Getenv("JOBGATE_RESUME_KEYS_FILE"),
-		"file holding the deployment's resume keys \"kid:hex,...\" (env JOBGATE_RESUME_KEYS_FILE; no default: without keys the seal check fails)")
-	fs.StringVar(&artifact, "artifact", "", "the artifact file, or a directory holding it (default: the manifest's directory)")
-	var allowSkipped, allowUnapproved bool
-	fs.BoolVar(&allowUnapproved, "allow-unapproved", false, "accept a manifest with no decision record when it does not say approval was required (default false: no record fails)")
-	fs.BoolVar(&allowSkipped, "allow-skipped", false, "exit 0 when every check that ran passed but some were skipped (default false: exit 3)")
+	fs.StringVar(&keysFile, "keys-file", "", "JWK set of the deployment's public signing keys (as served at /.well-known/jobgate-signing-keys)")
+	fs.StringVar(&keysURL, "keys-url", "", "URL of the deployment's public signing keys, e.g. https://jobgate.example/.well-known/jobgate-signing-keys")
+	fs.StringVar(&resumeKeysFile, "resume-keys-file", os.Getenv("JOBGATE_RESUME_KEYS_FILE"),
+		"legacy only (with --allow-legacy): file holding the deployment's resume keys \"kid:hex,...\", which check HMAC seals of manifests and records made before signatures (env JOBGATE_RESUME_KEYS_FILE)")
+	fs.StringVar(&o.artifact, "artifact", "", "the artifact file, or a directory holding it (default: the manifest's directory)")
+	var allowSkipped bool
+	fs.BoolVar(&o.allowUnapproved, "allow-unapproved", false, "accept a manifest with no decision record when it does not say approval was required (default false: no record fails)")
+	fs.BoolVar(&allowSkipped, "allow-skipped", false, "exit 0 when every check that ran passed but some were skipped (default false: exit 3); never accepts a missing signature")
+	fs.BoolVar(&o.allowLegacy, "allow-legacy", false, "accept a manifest or record made before Ed25519 signatures: HMAC-sealed (checked with --resume-keys-file; anyone holding those keys could have made the seal) or, for a manifest with no approval, unsealed (default false: they fail)")
 	pos, err := parseInterspersed(fs, args) // "verify m.json --artifact x" as the usage shows it
 	if err != nil {
 		return err
@@ -86,18 +107,23 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errors.New("verify: want exactly one manifest.json")
 	}
-	var keys *handle.Keyring
-	if keysFile != "" {
-		b, err := os.ReadFile(keysFile)
+	if keysFile != "" && keysURL != "" {
+		return errors.New("verify: give --keys-file or --keys-url, not both")
+	}
+	if o.keys, o.keysFrom, err = loadPublicKeys(keysFile, keysURL, filepath.Dir(pos[0])); err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	if resumeKeysFile != "" {
+		b, err := os.ReadFile(resumeKeysFile)
 		if err != nil {
 			return fmt.Errorf("verify: --resume-keys-file: %w", err)
 		}
-		if keys, err = handle.ParseKeyring(strings.TrimSpace(string(b))); err != nil {
-			return fmt.Errorf("verify: --resume-keys-file %s: %w", keysFile, err)
+		if o.resumeKeys, err = handle.ParseKeyring(strings.TrimSpace(string(b))); err != nil {
+			return fmt.Errorf("verify: --resume-keys-file %s: %w", resumeKeysFile, err)
 		}
 	}
 	rep := &verifyReport{w: stdout}
-	verifyManifestFile(rep, pos[0], keys, artifact, allowUnapproved)
+	verifyManifestFile(rep, pos[0], o)
 	if rep.failed {
 		return &exitError{code: 1, err: errors.New("verify: a check failed")}
 	}
@@ -107,7 +133,7 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func verifyManifestFile(rep *verifyReport, manifestPath string, keys *handle.Keyring, artifact string, allowUnapproved bool) {
+func verifyManifestFile(rep *verifyReport, manifestPath string, o verifyOpts) {
 	f, err := os.Open(manifestPath)
 	if err != nil {
 		rep.fail("manifest: %v", err)
@@ -131,79 +157,47 @@ func verifyManifestFile(rep *verifyReport, manifestPath string, keys *handle.Key
 		return
 	}
 	rep.ok("manifest: %s parsed (%d bytes, %d parts)", manifestPath, m.Bytes, len(m.Parts))
-	verifyManifestSeal(rep, &m, b, keys)
-	verifyDecisionRecord(rep, &m, keys, allowUnapproved)
-	verifyArtifact(rep, &m, manifestPath, artifact)
+	reportKeys(rep, o)
+	verifyManifestSignature(rep, &m, b, o)
+	verifyDecisionRecord(rep, &m, o)
+	verifyArtifact(rep, &m, manifestPath, o.artifact)
 }
 
-// verifyManifestSeal checks the worker's seal over the whole manifest (handle.OpenManifest):
-// without it the digests, approval_required and the record's presence are only as good as the
-// storage the manifest came from.
-func verifyManifestSeal(rep *verifyReport, m *contract.Manifest, raw []byte, keys *handle.Keyring) {
-	if m.ManifestSeal == "" {
-		rep.skip("manifest seal: not sealed (made before manifest seals, or by a worker without resume keys): its digests, approval_required and whether a decision record was removed cannot be checked")
-		return
-	}
-	if keys == nil {
-		rep.fail("manifest seal: no resume keys (--resume-keys-file): the seal is an HMAC, only a holder of the deployment's resume keys can check it")
-		return
-	}
-	kid, _, err := keys.OpenManifest(raw)
-	if err != nil {
-		rep.fail("manifest seal: does not verify with these resume keys (the manifest was altered after the worker wrote it, or other keys)")
-		return
-	}
-	rep.ok("manifest seal: every field of the manifest is as the worker wrote it (key %s)", clean(kid))
-}
-
-// verifyDecisionRecord checks the record against its seal and the manifest's job.
-func verifyDecisionRecord(rep *verifyReport, m *contract.Manifest, keys *handle.Keyring, allowUnapproved bool) {
+// verifyDecisionRecord checks the record against its signature (or, legacy, its HMAC seal)
+// and the manifest's job.
+func verifyDecisionRecord(rep *verifyReport, m *contract.Manifest, o verifyOpts) {
 	d := m.Decision
 	switch {
 	case d == nil && m.ApprovalRequired:
 		rep.fail("decision: the export required approval and the manifest carries no decision record")
 		return
-	case d == nil && !allowUnapproved:
+	case d == nil && !o.allowUnapproved:
 		rep.fail("decision: none recorded (pass --allow-unapproved for an export that never needed one)")
 		return
 	case d == nil:
 		rep.ok("decision: none recorded and the manifest does not say approval was required (accepted: --allow-unapproved)")
 		return
 	}
-	switch {
-	case d.Seal == "":
-		rep.fail("decision seal: the record carries no seal")
-		return
-	case keys == nil:
-		rep.fail("decision seal: no resume keys (--resume-keys-file): the seal is an HMAC, only a holder of the deployment's resume keys can check it")
-		return
-	}
-	// Seals expire minutes after the decision, so an expired one is expected here: the
-	// signature is what counts, and the decision's time is checked against the expiry below.
-	s, err := keys.OpenResume(d.Seal, time.Now())
-	if err != nil && !errors.Is(err, handle.ErrExpired) {
-		rep.fail("decision seal: does not open with these resume keys (forged, altered, or other keys)")
-		return
-	}
-	if field := sealMismatch(s, d); field != "" {
-		rep.fail("decision seal: the record's %s does not match the seal", field)
+	s, label, ok := openRecord(rep, d, o)
+	if !ok {
 		return
 	}
 	who := clean(d.By) + "@" + clean(d.Tenant)
 	if d.Email != "" {
 		who += " <" + clean(d.Email) + ">"
 	}
-	rep.ok("decision seal: %s by %s via %s, scope %s, sealed until %s (key %s)", clean(d.Decision), who, clean(d.Surface),
-		clean(d.ScopeDigest), s.Expiry.UTC().Format(time.RFC3339), sealKID(d.Seal))
+	rep.ok("%s: %s by %s via %s, scope %s, valid until %s", label, clean(d.Decision), who, clean(d.Surface),
+		clean(d.ScopeDigest), s.Expiry.UTC().Format(time.RFC3339))
 	// The record's "at" is written by the worker when the workflow accepted the answer; the
-	// decision seal does not bind it (only its expiry bounds when the answer was made). Say so.
+	// decision's signature does not bind it (its expiry bounds when the answer was made; the
+	// manifest signature binds the whole record). Say so.
 	if d.At.After(s.Expiry) {
-		rep.fail("decision time: recorded at %s, after the decision seal expired (%s)", d.At.UTC().Format(time.RFC3339), s.Expiry.UTC().Format(time.RFC3339))
+		rep.fail("decision time: recorded at %s, after the decision's signature expired (%s)", d.At.UTC().Format(time.RFC3339), s.Expiry.UTC().Format(time.RFC3339))
 		return
 	}
-	rep.ok("decision time: recorded at %s by the worker (not bound by the decision seal, which expires %s)",
+	rep.ok("decision time: recorded at %s by the worker (not bound by the decision's own signature, which expires %s)",
 		d.At.UTC().Format(time.RFC3339), s.Expiry.UTC().Format(time.RFC3339))
-	// The seal names the job; the manifest's object key does too (ExportPrefix: run-scoped
+	// The signature names the job; the manifest's object key does too (ExportPrefix: run-scoped
 	// "exports/runs/<first run>/<job>/", or the legacy "exports/<job>/").
 	prefix := "exports/" + url.PathEscape(d.WorkflowID) + "/"
 	if m.RunID != "" {
@@ -233,7 +227,7 @@ func verifyScopeOf(rep *verifyReport, m *contract.Manifest) {
 	}
 	switch {
 	case digest != m.Decision.ScopeDigest:
-		rep.fail("decision scope: the manifest's scope does not have the sealed scope_digest")
+		rep.fail("decision scope: the manifest's scope does not have the signed scope_digest")
 	case sc.Tenant != m.Decision.Tenant:
 		rep.fail("decision scope: the scope's tenant is not the record's")
 	case !slices.Equal(sc.Columns, m.Columns) || sc.Format != m.Format:

@@ -5,7 +5,9 @@ package handle
 // removed by whoever can write the artifact store alone. The key is derived from the resume
 // key with HKDF under its own info string, so a manifest seal can never be taken for a resume
 // seal or any other token, nor the other way round. It is an HMAC: any holder of the resume
-// keys (frontends, workers, operators) could forge one; asymmetric signing is the follow-up.
+// keys (frontends, workers, operators) could forge one, so workers with signing keys sign
+// manifests with Ed25519 instead (signed.go); this seal is kept for verifying older manifests
+// ("legacy HMAC seal").
 
 import (
 	"bytes"
@@ -35,10 +37,15 @@ func (k *Keyring) manifestKey(kid string) ([]byte, error) {
 	return hkdf.Key(sha256.New, k.keys[kid], nil, manifestHKDFInfo, 32)
 }
 
-// canonicalManifest is the manifest's JSON without its seal field, with object keys sorted
-// and numbers kept as written: the worker and verify compute it the same way from the bytes,
-// whatever struct either decodes them into.
+// canonicalManifest is the manifest's JSON without its seal field (canonicalWithout).
 func canonicalManifest(manifestJSON []byte) ([]byte, error) {
+	return canonicalWithout(manifestJSON, ManifestSealField)
+}
+
+// canonicalWithout is the JSON object without its field, with object keys sorted and numbers
+// kept as written: the worker and verify compute it the same way from the bytes, whatever
+// struct either decodes them into.
+func canonicalWithout(manifestJSON []byte, field string) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(manifestJSON))
 	dec.UseNumber()
 	var v map[string]any
@@ -48,7 +55,7 @@ func canonicalManifest(manifestJSON []byte) ([]byte, error) {
 	if dec.More() {
 		return nil, errors.New("manifest: trailing data after the JSON object")
 	}
-	delete(v, ManifestSealField)
+	delete(v, field)
 	return json.Marshal(v) // maps marshal with sorted keys
 }
 

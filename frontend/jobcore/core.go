@@ -134,6 +134,10 @@ type Options struct {
 	// update validator opens the seal with the same keys. Required; a keyring of its own (never
 	// the handle keys), held only by frontends and workers.
 	ResumeKeys *handle.Keyring
+	// SigningKeys sign each answer's decision record with Ed25519 (resumeseal.Sign), and their
+	// public half is served at /.well-known/jobgate-signing-keys; give the workers the same ring.
+	// Nil: records are unsigned (jobgate verify fails them) and the key set is not served.
+	SigningKeys *handle.SigningKeyring
 	// ResourceURI is this server's OAuth resource identifier (tokens' aud), e.g. "http://localhost:8080/mcp". Required.
 	ResourceURI string
 	// AuthorizationServers are advertised in RFC 9728 metadata. Defaults to none.

@@ -132,7 +132,11 @@ func (f *Core) ResumeJob(ctx context.Context, p authz.Principal, j *jobstore.Job
 	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,
 		Decision: in.Decision, Comment: in.Comment, Surface: who.Surface, SignedInWith: who.SignedInWith,
 		Identity: who.id, Meaning: meaning}
-	req.Seal = resumeseal.Seal(f.Opts.ResumeKeys, j.ID, j.RunID, req, f.Opts.Now().Add(ResumeSealTTL).Truncate(time.Second))
+	expiry := f.Opts.Now().Add(ResumeSealTTL).Truncate(time.Second)
+	req.Seal = resumeseal.Seal(f.Opts.ResumeKeys, j.ID, j.RunID, req, expiry)
+	// The same fields, signed for auditors (the decision record's signature); none without
+	// signing keys, and the record then fails `jobgate verify`.
+	req.Signature = resumeseal.Sign(f.Opts.SigningKeys, j.ID, j.RunID, req, expiry)
 	if req.Seal == "" {
 		// Only an oversized principal or a describe without a run ID gets here; the worker would
 		// refuse the unsealed request anyway.

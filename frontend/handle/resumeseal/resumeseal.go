@@ -18,16 +18,30 @@ import (
 // each sealed field against the request. "" when req cannot be sealed (see handle.SealResume).
 // Exported for the tests and history generators that play a frontend.
 func Seal(keys *handle.Keyring, workflowID, runID string, req workflows.ResumeRequest, expiry time.Time) string {
+	return keys.SealResume(resumeOf(workflowID, runID, req, expiry))
+}
+
+// Sign is the Ed25519 decision signature over the same fields and expiry as Seal, with the
+// signing keys (req.Signature, the decision record's signature): what lets an auditor check the
+// record with the published public keys alone. "" when keys is nil or req cannot be signed.
+func Sign(keys *handle.SigningKeyring, workflowID, runID string, req workflows.ResumeRequest, expiry time.Time) string {
+	if keys == nil {
+		return ""
+	}
+	return keys.SignDecision(resumeOf(workflowID, runID, req, expiry))
+}
+
+func resumeOf(workflowID, runID string, req workflows.ResumeRequest, expiry time.Time) handle.Resume {
 	p := req.Principal
 	scopes := make([]string, len(p.Scopes))
 	for i, s := range p.Scopes {
 		scopes[i] = string(s)
 	}
-	return keys.SealResume(handle.Resume{WorkflowID: workflowID, RunID: runID, InputID: req.InputID,
+	return handle.Resume{WorkflowID: workflowID, RunID: runID, InputID: req.InputID,
 		ScopeDigest: req.ScopeDigest, Tenant: p.Tenant, Subject: p.Subject, Scopes: scopes, Decision: req.Decision,
 		CommentDigest: workflows.CommentDigest(req.Comment), Surface: req.Surface, SignedInWith: req.SignedInWith,
 		Issuer: req.Issuer, Name: req.Name, Email: req.Email, AuthTime: req.AuthTime, AMR: req.AMR, ACR: req.ACR,
-		MeaningDigest: workflows.MeaningDigest(req.Meaning), Expiry: expiry})
+		MeaningDigest: workflows.MeaningDigest(req.Meaning), Expiry: expiry}
 }
 
 // ResumeVerifier opens resume seals made with keys (the resume keys) for the workflows'
