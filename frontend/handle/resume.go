@@ -26,7 +26,7 @@ const (
 
 var (
 	resumeFormat = format{ResumePrefix, resumeLabel, MaxResumeLen}
-	resumeKind   = kind[Resume, resumeWire]{&resumeFormat, "resume"}
+	resumeKind   = kind[Resume, resumeWire]{&resumeFormat, "handle: resume seal", "resume"}
 )
 
 // Resume is the seal a frontend puts on every answer it sends to a job (resume_*, an MRTR
@@ -161,9 +161,6 @@ func (r Resume) validateFields() error {
 		if !validString(s) {
 			return errors.New("handle: resume seal scope is empty or not UTF-8")
 		}
-	}
-	if !validExpiry(r.Expiry) {
-		return errors.New("handle: resume seal expiry is zero or out of range")
 	}
 	return nil
 }

@@ -44,8 +44,8 @@ const (
 var (
 	sessionAEAD    = &aeadSealer{SessionPrefix, sessionEncInfo, sessionNonceInfo, MaxSessionLen}
 	loginStateAEAD = &aeadSealer{LoginStatePrefix, loginStateEncInfo, loginStateNonceInfo, MaxLoginStateLen}
-	sessionKind    = kind[Session, sessionWire]{sessionAEAD, "session"}
-	loginStateKind = kind[LoginState, loginStateWire]{loginStateAEAD, "login state"}
+	sessionKind    = kind[Session, sessionWire]{sessionAEAD, "handle: session", "session"}
+	loginStateKind = kind[LoginState, loginStateWire]{loginStateAEAD, "handle: login state", "login state"}
 )
 
 // Session is a person signed in to jobgate's pages. Everything in it comes from tokens the
@@ -142,9 +142,6 @@ func (s Session) validateFields() error {
 	if !s.AuthTime.IsZero() && !validExpiry(s.AuthTime) {
 		return errors.New("handle: session auth time is out of range")
 	}
-	if !validExpiry(s.Expiry) {
-		return errors.New("handle: session expiry is zero or out of range")
-	}
 	return nil
 }
 
@@ -209,9 +206,6 @@ func (l LoginState) validateFields() error {
 	}
 	if l.MaxAge < 0 || l.MaxAge%time.Second != 0 || l.MaxAge > maxMaxAge*time.Second {
 		return errors.New("handle: login state max age is negative, not whole seconds or over a year")
-	}
-	if !validExpiry(l.Expiry) {
-		return errors.New("handle: login state expiry is zero or out of range")
 	}
 	return nil
 }
