@@ -209,6 +209,41 @@ func requireStrings(what string, fields ...field) error {
 	return nil
 }
 
+// optionalStrings checks fields that may be "" (unknown) in the order given and returns
+// "<what> <name> is not UTF-8" for the first that is not.
+func optionalStrings(what string, fields ...field) error {
+	for _, f := range fields {
+		if !utf8.ValidString(f.value) {
+			return fmt.Errorf("%s %s is not UTF-8", what, f.name)
+		}
+	}
+	return nil
+}
+
+// A list is one []string field of a sealable: at most max values, none empty, all UTF-8 (so
+// the JSON round trip is exact). Its errors name it "<what> has <n> <plural>, limit <max>" and
+// "<what> <singular> is empty or not UTF-8".
+type list struct {
+	plural, singular string
+	values           []string
+	max              int
+}
+
+// requireLists checks lists in the order given, like requireStrings.
+func requireLists(what string, lists ...list) error {
+	for _, l := range lists {
+		if len(l.values) > l.max {
+			return fmt.Errorf("%s has %d %s, limit %d", what, len(l.values), l.plural, l.max)
+		}
+		for _, v := range l.values {
+			if !validString(v) {
+				return fmt.Errorf("%s %s is empty or not UTF-8", what, l.singular)
+			}
+		}
+	}
+	return nil
+}
+
 func validExpiry(t time.Time) bool { return validUnix(t.Unix()) }
 
 func validUnix(u int64) bool { return u >= 1 && u <= maxUnixSeconds }
