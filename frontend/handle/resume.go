@@ -140,8 +140,8 @@ func (r Resume) validateFields() error {
 	if r.MeaningDigest != "" && !validDigest(r.MeaningDigest) {
 		return errors.New("handle: resume seal meaning digest is not 64 lowercase hex digits (SHA-256)")
 	}
-	if !r.AuthTime.IsZero() && !validExpiry(r.AuthTime) {
-		return errors.New("handle: resume seal auth_time is out of range")
+	if err := optionalTime("handle: resume seal", "auth_time", r.AuthTime); err != nil {
+		return err
 	}
 	return requireLists("handle: resume seal", list{"amr values", "amr value", r.AMR, maxResumeAMR},
 		list{"scopes", "scope", r.Scopes, maxResumeScopes})

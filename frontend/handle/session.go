@@ -127,10 +127,7 @@ func (s Session) validateFields() error {
 		list{"amr values", "amr value", s.AMR, maxSessionList}); err != nil {
 		return err
 	}
-	if !s.AuthTime.IsZero() && !validExpiry(s.AuthTime) {
-		return errors.New("handle: session auth time is out of range")
-	}
-	return nil
+	return optionalTime("handle: session", "auth time", s.AuthTime)
 }
 
 // Validate reports whether SealSession can seal s: fields set and valid, within MaxSessionLen.

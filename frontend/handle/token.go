@@ -244,6 +244,15 @@ func requireLists(what string, lists ...list) error {
 	return nil
 }
 
+// optionalTime checks a time that may be zero (unknown), such as an auth_time, against the
+// expiry's range: "<what> <name> is out of range".
+func optionalTime(what, name string, t time.Time) error {
+	if !t.IsZero() && !validExpiry(t) {
+		return fmt.Errorf("%s %s is out of range", what, name)
+	}
+	return nil
+}
+
 func validExpiry(t time.Time) bool { return validUnix(t.Unix()) }
 
 func validUnix(u int64) bool { return u >= 1 && u <= maxUnixSeconds }
