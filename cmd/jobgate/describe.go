@@ -19,7 +19,7 @@ func runJobsDescribe(args []string, stdout, stderr io.Writer) error {
 		"For the job's owner and jobs:admin holders (admins see recorded error messages, owners their types).", stderr)
 	c.BoolVar(&asJSON, "json", false, "print the describe_job result as JSON, unchanged")
 	c.IntVar(&maxLines, "max-lines", 0, fmt.Sprintf("most timeline lines, %d-%d (server default %d)", wire.StoryLinesMin, wire.StoryLinesMax, wire.StoryLinesDefault))
-	h, cl, err := c.connect(args)
+	h, cl, err := c.connectJob(args)
 	if err != nil {
 		return err
 	}

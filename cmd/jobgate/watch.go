@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -21,7 +19,7 @@ func runJobsGet(args []string, stdout, stderr io.Writer) error {
 	c := newJobCommand("jobs get", "Prints one job (get_export or get_eval, whichever the handle names): status, progress,\n"+
 		"its open input request, error or result.", stderr)
 	c.BoolVar(&asJSON, "json", false, "print the job view as JSON (the get_* result, unchanged)")
-	h, cl, err := c.connect(args)
+	h, cl, err := c.connectJob(args)
 	if err != nil {
 		return err
 	}
@@ -35,44 +33,6 @@ func runJobsGet(args []string, stdout, stderr io.Writer) error {
 	}
 	printJob(stdout, j, cl.tenant(), time.Now())
 	return nil
-}
-
-// A jobCommand is a command about one job, "jobgate jobs <verb> <handle>" (get, watch,
-// describe, download, episodes): its flag set with the connection flags registered, and the
-// parsing of its one handle. Each command adds its own flags to the set.
-type jobCommand struct {
-	*flag.FlagSet
-	conn connFlags
-}
-
-func newJobCommand(name, summary string, stderr io.Writer) *jobCommand {
-	c := &jobCommand{FlagSet: newFlagSet(name+" <handle>", summary, stderr)}
-	c.conn.register(c.FlagSet, name)
-	return c
-}
-
-// handle parses args (flags may follow the handle) and returns the one positional handle.
-func (c *jobCommand) handle(args []string) (string, error) {
-	pos, err := parseInterspersed(c.FlagSet, args)
-	if err != nil {
-		return "", err
-	}
-	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
-		c.Usage()
-		return "", fmt.Errorf("%s: want exactly one handle, got %d arguments", c.conn.cmd, len(pos))
-	}
-	return strings.TrimSpace(pos[0]), nil
-}
-
-// connect is handle, then the connection, for the commands with nothing of their own to check
-// in between.
-func (c *jobCommand) connect(args []string) (string, *client, error) {
-	h, err := c.handle(args)
-	if err != nil {
-		return "", nil, err
-	}
-	cl, err := c.conn.connect()
-	return h, cl, err
 }
 
 // terminal reports whether a job status is final.
