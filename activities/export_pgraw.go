@@ -76,11 +76,19 @@ func decodePGText(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
 	return *scratch, kindString, nil
 }
 
-func decodePGInt(size int) pgCellDecoder {
+// pgBinary is the decoder of a binary-format type whose values are size bytes: dec is called
+// with exactly that many, and any other length is an error naming the type, as pgx's is.
+func pgBinary(name string, size int, dec pgCellDecoder) pgCellDecoder {
 	return func(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
 		if len(src) != size {
-			return nil, 0, fmt.Errorf("invalid length for int%d: %d", size, len(src))
+			return nil, 0, fmt.Errorf("invalid length for %s: %d", name, len(src))
 		}
+		return dec(scratch, src)
+	}
+}
+
+func decodePGInt(size int) pgCellDecoder {
+	return pgBinary("int"+strconv.Itoa(size), size, func(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
 		var n int64
 		switch size {
 		case 2:
@@ -92,45 +100,33 @@ func decodePGInt(size int) pgCellDecoder {
 		}
 		*scratch = strconv.AppendInt((*scratch)[:0], n, 10)
 		return *scratch, kindBare, nil
-	}
+	})
 }
 
-func decodePGBool(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
-	if len(src) != 1 {
-		return nil, 0, fmt.Errorf("invalid length for bool: %d", len(src))
-	}
+var decodePGBool = pgBinary("bool", 1, func(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
 	*scratch = strconv.AppendBool((*scratch)[:0], src[0] == 1)
 	return *scratch, kindBare, nil
-}
+})
 
 // decodePGFloat4: database/sql hands a float4 over as a float64, so it is written with
 // float64's shortest form (0.1f is 0.10000000149011612), as that path writes it.
-func decodePGFloat4(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
-	if len(src) != 4 {
-		return nil, 0, fmt.Errorf("invalid length for float4: %d", len(src))
-	}
+var decodePGFloat4 = pgBinary("float4", 4, func(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
 	s, k := formatFloat(float64(math.Float32frombits(binary.BigEndian.Uint32(src))), 64)
 	*scratch = append((*scratch)[:0], s...)
 	return *scratch, k, nil
-}
+})
 
-func decodePGFloat8(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
-	if len(src) != 8 {
-		return nil, 0, fmt.Errorf("invalid length for float8: %d", len(src))
-	}
+var decodePGFloat8 = pgBinary("float8", 8, func(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
 	s, k := formatFloat(math.Float64frombits(binary.BigEndian.Uint64(src)), 64)
 	*scratch = append((*scratch)[:0], s...)
 	return *scratch, k, nil
-}
+})
 
 // pgEpoch is PostgreSQL's day and microsecond zero, 2000-01-01 UTC.
 var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // decodePGDate: days since 2000-01-01 as YYYY-MM-DD; ±infinity as pgx names them.
-func decodePGDate(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
-	if len(src) != 4 {
-		return nil, 0, fmt.Errorf("invalid length for date: %d", len(src))
-	}
+var decodePGDate = pgBinary("date", 4, func(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
 	switch days := int32(binary.BigEndian.Uint32(src)); days {
 	case math.MaxInt32, math.MinInt32:
 		return pgInfinity(scratch, days < 0)
@@ -145,7 +141,7 @@ func decodePGDate(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
 		*scratch = t.AppendFormat((*scratch)[:0], time.DateOnly)
 		return *scratch, kindString, nil
 	}
-}
+})
 
 // pgInfinity is the text of a date or timestamp at its type's extreme: infinity, or -infinity
 // when negative, as pgx names them.
@@ -160,10 +156,7 @@ func pgInfinity(scratch *[]byte, negative bool) ([]byte, valueKind, error) {
 
 // decodePGTimestamp: microseconds since 2000-01-01 (UTC for timestamptz, wall time read as
 // UTC for timestamp, as pgx reads both) in RFC 3339 with nanoseconds, UTC.
-func decodePGTimestamp(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
-	if len(src) != 8 {
-		return nil, 0, fmt.Errorf("invalid length for timestamp: %d", len(src))
-	}
+var decodePGTimestamp = pgBinary("timestamp", 8, func(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
 	switch us := int64(binary.BigEndian.Uint64(src)); us {
 	case math.MaxInt64, math.MinInt64:
 		return pgInfinity(scratch, us < 0)
@@ -173,7 +166,7 @@ func decodePGTimestamp(scratch *[]byte, src []byte) ([]byte, valueKind, error) {
 		*scratch = t.UTC().AppendFormat((*scratch)[:0], time.RFC3339Nano)
 		return *scratch, kindString, nil
 	}
-}
+})
 
 // pgRawRows reads a query's rows as raw wire values and feeds them to a rowEncoder.
 type pgRawRows struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -45,18 +44,13 @@ func runApprovals(args []string, stdout, stderr io.Writer) error {
 const maxPages = 10000
 
 func runApprovalsList(args []string, stdout, stderr io.Writer) error {
-	var conn connFlags
 	var kind string
 	var asJSON bool
-	fs := newFlagSet("approvals list", "Lists the jobs of your tenant whose open input request you may answer (list_approvals, all pages):\n"+
+	c := newClientCommand("approvals list", "Lists the jobs of your tenant whose open input request you may answer (list_approvals, all pages):\n"+
 		"who asked, what exactly (dataset, columns, purpose, …), the prompt and when it expires.", stderr)
-	conn.register(fs, "approvals list")
-	fs.StringVar(&kind, "kind", "", "only this kind: export or eval")
-	fs.BoolVar(&asJSON, "json", false, "print the rows as JSON (the list_approvals rows, unchanged)")
-	if err := noArgs(fs, args); err != nil {
-		return err
-	}
-	cl, err := conn.connect()
+	c.StringVar(&kind, "kind", "", "only this kind: export or eval")
+	c.BoolVar(&asJSON, "json", false, "print the rows as JSON (the list_approvals rows, unchanged)")
+	cl, err := c.connect(args)
 	if err != nil {
 		return err
 	}
@@ -115,23 +109,22 @@ func runApprovalsList(args []string, stdout, stderr io.Writer) error {
 }
 
 func runApprovalsAnswer(args []string, decision string, stdout, stderr io.Writer) error {
-	var conn connFlags
 	var comment string
 	name := "approvals " + decision
-	fs := newFlagSet(name+" <handle>", "Reads the job (get_*), prints the open input request being answered, then answers it\n"+
+	c := newJobCommand(name, "Reads the job (get_*), prints the open input request being answered, then answers it\n"+
 		"(resume_*) with decision "+decision+" for exactly that input_id and scope_digest.", stderr)
-	conn.register(fs, name)
-	fs.StringVar(&comment, "comment", "", "note recorded with your decision (at most 1000 characters)")
-	pos, err := parseInterspersed(fs, args)
+	c.StringVar(&comment, "comment", "", "note recorded with your decision (at most 1000 characters)")
+	// Not c.handle: the handle goes to the server as given, untrimmed.
+	pos, err := parseInterspersed(c.FlagSet, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		fs.Usage()
+		c.Usage()
 		return fmt.Errorf("%s: want exactly one handle, got %d arguments", name, len(pos))
 	}
 	h := pos[0]
-	cl, err := conn.connect()
+	cl, err := c.conn.connect()
 	if err != nil {
 		return err
 	}
@@ -171,26 +164,6 @@ func runApprovalsAnswer(args []string, decision string, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "  %s: %s\n", clean(after.Error.Code), clean(after.Error.Message))
 	}
 	return nil
-}
-
-// parseInterspersed parses flags before and after positional arguments ("approve <handle>
-// --comment x"), which flag.Parse alone stops at; everything after "--" is positional.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
 }
 
 // printApprovals prints the jobs awaiting the caller's answer (tenant: the caller's), each

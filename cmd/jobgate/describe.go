@@ -12,20 +12,14 @@ import (
 // runJobsDescribe implements "jobgate jobs describe <handle>": the job's timeline from its
 // history (describe_job), for engineers without Web UI access.
 func runJobsDescribe(args []string, stdout, stderr io.Writer) error {
-	var conn connFlags
 	var asJSON bool
 	var maxLines int
-	fs := newFlagSet("jobs describe <handle>", "Prints a job's timeline from its Temporal history (describe_job): who started it, the\n"+
+	c := newJobCommand("jobs describe", "Prints a job's timeline from its Temporal history (describe_job): who started it, the\n"+
 		"approval it waited for and who answered where, parts or episodes, retries and their errors, the end.\n"+
 		"For the job's owner and jobs:admin holders (admins see recorded error messages, owners their types).", stderr)
-	conn.register(fs, "jobs describe")
-	fs.BoolVar(&asJSON, "json", false, "print the describe_job result as JSON, unchanged")
-	fs.IntVar(&maxLines, "max-lines", 0, fmt.Sprintf("most timeline lines, %d-%d (server default %d)", wire.StoryLinesMin, wire.StoryLinesMax, wire.StoryLinesDefault))
-	h, err := oneHandle(fs, args, "jobs describe")
-	if err != nil {
-		return err
-	}
-	cl, err := conn.connect()
+	c.BoolVar(&asJSON, "json", false, "print the describe_job result as JSON, unchanged")
+	c.IntVar(&maxLines, "max-lines", 0, fmt.Sprintf("most timeline lines, %d-%d (server default %d)", wire.StoryLinesMin, wire.StoryLinesMax, wire.StoryLinesDefault))
+	h, cl, err := c.connectJob(args)
 	if err != nil {
 		return err
 	}

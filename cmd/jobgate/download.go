@@ -22,23 +22,21 @@ import (
 )
 
 func runJobsDownload(args []string, stdout, stderr io.Writer) error {
-	var conn connFlags
 	var out string
 	var force, useLink bool
-	fs := newFlagSet("jobs download <handle>", "Downloads a succeeded export's gzip file: reads a fresh download link (get_export), GETs it\n"+
+	c := newJobCommand("jobs download", "Downloads a succeeded export's gzip file: reads a fresh download link (get_export), GETs it\n"+
 		"with your bearer token, writes a temporary file next to the output and renames it only once\n"+
 		"its SHA-256 matches the export's manifest (and the server's Repr-Digest).", stderr)
-	conn.register(fs, "jobs download")
-	fs.StringVar(&out, "o", "", "output file, or an existing directory (default: the export's file_name in the current directory)")
-	fs.BoolVar(&force, "force", false, "overwrite the output file if it exists")
-	fs.BoolVar(&useLink, "use-link-host", false, "GET download_url exactly as the server built it, instead of from --url's host")
-	h, err := oneHandle(fs, args, "jobs download")
+	c.StringVar(&out, "o", "", "output file, or an existing directory (default: the export's file_name in the current directory)")
+	c.BoolVar(&force, "force", false, "overwrite the output file if it exists")
+	c.BoolVar(&useLink, "use-link-host", false, "GET download_url exactly as the server built it, instead of from --url's host")
+	h, err := c.handle(args)
 	if err != nil {
 		return err
 	}
 	ctx, stop := untilInterrupted()
 	defer stop()
-	cl, err := conn.connect()
+	cl, err := c.conn.connect()
 	if err != nil {
 		return err
 	}

@@ -15,21 +15,19 @@ import (
 // episodes through list_episodes, every page to the end of what has finished.
 func runJobsEpisodes(args []string, stdout, stderr io.Writer) error {
 	var (
-		conn           connFlags
 		failed, asJSON bool
 		status, cursor string
 		pageSize       int
 	)
-	fs := newFlagSet("jobs episodes <handle>", "Prints an eval run's finished episodes (list_episodes), in the order they finished:\n"+
+	c := newJobCommand("jobs episodes", "Prints an eval run's finished episodes (list_episodes), in the order they finished:\n"+
 		"index, status (passed, failed, errored), score, attempts, duration and error. Readable while the run goes on:\n"+
 		"it then ends with a cursor to continue from (--cursor) once more episodes have finished.", stderr)
-	conn.register(fs, "jobs episodes")
-	fs.BoolVar(&failed, "failed", false, "only failed episodes (same as --status failed)")
-	fs.StringVar(&status, "status", "", "only episodes with this status: passed, failed or errored")
-	fs.IntVar(&pageSize, "page-size", 100, "episodes per list_episodes call, 1-100")
-	fs.StringVar(&cursor, "cursor", "", "continue from this cursor (same handle, status and page size)")
-	fs.BoolVar(&asJSON, "json", false, "print one JSON object per episode (JSON Lines), as the server sent it")
-	h, err := oneHandle(fs, args, "jobs episodes")
+	c.BoolVar(&failed, "failed", false, "only failed episodes (same as --status failed)")
+	c.StringVar(&status, "status", "", "only episodes with this status: passed, failed or errored")
+	c.IntVar(&pageSize, "page-size", 100, "episodes per list_episodes call, 1-100")
+	c.StringVar(&cursor, "cursor", "", "continue from this cursor (same handle, status and page size)")
+	c.BoolVar(&asJSON, "json", false, "print one JSON object per episode (JSON Lines), as the server sent it")
+	h, err := c.handle(args)
 	if err != nil {
 		return err
 	}
@@ -39,7 +37,7 @@ func runJobsEpisodes(args []string, stdout, stderr io.Writer) error {
 		}
 		status = "failed"
 	}
-	cl, err := conn.connect()
+	cl, err := c.conn.connect()
 	if err != nil {
 		return err
 	}

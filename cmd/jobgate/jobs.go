@@ -38,7 +38,6 @@ func runJobs(args []string, stdout, stderr io.Writer) error {
 }
 
 type jobsListFlags struct {
-	conn                 connFlags
 	kind, status, cursor string
 	pageSize             int
 	allPages             bool
@@ -46,17 +45,13 @@ type jobsListFlags struct {
 
 func runJobsList(args []string, stdout, stderr io.Writer) error {
 	var c jobsListFlags
-	fs := newFlagSet("jobs list", "Lists jobs via list_jobs on the MCP endpoint and prints a table and the next cursor.", stderr)
-	c.conn.register(fs, "jobs list")
-	fs.StringVar(&c.kind, "kind", "", "only this kind: eval or export")
-	fs.StringVar(&c.status, "status", "", "only this status: queued, running, awaiting_input, succeeded, failed, cancelling, cancelled")
-	fs.IntVar(&c.pageSize, "page-size", 0, "rows per page, 1-100 (server default 20)")
-	fs.StringVar(&c.cursor, "cursor", "", "continue from this next cursor (same --kind, --status and --page-size)")
-	fs.BoolVar(&c.allPages, "all-pages", false, "follow next cursors to the end")
-	if err := noArgs(fs, args); err != nil {
-		return err
-	}
-	cl, err := c.conn.connect()
+	cmd := newClientCommand("jobs list", "Lists jobs via list_jobs on the MCP endpoint and prints a table and the next cursor.", stderr)
+	cmd.StringVar(&c.kind, "kind", "", "only this kind: eval or export")
+	cmd.StringVar(&c.status, "status", "", "only this status: queued, running, awaiting_input, succeeded, failed, cancelling, cancelled")
+	cmd.IntVar(&c.pageSize, "page-size", 0, "rows per page, 1-100 (server default 20)")
+	cmd.StringVar(&c.cursor, "cursor", "", "continue from this next cursor (same --kind, --status and --page-size)")
+	cmd.BoolVar(&c.allPages, "all-pages", false, "follow next cursors to the end")
+	cl, err := cmd.connect(args)
 	if err != nil {
 		return err
 	}

@@ -121,18 +121,6 @@ func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
 	return app.CommandFlags(name, "Usage: jobgate "+name+" [flags]\n\n"+summary+"\n", stderr)
 }
 
-// noArgs parses args into fs (a newFlagSet) and refuses any positional argument: the command
-// takes flags only.
-func noArgs(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
-	}
-	return nil
-}
-
 // A subcommand is one command of a group ("jobgate jobs list"): its names (the first is the
 // one an unknown command's error lists) and what runs it.
 type subcommand struct {

@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -17,17 +15,11 @@ import (
 )
 
 func runJobsGet(args []string, stdout, stderr io.Writer) error {
-	var conn connFlags
 	var asJSON bool
-	fs := newFlagSet("jobs get <handle>", "Prints one job (get_export or get_eval, whichever the handle names): status, progress,\n"+
+	c := newJobCommand("jobs get", "Prints one job (get_export or get_eval, whichever the handle names): status, progress,\n"+
 		"its open input request, error or result.", stderr)
-	conn.register(fs, "jobs get")
-	fs.BoolVar(&asJSON, "json", false, "print the job view as JSON (the get_* result, unchanged)")
-	h, err := oneHandle(fs, args, "jobs get")
-	if err != nil {
-		return err
-	}
-	cl, err := conn.connect()
+	c.BoolVar(&asJSON, "json", false, "print the job view as JSON (the get_* result, unchanged)")
+	h, cl, err := c.connectJob(args)
 	if err != nil {
 		return err
 	}
@@ -41,19 +33,6 @@ func runJobsGet(args []string, stdout, stderr io.Writer) error {
 	}
 	printJob(stdout, j, cl.tenant(), time.Now())
 	return nil
-}
-
-// oneHandle parses fs (flags may follow the handle) and returns the one positional handle.
-func oneHandle(fs *flag.FlagSet, args []string, cmd string) (string, error) {
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return "", err
-	}
-	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
-		fs.Usage()
-		return "", fmt.Errorf("%s: want exactly one handle, got %d arguments", cmd, len(pos))
-	}
-	return strings.TrimSpace(pos[0]), nil
 }
 
 // terminal reports whether a job status is final.
@@ -72,15 +51,13 @@ func isTTY(w io.Writer) bool {
 const watchRetries = 8
 
 func runJobsWatch(args []string, stdout, stderr io.Writer) error {
-	var conn connFlags
 	var interval, timeout time.Duration
-	fs := newFlagSet("jobs watch <handle>", "Polls the job (get_*) until it succeeds, fails or is cancelled, honoring the server's\n"+
+	c := newJobCommand("jobs watch", "Polls the job (get_*) until it succeeds, fails or is cancelled, honoring the server's\n"+
 		"poll_after_ms. On a terminal: a progress bar; otherwise one line 'status done/total unit message'\n"+
 		"whenever something changed. Exit status 0 if the job succeeded, 1 if it failed or was cancelled.", stderr)
-	conn.register(fs, "jobs watch")
-	fs.DurationVar(&interval, "interval", time.Second, "least time between polls (the server's poll_after_ms may ask for more)")
-	fs.DurationVar(&timeout, "timeout", 0, "give up after this long (0: never); the job goes on either way")
-	h, err := oneHandle(fs, args, "jobs watch")
+	c.DurationVar(&interval, "interval", time.Second, "least time between polls (the server's poll_after_ms may ask for more)")
+	c.DurationVar(&timeout, "timeout", 0, "give up after this long (0: never); the job goes on either way")
+	h, err := c.handle(args)
 	if err != nil {
 		return err
 	}
@@ -94,7 +71,7 @@ func runJobsWatch(args []string, stdout, stderr io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	cl, err := conn.connect()
+	cl, err := c.conn.connect()
 	if err != nil {
 		return err
 	}
@@ -146,7 +123,7 @@ func runJobsWatch(args []string, stdout, stderr io.Writer) error {
 			if te == nil {
 				// A transport error: start a fresh session (the server keeps none; this is only
 				// the client's connection).
-				if nc, cerr := conn.connect(); cerr == nil {
+				if nc, cerr := c.conn.connect(); cerr == nil {
 					_ = cl.Close()
 					cl = nc
 				}

@@ -144,15 +144,13 @@ JOBGATE_TOKEN, else the 'jobgate login' of --url, refreshed first if it expired)
 read without verifying the signature: this is a display; the server verifies it on every call.`
 
 func runWhoami(args []string, stdout, stderr io.Writer) error {
-	var conn connFlags
 	var asJSON bool
-	fs := newFlagSet("whoami", whoamiSummary, stderr)
-	conn.register(fs, "whoami")
-	fs.BoolVar(&asJSON, "json", false, "print the claims as JSON")
-	if err := noArgs(fs, args); err != nil {
+	c := newClientCommand("whoami", whoamiSummary, stderr)
+	c.BoolVar(&asJSON, "json", false, "print the claims as JSON")
+	if err := noArgs(c.FlagSet, args); err != nil {
 		return err
 	}
-	src, err := conn.tokenSource()
+	src, err := c.conn.tokenSource()
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ type aeadSealer struct {
 
 var (
 	cursorAEAD = &aeadSealer{CursorPrefix, cursorEncInfo, cursorNonceInfo, MaxCursorLen}
-	cursorKind = kind[Cursor, cursorWire]{cursorAEAD, "cursor"}
+	cursorKind = kind[Cursor, cursorWire]{cursorAEAD, "handle: cursor", "cursor"}
 )
 
 // aeadSealers are the encrypted kinds; NewKeyring derives each one's keys once per key.
@@ -190,12 +190,9 @@ func (c Cursor) validateFields() error {
 		field{"filter fingerprint", c.Filter}); err != nil {
 		return err
 	}
-	switch {
-	case len(c.PageToken) == 0:
+	if len(c.PageToken) == 0 {
 		// A cursor without a page token would silently restart the listing.
 		return errors.New("handle: cursor page token is empty")
-	case !validExpiry(c.Expiry):
-		return errors.New("handle: cursor expiry is zero or out of range")
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ const (
 
 var (
 	downloadFormat = format{DownloadPrefix, downloadLabel, MaxDownloadLen}
-	downloadKind   = kind[Download, downloadWire]{&downloadFormat, "download token"}
+	downloadKind   = kind[Download, downloadWire]{&downloadFormat, "handle: download", "download token"}
 )
 
 // Download is a short-lived link to one artifact of one job, for
@@ -79,11 +79,8 @@ func (d Download) validateFields() error {
 		field{"subject", d.Subject}); err != nil {
 		return err
 	}
-	switch {
-	case !validDigest(d.Digest):
+	if !validDigest(d.Digest) {
 		return errors.New("handle: download digest is not 64 lowercase hex digits (SHA-256)")
-	case !validExpiry(d.Expiry):
-		return errors.New("handle: download expiry is zero or out of range")
 	}
 	return nil
 }

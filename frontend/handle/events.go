@@ -34,7 +34,7 @@ const (
 
 var (
 	eventPosAEAD = &aeadSealer{EventPosPrefix, eventPosEncInfo, eventPosNonceInfo, MaxEventPosLen}
-	eventPosKind = kind[EventPos, eventPosWire]{eventPosAEAD, "event position"}
+	eventPosKind = kind[EventPos, eventPosWire]{eventPosAEAD, "handle: event position", "event position"}
 )
 
 // EventPos is a stream's position in the histories of the jobs it watches.
@@ -99,11 +99,8 @@ func (p EventPos) validateFields() error {
 		field{"target", p.Target}); err != nil {
 		return err
 	}
-	switch {
-	case len(p.Jobs) == 0 || len(p.Jobs) > MaxEventPosJobs:
+	if len(p.Jobs) == 0 || len(p.Jobs) > MaxEventPosJobs {
 		return fmt.Errorf("handle: event position names %d jobs, want 1-%d", len(p.Jobs), MaxEventPosJobs)
-	case !validExpiry(p.Expiry):
-		return errors.New("handle: event position expiry is zero or out of range")
 	}
 	for i, j := range p.Jobs {
 		if err := j.validate(); err != nil {

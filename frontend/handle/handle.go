@@ -3,7 +3,6 @@ package handle
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net/url"
 	"time"
@@ -29,7 +28,7 @@ const maxKindLen = 32
 
 var (
 	handleFormat = format{HandlePrefix, handleLabel, MaxHandleLen}
-	handleKind   = kind[Handle, handleWire]{&handleFormat, "handle"}
+	handleKind   = kind[Handle, handleWire]{&handleFormat, "handle:", "handle"}
 )
 
 // validKind reports whether k matches ^[a-z][a-z0-9_]{0,31}$. Which kinds
@@ -76,11 +75,8 @@ func (h Handle) validateFields() error {
 	if err := requireStrings("handle:", field{"tenant", h.Tenant}, field{"workflow ID", h.WorkflowID}); err != nil {
 		return err
 	}
-	switch {
-	case !validKind(h.Kind):
+	if !validKind(h.Kind) {
 		return fmt.Errorf("handle: kind must match ^[a-z][a-z0-9_]{0,%d}$", maxKindLen-1)
-	case !validExpiry(h.Expiry):
-		return errors.New("handle: expiry is zero or out of range")
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package handle
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -26,7 +25,7 @@ const (
 
 var (
 	resumeFormat = format{ResumePrefix, resumeLabel, MaxResumeLen}
-	resumeKind   = kind[Resume, resumeWire]{&resumeFormat, "resume"}
+	resumeKind   = kind[Resume, resumeWire]{&resumeFormat, "handle: resume seal", "resume"}
 )
 
 // Resume is the seal a frontend puts on every answer it sends to a job (resume_*, an MRTR
@@ -134,38 +133,18 @@ func (r Resume) validateFields() error {
 	if !validDigest(r.CommentDigest) {
 		return errors.New("handle: resume seal comment digest is not 64 lowercase hex digits (SHA-256)")
 	}
-	for _, f := range []struct{ name, v string }{{"issuer", r.Issuer}, {"name", r.Name}, {"email", r.Email}, {"acr", r.ACR}} {
-		if f.v != "" && !validString(f.v) { // optional: "" is unknown
-			return fmt.Errorf("handle: resume seal %s is not UTF-8", f.name)
-		}
+	if err := optionalStrings("handle: resume seal", field{"issuer", r.Issuer}, field{"name", r.Name},
+		field{"email", r.Email}, field{"acr", r.ACR}); err != nil {
+		return err
 	}
 	if r.MeaningDigest != "" && !validDigest(r.MeaningDigest) {
 		return errors.New("handle: resume seal meaning digest is not 64 lowercase hex digits (SHA-256)")
 	}
-	if !r.AuthTime.IsZero() && !validExpiry(r.AuthTime) {
-		return errors.New("handle: resume seal auth_time is out of range")
+	if err := optionalTime("handle: resume seal", "auth_time", r.AuthTime); err != nil {
+		return err
 	}
-	if len(r.AMR) > maxResumeAMR {
-		return fmt.Errorf("handle: resume seal has %d amr values, limit %d", len(r.AMR), maxResumeAMR)
-	}
-	for _, a := range r.AMR {
-		if !validString(a) {
-			return errors.New("handle: resume seal amr value is empty or not UTF-8")
-		}
-	}
-	if len(r.Scopes) > maxResumeScopes {
-		return fmt.Errorf("handle: resume seal has %d scopes, limit %d", len(r.Scopes), maxResumeScopes)
-	}
-	for _, s := range r.Scopes {
-		// UTF-8 keeps the JSON round trip exact.
-		if !validString(s) {
-			return errors.New("handle: resume seal scope is empty or not UTF-8")
-		}
-	}
-	if !validExpiry(r.Expiry) {
-		return errors.New("handle: resume seal expiry is zero or out of range")
-	}
-	return nil
+	return requireLists("handle: resume seal", list{"amr values", "amr value", r.AMR, maxResumeAMR},
+		list{"scopes", "scope", r.Scopes, maxResumeScopes})
 }
 
 // Validate reports whether SealResume can seal r: fields set and valid, within MaxResumeLen.

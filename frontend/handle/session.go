@@ -2,9 +2,7 @@ package handle
 
 import (
 	"errors"
-	"fmt"
 	"time"
-	"unicode/utf8"
 )
 
 // Browser sign-in (frontend/pages) keeps no server-side session: the session and the state of a
@@ -44,8 +42,8 @@ const (
 var (
 	sessionAEAD    = &aeadSealer{SessionPrefix, sessionEncInfo, sessionNonceInfo, MaxSessionLen}
 	loginStateAEAD = &aeadSealer{LoginStatePrefix, loginStateEncInfo, loginStateNonceInfo, MaxLoginStateLen}
-	sessionKind    = kind[Session, sessionWire]{sessionAEAD, "session"}
-	loginStateKind = kind[LoginState, loginStateWire]{loginStateAEAD, "login state"}
+	sessionKind    = kind[Session, sessionWire]{sessionAEAD, "handle: session", "session"}
+	loginStateKind = kind[LoginState, loginStateWire]{loginStateAEAD, "handle: login state", "login state"}
 )
 
 // Session is a person signed in to jobgate's pages. Everything in it comes from tokens the
@@ -121,31 +119,15 @@ func (s Session) validateFields() error {
 		field{"tenant", s.Tenant}, field{"CSRF token", s.CSRF}); err != nil {
 		return err
 	}
-	for _, f := range []struct{ name, v string }{{"name", s.Name}, {"e-mail", s.Email}, {"acr", s.ACR}} {
-		if !utf8.ValidString(f.v) {
-			return fmt.Errorf("handle: session %s is not UTF-8", f.name)
-		}
+	if err := optionalStrings("handle: session", field{"name", s.Name}, field{"e-mail", s.Email},
+		field{"acr", s.ACR}); err != nil {
+		return err
 	}
-	for _, l := range []struct {
-		name string
-		v    []string
-	}{{"scope", s.Scopes}, {"amr", s.AMR}} {
-		if len(l.v) > maxSessionList {
-			return fmt.Errorf("handle: session has %d %s values, limit %d", len(l.v), l.name, maxSessionList)
-		}
-		for _, v := range l.v {
-			if !validString(v) {
-				return fmt.Errorf("handle: session %s value is empty or not UTF-8", l.name)
-			}
-		}
+	if err := requireLists("handle: session", list{"scope values", "scope value", s.Scopes, maxSessionList},
+		list{"amr values", "amr value", s.AMR, maxSessionList}); err != nil {
+		return err
 	}
-	if !s.AuthTime.IsZero() && !validExpiry(s.AuthTime) {
-		return errors.New("handle: session auth time is out of range")
-	}
-	if !validExpiry(s.Expiry) {
-		return errors.New("handle: session expiry is zero or out of range")
-	}
-	return nil
+	return optionalTime("handle: session", "auth time", s.AuthTime)
 }
 
 // Validate reports whether SealSession can seal s: fields set and valid, within MaxSessionLen.
@@ -209,9 +191,6 @@ func (l LoginState) validateFields() error {
 	}
 	if l.MaxAge < 0 || l.MaxAge%time.Second != 0 || l.MaxAge > maxMaxAge*time.Second {
 		return errors.New("handle: login state max age is negative, not whole seconds or over a year")
-	}
-	if !validExpiry(l.Expiry) {
-		return errors.New("handle: login state expiry is zero or out of range")
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package handle
 
 import (
-	"errors"
 	"time"
 )
 
@@ -17,7 +16,7 @@ const (
 
 var (
 	stateFormat = format{StatePrefix, stateLabel, MaxStateLen}
-	stateKind   = kind[State, stateWire]{&stateFormat, "request state"}
+	stateKind   = kind[State, stateWire]{&stateFormat, "handle: request state", "request state"}
 )
 
 // State is the sealed requestState of a multi-round-trip (MRTR) tool result: which open input
@@ -60,15 +59,9 @@ func (w stateWire) token() (State, bool) {
 }
 
 func (s State) validateFields() error {
-	if err := requireStrings("handle: request state", field{"tenant", s.Tenant}, field{"subject", s.Subject},
+	return requireStrings("handle: request state", field{"tenant", s.Tenant}, field{"subject", s.Subject},
 		field{"workflow ID", s.WorkflowID}, field{"input ID", s.InputID}, field{"scope digest", s.ScopeDigest},
-		field{"tool", s.Tool}, field{"arguments digest", s.ArgsDigest}); err != nil {
-		return err
-	}
-	if !validExpiry(s.Expiry) {
-		return errors.New("handle: request state expiry is zero or out of range")
-	}
-	return nil
+		field{"tool", s.Tool}, field{"arguments digest", s.ArgsDigest})
 }
 
 // Validate reports whether SealState can seal s: fields set and valid, within MaxStateLen.

@@ -15,7 +15,8 @@ import (
 // wire struct, field rules, error messages, format and limit in its own file. Every kind seals
 // and opens the same way:
 //
-//	seal: fields valid → JSON of the wire struct → sealer (length cap, sign or encrypt)
+//	seal: the kind's own fields → expiry in range → JSON of the wire struct → sealer (length
+//	      cap, sign or encrypt)
 //	open: sealer (length cap, shape, key, signature or tag) → canonical JSON → version →
 //	      expiry in range → the kind's own fields → expiry against now
 //
@@ -60,7 +61,8 @@ var b64 = base64.RawURLEncoding.Strict()
 type sealable[W any] interface {
 	// wire is the payload to seal, with payloadVersion and the expiry in Unix seconds.
 	wire() W
-	// validateFields is the kind's own check of its fields; its errors are Validate's.
+	// validateFields is the kind's own check of its fields but the expiry (which kind.checked
+	// checks for every kind); its errors are Validate's.
 	validateFields() error
 }
 
@@ -88,57 +90,66 @@ type sealer interface {
 	maxLen() int
 }
 
-// A kind is one kind of sealed string as its exported methods see it: its sealer and the noun
-// its too-long error names it by. Each kind's Validate, Seal* and Open* are one call of it.
+// A kind is one kind of sealed string as its exported methods see it: its sealer, how its
+// errors begin and the noun its too-long error names it by. Each kind's Validate, Seal* and
+// Open* are one call of it.
 type kind[T sealable[W], W payload[T]] struct {
 	sealer sealer
+	what   string // "handle:", "handle: cursor", …: "<what> expiry is zero or out of range"
 	noun   string // "handle", "request state", …: "handle: sealed <noun> would be …"
 }
 
-// validate is Validate: t's own field error, or one naming the sealed length and the limit,
-// followed by why (" (what made it long)", or "").
-func (c kind[T, W]) validate(t T, why string) error {
-	n, err := sealedSize(c.sealer, t)
-	if limit := c.sealer.maxLen(); err == nil && n > limit {
-		err = fmt.Errorf("handle: sealed %s would be %d bytes, limit %d%s", c.noun, n, limit, why)
-	}
-	return err
-}
-
-func (c kind[T, W]) seal(k *Keyring, t T) string { return sealToken(k, c.sealer, t) }
-
-func (c kind[T, W]) open(k *Keyring, s string, now time.Time) (T, error) {
-	return openToken[T, W](k, c.sealer, s, now)
-}
-
-// sealedSize returns how long t would be sealed under the longest possible key ID, or t's own
-// field error. kind.validate compares it with the limit.
-func sealedSize[T sealable[W], W any](s sealer, t T) (int, error) {
+// checked checks t and returns its wire struct: t's own field rules first, then the expiry
+// rule every kind shares (set, and within Unix seconds 1 to 9999-12-31), written once here so
+// that no kind can leave it out.
+func (c kind[T, W]) checked(t T) (W, error) {
 	if err := t.validateFields(); err != nil {
-		return 0, err
+		var zero W
+		return zero, err
 	}
-	js, _ := json.Marshal(t.wire())
-	return s.sealedLen(len(js), MaxKIDLen), nil
+	w := t.wire()
+	if _, e := w.header(); !validUnix(e) {
+		return w, fmt.Errorf("%s expiry is zero or out of range", c.what)
+	}
+	return w, nil
 }
 
-// sealToken returns t sealed with k's current key, or "" — which never opens — if k is nil or
-// t is invalid or too long.
-func sealToken[T sealable[W], W any](k *Keyring, s sealer, t T) string {
-	if k == nil || t.validateFields() != nil {
+// validate is Validate: t's field error, or one naming the length t would have sealed under
+// the longest possible key ID and the limit, followed by why (" (what made it long)", or "").
+func (c kind[T, W]) validate(t T, why string) error {
+	w, err := c.checked(t)
+	if err != nil {
+		return err
+	}
+	js, _ := json.Marshal(w)
+	if n, limit := c.sealer.sealedLen(len(js), MaxKIDLen), c.sealer.maxLen(); n > limit {
+		return fmt.Errorf("handle: sealed %s would be %d bytes, limit %d%s", c.noun, n, limit, why)
+	}
+	return nil
+}
+
+// seal returns t sealed with k's current key, or "" — which never opens — if k is nil or t is
+// invalid or too long.
+func (c kind[T, W]) seal(k *Keyring, t T) string {
+	if k == nil {
 		return ""
 	}
-	js, err := json.Marshal(t.wire())
+	w, err := c.checked(t)
 	if err != nil {
 		return ""
 	}
-	return s.sealJSON(k, js)
+	js, err := json.Marshal(w)
+	if err != nil {
+		return ""
+	}
+	return c.sealer.sealJSON(k, js)
 }
 
-// openToken opens str as a T. Errors match ErrMalformed (and the T is zero) or ErrExpired (and
-// the decoded T is returned too, so the caller can check its binding before its expiry).
-func openToken[T sealable[W], W payload[T]](k *Keyring, s sealer, str string, now time.Time) (T, error) {
+// open opens str as a T. Errors match ErrMalformed (and the T is zero) or ErrExpired (and the
+// decoded T is returned too, so the caller can check its binding before its expiry).
+func (c kind[T, W]) open(k *Keyring, str string, now time.Time) (T, error) {
 	var zero T
-	js, err := s.openJSON(k, str)
+	js, err := c.sealer.openJSON(k, str)
 	if err != nil {
 		return zero, err
 	}
@@ -150,9 +161,10 @@ func openToken[T sealable[W], W payload[T]](k *Keyring, s sealer, str string, no
 	if v != payloadVersion {
 		return zero, errVersion
 	}
-	if e < 1 || e > maxUnixSeconds {
+	if !validUnix(e) {
 		return zero, errFields
 	}
+	// The expiry is in range (just checked), so the kind's own field rules are all that is left.
 	t, ok := w.token()
 	if !ok || t.validateFields() != nil {
 		return zero, errFields
@@ -197,10 +209,53 @@ func requireStrings(what string, fields ...field) error {
 	return nil
 }
 
-func validExpiry(t time.Time) bool {
-	u := t.Unix()
-	return u >= 1 && u <= maxUnixSeconds
+// optionalStrings checks fields that may be "" (unknown) in the order given and returns
+// "<what> <name> is not UTF-8" for the first that is not.
+func optionalStrings(what string, fields ...field) error {
+	for _, f := range fields {
+		if !utf8.ValidString(f.value) {
+			return fmt.Errorf("%s %s is not UTF-8", what, f.name)
+		}
+	}
+	return nil
 }
+
+// A list is one []string field of a sealable: at most max values, none empty, all UTF-8 (so
+// the JSON round trip is exact). Its errors name it "<what> has <n> <plural>, limit <max>" and
+// "<what> <singular> is empty or not UTF-8".
+type list struct {
+	plural, singular string
+	values           []string
+	max              int
+}
+
+// requireLists checks lists in the order given, like requireStrings.
+func requireLists(what string, lists ...list) error {
+	for _, l := range lists {
+		if len(l.values) > l.max {
+			return fmt.Errorf("%s has %d %s, limit %d", what, len(l.values), l.plural, l.max)
+		}
+		for _, v := range l.values {
+			if !validString(v) {
+				return fmt.Errorf("%s %s is empty or not UTF-8", what, l.singular)
+			}
+		}
+	}
+	return nil
+}
+
+// optionalTime checks a time that may be zero (unknown), such as an auth_time, against the
+// expiry's range: "<what> <name> is out of range".
+func optionalTime(what, name string, t time.Time) error {
+	if !t.IsZero() && !validExpiry(t) {
+		return fmt.Errorf("%s %s is out of range", what, name)
+	}
+	return nil
+}
+
+func validExpiry(t time.Time) bool { return validUnix(t.Unix()) }
+
+func validUnix(u int64) bool { return u >= 1 && u <= maxUnixSeconds }
 
 func expiryFromUnix(u int64) time.Time { return time.Unix(u, 0).UTC() }
 

@@ -2,11 +2,8 @@ package jobcore
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -324,27 +321,12 @@ func (k *evalKind) episodesLink(f *Core, p authz.Principal, j *jobstore.Job, log
 // downloadEpisodes serves GET /episodes/{token} behind the bearer middleware.
 func (k *evalKind) downloadEpisodes(f *Core, w http.ResponseWriter, r *http.Request) {
 	p, ok := principalFromRequest(r)
-	notFound := refuseDownload(f, w, r, p, "episodes download refused")
-	d, opened := openDownload(f, r, p, ok, notFound)
+	dl, opened := openDownloadJob(f, w, r, p, ok, workflows.KindEval, "episodes download", "job store or artifact store")
 	if !opened {
 		return
 	}
-	unavailable := func(what string, err error) {
-		f.Logger(r.Context()).Error("episodes download: "+what, zap.String("job_id", d.WorkflowID), zap.Error(err))
-		http.Error(w, "the job store or artifact store is unreachable; retry shortly", http.StatusServiceUnavailable)
-	}
-	j, err := f.Describe(r.Context(), d.WorkflowID)
-	if err != nil {
-		var te *ToolError
-		if errors.As(err, &te) && te.Code == CodeNotFound {
-			notFound("no such job")
-			return
-		}
-		unavailable("describe", err)
-		return
-	}
-	if j.Tenant != p.Tenant || j.Kind != workflows.KindEval || j.Status() != workflows.StatusSucceeded ||
-		authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow || k.opts.Artifacts == nil {
+	d, j, notFound, unavailable := dl.link, dl.job, dl.notFound, dl.unavailable
+	if k.opts.Artifacts == nil {
 		notFound("job not downloadable by caller")
 		return
 	}
@@ -367,18 +349,11 @@ func (k *evalKind) downloadEpisodes(f *Core, w http.ResponseWriter, r *http.Requ
 		return
 	}
 	defer rd.Close()
-	sum, err := hex.DecodeString(d.Digest)
-	if err != nil {
+	name := "episodes.jsonl"
+	if err := setDownloadHeaders(w, name, "application/jsonl", d.Digest); err != nil {
 		notFound("bad digest")
 		return
 	}
-	name := "episodes.jsonl"
-	h := w.Header()
-	h.Set("Content-Type", "application/jsonl")
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
-	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":") // RFC 9530
-	h.Set("ETag", strconv.Quote(d.Digest))
-	h.Set("Cache-Control", "private, no-store")
 	f.Logger(r.Context()).Info("episodes download", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.ID))
 	http.ServeContent(w, r, name, j.ClosedAt, rd)
 }

@@ -263,31 +263,14 @@ func (k *exportKind) download(f *Core, w http.ResponseWriter, r *http.Request) {
 // the bearer token of /artifacts, or the session of the pages' /jobs/download (the same rule
 // and the same bare 404s either way).
 func (k *exportKind) ServeDownload(f *Core, w http.ResponseWriter, r *http.Request, p authz.Principal, ok bool) {
-	notFound := refuseDownload(f, w, r, p, "download refused")
-	d, opened := openDownload(f, r, p, ok, notFound)
+	dl, opened := openDownloadJob(f, w, r, p, ok, workflows.KindExport, "download", "job store")
 	if !opened {
 		return
 	}
-	j, err := f.Describe(r.Context(), d.WorkflowID)
-	if err != nil {
-		var te *ToolError
-		if errors.As(err, &te) && te.Code == CodeNotFound {
-			notFound("no such job")
-			return
-		}
-		f.Logger(r.Context()).Error("download: describe", zap.String("job_id", d.WorkflowID), zap.Error(err))
-		http.Error(w, "the job store is unreachable; retry shortly", http.StatusServiceUnavailable)
-		return
-	}
-	if j.Tenant != p.Tenant || j.Kind != workflows.KindExport || j.Status() != workflows.StatusSucceeded ||
-		authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
-		notFound("job not downloadable by caller")
-		return
-	}
+	d, j, notFound := dl.link, dl.job, dl.notFound
 	var res workflows.ExportResult
 	if err := f.readResult(r.Context(), j, &res); err != nil {
-		f.Logger(r.Context()).Error("download: read result", zap.String("job_id", j.ID), zap.Error(err))
-		http.Error(w, "the job store is unreachable; retry shortly", http.StatusServiceUnavailable)
+		dl.unavailable("read result", err)
 		return
 	}
 	m := res.Manifest
@@ -314,27 +297,87 @@ func (k *exportKind) ServeDownload(f *Core, w http.ResponseWriter, r *http.Reque
 		return
 	}
 	if err != nil {
-		f.Logger(r.Context()).Error("download: open artifact", zap.String("job_id", j.ID), zap.Error(err))
-		http.Error(w, "the artifact store is unreachable; retry shortly", http.StatusServiceUnavailable)
+		downloadUnavailable(f, w, r, "download", d.WorkflowID, "artifact store")("open artifact", err)
 		return
 	}
 	defer rd.Close()
-	sum, err := hex.DecodeString(m.SHA256)
-	if err != nil {
+	if err := setDownloadHeaders(w, m.FileName, "application/gzip", m.SHA256); err != nil {
 		f.Logger(r.Context()).Error("download: manifest digest", zap.String("job_id", j.ID), zap.Error(err))
 		http.Error(w, "bad manifest", http.StatusInternalServerError)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/gzip")
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": m.FileName}))
-	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":") // RFC 9530
-	h.Set("ETag", strconv.Quote(m.SHA256))
-	h.Set("Cache-Control", "private, no-store")
 	f.Logger(r.Context()).Info("download", zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("job_id", j.ID),
 		zap.String("range", r.Header.Get("Range")))
 	// ServeContent answers Range (206 with Content-Range) and sets Content-Length.
 	http.ServeContent(w, r, m.FileName, m.CreatedAt, rd)
+}
+
+// A download is a download request that passed the checks every download shares
+// (openDownloadJob): its link, the job the link names, and its two ways to answer a failure.
+type download struct {
+	link handle.Download
+	job  *jobstore.Job
+	// notFound is the bare 404 of every refusal, the reason only in the log.
+	notFound func(why string)
+	// unavailable is the 503 of a store that did not answer (see downloadUnavailable).
+	unavailable func(what string, err error)
+}
+
+// openDownloadJob is every download's start (exports' and episode logs'): the request's link
+// (openDownload), then the job it names, which must be p's tenant's, of kind, succeeded and
+// downloadable by p. msg names the download in the log ("download", "episodes download"), store
+// the store a 503 names. On false it has answered (the bare 404, or a 503 when the job store did
+// not answer).
+func openDownloadJob(f *Core, w http.ResponseWriter, r *http.Request, p authz.Principal, ok bool, kind, msg, store string) (download, bool) {
+	notFound := refuseDownload(f, w, r, p, msg+" refused")
+	d, opened := openDownload(f, r, p, ok, notFound)
+	if !opened {
+		return download{}, false
+	}
+	dl := download{link: d, notFound: notFound, unavailable: downloadUnavailable(f, w, r, msg, d.WorkflowID, store)}
+	j, err := f.Describe(r.Context(), d.WorkflowID)
+	if err != nil {
+		var te *ToolError
+		if errors.As(err, &te) && te.Code == CodeNotFound {
+			notFound("no such job")
+		} else {
+			dl.unavailable("describe", err)
+		}
+		return download{}, false
+	}
+	if j.Tenant != p.Tenant || j.Kind != kind || j.Status() != workflows.StatusSucceeded ||
+		authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
+		notFound("job not downloadable by caller")
+		return download{}, false
+	}
+	dl.job = j
+	return dl, true
+}
+
+// downloadUnavailable answers a download whose store (its name in the answer: "job store", …)
+// did not answer: a 503 saying to retry, with the error in the log as "<msg>: <what>".
+func downloadUnavailable(f *Core, w http.ResponseWriter, r *http.Request, msg, jobID, store string) func(what string, err error) {
+	return func(what string, err error) {
+		f.Logger(r.Context()).Error(msg+": "+what, zap.String("job_id", jobID), zap.Error(err))
+		http.Error(w, "the "+store+" is unreachable; retry shortly", http.StatusServiceUnavailable)
+	}
+}
+
+// setDownloadHeaders sets the headers of a download's answer: an attachment named name of
+// mediaType, never cached, whose RFC 9530 Repr-Digest and ETag are sum's (hex SHA-256, the
+// digest the link binds). It sets none if sum is not hex.
+func setDownloadHeaders(w http.ResponseWriter, name, mediaType, sum string) error {
+	raw, err := hex.DecodeString(sum)
+	if err != nil {
+		return err
+	}
+	h := w.Header()
+	h.Set("Content-Type", mediaType)
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(raw)+":") // RFC 9530
+	h.Set("ETag", strconv.Quote(sum))
+	h.Set("Cache-Control", "private, no-store")
+	return nil
 }
 
 func principalFromRequest(r *http.Request) (authz.Principal, bool) {

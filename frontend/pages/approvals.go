@@ -94,39 +94,45 @@ func forbidden(err error) bool {
 }
 
 func (jp *jobPages) inbox(w http.ResponseWriter, r *http.Request) {
-	s, out, ok := jp.listPage(w, r, jp.jobs.Approvals, "Approvals",
-		"Approving needs the jobs:approve scope, which your sign-in does not carry.")
-	if !ok {
-		return
-	}
-	v := view{Title: "Approvals waiting for you", Session: &s}
-	now := jp.jobs.Now()
-	for _, j := range out.Jobs {
-		if j.Request == nil {
-			continue
-		}
-		v.Rows = append(v.Rows, requestRowOf(&j, now))
-	}
-	v.Next = pageLink(PathApprovals, out.Next)
-	jp.render(w, r, http.StatusOK, "inbox", v)
+	jp.listPage(w, r, listing{jp.jobs.Approvals, "Approvals",
+		"Approving needs the jobs:approve scope, which your sign-in does not carry.",
+		"Approvals waiting for you", PathApprovals, "inbox", func(v *view, jobs []Job) {
+			now := jp.jobs.Now()
+			for _, j := range jobs {
+				if j.Request != nil {
+					v.Rows = append(v.Rows, requestRowOf(&j, now))
+				}
+			}
+		}})
 }
 
-// listPage is every list page's start: the signed-in person and the page of jobs list reads
-// at the URL's cursor; on false it has answered (a 403 page titled title saying why, or the
-// error page).
-func (jp *jobPages) listPage(w http.ResponseWriter, r *http.Request,
-	list func(context.Context, handle.Session, string) (JobList, error), title, why string) (handle.Session, JobList, bool) {
+// A listing is one list page: what it lists, its 403 page (title and why) for a person whose
+// sign-in may not list it, and its own page (title, path, template, and rows, which fills in
+// the rows of jobs).
+type listing struct {
+	list                  func(context.Context, handle.Session, string) (JobList, error)
+	deniedTitle, why      string
+	title, path, template string
+	rows                  func(v *view, jobs []Job)
+}
+
+// listPage answers a list page: the page of jobs l.list reads at the URL's cursor for the
+// signed-in person, with a link to the next page; or l's 403 page, or the error page.
+func (jp *jobPages) listPage(w http.ResponseWriter, r *http.Request, l listing) {
 	s, _ := SessionFrom(r.Context())
-	out, err := list(r.Context(), s, r.URL.Query().Get("cursor"))
+	out, err := l.list(r.Context(), s, r.URL.Query().Get("cursor"))
 	if forbidden(err) {
-		jp.render(w, r, http.StatusForbidden, "message", view{Title: title, Session: &s, Message: why})
-		return s, out, false
+		jp.render(w, r, http.StatusForbidden, "message", view{Title: l.deniedTitle, Session: &s, Message: l.why})
+		return
 	}
 	if err != nil {
 		jp.failPage(w, r, err)
-		return s, out, false
+		return
 	}
-	return s, out, true
+	v := view{Title: l.title, Session: &s}
+	l.rows(&v, out.Jobs)
+	v.Next = pageLink(l.path, out.Next)
+	jp.render(w, r, http.StatusOK, l.template, v)
 }
 
 // pageLink is the link to the list page at path from cursor next; "" when there is no next page.
@@ -307,17 +313,13 @@ func (jp *jobPages) send(w http.ResponseWriter, r *http.Request, s handle.Sessio
 }
 
 func (jp *jobPages) myJobs(w http.ResponseWriter, r *http.Request) {
-	s, out, ok := jp.listPage(w, r, jp.jobs.List, "My jobs",
-		"Listing jobs needs the jobs:read scope, which your sign-in does not carry.")
-	if !ok {
-		return
-	}
-	v := view{Title: "My jobs", Session: &s}
-	for _, j := range out.Jobs {
-		v.JobRows = append(v.JobRows, jobRowOf(&j))
-	}
-	v.Next = pageLink(PathJobs, out.Next)
-	jp.render(w, r, http.StatusOK, "jobs", v)
+	jp.listPage(w, r, listing{jp.jobs.List, "My jobs",
+		"Listing jobs needs the jobs:read scope, which your sign-in does not carry.",
+		"My jobs", PathJobs, "jobs", func(v *view, jobs []Job) {
+			for _, j := range jobs {
+				v.JobRows = append(v.JobRows, jobRowOf(&j))
+			}
+		}})
 }
 
 func (jp *jobPages) jobPage(w http.ResponseWriter, r *http.Request) {

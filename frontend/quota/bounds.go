@@ -22,15 +22,9 @@ type tenantRunningCount struct {
 func (q *quotas) noteTenantRunning(tenant string, n int, at time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.tenantRunning == nil {
-		q.tenantRunning = map[string]tenantRunningCount{}
-	}
-	for t, c := range q.tenantRunning {
-		if at.Sub(c.at) > tenantBound {
-			delete(q.tenantRunning, t) // tenants that stopped starting leave nothing behind
-		}
-	}
-	q.tenantRunning[tenant] = tenantRunningCount{n: n, at: at}
+	swept(&q.tenantRunning, 0, func(_ string, c tenantRunningCount) bool {
+		return at.Sub(c.at) > tenantBound
+	})[tenant] = tenantRunningCount{n: n, at: at}
 }
 
 // tenantRunningBelow reports whether the tenant's last count, younger than tenantBound, is
@@ -79,15 +73,9 @@ func (q *quotas) epoch(tenant string, now time.Time) time.Time {
 func (q *quotas) noteTenantSince(tenant string, e time.Time, since, limit int, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.epochs == nil {
-		q.epochs = map[string]startEpoch{}
-	}
-	for t, ep := range q.epochs {
-		if now.Sub(ep.at) > time.Minute && now.Sub(ep.e) > time.Minute {
-			delete(q.epochs, t) // tenants that stopped starting leave nothing behind
-		}
-	}
-	cur, ok := q.epochs[tenant]
+	cur, ok := swept(&q.epochs, 0, func(_ string, ep startEpoch) bool {
+		return now.Sub(ep.at) > time.Minute && now.Sub(ep.e) > time.Minute
+	})[tenant]
 	if ok && !cur.e.Equal(e) {
 		return // a newer epoch began meanwhile
 	}
@@ -101,17 +89,10 @@ func (q *quotas) noteTenantSince(tenant string, e time.Time, since, limit int, n
 func (q *quotas) noteOwnerBase(k flightKey, b ownerBase) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.bases == nil {
-		q.bases = map[flightKey]ownerBase{}
-	}
-	if len(q.bases) > 4096 {
-		for o, ob := range q.bases {
-			if ep, ok := q.epochs[o.tenant]; !ok || !ep.e.Equal(ob.epoch) {
-				delete(q.bases, o) // counted in an epoch that is over
-			}
-		}
-	}
-	q.bases[k] = b
+	swept(&q.bases, 4096, func(o flightKey, ob ownerBase) bool {
+		ep, ok := q.epochs[o.tenant]
+		return !ok || !ep.e.Equal(ob.epoch) // counted in an epoch that is over
+	})[k] = b
 }
 
 // ownerBelow returns k's count in the tenant's current epoch when it, plus the tenant's

@@ -55,16 +55,7 @@ type recentCheck struct {
 func (q *quotas) noteRecent(k flightKey, fl *flight, keep time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.recent == nil {
-		q.recent = map[flightKey]recentCheck{}
-	}
-	if len(q.recent) > 256 {
-		for o, c := range q.recent {
-			if fl.at.Sub(c.at) > keep {
-				delete(q.recent, o) // keys that stopped starting leave nothing behind
-			}
-		}
-	}
+	swept(&q.recent, 256, func(_ flightKey, c recentCheck) bool { return fl.at.Sub(c.at) > keep })
 	if g, ok := fl.res.(*ownersSnap); ok {
 		for o, s := range g.owners {
 			q.noteRecentLocked(flightKey{k.tenant, o}, recentCheck{res: s, at: fl.at, seq: fl.seq})

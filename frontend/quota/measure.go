@@ -471,15 +471,7 @@ const rangedFor = 30 * time.Second
 func (q *quotas) noteRanged(tenant string, at time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.ranged == nil {
-		q.ranged = map[string]time.Time{}
-	}
-	for t, a := range q.ranged {
-		if at.Sub(a) > rangedFor {
-			delete(q.ranged, t)
-		}
-	}
-	q.ranged[tenant] = at
+	swept(&q.ranged, 0, func(_ string, a time.Time) bool { return at.Sub(a) > rangedFor })[tenant] = at
 }
 
 func (q *quotas) rangedRecently(tenant string, now time.Time) bool {

@@ -94,6 +94,23 @@ type quotas struct {
 	ownersKeep time.Duration
 }
 
+// swept returns *m, made if nil, once the entries stale reports are deleted from it, when it
+// holds more than most (0: always). It is how every map of figures above forgets the tenants and
+// owners that stopped starting, so that none grows with every key it ever saw (q.mu held).
+func swept[K comparable, V any](m *map[K]V, most int, stale func(K, V) bool) map[K]V {
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	if len(*m) > most {
+		for k, v := range *m {
+			if stale(k, v) {
+				delete(*m, k)
+			}
+		}
+	}
+	return *m
+}
+
 // admission is an admitted start's reservation: started hands it to visibility, abandoned drops it.
 type admission struct {
 	f      *Admitter

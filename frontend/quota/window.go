@@ -35,15 +35,8 @@ func (q *quotas) windowRefusal(k flightKey, limit int, now time.Time) (windowFul
 func (q *quotas) rememberFull(k flightKey, w windowFull, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.full == nil {
-		q.full = map[flightKey]windowFull{}
-	}
-	for key, o := range q.full {
-		if !o.until.After(now) {
-			delete(q.full, key) // freed: owners that stopped starting leave nothing behind
-		}
-	}
-	q.full[k] = w
+	// A freed window goes: owners that stopped starting leave nothing behind.
+	swept(&q.full, 0, func(_ flightKey, o windowFull) bool { return !o.until.After(now) })[k] = w
 }
 
 // windowRefusal is the starts_per_minute_per_owner refusal for a window remembered as full.

@@ -118,19 +118,12 @@ func NewMetrics(reg prometheus.Registerer, scopeNames ...string) (*Metrics, erro
 	if reg == nil {
 		return m, nil
 	}
+	// One list per collector type (registerAll is generic over it).
 	var err error
-	registerInto(reg, &m.ToolCalls, &err)
-	registerInto(reg, &m.toolLatency, &err)
-	registerInto(reg, &m.Unauthorized, &err)
-	registerInto(reg, &m.insufficient, &err)
-	registerInto(reg, &m.jobsStarted, &err)
-	registerInto(reg, &m.downloads, &err)
-	registerInto(reg, &m.QuotaDegraded, &err)
-	registerInto(reg, &m.QuotaDecided, &err)
-	registerInto(reg, &m.QuotaChecks, &err)
-	registerInto(reg, &m.quotaRejects, &err)
-	registerInto(reg, &m.streams, &err)
-	registerInto(reg, &m.StreamCalls, &err)
+	registerAll(reg, &err, &m.ToolCalls, &m.Unauthorized, &m.insufficient, &m.jobsStarted, &m.downloads,
+		&m.QuotaDegraded, &m.QuotaDecided, &m.quotaRejects, &m.StreamCalls)
+	registerAll(reg, &err, &m.toolLatency, &m.QuotaChecks)
+	registerAll(reg, &err, &m.streams)
 	if err != nil {
 		return nil, err
 	}
@@ -154,10 +147,13 @@ func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Name: name, Help: help}, labels)
 }
 
-// registerInto registers *c and replaces it with the collector register returns, unless *err
-// is set already (the first error stops the registering, as a chain of ifs would).
-func registerInto[C prometheus.Collector](reg prometheus.Registerer, c *C, err *error) {
-	if *err == nil {
+// registerAll registers each *c and replaces it with the collector register returns, until
+// one fails: that error is left in *err and the rest are not registered, as a chain of ifs would.
+func registerAll[C prometheus.Collector](reg prometheus.Registerer, err *error, cs ...*C) {
+	for _, c := range cs {
+		if *err != nil {
+			return
+		}
 		*c, *err = register(reg, *c)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -410,25 +411,15 @@ func (s *Store) JobFromInfo(info *workflowpb.WorkflowExecutionInfo) *jobstore.Jo
 	return j
 }
 
-// execStatusOf maps Temporal's execution status to the core's run state.
+// execStatusOf maps Temporal's execution status to the core's run state, which is the status's
+// name in lower case (jobstore.RunState; TestExecStatusOfSpellsTemporalStatus). UNSPECIFIED and
+// every status past TIMED_OUT (PAUSED, deprecated and never reported for a job, and any newer
+// one) are RunUnknown: protobuf never renumbers an enum value, so the range stays right.
 func execStatusOf(st enumspb.WorkflowExecutionStatus) jobstore.RunState {
-	switch st {
-	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return jobstore.RunRunning
-	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-		return jobstore.RunCompleted
-	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
-		return jobstore.RunFailed
-	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
-		return jobstore.RunTerminated
-	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
-		return jobstore.RunTimedOut
-	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
-		return jobstore.RunCanceled
-	case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-		return jobstore.RunContinuedAsNew
+	if st < enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING || st > enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT {
+		return jobstore.RunUnknown
 	}
-	return jobstore.RunUnknown
+	return jobstore.RunState(strings.ToLower(st.String()))
 }
 
 func decodeKeyword(dc converter.DataConverter, sa *commonpb.SearchAttributes, name string) string {

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// How the commands read their command lines (in a newFlagSet, main.go): flags only, or flags
+// among positional arguments, and, for the client commands, the connection flags and a job's
+// handle.
+
+// noArgs parses args into fs (a newFlagSet) and refuses any positional argument: the command
+// takes flags only.
+func noArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+// parseInterspersed parses flags before and after positional arguments ("approve <handle>
+// --comment x"), which flag.Parse alone stops at; everything after "--" is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// A clientCommand is a command of the MCP client (jobs …, approvals …, whoami): its flag set
+// with the connection flags registered, and the parsing of its arguments: flags only
+// (newClientCommand), or flags and one job's handle (newJobCommand). Each command adds its own
+// flags to the set.
+type clientCommand struct {
+	*flag.FlagSet
+	conn connFlags
+}
+
+func newClientCommand(name, summary string, stderr io.Writer) *clientCommand {
+	return clientCommandOf(name, name, summary, stderr)
+}
+
+// newJobCommand is a command about one job, "jobgate <name> <handle>".
+func newJobCommand(name, summary string, stderr io.Writer) *clientCommand {
+	return clientCommandOf(name+" <handle>", name, summary, stderr)
+}
+
+// clientCommandOf: usage names the command in its usage line, name in its messages.
+func clientCommandOf(usage, name, summary string, stderr io.Writer) *clientCommand {
+	c := &clientCommand{FlagSet: newFlagSet(usage, summary, stderr)}
+	c.conn.register(c.FlagSet, name)
+	return c
+}
+
+// connect parses args (flags only) and connects.
+func (c *clientCommand) connect(args []string) (*client, error) {
+	if err := noArgs(c.FlagSet, args); err != nil {
+		return nil, err
+	}
+	return c.conn.connect()
+}
+
+// handle parses args (flags may follow the handle) and returns the one positional handle.
+func (c *clientCommand) handle(args []string) (string, error) {
+	pos, err := parseInterspersed(c.FlagSet, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
+		c.Usage()
+		return "", fmt.Errorf("%s: want exactly one handle, got %d arguments", c.conn.cmd, len(pos))
+	}
+	return strings.TrimSpace(pos[0]), nil
+}
+
+// connectJob is handle, then the connection, for the job commands with nothing of their own to
+// check in between.
+func (c *clientCommand) connectJob(args []string) (string, *client, error) {
+	h, err := c.handle(args)
+	if err != nil {
+		return "", nil, err
+	}
+	cl, err := c.conn.connect()
+	return h, cl, err
+}
