@@ -1,7 +1,6 @@
 package handle
 
 import (
-	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -32,7 +31,7 @@ const (
 
 var (
 	commentDraftAEAD = &aeadSealer{CommentDraftPrefix, draftEncInfo, draftNonceInfo, MaxCommentDraftLen}
-	commentDraftKind = kind[CommentDraft, commentDraftWire]{commentDraftAEAD, "comment draft"}
+	commentDraftKind = kind[CommentDraft, commentDraftWire]{commentDraftAEAD, "handle: comment draft", "comment draft"}
 )
 
 // CommentDraft is a comment typed by a person on one job's request page.
@@ -66,14 +65,9 @@ func (w commentDraftWire) token() (CommentDraft, bool) {
 }
 
 func (d CommentDraft) validateFields() error {
-	if err := requireStrings("handle: comment draft", field{"issuer", d.Issuer}, field{"subject", d.Subject},
-		field{"tenant", d.Tenant}, field{"job", d.Job}, field{"comment", d.Comment}); err != nil {
-		return err
-	}
-	if !validExpiry(d.Expiry) {
-		return errors.New("handle: comment draft expiry is zero or out of range")
-	}
-	return nil
+	// The expiry is checked by kind.checked, as every kind's.
+	return requireStrings("handle: comment draft", field{"issuer", d.Issuer}, field{"subject", d.Subject},
+		field{"tenant", d.Tenant}, field{"job", d.Job}, field{"comment", d.Comment})
 }
 
 // Validate reports whether SealCommentDraft can seal d: fields set and valid, within
