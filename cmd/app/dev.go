@@ -224,7 +224,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 		SigningKeys: m.signingKeys, Listener: ln, Mounts: mounts, Tracing: m.tracing.frontend,
 		// Every route, the identity provider's included, answers only this machine's loopback
 		// names as Host (DNS rebinding).
-		Guard: func(h http.Handler) http.Handler { return devHostGuard(port, h) },
+		Guard: func(h http.Handler) http.Handler { return devHostGuard(h) },
 	}
 	served = true // serve closes it from here on, on failure too
 	if err := m.serve.Run(ctx); err != nil {

@@ -45,8 +45,8 @@ func hostRequest(t *testing.T, method, addr, path, host, origin string, site ...
 // TestDevRefusesForeignHost: DNS rebinding. A page at http://evil.example:<port> whose name
 // then resolves to 127.0.0.1 reaches the dev listener from a loopback peer, so the dev IdP's
 // loopback-only pages served it: it ran the device flow as steward with no click and read the
-// tokens. Every dev route now answers only Host localhost, 127.0.0.1 or [::1] on the bound
-// port, and refuses a foreign Origin. Before the fix the device page, the discovery document,
+// tokens. Every dev route now answers only Host localhost, 127.0.0.1 or [::1] (any port: a
+// proxy in front forwards its own), and refuses a foreign Origin. Before the fix the device page, the discovery document,
 // the events stream and the pages answered Host evil.example.
 func TestDevRefusesForeignHost(t *testing.T) {
 	testenv.Heavy(t, "starts the dev stack (embedded Temporal)")
@@ -69,7 +69,7 @@ func TestDevRefusesForeignHost(t *testing.T) {
 		{"GET", "/healthz"},
 		{"POST", "/mcp"},
 	}
-	for _, host := range []string{"evil.example:" + port, "evil.example", "localhost", "localhost:1", "127.0.0.2:" + port, "localhost.evil.example:" + port} {
+	for _, host := range []string{"evil.example:" + port, "evil.example", "127.0.0.2:" + port, "localhost.evil.example:" + port} {
 		for _, rt := range routes {
 			if code, body := hostRequest(t, rt.method, addr, rt.path, host, ""); code != http.StatusForbidden || !strings.Contains(body, "Host") {
 				t.Errorf("%s %s with Host %s: %d %.200q, want 403 naming Host", rt.method, rt.path, host, code, body)
@@ -102,7 +102,7 @@ func TestDevRefusesForeignHost(t *testing.T) {
 func TestDevHostGuard(t *testing.T) {
 	srv := httptest.NewUnstartedServer(nil)
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	srv.Config.Handler = devHostGuard(port, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	srv.Config.Handler = devHostGuard(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	srv.Start()
 	t.Cleanup(srv.Close)
 	addr, p := srv.Listener.Addr().String(), strconv.Itoa(port)
@@ -118,10 +118,12 @@ func TestDevHostGuard(t *testing.T) {
 		{"LOCALHOST:" + p, "", 200, "", ""},
 		{"localhost:" + p, "https://localhost", 200, "", ""},
 		{"evil.example:" + p, "", 403, "Host", ""},
-		{"127.0.0.1", "", 403, "Host", ""},
+		// Any port, or none: a proxy in front forwards its own; the name is what a rebound
+		// page cannot change.
+		{"127.0.0.1", "", 200, "", ""},
 		{"127.1:" + p, "", 403, "Host", ""},
-		{"localhost:" + p + "0", "", 403, "Host", ""},
-		{"[::1]", "", 403, "Host", ""},
+		{"localhost:" + p + "0", "", 200, "", ""},
+		{"[::1]", "", 200, "", ""},
 		{"localhost:" + p, "http://evil.example", 403, "Origin", ""},
 		{"localhost:" + p, "null", 403, "Origin", ""},
 		{"localhost:" + p, "file://", 403, "Origin", ""},
@@ -144,7 +146,7 @@ func TestDevHostGuard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lan := &httptest.Server{Listener: ln, Config: &http.Server{Handler: devHostGuard(ln.Addr().(*net.TCPAddr).Port,
+		lan := &httptest.Server{Listener: ln, Config: &http.Server{Handler: devHostGuard(
 			http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))}}
 		lan.Start()
 		t.Cleanup(lan.Close)

@@ -126,23 +126,23 @@ func loopbackListener(a net.Addr) bool {
 // stack from this machine's loopback, so the provider's loopback-only picker and device page
 // served it, and it could sign in as any dev user and read the tokens. The browser still sends
 // the page's name as Host, so only the names of this machine's loopback pass: localhost,
-// 127.0.0.1 or [::1], on the bound port. A connection that arrived on another address (a
+// 127.0.0.1 or [::1], on any port (the name is what a rebound page cannot change; a proxy in
+// front, such as the conformance suite's, forwards its own port). A connection that arrived on another address (a
 // --listen on a LAN address) may also name that address's IP literal: an IP literal cannot be
 // rebound. The go-sdk does the same for /mcp (StreamableHTTPOptions.DisableLocalhostProtection);
 // this covers the routes beside it. An Origin, when sent, must name one of those hosts (any
 // port: a local tool such as the MCP Inspector is not foreign), unless the browser says the
 // request is its own page's (Sec-Fetch-Site same-origin or none); "null" and other sites are
 // refused. Production serve has no such guard: its Host is its public name.
-func devHostGuard(port int, next http.Handler) http.Handler {
-	want := strconv.Itoa(port)
+func devHostGuard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		local := localIP(r)
-		host, p, err := net.SplitHostPort(r.Host)
+		host, _, err := net.SplitHostPort(r.Host)
 		if err != nil {
-			host, p = r.Host, "80" // no port: the scheme's
+			host = r.Host // no port: the scheme's
 		}
-		if p != want || !devHost(host, local) {
-			refuseHost(w, fmt.Sprintf("Host: %q is not localhost, 127.0.0.1 or [::1] on port %s", r.Host, want))
+		if !devHost(host, local) {
+			refuseHost(w, fmt.Sprintf("Host: %q is not localhost, 127.0.0.1 or [::1]", r.Host))
 			return
 		}
 		// A browser's own page may send Origin "null": a same-origin form POST under

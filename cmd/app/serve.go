@@ -317,9 +317,6 @@ func (m *ServeMain) loadKeys(c ServeConfig) error {
 		}
 		m.SigningKeys = k
 	}
-	if m.SigningKeys == nil && m.Logger != nil {
-		m.Logger.Error("no --signing-keys / --signing-keys-file: decision records are not signed (jobgate verify fails them) and /.well-known/jobgate-signing-keys is not served; give serve and the workers the same signing keys")
-	}
 	return nil
 }
 
@@ -417,6 +414,10 @@ func (m *ServeMain) Run(ctx context.Context) error {
 	if err := m.checkPages(ctx); err != nil {
 		_ = m.Close()
 		return err
+	}
+	if m.SigningKeys == nil {
+		// Said once the server runs: a start that fails says only why.
+		m.Logger.Error("no --signing-keys / --signing-keys-file: decision records are not signed (jobgate verify fails them) and /.well-known/jobgate-signing-keys is not served; give serve and the workers the same signing keys")
 	}
 	m.Logger.Info("frontend listening", zap.String("addr", ln.Addr().String()), zap.String("resource", m.Config.ResourceURI))
 	return nil
