@@ -28,12 +28,11 @@ const (
 	// EventDigestLen is the length of a view digest: lower-case hex.
 	EventDigestLen = 16
 
-	eventPosEncInfo   = "jobgate-event-position-v1 aes-256-gcm"
-	eventPosNonceInfo = "jobgate-event-position-v1 synthetic-nonce"
+	eventPosLabel = "jobgate-event-position-v1"
 )
 
 var (
-	eventPosAEAD = &aeadSealer{EventPosPrefix, eventPosEncInfo, eventPosNonceInfo, MaxEventPosLen}
+	eventPosAEAD = &aeadSealer{EventPosPrefix, eventPosLabel, MaxEventPosLen}
 	eventPosKind = kind[EventPos, eventPosWire]{eventPosAEAD, "handle: event position", "event position"}
 )
 
