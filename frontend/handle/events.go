@@ -127,10 +127,8 @@ func (j JobPos) validate() error {
 		if len(j.Digest) != EventDigestLen {
 			return errors.New("digest of the wrong length")
 		}
-		for i := 0; i < len(j.Digest); i++ {
-			if c := j.Digest[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-				return errors.New("digest is not lower-case hex")
-			}
+		if !lowerHex(j.Digest) {
+			return errors.New("digest is not lower-case hex")
 		}
 	}
 	return nil
