@@ -206,56 +206,46 @@ func signingKeysFlags(fs *flag.FlagSet, spec, file *string) {
 	fs.StringVar(file, "signing-keys-file", "", "file holding --signing-keys")
 }
 
-// loadSigningKeys reads the Ed25519 signing keyring from spec or file (the file wins), as
-// loadKeyring reads the HMAC rings, DEV-ONLY placeholders refused alike: a public seed would let
-// anyone sign records and manifests that verify. nil, nil when neither is given.
+// loadSigningKeys reads the Ed25519 signing keyring as loadKeyring reads the HMAC rings,
+// DEV-ONLY placeholders refused alike: a public seed would let anyone sign records and manifests
+// that verify. nil, nil when neither spec nor file is given.
 func loadSigningKeys(spec, file string, devDeployment bool) (*handle.SigningKeyring, error) {
-	what := "--signing-keys"
-	if file != "" {
-		what += "-file"
-		b, err := readSecretFile(file, what)
-		if err != nil {
-			return nil, err
-		}
-		spec = string(b)
-	}
-	if spec == "" {
-		return nil, nil
-	}
-	k, err := handle.ParseSigningKeyring(spec)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	if err := refuseDevOnly(devDeployment, what, file, []byte(strings.Join(k.Public().KIDs(), ","))); err != nil {
-		return nil, err
-	}
-	return k, nil
+	return loadRing(spec, file, "signing-keys", devDeployment, handle.ParseSigningKeyring,
+		func(k *handle.SigningKeyring) []string { return k.Public().KIDs() })
 }
 
-// loadKeyring reads a keyring from spec or file (the file wins), named by the flag it came
-// from for errors. It returns nil, nil when neither is given. A ring with a key marked DEV-ONLY
-// (a public placeholder: the marker is in the key ID, which survives a mounted file's lost name,
-// or in the file's name) is refused unless devDeployment: whoever has the repository has those
-// keys, and every key of a ring verifies.
+// loadKeyring reads an HMAC keyring (resume or handle keys) with loadRing.
 func loadKeyring(spec, file, flagName string, devDeployment bool) (*handle.Keyring, error) {
+	return loadRing(spec, file, flagName, devDeployment, handle.ParseKeyring, (*handle.Keyring).KIDs)
+}
+
+// loadRing reads a keyring from spec or file (the file wins), parsed by parse and named by the
+// flag it came from for errors; one reader for every ring, so the HMAC and the signing keys are
+// read, and their placeholders refused, the same way. It returns the zero ring (nil), nil when
+// neither is given. A ring with a key marked DEV-ONLY (a public placeholder: the marker is in the
+// key ID, which kids lists and which survives a mounted file's lost name, or in the file's name)
+// is refused unless devDeployment: whoever has the repository has those keys, and every key of a
+// ring verifies.
+func loadRing[K any](spec, file, flagName string, devDeployment bool, parse func(string) (K, error), kids func(K) []string) (K, error) {
+	var none K
 	what := "--" + flagName
 	if file != "" {
 		what += "-file"
 		b, err := readSecretFile(file, what)
 		if err != nil {
-			return nil, err
+			return none, err
 		}
 		spec = string(b)
 	}
 	if spec == "" {
-		return nil, nil
+		return none, nil
 	}
-	k, err := handle.ParseKeyring(spec)
+	k, err := parse(spec)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return none, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := refuseDevOnly(devDeployment, what, file, []byte(strings.Join(k.KIDs(), ","))); err != nil {
-		return nil, err
+	if err := refuseDevOnly(devDeployment, what, file, []byte(strings.Join(kids(k), ","))); err != nil {
+		return none, err
 	}
 	return k, nil
 }

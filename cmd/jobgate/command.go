@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -98,4 +100,27 @@ func (c *clientCommand) connectJob(args []string) (string, *client, error) {
 	}
 	cl, err := c.conn.connect()
 	return h, cl, err
+}
+
+// printJobRead runs a job command that reads one result about the job (jobs get, jobs describe)
+// and prints it: with --json (jsonHelp says which result) as the server sent it, else rendered
+// by the print that read returns. The flag, the connection and the choice were each command's.
+func (c *clientCommand) printJobRead(args []string, stdout io.Writer, jsonHelp string,
+	read func(ctx context.Context, cl *client, h string) (raw json.RawMessage, print func(), err error)) error {
+	var asJSON bool
+	c.BoolVar(&asJSON, "json", false, jsonHelp)
+	h, cl, err := c.connectJob(args)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	raw, print, err := read(context.Background(), cl, h)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, raw)
+	}
+	print()
+	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -12,32 +13,21 @@ import (
 // runJobsDescribe implements "jobgate jobs describe <handle>": the job's timeline from its
 // history (describe_job), for engineers without Web UI access.
 func runJobsDescribe(args []string, stdout, stderr io.Writer) error {
-	var asJSON bool
 	var maxLines int
 	c := newJobCommand("jobs describe", "Prints a job's timeline from its Temporal history (describe_job): who started it, the\n"+
 		"approval it waited for and who answered where, parts or episodes, retries and their errors, the end.\n"+
 		"For the job's owner and jobs:admin holders (admins see recorded error messages, owners their types).", stderr)
-	c.BoolVar(&asJSON, "json", false, "print the describe_job result as JSON, unchanged")
 	c.IntVar(&maxLines, "max-lines", 0, fmt.Sprintf("most timeline lines, %d-%d (server default %d)", wire.StoryLinesMin, wire.StoryLinesMax, wire.StoryLinesDefault))
-	h, cl, err := c.connectJob(args)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	in := map[string]any{"handle": h}
-	if maxLines != 0 {
-		in["max_lines"] = maxLines
-	}
-	var out wire.DescribeJobOut
-	raw, err := cl.call(context.Background(), "describe_job", in, &out)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return printJSON(stdout, raw)
-	}
-	printStory(stdout, &out)
-	return nil
+	return c.printJobRead(args, stdout, "print the describe_job result as JSON, unchanged",
+		func(ctx context.Context, cl *client, h string) (json.RawMessage, func(), error) {
+			in := map[string]any{"handle": h}
+			if maxLines != 0 {
+				in["max_lines"] = maxLines
+			}
+			var out wire.DescribeJobOut
+			raw, err := cl.call(ctx, "describe_job", in, &out)
+			return raw, func() { printStory(stdout, &out) }, err
+		})
 }
 
 // printStory prints a timeline: a header, one line per entry with its offset from the start,

@@ -125,12 +125,7 @@ func loopbackHost(h string) bool {
 // servers that route unknown paths oddly) moves to the next; found is false when none did.
 func getFirstJSON(ctx context.Context, hc *http.Client, urls []string, out any) (found bool, err error) {
 	for _, u := range urls {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return false, err
-		}
-		req.Header.Set("Accept", "application/json")
-		resp, err := hc.Do(req)
+		resp, err := getAccepting(ctx, hc, u, "application/json")
 		if err != nil {
 			return false, flatErr(err)
 		}
@@ -152,4 +147,16 @@ func getFirstJSON(ctx context.Context, hc *http.Client, urls []string, out any) 
 		}
 	}
 	return false, nil
+}
+
+// getAccepting GETs u with hc, asking for the media types accept names; the caller checks the
+// status, reads the body within its own bound and closes it. The discovery documents and verify's
+// public keys are fetched alike.
+func getAccepting(ctx context.Context, hc *http.Client, u, accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", accept)
+	return hc.Do(req)
 }

@@ -76,12 +76,7 @@ func fetchPublicKeys(rawURL string) (*handle.PublicKeys, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), keysFetchTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/jwk-set+json, application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := getAccepting(ctx, http.DefaultClient, u.String(), "application/jwk-set+json, application/json")
 	if err != nil {
 		return nil, err
 	}

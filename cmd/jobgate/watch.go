@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,24 +16,16 @@ import (
 )
 
 func runJobsGet(args []string, stdout, stderr io.Writer) error {
-	var asJSON bool
 	c := newJobCommand("jobs get", "Prints one job (get_export or get_eval, whichever the handle names): status, progress,\n"+
 		"its open input request, error or result.", stderr)
-	c.BoolVar(&asJSON, "json", false, "print the job view as JSON (the get_* result, unchanged)")
-	h, cl, err := c.connectJob(args)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	j, err := cl.getJob(context.Background(), h)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return printJSON(stdout, j.raw)
-	}
-	printJob(stdout, j, cl.tenant(), time.Now())
-	return nil
+	return c.printJobRead(args, stdout, "print the job view as JSON (the get_* result, unchanged)",
+		func(ctx context.Context, cl *client, h string) (json.RawMessage, func(), error) {
+			j, err := cl.getJob(ctx, h)
+			if err != nil {
+				return nil, nil, err
+			}
+			return j.raw, func() { printJob(stdout, j, cl.tenant(), time.Now()) }, nil
+		})
 }
 
 // terminal reports whether a job status is final.

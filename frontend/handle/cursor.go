@@ -31,10 +31,9 @@ const (
 	// were signed JSON, readable by their holder; they are no longer accepted).
 	CursorPrefix = "jgc2"
 
-	cursorEncInfo   = "jobgate-cursor-v2 aes-256-gcm"
-	cursorNonceInfo = "jobgate-cursor-v2 synthetic-nonce"
-	cursorNonceLen  = 12 // GCM's standard nonce
-	cursorTagLen    = 16
+	cursorLabel    = "jobgate-cursor-v2"
+	cursorNonceLen = 12 // GCM's standard nonce
+	cursorTagLen   = 16
 )
 
 // errSealed: the ciphertext does not authenticate under the key its kid names (tampered,
@@ -42,17 +41,19 @@ const (
 var errSealed = fmt.Errorf("%w: ciphertext does not authenticate", ErrMalformed)
 
 // An aeadSealer is an encrypted kind of string: prefix.kid.base64url(nonce || AES-256-GCM || tag),
-// at most max bytes, its keys derived from the ring's key kid with HKDF-SHA256 under its own
-// info strings (so no two kinds, and never the handle MAC, share a key). Cursors are the first
-// such kind; browser sessions and login states (session.go) are the others. Every kind seals
-// exactly as the cursor always has, so cursors stay byte-identical.
+// at most max bytes, its keys derived from the ring's key kid with HKDF-SHA256 under info strings
+// of its own label (so no two kinds, and never the handle MAC, share a key): "<label> aes-256-gcm"
+// for the cipher key and "<label> synthetic-nonce" for the nonce key, the rule written once here
+// as a format's label is. Cursors are the first such kind; browser sessions and login states
+// (session.go), event positions and comment drafts are the others. Every kind seals exactly as
+// the cursor always has, so cursors stay byte-identical.
 type aeadSealer struct {
-	prefix, encInfo, nonceInfo string
-	max                        int
+	prefix, label string
+	max           int
 }
 
 var (
-	cursorAEAD = &aeadSealer{CursorPrefix, cursorEncInfo, cursorNonceInfo, MaxCursorLen}
+	cursorAEAD = &aeadSealer{CursorPrefix, cursorLabel, MaxCursorLen}
 	cursorKind = kind[Cursor, cursorWire]{cursorAEAD, "handle: cursor", "cursor"}
 )
 
@@ -69,11 +70,11 @@ type aeadKeys struct {
 type aeadID struct{ prefix, kid string }
 
 func (a *aeadSealer) deriveKeys(key []byte) *aeadKeys {
-	enc, err := hkdf.Key(sha256.New, key, nil, a.encInfo, 32)
+	enc, err := hkdf.Key(sha256.New, key, nil, a.label+" aes-256-gcm", 32)
 	if err != nil {
 		panic("handle: HKDF: " + err.Error()) // only for lengths HKDF-SHA256 cannot produce
 	}
-	nk, err := hkdf.Key(sha256.New, key, nil, a.nonceInfo, 32)
+	nk, err := hkdf.Key(sha256.New, key, nil, a.label+" synthetic-nonce", 32)
 	if err != nil {
 		panic("handle: HKDF: " + err.Error())
 	}

@@ -62,10 +62,11 @@ func (w downloadWire) token() (Download, bool) {
 
 // validDigest reports whether s is 64 lowercase hex digits. Only one
 // spelling is accepted, so the digest compares with ==.
-func validDigest(s string) bool {
-	if len(s) != digestHexLen {
-		return false
-	}
+func validDigest(s string) bool { return len(s) == digestHexLen && lowerHex(s) }
+
+// lowerHex reports whether s is all lowercase hex digits: the one spelling of a digest that
+// sealed strings accept (SHA-256 digests here, event positions' view digests).
+func lowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
 			return false

@@ -25,12 +25,11 @@ const (
 	// CommentDraftTTL is how long a draft fills a form: the time a fresh sign-in takes.
 	CommentDraftTTL = 15 * time.Minute
 
-	draftEncInfo   = "jobgate-comment-draft-v1 aes-256-gcm"
-	draftNonceInfo = "jobgate-comment-draft-v1 synthetic-nonce"
+	draftLabel = "jobgate-comment-draft-v1"
 )
 
 var (
-	commentDraftAEAD = &aeadSealer{CommentDraftPrefix, draftEncInfo, draftNonceInfo, MaxCommentDraftLen}
+	commentDraftAEAD = &aeadSealer{CommentDraftPrefix, draftLabel, MaxCommentDraftLen}
 	commentDraftKind = kind[CommentDraft, commentDraftWire]{commentDraftAEAD, "handle: comment draft", "comment draft"}
 )
 

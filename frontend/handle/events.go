@@ -28,12 +28,11 @@ const (
 	// EventDigestLen is the length of a view digest: lower-case hex.
 	EventDigestLen = 16
 
-	eventPosEncInfo   = "jobgate-event-position-v1 aes-256-gcm"
-	eventPosNonceInfo = "jobgate-event-position-v1 synthetic-nonce"
+	eventPosLabel = "jobgate-event-position-v1"
 )
 
 var (
-	eventPosAEAD = &aeadSealer{EventPosPrefix, eventPosEncInfo, eventPosNonceInfo, MaxEventPosLen}
+	eventPosAEAD = &aeadSealer{EventPosPrefix, eventPosLabel, MaxEventPosLen}
 	eventPosKind = kind[EventPos, eventPosWire]{eventPosAEAD, "handle: event position", "event position"}
 )
 
@@ -128,10 +127,8 @@ func (j JobPos) validate() error {
 		if len(j.Digest) != EventDigestLen {
 			return errors.New("digest of the wrong length")
 		}
-		for i := 0; i < len(j.Digest); i++ {
-			if c := j.Digest[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-				return errors.New("digest is not lower-case hex")
-			}
+		if !lowerHex(j.Digest) {
+			return errors.New("digest is not lower-case hex")
 		}
 	}
 	return nil

@@ -59,6 +59,29 @@ func canonicalWithout(manifestJSON []byte, field string) ([]byte, error) {
 	return json.Marshal(v) // maps marshal with sorted keys
 }
 
+// manifestStamp reads the manifest's own seal or signature field: both are
+// "<prefix>.<kid>.<base64url MAC or signature>", and OpenManifest and VerifyManifest read them
+// the same way before checking each its own. found is false when the field is absent; parts is
+// nil when it is there but not a string of that form (the check's own error then).
+func manifestStamp(manifestJSON []byte, field, prefix string) (parts []string, found bool, err error) {
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(manifestJSON, &f); err != nil {
+		return nil, false, fmt.Errorf("manifest: %w", err)
+	}
+	raw, ok := f[field]
+	if !ok {
+		return nil, false, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, true, nil
+	}
+	if parts = strings.Split(s, "."); len(parts) != 3 || parts[0] != prefix {
+		return nil, true, nil
+	}
+	return parts, true, nil
+}
+
 // SealManifest returns "jgm1.<kid>.<base64url HMAC>" over the canonical form of the manifest
 // JSON (its manifest_seal field, if any, left out), with the current key.
 func (k *Keyring) SealManifest(manifestJSON []byte) (string, error) {
@@ -79,20 +102,11 @@ func (k *Keyring) SealManifest(manifestJSON []byte) (string, error) {
 // returns the key ID that made it. A manifest without the field is not an error of the seal:
 // found is false.
 func (k *Keyring) OpenManifest(manifestJSON []byte) (kid string, found bool, err error) {
-	var f map[string]json.RawMessage
-	if err := json.Unmarshal(manifestJSON, &f); err != nil {
-		return "", false, fmt.Errorf("manifest: %w", err)
+	parts, found, err := manifestStamp(manifestJSON, ManifestSealField, manifestSealPrefix)
+	if err != nil || !found {
+		return "", found, err
 	}
-	raw, ok := f[ManifestSealField]
-	if !ok {
-		return "", false, nil
-	}
-	var seal string
-	if err := json.Unmarshal(raw, &seal); err != nil {
-		return "", true, ErrManifestSeal
-	}
-	parts := strings.Split(seal, ".")
-	if len(parts) != 3 || parts[0] != manifestSealPrefix || k.keys[parts[1]] == nil {
+	if parts == nil || k.keys[parts[1]] == nil {
 		return "", true, ErrManifestSeal
 	}
 	sig, err := base64.RawURLEncoding.DecodeString(parts[2])

@@ -30,18 +30,16 @@ const (
 	// LoginStateTTL is how long a login may take at the identity provider.
 	LoginStateTTL = 10 * time.Minute
 
-	sessionEncInfo      = "jobgate-session-v1 aes-256-gcm"
-	sessionNonceInfo    = "jobgate-session-v1 synthetic-nonce"
-	loginStateEncInfo   = "jobgate-login-state-v1 aes-256-gcm"
-	loginStateNonceInfo = "jobgate-login-state-v1 synthetic-nonce"
+	sessionLabel    = "jobgate-session-v1"
+	loginStateLabel = "jobgate-login-state-v1"
 
 	// maxSessionList bounds the scopes and the amr values a session carries.
 	maxSessionList = 64
 )
 
 var (
-	sessionAEAD    = &aeadSealer{SessionPrefix, sessionEncInfo, sessionNonceInfo, MaxSessionLen}
-	loginStateAEAD = &aeadSealer{LoginStatePrefix, loginStateEncInfo, loginStateNonceInfo, MaxLoginStateLen}
+	sessionAEAD    = &aeadSealer{SessionPrefix, sessionLabel, MaxSessionLen}
+	loginStateAEAD = &aeadSealer{LoginStatePrefix, loginStateLabel, MaxLoginStateLen}
 	sessionKind    = kind[Session, sessionWire]{sessionAEAD, "handle: session", "session"}
 	loginStateKind = kind[LoginState, loginStateWire]{loginStateAEAD, "handle: login state", "login state"}
 )

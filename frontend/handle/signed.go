@@ -18,7 +18,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 )
 
@@ -130,20 +129,11 @@ func (k *SigningKeyring) PublicJWKS() []byte { return k.Public().JWKS() }
 // it. A manifest without the field is not an error of the signature: found is false. Errors
 // match ErrSignature or ErrUnknownSigningKey, or say the JSON is not a manifest object.
 func (p *PublicKeys) VerifyManifest(manifestJSON []byte) (kid string, found bool, err error) {
-	var f map[string]json.RawMessage
-	if err := json.Unmarshal(manifestJSON, &f); err != nil {
-		return "", false, fmt.Errorf("manifest: %w", err)
+	parts, found, err := manifestStamp(manifestJSON, ManifestSignatureField, ManifestPrefix)
+	if err != nil || !found {
+		return "", found, err
 	}
-	raw, ok := f[ManifestSignatureField]
-	if !ok {
-		return "", false, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", true, ErrSignature
-	}
-	parts := strings.Split(s, ".")
-	if len(parts) != 3 || parts[0] != ManifestPrefix || !validKID(parts[1]) || len(parts[2]) != edSigB64Len {
+	if parts == nil || !validKID(parts[1]) || len(parts[2]) != edSigB64Len {
 		return "", true, ErrSignature
 	}
 	key := p.key(parts[1])
