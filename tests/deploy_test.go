@@ -50,6 +50,7 @@ func (b *testBundle) runBin(t *testing.T, bin string, args ...string) *proc {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "JOBGATE_TEMPORAL_ADDRESS="+temporalAddr, "JOBGATE_TASK_QUEUE="+b.taskQueue, "JOBGATE_NAMESPACE="+namespace,
 		"JOBGATE_DATASETS="+b.datasets, "JOBGATE_ARTIFACTS="+b.artifacts, "JOBGATE_RESUME_KEYS="+b.resumeKeySpec)
+	cmd.Env = append(cmd.Env, b.payloadEnv()...)
 	return startProc(t, cmd, false)
 }
 

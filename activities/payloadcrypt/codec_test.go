@@ -119,12 +119,15 @@ func TestTamperedAndRelabelledRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]func(q *commonpb.Payload){
-		"flipped bit":  func(q *commonpb.Payload) { q.Data[len(q.Data)-1] ^= 1 },
-		"nonce":        func(q *commonpb.Payload) { q.Data[0] ^= 1 },
-		"truncated":    func(q *commonpb.Payload) { q.Data = q.Data[:20] },
-		"other tenant": func(q *commonpb.Payload) { q.Metadata[MetadataTenant] = []byte("globex"); q.Metadata[MetadataKeyID] = []byte(gk) },
-		"bad key ID":   func(q *commonpb.Payload) { q.Metadata[MetadataKeyID] = []byte("../../etc/passwd") },
-		"bad tenant":   func(q *commonpb.Payload) { q.Metadata[MetadataTenant] = []byte("../x") },
+		"flipped bit": func(q *commonpb.Payload) { q.Data[len(q.Data)-1] ^= 1 },
+		"nonce":       func(q *commonpb.Payload) { q.Data[0] ^= 1 },
+		"truncated":   func(q *commonpb.Payload) { q.Data = q.Data[:20] },
+		"other tenant": func(q *commonpb.Payload) {
+			q.Metadata[MetadataTenant] = []byte("globex")
+			q.Metadata[MetadataKeyID] = []byte(gk)
+		},
+		"bad key ID": func(q *commonpb.Payload) { q.Metadata[MetadataKeyID] = []byte("../../etc/passwd") },
+		"bad tenant": func(q *commonpb.Payload) { q.Metadata[MetadataTenant] = []byte("../x") },
 	}
 	for name, mut := range cases {
 		q := &commonpb.Payload{Metadata: map[string][]byte{}, Data: bytes.Clone(p.Data)}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
 	"github.com/jobgate/jobgate/frontend/devidp"
@@ -102,6 +104,8 @@ type DevMain struct {
 	stopIdP context.CancelFunc
 	// tracing is the frontend's and the worker's traces (tracing.go), flushed by Close.
 	tracing devTracing
+	// payloadKeys seal the stack's payloads (openPayloadKeys); closed last.
+	payloadKeys *payloadcrypt.Opened
 }
 
 // DevToken is one printed dev principal.
@@ -184,6 +188,9 @@ func (m *DevMain) Run(ctx context.Context) error {
 				return err
 			}
 		}
+	}
+	if err := m.openPayloadKeys(ctx, dataDir, kindDir, wc.ArtifactsURL, &tc, &wc.Temporal, &sc.Temporal); err != nil {
+		return err
 	}
 	opts, err := tc.Options(m.Logger) // plaintext: the embedded server is loopback-only
 	if err == nil {
@@ -283,6 +290,31 @@ func (m *DevMain) loadSecrets(dir string) error {
 	}
 	m.resumeKeys, err = handle.ParseKeyring(spec)
 	return err
+}
+
+// openPayloadKeys gives the stack payload encryption with no setup: a local key-encryption key
+// kept in the data dir (dev-payload-kek; a fresh one when ephemeral), the data keys in the
+// artifact store (or, without one, <data dir>/artifacts), shared by worker and frontend.
+func (m *DevMain) openPayloadKeys(ctx context.Context, dataDir, kindDir, artifacts string, tcs ...*TemporalConfig) error {
+	kek := payloadcrypt.NewLocalKEK()
+	if dataDir != "" {
+		var err error
+		if kek, err = readOrCreate(filepath.Join(dataDir, "dev-payload-kek"), payloadcrypt.NewLocalKEK); err != nil {
+			return err
+		}
+	}
+	if artifacts == "" {
+		artifacts = (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(kindDir, "artifacts"))}).String()
+	}
+	keys, err := payloadcrypt.Open(ctx, kek, artifacts, payloadcrypt.Options{})
+	if err != nil {
+		return err
+	}
+	m.payloadKeys = keys
+	for _, tc := range tcs {
+		tc.UsePayloadKeys(keys.Store)
+	}
+	return nil
 }
 
 func readOrCreate(path string, gen func() string) (string, error) {
@@ -400,6 +432,9 @@ func (m *DevMain) Close() error {
 	errs = append(errs, m.tracing.shutdown())
 	if m.temporal != nil {
 		errs = append(errs, m.temporal.Stop())
+	}
+	if m.payloadKeys != nil {
+		errs = append(errs, m.payloadKeys.Close())
 	}
 	if m.tmpDir != "" {
 		errs = append(errs, os.RemoveAll(m.tmpDir))

@@ -160,6 +160,8 @@ type WorkerMain struct {
 	artifacts  *activities.ArtifactStore
 	db         *activities.DBPool
 	metrics    *metricsServer
+	// closePayloadKeys releases the payload key store connect opened.
+	closePayloadKeys func() error
 
 	ownTracing bool // Run started Tracing: Close flushes it
 }
@@ -292,6 +294,12 @@ func (m *WorkerMain) connect(ctx context.Context) error {
 	if m.Client != nil {
 		return nil
 	}
+	// Before the client: its converters seal with these keys (the artifact store's by default).
+	if m.closePayloadKeys, err = m.Config.Temporal.OpenPayloadKeys(ctx, m.Config.ArtifactsURL, m.Config.DevDeployment, m.Logger); err != nil {
+		_ = m.metrics.close()
+		m.metrics = nil
+		return err
+	}
 	opts, err := m.Config.Temporal.Options(m.Logger)
 	if err == nil {
 		m.Client, err = WaitTemporal(ctx, opts)
@@ -409,6 +417,10 @@ func (m *WorkerMain) Close() error {
 	if m.artifacts != nil {
 		errs = append(errs, m.artifacts.Close())
 		m.artifacts = nil
+	}
+	if m.closePayloadKeys != nil {
+		errs = append(errs, m.closePayloadKeys())
+		m.closePayloadKeys = nil
 	}
 	errs = append(errs, m.metrics.close())
 	m.metrics = nil

@@ -1,0 +1,130 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+
+	"github.com/jobgate/jobgate/activities/contract"
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
+	"github.com/jobgate/jobgate/cmd/devtemporal"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// Words only these jobs' callers wrote: none may reach Temporal's database in clear. Each is
+// unusual enough that finding it there cannot be chance (and none is in a workflow ID: an
+// idempotency key is the caller's choice of words, and a routing key, README says).
+const (
+	pcPurpose   = "Quetzal renewal mailing 7Q3X"
+	pcColSecret = "otter_whisker_code"
+	pcColPlain  = "kestrel_plumage_tint"
+	pcComment   = "cleared by the Zanzibar audit 9PX"
+	pcParam     = "marmoset_flavour"
+	pcParamVal  = "tangerine-obsidian-42"
+)
+
+// pcLedger is a SQLite dataset whose column names are distinctive words.
+func pcLedger(t *testing.T) contract.Dataset {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	db, err := sql.Open("sqlite", path)
+	must(t, err)
+	defer db.Close()
+	_, err = db.Exec(fmt.Sprintf(`CREATE TABLE ledger (id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, %s TEXT, %s TEXT)`, pcColSecret, pcColPlain))
+	must(t, err)
+	for i := 1; i <= 50; i++ {
+		_, err = db.Exec(`INSERT INTO ledger VALUES (?, 'acme', ?, ?)`, i, fmt.Sprintf("w%d", i), "grey")
+		must(t, err)
+	}
+	return contract.Dataset{Name: "ledger", Driver: contract.DriverSQLite, DSN: path, Table: "ledger", TenantColumn: "tenant",
+		KeyColumn: "id", KeyType: contract.KeyTypeInteger,
+		Columns: []contract.Column{{Name: "id"}, {Name: pcColSecret, Sensitive: true}, {Name: pcColPlain}}}.WithDefaults()
+}
+
+// TestPayloadsEncryptedAtRest runs an export (purpose, sensitive column, an approver's comment)
+// and an eval (params) to the end on a Temporal server keeping its SQLite database in a file,
+// then reads that file's bytes: none of the callers' words is there in clear, while jobgate
+// still answers them decoded, and the envelopes name tenant and key.
+func TestPayloadsEncryptedAtRest(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	srv, err := devtemporal.Start(ctx, devtemporal.Options{DataDir: dir, UIPort: -1, SearchAttributes: workflows.SearchAttributeTypes()})
+	cancel()
+	must(t, err)
+	t.Cleanup(func() { _ = srv.Stop() })
+	suites, _ := acCommandSuite(t, `echo '{"score": 1}'`)
+	b := setup(t, setupOpts{temporalAddr: srv.FrontendHostPort(), datasetsJSON: catalogJSON(t, pcLedger(t)), suitesJSON: suites})
+
+	csAna := b.session(ana, 0, "")
+	ex := mustView(t, call(t, csAna, "start_export", map[string]any{"idempotency_key": "pc-x1", "dataset": "ledger",
+		"format": "csv", "columns": []string{"id", pcColSecret, pcColPlain}, "purpose": pcPurpose}))
+	ev := mustView(t, call(t, csAna, "start_eval", map[string]any{"idempotency_key": "pc-e1", "suite": "cmd", "episodes": 3,
+		"params": map[string]any{pcParam: pcParamVal}}))
+	w := exWait(t, csAna, ex.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+	if w.NeedsInput.Scope["purpose"] != pcPurpose {
+		t.Fatalf("needs_input.scope decoded: %+v", w.NeedsInput.Scope)
+	}
+	csSteward := b.session(steward, 1, "")
+	mustView(t, call(t, csSteward, "resume_export", map[string]any{"handle": w.Handle, "input_id": w.NeedsInput.InputID,
+		"scope_digest": w.NeedsInput.ScopeDigest, "decision": "approve", "comment": pcComment}))
+	done := exWait(t, csAna, ex.Handle, workflows.StatusSucceeded, 60*time.Second)
+	waitStatus(t, csAna, ev.Handle, workflows.StatusSucceeded, 60*time.Second)
+
+	// jobgate reads them back through the codec.
+	r := exResult(t, done)
+	if r.Decision == nil || r.Decision.Comment != pcComment || !strings.Contains(r.Decision.Meaning, pcPurpose) ||
+		strings.Join(r.Columns, ",") != "id,"+pcColSecret+","+pcColPlain {
+		t.Fatalf("get_export result: %+v", r)
+	}
+	// The eval's input, read by a client holding the keys, carries the params.
+	hist := b.temporal.GetWorkflowHistory(context.Background(), ev.JobID, "", false, 0)
+	first, err := hist.Next()
+	must(t, err)
+	in := first.GetWorkflowExecutionStartedEventAttributes().GetInput()
+	p := in.GetPayloads()[0]
+	if !strings.Contains(payloadcrypt.Describe(p), "encrypted payload of tenant acme") {
+		t.Fatalf("the eval's input is %s", payloadcrypt.Describe(p))
+	}
+	var args map[string]any
+	must(t, b.dc.FromPayload(p, &args))
+	if raw, _ := json.Marshal(args); !strings.Contains(string(raw), pcParamVal) {
+		t.Fatalf("decoded eval input %s", raw)
+	}
+	// Without the keys, the default converter refuses it rather than misread it.
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &args); err == nil {
+		t.Fatal("the default converter decoded an encrypted payload")
+	}
+
+	// Temporal's database, as an operator (or a backup) holds it. Stop the server so every
+	// write is in the files (the WAL too), then read every file of the data dir.
+	must(t, srv.Stop())
+	var all []byte
+	must(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		bs, err := os.ReadFile(path)
+		all = append(all, bs...)
+		return err
+	}))
+	// The job IDs are there (routing keys): proof the bytes are the right ones.
+	if !bytes.Contains(all, []byte(ex.JobID)) || !bytes.Contains(all, []byte(payloadcrypt.EncodingEncrypted)) {
+		t.Fatalf("the database files (%d bytes) hold neither the job ID %s nor an encrypted payload: wrong files", len(all), ex.JobID)
+	}
+	for _, word := range []string{pcPurpose, "Quetzal", pcColSecret, pcColPlain, pcComment, "Zanzibar", pcParam, pcParamVal} {
+		if i := bytes.Index(all, []byte(word)); i >= 0 {
+			lo, hi := max(0, i-80), min(len(all), i+len(word)+80)
+			t.Errorf("%q in clear in Temporal's database: …%q…", word, all[lo:hi])
+		}
+	}
+}
