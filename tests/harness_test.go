@@ -279,6 +279,14 @@ func (b *testBundle) payloads() payloadcrypt.Config {
 	return payloadcrypt.Config{KEK: b.kek}
 }
 
+// converter decodes what the bundle's processes wrote to Temporal (sealed or clear).
+func (b *testBundle) converter() converter.DataConverter {
+	if b.dc == nil {
+		return converter.GetDefaultDataConverter()
+	}
+	return b.dc
+}
+
 // payloadEnv is the environment giving a spawned serve or worker the bundle's payload keys
 // (the data keys are in the artifact store, JOBGATE_ARTIFACTS).
 func (b *testBundle) payloadEnv() []string {
