@@ -276,7 +276,7 @@ func (b *testBundle) payloads() payloadcrypt.Config {
 	if b.dc == nil {
 		return payloadcrypt.Config{}
 	}
-	return payloadcrypt.Config{KEK: b.kek}
+	return payloadcrypt.Config{KEK: b.kek, StoreURL: b.artifacts}
 }
 
 // converter decodes what the bundle's processes wrote to Temporal (sealed or clear).

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/activities/payloadcrypt"
@@ -355,6 +356,15 @@ func (m *DevMain) IdPIssuer() string {
 // IdP is the dev identity provider (nil before Run): its PagesClientSecret is what jobgate's
 // own pages sign in with as the confidential client devidp.PagesClientID.
 func (m *DevMain) IdP() *devidp.IdP { return m.idp }
+
+// DataConverter decodes what the stack wrote to Temporal (sealed with its payload keys) for
+// tools and tests reading histories directly; nil before Run.
+func (m *DevMain) DataConverter() converter.DataConverter {
+	if m.payloadKeys == nil {
+		return nil
+	}
+	return payloadcrypt.NewDataConverter(m.payloadKeys.Store)
+}
 
 // ResourceURI is the frontend's resource URI (and the dev tokens' audience).
 func (m *DevMain) ResourceURI() string { return m.resource }
