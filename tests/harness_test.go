@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -285,6 +286,18 @@ func (b *testBundle) converter() converter.DataConverter {
 		return converter.GetDefaultDataConverter()
 	}
 	return b.dc
+}
+
+// replayer replays histories the bundle's processes wrote (decoding with its payload keys).
+func (b *testBundle) replayer(t testing.TB) worker.WorkflowReplayer {
+	t.Helper()
+	o := worker.WorkflowReplayerOptions{}
+	if b.dc != nil {
+		o.DataConverter, o.FailureConverter = b.dc, payloadcrypt.NewFailureConverter(b.dc)
+	}
+	r, err := worker.NewWorkflowReplayerWithOptions(o)
+	must(t, err)
+	return r
 }
 
 // payloadEnv is the environment giving a spawned serve or worker the bundle's payload keys

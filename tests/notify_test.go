@@ -285,7 +285,7 @@ func replayWithoutNotifier(t *testing.T, b *testBundle, jobID string) {
 		must(t, err)
 		hist.Events = append(hist.Events, e)
 	}
-	r := worker.NewWorkflowReplayer()
+	r := b.replayer(t)
 	r.RegisterWorkflowWithOptions((&workflows.Workflows{}).Eval, workflow.RegisterOptions{Name: workflows.EvalWorkflowName})
 	must(t, r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
 		OriginalExecution: workflow.Execution{ID: jobID}}))

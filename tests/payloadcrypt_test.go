@@ -30,6 +30,8 @@ const (
 	pcComment   = "cleared by the Zanzibar audit 9PX"
 	pcParam     = "marmoset_flavour"
 	pcParamVal  = "tangerine-obsidian-42"
+	pcStderr    = "pangolin_stderr_marker"
+	pcRejection = "Narwhal objection 5KQ"
 )
 
 // pcLedger is a SQLite dataset whose column names are distinctive words.
@@ -51,7 +53,8 @@ func pcLedger(t *testing.T) contract.Dataset {
 }
 
 // TestPayloadsEncryptedAtRest runs an export (purpose, sensitive column, an approver's comment)
-// and an eval (params) to the end on a Temporal server keeping its SQLite database in a file,
+// and an eval (params, an episode failing with its stderr in the failure) to the end, and
+// rejects a second export (a comment, ending in a cancellation), on a Temporal server keeping its SQLite database in a file,
 // then reads that file's bytes: none of the callers' words is there in clear, while jobgate
 // still answers them decoded, and the envelopes name tenant and key.
 func TestPayloadsEncryptedAtRest(t *testing.T) {
@@ -62,7 +65,10 @@ func TestPayloadsEncryptedAtRest(t *testing.T) {
 	cancel()
 	must(t, err)
 	t.Cleanup(func() { _ = srv.Stop() })
-	suites, _ := acCommandSuite(t, `echo '{"score": 1}'`)
+	// Episode 1 fails once and for all, its stderr in the failure's message.
+	script := filepath.Join(t.TempDir(), "episode.sh")
+	must(t, os.WriteFile(script, []byte("#!/bin/sh\nif [ \"$JOBGATE_EPISODE_INDEX\" = 1 ]; then echo "+pcStderr+" >&2; exit 3; fi\necho '{\"score\": 1}'\n"), 0o700))
+	suites := fmt.Sprintf(`{"suites":[{"name":"cmd","kind":"command","command":["sh",%q],"max_attempts":1}]}`, script)
 	b := setup(t, setupOpts{temporalAddr: srv.FrontendHostPort(), datasetsJSON: catalogJSON(t, pcLedger(t)), suitesJSON: suites})
 
 	csAna := b.session(ana, 0, "")
@@ -78,7 +84,19 @@ func TestPayloadsEncryptedAtRest(t *testing.T) {
 	mustView(t, call(t, csSteward, "resume_export", map[string]any{"handle": w.Handle, "input_id": w.NeedsInput.InputID,
 		"scope_digest": w.NeedsInput.ScopeDigest, "decision": "approve", "comment": pcComment}))
 	done := exWait(t, csAna, ex.Handle, workflows.StatusSucceeded, 60*time.Second)
-	waitStatus(t, csAna, ev.Handle, workflows.StatusSucceeded, 60*time.Second)
+	evDone := waitStatus(t, csAna, ev.Handle, workflows.StatusSucceeded, 60*time.Second)
+	if evDone.Progress.Failed != 1 {
+		t.Fatalf("eval progress %+v, want episode 1 failed", evDone.Progress)
+	}
+	// A rejection ends a job as cancelled: its comment goes no further than the sealed memo.
+	rx := mustView(t, call(t, csAna, "start_export", map[string]any{"idempotency_key": "pc-x2", "dataset": "ledger",
+		"format": "csv", "columns": []string{"id", pcColSecret}, "purpose": "second request"}))
+	rw := exWait(t, csAna, rx.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+	mustView(t, call(t, csSteward, "resume_export", map[string]any{"handle": rw.Handle, "input_id": rw.NeedsInput.InputID,
+		"scope_digest": rw.NeedsInput.ScopeDigest, "decision": "reject", "comment": pcRejection}))
+	if rv := exWait(t, csAna, rx.Handle, workflows.StatusCancelled, 30*time.Second); rv.Error == nil || !strings.Contains(rv.Error.Message, pcRejection) {
+		t.Fatalf("rejected export's error: %+v", rv.Error)
+	}
 
 	// jobgate reads them back through the codec.
 	r := exResult(t, done)
@@ -121,7 +139,8 @@ func TestPayloadsEncryptedAtRest(t *testing.T) {
 	if !bytes.Contains(all, []byte(ex.JobID)) || !bytes.Contains(all, []byte(payloadcrypt.EncodingEncrypted)) {
 		t.Fatalf("the database files (%d bytes) hold neither the job ID %s nor an encrypted payload: wrong files", len(all), ex.JobID)
 	}
-	for _, word := range []string{pcPurpose, "Quetzal", pcColSecret, pcColPlain, pcComment, "Zanzibar", pcParam, pcParamVal} {
+	for _, word := range []string{pcPurpose, "Quetzal", pcColSecret, pcColPlain, pcComment, "Zanzibar", pcParam, pcParamVal,
+		pcStderr, pcRejection, "Narwhal"} {
 		if i := bytes.Index(all, []byte(word)); i >= 0 {
 			lo, hi := max(0, i-80), min(len(all), i+len(word)+80)
 			t.Errorf("%q in clear in Temporal's database: …%q…", word, all[lo:hi])

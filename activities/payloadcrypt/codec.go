@@ -63,6 +63,11 @@ func (c *Codec) WithSerializationContext(sc converter.SerializationContext) conv
 // Encode seals every payload under the tenant's newest key. A payload already sealed (a
 // memo or detail passed back as it was read) is kept as it is.
 func (c *Codec) Encode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	if len(ps) == 0 {
+		// Nothing to seal. The SDK encodes a cancelled workflow's (empty) details without a
+		// serialization context: refusing would fail every cancellation.
+		return ps, nil
+	}
 	if c.tenant == "" {
 		return ps, ErrNoTenant
 	}

@@ -80,6 +80,11 @@ func TestEncodeWithoutTenantRefused(t *testing.T) {
 	if _, err := dc.ToPayload(words); !errors.Is(err, ErrNoTenant) {
 		t.Errorf("no context: %v, want ErrNoTenant", err)
 	}
+	// Nothing to seal is no error: the SDK encodes a cancelled workflow's empty details
+	// without a context.
+	if ps, err := dc.ToPayloads(); err != nil || len(ps.GetPayloads()) != 0 {
+		t.Errorf("empty: %v, %v", ps, err)
+	}
 }
 
 func TestLegacyAndMixedPayloadsDecode(t *testing.T) {

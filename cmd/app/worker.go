@@ -16,6 +16,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/activities/contract"
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
@@ -334,6 +335,10 @@ func (m *WorkerMain) workerOptions(ctx context.Context, deploy DeploymentConfig)
 	}
 	if err := m.startTracing(ctx, &opts); err != nil {
 		return worker.Options{}, err
+	}
+	if m.Config.Temporal.payload != nil {
+		// A cancelled workflow's details would be encoded with no tenant to seal them for.
+		opts.Interceptors = append(opts.Interceptors, payloadcrypt.WorkerInterceptor())
 	}
 	return opts, nil
 }
