@@ -117,7 +117,32 @@ func (c *Codec) Decode(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
 // queries are sealed. Search attributes do not go through a data converter, so the routing
 // keys stay readable to visibility queries.
 func NewDataConverter(keys *Store) converter.DataConverter {
-	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), NewCodec(keys))
+	c := NewCodec(keys)
+	return &DataConverter{DataConverter: converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c), codec: c}
+}
+
+// DataConverter is NewDataConverter's: the SDK's codec data converter, which can also open a
+// payload alone (OpenPayload), so a reader with a fast path for clear JSON (the frontend's
+// memo decoding) keeps it for sealed payloads.
+type DataConverter struct {
+	converter.DataConverter
+	codec *Codec
+}
+
+var _ converter.DataConverterWithSerializationContext = (*DataConverter)(nil)
+
+// WithSerializationContext is the codec data converter's: the SDK seals with what it returns.
+func (d *DataConverter) WithSerializationContext(sc converter.SerializationContext) converter.DataConverter {
+	return converter.WithDataConverterSerializationContext(d.DataConverter, sc)
+}
+
+// OpenPayload is p opened (a clear payload as it is), for the default converter to decode.
+func (d *DataConverter) OpenPayload(p *commonpb.Payload) (*commonpb.Payload, error) {
+	ps, err := d.codec.Decode([]*commonpb.Payload{p})
+	if err != nil {
+		return nil, err
+	}
+	return ps[0], nil
 }
 
 // FailureConverter is the SDK's default failure converter with encoded common attributes (a

@@ -461,6 +461,13 @@ func decodeMemo[T any](dc converter.DataConverter, m *commonpb.Memo, key string)
 // converter chain's per-call lookups and copies; a plain JSON string (no escapes) straight from
 // its bytes. Anything else — another encoding, another converter — goes through dc.
 func fromPayload(dc converter.DataConverter, p *commonpb.Payload, ptr any) error {
+	if o, ok := dc.(PayloadOpener); ok {
+		q, err := o.OpenPayload(p)
+		if err != nil {
+			return err
+		}
+		p, dc = q, defaultDC
+	}
 	if dc != defaultDC || string(p.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON {
 		return dc.FromPayload(p, ptr)
 	}
@@ -475,6 +482,14 @@ func fromPayload(dc converter.DataConverter, p *commonpb.Payload, ptr any) error
 		return fmt.Errorf("%w: %v", converter.ErrUnableToDecode, err)
 	}
 	return nil
+}
+
+// PayloadOpener is a data converter that can undo its codec alone (payloadcrypt's opens sealed
+// payloads, whose parent is the default converter): the store then decodes the clear JSON on
+// its fast path, and caches by the sealed bytes, rather than take the converter chain for
+// every memo field and search attribute of every job it reads.
+type PayloadOpener interface {
+	OpenPayload(*commonpb.Payload) (*commonpb.Payload, error)
 }
 
 // defaultDC is the default data converter (a package singleton), for fromPayload's fast path.
