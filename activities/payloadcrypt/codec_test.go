@@ -257,7 +257,7 @@ func TestKeyIDs(t *testing.T) {
 	if !ValidKeyID(id) {
 		t.Fatalf("%q invalid", id)
 	}
-	for _, bad := range []string{"", "x", strings.Repeat("0", keyIDLen), "20261205T032000Z-ABCDEF01", "20261205T032000Z_abcdef01", "20261205T032000Z-abcdef0/"} {
+	for _, bad := range []string{"", "x", strings.Repeat("0", keyIDLen), "20261205T032000.123456789Z-ABCDEF01", "20261205T032000.123456789Z_abcdef01", "20261205T032000.123456789Z-abcdef0/", "20261205T032000Z-abcdef01"} {
 		if ValidKeyID(bad) {
 			t.Errorf("%q valid", bad)
 		}

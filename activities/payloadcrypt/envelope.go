@@ -106,21 +106,25 @@ func open(aead cipher.AEAD, env envelope) (*commonpb.Payload, error) {
 	return &p, nil
 }
 
-// keyIDLen is the length of a key ID: "20261205T032000Z-" and 8 hex digits.
-const keyIDLen = len("20060102T150405Z-") + 8
+// keyIDLayout is a key ID's timestamp: UTC to the nanosecond, so IDs sort by age (two
+// rotations in one second still order) and the newest is the greatest.
+const keyIDLayout = "20060102T150405.000000000Z"
 
-// ValidKeyID reports whether s is a key ID as NewKeyID makes them: a UTC timestamp (so IDs
-// sort by age and the newest is the greatest) and 8 random hex digits (so two processes
-// making a tenant's first key in the same second make two keys, both kept).
+// keyIDLen is the length of a key ID: the timestamp, "-" and 8 hex digits.
+const keyIDLen = len(keyIDLayout) + 1 + 8
+
+// ValidKeyID reports whether s is a key ID as newKeyID makes them: a UTC timestamp and 8
+// random hex digits (so two processes making a tenant's first key at once make two keys,
+// both kept).
 func ValidKeyID(s string) bool {
-	if len(s) != keyIDLen || s[8] != 'T' || s[15] != 'Z' || s[16] != '-' {
+	if len(s) != keyIDLen || s[8] != 'T' || s[15] != '.' || s[25] != 'Z' || s[26] != '-' {
 		return false
 	}
 	for i, c := range s {
 		switch {
-		case i == 8 || i == 15 || i == 16:
-		case i < 15 && c >= '0' && c <= '9':
-		case i > 16 && strings.ContainsRune("0123456789abcdef", c):
+		case i == 8 || i == 15 || i == 25 || i == 26:
+		case i < 25 && c >= '0' && c <= '9':
+		case i > 26 && strings.ContainsRune("0123456789abcdef", c):
 		default:
 			return false
 		}

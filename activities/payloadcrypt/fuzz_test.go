@@ -12,10 +12,10 @@ import (
 // payload it accepts has a valid tenant and key ID and enough data for nonce and tag, and
 // decoding refuses (never panics on) anything that does not authenticate.
 func FuzzParseEnvelope(f *testing.F) {
-	f.Add(EncodingEncrypted, "acme", "20261205T032000Z-0a1b2c3d", make([]byte, 40))
-	f.Add(EncodingEncrypted, "../x", "20261205T032000Z-0a1b2c3d", make([]byte, 40))
+	f.Add(EncodingEncrypted, "acme", "20261205T032000.123456789Z-0a1b2c3d", make([]byte, 40))
+	f.Add(EncodingEncrypted, "../x", "20261205T032000.123456789Z-0a1b2c3d", make([]byte, 40))
 	f.Add(EncodingEncrypted, "acme", "../../keys", make([]byte, 40))
-	f.Add(EncodingEncrypted, "acme", "20261205T032000Z-0a1b2c3d", make([]byte, 27))
+	f.Add(EncodingEncrypted, "acme", "20261205T032000.123456789Z-0a1b2c3d", make([]byte, 27))
 	f.Add("json/plain", "", "", []byte(`{"purpose":"x"}`))
 	f.Add("binary/null", "", "", []byte{})
 	f.Fuzz(func(t *testing.T, enc, tenant, keyID string, data []byte) {

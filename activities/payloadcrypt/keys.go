@@ -237,7 +237,7 @@ func (s *Store) Add(ctx context.Context, tenant string) (string, error) {
 func newKeyID(t time.Time) string {
 	r := make([]byte, 4)
 	_, _ = rand.Read(r)
-	return t.Format("20060102T150405Z") + "-" + hex.EncodeToString(r)
+	return t.UTC().Format(keyIDLayout) + "-" + hex.EncodeToString(r)
 }
 
 // List is tenant's key IDs, oldest first (the last one is the newest).
