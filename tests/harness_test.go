@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -294,6 +295,7 @@ func (b *testBundle) replayer(t testing.TB) worker.WorkflowReplayer {
 	o := worker.WorkflowReplayerOptions{}
 	if b.dc != nil {
 		o.DataConverter, o.FailureConverter = b.dc, payloadcrypt.NewFailureConverter(b.dc)
+		o.Interceptors = []interceptor.WorkerInterceptor{payloadcrypt.WorkerInterceptor()} // as the workers have it
 	}
 	r, err := worker.NewWorkflowReplayerWithOptions(o)
 	must(t, err)

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
@@ -139,8 +140,13 @@ func (replayRegistry) RegisterActivityWithOptions(any, activity.RegisterOptions)
 func newReplayer(dc converter.DataConverter, fc converter.FailureConverter) (worker.WorkflowReplayer, []replayTarget, error) {
 	// Logging in replay on: replay_locate.go reads the SDK's per-event log to name the event
 	// that diverged (everything else the replay logs is dropped).
-	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{EnableLoggingInReplay: true,
-		DataConverter: dc, FailureConverter: fc})
+	o := worker.WorkflowReplayerOptions{EnableLoggingInReplay: true, DataConverter: dc, FailureConverter: fc}
+	if dc != nil {
+		// As the workers have it: a cancelled run's close would otherwise encode details no
+		// tenant can seal (payloadcrypt.WorkerInterceptor).
+		o.Interceptors = []interceptor.WorkerInterceptor{payloadcrypt.WorkerInterceptor()}
+	}
+	r, err := worker.NewWorkflowReplayerWithOptions(o)
 	if err != nil {
 		return nil, nil, err
 	}
