@@ -12,10 +12,19 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/activities/payloadcrypt"
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -146,4 +155,91 @@ func TestPayloadsEncryptedAtRest(t *testing.T) {
 			t.Errorf("%q in clear in Temporal's database: …%q…", word, all[lo:hi])
 		}
 	}
+}
+
+// TestPayloadsMixedHistory: a job started and left waiting by a deployment without payload
+// keys (its history in clear) is approved and finished by a worker that seals. Its history
+// then holds both kinds; the worker reads the clear part, the job succeeds, a reader with the
+// keys decodes every payload of it, and it replays with the keys.
+func TestPayloadsMixedHistory(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{clearPayloads: true})
+	cs := b.session(ana, 0, "")
+	v := mustView(t, call(t, cs, "start_eval", acStartArgs(uniqueKey(t), "demo", acOverThreshold, 20, acFast)))
+	w := acAwaitInput(t, cs, v.Handle, authz.ApproverOwner)
+	b.stopWorker()
+
+	// The deployment gets payload keys: a worker that seals takes over the queue.
+	kek := payloadcrypt.NewLocalKEK()
+	pw := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
+		TaskQueue: b.taskQueue, Payloads: payloadcrypt.Config{KEK: kek, StoreURL: b.artifacts}}, MaxConcurrentEpisodes: 50},
+		ResumeKeys: b.resumeKeys}
+	must(t, pw.Run(context.Background()))
+	t.Cleanup(func() { _ = pw.Close() })
+	// The answer goes through a frontend still without keys (its update argument in clear).
+	mustView(t, call(t, cs, "resume_eval", acResumeArgs(w, "approve", nil)))
+
+	keys, err := payloadcrypt.Open(context.Background(), kek, b.artifacts, payloadcrypt.Options{})
+	must(t, err)
+	t.Cleanup(func() { _ = keys.Close() })
+	dc := payloadcrypt.NewDataConverter(keys.Store)
+	c, err := client.Dial(client.Options{HostPort: temporalAddr, Namespace: namespace, DataConverter: dc,
+		FailureConverter: payloadcrypt.NewFailureConverter(dc)})
+	must(t, err)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var res workflows.EvalResult
+	must(t, c.GetWorkflow(ctx, v.JobID, "").Get(ctx, &res))
+	if res.Episodes != acOverThreshold || res.ApprovedBy != "ana" {
+		t.Fatalf("result %+v", res)
+	}
+
+	hist := &historypb.History{}
+	it := c.GetWorkflowHistory(ctx, v.JobID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	sealed, clear := 0, 0
+	for it.HasNext() {
+		ev, err := it.Next()
+		must(t, err)
+		hist.Events = append(hist.Events, ev)
+		for _, p := range pcPayloads(ev) {
+			if string(p.GetMetadata()[converter.MetadataEncoding]) == payloadcrypt.EncodingEncrypted {
+				sealed++
+			} else {
+				clear++
+			}
+			var any json.RawMessage
+			if err := dc.FromPayload(p, &any); err != nil {
+				t.Fatalf("event %d (%s): %s does not decode: %v", ev.GetEventId(), ev.GetEventType(), payloadcrypt.Describe(p), err)
+			}
+		}
+	}
+	if sealed == 0 || clear == 0 {
+		t.Fatalf("history has %d sealed and %d clear payloads: not a mixed one", sealed, clear)
+	}
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: dc,
+		FailureConverter: payloadcrypt.NewFailureConverter(dc), Interceptors: []interceptor.WorkerInterceptor{payloadcrypt.WorkerInterceptor()}})
+	must(t, err)
+	r.RegisterWorkflowWithOptions((&workflows.Workflows{}).Eval, workflow.RegisterOptions{Name: workflows.EvalWorkflowName})
+	must(t, r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: v.JobID}}))
+	t.Logf("mixed history: %d clear and %d sealed payloads; it replays", clear, sealed)
+}
+
+// pcPayloads are the payloads an event's input, result, update or activity attributes carry
+// (enough of them to see both kinds in an eval's history).
+func pcPayloads(ev *historypb.HistoryEvent) []*commonpb.Payload {
+	var out []*commonpb.Payload
+	add := func(ps *commonpb.Payloads) { out = append(out, ps.GetPayloads()...) }
+	add(ev.GetWorkflowExecutionStartedEventAttributes().GetInput())
+	add(ev.GetWorkflowExecutionCompletedEventAttributes().GetResult())
+	add(ev.GetActivityTaskScheduledEventAttributes().GetInput())
+	add(ev.GetActivityTaskCompletedEventAttributes().GetResult())
+	add(ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetArgs())
+	add(ev.GetWorkflowExecutionUpdateCompletedEventAttributes().GetOutcome().GetSuccess())
+	add(ev.GetMarkerRecordedEventAttributes().GetDetails()["data"])
+	for _, p := range ev.GetWorkflowPropertiesModifiedEventAttributes().GetUpsertedMemo().GetFields() {
+		out = append(out, p)
+	}
+	return out
 }
