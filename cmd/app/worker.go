@@ -292,14 +292,16 @@ func (m *WorkerMain) connect(ctx context.Context) error {
 	if m.metrics, err = startMetricsFor(m.Config.MetricsListen, &m.Config.Temporal, m.Logger); err != nil {
 		return err
 	}
-	if m.Client != nil {
-		return nil
-	}
 	// Before the client: its converters seal with these keys (the artifact store's by default).
+	// A given client brings its own converters, but the worker's interceptor and its job
+	// snapshots follow the config.
 	if m.closePayloadKeys, err = m.Config.Temporal.OpenPayloadKeys(ctx, m.Config.ArtifactsURL, m.Config.DevDeployment, m.Logger); err != nil {
 		_ = m.metrics.close()
 		m.metrics = nil
 		return err
+	}
+	if m.Client != nil {
+		return nil
 	}
 	opts, err := m.Config.Temporal.Options(m.Logger)
 	if err == nil {
