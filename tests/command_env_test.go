@@ -132,7 +132,7 @@ func TestCommandEpisodesOnSuiteQueue(t *testing.T) {
 	suites, dir := cmdEnvSuite(t, fmt.Sprintf(`,"env":["OPENAI_API_KEY","NOT_SET_ON_THE_WORKER"],"task_queue":%q`, queue))
 	b := setup(t, setupOpts{suitesJSON: suites})
 	ew := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
-		TaskQueue: queue}, SuitesFile: b.suites, MaxConcurrentEpisodes: 10, Kinds: []string{workflows.KindEval}}}
+		TaskQueue: queue, Payloads: b.payloads()}, SuitesFile: b.suites, MaxConcurrentEpisodes: 10, Kinds: []string{workflows.KindEval}}}
 	must(t, ew.Run(context.Background()))
 	t.Cleanup(func() { _ = ew.Close() })
 

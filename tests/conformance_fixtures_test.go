@@ -33,8 +33,8 @@ var conformanceFixtureEnds = map[string][]enumspb.WorkflowExecutionStatus{
 // conformanceCheckFixtureJobs checks, against Temporal's own records, that the fixtures the
 // Tasks scenarios called were real jobs: workflows of the fixture kind under the proxy's
 // principal (acme/ana), one tool per job as its start input says, every one of them ended as
-// its tool must, and every fixture tool was called.
-func conformanceCheckFixtureJobs(t *testing.T, temporalAddr string) {
+// its tool must, and every fixture tool was called. dc holds the stack's payload keys.
+func conformanceCheckFixtureJobs(t *testing.T, temporalAddr string, dc converter.DataConverter) {
 	t.Helper()
 	c, err := client.Dial(client.Options{HostPort: temporalAddr, Namespace: namespace})
 	must(t, err)
@@ -73,7 +73,7 @@ func conformanceCheckFixtureJobs(t *testing.T, temporalAddr string) {
 		ev, err := it.Next()
 		must(t, err)
 		var in workflows.FixtureInput
-		must(t, converter.GetDefaultDataConverter().FromPayloads(ev.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in))
+		must(t, dc.FromPayloads(ev.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in))
 		desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 		cancel()
 		must(t, err)

@@ -378,7 +378,7 @@ func TestConformance(t *testing.T) {
 			t.Logf("%s output:\n%s", name, r.output)
 		}
 	}
-	conformanceCheckFixtureJobs(t, m.TemporalHostPort())
+	conformanceCheckFixtureJobs(t, m.TemporalHostPort(), m.DataConverter())
 	for key, why := range conformanceExpectedFailures {
 		if !seenExpected[key] {
 			t.Errorf("expected failure %s (%s) was not reported by any run: remove or fix it", key, why)

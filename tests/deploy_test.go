@@ -51,6 +51,7 @@ func (b *testBundle) runBin(t *testing.T, bin string, args ...string) *proc {
 	cmd.Env = append(os.Environ(), "JOBGATE_TEMPORAL_ADDRESS="+temporalAddr, "JOBGATE_TASK_QUEUE="+b.taskQueue, "JOBGATE_NAMESPACE="+namespace,
 		"JOBGATE_DATASETS="+b.datasets, "JOBGATE_ARTIFACTS="+b.artifacts, "JOBGATE_RESUME_KEYS="+b.resumeKeySpec,
 		"JOBGATE_SIGNING_KEYS="+b.signingKeySpec)
+	cmd.Env = append(cmd.Env, b.payloadEnv()...)
 	return startProc(t, cmd, false)
 }
 

@@ -16,7 +16,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
@@ -352,7 +351,7 @@ func epAssertHistoryHoldsNoOutcomes(t *testing.T, b *testBundle, jobID, firstRun
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dc := converter.GetDefaultDataConverter()
+	dc := b.converter()
 	runs, scheduled, written, biggest := 0, 0, 0, 0
 	for runID := firstRunID; runID != ""; runs++ {
 		it := b.temporal.GetWorkflowHistory(ctx, jobID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)

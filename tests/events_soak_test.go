@@ -37,7 +37,7 @@ func TestEventStreamSoak(t *testing.T) {
 		d = v
 	}
 	b := setup(t)
-	tc := app.TemporalConfig{Address: temporalAddr, Namespace: namespace, TaskQueue: b.taskQueue}
+	tc := app.TemporalConfig{Address: temporalAddr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads()}
 	v, err := authz.NewHS256Verifier(testIssuer, b.resource(), b.secret, "")
 	must(t, err)
 	s := &app.ServeMain{Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: testIssuer,

@@ -215,6 +215,7 @@ func spawnWorker(b testing.TB, bundle *testBundle) *workerProc {
 	cmd.Env = append(os.Environ(), "JOBGATE_TEMPORAL_ADDRESS="+temporalAddr, "JOBGATE_TASK_QUEUE="+bundle.taskQueue, "JOBGATE_NAMESPACE="+namespace,
 		"JOBGATE_DATASETS="+bundle.datasets, "JOBGATE_ARTIFACTS="+bundle.artifacts, "JOBGATE_RESUME_KEYS="+bundle.resumeKeySpec,
 		"JOBGATE_SIGNING_KEYS="+bundle.signingKeySpec)
+	cmd.Env = append(cmd.Env, bundle.payloadEnv()...)
 	w := &workerProc{cmd: cmd, errs: &lockedWriter{w: &strings.Builder{}}}
 	cmd.Stderr = w.errs
 	must(b, cmd.Start())

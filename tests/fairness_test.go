@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/tests/support/testenv"
@@ -129,13 +130,17 @@ func (a *countingActivity) ExecuteActivity(ctx context.Context, in *interceptor.
 func fairWorker(t *testing.T, b *testBundle) *episodeCounter {
 	t.Helper()
 	counter := &episodeCounter{}
-	c, err := client.Dial(client.Options{HostPort: temporalAddr, Namespace: namespace,
+	copts := client.Options{HostPort: temporalAddr, Namespace: namespace,
 		Logger:       sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
-		Interceptors: []interceptor.ClientInterceptor{counter}})
+		Interceptors: []interceptor.ClientInterceptor{counter}}
+	if b.dc != nil { // the bundle's payload keys, as its own worker's client has them
+		copts.DataConverter, copts.FailureConverter = b.dc, payloadcrypt.NewFailureConverter(b.dc)
+	}
+	c, err := client.Dial(copts)
 	must(t, err)
 	t.Cleanup(c.Close)
 	w := &app.WorkerMain{Client: c, Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr,
-		Namespace: namespace, TaskQueue: b.taskQueue}, SuitesFile: b.suites, MaxConcurrentEpisodes: fairSlots}, ResumeKeys: b.resumeKeys}
+		Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads()}, SuitesFile: b.suites, MaxConcurrentEpisodes: fairSlots}, ResumeKeys: b.resumeKeys}
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 	t.Cleanup(func() { counter.check(t) })

@@ -12,7 +12,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/jobgate/jobgate/authz"
@@ -51,7 +50,7 @@ func acceptedResume(t *testing.T, b *testBundle, id string) workflows.ResumeRequ
 	for _, ev := range acHistory(t, b, id) {
 		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
 			var req workflows.ResumeRequest
-			must(t, converter.GetDefaultDataConverter().FromPayloads(
+			must(t, b.converter().FromPayloads(
 				ev.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest().GetInput().GetArgs(), &req))
 			return req
 		}

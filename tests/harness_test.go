@@ -16,9 +16,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
@@ -96,6 +98,11 @@ type testBundle struct {
 	queries   *queryLog
 	// clock is both frontends' clock (ServeMain.Now).
 	clock *testClock
+	// temporalAddr is the Temporal server the bundle uses; kek its payload key-encryption key
+	// and dc the data converter sealing with it (nil: payloads in clear).
+	temporalAddr string
+	kek          string
+	dc           converter.DataConverter
 }
 
 // testClock is real time plus an offset a test moves forward: a TTL test steps past an expiry
@@ -138,6 +145,10 @@ type setupOpts struct {
 	quotaFresh time.Duration
 	// metrics serves each frontend's /metrics on a port of its own (ServeMain.MetricsAddr).
 	metrics bool
+	// temporalAddr is another Temporal server than the package's (e.g. one on a file).
+	temporalAddr string
+	// clearPayloads turns payload encryption off (the benchmark's baseline).
+	clearPayloads bool
 }
 
 // queryLog records every statement in-process workers send to a dataset.
@@ -194,7 +205,28 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 	b.signingKeySpec = "s1:" + handle.GenerateSigningSeedHex()
 	b.signingKeys, err = handle.ParseSigningKeyring(b.signingKeySpec)
 	must(t, err)
-	b.temporal, err = client.Dial(client.Options{HostPort: temporalAddr, Namespace: namespace})
+	addr := temporalAddr
+	if opts.temporalAddr != "" {
+		addr = opts.temporalAddr
+	}
+	b.temporalAddr = addr
+	b.artifacts = "file://" + t.TempDir() + "/artifacts"
+	// Every bundle encrypts its payloads, as a deployment does: one key-encryption key for its
+	// frontends, worker and spawned processes, the data keys in its artifact store. The test's
+	// own client (b.temporal) holds the same keys, so what it reads and writes is what a
+	// jobgate process would.
+	b.kek = payloadcrypt.NewLocalKEK()
+	if !opts.clearPayloads {
+		keys, err := payloadcrypt.Open(context.Background(), b.kek, b.artifacts, payloadcrypt.Options{})
+		must(t, err)
+		t.Cleanup(func() { _ = keys.Close() })
+		b.dc = payloadcrypt.NewDataConverter(keys.Store)
+	}
+	copts := client.Options{HostPort: addr, Namespace: namespace}
+	if b.dc != nil {
+		copts.DataConverter, copts.FailureConverter = b.dc, payloadcrypt.NewFailureConverter(b.dc)
+	}
+	b.temporal, err = client.Dial(copts)
 	must(t, err)
 	t.Cleanup(b.temporal.Close)
 	if opts.suitesJSON != "" {
@@ -205,11 +237,10 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 		b.datasets = t.TempDir() + "/datasets.json"
 		must(t, os.WriteFile(b.datasets, []byte(opts.datasetsJSON), 0o600))
 	}
-	b.artifacts = "file://" + t.TempDir() + "/artifacts"
 	core, logs := observer.New(zap.DebugLevel)
 	b.logs = logs
 	log := zap.New(core)
-	tc := app.TemporalConfig{Address: temporalAddr, Namespace: namespace, TaskQueue: b.taskQueue}
+	tc := app.TemporalConfig{Address: addr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads()}
 	tenants := opts.tenants
 	if tenants == nil {
 		u := authz.Unlimited()
@@ -252,8 +283,8 @@ func (b *testBundle) resource() string { return "http://localhost/mcp" }
 
 func (b *testBundle) startWorker() {
 	b.t.Helper()
-	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
-		TaskQueue: b.taskQueue}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
+	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: b.temporalAddr, Namespace: namespace,
+		TaskQueue: b.taskQueue, Payloads: b.payloads()}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
 		ArtifactsURL: b.artifacts}, QueryHook: b.queries.hook, ResumeKeys: b.resumeKeys,
 		SigningKeys: b.signingKeys}
 	must(b.t, w.Run(context.Background()))

@@ -20,7 +20,7 @@ import (
 // metrics through the bridge, and no caller string (token, handle, tenant, subject, key).
 func TestMetricsEndToEnd(t *testing.T) {
 	b := setup(t, setupOpts{noWorker: true})
-	tc := app.TemporalConfig{Address: temporalAddr, Namespace: namespace, TaskQueue: b.taskQueue}
+	tc := app.TemporalConfig{Address: temporalAddr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads()}
 	v, err := authz.NewHS256Verifier(testIssuer, b.resource(), b.secret, "")
 	must(t, err)
 	s := &app.ServeMain{Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(),

@@ -266,7 +266,7 @@ func replayNotifier(t *testing.T, b *testBundle, id string) {
 		must(t, err)
 		hist.Events = append(hist.Events, e)
 	}
-	r := worker.NewWorkflowReplayer()
+	r := b.replayer(t)
 	r.RegisterWorkflowWithOptions(workflows.NotifyProgress, workflow.RegisterOptions{Name: workflows.NotifyProgressWorkflowName})
 	must(t, r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
 		OriginalExecution: workflow.Execution{ID: id}}))

@@ -70,7 +70,7 @@ func (f *notifyFixture) events(t *testing.T) []webhookrecv.Event {
 func (f *notifyFixture) worker(t *testing.T, b *testBundle) *app.WorkerMain {
 	t.Helper()
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
-		TaskQueue: b.taskQueue}, MaxConcurrentEpisodes: 10, TenantsFile: f.tenantsFile, PublicURL: "https://jobgate.test",
+		TaskQueue: b.taskQueue, Payloads: b.payloads()}, MaxConcurrentEpisodes: 10, TenantsFile: f.tenantsFile, PublicURL: "https://jobgate.test",
 		MetricsListen: "127.0.0.1:0"}, ResumeKeys: b.resumeKeys}
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
@@ -285,7 +285,7 @@ func replayWithoutNotifier(t *testing.T, b *testBundle, jobID string) {
 		must(t, err)
 		hist.Events = append(hist.Events, e)
 	}
-	r := worker.NewWorkflowReplayer()
+	r := b.replayer(t)
 	r.RegisterWorkflowWithOptions((&workflows.Workflows{}).Eval, workflow.RegisterOptions{Name: workflows.EvalWorkflowName})
 	must(t, r.ReplayWorkflowHistoryWithOptions(nil, hist, worker.ReplayWorkflowHistoryOptions{
 		OriginalExecution: workflow.Execution{ID: jobID}}))

@@ -36,7 +36,8 @@ func TestReadyzCachesTemporalHealth(t *testing.T) {
 	v, err := authz.NewHS256Verifier(testIssuer, "http://localhost/mcp", []byte(randHex(32)), "")
 	must(t, err)
 	b := setup(t, setupOpts{noWorker: true})
-	s := &app.ServeMain{Config: app.ServeConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace, TaskQueue: b.taskQueue},
+	s := &app.ServeMain{Config: app.ServeConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace, TaskQueue: b.taskQueue,
+		Payloads: b.payloads()},
 		Listen: "127.0.0.1:0", ResourceURI: "http://localhost/mcp", Issuer: testIssuer}, Client: hc, Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys}
 	must(t, s.Run(context.Background()))
 	t.Cleanup(func() { _ = s.Close() })

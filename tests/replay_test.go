@@ -2,6 +2,7 @@ package tests
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -17,7 +18,9 @@ func runReplay(t *testing.T, bin string, b *testBundle, extra ...string) (string
 	t.Helper()
 	args := append([]string{"replay", "--temporal-address", temporalAddr, "--namespace", namespace,
 		"--query", "TaskQueue = '" + b.taskQueue + "'"}, extra...)
-	out, err := exec.Command(bin, args...).CombinedOutput()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), b.payloadEnv()...) // the histories are sealed with the bundle's keys
+	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:

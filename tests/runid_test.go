@@ -18,7 +18,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"gocloud.dev/blob"
@@ -42,7 +41,7 @@ func retentionChild(t *testing.T, b *testBundle, jobID string) (string, contract
 	for _, ev := range acHistory(t, b, jobID) {
 		if a := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil {
 			var in contract.DeleteExportInput
-			must(t, converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &in))
+			must(t, b.converter().FromPayloads(a.GetInput(), &in))
 			return a.GetWorkflowId(), in
 		}
 	}

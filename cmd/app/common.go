@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -33,14 +34,64 @@ type TemporalConfig struct {
 	// TLS and credentials for the connection. Defaults to plaintext without credentials.
 	TLS TemporalTLS
 
+	// Payloads says where the tenants' payload keys are (--payload-kek…). Without a
+	// key-encryption key, payloads go to Temporal in clear (a warning says so).
+	Payloads payloadcrypt.Config
+
 	// metrics, set by serve and worker when --metrics-listen is on, receives the SDK's metrics.
 	metrics client.MetricsHandler
+	// payload is the opened payload encryption (OpenPayloadKeys, or UsePayloadKeys); nil: clear.
+	payload *payloadState
+}
+
+// payloadState is the converters over one key store, made once: every copy of a
+// TemporalConfig (serve's, its frontend's, the worker's snapshot reader) shares them.
+type payloadState struct {
+	dc converter.DataConverter
+	fc converter.FailureConverter
 }
 
 // Flags registers the Temporal flags with env-var equivalents.
 func (c *TemporalConfig) Flags(fs *flag.FlagSet) {
 	ConnectionFlags(fs, &c.Address, &c.Namespace, &c.TLS)
 	fs.StringVar(&c.TaskQueue, "task-queue", workflows.TaskQueueDefault, "task queue the workers poll")
+	c.Payloads.Flags(fs)
+}
+
+// OpenPayloadKeys opens the payload key store c.Payloads names (by default the artifact store
+// artifactsURL) and makes every client Options builds encrypt with it; close releases it.
+// Without a key-encryption key it logs a warning and payloads stay clear. A key marked
+// DEV-ONLY (cmd/deploy/secrets) is refused unless devDeployment. Already set (UsePayloadKeys):
+// nothing to open.
+func (c *TemporalConfig) OpenPayloadKeys(ctx context.Context, artifactsURL string, devDeployment bool, log *zap.Logger) (close func() error, err error) {
+	close = func() error { return nil }
+	if c.payload != nil {
+		return close, nil
+	}
+	if !c.Payloads.Enabled() {
+		log.Warn("no --payload-kek: job inputs, results, memos and failures go to Temporal in clear; give every serve and worker the same key-encryption key")
+		return close, nil
+	}
+	kek, _, err := c.Payloads.Resolve(artifactsURL)
+	if err != nil {
+		return close, err
+	}
+	if err := refuseDevOnly(devDeployment, "--payload-kek", c.Payloads.KEKFile, []byte(kek)); err != nil {
+		return close, err
+	}
+	keys, err := c.Payloads.Open(ctx, artifactsURL, payloadcrypt.Options{})
+	if err != nil {
+		return close, err
+	}
+	c.UsePayloadKeys(keys.Store)
+	return keys.Close, nil
+}
+
+// UsePayloadKeys makes every client Options builds encrypt payloads with keys (dev opens its
+// own store; tests share one).
+func (c *TemporalConfig) UsePayloadKeys(keys *payloadcrypt.Store) {
+	dc := payloadcrypt.NewDataConverter(keys)
+	c.payload = &payloadState{dc: dc, fc: payloadcrypt.NewFailureConverter(dc)}
 }
 
 // ConnectionFlags registers the flags that say how to reach Temporal (--temporal-address,
@@ -79,15 +130,28 @@ func CommandFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
 }
 
 // DataConverter is the converter every jobgate client uses; the frontend decodes memos and
-// results with the same one (a codec configured here applies to both).
+// results with the same one (a codec configured here applies to both). With payload keys it
+// seals every payload for its tenant and opens sealed and clear ones alike.
 func (c TemporalConfig) DataConverter() converter.DataConverter {
+	if c.payload != nil {
+		return c.payload.dc
+	}
 	return converter.GetDefaultDataConverter()
+}
+
+// FailureConverter goes with DataConverter: with payload keys, failure messages and stack
+// traces are sealed too; nil is the SDK's default.
+func (c TemporalConfig) FailureConverter() converter.FailureConverter {
+	if c.payload != nil {
+		return c.payload.fc
+	}
+	return nil
 }
 
 // options are the SDK client options; an error names the TLS or credential flag that is wrong.
 func (c TemporalConfig) Options(log *zap.Logger) (client.Options, error) {
 	opts := client.Options{HostPort: c.Address, Namespace: c.Namespace, Logger: sdkLogger{log.Sugar()},
-		DataConverter: c.DataConverter(), MetricsHandler: c.metrics}
+		DataConverter: c.DataConverter(), FailureConverter: c.FailureConverter(), MetricsHandler: c.metrics}
 	if err := c.TLS.apply(&opts, log); err != nil {
 		return client.Options{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,8 +18,10 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
 	"github.com/jobgate/jobgate/frontend/devidp"
@@ -105,6 +108,8 @@ type DevMain struct {
 	stopIdP context.CancelFunc
 	// tracing is the frontend's and the worker's traces (tracing.go), flushed by Close.
 	tracing devTracing
+	// payloadKeys seal the stack's payloads (openPayloadKeys); closed last.
+	payloadKeys *payloadcrypt.Opened
 }
 
 // DevToken is one printed dev principal.
@@ -187,6 +192,9 @@ func (m *DevMain) Run(ctx context.Context) error {
 				return err
 			}
 		}
+	}
+	if err := m.openPayloadKeys(ctx, dataDir, kindDir, wc.ArtifactsURL, &tc, &wc.Temporal, &sc.Temporal); err != nil {
+		return err
 	}
 	opts, err := tc.Options(m.Logger) // plaintext: the embedded server is loopback-only
 	if err == nil {
@@ -303,6 +311,31 @@ func (m *DevMain) loadSecrets(dir string) error {
 	return err
 }
 
+// openPayloadKeys gives the stack payload encryption with no setup: a local key-encryption key
+// kept in the data dir (dev-payload-kek; a fresh one when ephemeral), the data keys in the
+// artifact store (or, without one, <data dir>/artifacts), shared by worker and frontend.
+func (m *DevMain) openPayloadKeys(ctx context.Context, dataDir, kindDir, artifacts string, tcs ...*TemporalConfig) error {
+	kek := payloadcrypt.NewLocalKEK()
+	if dataDir != "" {
+		var err error
+		if kek, err = readOrCreate(filepath.Join(dataDir, "dev-payload-kek"), payloadcrypt.NewLocalKEK); err != nil {
+			return err
+		}
+	}
+	if artifacts == "" {
+		artifacts = (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(kindDir, "artifacts"))}).String()
+	}
+	keys, err := payloadcrypt.Open(ctx, kek, artifacts, payloadcrypt.Options{})
+	if err != nil {
+		return err
+	}
+	m.payloadKeys = keys
+	for _, tc := range tcs {
+		tc.UsePayloadKeys(keys.Store)
+	}
+	return nil
+}
+
 func readOrCreate(path string, gen func() string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
@@ -341,6 +374,15 @@ func (m *DevMain) IdPIssuer() string {
 // IdP is the dev identity provider (nil before Run): its PagesClientSecret is what jobgate's
 // own pages sign in with as the confidential client devidp.PagesClientID.
 func (m *DevMain) IdP() *devidp.IdP { return m.idp }
+
+// DataConverter decodes what the stack wrote to Temporal (sealed with its payload keys) for
+// tools and tests reading histories directly; nil before Run.
+func (m *DevMain) DataConverter() converter.DataConverter {
+	if m.payloadKeys == nil {
+		return nil
+	}
+	return payloadcrypt.NewDataConverter(m.payloadKeys.Store)
+}
 
 // ResourceURI is the frontend's resource URI (and the dev tokens' audience).
 func (m *DevMain) ResourceURI() string { return m.resource }
@@ -418,6 +460,9 @@ func (m *DevMain) Close() error {
 	errs = append(errs, m.tracing.shutdown())
 	if m.temporal != nil {
 		errs = append(errs, m.temporal.Stop())
+	}
+	if m.payloadKeys != nil {
+		errs = append(errs, m.payloadKeys.Close())
 	}
 	if m.tmpDir != "" {
 		errs = append(errs, os.RemoveAll(m.tmpDir))

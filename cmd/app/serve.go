@@ -221,8 +221,14 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 	if err := m.loadKeys(c); err != nil {
 		return nil, err
 	}
+	// Before the client: its converters seal with these keys (the artifact store's by default).
+	closePayloadKeys, err := m.Config.Temporal.OpenPayloadKeys(ctx, c.ArtifactsURL, c.DevDeployment, m.Logger)
+	if err != nil {
+		return nil, err
+	}
+	m.closeOnExit(closePayloadKeys)
+	c = m.Config
 	var tenants authz.Tenants
-	var err error
 	if c.Tenants != nil {
 		tenants = *c.Tenants
 	} else if tenants, err = authz.LoadTenants(c.TenantsFile); err != nil {

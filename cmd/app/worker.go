@@ -16,6 +16,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities"
 	"github.com/jobgate/jobgate/activities/contract"
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/handle/resumeseal"
@@ -168,6 +169,8 @@ type WorkerMain struct {
 	artifacts  *activities.ArtifactStore
 	db         *activities.DBPool
 	metrics    *metricsServer
+	// closePayloadKeys releases the payload key store connect opened.
+	closePayloadKeys func() error
 
 	ownTracing bool // Run started Tracing: Close flushes it
 }
@@ -311,6 +314,14 @@ func (m *WorkerMain) connect(ctx context.Context) error {
 	if m.metrics, err = startMetricsFor(m.Config.MetricsListen, &m.Config.Temporal, m.Logger); err != nil {
 		return err
 	}
+	// Before the client: its converters seal with these keys (the artifact store's by default).
+	// A given client brings its own converters, but the worker's interceptor and its job
+	// snapshots follow the config.
+	if m.closePayloadKeys, err = m.Config.Temporal.OpenPayloadKeys(ctx, m.Config.ArtifactsURL, m.Config.DevDeployment, m.Logger); err != nil {
+		_ = m.metrics.close()
+		m.metrics = nil
+		return err
+	}
 	if m.Client != nil {
 		return nil
 	}
@@ -348,6 +359,10 @@ func (m *WorkerMain) workerOptions(ctx context.Context, deploy DeploymentConfig)
 	}
 	if err := m.startTracing(ctx, &opts); err != nil {
 		return worker.Options{}, err
+	}
+	if m.Config.Temporal.payload != nil {
+		// A cancelled workflow's details would be encoded with no tenant to seal them for.
+		opts.Interceptors = append(opts.Interceptors, payloadcrypt.WorkerInterceptor())
 	}
 	return opts, nil
 }
@@ -431,6 +446,10 @@ func (m *WorkerMain) Close() error {
 	if m.artifacts != nil {
 		errs = append(errs, m.artifacts.Close())
 		m.artifacts = nil
+	}
+	if m.closePayloadKeys != nil {
+		errs = append(errs, m.closePayloadKeys())
+		m.closePayloadKeys = nil
 	}
 	errs = append(errs, m.metrics.close())
 	m.metrics = nil

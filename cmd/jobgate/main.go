@@ -33,6 +33,8 @@ Usage:
                              roll worker versions: running jobs finish on their build (cmd/app/README.md)
   jobgate replay   [flags]   before a release: replay recent histories against this binary's workflows (exit 1: non-determinism)
   jobgate token    [flags]   mint a dev HS256 bearer token
+  jobgate payload-keys list|rotate --tenant T
+                             the tenants' payload encryption keys: list them, or add a newer one
 
 Sign in (people; the client commands then need no token):
   jobgate login  [--browser]                sign in at the server's identity provider (device code by default)
@@ -95,6 +97,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	case "token":
 		return runToken(args, stdout, stderr)
+	case "payload-keys":
+		return runPayloadKeys(args, stdout, stderr, app.BindEnv)
 	case "jobs":
 		return runJobs(args, stdout, stderr)
 	case "approvals":

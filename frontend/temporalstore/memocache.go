@@ -80,11 +80,27 @@ func (c *needsInputCache) put(data []byte, d decodedNeedsInput) {
 // view is then the encoded NeedsInputView of the request (else nil).
 func (c *needsInputCache) decode(dc converter.DataConverter, m *commonpb.Memo) (ni *workflows.NeedsInput, view []byte, ok bool) {
 	p := m.GetFields()[workflows.MemoNeedsInput]
-	if p == nil || dc != defaultDC || string(p.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON {
-		ni, ok = decodeMemo[*workflows.NeedsInput](dc, m, workflows.MemoNeedsInput)
-		return ni, nil, ok
+	// The cache key is the payload's bytes as stored: a sealed one's ciphertext names exactly
+	// one plaintext, so a hit skips opening it too.
+	key := p.GetData()
+	if o, isOpener := dc.(PayloadOpener); isOpener && p != nil {
+		if d, ok := c.get(key); ok {
+			return d.ni, d.view, true
+		}
+		q, err := o.OpenPayload(p)
+		if err != nil {
+			return nil, nil, false
+		}
+		p, dc = q, defaultDC
 	}
-	if d, ok := c.get(p.GetData()); ok {
+	if p == nil || dc != defaultDC || string(p.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON {
+		if p == nil || dc != defaultDC {
+			ni, ok = decodeMemo[*workflows.NeedsInput](dc, m, workflows.MemoNeedsInput)
+			return ni, nil, ok
+		}
+		return ni, nil, fromPayload(dc, p, &ni) == nil
+	}
+	if d, ok := c.get(key); ok {
 		return d.ni, d.view, true
 	}
 	if err := json.Unmarshal(p.GetData(), &ni); err != nil {
@@ -95,7 +111,7 @@ func (c *needsInputCache) decode(dc converter.DataConverter, m *commonpb.Memo) (
 		if view, err = json.Marshal(jobstore.NeedsInputViewOf(ni)); err != nil {
 			view = nil
 		} else {
-			c.put(p.GetData(), decodedNeedsInput{ni: ni, view: view})
+			c.put(key, decodedNeedsInput{ni: ni, view: view})
 		}
 	}
 	return ni, view, true

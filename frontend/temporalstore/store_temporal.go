@@ -23,7 +23,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/jobgate/jobgate/frontend/jobstore"
-	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -421,55 +420,6 @@ func execStatusOf(st enumspb.WorkflowExecutionStatus) jobstore.RunState {
 	}
 	return jobstore.RunState(strings.ToLower(st.String()))
 }
-
-func decodeKeyword(dc converter.DataConverter, sa *commonpb.SearchAttributes, name string) string {
-	p := sa.GetIndexedFields()[name]
-	if p == nil {
-		return ""
-	}
-	var s string
-	if err := fromPayload(dc, p, &s); err != nil {
-		return ""
-	}
-	return s
-}
-
-func decodeMemo[T any](dc converter.DataConverter, m *commonpb.Memo, key string) (T, bool) {
-	var v T
-	p := m.GetFields()[key]
-	if p == nil {
-		return v, false
-	}
-	if err := fromPayload(dc, p, &v); err != nil {
-		return v, false
-	}
-	return v, true
-}
-
-// fromPayload is dc.FromPayload(p, ptr). With the default data converter, a json/plain payload
-// (every memo field and keyword search attribute jobgate writes) is decoded here the way the
-// default converter's JSON payload converter does it, json.Unmarshal of the data, without the
-// converter chain's per-call lookups and copies; a plain JSON string (no escapes) straight from
-// its bytes. Anything else — another encoding, another converter — goes through dc.
-func fromPayload(dc converter.DataConverter, p *commonpb.Payload, ptr any) error {
-	if dc != defaultDC || string(p.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON {
-		return dc.FromPayload(p, ptr)
-	}
-	data := p.GetData()
-	if sp, ok := ptr.(*string); ok {
-		if s, ok := wire.JSONString(data); ok {
-			*sp = s
-			return nil
-		}
-	}
-	if err := json.Unmarshal(data, ptr); err != nil {
-		return fmt.Errorf("%w: %v", converter.ErrUnableToDecode, err)
-	}
-	return nil
-}
-
-// defaultDC is the default data converter (a package singleton), for fromPayload's fast path.
-var defaultDC = converter.GetDefaultDataConverter()
 
 // newTemporalStore is the job store of Temporal client c, in namespace, starting jobs on taskQueue.
 func New(c client.Client, namespace, taskQueue string, dc converter.DataConverter) *Store {

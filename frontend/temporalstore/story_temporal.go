@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/wire"
@@ -291,6 +292,12 @@ func (n *narrator) failure(f *failurepb.Failure) string {
 	typ := failureType(f)
 	if !n.req.Full {
 		return typ
+	}
+	// Sealed messages (a codec's encoded attributes) are opened on a copy: the history is
+	// the caller's. One recorded before encryption reads as it was.
+	f = proto.Clone(f).(*failurepb.Failure)
+	for x := f; x != nil; x = x.GetCause() {
+		converter.DecodeCommonFailureAttributes(n.dc, x)
 	}
 	msg := oneLineText(f.GetMessage())
 	if c := f.GetCause(); c != nil {

@@ -21,10 +21,13 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/activities"
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -51,6 +54,10 @@ type ReplayConfig struct {
 	JSON bool
 	// Timeout bounds the whole run; DialTimeout how long Temporal may take to answer first.
 	Timeout, DialTimeout time.Duration
+	// Payloads and Artifacts find the payload keys (serve's and worker's flags): replay
+	// decodes each history's inputs and markers with them. None: histories must be clear.
+	Payloads  payloadcrypt.Config
+	Artifacts string
 }
 
 // sinceFlag reads --since as a duration back from now ("72h") or an RFC 3339 time.
@@ -88,6 +95,8 @@ func (c *ReplayConfig) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.JSON, "json", false, "print one JSON document (results and summary) instead of lines")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Minute, "give up after this long")
 	fs.DurationVar(&c.DialTimeout, "dial-timeout", 30*time.Second, "how long Temporal may take to answer at first")
+	c.Payloads.Flags(fs)
+	fs.StringVar(&c.Artifacts, "artifacts", "", "the artifact store serve and worker have (its keys/ prefix is the default payload key store)")
 }
 
 // ReplayResult is one execution's outcome.
@@ -128,10 +137,16 @@ func (replayRegistry) RegisterActivityWithOptions(any, activity.RegisterOptions)
 // newReplayer registers every workflow a worker of every kind registers and returns the
 // listings that find their executions: a kind's workflow by its JobKind search attribute, its
 // auxiliary workflows and the notification workflow (which carry no JobKind) by type.
-func newReplayer() (worker.WorkflowReplayer, []replayTarget, error) {
+func newReplayer(dc converter.DataConverter, fc converter.FailureConverter) (worker.WorkflowReplayer, []replayTarget, error) {
 	// Logging in replay on: replay_locate.go reads the SDK's per-event log to name the event
 	// that diverged (everything else the replay logs is dropped).
-	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{EnableLoggingInReplay: true})
+	o := worker.WorkflowReplayerOptions{EnableLoggingInReplay: true, DataConverter: dc, FailureConverter: fc}
+	if dc != nil {
+		// As the workers have it: a cancelled run's close would otherwise encode details no
+		// tenant can seal (payloadcrypt.WorkerInterceptor).
+		o.Interceptors = []interceptor.WorkerInterceptor{payloadcrypt.WorkerInterceptor()}
+	}
+	r, err := worker.NewWorkflowReplayerWithOptions(o)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -176,7 +191,20 @@ func Replay(ctx context.Context, c ReplayConfig, log *zap.Logger, out io.Writer)
 		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 	}
-	replayer, targets, err := newReplayer()
+	// Encrypted histories replay only with the keys: the workflow's input and its markers
+	// are payloads. Clear ones replay either way.
+	var dc converter.DataConverter
+	var fc converter.FailureConverter
+	if c.Payloads.Enabled() {
+		keys, err := c.Payloads.Open(ctx, c.Artifacts, payloadcrypt.Options{})
+		if err != nil {
+			return sum, err
+		}
+		defer keys.Close()
+		dc = payloadcrypt.NewDataConverter(keys.Store)
+		fc = payloadcrypt.NewFailureConverter(dc)
+	}
+	replayer, targets, err := newReplayer(dc, fc)
 	if err != nil {
 		return sum, err
 	}

@@ -12,7 +12,7 @@ import (
 // (registered by the worker's calls). Under -tags jobgate_breaking_change they fail, and the
 // diverging event is located (run it so to see the report).
 func TestReplayCommittedHistories(t *testing.T) {
-	r, _, err := newReplayer()
+	r, _, err := newReplayer(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

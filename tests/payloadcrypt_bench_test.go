@@ -1,0 +1,92 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// BenchmarkPayloadEncryption is what sealing payloads costs a caller, side by side in one run
+// against the package's embedded Temporal (README "Payloads in Temporal"): two bundles alike
+// but for payload encryption (on: every payload sealed under its tenant's key; off: clear).
+//
+//	go test ./tests -run '^$' -bench PayloadEncryption -count 3
+//
+// Start32: start_eval at 32 concurrent callers on each side, starts/s and the ratio on/off (no
+// worker polls the queue: only the start is measured; its input, memo and summary are sealed).
+// Get32: get_eval of a job awaiting input (its memos are opened on every call) at 32 callers,
+// calls/s and the ratio. GetSeq: the same get one at a time, interleaved, p50 of each side.
+// Each side's process CPU per call is reported too (on a CPU-bound machine the ratio follows
+// it). The target is a ratio of at least 0.95.
+func BenchmarkPayloadEncryption(b *testing.B) {
+	on, off := setup(b), setup(b, setupOpts{clearPayloads: true})
+	type side struct {
+		cs      *mcp.ClientSession
+		waiting string
+	}
+	sides := map[string]*side{}
+	for name, bundle := range map[string]*testBundle{"on": on, "off": off} {
+		cs := bundle.session(ana, 0, "")
+		w := mustView(b, call(b, cs, "start_eval", startArgs("pcbench-"+randHex(4), 101, map[string]any{"episode_ms": 0})))
+		waitStatus(b, cs, w.Handle, workflows.StatusAwaitingInput, 30*time.Second)
+		// From here only the calls run: nothing else on the queue competes with them.
+		bundle.stopWorker()
+		sides[name] = &side{cs: cs, waiting: w.Handle}
+	}
+	tool := func(cs *mcp.ClientSession, name string, args map[string]any) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.IsError || res.StructuredContent == nil {
+			b.Fatalf("%s: %+v", name, res.Content)
+		}
+	}
+	run := randHex(4)
+	report := func(b *testing.B, name, unit string, runs []sideRun) {
+		r := runs[0].rate / runs[1].rate
+		b.ReportMetric(runs[0].rate, "on_"+unit)
+		b.ReportMetric(runs[1].rate, "off_"+unit)
+		b.ReportMetric(r, "ratio")
+		b.ReportMetric(ms(runs[0].cpuPerCall), "on_cpu_ms/call")
+		b.ReportMetric(ms(runs[1].cpuPerCall), "off_cpu_ms/call")
+		b.Logf("%s: encryption on %.0f %s vs off %.0f %s: %.3fx; CPU per call %.3f ms vs %.3f ms", name,
+			runs[0].rate, unit, runs[1].rate, unit, r, ms(runs[0].cpuPerCall), ms(runs[1].cpuPerCall))
+	}
+
+	b.Run("Start32", func(b *testing.B) {
+		start := func(s *side, tag string) func(int) {
+			return func(i int) {
+				tool(s.cs, "start_eval", startArgs(fmt.Sprintf("pcb-%s-%s-%d-%d", run, tag, b.N, i), 1,
+					map[string]any{"episode_ms": 5, "fail_rate": 0.25}))
+			}
+		}
+		report(b, "start32", "starts/s", roundsCPU(max(b.N, 512), pairsConcurrency, start(sides["on"], "on"), start(sides["off"], "off")))
+	})
+	b.Run("Get32", func(b *testing.B) {
+		get := func(s *side) func(int) {
+			return func(int) { tool(s.cs, "get_eval", map[string]any{"handle": s.waiting}) }
+		}
+		report(b, "get32", "calls/s", roundsCPU(max(b.N, 2000), pairsConcurrency, get(sides["on"]), get(sides["off"])))
+	})
+	b.Run("GetSeq", func(b *testing.B) {
+		n := max(b.N, 200)
+		onLat, offLat := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+		for range n {
+			onLat = append(onLat, timed(func() { tool(sides["on"].cs, "get_eval", map[string]any{"handle": sides["on"].waiting}) }))
+			offLat = append(offLat, timed(func() { tool(sides["off"].cs, "get_eval", map[string]any{"handle": sides["off"].waiting}) }))
+		}
+		o, f := p50(onLat), p50(offLat)
+		b.ReportMetric(ms(o), "on_p50_ms")
+		b.ReportMetric(ms(f), "off_p50_ms")
+		b.ReportMetric(float64(f)/float64(o), "ratio")
+		b.Logf("get_eval p50 encryption on %.3f ms vs off %.3f ms: %.3fx", ms(o), ms(f), float64(f)/float64(o))
+	})
+}
