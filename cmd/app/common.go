@@ -342,3 +342,20 @@ func readSecretFile(path, what string) ([]byte, error) {
 	}
 	return []byte(strings.TrimSpace(string(b))), nil
 }
+
+// requireKeyring is loadKeyring into *dst, unless *dst is set (in code) already, and refuses a
+// configuration that names no keys; why says what the keys are needed for.
+func requireKeyring(dst **handle.Keyring, spec, file, flagName string, devDeployment bool, why string) error {
+	if *dst != nil {
+		return nil
+	}
+	k, err := loadKeyring(spec, file, flagName, devDeployment)
+	if err != nil {
+		return err
+	}
+	if k == nil {
+		return fmt.Errorf("--%s or --%s-file is required (%s)", flagName, flagName, why)
+	}
+	*dst = k
+	return nil
+}

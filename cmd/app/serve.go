@@ -326,23 +326,6 @@ func (m *ServeMain) loadKeys(c ServeConfig) error {
 	return nil
 }
 
-// requireKeyring is loadKeyring into *dst, unless *dst is set (in code) already, and refuses a
-// configuration that names no keys; why says what the keys are needed for.
-func requireKeyring(dst **handle.Keyring, spec, file, flagName string, devDeployment bool, why string) error {
-	if *dst != nil {
-		return nil
-	}
-	k, err := loadKeyring(spec, file, flagName, devDeployment)
-	if err != nil {
-		return err
-	}
-	if k == nil {
-		return fmt.Errorf("--%s or --%s-file is required (%s)", flagName, flagName, why)
-	}
-	*dst = k
-	return nil
-}
-
 // lazyClient is the Temporal client: lazy, so the frontend starts (and answers /readyz 503)
 // while Temporal is down, but a TLS misconfiguration fails start-up.
 func (m *ServeMain) lazyClient(ctx context.Context, c ServeConfig) (client.Client, error) {
