@@ -79,7 +79,7 @@ func newCluster(t *testing.T, nWorkers int, suitesJSON string) *cluster {
 	}
 	c.startTemporal()
 	var err error
-	c.tc, err = client.Dial(client.Options{HostPort: c.temporalAddr, Namespace: namespace})
+	c.tc, err = client.Dial(c.clientOptions(c.temporalAddr, namespace))
 	must(t, err)
 	t.Cleanup(c.tc.Close)
 	for range 2 {
@@ -109,6 +109,7 @@ func (c *cluster) run(bin string, args ...string) *proc {
 	cmd.Env = append(os.Environ(), "JOBGATE_TEMPORAL_ADDRESS="+c.temporalAddr, "JOBGATE_TASK_QUEUE="+c.taskQueue,
 		"JOBGATE_NAMESPACE="+namespace, "JOBGATE_RESUME_KEYS="+c.resumeKeySpec,
 		"JOBGATE_SIGNING_KEYS="+c.signingKeySpec)
+	cmd.Env = append(cmd.Env, c.payloadEnv()...) // the bundle's payload keys, as a deployment's processes share them
 	return startProc(c.t, cmd, true)
 }
 

@@ -20,7 +20,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
 	"github.com/jobgate/jobgate/cmd/devtemporal"
@@ -103,6 +102,9 @@ type testBundle struct {
 	temporalAddr string
 	kek          string
 	dc           converter.DataConverter
+	// payloadStore is where dc keeps the data keys: the artifacts URL setup made, which every
+	// process of the bundle is given even where a test later moves its artifacts elsewhere.
+	payloadStore string
 }
 
 // testClock is real time plus an offset a test moves forward: a TTL test steps past an expiry
@@ -215,18 +217,10 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 	// frontends, worker and spawned processes, the data keys in its artifact store. The test's
 	// own client (b.temporal) holds the same keys, so what it reads and writes is what a
 	// jobgate process would.
-	b.kek = payloadcrypt.NewLocalKEK()
 	if !opts.clearPayloads {
-		keys, err := payloadcrypt.Open(context.Background(), b.kek, b.artifacts, payloadcrypt.Options{})
-		must(t, err)
-		t.Cleanup(func() { _ = keys.Close() })
-		b.dc = payloadcrypt.NewDataConverter(keys.Store)
+		b.sealPayloads(t, b.artifacts)
 	}
-	copts := client.Options{HostPort: addr, Namespace: namespace}
-	if b.dc != nil {
-		copts.DataConverter, copts.FailureConverter = b.dc, payloadcrypt.NewFailureConverter(b.dc)
-	}
-	b.temporal, err = client.Dial(copts)
+	b.temporal, err = client.Dial(b.clientOptions(addr, namespace))
 	must(t, err)
 	t.Cleanup(b.temporal.Close)
 	if opts.suitesJSON != "" {

@@ -1,8 +1,10 @@
 package tests
 
 import (
+	"context"
 	"testing"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
@@ -13,12 +15,23 @@ import (
 // A bundle's payload encryption (setup): what its processes, spawned ones and the test's own
 // readers of Temporal need to seal and open its payloads.
 
+// sealPayloads gives the bundle payload keys: a new key-encryption key, its data keys in
+// store, and the converter (dc) its own clients read and write Temporal with.
+func (b *testBundle) sealPayloads(t testing.TB, store string) {
+	t.Helper()
+	b.kek, b.payloadStore = payloadcrypt.NewLocalKEK(), store
+	keys, err := payloadcrypt.Open(context.Background(), b.kek, store, payloadcrypt.Options{})
+	must(t, err)
+	t.Cleanup(func() { _ = keys.Close() })
+	b.dc = payloadcrypt.NewDataConverter(keys.Store)
+}
+
 // payloads is the bundle's payload encryption config (none with setupOpts.clearPayloads).
 func (b *testBundle) payloads() payloadcrypt.Config {
 	if b.dc == nil {
 		return payloadcrypt.Config{}
 	}
-	return payloadcrypt.Config{KEK: b.kek, StoreURL: b.artifacts}
+	return payloadcrypt.Config{KEK: b.kek, StoreURL: b.payloadStore}
 }
 
 // converter decodes what the bundle's processes wrote to Temporal (sealed or clear).
@@ -43,10 +56,20 @@ func (b *testBundle) replayer(t testing.TB) worker.WorkflowReplayer {
 }
 
 // payloadEnv is the environment giving a spawned serve or worker the bundle's payload keys
-// (the data keys are in the artifact store, JOBGATE_ARTIFACTS).
+// (the data keys are in its payload store).
 func (b *testBundle) payloadEnv() []string {
 	if b.dc == nil {
 		return nil
 	}
-	return []string{"JOBGATE_PAYLOAD_KEK=" + b.kek, "JOBGATE_PAYLOAD_KEY_STORE=" + b.artifacts}
+	return []string{"JOBGATE_PAYLOAD_KEK=" + b.kek, "JOBGATE_PAYLOAD_KEY_STORE=" + b.payloadStore}
+}
+
+// clientOptions are the options of a client of the bundle's Temporal at addr in namespace ns
+// that seals and opens payloads with the bundle's keys.
+func (b *testBundle) clientOptions(addr, ns string) client.Options {
+	o := client.Options{HostPort: addr, Namespace: ns}
+	if b.dc != nil {
+		o.DataConverter, o.FailureConverter = b.dc, payloadcrypt.NewFailureConverter(b.dc)
+	}
+	return o
 }

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -21,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 	pgschema "go.temporal.io/server/schema/postgresql/v12"
 
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobcore"
@@ -140,6 +142,9 @@ func startPGStack(t testing.TB, o pgStackOpts) *pgStack {
 	b.keySpec = "t1:" + hex.EncodeToString(key)
 	rkey := handle.GenerateKey()
 	b.resumeKeySpec = "r1:" + hex.EncodeToString(rkey) // JOBGATE_RESUME_KEYS of serve and worker (cluster.run)
+	b.signingKeySpec = "s1:" + handle.GenerateSigningSeedHex()
+	// Payloads sealed as every bundle's are (cluster.run gives the processes the keys).
+	b.sealPayloads(t, "file://"+filepath.Join(t.TempDir(), "payload-keys"))
 	c := &cluster{testBundle: b, t: t, temporalAddr: addr}
 	temporalStart := time.Now()
 	c.temporal = c.run(temporalpg, "--pg-addr", net.JoinHostPort(pgHost, pgPort), "--pg-user", pgUser,
@@ -175,7 +180,7 @@ func startPGStack(t testing.TB, o pgStackOpts) *pgStack {
 	if !strings.Contains(out, "namespace "+ns+": exists") || !strings.Contains(out, "already registered") {
 		t.Fatalf("second setup is not a no-op:\n%s", out)
 	}
-	c.tc, err = client.Dial(client.Options{HostPort: addr, Namespace: ns})
+	c.tc, err = client.Dial(c.clientOptions(addr, ns))
 	must(t, err)
 	t.Cleanup(c.tc.Close)
 
@@ -289,7 +294,7 @@ func TestPostgresTemporal(t *testing.T) {
 	// Export tour: a sensitive column waits for an approver other than the owner; the steward
 	// approves with the CLI; the owner downloads with the CLI, which verifies the SHA-256.
 	exportStart := time.Now()
-	xv := cliStartExport(t, csAna, prefix+"-export", "renewal mailing for Q3")
+	xv := cliStartExport(t, csAna, prefix+"-export", pgPurpose)
 	mustErr(t, exResume(t, csAna, xv, "approve"), jobcore.CodeForbidden)
 	cli := func(p principal, args ...string) string {
 		return runTool(t, []string{"JOBGATE_URL=http://" + c.proxyAddr + "/mcp", "JOBGATE_TOKEN=" + b.token(p)}, jobgateBinary(t), args...)
@@ -297,7 +302,7 @@ func TestPostgresTemporal(t *testing.T) {
 	if out := cli(steward, "approvals", "list"); !strings.Contains(out, xv.JobID) {
 		t.Fatalf("approvals list does not show %s:\n%s", xv.JobID, out)
 	}
-	cli(steward, "approvals", "approve", xv.Handle, "--comment", "ok for Q3")
+	cli(steward, "approvals", "approve", xv.Handle, "--comment", pgComment)
 	xd := exWait(t, csAna, xv.Handle, workflows.StatusSucceeded, 2*time.Minute)
 	xr := exResult(t, xd)
 	if xr.ApprovedBy != "steward" || xr.Rows != 5000 || strings.Join(xr.Columns, ",") != "id,name,email" {
@@ -350,4 +355,70 @@ func TestPostgresTemporal(t *testing.T) {
 	t.Logf("tour on PostgreSQL Temporal: eval %s, worker SIGKILL (%d retried attempts) %s, export %s, lists; total %s",
 		evalTime.Round(time.Millisecond), retried, killTime.Round(time.Millisecond), exportTime.Round(time.Millisecond),
 		time.Since(tourStart).Round(time.Millisecond))
+
+	// Temporal's databases as an operator reads them (issue 31): every column of every table,
+	// through SQL so that what PostgreSQL compressed (TOAST) is read as stored. The export's
+	// purpose and the steward's comment are not there in clear; the job ID (a routing key) and
+	// the task queue (in the history events' own fields) are: proof the history was read.
+	all := pgTemporalBytes(t, s)
+	for _, want := range []string{xv.JobID, c.taskQueue, payloadcrypt.EncodingEncrypted} {
+		if !bytes.Contains(all, []byte(want)) {
+			t.Fatalf("Temporal's PostgreSQL databases (%d bytes read) lack %q: not the databases the jobs are in", len(all), want)
+		}
+	}
+	for _, word := range []string{pgPurpose, "Quokka", pgComment, "Wombat"} {
+		if i := bytes.Index(all, []byte(word)); i >= 0 {
+			t.Errorf("%q in clear in Temporal's PostgreSQL databases: …%q…", word, all[max(0, i-80):min(len(all), i+len(word)+80)])
+		}
+	}
+}
+
+// Words of TestPostgresTemporal's export that only its callers wrote (payloadcrypt_test.go's
+// rule): the purpose and the approver's comment.
+const (
+	pgPurpose = "renewal mailing for Q3, Quokka ledger 4ZR"
+	pgComment = "ok for Q3, Wombat audit 8KT"
+)
+
+// pgTemporalBytes reads every column of every table of the stack's two Temporal databases
+// (persistence and visibility): bytea as stored, the rest as text.
+func pgTemporalBytes(t *testing.T, s *pgStack) []byte {
+	t.Helper()
+	var all []byte
+	for _, name := range []string{"temporal", "temporal_visibility"} {
+		u, err := url.Parse(s.pg.DSN)
+		must(t, err)
+		u.Path = "/" + name
+		db, err := sql.Open("pgx", u.String())
+		must(t, err)
+		rows, err := db.Query(`SELECT table_name, column_name, data_type FROM information_schema.columns
+			WHERE table_schema = 'public' ORDER BY table_name, ordinal_position`)
+		must(t, err)
+		type col struct{ table, name, typ string }
+		var cols []col
+		for rows.Next() {
+			var c col
+			must(t, rows.Scan(&c.table, &c.name, &c.typ))
+			cols = append(cols, c)
+		}
+		must(t, rows.Err())
+		rows.Close()
+		for _, c := range cols {
+			q := fmt.Sprintf(`SELECT %q::text FROM %q WHERE %q IS NOT NULL`, c.name, c.table, c.name)
+			if c.typ == "bytea" {
+				q = fmt.Sprintf(`SELECT %q FROM %q WHERE %q IS NOT NULL`, c.name, c.table, c.name)
+			}
+			vals, err := db.Query(q)
+			must(t, err)
+			for vals.Next() {
+				var v []byte
+				must(t, vals.Scan(&v))
+				all = append(append(all, v...), '\n')
+			}
+			must(t, vals.Err())
+			vals.Close()
+		}
+		must(t, db.Close())
+	}
+	return all
 }
