@@ -12,7 +12,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
@@ -151,7 +150,7 @@ func TestClusterListenResume(t *testing.T) {
 		if a := e.GetWorkflowPropertiesModifiedEventAttributes(); a != nil {
 			if p, ok := a.GetUpsertedMemo().GetFields()[workflows.MemoProgress]; ok {
 				var pr workflows.Progress
-				must(t, converter.GetDefaultDataConverter().FromPayload(p, &pr))
+				must(t, c.converter().FromPayload(p, &pr))
 				if len(wantDone) == 0 || wantDone[len(wantDone)-1] != pr.Done {
 					wantDone = append(wantDone, pr.Done)
 				}
