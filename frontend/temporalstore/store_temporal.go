@@ -213,6 +213,9 @@ func (s *Store) Describe(ctx context.Context, id string) (*jobstore.Job, error) 
 		return nil, storeErr("describe "+id, err)
 	}
 	j := s.JobFromInfo(resp.GetWorkflowExecutionInfo())
+	if j.Forgotten {
+		return nil, jobstore.ErrJobNotFound
+	}
 	j.CancelRequested = resp.GetWorkflowExtendedInfo().GetCancelRequested()
 	return j, nil
 }
@@ -313,7 +316,9 @@ func (s *Store) List(ctx context.Context, f jobstore.Filter, pageSize int, token
 	}
 	jobs := make([]*jobstore.Job, 0, len(resp.GetExecutions()))
 	for _, info := range resp.GetExecutions() {
-		jobs = append(jobs, s.JobFromInfo(info))
+		if j := s.JobFromInfo(info); !j.Forgotten {
+			jobs = append(jobs, j) // a forgotten tenant's job is no job (a page may come out short)
+		}
 	}
 	return jobs, resp.GetNextPageToken(), nil
 }
@@ -385,7 +390,13 @@ func (s *Store) JobFromInfo(info *workflowpb.WorkflowExecutionInfo) *jobstore.Jo
 	j.Kind = decodeKeyword(dc, sa, workflows.SAJobKind.GetName())
 	j.SAStatus = workflows.Status(decodeKeyword(dc, sa, workflows.SAJobStatus.GetName()))
 	m := info.GetMemo()
-	j.InputHash, _ = decodeMemo[string](dc, m, workflows.MemoInputHash)
+	var err error
+	if j.InputHash, _, err = decodeMemoErr[string](dc, m, workflows.MemoInputHash); forgotten(err) {
+		// Every jobgate job has an input hash: sealed under a deleted key, the job is a
+		// forgotten tenant's, and nothing else of it will open either.
+		j.Forgotten = true
+		return j
+	}
 	j.CreatedAt, _ = decodeMemo[time.Time](dc, m, workflows.MemoCreatedAt)
 	j.Progress, _ = decodeMemo[workflows.Progress](dc, m, workflows.MemoProgress)
 	j.Slots, _ = decodeMemo[int](dc, m, workflows.MemoSlots)
