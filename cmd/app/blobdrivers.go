@@ -9,8 +9,15 @@ package app
 // They are linked here, in the binary's wiring, and not in activities: the three cloud SDKs are
 // most of a build's dependencies, and every package that imports activities or workflows (and
 // every test binary of one) would otherwise carry them. file:// and mem:// stay in activities.
+//
+// The key-encryption keys of payload encryption (activities/payloadcrypt) come the same way:
+// awskms://, gcpkms:// and azurekeyvault:// keepers register with gocloud.dev/secrets here;
+// base64key:// (dev) is in payloadcrypt itself.
 import (
 	_ "gocloud.dev/blob/azureblob"
 	_ "gocloud.dev/blob/gcsblob"
 	_ "gocloud.dev/blob/s3blob"
+	_ "gocloud.dev/secrets/awskms"
+	_ "gocloud.dev/secrets/azurekeyvault"
+	_ "gocloud.dev/secrets/gcpkms"
 )

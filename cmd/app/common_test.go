@@ -1,11 +1,19 @@
 package app
 
 import (
+	"context"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.uber.org/zap"
+
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 )
 
 func TestBindEnv(t *testing.T) {
@@ -41,4 +49,49 @@ func TestBindEnv(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 	})
+}
+
+// TestPayloadKeysOpen: serve's and worker's payload key flags open a linked keeper (awskms://
+// here: opening makes no AWS call) over the artifact store; an unlinked scheme, a missing
+// store or a DEV-ONLY key file outside a dev deployment fail start-up naming the flag.
+func TestPayloadKeysOpen(t *testing.T) {
+	store := "file://" + t.TempDir()
+	tc := TemporalConfig{Payloads: payloadcrypt.Config{KEK: "awskms://alias/jobgate?region=eu-west-1"}}
+	closeKeys, err := tc.OpenPayloadKeys(context.Background(), store, false, zap.NewNop())
+	if err != nil {
+		t.Fatalf("awskms keeper: %v", err)
+	}
+	if tc.FailureConverter() == nil || tc.DataConverter() == converter.GetDefaultDataConverter() {
+		t.Fatal("payload keys opened but the converters are the defaults")
+	}
+	if err := closeKeys(); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		cfg   payloadcrypt.Config
+		store string
+		want  string
+	}{
+		"unknown scheme": {payloadcrypt.Config{KEK: "nosuchkms://k"}, store, "key-encryption key"},
+		"no store":       {payloadcrypt.Config{KEK: payloadcrypt.NewLocalKEK()}, "", "--payload-key-store"},
+		"dev-only":       {payloadcrypt.Config{KEKFile: writeTemp(t, "DEV-ONLY-payload-kek", payloadcrypt.NewLocalKEK())}, store, DevOnlyMarker},
+	} {
+		tc := TemporalConfig{Payloads: c.cfg}
+		if _, err := tc.OpenPayloadKeys(context.Background(), c.store, false, zap.NewNop()); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %q", name, err, c.want)
+		}
+	}
+	// Without a key-encryption key: clear payloads, the SDK's converters.
+	var clear TemporalConfig
+	if _, err := clear.OpenPayloadKeys(context.Background(), store, false, zap.NewNop()); err != nil || clear.FailureConverter() != nil {
+		t.Fatalf("no key: %v", err)
+	}
+}
+
+func writeTemp(t *testing.T, name, content string) string {
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
