@@ -27,7 +27,7 @@ const (
 // Temporal server keeping its SQLite database in a file: acme's finished export and eval are
 // then not_found (byte-identical to an unknown job) for their owner and for an admin, on a
 // frontend started after the forget, and absent from list_jobs; their artifacts are gone;
-// globex's job still reads; and Temporal's database, which still holds acme's histories, holds
+// no job starts for acme; globex's job still reads; and Temporal's database, which still holds acme's histories, holds
 // none of acme's words in clear.
 func TestForgetTenant(t *testing.T) {
 	t.Parallel()
@@ -90,6 +90,14 @@ func TestForgetTenant(t *testing.T) {
 		list := call(t, cs, "list_jobs", map[string]any{})
 		if list.Err != nil || strings.Contains(string(list.Raw), ex.JobID) || strings.Contains(string(list.Raw), ev.JobID) {
 			t.Fatalf("%s list_jobs after forget: %s", p.sub, list.Raw)
+		}
+	}
+	// No job starts for a forgotten tenant (nothing could be sealed for it), under a new key or
+	// the forgotten job's own: a clear refusal, not an internal error.
+	for _, key := range []string{"fg-after", "fg-e1"} {
+		if e := mustErr(t, call(t, b.session(ana, i, ""), "start_eval", map[string]any{"idempotency_key": key, "suite": "cmd", "episodes": 2,
+			"params": map[string]any{fgParam: fgParamVal}}), "forbidden"); !strings.Contains(e.Message, "forgotten") {
+			t.Fatalf("start %s after forget: %+v", key, e)
 		}
 	}
 	if g := mustView(t, call(t, b.session(gus, i, ""), "get_eval", map[string]any{"handle": gv.Handle})); g.Status != workflows.StatusSucceeded {

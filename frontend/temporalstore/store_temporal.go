@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -79,6 +80,9 @@ var _ jobstore.Store = (*Store)(nil)
 
 // storeErr wraps err from a call named op: unreachable or overloaded is jobstore.ErrStoreUnavailable.
 func storeErr(op string, err error) error {
+	if errors.Is(err, payloadcrypt.ErrForgotten) {
+		return fmt.Errorf("%s: %w", op, jobstore.ErrTenantForgotten)
+	}
 	if isTemporalUnavailable(err) {
 		return fmt.Errorf("%s: %w: %w", op, jobstore.ErrStoreUnavailable, err)
 	}
