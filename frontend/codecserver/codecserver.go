@@ -196,15 +196,15 @@ func (h *handler) caller(w http.ResponseWriter, r *http.Request, origin string) 
 	return caller{}, false
 }
 
-// bearer is the request's bearer token; has is false with no Authorization header, or an
-// empty token.
+// bearer is the request's bearer token. has is false only with no Authorization header at all:
+// a header of another scheme, or an empty token, is a credential that fails to verify (401
+// invalid_token), never the dev operator's tokenless request.
 func bearer(r *http.Request) (token string, has bool) {
 	a := r.Header.Get("Authorization")
 	if len(a) < 7 || !strings.EqualFold(a[:7], "bearer ") {
 		return "", a != ""
 	}
-	t := strings.TrimSpace(a[7:])
-	return t, true
+	return strings.TrimSpace(a[7:]), true
 }
 
 // loopbackRequest: from a loopback address, to a loopback Host (a DNS-rebound name is not),
