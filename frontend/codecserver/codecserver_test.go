@@ -287,6 +287,19 @@ func TestDevOperator(t *testing.T) {
 	if resp.StatusCode != 401 {
 		t.Fatalf("rebound Host: %d", resp.StatusCode)
 	}
+	// A credential that fails is a failed credential, not the tokenless operator.
+	for _, a := range []string{"Basic YWRtaW46YWRtaW4=", "Bearer ", "Bearer not-a-jwt"} {
+		req, _ := http.NewRequest(http.MethodPost, f.url+codecserver.PathDecode, bytes.NewReader(in))
+		req.Header.Set("Authorization", a)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "invalid_token") {
+			t.Fatalf("Authorization %q from loopback in dev: %d", a, resp.StatusCode)
+		}
+	}
 }
 
 func must[T any](v T, err error) T {
