@@ -207,3 +207,9 @@ func ActionScopes(a Action) []Scope {
 func ListAll(p Principal) bool {
 	return p.Valid() == nil && p.Has(ScopeAdmin)
 }
+
+// AdministersTenant reports whether p holds jobs:admin of tenant: the codec server opens a
+// tenant's payloads for such callers only (an admin reads any job of the tenant anyway).
+func AdministersTenant(p Principal, tenant string) bool {
+	return p.Valid() == nil && tenant != "" && p.Tenant == tenant && p.Has(ScopeAdmin)
+}

@@ -29,6 +29,8 @@ func TestLayers(t *testing.T) {
 		"events":            {mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/quota", "go.temporal.io/"},
 		"wire":              {mod + "frontend", "go.temporal.io/"},
 		"pages":             temporalCalls,
+		// The codec server knows payloadcrypt and authz: no Temporal service, no job store.
+		"codecserver": append(append([]string{}, temporalCalls...), mod+"frontend", mod+"frontend/jobcore", mod+"frontend/temporalstore", mod+"frontend/jobstore"),
 	}
 	for dir, forbidden := range rules {
 		for f, ps := range testenv.Imports(t, dir, false) {

@@ -131,3 +131,15 @@ func ValidKeyID(s string) bool {
 	}
 	return true
 }
+
+// SealedTenant is the tenant whose key sealed p, as its envelope says; sealed is false for a
+// clear payload and for one whose envelope cannot be ours (a codec server passes both on
+// untouched). It decrypts nothing, so it tells a caller whose payload it is before anyone
+// decides whether they may read it.
+func SealedTenant(p *commonpb.Payload) (tenant string, sealed bool) {
+	env, ok, err := parseEnvelope(p)
+	if !ok || err != nil {
+		return "", false
+	}
+	return env.tenant, true
+}

@@ -47,7 +47,11 @@ type Options struct {
 	// CurrentTTL is how long a tenant's newest key is used before the store looks again, so
 	// a rotation (another process's) reaches this one within it. Defaults to a minute.
 	CurrentTTL time.Duration
-	// Now is the clock of new key IDs and the TTL. Defaults to time.Now.
+	// KeyRecheck is how long an unwrapped key is used before the store checks that its object
+	// still exists, so a forgotten tenant (Forget, another process's) stops opening here within
+	// it. Defaults to CurrentTTL.
+	KeyRecheck time.Duration
+	// Now is the clock of new key IDs and the TTLs. Defaults to time.Now.
 	Now func() time.Time
 }
 
@@ -58,9 +62,15 @@ type Store struct {
 	opts   Options
 
 	mu      sync.Mutex
-	keys    *lru[cipher.AEAD]  // "<tenant>/<key ID>" → the key
+	keys    *lru[keyEntry]     // "<tenant>/<key ID>" → the key
 	current *lru[currentEntry] // tenant → its newest key, as of fetched
 	flight  singleflight.Group
+}
+
+// keyEntry is an unwrapped key and when its object was last seen in the bucket.
+type keyEntry struct {
+	aead    cipher.AEAD
+	checked time.Time
 }
 
 type currentEntry struct {
@@ -78,10 +88,13 @@ func NewStore(bucket *blob.Bucket, keeper *secrets.Keeper, o Options) *Store {
 	if o.CurrentTTL <= 0 {
 		o.CurrentTTL = CurrentTTLDefault
 	}
+	if o.KeyRecheck <= 0 {
+		o.KeyRecheck = o.CurrentTTL
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Store{bucket: bucket, keeper: keeper, opts: o, keys: newLRU[cipher.AEAD](o.CacheSize),
+	return &Store{bucket: bucket, keeper: keeper, opts: o, keys: newLRU[keyEntry](o.CacheSize),
 		current: newLRU[currentEntry](o.CacheSize)}
 }
 
@@ -114,6 +127,9 @@ func (s *Store) Current(tenant string) (string, cipher.AEAD, error) {
 		}
 		var id string
 		if len(ids) == 0 {
+			if err := s.refuseForgotten(ctx, tenant); err != nil {
+				return nil, err
+			}
 			// First use. Two processes may both get here: each stores its own key before
 			// using it, so both keys open what they sealed, and the greater one wins later.
 			if id, err = s.Add(ctx, tenant); err != nil {
@@ -149,10 +165,13 @@ func (s *Store) Key(tenant, keyID string) (cipher.AEAD, error) {
 func (s *Store) key(ctx context.Context, tenant, keyID string) (cipher.AEAD, error) {
 	name := tenant + "/" + keyID
 	s.mu.Lock()
-	a, ok := s.keys.get(name)
+	e, ok := s.keys.get(name)
 	s.mu.Unlock()
+	if ok && s.opts.Now().Sub(e.checked) < s.opts.KeyRecheck {
+		return e.aead, nil
+	}
 	if ok {
-		return a, nil
+		return s.recheck(ctx, name, tenant, keyID, e)
 	}
 	v, err, _ := s.flight.Do("key\x00"+name, func() (any, error) {
 		b, err := s.bucket.ReadAll(ctx, objectKey(tenant, keyID))
@@ -176,7 +195,7 @@ func (s *Store) key(ctx context.Context, tenant, keyID string) (cipher.AEAD, err
 			return nil, err
 		}
 		s.mu.Lock()
-		s.keys.put(name, a)
+		s.keys.put(name, keyEntry{aead: a, checked: s.opts.Now()})
 		s.mu.Unlock()
 		return a, nil
 	})
@@ -228,7 +247,7 @@ func (s *Store) Add(ctx context.Context, tenant string) (string, error) {
 		return "", err
 	}
 	s.mu.Lock()
-	s.keys.put(tenant+"/"+id, a)
+	s.keys.put(tenant+"/"+id, keyEntry{aead: a, checked: s.opts.Now()})
 	s.current.put(tenant, currentEntry{keyID: id, aead: a, fetched: s.opts.Now()})
 	s.mu.Unlock()
 	return id, nil

@@ -44,3 +44,19 @@ func (c *lru[V]) put(k string, v V) {
 }
 
 func (c *lru[V]) len() int { return c.order.Len() }
+
+func (c *lru[V]) remove(k string) {
+	if e, ok := c.items[k]; ok {
+		c.order.Remove(e)
+		delete(c.items, k)
+	}
+}
+
+// removeIf removes every entry whose key matches.
+func (c *lru[V]) removeIf(match func(string) bool) {
+	for k := range c.items {
+		if match(k) {
+			c.remove(k)
+		}
+	}
+}

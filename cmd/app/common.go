@@ -47,8 +47,9 @@ type TemporalConfig struct {
 // payloadState is the converters over one key store, made once: every copy of a
 // TemporalConfig (serve's, its frontend's, the worker's snapshot reader) shares them.
 type payloadState struct {
-	dc converter.DataConverter
-	fc converter.FailureConverter
+	keys *payloadcrypt.Store
+	dc   converter.DataConverter
+	fc   converter.FailureConverter
 }
 
 // Flags registers the Temporal flags with env-var equivalents.
@@ -91,7 +92,15 @@ func (c *TemporalConfig) OpenPayloadKeys(ctx context.Context, artifactsURL strin
 // own store; tests share one).
 func (c *TemporalConfig) UsePayloadKeys(keys *payloadcrypt.Store) {
 	dc := payloadcrypt.NewDataConverter(keys)
-	c.payload = &payloadState{dc: dc, fc: payloadcrypt.NewFailureConverter(dc)}
+	c.payload = &payloadState{keys: keys, dc: dc, fc: payloadcrypt.NewFailureConverter(dc)}
+}
+
+// PayloadKeys is the key store UsePayloadKeys (or OpenPayloadKeys) set; nil: payloads clear.
+func (c TemporalConfig) PayloadKeys() *payloadcrypt.Store {
+	if c.payload == nil {
+		return nil
+	}
+	return c.payload.keys
 }
 
 // ConnectionFlags registers the flags that say how to reach Temporal (--temporal-address,

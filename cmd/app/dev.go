@@ -148,18 +148,8 @@ func (m *DevMain) Run(ctx context.Context) error {
 	if err := m.loadSecrets(dataDir); err != nil {
 		return err
 	}
-	sas := SearchAttributes()
-	ts, err := devtemporal.Start(ctx, devtemporal.Options{
-		DataDir: dataDir, FrontendPort: c.TemporalPort, UIPort: c.UIPort, SearchAttributes: sas,
-		Logger: m.Logger.Named("temporal"),
-	})
-	if err != nil {
-		return fmt.Errorf("embedded temporal: %w", err)
-	}
-	m.temporal = ts
-	tc := TemporalConfig{Address: ts.FrontendHostPort(), Namespace: ts.Namespace(), TaskQueue: workflows.TaskQueueDefault}
 	// Bind first so the resource URI (tokens' aud) and the notifications' links name the real
-	// port, even with :0; the frontend serves this very listener, so no other process can take
+	// port (and the Web UI its codec endpoint), even with :0; the frontend serves this very listener, so no other process can take
 	// the port in between. Until serve owns it, a failed start closes it.
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
@@ -172,12 +162,26 @@ func (m *DevMain) Run(ctx context.Context) error {
 		}
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
+	sas := SearchAttributes()
+	ts, err := devtemporal.Start(ctx, devtemporal.Options{
+		DataDir: dataDir, FrontendPort: c.TemporalPort, UIPort: c.UIPort, SearchAttributes: sas,
+		Logger: m.Logger.Named("temporal"),
+		// The UI decodes through the frontend's codec server (frontend/codecserver) as the dev
+		// operator: engineers see payloads in clear with no setup.
+		UICodecEndpoint: "http://localhost:" + strconv.Itoa(port) + "/codec",
+	})
+	if err != nil {
+		return fmt.Errorf("embedded temporal: %w", err)
+	}
+	m.temporal = ts
+	tc := TemporalConfig{Address: ts.FrontendHostPort(), Namespace: ts.Namespace(), TaskQueue: workflows.TaskQueueDefault}
 	// Notifications link to the pages, at the origin the frontend serves.
 	wc := WorkerConfig{Temporal: tc, MaxConcurrentEpisodes: 200, TenantsFile: c.TenantsFile,
 		PublicURL: "http://localhost:" + strconv.Itoa(port)}
 	sc := ServeConfig{Temporal: tc,
 		// The tour links every job to the local UI, whoever asks: dev is one person's machine.
-		UIBaseURL: ts.UIURL(), UIURLFor: jobcore.UIURLForAll, TenantsFile: c.TenantsFile}
+		UIBaseURL: ts.UIURL(), UIURLFor: jobcore.UIURLForAll, TenantsFile: c.TenantsFile,
+		CodecCORSOrigins: devUIOrigins(ts.UIURL())}
 	kindDir, err := m.kindDir(dataDir)
 	if err != nil {
 		return err
@@ -229,7 +233,7 @@ func (m *DevMain) Run(ctx context.Context) error {
 	late := &authz.LateVerifier{}
 	m.serve = &ServeMain{Config: sc,
 		Logger: m.Logger.Named("frontend"), Client: m.client, Verifier: late, Keys: m.keys, ResumeKeys: m.resumeKeys,
-		SigningKeys: m.signingKeys, Listener: ln, Mounts: mounts, Tracing: m.tracing.frontend,
+		SigningKeys: m.signingKeys, Listener: ln, Mounts: mounts, Tracing: m.tracing.frontend, CodecDevOperator: true,
 		// Every route, the identity provider's included, answers only this machine's loopback
 		// names as Host (DNS rebinding).
 		Guard: func(h http.Handler) http.Handler { return devHostGuard(h) },
@@ -247,6 +251,16 @@ func (m *DevMain) Run(ctx context.Context) error {
 	}
 	late.Set(v)
 	return m.banner(time.Since(started))
+}
+
+// devUIOrigins are the origins a browser may show the dev Web UI at (uiURL, and the same port
+// on localhost), for the codec server's CORS; none without a UI.
+func devUIOrigins(uiURL string) string {
+	u, err := url.Parse(uiURL)
+	if uiURL == "" || err != nil {
+		return ""
+	}
+	return uiURL + ",http://localhost:" + u.Port()
 }
 
 // kindDir is the absolute directory the kinds keep their dev data in (serveKind.dev): the

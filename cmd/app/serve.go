@@ -113,6 +113,9 @@ type ServeConfig struct {
 	DevDeployment bool
 	// Pages is browser sign-in for jobgate's pages (serve_pages.go). Defaults to off.
 	Pages PagesConfig
+	// CodecCORSOrigins are the Web UI origins (comma-separated) that may call /codec/* from a
+	// browser (serve_pages.go). Defaults to none.
+	CodecCORSOrigins string
 
 	// kinds are the serveKinds Flags bound, so that build reads the values of the very flags
 	// parsed: a kind may keep its options in its own variables, with no field here. nil (a
@@ -158,6 +161,7 @@ func (c *ServeConfig) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.QuotaFresh, "quota-fresh", quota.FreshDefault, "how old a quota check's figures may be to admit a start far from every limit without waiting for a new check (negative: always wait)")
 	fs.BoolVar(&c.DevDeployment, "dev-deployment", false, "this is a dev deployment: accept secrets marked "+DevOnlyMarker+" (public placeholders)")
 	c.Pages.Flags(fs)
+	fs.StringVar(&c.CodecCORSOrigins, "codec-cors-origin", "", "Temporal Web UI origin(s), comma-separated (https://temporal.example.com), allowed to call /codec/decode and /codec/encode from a browser; default none")
 }
 
 func tenantsFlag(fs *flag.FlagSet, p *string) {
@@ -188,6 +192,9 @@ type ServeMain struct {
 	// Now, if set, is the frontend's clock (frontend.Options.Now: handle, cursor and download
 	// link expiry); nil is time.Now. Tests move it past an expiry instead of sleeping.
 	Now func() time.Time
+	// CodecDevOperator (dev only) lets tokenless loopback requests to /codec/* act as an
+	// operator administering every tenant: dev's Web UI has no sign-in (codecserver.Options).
+	CodecDevOperator bool
 	// Tracing, if set, is the frontend's traces (dev and tests; its owner shuts it down).
 	// Defaults to StartTracing(ServiceFrontend): OTLP when the OTEL_* environment says so.
 	Tracing *Tracing
@@ -414,13 +421,14 @@ func (m *ServeMain) Run(ctx context.Context) error {
 
 // handler joins Mounts around the frontend's routes (front).
 func (m *ServeMain) handler(front http.Handler) (http.Handler, error) {
-	if len(m.Mounts) == 0 {
-		return front, nil
+	mounts, err := m.codecMount(m.Mounts)
+	if err != nil || len(mounts) == 0 {
+		return front, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", front)
-	for _, p := range slices.Sorted(maps.Keys(m.Mounts)) {
-		if err := mount(mux, p, m.Mounts[p]); err != nil {
+	for _, p := range slices.Sorted(maps.Keys(mounts)) {
+		if err := mount(mux, p, mounts[p]); err != nil {
 			return nil, err
 		}
 	}

@@ -11,8 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend"
+	"github.com/jobgate/jobgate/frontend/codecserver"
 	"github.com/jobgate/jobgate/frontend/devidp"
 	"github.com/jobgate/jobgate/frontend/pages"
 )
@@ -170,4 +172,32 @@ func (m *ServeMain) checkPages(ctx context.Context) error {
 		return fmt.Errorf("--oidc-issuer: %w", err)
 	}
 	return nil
+}
+
+// codecMount is mounts plus the Web UI's codec server (frontend/codecserver) at /codec/, the
+// other browser-facing surface beside the pages. It is served whenever payloads are sealed
+// (with no key store there is nothing to open); the UI reaches it cross-origin only from
+// --codec-cors-origin.
+func (m *ServeMain) codecMount(mounts map[string]http.Handler) (map[string]http.Handler, error) {
+	keys := m.Config.Temporal.PayloadKeys()
+	if keys == nil {
+		return mounts, nil
+	}
+	var origins []string
+	for _, o := range strings.Split(m.Config.CodecCORSOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, strings.TrimSuffix(o, "/"))
+		}
+	}
+	h, err := codecserver.New(codecserver.Options{Verifier: m.Verifier, Codec: payloadcrypt.NewCodec(keys),
+		AllowOrigins: origins, ResourceURI: m.Config.ResourceURI, DevOperator: m.CodecDevOperator, Logger: m.Logger.Named("codec")})
+	if err != nil {
+		return nil, fmt.Errorf("--codec-cors-origin: %w", err)
+	}
+	out := make(map[string]http.Handler, len(mounts)+1)
+	for p, x := range mounts {
+		out[p] = x
+	}
+	out[codecserver.PathPrefix] = h
+	return out, nil
 }

@@ -66,6 +66,11 @@ type Options struct {
 	// TLS, if set, serves the frontend's gRPC port with TLS (and mutual TLS when
 	// TLS.ClientCAPEM is set). Defaults to nil: plaintext, as a dev server.
 	TLS *TLSOptions
+	// UICodecEndpoint is the Web UI's remote codec (a base URL the UI appends /decode and
+	// /encode to; jobgate dev: its frontend's /codec), so the UI shows sealed payloads
+	// decoded. Defaults to none: the UI shows payloads as stored. The UI passes no access
+	// token: it has no sign-in here (and passes tokens to https endpoints only).
+	UICodecEndpoint string
 }
 
 // TLSOptions serve the frontend with TLS. The server's own clients (the system worker, the
@@ -148,7 +153,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	if s.ui != nil {
-		if err := s.ui.start(s.opts.IP, s.frontendHostPort, s.opts.Namespace, s.opts.TLS); err != nil {
+		if err := s.ui.start(s.opts.IP, s.frontendHostPort, s.opts.Namespace, s.opts.TLS, s.opts.UICodecEndpoint); err != nil {
 			return nil, fmt.Errorf("devtemporal: UI: %w", err)
 		}
 	}

@@ -35,6 +35,8 @@ Usage:
   jobgate token    [flags]   mint a dev HS256 bearer token
   jobgate payload-keys list|rotate --tenant T
                              the tenants' payload encryption keys: list them, or add a newer one
+  jobgate tenant forget <tenant> --yes
+                             crypto-shred a tenant: delete its payload keys and artifacts for good
 
 Sign in (people; the client commands then need no token):
   jobgate login  [--browser]                sign in at the server's identity provider (device code by default)
@@ -99,6 +101,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runToken(args, stdout, stderr)
 	case "payload-keys":
 		return runPayloadKeys(args, stdout, stderr, app.BindEnv)
+	case "tenant":
+		return runTenant(args, stdout, stderr, app.BindEnv)
 	case "jobs":
 		return runJobs(args, stdout, stderr)
 	case "approvals":

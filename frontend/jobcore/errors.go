@@ -58,6 +58,10 @@ func AsToolError(err error) (*ToolError, bool) {
 	if errors.As(err, &te) {
 		return te, true
 	}
+	if errors.Is(err, jobstore.ErrTenantForgotten) {
+		// The caller's own tenant: telling them says nothing about anyone else.
+		return &ToolError{Code: CodeForbidden, Message: "this tenant's data has been deleted (forgotten): no job starts for it"}, true
+	}
 	if isUnavailable(err) {
 		return &ToolError{Code: CodeUnavailable, Message: "the job store (Temporal) is unreachable or overloaded; retry shortly", Retryable: true}, true
 	}

@@ -47,6 +47,9 @@ type Job struct {
 	CancelRequested bool
 	// needsInputJSON is needsInput's NeedsInputView as JSON, when the store decoded it (needsInputCache.decode).
 	NeedsInputJSON []byte
+	// Forgotten: the job's payloads are sealed under keys that were deleted (`jobgate tenant
+	// forget`); the store answers it as an unknown job and lists it nowhere.
+	Forgotten bool
 }
 
 func (j *Job) PolicyJob() authz.Job {

@@ -235,6 +235,9 @@ var (
 	ErrFirstStateTimeout = errors.New("job store: the job's first state did not arrive in time")
 	// ErrStoreUnavailable marks the store unreachable or overloaded (asToolError: unavailable).
 	ErrStoreUnavailable = errors.New("job store unavailable")
+	// ErrTenantForgotten is a start for a tenant whose payload keys were deleted (`jobgate
+	// tenant forget`): nothing can be sealed for it, so nothing starts (asToolError: forbidden).
+	ErrTenantForgotten = errors.New("job store: the tenant was forgotten (its data deleted); no job starts for it")
 )
 
 // resumeRejected is the workflow's refusal of a resume: kind is one of workflows.Reject*.

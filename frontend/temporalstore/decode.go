@@ -2,11 +2,13 @@ package temporalstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/frontend/wire"
 )
 
@@ -26,16 +28,28 @@ func decodeKeyword(dc converter.DataConverter, sa *commonpb.SearchAttributes, na
 }
 
 func decodeMemo[T any](dc converter.DataConverter, m *commonpb.Memo, key string) (T, bool) {
+	v, ok, _ := decodeMemoErr[T](dc, m, key)
+	return v, ok
+}
+
+// decodeMemoErr is decodeMemo with the reason a present field did not decode.
+func decodeMemoErr[T any](dc converter.DataConverter, m *commonpb.Memo, key string) (T, bool, error) {
 	var v T
 	p := m.GetFields()[key]
 	if p == nil {
-		return v, false
+		return v, false, nil
 	}
 	if err := fromPayload(dc, p, &v); err != nil {
-		return v, false
+		return v, false, err
 	}
-	return v, true
+	return v, true, nil
 }
+
+// forgotten reports whether err is a payload sealed under a data key the key store no longer
+// holds: a forgotten tenant's (`jobgate tenant forget`), whose jobs are answered as unknown.
+// (A key store that never held the key, another deployment's, reads the same: its jobs are
+// not this deployment's to show.)
+func forgotten(err error) bool { return errors.Is(err, payloadcrypt.ErrUnknownKey) }
 
 // fromPayload is dc.FromPayload(p, ptr). With the default data converter, a json/plain payload
 // (every memo field and keyword search attribute jobgate writes) is decoded here the way the

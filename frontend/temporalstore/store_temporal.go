@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/workflows"
 )
@@ -80,6 +81,9 @@ var _ jobstore.Store = (*Store)(nil)
 
 // storeErr wraps err from a call named op: unreachable or overloaded is jobstore.ErrStoreUnavailable.
 func storeErr(op string, err error) error {
+	if errors.Is(err, payloadcrypt.ErrForgotten) {
+		return fmt.Errorf("%s: %w", op, jobstore.ErrTenantForgotten)
+	}
 	if isTemporalUnavailable(err) {
 		return fmt.Errorf("%s: %w: %w", op, jobstore.ErrStoreUnavailable, err)
 	}
@@ -214,6 +218,9 @@ func (s *Store) Describe(ctx context.Context, id string) (*jobstore.Job, error) 
 		return nil, storeErr("describe "+id, err)
 	}
 	j := s.JobFromInfo(resp.GetWorkflowExecutionInfo())
+	if j.Forgotten {
+		return nil, jobstore.ErrJobNotFound
+	}
 	j.CancelRequested = resp.GetWorkflowExtendedInfo().GetCancelRequested()
 	return j, nil
 }
@@ -314,7 +321,9 @@ func (s *Store) List(ctx context.Context, f jobstore.Filter, pageSize int, token
 	}
 	jobs := make([]*jobstore.Job, 0, len(resp.GetExecutions()))
 	for _, info := range resp.GetExecutions() {
-		jobs = append(jobs, s.JobFromInfo(info))
+		if j := s.JobFromInfo(info); !j.Forgotten {
+			jobs = append(jobs, j) // a forgotten tenant's job is no job (a page may come out short)
+		}
 	}
 	return jobs, resp.GetNextPageToken(), nil
 }
@@ -386,7 +395,13 @@ func (s *Store) JobFromInfo(info *workflowpb.WorkflowExecutionInfo) *jobstore.Jo
 	j.Kind = decodeKeyword(dc, sa, workflows.SAJobKind.GetName())
 	j.SAStatus = workflows.Status(decodeKeyword(dc, sa, workflows.SAJobStatus.GetName()))
 	m := info.GetMemo()
-	j.InputHash, _ = decodeMemo[string](dc, m, workflows.MemoInputHash)
+	var err error
+	if j.InputHash, _, err = decodeMemoErr[string](dc, m, workflows.MemoInputHash); forgotten(err) {
+		// Every jobgate job has an input hash: sealed under a deleted key, the job is a
+		// forgotten tenant's, and nothing else of it will open either.
+		j.Forgotten = true
+		return j
+	}
 	j.CreatedAt, _ = decodeMemo[time.Time](dc, m, workflows.MemoCreatedAt)
 	j.Progress, _ = decodeMemo[workflows.Progress](dc, m, workflows.MemoProgress)
 	j.Slots, _ = decodeMemo[int](dc, m, workflows.MemoSlots)
