@@ -61,16 +61,12 @@ func (c *TemporalConfig) Flags(fs *flag.FlagSet) {
 
 // OpenPayloadKeys opens the payload key store c.Payloads names (by default the artifact store
 // artifactsURL) and makes every client Options builds encrypt with it; close releases it.
-// Without a key-encryption key it logs a warning and payloads stay clear. A key marked
-// DEV-ONLY (cmd/deploy/secrets) is refused unless devDeployment. Already set (UsePayloadKeys):
-// nothing to open.
-func (c *TemporalConfig) OpenPayloadKeys(ctx context.Context, artifactsURL string, devDeployment bool, log *zap.Logger) (close func() error, err error) {
+// Without a key-encryption key payloads stay clear (warnClearPayloads says so once the process
+// runs). A key marked DEV-ONLY (cmd/deploy/secrets) is refused unless devDeployment. Already
+// set (UsePayloadKeys): nothing to open.
+func (c *TemporalConfig) OpenPayloadKeys(ctx context.Context, artifactsURL string, devDeployment bool) (close func() error, err error) {
 	close = func() error { return nil }
-	if c.payload != nil {
-		return close, nil
-	}
-	if !c.Payloads.Enabled() {
-		log.Warn("no --payload-kek: job inputs, results, memos and failures go to Temporal in clear; give every serve and worker the same key-encryption key")
+	if c.payload != nil || !c.Payloads.Enabled() {
 		return close, nil
 	}
 	kek, _, err := c.Payloads.Resolve(artifactsURL)
@@ -86,6 +82,14 @@ func (c *TemporalConfig) OpenPayloadKeys(ctx context.Context, artifactsURL strin
 	}
 	c.UsePayloadKeys(keys.Store)
 	return keys.Close, nil
+}
+
+// warnClearPayloads logs, once the process runs (a start that fails says only why), that its
+// payloads go to Temporal in clear.
+func (c TemporalConfig) warnClearPayloads(log *zap.Logger) {
+	if c.payload == nil {
+		log.Warn("no --payload-kek: job inputs, results, memos and failures go to Temporal in clear; give every serve and worker the same key-encryption key")
+	}
 }
 
 // UsePayloadKeys makes every client Options builds encrypt payloads with keys (dev opens its

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/converter"
-	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/activities/payloadcrypt"
 )
@@ -57,7 +56,7 @@ func TestBindEnv(t *testing.T) {
 func TestPayloadKeysOpen(t *testing.T) {
 	store := "file://" + t.TempDir()
 	tc := TemporalConfig{Payloads: payloadcrypt.Config{KEK: "awskms://alias/jobgate?region=eu-west-1"}}
-	closeKeys, err := tc.OpenPayloadKeys(context.Background(), store, false, zap.NewNop())
+	closeKeys, err := tc.OpenPayloadKeys(context.Background(), store, false)
 	if err != nil {
 		t.Fatalf("awskms keeper: %v", err)
 	}
@@ -77,13 +76,13 @@ func TestPayloadKeysOpen(t *testing.T) {
 		"dev-only":       {payloadcrypt.Config{KEKFile: writeTemp(t, "DEV-ONLY-payload-kek", payloadcrypt.NewLocalKEK())}, store, DevOnlyMarker},
 	} {
 		tc := TemporalConfig{Payloads: c.cfg}
-		if _, err := tc.OpenPayloadKeys(context.Background(), c.store, false, zap.NewNop()); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := tc.OpenPayloadKeys(context.Background(), c.store, false); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error naming %q", name, err, c.want)
 		}
 	}
 	// Without a key-encryption key: clear payloads, the SDK's converters.
 	var clear TemporalConfig
-	if _, err := clear.OpenPayloadKeys(context.Background(), store, false, zap.NewNop()); err != nil || clear.FailureConverter() != nil {
+	if _, err := clear.OpenPayloadKeys(context.Background(), store, false); err != nil || clear.FailureConverter() != nil {
 		t.Fatalf("no key: %v", err)
 	}
 }

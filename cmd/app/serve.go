@@ -229,7 +229,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		return nil, err
 	}
 	// Before the client: its converters seal with these keys (the artifact store's by default).
-	closePayloadKeys, err := m.Config.Temporal.OpenPayloadKeys(ctx, c.ArtifactsURL, c.DevDeployment, m.Logger)
+	closePayloadKeys, err := m.Config.Temporal.OpenPayloadKeys(ctx, c.ArtifactsURL, c.DevDeployment)
 	if err != nil {
 		return nil, err
 	}
@@ -411,6 +411,7 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		_ = m.Close()
 		return err
 	}
+	m.Config.Temporal.warnClearPayloads(m.Logger)
 	if m.SigningKeys == nil {
 		// Said once the server runs: a start that fails says only why.
 		m.Logger.Error("no --signing-keys / --signing-keys-file: decision records are not signed (jobgate verify fails them) and /.well-known/jobgate-signing-keys is not served; give serve and the workers the same signing keys")

@@ -233,6 +233,7 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 			wk.polling(ctx, m, acts, tq)
 		}
 	}
+	m.Config.Temporal.warnClearPayloads(m.Logger)
 	m.Logger.Info("worker polling", zap.String("task_queue", tq), zap.Strings("kinds", kinds),
 		zap.Strings("suites", suites.Names()), zap.Strings("datasets", acts.Datasets.Names()),
 		zap.Strings("suite_queues", slices.DeleteFunc(slices.Sorted(maps.Keys(queues)), func(q string) bool { return q == tq })),
@@ -317,7 +318,7 @@ func (m *WorkerMain) connect(ctx context.Context) error {
 	// Before the client: its converters seal with these keys (the artifact store's by default).
 	// A given client brings its own converters, but the worker's interceptor and its job
 	// snapshots follow the config.
-	if m.closePayloadKeys, err = m.Config.Temporal.OpenPayloadKeys(ctx, m.Config.ArtifactsURL, m.Config.DevDeployment, m.Logger); err != nil {
+	if m.closePayloadKeys, err = m.Config.Temporal.OpenPayloadKeys(ctx, m.Config.ArtifactsURL, m.Config.DevDeployment); err != nil {
 		_ = m.metrics.close()
 		m.metrics = nil
 		return err
