@@ -24,6 +24,7 @@ import (
 // Each side's process CPU per call is reported too (on a CPU-bound machine the ratio follows
 // it). The target is a ratio of at least 0.95.
 func BenchmarkPayloadEncryption(b *testing.B) {
+	const payloadWant = 0.95 // issue 31: start and get with encryption on ≥ 0.95× off
 	on, off := setup(b), setup(b, setupOpts{clearPayloads: true})
 	type side struct {
 		cs      *mcp.ClientSession
@@ -50,15 +51,24 @@ func BenchmarkPayloadEncryption(b *testing.B) {
 		}
 	}
 	run := randHex(4)
+	// verdict is issue 31's yardstick for one pair: encryption on at least payloadWant of off.
+	verdict := func(r float64) string {
+		if r >= payloadWant {
+			return "met"
+		}
+		return "MISSED"
+	}
 	report := func(b *testing.B, name, unit string, runs []sideRun) {
 		r := runs[0].rate / runs[1].rate
 		b.ReportMetric(runs[0].rate, "on_"+unit)
 		b.ReportMetric(runs[1].rate, "off_"+unit)
+		b.ReportMetric(payloadWant*runs[1].rate, "want_on_"+unit)
 		b.ReportMetric(r, "ratio")
 		b.ReportMetric(ms(runs[0].cpuPerCall), "on_cpu_ms/call")
 		b.ReportMetric(ms(runs[1].cpuPerCall), "off_cpu_ms/call")
 		b.Logf("%s: encryption on %.0f %s vs off %.0f %s: %.3fx; CPU per call %.3f ms vs %.3f ms", name,
 			runs[0].rate, unit, runs[1].rate, unit, r, ms(runs[0].cpuPerCall), ms(runs[1].cpuPerCall))
+		b.Logf("yardstick %s: on ≥ %.2f× off, i.e. ≥ %.0f %s: %s", name, payloadWant, payloadWant*runs[1].rate, unit, verdict(r))
 	}
 
 	b.Run("Start32", func(b *testing.B) {
@@ -87,6 +97,8 @@ func BenchmarkPayloadEncryption(b *testing.B) {
 		b.ReportMetric(ms(o), "on_p50_ms")
 		b.ReportMetric(ms(f), "off_p50_ms")
 		b.ReportMetric(float64(f)/float64(o), "ratio")
+		b.ReportMetric(ms(f)/payloadWant, "want_on_p50_ms")
 		b.Logf("get_eval p50 encryption on %.3f ms vs off %.3f ms: %.3fx", ms(o), ms(f), float64(f)/float64(o))
+		b.Logf("yardstick getseq: on p50 ≤ off / %.2f, i.e. ≤ %.3f ms: %s", payloadWant, ms(f)/payloadWant, verdict(float64(f)/float64(o)))
 	})
 }

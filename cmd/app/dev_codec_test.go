@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 )
 
 // TestDevCodecServer: dev's Web UI is configured with the frontend's codec endpoint, the
@@ -22,9 +23,7 @@ import (
 // UI has no sign-in) reads an acme payload in clear, while a globex admin's token gets it
 // sealed, as stored.
 func TestDevCodecServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a dev stack with its Web UI")
-	}
+	testenv.Heavy(t, "starts a dev stack with its Web UI")
 	var out bytes.Buffer
 	m := &DevMain{Config: DevConfig{Ephemeral: true, Listen: "127.0.0.1:0", TemporalPort: 0, UIPort: 0, TokenTTL: time.Hour}, Out: &out}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
