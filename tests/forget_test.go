@@ -13,7 +13,6 @@ import (
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
-	"github.com/jobgate/jobgate/cmd/devtemporal"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -31,12 +30,7 @@ const (
 // none of acme's words in clear.
 func TestForgetTenant(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	srv, err := devtemporal.Start(ctx, devtemporal.Options{DataDir: dir, UIPort: -1, SearchAttributes: workflows.SearchAttributeTypes()})
-	cancel()
-	must(t, err)
-	t.Cleanup(func() { _ = srv.Stop() })
+	srv, dir := fileTemporal(t)
 	script := filepath.Join(t.TempDir(), "episode.sh")
 	must(t, os.WriteFile(script, []byte("#!/bin/sh\necho '{\"score\": 1}'\n"), 0o700))
 	suites := fmt.Sprintf(`{"suites":[{"name":"cmd","kind":"command","command":["sh",%q],"max_attempts":1}]}`, script)
@@ -106,15 +100,7 @@ func TestForgetTenant(t *testing.T) {
 
 	// Temporal still holds acme's histories, sealed, and nothing of its words in clear.
 	must(t, srv.Stop())
-	var all []byte
-	must(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		bs, err := os.ReadFile(path)
-		all = append(all, bs...)
-		return err
-	}))
+	all := dirBytes(t, dir)
 	if !bytes.Contains(all, []byte(ev.JobID)) {
 		t.Fatalf("the database files (%d bytes) do not hold the job ID %s: wrong files", len(all), ev.JobID)
 	}

@@ -2,7 +2,10 @@ package tests
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -10,6 +13,8 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/jobgate/jobgate/activities/payloadcrypt"
+	"github.com/jobgate/jobgate/cmd/devtemporal"
+	"github.com/jobgate/jobgate/workflows"
 )
 
 // A bundle's payload encryption (setup): what its processes, spawned ones and the test's own
@@ -72,4 +77,32 @@ func (b *testBundle) clientOptions(addr, ns string) client.Options {
 		o.DataConverter, o.FailureConverter = b.dc, payloadcrypt.NewFailureConverter(b.dc)
 	}
 	return o
+}
+
+// fileTemporal starts a dev Temporal server of t's own whose SQLite database is a file in dir,
+// so a test can read what Temporal stored, as an operator (or a backup) holds it.
+func fileTemporal(t *testing.T) (srv *devtemporal.Server, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv, err := devtemporal.Start(ctx, devtemporal.Options{DataDir: dir, UIPort: -1, SearchAttributes: workflows.SearchAttributeTypes()})
+	must(t, err)
+	t.Cleanup(func() { _ = srv.Stop() })
+	return srv, dir
+}
+
+// dirBytes is every file under dir, concatenated (stop the server first: the WAL too).
+func dirBytes(t *testing.T, dir string) []byte {
+	t.Helper()
+	var all []byte
+	must(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		bs, err := os.ReadFile(path)
+		all = append(all, bs...)
+		return err
+	}))
+	return all
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
-	"github.com/jobgate/jobgate/cmd/devtemporal"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -68,12 +67,7 @@ func pcLedger(t *testing.T) contract.Dataset {
 // still answers them decoded, and the envelopes name tenant and key.
 func TestPayloadsEncryptedAtRest(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	srv, err := devtemporal.Start(ctx, devtemporal.Options{DataDir: dir, UIPort: -1, SearchAttributes: workflows.SearchAttributeTypes()})
-	cancel()
-	must(t, err)
-	t.Cleanup(func() { _ = srv.Stop() })
+	srv, dir := fileTemporal(t)
 	// Episode 1 fails once and for all, its stderr in the failure's message.
 	script := filepath.Join(t.TempDir(), "episode.sh")
 	must(t, os.WriteFile(script, []byte("#!/bin/sh\nif [ \"$JOBGATE_EPISODE_INDEX\" = 1 ]; then echo "+pcStderr+" >&2; exit 3; fi\necho '{\"score\": 1}'\n"), 0o700))
@@ -135,15 +129,7 @@ func TestPayloadsEncryptedAtRest(t *testing.T) {
 	// Temporal's database, as an operator (or a backup) holds it. Stop the server so every
 	// write is in the files (the WAL too), then read every file of the data dir.
 	must(t, srv.Stop())
-	var all []byte
-	must(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		bs, err := os.ReadFile(path)
-		all = append(all, bs...)
-		return err
-	}))
+	all := dirBytes(t, dir)
 	// The job IDs are there (routing keys): proof the bytes are the right ones.
 	if !bytes.Contains(all, []byte(ex.JobID)) || !bytes.Contains(all, []byte(payloadcrypt.EncodingEncrypted)) {
 		t.Fatalf("the database files (%d bytes) hold neither the job ID %s nor an encrypted payload: wrong files", len(all), ex.JobID)
