@@ -106,7 +106,7 @@ func TestMetricsEndToEnd(t *testing.T) {
 	}
 }
 
-func scrape(t *testing.T, addr string) string {
+func scrape(t testing.TB, addr string) string {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	must(t, err)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -368,13 +366,8 @@ func freshLine() string {
 // on recent figures or a check, and its checks by scope and by what took them off (count and
 // mean duration): the visibility load the quotas add.
 func quotaMetricsLine(t testing.TB, addr string) string {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	must(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	must(t, err)
 	v := map[string]float64{}
-	for line := range strings.Lines(string(body)) {
+	for line := range strings.Lines(scrape(t, addr)) {
 		name, val, ok := strings.Cut(strings.TrimSpace(line), " ")
 		if !ok || !strings.HasPrefix(name, "jobgate_quota_") {
 			continue
