@@ -21,6 +21,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/cmd/app"
+	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -183,7 +184,7 @@ func TestCommandWorkerKindsEvalServesNoExport(t *testing.T) {
 	t.Parallel()
 	queue := "tq-evalonly-" + randHex(6)
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
-		TaskQueue: queue}, MaxConcurrentEpisodes: 10, Kinds: []string{workflows.KindEval}}}
+		TaskQueue: queue, Payloads: testPayloadKEK(t)}, MaxConcurrentEpisodes: 10, Kinds: []string{workflows.KindEval}}}
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 	// Plus the notification delivery every kind's jobs use.
@@ -238,7 +239,8 @@ func TestCommandDevWorkerServesSuiteQueues(t *testing.T) {
 	suites := filepath.Join(t.TempDir(), "suites.json")
 	must(t, os.WriteFile(suites, []byte(fmt.Sprintf(`{"suites":[{"name":"q","kind":"demo","task_queue":%q}]}`, suiteQueue)), 0o600))
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
-		TaskQueue: queue}, SuitesFile: suites, MaxConcurrentEpisodes: 10, ServeSuiteQueues: true}}
+		TaskQueue: queue, Payloads: testPayloadKEK(t)}, SuitesFile: suites, MaxConcurrentEpisodes: 10, ServeSuiteQueues: true,
+		SigningKeys: "s1:" + handle.GenerateSigningSeedHex()}}
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 	got := w.Registered()

@@ -234,7 +234,8 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 	core, logs := observer.New(zap.DebugLevel)
 	b.logs = logs
 	log := zap.New(core)
-	tc := app.TemporalConfig{Address: addr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads()}
+	tc := app.TemporalConfig{Address: addr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads(),
+		InsecureClearPayloads: opts.clearPayloads}
 	tenants := opts.tenants
 	if tenants == nil {
 		u := authz.Unlimited()
@@ -278,7 +279,7 @@ func (b *testBundle) resource() string { return "http://localhost/mcp" }
 func (b *testBundle) startWorker() {
 	b.t.Helper()
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: b.temporalAddr, Namespace: namespace,
-		TaskQueue: b.taskQueue, Payloads: b.payloads()}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
+		TaskQueue: b.taskQueue, Payloads: b.payloads(), InsecureClearPayloads: b.dc == nil}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
 		ArtifactsURL: b.artifacts}, QueryHook: b.queries.hook, ResumeKeys: b.resumeKeys,
 		SigningKeys: b.signingKeys}
 	must(b.t, w.Run(context.Background()))

@@ -234,6 +234,10 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		}
 	}
 	m.Config.Temporal.warnClearPayloads(m.Logger)
+	if m.ResumeKeys == nil {
+		// Said once the worker runs: a start that fails says only why.
+		m.Logger.Error("no --resume-keys / --resume-keys-file: this worker refuses every resume (approvals, rejections); give it the frontends' resume keys")
+	}
 	m.Logger.Info("worker polling", zap.String("task_queue", tq), zap.Strings("kinds", kinds),
 		zap.Strings("suites", suites.Names()), zap.Strings("datasets", acts.Datasets.Names()),
 		zap.Strings("suite_queues", slices.DeleteFunc(slices.Sorted(maps.Keys(queues)), func(q string) bool { return q == tq })),
@@ -304,8 +308,6 @@ func (m *WorkerMain) bindWorkflows(acts *activities.Activities) (*workflows.Work
 		// The legacy HMAC seal, used only where no ManifestSigner is set (a worker built in code
 		// without signing keys); jobgate verify accepts it only with --allow-legacy.
 		acts.ManifestSealer = m.ResumeKeys
-	} else {
-		m.Logger.Error("no --resume-keys / --resume-keys-file: this worker refuses every resume (approvals, rejections); give it the frontends' resume keys")
 	}
 	return wfs, notes, nil
 }
