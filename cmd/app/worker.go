@@ -305,8 +305,9 @@ func (m *WorkerMain) bindWorkflows(acts *activities.Activities) (*workflows.Work
 	}
 	if m.ResumeKeys != nil {
 		wfs.Resume = resumeseal.Verifier(m.ResumeKeys)
-		// The legacy HMAC seal, used only where no ManifestSigner is set (a worker built in code
-		// without signing keys); jobgate verify accepts it only with --allow-legacy.
+		// The legacy HMAC seal, used only where no ManifestSigner is set: never by a worker
+		// serving exports, which requires signing keys; jobgate verify accepts it only with
+		// --allow-legacy.
 		acts.ManifestSealer = m.ResumeKeys
 	}
 	return wfs, notes, nil
