@@ -74,9 +74,11 @@ func TestMain(m *testing.M) {
 type testBundle struct {
 	t         testing.TB
 	taskQueue string
-	secret    []byte
-	keys      *handle.Keyring
-	keySpec   string
+	// compression is setupOpts.compression, for the worker too.
+	compression string
+	secret      []byte
+	keys        *handle.Keyring
+	keySpec     string
 	// resumeKeys seal answers (frontends) and open the seals (workers); resumeKeySpec is their
 	// spec, for spawned processes (JOBGATE_RESUME_KEYS).
 	resumeKeys    *handle.Keyring
@@ -151,6 +153,8 @@ type setupOpts struct {
 	temporalAddr string
 	// clearPayloads turns payload encryption off (the benchmark's baseline).
 	clearPayloads bool
+	// compression is the bundle's --temporal-compression (default: the processes' own choice).
+	compression string
 }
 
 // queryLog records every statement in-process workers send to a dataset.
@@ -234,7 +238,8 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 	core, logs := observer.New(zap.DebugLevel)
 	b.logs = logs
 	log := zap.New(core)
-	tc := app.TemporalConfig{Address: addr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads()}
+	b.compression = opts.compression
+	tc := app.TemporalConfig{Address: addr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads(), Compression: b.compression}
 	tenants := opts.tenants
 	if tenants == nil {
 		u := authz.Unlimited()
@@ -278,7 +283,7 @@ func (b *testBundle) resource() string { return "http://localhost/mcp" }
 func (b *testBundle) startWorker() {
 	b.t.Helper()
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: b.temporalAddr, Namespace: namespace,
-		TaskQueue: b.taskQueue, Payloads: b.payloads()}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
+		TaskQueue: b.taskQueue, Payloads: b.payloads(), Compression: b.compression}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
 		ArtifactsURL: b.artifacts}, QueryHook: b.queries.hook, ResumeKeys: b.resumeKeys,
 		SigningKeys: b.signingKeys}
 	must(b.t, w.Run(context.Background()))
