@@ -151,6 +151,8 @@ type setupOpts struct {
 	temporalAddr string
 	// clearPayloads turns payload encryption off (the benchmark's baseline).
 	clearPayloads bool
+	// codecOrigins is the frontends' --codec-cors-origin (the Web UI origins of /codec/*).
+	codecOrigins string
 }
 
 // queryLog records every statement in-process workers send to a dataset.
@@ -255,7 +257,7 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 			Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: issuer,
 				UIBaseURL: "http://ui.test", SuitesFile: b.suites, HandleTTL: opts.handleTTL, DatasetsFile: b.datasets,
 				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export, Tenants: tenants,
-				KindSpecs: opts.kinds, QuotaFresh: opts.quotaFresh},
+				KindSpecs: opts.kinds, QuotaFresh: opts.quotaFresh, CodecCORSOrigins: opts.codecOrigins},
 			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys,
 			SigningKeys: b.signingKeys, Now: b.clock.Now, Tracing: opts.tracing,
 		}
