@@ -145,14 +145,14 @@ type setupOpts struct {
 	tracing *app.Tracing
 	// quotaFresh is the frontends' --quota-fresh; 0: its default.
 	quotaFresh time.Duration
+	// codecOrigins is the frontends' --codec-cors-origin (the Web UI origins of /codec/*).
+	codecOrigins string
 	// metrics serves each frontend's /metrics on a port of its own (ServeMain.MetricsAddr).
 	metrics bool
 	// temporalAddr is another Temporal server than the package's (e.g. one on a file).
 	temporalAddr string
 	// clearPayloads turns payload encryption off (the benchmark's baseline).
 	clearPayloads bool
-	// codecOrigins is the frontends' --codec-cors-origin (the Web UI origins of /codec/*).
-	codecOrigins string
 }
 
 // queryLog records every statement in-process workers send to a dataset.
