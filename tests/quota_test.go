@@ -26,9 +26,9 @@ import (
 // "q-<hex>" is its own, with limits l and everything else unlimited. Its quota checks may take
 // up to a minute: these tests assert exact counts, and on a loaded machine a visibility count
 // past the default 2 s budget would hand the start to --quota-degraded, which admits within an
-// overshoot (the likeliest reading of TestQuotas/EpisodesInFlightPerTenant admitting an over-limit
-// start once in a full run at load 18). The
-// degraded policy has its own tests (frontend/quota).
+// overshoot (the likeliest reading of TestQuotas/EpisodesInFlightPerTenant admitting an
+// over-limit start once in a full run at load 18). The degraded policy has its own tests
+// (frontend/quota).
 func quotaBundle(t *testing.T, l authz.Limits) (*testBundle, string) {
 	t.Helper()
 	tenant := "q-" + randHex(4)
