@@ -243,7 +243,8 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 	b.logs = logs
 	log := zap.New(core)
 	b.compression = opts.compression
-	tc := app.TemporalConfig{Address: addr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads(), Compression: b.compression}
+	tc := app.TemporalConfig{Address: addr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads(), Compression: b.compression,
+		InsecureClearPayloads: opts.clearPayloads}
 	tenants := opts.tenants
 	if tenants == nil {
 		u := authz.Unlimited()
@@ -287,7 +288,8 @@ func (b *testBundle) resource() string { return "http://localhost/mcp" }
 func (b *testBundle) startWorker() {
 	b.t.Helper()
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: b.temporalAddr, Namespace: namespace,
-		TaskQueue: b.taskQueue, Payloads: b.payloads(), Compression: b.compression}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
+		TaskQueue: b.taskQueue, Payloads: b.payloads(), Compression: b.compression, InsecureClearPayloads: b.dc == nil}, SuitesFile: b.suites,
+		MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
 		ArtifactsURL: b.artifacts}, QueryHook: b.queries.hook, ResumeKeys: b.resumeKeys,
 		SigningKeys: b.signingKeys}
 	must(b.t, w.Run(context.Background()))

@@ -6,10 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/jobgate/jobgate/activities/payloadcrypt"
+	"github.com/jobgate/jobgate/frontend/handle"
 )
 
 const payloadKeysUsage = `Usage: jobgate payload-keys list|rotate --tenant T[,T2…] [flags]
@@ -80,4 +82,64 @@ func runPayloadKeys(args []string, stdout, stderr io.Writer, bindEnv func(*flag.
 		}
 	}
 	return nil
+}
+
+// ---------------------------------------------------------------- jobgate keygen
+
+const keygenUsage = `Usage: jobgate keygen payload-kek|signing-keys|resume-keys|handle-keys [-o file]
+
+Makes one fresh key in the syntax its serve/worker flag reads, on stdout (or, with -o, in a new
+file only you can read; an existing file is never overwritten):
+  payload-kek    base64key://… for --payload-kek-file: a local key-encryption key, for dev and
+                 tests. In production use a KMS key URL instead (awskms://…, gcpkms://…,
+                 azurekeyvault://…): a base64key URL is the key itself
+  signing-keys   s<date>:<hex seed> for --signing-keys-file (Ed25519; serve and the workers)
+  resume-keys    r<date>:<hex key> for --resume-keys-file (HMAC; serve and the workers)
+  handle-keys    k<date>:<hex key> for --handle-keys-file (HMAC; serve only)
+To rotate a keyring, put the new entry first, comma-separated, and keep the old ones after it.
+`
+
+// keygens are the keys keygen makes, by name.
+var keygens = map[string]func(kid string) string{
+	"payload-kek":  func(string) string { return payloadcrypt.NewLocalKEK() },
+	"signing-keys": func(kid string) string { return "s" + kid + ":" + handle.GenerateSigningSeedHex() },
+	"resume-keys":  func(kid string) string { return "r" + kid + ":" + handle.GenerateKeyHex() },
+	"handle-keys":  func(kid string) string { return "k" + kid + ":" + handle.GenerateKeyHex() },
+}
+
+// runKeygen is `jobgate keygen`: one new key of the kind args[0] names.
+func runKeygen(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || keygens[args[0]] == nil {
+		fmt.Fprint(stderr, keygenUsage)
+		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+			return flag.ErrHelp
+		}
+		return fmt.Errorf("keygen: unknown key %q (want payload-kek, signing-keys, resume-keys or handle-keys)", args[0])
+	}
+	gen := keygens[args[0]]
+	fs := flag.NewFlagSet("keygen "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, keygenUsage+"\nFlags:\n"); fs.PrintDefaults() }
+	out := fs.String("o", "", "write the key to this new file (mode 0600) instead of stdout")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("keygen: unexpected arguments %q", fs.Args())
+	}
+	key := gen(time.Now().UTC().Format("20060102")) + "\n"
+	if *out == "" {
+		_, err := io.WriteString(stdout, key)
+		return err
+	}
+	// O_EXCL: overwriting a key file would lose the key (for a payload KEK: every payload).
+	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("keygen -o: %w", err)
+	}
+	if _, err := io.WriteString(f, key); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("keygen -o: %w", err)
+	}
+	return f.Close()
 }
