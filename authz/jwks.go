@@ -111,7 +111,7 @@ func NewJWKSVerifier(ctx context.Context, opts JWKSOptions) (*JWKSVerifier, erro
 		return nil, errors.New("authz: JWKSOptions.URL is required")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return nil, fmt.Errorf("authz: JWKSOptions.URL %q is not an http(s) URL", opts.URL)
-	case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+	case u.Scheme == "http" && !LoopbackHost(u.Hostname()):
 		// The key set decides who anyone is: over plain http, whoever is on the path can
 		// substitute keys and mint any principal.
 		return nil, fmt.Errorf("authz: JWKSOptions.URL %q must be https (plain http only to a loopback address)", opts.URL)
@@ -297,13 +297,16 @@ func (v *JWKSVerifier) usableKeys(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// loopbackHost: host is "localhost" or a loopback IP literal (127.0.0.0/8, ::1); no lookup.
-func loopbackHost(host string) bool {
+// LoopbackHost reports whether host (a URL's Hostname()) is "localhost" or a loopback IP
+// literal (127.0.0.0/8, ::1), without a lookup: the one place plain http is allowed for a URL
+// that decides trust or carries credentials (--jwks-url here, serve's --issuer discovery, the
+// pages' issuer and public URL, the CLI's login metadata), since nothing leaves the machine.
+func LoopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	return err == nil && ip.Unmap().IsLoopback() // ::ffff:127.0.0.1 too, as net.IP reads it
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -28,7 +27,7 @@ func discoveryURLs(issuer string) ([]string, error) {
 	}
 	switch {
 	case u.Scheme == "https":
-	case u.Scheme == "http" && loopbackHost(u.Hostname()):
+	case u.Scheme == "http" && authz.LoopbackHost(u.Hostname()):
 	default:
 		// The discovered jwks_uri decides which keys are trusted: never read over plain http
 		// across a network (authz holds --jwks-url to the same rule).
@@ -37,14 +36,6 @@ func discoveryURLs(issuer string) ([]string, error) {
 	path := strings.TrimSuffix(u.Path, "/")
 	base := u.Scheme + "://" + u.Host
 	return []string{base + path + "/.well-known/openid-configuration", base + "/.well-known/oauth-authorization-server" + path}, nil
-}
-
-func loopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // discoverJWKSURL reads jwks_uri from the issuer's metadata (see discoveryURLs): the first
