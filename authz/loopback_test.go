@@ -9,7 +9,7 @@ func TestLoopbackHost(t *testing.T) {
 	for host, want := range map[string]bool{
 		"localhost": true, "LocalHost": true, "127.0.0.1": true, "127.8.9.10": true, "::1": true,
 		"::ffff:127.0.0.1": true,
-		"": false, "localhost.example": false, "example.com": false, "10.0.0.1": false, "::": false,
+		"":                 false, "localhost.example": false, "example.com": false, "10.0.0.1": false, "::": false,
 		"0.0.0.0": false, "[::1]": false, "127.0.0.1:80": false,
 	} {
 		if got := LoopbackHost(host); got != want {
