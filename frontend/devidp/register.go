@@ -7,7 +7,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -192,9 +191,6 @@ func (s *storage) markUsed(id string) error {
 }
 
 func (s *storage) saveClientsLocked() error {
-	if s.dir == "" {
-		return nil
-	}
 	var regs []registration
 	for _, c := range s.clients {
 		if c.reg != nil {
@@ -202,11 +198,7 @@ func (s *storage) saveClientsLocked() error {
 		}
 	}
 	slices.SortFunc(regs, func(a, b registration) int { return strings.Compare(a.ClientID, b.ClientID) })
-	b, err := json.MarshalIndent(regs, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(s.dir, clientsFile), b)
+	return s.writeJSON(clientsFile, regs)
 }
 
 func (s *storage) loadClients() error {
