@@ -89,9 +89,7 @@ type keyStoreFlags struct {
 // newKeyStoreFlags is an operator command's flag set (-h: usage, then the flags) with the key
 // store's flags; artifactsUse, when set, says what else the command does with --artifacts.
 func newKeyStoreFlags(name, usage, artifactsUse string, stderr io.Writer) (*flag.FlagSet, *keyStoreFlags) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage+"\nFlags:\n"); fs.PrintDefaults() }
+	fs := commandFlags(name, usage, stderr)
 	var k keyStoreFlags
 	k.keys.Flags(fs)
 	fs.StringVar(&k.artifacts, "artifacts", "", "the artifact store URL serve and worker have ("+artifactsUse+"its keys/ prefix is the default key store)")
