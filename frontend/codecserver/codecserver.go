@@ -88,7 +88,7 @@ func New(o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	return &handler{o: o, metaURL: metadataURL(o.ResourceURI)}, nil
+	return &handler{o: o, metaURL: authz.ResourceMetadataURL(o.ResourceURI)}, nil
 }
 
 // checkOrigin accepts an origin as browsers send it: scheme and host, no path.
@@ -98,15 +98,6 @@ func checkOrigin(s string) error {
 		return fmt.Errorf("codecserver: CORS origin %q: want scheme://host[:port], e.g. https://temporal.example.com", s)
 	}
 	return nil
-}
-
-// metadataURL is the RFC 9728 metadata URL of resource (as the frontend's challenges name it).
-func metadataURL(resource string) string {
-	u, err := url.Parse(resource)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	return u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + strings.TrimRight(u.Path, "/")
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
