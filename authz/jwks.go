@@ -297,16 +297,18 @@ func (v *JWKSVerifier) usableKeys(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// LoopbackHost reports whether host (a URL's Hostname()) is "localhost" or a loopback IP
-// literal (127.0.0.0/8, ::1), without a lookup: the one place plain http is allowed for a URL
-// that decides trust or carries credentials (--jwks-url here, serve's --issuer discovery, the
-// pages' issuer and public URL, the CLI's login metadata), since nothing leaves the machine.
+// LoopbackHost reports whether host (a URL's Hostname(), no brackets) is "localhost" or a
+// loopback IP literal (127.0.0.0/8, ::1, IPv4-mapped too; no zone), without a lookup, so the
+// DNS name 127.evil.example is not one: the one place plain http is allowed for a URL that
+// decides trust or carries credentials (--jwks-url here, serve's --issuer discovery, the
+// pages' issuer and public URL, the CLI's login metadata, the dev IdP's issuer and redirect
+// URIs), since nothing leaves the machine.
 func LoopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback() // ::ffff:127.0.0.1 too, as net.IP reads it
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

@@ -11,7 +11,7 @@ func TestLoopbackHost(t *testing.T) {
 			t.Errorf("LoopbackHost(%q) = false, want true", h)
 		}
 	}
-	for _, h := range []string{"", "localhost.example", "example.com", "10.0.0.1", "::", "0.0.0.0", "[::1]", "127.0.0.1:80"} {
+	for _, h := range []string{"", "localhost.example", "example.com", "10.0.0.1", "::", "0.0.0.0", "[::1]", "127.0.0.1:80", "::1%lo", "127.evil.example"} {
 		if LoopbackHost(h) {
 			t.Errorf("LoopbackHost(%q) = true, want false", h)
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/authz"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
@@ -109,7 +110,7 @@ func checkRedirectURI(s string) error {
 	switch {
 	case u.Scheme == "https":
 		return nil
-	case u.Scheme == "http" && loopback(u.Hostname()):
+	case u.Scheme == "http" && authz.LoopbackHost(u.Hostname()):
 		return nil
 	}
 	return fmt.Errorf("%q: https, or http on localhost/127.0.0.1/[::1] only", s)
