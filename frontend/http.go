@@ -130,7 +130,7 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		p, ok := jobcore.PrincipalFrom(auth.TokenInfoFromContext(r.Context()))
+		p, ok := jobcore.PrincipalFromContext(r.Context())
 		if !ok {
 			http.Error(w, "no principal", http.StatusUnauthorized)
 			return

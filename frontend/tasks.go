@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -260,7 +259,7 @@ func (f *Frontend) serveTask(ctx context.Context, ss *mcp.ServerSession, method 
 		// not ours to answer.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%q is not offered here", method)}
 	}
-	p, ok := jobcore.PrincipalFrom(auth.TokenInfoFromContext(ctx))
+	p, ok := jobcore.PrincipalFromContext(ctx)
 	if !ok {
 		return nil, jobcore.ErrNoPrincipal
 	}

@@ -42,13 +42,19 @@ var ErrNoPrincipal = errors.New("no verified principal on request")
 // Extra; principalFrom reads it back.
 const PrincipalKey = "jobgate.principal"
 
-// principalFrom is the verified principal of a request's token.
+// PrincipalFrom is the verified principal of a request's token.
 func PrincipalFrom(ti *auth.TokenInfo) (authz.Principal, bool) {
 	if ti == nil {
 		return authz.Principal{}, false
 	}
 	p, ok := ti.Extra[PrincipalKey].(authz.Principal)
 	return p, ok
+}
+
+// PrincipalFromContext is the verified principal of the token the bearer middleware put in an
+// HTTP request's context.
+func PrincipalFromContext(ctx context.Context) (authz.Principal, bool) {
+	return PrincipalFrom(auth.TokenInfoFromContext(ctx))
 }
 
 // taskSupport is how a start tool meets the Tasks extension (toolDef.task).

@@ -320,7 +320,7 @@ func (k *evalKind) episodesLink(f *Core, p authz.Principal, j *jobstore.Job, log
 
 // downloadEpisodes serves GET /episodes/{token} behind the bearer middleware.
 func (k *evalKind) downloadEpisodes(f *Core, w http.ResponseWriter, r *http.Request) {
-	p, ok := principalFromRequest(r)
+	p, ok := PrincipalFromContext(r.Context())
 	dl, opened := openDownloadJob(f, w, r, p, ok, workflows.KindEval, "episodes download", "job store or artifact store")
 	if !opened {
 		return

@@ -20,7 +20,6 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"go.uber.org/zap"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -255,7 +254,7 @@ func (k *exportKind) startSpec(f *Core, p authz.Principal, in StartExportIn) (St
 // caller may not read, a link to other bytes — is the same bare 404; an artifact past its
 // retention is 410.
 func (k *exportKind) download(f *Core, w http.ResponseWriter, r *http.Request) {
-	p, ok := principalFromRequest(r)
+	p, ok := PrincipalFromContext(r.Context())
 	k.ServeDownload(f, w, r, p, ok)
 }
 
@@ -378,10 +377,6 @@ func setDownloadHeaders(w http.ResponseWriter, name, mediaType, sum string) erro
 	h.Set("ETag", strconv.Quote(sum))
 	h.Set("Cache-Control", "private, no-store")
 	return nil
-}
-
-func principalFromRequest(r *http.Request) (authz.Principal, bool) {
-	return PrincipalFrom(auth.TokenInfoFromContext(r.Context()))
 }
 
 // refuseDownload answers a refused download: a bare 404, whatever the reason, with the reason
