@@ -311,6 +311,15 @@ func LoopbackHost(host string) bool {
 	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
+// LoopbackPeer reports whether remoteAddr (an http.Request's RemoteAddr, "ip:port": the TCP
+// peer, which no header sets) is a loopback address, IPv4-mapped included; anything
+// unparseable is not. The dev identity provider and the dev codec server's operator serve only
+// such peers.
+func LoopbackPeer(remoteAddr string) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
+}
+
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
 // capTransport makes a response body fail once it exceeds max bytes.

@@ -33,3 +33,17 @@ func TestResourceMetadataURL(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopbackPeer: a request's TCP peer is loopback only as an address and port.
+func TestLoopbackPeer(t *testing.T) {
+	for _, a := range []string{"127.0.0.1:80", "127.9.9.9:1", "[::1]:443", "[::ffff:127.0.0.1]:8080"} {
+		if !LoopbackPeer(a) {
+			t.Errorf("LoopbackPeer(%q) = false, want true", a)
+		}
+	}
+	for _, a := range []string{"", "127.0.0.1", "localhost:80", "10.0.0.1:80", "[::]:80", "0.0.0.0:80", "@"} {
+		if LoopbackPeer(a) {
+			t.Errorf("LoopbackPeer(%q) = true, want false", a)
+		}
+	}
+}

@@ -201,11 +201,7 @@ func bearer(r *http.Request) (token string, has bool) {
 // loopbackRequest: from a loopback address, to a loopback Host (a DNS-rebound name is not),
 // so only this machine's processes, or pages of an allowed origin, reach the dev operator.
 func loopbackRequest(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+	if !authz.LoopbackPeer(r.RemoteAddr) {
 		return false
 	}
 	h := r.Host

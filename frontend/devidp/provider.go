@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -324,23 +323,13 @@ func (i *IdP) loopbackOnly(h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !loopbackPeer(r.RemoteAddr) {
+		if !authz.LoopbackPeer(r.RemoteAddr) {
 			w.Header().Set("Cache-Control", "no-store")
 			http.Error(w, RemoteOnlyMessage, http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// loopbackPeer reports whether RemoteAddr ("ip:port") is a loopback address (IPv4-mapped
-// IPv6 included). Anything unparseable is not.
-func loopbackPeer(remoteAddr string) bool {
-	ap, err := netip.ParseAddrPort(remoteAddr)
-	if err != nil {
-		return false
-	}
-	return ap.Addr().Unmap().IsLoopback()
 }
 
 // UnusedClientTTLDefault is Options.UnusedClientTTL's default.
