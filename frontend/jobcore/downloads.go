@@ -22,19 +22,25 @@ import (
 	"go.uber.org/zap"
 )
 
-// sealDownload seals a download token for p to the artifact of job j with digest, valid for
-// ttl (a kind's DownloadTTL option; DownloadTTLDefault when not positive) from now, to the
-// second as sealed; it returns the token ("" if it cannot be sealed) and its expiry.
-func (f *Core) sealDownload(p authz.Principal, j *jobstore.Job, digest string, now time.Time, ttl time.Duration) (string, time.Time) {
+// downloadLink is p's link to the bytes of job j with digest: route (where they are served:
+// <public base>/artifacts/, the pages' download path, …) followed by a download token sealed
+// for p, valid for ttl (a kind's DownloadTTL option; DownloadTTLDefault when not positive) from
+// now, to the second as sealed. It returns the link ("" if no token can be sealed) and its
+// expiry.
+func (f *Core) downloadLink(route string, p authz.Principal, j *jobstore.Job, digest string, now time.Time, ttl time.Duration) (string, time.Time) {
 	if ttl <= 0 {
 		ttl = DownloadTTLDefault
 	}
 	exp := now.Add(ttl).Truncate(time.Second)
-	return f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
-		Digest: digest, Expiry: exp}), exp
+	tok := f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
+		Digest: digest, Expiry: exp})
+	if tok == "" {
+		return "", exp
+	}
+	return route + url.PathEscape(tok), exp
 }
 
-// publicBase is scheme://host of the resource URI: where /artifacts is served.
+// publicBase is scheme://host of the resource URI: where /artifacts and /episodes are served.
 func (f *Core) publicBase() string {
 	u, err := url.Parse(f.Opts.ResourceURI)
 	if err != nil || u.Host == "" {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -125,8 +124,8 @@ func (k *exportKind) result(_ context.Context, f *Core, p authz.Principal, j *jo
 	case authz.Decide(p, authz.ActionDownload, j.PolicyJob()) == authz.Allow:
 		// Not capped at the artifact's expiry: a link used after retention answers 410, which
 		// says more than a link-expired 404.
-		if tok, exp := f.sealDownload(p, j, m.SHA256, now, k.opts.DownloadTTL); tok != "" {
-			v.DownloadURL = f.publicBase() + "/artifacts/" + url.PathEscape(tok)
+		if link, exp := f.downloadLink(f.publicBase()+"/artifacts/", p, j, m.SHA256, now, k.opts.DownloadTTL); link != "" {
+			v.DownloadURL = link
 			v.DownloadURLExpiresAt = &exp
 			v.DownloadInstructions = "GET download_url with the header 'Authorization: Bearer <your token>' (the link alone is refused); " +
 				"Range requests work; check the file's SHA-256 against sha256"
