@@ -74,9 +74,11 @@ func TestMain(m *testing.M) {
 type testBundle struct {
 	t         testing.TB
 	taskQueue string
-	secret    []byte
-	keys      *handle.Keyring
-	keySpec   string
+	// compression is setupOpts.compression, for the worker too.
+	compression string
+	secret      []byte
+	keys        *handle.Keyring
+	keySpec     string
 	// resumeKeys seal answers (frontends) and open the seals (workers); resumeKeySpec is their
 	// spec, for spawned processes (JOBGATE_RESUME_KEYS).
 	resumeKeys    *handle.Keyring
@@ -145,12 +147,18 @@ type setupOpts struct {
 	tracing *app.Tracing
 	// quotaFresh is the frontends' --quota-fresh; 0: its default.
 	quotaFresh time.Duration
+	// quotaBudget is the frontends' --quota-budget; 0: its default (2 s).
+	quotaBudget time.Duration
+	// codecOrigins is the frontends' --codec-cors-origin (the Web UI origins of /codec/*).
+	codecOrigins string
 	// metrics serves each frontend's /metrics on a port of its own (ServeMain.MetricsAddr).
 	metrics bool
 	// temporalAddr is another Temporal server than the package's (e.g. one on a file).
 	temporalAddr string
 	// clearPayloads turns payload encryption off (the benchmark's baseline).
 	clearPayloads bool
+	// compression is the bundle's --temporal-compression (default: the processes' own choice).
+	compression string
 }
 
 // queryLog records every statement in-process workers send to a dataset.
@@ -234,7 +242,8 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 	core, logs := observer.New(zap.DebugLevel)
 	b.logs = logs
 	log := zap.New(core)
-	tc := app.TemporalConfig{Address: addr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads()}
+	b.compression = opts.compression
+	tc := app.TemporalConfig{Address: addr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads(), Compression: b.compression}
 	tenants := opts.tenants
 	if tenants == nil {
 		u := authz.Unlimited()
@@ -255,7 +264,7 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 			Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: issuer,
 				UIBaseURL: "http://ui.test", SuitesFile: b.suites, HandleTTL: opts.handleTTL, DatasetsFile: b.datasets,
 				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export, Tenants: tenants,
-				KindSpecs: opts.kinds, QuotaFresh: opts.quotaFresh},
+				KindSpecs: opts.kinds, QuotaFresh: opts.quotaFresh, QuotaBudget: opts.quotaBudget, CodecCORSOrigins: opts.codecOrigins},
 			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys,
 			SigningKeys: b.signingKeys, Now: b.clock.Now, Tracing: opts.tracing,
 		}
@@ -278,7 +287,7 @@ func (b *testBundle) resource() string { return "http://localhost/mcp" }
 func (b *testBundle) startWorker() {
 	b.t.Helper()
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: b.temporalAddr, Namespace: namespace,
-		TaskQueue: b.taskQueue, Payloads: b.payloads()}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
+		TaskQueue: b.taskQueue, Payloads: b.payloads(), Compression: b.compression}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
 		ArtifactsURL: b.artifacts}, QueryHook: b.queries.hook, ResumeKeys: b.resumeKeys,
 		SigningKeys: b.signingKeys}
 	must(b.t, w.Run(context.Background()))

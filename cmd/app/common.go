@@ -38,6 +38,11 @@ type TemporalConfig struct {
 	// key-encryption key, payloads go to Temporal in clear (a warning says so).
 	Payloads payloadcrypt.Config
 
+	// Compression is the gRPC compression of requests to Temporal: "gzip", "none", or "" (the
+	// default), which is none when payloads are sealed and the SDK's gzip when they are clear.
+	// Ciphertext does not shrink, so gzip over it is CPU spent for nothing.
+	Compression string
+
 	// metrics, set by serve and worker when --metrics-listen is on, receives the SDK's metrics.
 	metrics client.MetricsHandler
 	// payload is the opened payload encryption (OpenPayloadKeys, or UsePayloadKeys); nil: clear.
@@ -56,6 +61,7 @@ type payloadState struct {
 func (c *TemporalConfig) Flags(fs *flag.FlagSet) {
 	ConnectionFlags(fs, &c.Address, &c.Namespace, &c.TLS)
 	fs.StringVar(&c.TaskQueue, "task-queue", workflows.TaskQueueDefault, "task queue the workers poll")
+	fs.StringVar(&c.Compression, "temporal-compression", "", "gRPC compression of requests to Temporal: gzip, none, or empty for none when payloads are encrypted (ciphertext does not shrink) and gzip when they are clear")
 	c.Payloads.Flags(fs)
 }
 
@@ -165,6 +171,21 @@ func (c TemporalConfig) FailureConverter() converter.FailureConverter {
 func (c TemporalConfig) Options(log *zap.Logger) (client.Options, error) {
 	opts := client.Options{HostPort: c.Address, Namespace: c.Namespace, Logger: sdkLogger{log.Sugar()},
 		DataConverter: c.DataConverter(), FailureConverter: c.FailureConverter(), MetricsHandler: c.metrics}
+	switch c.Compression {
+	case "gzip":
+	case "none":
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	case "":
+		if c.payload != nil {
+			// Sealed payloads are random bytes to gzip: the SDK's default compression would
+			// spend CPU deflating what cannot shrink (profiled: gzip over a start's
+			// ciphertext was most of what encryption cost a start, issue 31). Without it the
+			// rest of a request (IDs, search attributes) goes uncompressed: a few hundred bytes.
+			opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+		}
+	default:
+		return client.Options{}, fmt.Errorf("--temporal-compression %q: want gzip, none or empty", c.Compression)
+	}
 	if err := c.TLS.apply(&opts, log); err != nil {
 		return client.Options{}, err
 	}

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/activities/payloadcrypt"
 )
@@ -93,4 +95,34 @@ func writeTemp(t *testing.T, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestTemporalCompression: gzip is the SDK's default for clear payloads, none for sealed ones
+// (ciphertext does not shrink), either can be named, and anything else names the flag.
+func TestTemporalCompression(t *testing.T) {
+	log := zap.NewNop()
+	sealed := TemporalConfig{}
+	sealed.payload = &payloadState{}
+	for _, tc := range []struct {
+		name string
+		c    TemporalConfig
+		want string // "" the SDK default (gzip), "none"
+	}{
+		{"clear default", TemporalConfig{}, ""},
+		{"sealed default", sealed, "none"},
+		{"clear none", TemporalConfig{Compression: "none"}, "none"},
+		{"sealed gzip", func() TemporalConfig { c := sealed; c.Compression = "gzip"; return c }(), ""},
+	} {
+		opts, err := tc.c.Options(log)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		_, none := opts.ConnectionOptions.GrpcCompression.(*client.GrpcCompressionNone)
+		if none != (tc.want == "none") {
+			t.Errorf("%s: compression %T, want %q", tc.name, opts.ConnectionOptions.GrpcCompression, tc.want)
+		}
+	}
+	if _, err := (TemporalConfig{Compression: "zstd"}).Options(log); err == nil || !strings.Contains(err.Error(), "--temporal-compression") {
+		t.Errorf("zstd: %v, want an error naming --temporal-compression", err)
+	}
 }

@@ -1,6 +1,7 @@
 package devidp
 
 import (
+	"crypto/x509"
 	"embed"
 	"encoding/base64"
 	"errors"
@@ -81,6 +82,18 @@ type Options struct {
 	// Discovery, keys, token and the other protocol endpoints answer anyone:
 	// they give nothing without a sign-in on those pages.
 	AllowRemote bool
+	// CIMDAllowLoopback lets Client ID Metadata Documents (an https client_id URL, cimd.go) be
+	// fetched from loopback addresses. Default false: the fetch dials public addresses only
+	// (the webhooks' rule, authz.PrivateIP, on the address actually dialed), as the draft's
+	// SSRF rule asks. For development only: a client served on this machine, the tests' devpki
+	// TLS server. It never lets private, link-local or other special-use addresses through.
+	CIMDAllowLoopback bool
+	// CIMDRootCAs are the roots trusted when fetching metadata documents over TLS. Default nil:
+	// the system's. CIMDRootCAs builds the system's plus a dev CA.
+	CIMDRootCAs *x509.CertPool
+	// CIMDFetchTimeout bounds one metadata document fetch (connect, TLS, headers and body).
+	// Defaults to 5 seconds (CIMDFetchTimeoutDefault).
+	CIMDFetchTimeout time.Duration
 }
 
 // DeviceCodeLifetimeDefault is Options.DeviceCodeLifetime's default.
@@ -198,6 +211,12 @@ func (opts *Options) check() (*url.URL, error) {
 	if opts.UnusedClientTTL < 0 {
 		return nil, errors.New("devidp: Options.UnusedClientTTL is negative")
 	}
+	if opts.CIMDFetchTimeout < 0 {
+		return nil, errors.New("devidp: Options.CIMDFetchTimeout is negative")
+	}
+	if opts.CIMDFetchTimeout == 0 {
+		opts.CIMDFetchTimeout = CIMDFetchTimeoutDefault
+	}
 	if opts.UnusedClientTTL == 0 {
 		opts.UnusedClientTTL = UnusedClientTTLDefault
 	}
@@ -230,6 +249,7 @@ func newStorage(opts Options, key *signingKey, path string) (s *storage, pagesSe
 		s.users[usr.Subject] = usr
 	}
 	s.loginURL = loginURLFor(path)
+	s.cimd = newCIMDResolver(opts, s.loginURL)
 	cli := cliClient(s.loginURL)
 	s.clients[cli.id] = cli
 	if len(opts.PagesRedirectURIs) > 0 {
@@ -275,6 +295,9 @@ func (i *IdP) routes() http.Handler {
 		provider = http.StripPrefix(path, p)
 	}
 	mux.Handle(path+"/", provider)
+	// A URL client_id (a Client ID Metadata Document) is resolved, and refused with its reason,
+	// before pkg/op's authorize.
+	mux.Handle(path+p.AuthorizationEndpoint().Relative(), i.cimdAuthorize(provider))
 	// Browsers never call these: refused with a request naming an Origin, not only left
 	// without CORS (a no-cors POST would still start a device flow).
 	mux.Handle(path+p.TokenEndpoint().Relative(), noBrowser(provider))

@@ -263,13 +263,19 @@ func (i *IdP) registerHandler(w http.ResponseWriter, r *http.Request) {
 }
 
 // discoveryHandler serves pkg/op's discovery document plus the
-// registration_endpoint pkg/op does not know about. It answers both the OIDC
+// registration_endpoint and client_id_metadata_document_supported pkg/op does not know about. It answers both the OIDC
 // location (<issuer>/.well-known/openid-configuration) and the RFC 8414 one
 // (/.well-known/oauth-authorization-server<issuer path>), which MCP clients try first.
 func (i *IdP) discoveryHandler(w http.ResponseWriter, r *http.Request) {
 	ctx := op.ContextWithIssuer(r.Context(), i.issuer)
 	cfg := op.CreateDiscoveryConfig(ctx, i.provider, i.store)
 	cfg.RegistrationEndpoint = i.issuer + "/register"
+	// pkg/op's struct has no member for it: an https client_id URL names a Client ID Metadata
+	// Document (cimd.go), which MCP clients prefer to /register when this says so.
+	doc := struct {
+		*oidc.DiscoveryConfiguration
+		CIMD bool `json:"client_id_metadata_document_supported"`
+	}{cfg, true}
 	w.Header().Set("Access-Control-Allow-Origin", "*") // public metadata; browser-based MCP clients read it
-	writeJSON(w, http.StatusOK, cfg)
+	writeJSON(w, http.StatusOK, doc)
 }
