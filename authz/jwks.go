@@ -297,6 +297,42 @@ func (v *JWKSVerifier) usableKeys(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// MaxMetadataBytes bounds an identity provider's metadata document; real ones are a few KiB.
+const MaxMetadataBytes = 1 << 20
+
+// FetchMetadata GETs an identity provider's metadata document (OpenID Connect Discovery or RFC
+// 8414) at u with hc: the body of a 200 answer, at most MaxMetadataBytes. An error is one line
+// and does not repeat u, which the caller names. serve's issuer discovery and the dev Web UI's
+// provider check read discovery documents with it.
+func FetchMetadata(ctx context.Context, hc *http.Client, u string) ([]byte, error) {
+	flat := func(err error) error { return errors.New(strings.Join(strings.Fields(err.Error()), " ")) }
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL is already named by the caller
+		}
+		return nil, flat(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxMetadataBytes+1))
+	if err != nil {
+		return nil, flat(err)
+	}
+	if len(b) > MaxMetadataBytes {
+		return nil, fmt.Errorf("larger than %d bytes", MaxMetadataBytes)
+	}
+	return b, nil
+}
+
 // LoopbackHost reports whether host (a URL's Hostname(), no brackets) is "localhost" or a
 // loopback IP literal (127.0.0.0/8, ::1, IPv4-mapped too; no zone), without a lookup, so the
 // DNS name 127.evil.example is not one: the one place plain http is allowed for a URL that

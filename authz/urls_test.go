@@ -1,6 +1,12 @@
 package authz
 
-import "testing"
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
 
 // TestLoopbackHost pins the one rule for "plain http is fine here" that --jwks-url, serve's
 // issuer discovery, the pages and the CLI's login share: localhost in any case and loopback IP
@@ -45,5 +51,41 @@ func TestLoopbackPeer(t *testing.T) {
 		if LoopbackPeer(a) {
 			t.Errorf("LoopbackPeer(%q) = true, want false", a)
 		}
+	}
+}
+
+// TestFetchMetadata: a metadata document is the body of a 200 answer asked for as JSON, within
+// MaxMetadataBytes; any other status, a larger body or a dead address is a one-line error that
+// leaves the URL to the caller.
+func TestFetchMetadata(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/ok":
+			if r.Header.Get("Accept") != "application/json" {
+				http.Error(w, "accept", http.StatusNotAcceptable)
+				return
+			}
+			_, _ = w.Write([]byte(`{"issuer":"x"}`))
+		case "/big":
+			_, _ = w.Write([]byte(strings.Repeat(" ", MaxMetadataBytes+1)))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	if b, err := FetchMetadata(ctx, srv.Client(), srv.URL+"/ok"); err != nil || string(b) != `{"issuer":"x"}` {
+		t.Fatalf("ok: %q, %v", b, err)
+	}
+	if _, err := FetchMetadata(ctx, srv.Client(), srv.URL+"/missing"); err == nil || err.Error() != "HTTP 404" {
+		t.Errorf("missing: %v", err)
+	}
+	if _, err := FetchMetadata(ctx, srv.Client(), srv.URL+"/big"); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("big: %v", err)
+	}
+	dead := srv.URL
+	srv.Close()
+	if _, err := FetchMetadata(ctx, http.DefaultClient, dead+"/ok"); err == nil || strings.Contains(err.Error(), dead) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("dead: %v", err)
 	}
 }
