@@ -133,6 +133,10 @@ func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
 	return app.CommandFlags(name, "Usage: jobgate "+name+" [flags]\n\n"+summary+"\n", stderr)
 }
 
+// commandFlags is the flag set of a command whose usage text is its own (payload-keys, tenant
+// forget): -h prints usage, then the flags.
+var commandFlags = app.CommandFlags
+
 // A subcommand is one command of a group ("jobgate jobs list"): its names (the first is the
 // one an unknown command's error lists) and what runs it.
 type subcommand struct {

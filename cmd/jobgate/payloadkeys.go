@@ -31,13 +31,8 @@ func runPayloadKeys(args []string, stdout, stderr io.Writer, bindEnv func(*flag.
 		return flag.ErrHelp
 	}
 	verb := args[0]
-	fs := flag.NewFlagSet("payload-keys "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, payloadKeysUsage+"\nFlags:\n"); fs.PrintDefaults() }
-	var cfg payloadcrypt.Config
-	var artifacts, tenants string
-	cfg.Flags(fs)
-	fs.StringVar(&artifacts, "artifacts", "", "the artifact store URL serve and worker have (its keys/ prefix is the default key store)")
+	fs, store := newKeyStoreFlags("payload-keys "+verb, payloadKeysUsage, "", stderr)
+	var tenants string
 	fs.StringVar(&tenants, "tenant", "", "required: the tenants, comma-separated")
 	if err := bindEnv(fs); err != nil {
 		return err
@@ -49,13 +44,14 @@ func runPayloadKeys(args []string, stdout, stderr io.Writer, bindEnv func(*flag.
 		fs.Usage()
 		return errors.New("--tenant is required")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	keys, err := cfg.Open(ctx, artifacts, payloadcrypt.Options{})
-	if err != nil {
-		return err
-	}
-	defer keys.Close()
+	return store.with(2*time.Minute, func(ctx context.Context, keys *payloadcrypt.Opened) error {
+		return listOrRotate(ctx, keys, verb, tenants, stdout)
+	})
+}
+
+// listOrRotate is payload-keys' work: each tenant's key IDs (list), or a new key for each
+// (rotate), one line a key.
+func listOrRotate(ctx context.Context, keys *payloadcrypt.Opened, verb, tenants string, stdout io.Writer) error {
 	for _, t := range strings.Split(tenants, ",") {
 		t = strings.TrimSpace(t)
 		if verb == "rotate" {
@@ -142,4 +138,35 @@ func runKeygen(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("keygen -o: %w", err)
 	}
 	return f.Close()
+}
+
+// keyStoreFlags are the flags of the operator commands that open the tenants' payload keys
+// (payload-keys, tenant forget): the key-encryption key and key store serve and worker have,
+// and their artifact store, whose keys/ prefix is the default key store.
+type keyStoreFlags struct {
+	keys      payloadcrypt.Config
+	artifacts string
+}
+
+// newKeyStoreFlags is an operator command's flag set (-h: usage, then the flags) with the key
+// store's flags; artifactsUse, when set, says what else the command does with --artifacts.
+func newKeyStoreFlags(name, usage, artifactsUse string, stderr io.Writer) (*flag.FlagSet, *keyStoreFlags) {
+	fs := commandFlags(name, usage, stderr)
+	var k keyStoreFlags
+	k.keys.Flags(fs)
+	fs.StringVar(&k.artifacts, "artifacts", "", "the artifact store URL serve and worker have ("+artifactsUse+"its keys/ prefix is the default key store)")
+	return fs, &k
+}
+
+// with opens the payload keys as serve and worker would and runs f with them, all within
+// timeout; the keys are closed when f returns.
+func (k *keyStoreFlags) with(timeout time.Duration, f func(context.Context, *payloadcrypt.Opened) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	keys, err := k.keys.Open(ctx, k.artifacts, payloadcrypt.Options{})
+	if err != nil {
+		return err
+	}
+	defer keys.Close()
+	return f(ctx, keys)
 }

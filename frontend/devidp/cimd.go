@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jobgate/jobgate/authz"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 )
 
@@ -220,7 +221,7 @@ func checkClientURI(s string) error {
 	if u.User != nil {
 		return cimdErrorf("client_uri: %q contains a username or password", s)
 	}
-	if u.Scheme != "https" && !(u.Scheme == "http" && loopback(u.Hostname())) {
+	if u.Scheme != "https" && !(u.Scheme == "http" && authz.LoopbackHost(u.Hostname())) {
 		return cimdErrorf("client_uri: %q: https, or http on a loopback host only", s)
 	}
 	return nil

@@ -7,11 +7,11 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/authz"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
@@ -110,7 +110,7 @@ func checkRedirectURI(s string) error {
 	switch {
 	case u.Scheme == "https":
 		return nil
-	case u.Scheme == "http" && loopback(u.Hostname()):
+	case u.Scheme == "http" && authz.LoopbackHost(u.Hostname()):
 		return nil
 	}
 	return fmt.Errorf("%q: https, or http on localhost/127.0.0.1/[::1] only", s)
@@ -192,9 +192,6 @@ func (s *storage) markUsed(id string) error {
 }
 
 func (s *storage) saveClientsLocked() error {
-	if s.dir == "" {
-		return nil
-	}
 	var regs []registration
 	for _, c := range s.clients {
 		if c.reg != nil {
@@ -202,11 +199,7 @@ func (s *storage) saveClientsLocked() error {
 		}
 	}
 	slices.SortFunc(regs, func(a, b registration) int { return strings.Compare(a.ClientID, b.ClientID) })
-	b, err := json.MarshalIndent(regs, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(s.dir, clientsFile), b)
+	return s.writeJSON(clientsFile, regs)
 }
 
 func (s *storage) loadClients() error {

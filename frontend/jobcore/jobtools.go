@@ -124,9 +124,8 @@ func (f *Core) ResumeJob(ctx context.Context, p authz.Principal, j *jobstore.Job
 	// comment (or from another surface) must not be answered with the first one's outcome while
 	// the caller believes its own comment was recorded; it gets a new ID, and the validator
 	// refuses it as already answered.
-	commentSum := sha256.Sum256([]byte(in.Comment))
 	sum := sha256.Sum256([]byte(strings.Join([]string{p.Tenant, p.Subject, in.InputID, in.ScopeDigest, in.Decision,
-		hex.EncodeToString(commentSum[:]), who.Surface}, "\x00")))
+		workflows.CommentDigest(in.Comment), who.Surface}, "\x00")))
 	tctx, cancel := context.WithTimeout(ctx, ResumeTimeoutDefault)
 	defer cancel()
 	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,
