@@ -113,9 +113,7 @@ func runKeygen(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("keygen: unknown key %q (want payload-kek, signing-keys, resume-keys or handle-keys)", args[0])
 	}
 	gen := keygens[args[0]]
-	fs := flag.NewFlagSet("keygen "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, keygenUsage+"\nFlags:\n"); fs.PrintDefaults() }
+	fs := commandFlags("keygen "+args[0], keygenUsage, stderr)
 	out := fs.String("o", "", "write the key to this new file (mode 0600) instead of stdout")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
