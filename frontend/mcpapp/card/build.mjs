@@ -1,0 +1,29 @@
+// Builds the approval card into one self-contained HTML file, ../card.html (run by
+// `go generate ./frontend/mcpapp`; the output is committed and embedded with go:embed).
+// esbuild bundles src/card.js with ext-apps' App API into one script; the script and the
+// stylesheet are inlined and allowed by their SHA-256 in the page's own CSP, which allows
+// nothing else: no network (connect-src 'none'), no other script or style, no frames, no
+// form posts. The build is deterministic: the same lockfile gives the same bytes.
+import { build } from "esbuild";
+import { createHash } from "node:crypto";
+import { readFileSync, writeFileSync } from "node:fs";
+
+const here = new URL(".", import.meta.url);
+const read = (p) => readFileSync(new URL(p, here), "utf8");
+
+const out = await build({
+  entryPoints: [new URL("src/card.js", here).pathname],
+  bundle: true, write: false, minify: true, format: "iife", platform: "browser", target: "es2022",
+  legalComments: "none", charset: "utf8", logLevel: "warning",
+});
+// A literal "</script" inside the bundle would end the inline script early.
+const js = out.outputFiles[0].text.trim().replaceAll("</script", "<\\/script");
+const css = read("src/card.css").trim();
+const sha = (s) => `'sha256-${createHash("sha256").update(s, "utf8").digest("base64")}'`;
+const csp = [
+  "default-src 'none'", `script-src ${sha(js)}`, `style-src ${sha(css)}`, "img-src data:", "connect-src 'none'",
+  "font-src 'none'", "media-src 'none'", "frame-src 'none'", "object-src 'none'", "base-uri 'none'", "form-action 'none'",
+].join("; ");
+const html = read("src/card.html").replace("{{CSP}}", () => csp).replace("{{CSS}}", () => css).replace("{{JS}}", () => js);
+writeFileSync(new URL("../card.html", here), html);
+console.log(`card.html: ${html.length} bytes (script ${js.length})`);
