@@ -51,7 +51,7 @@ func newAppsFixture(t *testing.T) *appsFixture {
 		ni := &workflows.NeedsInput{InputID: "approve-0123456789ab", Prompt: "ana asks to export " + ds + " with email",
 			ScopeDigest: "sha256:" + strings.Repeat("d", 64), Approver: authz.ApproverApprover, RequestedBy: "ana",
 			ExpiresAt: time.Now().Add(time.Hour),
-			Scope: map[string]any{"dataset": ds, "columns": []string{"id", "email"}, "sensitive_columns": []string{"email"}, "format": "csv", "purpose": "renewals"}}
+			Scope:     map[string]any{"dataset": ds, "columns": []string{"id", "email"}, "sensitive_columns": []string{"email"}, "format": "csv", "purpose": "renewals"}}
 		info.Memo.Fields[workflows.MemoNeedsInput] = memstore.Payload(t, ni)
 		tc.Put(info)
 		fx.handles[ds] = fx.f.Opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: id, Kind: "export", Expiry: time.Now().Add(time.Hour)})
@@ -129,9 +129,9 @@ type readCloser struct{ *bytes.Reader }
 func (readCloser) Close() error { return nil }
 
 func (fx *appsFixture) tool(t *testing.T, tok string, caps any, name string, args map[string]any) (res struct {
-	IsError           bool            `json:"isError"`
+	IsError           bool `json:"isError"`
 	Content           []struct{ Text string }
-	StructuredContent json.RawMessage `json:"structuredContent"`
+	StructuredContent json.RawMessage            `json:"structuredContent"`
 	Meta              map[string]json.RawMessage `json:"_meta"`
 }, raw json.RawMessage) {
 	t.Helper()
@@ -213,7 +213,9 @@ func TestAppsOnlyForHostsThatDeclare(t *testing.T) {
 		t.Errorf("resume/start name a card: %v", carded)
 	}
 	raw, rerr = fx.call(t, tok, uiCaps, "resources/read", jobcore.ApprovalCardURI, map[string]any{"uri": jobcore.ApprovalCardURI})
-	var rr struct{ Contents []struct{ URI, MIMEType, Text string } }
+	var rr struct {
+		Contents []struct{ URI, MIMEType, Text string }
+	}
 	if rerr != nil || json.Unmarshal(raw, &rr) != nil || len(rr.Contents) != 1 || rr.Contents[0].MIMEType != jobcore.AppMIMEType ||
 		rr.Contents[0].Text != mcpapp.CardHTML() || !strings.Contains(rr.Contents[0].Text, "connect-src 'none'") {
 		t.Fatalf("resources/read: %+v %.300s", rerr, raw)

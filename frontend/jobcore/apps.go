@@ -204,7 +204,9 @@ func (f *Core) stepUp(ctx context.Context, j *jobstore.Job) error {
 }
 
 // ApprovalPageURL is the link to job jobID's request page on this server.
-func (f *Core) ApprovalPageURL(jobID string) string { return f.publicBase() + pages.ApprovalPath(jobID) }
+func (f *Core) ApprovalPageURL(jobID string) string {
+	return f.publicBase() + pages.ApprovalPath(jobID)
+}
 
 // surfacesOf are the only surfaces job j's open request may be answered on (nil: any), as its
 // kind says (an export's dataset's approval_surfaces, for a sensitive scope).
