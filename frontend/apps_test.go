@@ -217,7 +217,8 @@ func TestAppsOnlyForHostsThatDeclare(t *testing.T) {
 		Contents []struct{ URI, MIMEType, Text string }
 	}
 	if rerr != nil || json.Unmarshal(raw, &rr) != nil || len(rr.Contents) != 1 || rr.Contents[0].MIMEType != jobcore.AppMIMEType ||
-		rr.Contents[0].Text != mcpapp.CardHTML() || !strings.Contains(rr.Contents[0].Text, "connect-src 'none'") {
+		rr.Contents[0].Text != mcpapp.CardHTML() || !strings.Contains(rr.Contents[0].Text, "connect-src 'none'") ||
+		!strings.Contains(string(raw), `"resultType":"complete"`) {
 		t.Fatalf("resources/read: %+v %.300s", rerr, raw)
 	}
 	raw, rerr = fx.call(t, tok, uiCaps, "server/discover", "", nil)

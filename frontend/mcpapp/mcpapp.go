@@ -22,6 +22,7 @@ package mcpapp
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
@@ -44,6 +45,22 @@ func cardResource() *mcp.Resource {
 		Description: "Shows an open approval request (what approving means, every scope field, sensitive columns marked, " +
 			"the scope digest) and lets the person who may answer it approve or reject it.",
 		MIMEType: jobcore.AppMIMEType}
+}
+
+// cardResult is resources/read of the card for a 2026-07-28 host. The go-sdk (v1.8.0) marks a
+// read's result complete only in its own resource handler, and keeps resultType unexported:
+// decoding it is the one way to set it (the 2026-07-28 TypeScript client refuses a result
+// without it).
+func cardResult() *mcp.ReadResourceResult {
+	var r mcp.ReadResourceResult
+	if err := json.Unmarshal([]byte(`{"resultType":"complete","contents":[]}`), &r); err != nil {
+		panic(err) // a constant
+	}
+	r.Cacheable = mcp.Cacheable{CacheScope: "public"} // the same card for everyone; re-read each time (ttlMs 0)
+	r.Contents = []*mcp.ResourceContents{{URI: jobcore.ApprovalCardURI, MIMEType: jobcore.AppMIMEType, Text: cardHTML,
+		// No csp domains: the card connects nowhere and loads nothing (the restrictive default).
+		Meta: mcp.Meta{"ui": map[string]any{"prefersBorder": true}}}}
+	return &r
 }
 
 // Middleware is the MCP Apps surface for the MCP server: carded are the tools whose results the
@@ -70,17 +87,14 @@ func Middleware(carded []string) mcp.Middleware {
 				}
 			case "resources/read":
 				if rr, ok := req.(*mcp.ReadResourceRequest); ok && declared && rr.Params != nil && rr.Params.URI == jobcore.ApprovalCardURI {
-					return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: jobcore.ApprovalCardURI,
-						MIMEType: jobcore.AppMIMEType, Text: cardHTML,
-						// No csp domains: the card connects nowhere and loads nothing (the restrictive default).
-						Meta: mcp.Meta{"ui": map[string]any{"prefersBorder": true}}}}}, nil
+					return cardResult(), nil
 				}
 				if declared {
 					return nil, &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: "Resource not found"}
 				}
 			case "resources/list":
 				if declared {
-					return &mcp.ListResourcesResult{Resources: []*mcp.Resource{cardResource()}}, nil
+					return &mcp.ListResourcesResult{Cacheable: mcp.Cacheable{CacheScope: "public"}, Resources: []*mcp.Resource{cardResource()}}, nil
 				}
 			case "server/discover":
 				res, err := next(ctx, method, req)

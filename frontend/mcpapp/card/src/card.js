@@ -61,6 +61,12 @@ function errorText(res) {
   }
 }
 
+// meaningParts renders the meaning sentence: the job writes what is sensitive as **this**,
+// shown strong and marked, as the approval page shows it.
+function meaningParts(text) {
+  return text.split("**").map((part, i) => (i % 2 === 1 ? el("strong", { class: "sensitive" }, part) : part));
+}
+
 function columnsList(cols, sensitive) {
   return el("ul", { class: "cols" }, cols.map((c) =>
     sensitive.has(c)
@@ -88,7 +94,7 @@ function renderJob(job, nonce) {
   const scope = ni.scope || {};
   const sensitive = new Set(strings(scope.sensitive_columns));
   sec.append(el("h3", {}, "What approving means"));
-  sec.append(el("p", { class: "meaning" }, ni.prompt));
+  sec.append(el("p", { class: "meaning" }, meaningParts(String(ni.prompt || ""))));
   const dl = el("dl", {});
   const row = (k, v) => { if (v !== undefined && v !== null && v !== "") dl.append(el("dt", {}, k), el("dd", {}, v)); };
   row("Asked by", ni.requested_by || job.owner);
@@ -122,16 +128,17 @@ function decideForm(job, ni, nonce, isSensitive) {
   const id = `comment-${Math.random().toString(36).slice(2)}`;
   const box = el("textarea", { id, name: "comment", rows: 3, maxlength: COMMENT_MAX });
   const msg = el("p", { class: "msg", role: "alert", hidden: true });
-  const approve = el("button", { type: "submit", name: "decision", value: "approve", class: "approve" }, "Approve");
-  const reject = el("button", { type: "submit", name: "decision", value: "reject", class: "reject" }, "Reject");
+  // Plain buttons, not a submit: a host's sandbox need not allow forms (without allow-forms a
+  // frame gets no submit event at all), and nothing here is ever posted anywhere.
+  const approve = el("button", { type: "button", name: "decision", value: "approve", class: "approve" }, "Approve");
+  const reject = el("button", { type: "button", name: "decision", value: "reject", class: "reject" }, "Reject");
   const form = el("form", { class: "decide", "aria-label": "Your decision" },
     el("h3", {}, "Your decision"),
     isSensitive ? el("p", {}, "This scope includes sensitive columns: approving needs a recent sign-in.") : null,
     el("label", { for: id }, "Comment (required to reject)"), box, msg,
     el("p", { class: "buttons" }, approve, " ", reject));
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    const decision = ev.submitter && ev.submitter.value;
+  form.addEventListener("submit", (ev) => ev.preventDefault()); // Enter in a field: nothing
+  const send = async (decision) => {
     const comment = box.value.trim();
     const say = (text, cls) => { msg.textContent = text; msg.className = `msg ${cls}`; msg.hidden = false; };
     if (decision !== "approve" && decision !== "reject") return say("Choose Approve or Reject.", "warn");
@@ -152,9 +159,13 @@ function decideForm(job, ni, nonce, isSensitive) {
     }
     const after = res.structuredContent || {};
     const verb = decision === "approve" ? "Approved" : "Rejected";
+    const h2 = form.closest("section") && form.closest("section").querySelector("h2");
+    if (h2) h2.textContent = `${job.kind === "export" ? "Export" : "Job"} ${verb.toLowerCase()}`;
     form.replaceChildren(el("p", { class: "ok", role: "status", "data-decided": decision },
       `${verb}. The job is now ${String(after.status || "updated").replace("_", " ")}.`));
-  });
+  };
+  approve.addEventListener("click", () => send("approve"));
+  reject.addEventListener("click", () => send("reject"));
   return form;
 }
 
