@@ -1,5 +1,6 @@
 // Builds the approval card into one self-contained HTML file, ../card.html (run by
-// `go generate ./frontend/mcpapp`; the output is committed and embedded with go:embed).
+// `go generate ./frontend/mcpapp`; the output is committed and embedded with go:embed), or
+// into the file named as the first argument (TestCardUpToDate compares the two).
 // esbuild bundles src/card.js with ext-apps' App API into one script; the script and the
 // stylesheet are inlined and allowed by their SHA-256 in the page's own CSP, which allows
 // nothing else: no network (connect-src 'none'), no other script or style, no frames, no
@@ -25,5 +26,5 @@ const csp = [
   "font-src 'none'", "media-src 'none'", "frame-src 'none'", "object-src 'none'", "base-uri 'none'", "form-action 'none'",
 ].join("; ");
 const html = read("src/card.html").replace("{{CSP}}", () => csp).replace("{{CSS}}", () => css).replace("{{JS}}", () => js);
-writeFileSync(new URL("../card.html", here), html);
+writeFileSync(process.argv[2] || new URL("../card.html", here), html);
 console.log(`card.html: ${html.length} bytes (script ${js.length})`);
