@@ -41,7 +41,7 @@ const (
 	// AppNonceTTL bounds an app nonce's life (and the request's own expiry bounds it further).
 	AppNonceTTL = 10 * time.Minute
 	// SurfaceApp is the decision record's surface of an answer given on the approval card.
-	SurfaceApp = "app"
+	SurfaceApp = workflows.SurfaceApp
 )
 
 // DeclaresApps reports whether a request's own capabilities (2026-07-28 params._meta) declare
