@@ -12,10 +12,23 @@ import { readFileSync, writeFileSync } from "node:fs";
 const here = new URL(".", import.meta.url);
 const read = (p) => readFileSync(new URL(p, here), "utf8");
 
+// zod (the App API validates messages with it) re-exports every message locale it has; the
+// card speaks English, so zod's locale index is bundled as English only (about half the size).
+const englishOnly = {
+  name: "zod-locales-en",
+  setup(b) {
+    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (a) =>
+      a.importer.includes("/node_modules/zod/") ? { path: "zod-locales-en", namespace: "zod-locales" } : undefined);
+    b.onLoad({ filter: /.*/, namespace: "zod-locales" }, () => ({
+      contents: `export { default as en } from "./en.js";`, loader: "js",
+      resolveDir: new URL("node_modules/zod/v4/locales/", here).pathname,
+    }));
+  },
+};
 const out = await build({
   entryPoints: [new URL("src/card.js", here).pathname],
   bundle: true, write: false, minify: true, format: "iife", platform: "browser", target: "es2022",
-  legalComments: "none", charset: "utf8", logLevel: "warning",
+  legalComments: "none", charset: "utf8", logLevel: "warning", plugins: [englishOnly],
 });
 // A literal "</script" inside the bundle would end the inline script early.
 const js = out.outputFiles[0].text.trim().replaceAll("</script", "<\\/script");
