@@ -142,8 +142,8 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 		}
 		for _, name := range pb.ToolNames() {
 			a, known := f.actions[name]
-			if !known {
-				continue // not a tool of ours: the SDK answers "unknown tool"
+			if !known || hiddenAppTool(pb, name) {
+				continue // not a tool of ours (or not for this host): the SDK answers "unknown tool"
 			}
 			need := authz.ActionScopes(a)
 			if hasAny(p, need) {

@@ -29,6 +29,8 @@ func TestLayers(t *testing.T) {
 		"events":            {mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/quota", "go.temporal.io/"},
 		"wire":              {mod + "frontend", "go.temporal.io/"},
 		"pages":             temporalCalls,
+		// The MCP Apps card: the job core's names, the SDK; never Temporal, the store or the edge.
+		"mcpapp": append(append([]string{"go.temporal.io/"}, mod+"frontend", mod+"frontend/temporalstore", mod+"frontend/jobstore/memstore"), mod+"frontend/quota"),
 		// The codec server knows payloadcrypt and authz: no Temporal service, no job store.
 		"codecserver": append(append([]string{}, temporalCalls...), mod+"frontend", mod+"frontend/jobcore", mod+"frontend/temporalstore", mod+"frontend/jobstore"),
 	}

@@ -266,6 +266,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		DataConverter: c.Temporal.DataConverter(), Tenants: tenants,
 		QuotaBudget: c.QuotaBudget, QuotaDegraded: quota.Policy(c.QuotaDegraded), QuotaOvershoot: c.QuotaOvershoot,
 		QuotaFresh: c.QuotaFresh, Now: m.Now, TracerProvider: m.Tracing.frontendProvider(),
+		ApprovalMaxAge: c.Pages.ApprovalMaxAge, // the MCP Apps card's step-up, as the pages'
 	})
 }
 

@@ -140,6 +140,10 @@ type Options struct {
 	// MaxStreams and MaxStreamsPerCaller bound the event streams this replica holds open, in
 	// all and per principal; more are refused with 429 and quota_exceeded. Default 1000 and 20.
 	MaxStreams, MaxStreamsPerCaller int
+	// ApprovalMaxAge is how recent the approver's sign-in (the token's auth_time) must be to
+	// approve a sensitive scope on the MCP Apps approval card, as the pages hold a session to it
+	// (--approval-max-age). Defaults to pages.ApprovalMaxAgeDefault (5 minutes).
+	ApprovalMaxAge time.Duration
 	// TracerProvider receives a span per MCP request ("tools/call start_export"), the child of
 	// the HTTP request's span (TraceHTTP). Defaults to none: a no-op provider.
 	TracerProvider trace.TracerProvider

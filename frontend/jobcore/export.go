@@ -101,6 +101,7 @@ func (k *exportKind) Serve(f *Core) ServedKind {
 		"GET /artifacts/{token}": f.Metrics.CountDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.download(f, w, r) })),
 	}
 	sk.FreshResult = []string{"download_url", "download_url_expires_at"}
+	sk.Surfaces = k.exportSurfaces
 	return sk
 }
 

@@ -118,6 +118,9 @@ func (f *Core) ResumeJob(ctx context.Context, p authz.Principal, j *jobstore.Job
 	if j.NeedsInput == nil || j.Status() != workflows.StatusAwaitingInput {
 		return nil, ToolErr(CodeInputNotExpected, "the job is not waiting for input (status %s)", j.Status())
 	}
+	if err := f.checkSurface(j, who.Surface); err != nil { // a dataset's approval_surfaces (apps.go)
+		return nil, err
+	}
 	// Same principal + same answer → same update ID, so a retried resume (lost response) is
 	// deduplicated by Temporal instead of being rejected as input_not_expected. The answer is
 	// all of what the record keeps of it, comment and surface included: a retry with another

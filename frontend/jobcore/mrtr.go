@@ -251,6 +251,11 @@ func (f *Core) askFor(ctx context.Context, p authz.Principal, j *jobstore.Job) e
 		authz.Decide(p, authz.ActionResume, j.PolicyJob()) != authz.Allow {
 		return nil
 	}
+	if callDeclaresApps(ctx) || f.checkSurface(j, workflows.SurfaceMRTR) != nil {
+		// A host that renders apps gets the approval card instead; a request that must be
+		// answered on a human surface is not put to a bearer client at all.
+		return nil
+	}
 	ni := j.NeedsInput
 	exp := f.Opts.Now().Add(StateTTLDefault)
 	if ni.ExpiresAt.Before(exp) {

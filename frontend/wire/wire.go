@@ -303,3 +303,11 @@ func JSONString(raw json.RawMessage) (string, bool) {
 	}
 	return s, true
 }
+
+// ApprovalCardMeta is what a tool result's _meta carries under "io.jobgate/approval-card" for a
+// host that renders MCP Apps: per job ID, the nonce the approval card sends with its decision
+// (decide_approval). Only jobs whose open request the caller may answer have one; hosts keep
+// _meta from the model.
+type ApprovalCardMeta struct {
+	Nonces map[string]string `json:"nonces"`
+}
