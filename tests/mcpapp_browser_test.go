@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -195,7 +197,14 @@ func TestBrowserMCPAppCard(t *testing.T) {
 	decide := func(job *jobcore.JobView, comment string) {
 		t.Helper()
 		sec := `section[data-job="` + job.JobID + `"]`
-		card.Step("type a comment on "+job.JobID, chromedp.SendKeys(chromedp.CSS(sec+" textarea"), comment))
+		// Focus, then the whole comment as one text input (Input.insertText, as an input method
+		// commits it): key by key into the card's out-of-process frame lost all but the first
+		// key once under load (the box held "o").
+		card.Step("type a comment on "+job.JobID, chromedp.Focus(chromedp.CSS(sec+" textarea")),
+			chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+				_, err := cdp.Call(ctx, tg, input.InsertText, input.InsertTextParams{Text: comment})
+				return err
+			}))
 		if got := card.Eval(`document.querySelector('` + sec + ` textarea').value`); got != comment {
 			t.Fatalf("the comment box holds %q", got)
 		}

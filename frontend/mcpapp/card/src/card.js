@@ -12,6 +12,10 @@ const COMMENT_MAX = 1000;
 const shownKeys = new Set(["dataset", "columns", "sensitive_columns", "purpose", "format", "max_rows"]);
 
 const root = document.getElementById("root");
+// drafts keeps what the person typed in each request's comment box (by job and input ID): the
+// host may send a newer result at any time (a refreshed get_*, a second list_approvals), and
+// re-rendering must not throw their words away.
+const drafts = new Map();
 const app = new App({ name: "jobgate-approval-card", version: "1" }, {}, { autoResize: true });
 
 function el(tag, attrs, ...kids) {
@@ -127,6 +131,9 @@ function renderJob(job, nonce) {
 function decideForm(job, ni, nonce, isSensitive) {
   const id = `comment-${Math.random().toString(36).slice(2)}`;
   const box = el("textarea", { id, name: "comment", rows: 3, maxlength: COMMENT_MAX });
+  const draftKey = `${job.job_id}\u0000${ni.input_id}`;
+  box.value = drafts.get(draftKey) || "";
+  box.addEventListener("input", () => drafts.set(draftKey, box.value));
   const msg = el("p", { class: "msg", role: "alert", hidden: true });
   // Plain buttons, not a submit: a host's sandbox need not allow forms (without allow-forms a
   // frame gets no submit event at all), and nothing here is ever posted anywhere.
@@ -157,6 +164,7 @@ function decideForm(job, ni, nonce, isSensitive) {
       approve.disabled = reject.disabled = false;
       return say(`Not decided: ${errorText(res)}`, "warn");
     }
+    drafts.delete(`${job.job_id}\u0000${ni.input_id}`);
     const after = res.structuredContent || {};
     const verb = decision === "approve" ? "Approved" : "Rejected";
     const h2 = form.closest("section") && form.closest("section").querySelector("h2");
@@ -173,6 +181,9 @@ function render(result) {
   const meta = (result && result._meta && result._meta[META_KEY]) || {};
   const nonces = meta.nonces || {};
   const jobs = jobsOf(result && result.structuredContent);
+  const active = document.activeElement;
+  const focused = active && active.tagName === "TEXTAREA" && active.closest("section[data-job]")
+    ? active.closest("section[data-job]").getAttribute("data-job") : null;
   root.replaceChildren();
   if (result && result.isError) {
     root.append(el("p", { class: "warn", role: "alert" }, errorText(result)));
@@ -183,6 +194,11 @@ function render(result) {
     return;
   }
   for (const job of jobs) root.append(renderJob(job, nonces[job.job_id]));
+  // Typing continues where it was: the box that had the focus gets it back, caret at the end.
+  if (focused) {
+    const box = root.querySelector(`section[data-job="${CSS.escape(focused)}"] textarea`);
+    if (box) { box.focus(); box.setSelectionRange(box.value.length, box.value.length); }
+  }
 }
 
 function applyContext(ctx) {
