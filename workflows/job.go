@@ -2,8 +2,8 @@ package workflows
 
 import (
 	"crypto/sha256"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"time"
 

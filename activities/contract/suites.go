@@ -52,8 +52,8 @@ const (
 	DemoFailRateDefault  = 0.05
 	demoEpisodeMSMax     = 600_000
 	// DemoCostUnit is the demo suite's cost unit: with params.cost its episodes report a cost.
-	DemoCostUnit = "usd"
-	paramsMaxBytes       = 4096
+	DemoCostUnit   = "usd"
+	paramsMaxBytes = 4096
 )
 
 // Suite is one configured eval suite. Callers only name it; everything else is server-side.
