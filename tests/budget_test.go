@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,4 +178,37 @@ func TestEvalBudgetArguments(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEvalBudgetMRTR: a budget request is an input request like any other: a 2026 client that
+// declares elicitation is asked it by get_eval (the prompt as the tool shows it) and its
+// approval, which cannot carry extend_by, raises the budget by approve_extends_by (the first
+// amount), until every episode ran; no request is left open and nothing stopped early.
+func TestEvalBudgetMRTR(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var asked atomic.Int32
+	cs := b.mrtrSession(ana, 0, func(r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked.Add(1)
+		if !regexp.MustCompile(`^Spent \d+\.\d\d usd on \d of 6 episodes .*Raise the budget\?`).MatchString(r.Params.Message) {
+			t.Errorf("elicitation message: %q", r.Params.Message)
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"decision": "approve"}}, nil
+	}, false)
+	args := startArgs(uniqueKey(t), 6, map[string]any{"episode_ms": 0, "fail_rate": 0, "cost": 0.1})
+	args["concurrency"] = 2
+	args["budget"] = map[string]any{"max_cost": 0.2}
+	v := mustView(t, call(t, cs, "start_eval", args))
+	var end *jobcore.JobView
+	eventually(t, 60*time.Second, "succeeded through MRTR answers", func() bool {
+		end = mustView(t, call(t, cs, "get_eval", map[string]any{"handle": v.Handle}))
+		return end.Status == workflows.StatusSucceeded
+	})
+	r := evalResult(t, end)
+	raises := math.Round((r.Budget.MaxCost - 0.2) / 0.2)
+	if r.Stopped != "" || r.Scored != 6 || asked.Load() < 1 || int(raises) != int(asked.Load()) ||
+		r.CostSoFar == nil || *r.CostSoFar > r.Budget.MaxCost+1e-9 {
+		t.Fatalf("asked %d; result %+v budget %+v", asked.Load(), r, r.Budget)
+	}
+	t.Logf("MRTR: %d budget requests approved, budget %.2f, spent %.4f", asked.Load(), r.Budget.MaxCost, *r.CostSoFar)
 }
