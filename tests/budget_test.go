@@ -14,6 +14,7 @@ import (
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/frontend/wire"
+	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -211,4 +212,57 @@ func TestEvalBudgetMRTR(t *testing.T) {
 		t.Fatalf("asked %d; result %+v budget %+v", asked.Load(), r, r.Budget)
 	}
 	t.Logf("MRTR: %d budget requests approved, budget %.2f, spent %.4f", asked.Load(), r.Budget.MaxCost, *r.CostSoFar)
+}
+
+// TestEvalStopWhenWorkerSIGKILL: the worker running a stop_when eval is SIGKILLed mid-run; a
+// new worker takes the job over by replaying its history (the stop rule is decided from it
+// alone) and the job still stops on precision, every episode counted once.
+func TestEvalStopWhenWorkerSIGKILL(t *testing.T) {
+	testenv.Heavy(t, "spawns jobgate worker processes and SIGKILLs one")
+	t.Parallel()
+	b := setup(t, setupOpts{noWorker: true})
+	cs := b.session(ana, 0, "")
+	w1 := b.spawn(t, "worker")
+	args := startArgs(uniqueKey(t), 20000, map[string]any{"episode_ms": 100, "fail_rate": 0})
+	args["concurrency"] = 8
+	args["stop_when"] = map[string]any{"std_err_below": 0.02, "min_episodes": 50}
+	v := mustView(t, call(t, cs, "start_eval", args))
+	v = waitStatus(t, cs, v.Handle, workflows.StatusAwaitingInput, 60*time.Second)
+	mustView(t, call(t, cs, "resume_eval", acResumeArgs(v, "approve", nil)))
+	eventually(t, 60*time.Second, "some episodes done", func() bool {
+		return mustView(t, call(t, cs, "get_eval", map[string]any{"handle": v.Handle})).Progress.Done >= 40
+	})
+	w1.kill(t)
+	b.spawn(t, "worker")
+	end := waitStatus(t, b.session(ana, 1, ""), v.Handle, workflows.StatusSucceeded, 2*time.Minute)
+	r := evalResult(t, end)
+	ran := r.Scored + r.Failed
+	if r.Stopped != "precision" || r.StdErr >= 0.02 || r.Skipped != 20000-ran || ran > 400 || end.Progress.Done != r.Scored {
+		t.Fatalf("result %+v, progress %+v", r, end.Progress)
+	}
+	page, te, _ := epCall(t, cs, map[string]any{"handle": end.Handle, "page_size": 100})
+	if te != nil {
+		t.Fatalf("list_episodes: %s", te.Message)
+	}
+	seen, n := map[int]bool{}, 0
+	for cur := ""; ; {
+		for _, ep := range page.Episodes {
+			if seen[ep.Index] {
+				t.Fatalf("episode %d listed twice", ep.Index)
+			}
+			seen[ep.Index] = true
+			n++
+		}
+		if page.NextCursor == "" || page.NextCursor == cur {
+			break
+		}
+		cur = page.NextCursor
+		if page, te, _ = epCall(t, cs, map[string]any{"handle": end.Handle, "page_size": 100, "cursor": cur}); te != nil {
+			t.Fatalf("list_episodes: %s", te.Message)
+		}
+	}
+	if n != ran {
+		t.Fatalf("%d episodes in the log, %d in the result", n, ran)
+	}
+	t.Logf("stop_when across a worker SIGKILL: %d of 20,000 episodes, mean %.4f ± %.4f", ran, r.MeanScore, r.StdErr)
 }
