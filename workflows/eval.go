@@ -183,6 +183,7 @@ func (w *Workflows) Eval(ctx workflow.Context, in EvalInput) (EvalResult, error)
 		return EvalResult{}, err
 	}
 	r := &evalRun{jobRun: jr, in: in, st: in.State}
+	jr.usage = r.usage
 	// A later run never starts a notifier; it ends the first run's, if there is one.
 	jr.progressAsked, jr.progressNotify = !first, in.State.ProgressNotify
 	if err := r.registerEpisodesQuery(ctx); err != nil {

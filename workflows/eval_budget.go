@@ -87,6 +87,16 @@ func (r *evalRun) spent(ctx workflow.Context, scheduled time.Time, cost *float64
 	}
 }
 
+// usage is what the eval used so far (the memo's usage when it ends).
+func (r *evalRun) usage() Usage {
+	sp := r.st.Spend
+	u := Usage{Episodes: r.st.Scored + r.st.Failed, EpisodeSeconds: math.Round(sp.Seconds*1000) / 1000}
+	if r.in.Cost.Unit != "" && sp.Costed > 0 {
+		u.Cost = map[string]float64{r.in.Cost.Unit: sp.Cost}
+	}
+	return u
+}
+
 // progressCost adds the cost so far to p when the suite reports costs.
 func (r *evalRun) progressCost(p *Progress) {
 	sp := r.st.Spend

@@ -34,6 +34,8 @@ type jobRun struct {
 	verifier ResumeVerifier
 	// notifications says which events the tenant wants sent; nil: none.
 	notifications Notifications
+	// usage, when set, says what the job used; finish records it in the memo (MemoUsage).
+	usage func() Usage
 	// checkExtend checks an open budget request's extend_by (InputRequest.CheckExtend); nil
 	// when the open request takes none.
 	checkExtend func(Budget) string
@@ -119,6 +121,10 @@ func (r *jobRun) finish(ctx workflow.Context, s Status, jerr *JobError, p Progre
 	if r.rejected && r.decision != nil {
 		// In the same upsert command as the error, so the run issues no extra command for it.
 		m[MemoDecision] = r.decision
+	}
+	if r.usage != nil {
+		// Also in that upsert: a memo's content is no command, so histories replay.
+		m[MemoUsage] = r.usage()
 	}
 	r.upsertMemo(dctx, m)
 	r.notifyFinished(dctx, s, jerr)

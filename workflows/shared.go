@@ -173,7 +173,11 @@ const (
 	MemoError      = "error"       // *JobError on failed/cancelled jobs
 	MemoDecision   = "decision"    // *DecisionRecord of the answer that rejected the job
 	MemoSlots      = "slots"       // int: episode concurrency an eval holds while unfinished (quotas)
+	MemoUsage      = "usage"       // Usage: what the job used, written when it ends (get_usage)
 )
+
+// Usage is what a finished job used (jobstate.Usage).
+type Usage = jobstate.Usage
 
 // Progress is the job's progress as of its last memo update (jobstate.Progress).
 type Progress = jobstate.Progress

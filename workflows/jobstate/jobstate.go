@@ -92,3 +92,28 @@ type EvalSummary struct {
 	Skipped         int      `json:"skipped,omitempty" jsonschema:"episodes never run because the run stopped early"`
 	StoppedBy       string   `json:"stopped_by,omitempty" jsonschema:"who declined to raise the budget"`
 }
+
+// Usage is what a finished job used, recorded in its memo (workflows.MemoUsage) when it ends:
+// what get_usage sums. Absent on jobs that ended before usage was recorded.
+type Usage struct {
+	Episodes       int     `json:"episodes,omitempty" jsonschema:"episodes run (scored or failed)"`
+	EpisodeSeconds float64 `json:"episode_seconds,omitempty" jsonschema:"seconds the episodes ran, scheduling to outcome, summed"`
+	// Cost is by cost unit (a job has at most one; a rollup may hold several).
+	Cost  map[string]float64 `json:"cost,omitempty" jsonschema:"what the episodes cost, by cost unit"`
+	Rows  int64              `json:"rows,omitempty" jsonschema:"rows exported"`
+	Bytes int64              `json:"bytes,omitempty" jsonschema:"bytes of exported artifact"`
+}
+
+// Add adds u to the running sum s.
+func (s *Usage) Add(u Usage) {
+	s.Episodes += u.Episodes
+	s.EpisodeSeconds += u.EpisodeSeconds
+	s.Rows += u.Rows
+	s.Bytes += u.Bytes
+	for unit, c := range u.Cost {
+		if s.Cost == nil {
+			s.Cost = map[string]float64{}
+		}
+		s.Cost[unit] += c
+	}
+}
