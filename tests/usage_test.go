@@ -1,0 +1,80 @@
+package tests
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/jobgate/jobgate/authz"
+	"github.com/jobgate/jobgate/frontend/wire"
+	"github.com/jobgate/jobgate/workflows"
+)
+
+// TestUsage: a tenant's usage (get_usage, jobs:admin) equals the sum over its finished jobs,
+// each as its own result reports it: episodes and cost by owner, and by kind; a caller without
+// jobs:admin is refused, and another tenant's jobs never count.
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tenant := "use" + randHex(4)
+	ana := principal{tenant, "ana", []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+	bo := principal{tenant, "bo", []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+	admin := principal{tenant, "root", []authz.Scope{authz.ScopeAdmin}}
+	stranger := principal{"acme", "ana", []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+
+	type job struct {
+		p        principal
+		episodes int
+		cost     float64
+	}
+	jobs := []job{{ana, 5, 0.1}, {ana, 3, 0.2}, {bo, 4, 0.05}, {stranger, 6, 0.3}}
+	want := map[string]struct {
+		jobs, episodes int
+		cost           float64
+	}{}
+	for _, j := range jobs {
+		cs := b.session(j.p, 0, "")
+		v := mustView(t, call(t, cs, "start_eval", startArgs(uniqueKey(t), j.episodes, map[string]any{"episode_ms": 0, "fail_rate": 0, "cost": j.cost})))
+		end := waitStatus(t, cs, v.Handle, workflows.StatusSucceeded, 60*time.Second)
+		r := evalResult(t, end)
+		if j.p.tenant != tenant {
+			continue
+		}
+		w := want[j.p.sub]
+		w.jobs++
+		w.episodes += r.Scored + r.Failed
+		w.cost += *r.CostSoFar
+		want[j.p.sub] = w
+	}
+	cs := b.session(admin, 0, "")
+	var out wire.UsageOut
+	eventually(t, 30*time.Second, "every job in visibility with its usage", func() bool {
+		o := call(t, cs, "get_usage", map[string]any{"since": "1h"})
+		must(t, json.Unmarshal([]byte(o.Raw), &out))
+		return out.Total.Jobs == 3
+	})
+	if out.Tenant != tenant || out.By != "owner" || len(out.Groups) != 2 || out.Total.NoUsage != 0 {
+		t.Fatalf("usage %+v", out)
+	}
+	var total float64
+	for _, g := range out.Groups {
+		w := want[g.Key]
+		if g.Jobs != w.jobs || g.Episodes != w.episodes || math.Abs(g.Cost["usd"]-w.cost) > 1e-9 {
+			t.Fatalf("%s: %+v, want %+v", g.Key, g, w)
+		}
+		total += w.cost
+	}
+	if math.Abs(out.Total.Cost["usd"]-total) > 1e-9 || out.Total.Episodes != 5+3+4 {
+		t.Fatalf("total %+v, want cost %v", out.Total, total)
+	}
+	o := call(t, cs, "get_usage", map[string]any{"since": "1h", "by": "kind"})
+	var byKind wire.UsageOut
+	must(t, json.Unmarshal([]byte(o.Raw), &byKind))
+	if len(byKind.Groups) != 1 || byKind.Groups[0].Key != "eval" || byKind.Groups[0].Jobs != 3 {
+		t.Fatalf("by kind %+v", byKind)
+	}
+	mustErr(t, call(t, cs, "get_usage", map[string]any{"since": "forever"}), "invalid_argument")
+	mustErr(t, call(t, cs, "get_usage", map[string]any{"by": "tenant"}), "invalid_argument")
+	t.Logf("usage of %s: %+v", tenant, out.Groups)
+}
