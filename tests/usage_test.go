@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +74,21 @@ func TestUsage(t *testing.T) {
 	must(t, json.Unmarshal([]byte(o.Raw), &byKind))
 	if len(byKind.Groups) != 1 || byKind.Groups[0].Key != "eval" || byKind.Groups[0].Jobs != 3 {
 		t.Fatalf("by kind %+v", byKind)
+	}
+	// The CLI prints the same rollup (and the JSON unchanged).
+	r := runCLI(t, b, b.token(admin), "usage", "--since", "1h")
+	r.mustSucceed(t, "jobgate usage")
+	for _, want := range []string{"tenant " + tenant, "KEY", "ana", "bo", "*", " usd"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("jobgate usage lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = runCLI(t, b, b.token(admin), "usage", "--since", "1h", "--by", "kind", "--json")
+	r.mustSucceed(t, "jobgate usage --json")
+	var cli wire.UsageOut
+	must(t, json.Unmarshal([]byte(r.stdout), &cli))
+	if cli.Total.Jobs != 3 || cli.Total.Episodes != out.Total.Episodes {
+		t.Fatalf("jobgate usage --json: %+v", cli)
 	}
 	mustErr(t, call(t, cs, "get_usage", map[string]any{"since": "forever"}), "invalid_argument")
 	mustErr(t, call(t, cs, "get_usage", map[string]any{"by": "tenant"}), "invalid_argument")
