@@ -91,6 +91,10 @@ type Tenants struct {
 	// OwnerEvalBudgets are owners' own default eval budgets, by tenant and subject, over the
 	// tenant's eval_budget.
 	OwnerEvalBudgets map[string]map[string]EvalBudget `json:"owner_eval_budgets,omitempty"`
+	// CostPerMonth caps what each tenant's evals may cost in a calendar month (UTC), by tenant
+	// and cost unit ({"acme": {"usd": 1000}}): a start whose budget does not fit in what is
+	// left is refused (quota_exceeded), and so is a budget raise past it.
+	CostPerMonth map[string]map[string]float64 `json:"cost_per_month,omitempty"`
 }
 
 // Built-in defaults of [DefaultTenants]: generous enough that only a runaway caller meets them.
@@ -199,6 +203,14 @@ func ParseTenants(raw []byte) (Tenants, error) {
 			if msg := checkEvalBudget(*b); msg != "" {
 				return Tenants{}, fmt.Errorf("tenants file: tenant %s: eval_budget.%s", n, msg)
 			}
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(t.CostPerMonth)) {
+		if err := ValidTenant(n); err != nil {
+			return Tenants{}, fmt.Errorf("tenants file: cost_per_month: %q is not a tenant ID: %v", n, err)
+		}
+		if msg := checkEvalBudget(EvalBudget{MaxCost: t.CostPerMonth[n]}); msg != "" {
+			return Tenants{}, fmt.Errorf("tenants file: cost_per_month.%s: %s", n, strings.TrimPrefix(msg, "max_cost: "))
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(t.OwnerEvalBudgets)) {

@@ -113,6 +113,8 @@ func TestEvalBudgetDefaults(t *testing.T) {
 		`{"defaults": {"eval_budget": {"max_cost": {"usd": -1}}}}`:                             "eval_budget.max_cost.usd",
 		`{"defaults": {"eval_budget": {"max_cost": {"US D": 1}}}}`:                             "eval_budget.max_cost: unit",
 		`{"defaults": {}, "tenants": {"acme": {"eval_budget": {"max_episode_seconds": -5}}}}`:  "tenant acme: eval_budget.max_episode_seconds",
+		`{"defaults": {}, "cost_per_month": {"acme": {"usd": -1}}}`:                            "cost_per_month.acme",
+		`{"defaults": {}, "cost_per_month": {"Not A Tenant!": {}}}`:                            "cost_per_month",
 		`{"defaults": {}, "owner_eval_budgets": {"Not A Tenant!": {}}}`:                        "owner_eval_budgets",
 		`{"defaults": {}, "owner_eval_budgets": {"acme": {"ann": {"max_cost": {"usd": -2}}}}}`: `owner_eval_budgets.acme["ann"].max_cost.usd`,
 	} {

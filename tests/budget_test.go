@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"regexp"
 	"strings"
@@ -29,6 +30,16 @@ func evalResult(t *testing.T, v *jobcore.JobView) wire.EvalResultView {
 	must(t, err)
 	must(t, json.Unmarshal(raw, &r))
 	return r
+}
+
+// waitBudgetRequestN is waitBudgetRequest for any first request of an eval of n episodes.
+func waitBudgetRequestN(t *testing.T, cs *mcp.ClientSession, h string, n int) *jobcore.JobView {
+	t.Helper()
+	v := waitBudgetRequest(t, cs, h, "")
+	if !strings.Contains(v.NeedsInput.Prompt, fmt.Sprintf(" of %d episodes", n)) {
+		t.Fatalf("prompt %q", v.NeedsInput.Prompt)
+	}
+	return v
 }
 
 // waitBudgetRequest waits for a budget request other than after (an input ID; "" for any).

@@ -94,3 +94,53 @@ func TestUsage(t *testing.T) {
 	mustErr(t, call(t, cs, "get_usage", map[string]any{"by": "tenant"}), "invalid_argument")
 	t.Logf("usage of %s: %+v", tenant, out.Groups)
 }
+
+// TestCostPerMonth: a tenant with cost_per_month (usd) may start an eval only with a budget that
+// fits what its evals have not yet spent this month (finished jobs' usage, running evals' cost
+// so far); one that does not fit is refused with quota_exceeded saying what is left, nothing
+// started; raising a budget past it is refused the same way.
+func TestCostPerMonth(t *testing.T) {
+	t.Parallel()
+	tenant := "cpm" + randHex(4)
+	tt := authz.Unlimited()
+	tt.CostPerMonth = map[string]map[string]float64{tenant: {"usd": 1}}
+	b := setup(t, setupOpts{tenants: &tt})
+	ana := principal{tenant, "ana", []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
+	cs := b.session(ana, 0, "")
+	start := func(episodes int, budget any) outcome {
+		args := startArgs(uniqueKey(t), episodes, map[string]any{"episode_ms": 0, "fail_rate": 0, "cost": 0.1})
+		if budget != nil {
+			args["budget"] = map[string]any{"max_cost": budget}
+		}
+		return call(t, cs, "start_eval", args)
+	}
+	e := mustErr(t, start(2, nil), "invalid_argument")
+	if !strings.HasPrefix(e.Message, "budget.max_cost:") {
+		t.Fatalf("without a budget: %q", e.Message)
+	}
+	first := mustView(t, start(5, 0.6))
+	end := waitStatus(t, cs, first.Handle, workflows.StatusSucceeded, 60*time.Second)
+	spent := *evalResult(t, end).CostSoFar
+	// Visibility trails the job's close: wait until the check sees it.
+	var e2 *wire.ToolError
+	eventually(t, 30*time.Second, "the finished job counted", func() bool {
+		o := start(1, 1.0-spent+0.05)
+		if o.Err == nil {
+			t.Fatalf("a budget past what is left was admitted: %+v", o.View)
+		}
+		e2 = o.Err
+		return o.Err.Code == "quota_exceeded"
+	})
+	if !strings.Contains(e2.Message, "left this month") || !e2.Retryable {
+		t.Fatalf("refusal %+v", e2)
+	}
+	second := mustView(t, start(10, 0.2)) // fits
+	v := waitBudgetRequestN(t, cs, second.Handle, 10)
+	e3 := mustErr(t, call(t, cs, "resume_eval", acResumeArgs(v, "approve", map[string]any{"extend_by": map[string]any{"max_cost": 5}})), "quota_exceeded")
+	if !strings.Contains(e3.Message, "raising the budget") {
+		t.Fatalf("raise refusal %q", e3.Message)
+	}
+	mustView(t, call(t, cs, "resume_eval", acResumeArgs(v, "reject", nil)))
+	waitStatus(t, cs, second.Handle, workflows.StatusSucceeded, 60*time.Second)
+	t.Logf("month spent %.4f of 1 usd by the first eval; %s", spent, e2.Message)
+}

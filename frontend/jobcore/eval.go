@@ -136,7 +136,9 @@ func (k *evalKind) startSpec(f *Core, p authz.Principal, in StartEvalIn) (StartS
 		return StartSpec{}, err
 	}
 	hash := workflows.Digest(args)
+	cost := k.costPolicy(f, p, args, suite)
 	return StartSpec{
+		Admit: f.costQuota(p.Tenant, cost),
 		Hash: hash,
 		Input: workflows.EvalInput{
 			Tenant: p.Tenant, Owner: p.Subject, Args: args,
@@ -148,7 +150,7 @@ func (k *evalKind) startSpec(f *Core, p authz.Principal, in StartEvalIn) (StartS
 				HeartbeatTimeout: suite.HeartbeatTimeout, MaxAttempts: suite.MaxAttempts,
 				TaskQueue: suite.TaskQueue},
 			Fairness: f.fairness(p.Tenant),
-			Cost:     k.costPolicy(f, p, args, suite),
+			Cost:     cost,
 		},
 		Total: args.Episodes,
 		slots: min(args.Concurrency, args.Episodes),

@@ -123,6 +123,9 @@ func (f *Core) ResumeJob(ctx context.Context, p authz.Principal, j *jobstore.Job
 	if err := checkExtendBy(in, j.NeedsInput); err != nil {
 		return nil, err
 	}
+	if err := f.raiseQuota(ctx, p.Tenant, in, j.NeedsInput); err != nil {
+		return nil, err
+	}
 	// Same principal + same answer → same update ID, so a retried resume (lost response) is
 	// deduplicated by Temporal instead of being rejected as input_not_expected. The answer is
 	// all of what the record keeps of it, comment and surface included: a retry with another
