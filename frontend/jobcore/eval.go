@@ -139,7 +139,7 @@ func (k *evalKind) startSpec(f *Core, p authz.Principal, in StartEvalIn) (StartS
 	cost := k.costPolicy(f, p, args, suite)
 	return StartSpec{
 		Admit: f.costQuota(p.Tenant, cost),
-		Hash: hash,
+		Hash:  hash,
 		Input: workflows.EvalInput{
 			Tenant: p.Tenant, Owner: p.Subject, Args: args,
 			Approval: workflows.ApprovalPolicy{Threshold: suite.ApprovalThreshold, Approver: suite.Approver,
