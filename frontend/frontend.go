@@ -110,6 +110,7 @@ func newFrontend(opts jobcore.Options, store jobstore.Store) (*Frontend, error) 
 	if err := f.registerTasks(); err != nil {
 		return nil, fmt.Errorf("frontend: tasks: %w", err)
 	}
+	f.server.AddReceivingMiddleware(inputRequiredWire)
 	return f, nil
 }
 

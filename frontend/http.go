@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -32,7 +31,7 @@ import (
 
 func (f *Frontend) routes() *telemetry.RouteMux {
 	mux := &telemetry.RouteMux{ServeMux: http.NewServeMux()}
-	metaURL := f.resourceMetadataURL()
+	metaURL := authz.ResourceMetadataURL(f.Opts.ResourceURI)
 
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: jobcore.MaxBodyBytesDefault})
@@ -78,16 +77,6 @@ func (f *Frontend) routes() *telemetry.RouteMux {
 // of RFC 8037): what verifies decision records and export manifests.
 const PathSigningKeys = "/.well-known/jobgate-signing-keys"
 
-// resourceMetadataURL is the RFC 9728 metadata URL for the resource: the well-known path
-// inserted before the resource's path.
-func (f *Frontend) resourceMetadataURL() string {
-	u, err := url.Parse(f.Opts.ResourceURI)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	return u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + strings.TrimRight(u.Path, "/")
-}
-
 // readyz answers from a health check at most readyTTL old (readiness), so a flood of probes
 // costs Temporal one call a second per replica.
 func (f *Frontend) readyz(w http.ResponseWriter, r *http.Request) {
@@ -126,8 +115,8 @@ func (f *Frontend) verifyToken(ctx context.Context, token string, _ *http.Reques
 //     every answer it sends);
 //   - for tasks/*: answer requests of other protocol versions as the SDK answers a method it
 //     does not know (registering tasks/* makes them known to every era), check Mcp-Name
-//     against params.taskId (checkTaskName), mark the request checked and keep a task answer's
-//     HTTP status (taskGate).
+//     against params.taskId (checkTaskName) and mark the request checked (taskGate). A task's
+//     error answer goes out with the status the SDK gives it (SEP-2575: -32602 → 400).
 //
 // The body is authoritative for the tool name; the SDK separately rejects a 2026-07-28
 // Mcp-Name header that disagrees with it.
@@ -141,7 +130,7 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		p, ok := jobcore.PrincipalFrom(auth.TokenInfoFromContext(r.Context()))
+		p, ok := jobcore.PrincipalFromContext(r.Context())
 		if !ok {
 			http.Error(w, "no principal", http.StatusUnauthorized)
 			return
@@ -186,9 +175,7 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 					writeRPC(w, http.StatusBadRequest, req.id, nil, rerr)
 					return
 				}
-				gate := &taskGate{}
-				ctx = context.WithValue(ctx, taskGateKey{}, gate)
-				w = &taskWriter{ResponseWriter: w, gate: gate}
+				ctx = context.WithValue(ctx, taskGateKey{}, &taskGate{})
 			}
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
@@ -206,27 +193,6 @@ func refuseUnknownMethod(w http.ResponseWriter, r *http.Request, req *rpcRequest
 	}
 	http.Error(w, msg, http.StatusBadRequest)
 }
-
-// taskWriter sends a task's answer with 200 where the SDK would send 400 (see taskGate).
-type taskWriter struct {
-	http.ResponseWriter
-	gate *taskGate
-}
-
-func (w *taskWriter) WriteHeader(code int) {
-	if code == http.StatusBadRequest && w.gate.answered.Load() {
-		code = http.StatusOK
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *taskWriter) Flush() {
-	if fl, ok := w.ResponseWriter.(http.Flusher); ok {
-		fl.Flush()
-	}
-}
-
-func (w *taskWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // bufferBody reads the request body (bounded) and puts it back for the next handler, so the
 // layers in front of the SDK can look at the JSON-RPC message. On failure it has answered.

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -30,10 +28,9 @@ import (
 // (so the SDK's transport, session, per-request _meta and header checks and middleware handle
 // them like any method), and the task answer of start_* and the extension in server/discover's
 // capabilities come from a receiving middleware. What the SDK cannot do stays in the front door
-// (frontDoor in http.go): the 403 insufficient_scope answer, the Mcp-Name check of tasks/*, and
-// the HTTP status of a task's answer (see taskGate). Nothing keeps state: a taskId is the job's
-// signed handle (tenant-bound, unforgeable, expiring), and every task request runs the same tool
-// code as get_*, resume_* and cancel_*.
+// (frontDoor in http.go): the 403 insufficient_scope answer and the Mcp-Name check of tasks/*.
+// Nothing keeps state: a taskId is the job's signed handle (tenant-bound, unforgeable, expiring),
+// and every task request runs the same tool code as get_*, resume_* and cancel_*.
 
 const (
 	// TasksExtension names the extension in client and server capabilities.
@@ -110,6 +107,17 @@ func taskRPCError(te *jobcore.ToolError, kind string) *rpcError {
 		return &rpcError{Code: jsonrpc.CodeInternalError, Message: te.Message, Data: te}
 	}
 	return &rpcError{Code: jsonrpc.CodeInvalidParams, Message: te.Message, Data: te}
+}
+
+// taskFault is the tasks/* answer to an error of the job core or of a tool it ran (what names
+// the step in the log: "call", "get", "cancel"): a tool error as taskRPCError maps it, anything
+// else logged and the bare internal error.
+func (f *Frontend) taskFault(ctx context.Context, what string, err error, h handle.Handle) *rpcError {
+	if te, ok := jobcore.AsToolError(err); ok {
+		return taskRPCError(te, h.Kind)
+	}
+	f.Logger(ctx).Error("task "+what+" failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
+	return errTaskInternal
 }
 
 // task is a Task (SEP-2663) with the fields of CreateTaskResult and GetTaskResult.
@@ -239,12 +247,10 @@ func (f *Frontend) requestCreatesTask(ctx context.Context, req *mcp.CallToolRequ
 // taskGate is the front door's mark, in the request context, on a tasks/* request it checked
 // (scope, Mcp-Name): the handler answers only such requests, so a request that reached the SDK
 // another way (a batch of an older era, or a transport check of sdkTransportOK that drifted from
-// the SDK's) is not served unchecked. It also says how the answer goes out over HTTP: the SDK
-// sends every -32602 of a 2026-07-28 request with HTTP 400 (SEP-2575 for protocol-level errors:
-// go-sdk v1.8.0 mcp/streamable.go:1046-1064, 1926); an answer about the task (not found,
-// expired, a refused update) is the method's answer, sent with 200 as it always was, so the
-// handler marks it and the front door's taskWriter keeps that status.
-type taskGate struct{ answered atomic.Bool }
+// the SDK's) is not served unchecked. An answer about the task (not found, expired, a refused
+// update: -32602) goes out as the SDK sends every -32602 of a 2026-07-28 request, with HTTP 400
+// (SEP-2575; go-sdk v1.8.0 mcp/streamable.go:1046-1064, 1926); -32603 keeps 200.
+type taskGate struct{}
 
 type taskGateKey struct{}
 
@@ -253,14 +259,14 @@ type taskGateKey struct{}
 // version and Mcp-Method checks in the SDK's transport.
 func (f *Frontend) serveTask(ctx context.Context, ss *mcp.ServerSession, method string) (mcp.Result, error) {
 	start := time.Now()
-	gate, checked := ctx.Value(taskGateKey{}).(*taskGate)
+	_, checked := ctx.Value(taskGateKey{}).(*taskGate)
 	req, ok := frontRequest(ctx)
 	if ip := ss.InitializeParams(); !checked || !ok || req.method != method || ip == nil || ip.ProtocolVersion != jobcore.ProtocolMRTR {
 		// Not checked by the front door, or of an older era (2025-11-25 had other tasks/*):
 		// not ours to answer.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%q is not offered here", method)}
 	}
-	p, ok := jobcore.PrincipalFrom(auth.TokenInfoFromContext(ctx))
+	p, ok := jobcore.PrincipalFromContext(ctx)
 	if !ok {
 		return nil, jobcore.ErrNoPrincipal
 	}
@@ -297,7 +303,6 @@ func (f *Frontend) serveTask(ctx context.Context, ss *mcp.ServerSession, method 
 			code = jobcore.CodeNotFound
 		}
 		f.Log.Info("task call", append(fields, zap.String("code", code))...)
-		gate.answered.Store(true)
 		return nil, rerr.wire()
 	}
 	f.Log.Info("task call", append(fields, zap.String("code", "ok"))...)

@@ -195,13 +195,13 @@ func TestTasksOverMemStore(t *testing.T) {
 		long := map[string]any{"action": "accept", "content": map[string]any{"decision": "approve", "comment": strings.Repeat("x", jobcore.CommentMax+1)}}
 		for _, bad := range []any{"approve", map[string]any{"action": "accept"}, map[string]any{"action": "maybe"}, nil, long} {
 			rec := fx.post(t, taskAna, methodTasksUpdate, fx.id["awaiting"], map[string]any{"taskId": fx.id["awaiting"], "inputResponses": map[string]any{key: bad}}, nil)
-			if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"code":-32602`) {
+			if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), `"code":-32602`) {
 				t.Fatalf("%v: %d %s", bad, rec.Code, rec.Body)
 			}
 		}
 		for _, bad := range []any{nil, "x", []any{}} {
 			rec := fx.post(t, taskAna, methodTasksUpdate, fx.id["awaiting"], map[string]any{"taskId": fx.id["awaiting"], "inputResponses": bad}, nil)
-			if !strings.Contains(rec.Body.String(), `"code":-32602`) {
+			if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), `"code":-32602`) {
 				t.Fatalf("inputResponses %v: %d %s", bad, rec.Code, rec.Body)
 			}
 		}

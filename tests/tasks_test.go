@@ -76,7 +76,7 @@ func TestTasksLifecycle(t *testing.T) {
 	})
 	t.Run("UnknownTaskIsOneAnswer", func(t *testing.T) {
 		unknown := b.tkGet(t, 0, ana, "jgh1.t1.bm9wZQ.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
-		if msg := unknown.rpcErr(t, http.StatusOK, -32602); msg != "Failed to retrieve task: Task not found" {
+		if msg := unknown.rpcErr(t, http.StatusBadRequest, -32602); msg != "Failed to retrieve task: Task not found" {
 			t.Fatalf("unknown task: %s", unknown.body)
 		}
 		forged := b.keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/eval/never-started", Kind: "eval", Expiry: time.Now().Add(time.Hour)})
@@ -101,7 +101,7 @@ func TestTasksLifecycle(t *testing.T) {
 	t.Run("Expired", func(t *testing.T) {
 		old := b.keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: jobID, Kind: "eval", Expiry: time.Now().Add(-time.Minute)})
 		r := b.tkGet(t, 1, ana, old)
-		if msg := r.rpcErr(t, http.StatusOK, -32602); msg != "Failed to retrieve task: Task has expired" || r.errData(t).Code != jobcore.CodeHandleExpired {
+		if msg := r.rpcErr(t, http.StatusBadRequest, -32602); msg != "Failed to retrieve task: Task has expired" || r.errData(t).Code != jobcore.CodeHandleExpired {
 			t.Fatalf("expired: %s", r.body)
 		}
 		// Another tenant cannot tell an expired task from an unknown one.
@@ -255,12 +255,12 @@ func TestTasksOwnerApproval(t *testing.T) {
 	tkAck(t, b.tkUpdate(t, 0, ana, tk.TaskID, tkAnswer("approval.some-other-request", "accept", "approve")))
 	tkAck(t, b.tkUpdate(t, 1, ana, tk.TaskID, map[string]any{"unknown-key": map[string]any{"ignored": true}}))
 	bad := b.tkUpdate(t, 1, ana, tk.TaskID, tkAnswer(k, "accept", "maybe"))
-	if bad.rpcErr(t, http.StatusOK, -32602); bad.errData(t).Code != jobcore.CodeInvalidArgument {
+	if bad.rpcErr(t, http.StatusBadRequest, -32602); bad.errData(t).Code != jobcore.CodeInvalidArgument {
 		t.Fatalf("bad decision: %s", bad.body)
 	}
 	missing := b.tkPost(t, b.url(0), ana, "tasks/update", tk.TaskID, map[string]any{"taskId": tk.TaskID}, tkCaps(), nil)
-	missing.rpcErr(t, http.StatusOK, -32602)
-	b.tkUpdate(t, 1, ana, tk.TaskID, map[string]any{k: "approve"}).rpcErr(t, http.StatusOK, -32602)
+	missing.rpcErr(t, http.StatusBadRequest, -32602)
+	b.tkUpdate(t, 1, ana, tk.TaskID, map[string]any{k: "approve"}).rpcErr(t, http.StatusBadRequest, -32602)
 	if still := b.tkGet(t, 0, ana, tk.TaskID).task(t); still.Status != "input_required" {
 		t.Fatalf("declined or ignored answers changed the task: %+v", still)
 	}
@@ -308,7 +308,7 @@ func TestTasksExportFourEyes(t *testing.T) {
 		t.Fatalf("elicitation: %q", msg)
 	}
 	refused := b.tkUpdate(t, 0, ana, tk.TaskID, tkAnswer(k, "accept", "approve"))
-	if refused.rpcErr(t, http.StatusOK, -32602); refused.errData(t).Code != jobcore.CodeForbidden {
+	if refused.rpcErr(t, http.StatusBadRequest, -32602); refused.errData(t).Code != jobcore.CodeForbidden {
 		t.Fatalf("owner's approval: %s", refused.body)
 	}
 	if n := b.queries.count("customers"); n != 0 {
@@ -347,7 +347,7 @@ func TestTasksExpireWithTheirHandle(t *testing.T) {
 	}
 	b.clock.advanceTo(created.Add(time.Duration(*tk.TTLMs)*time.Millisecond + 100*time.Millisecond))
 	r := b.tkGet(t, 1, ana, tk.TaskID)
-	if msg := r.rpcErr(t, http.StatusOK, -32602); msg != "Failed to retrieve task: Task has expired" || r.errData(t).Code != jobcore.CodeHandleExpired {
+	if msg := r.rpcErr(t, http.StatusBadRequest, -32602); msg != "Failed to retrieve task: Task has expired" || r.errData(t).Code != jobcore.CodeHandleExpired {
 		t.Fatalf("expired: %s", r.body)
 	}
 	tkSameAnswer(t, b.tkGet(t, 0, gus, "nope"), b.tkGet(t, 0, gus, tk.TaskID))

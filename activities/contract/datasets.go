@@ -190,6 +190,8 @@ func ParseDatasets(b []byte) (Datasets, error) {
 	return c, nil
 }
 
+// decodeStrict decodes one JSON value into v refusing unknown fields and trailing data, so a
+// misspelt setting in a catalog file is an error, not a default.
 func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -286,13 +288,20 @@ func LoadDatasets(path string) (Datasets, error) {
 	if path == "" {
 		return Datasets{}, nil
 	}
+	return parseFile("datasets", path, ParseDatasets)
+}
+
+// parseFile reads a catalog file (what: "suites", "datasets") and parses it; errors say which
+// file, and a parse error the file's path.
+func parseFile[C any](what, path string, parse func([]byte) (C, error)) (C, error) {
+	var zero C
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("datasets file: %w", err)
+		return zero, fmt.Errorf("%s file: %w", what, err)
 	}
-	c, err := ParseDatasets(b)
+	c, err := parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("datasets file %s: %w", path, err)
+		return zero, fmt.Errorf("%s file %s: %w", what, path, err)
 	}
 	return c, nil
 }

@@ -62,6 +62,8 @@ type DevConfig struct {
 	// ConformanceFixtures also serves the MCP conformance suite's Tasks fixtures as jobs of
 	// the fixture kind (serve_fixture.go). Off by default; serve has no such option.
 	ConformanceFixtures bool
+	// IdP configures the dev identity provider's Client ID Metadata Document fetches (devidp.go).
+	IdP DevIdPConfig
 
 	// kinds are the serveKinds Flags bound (see ServeConfig.kinds); nil is serveKinds().
 	kinds []serveKind
@@ -76,6 +78,7 @@ func (c *DevConfig) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.UIPort, "ui-port", 8233, "Temporal Web UI port (0 picks one, -1 disables)")
 	tenantsFlag(fs, &c.TenantsFile)
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 24*time.Hour, "lifetime of the printed dev tokens")
+	c.IdP.flags(fs)
 	c.kinds = serveKinds()
 	for _, k := range c.kinds {
 		if k.devFlags != nil {

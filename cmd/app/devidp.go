@@ -2,11 +2,13 @@ package app
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,6 +38,40 @@ func devIdPUsers() []devidp.User {
 	return us
 }
 
+// DevIdPConfig is what `jobgate dev` lets a developer change about its identity provider's
+// Client ID Metadata Document fetches (devidp.Options.CIMD*).
+type DevIdPConfig struct {
+	// CIMDAllowLoopback lets client_id URLs resolve to loopback addresses (a client under
+	// development on this machine). Default off: public addresses only.
+	CIMDAllowLoopback bool
+	// CIMDCAFile is a PEM file of CA certificates trusted, besides the system's, when fetching
+	// metadata documents (e.g. a dev CA). Default none.
+	CIMDCAFile string
+}
+
+func (c *DevIdPConfig) flags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.CIMDAllowLoopback, "cimd-allow-loopback", false,
+		"let the dev identity provider fetch Client ID Metadata Documents from loopback addresses (a client developed on this machine)")
+	fs.StringVar(&c.CIMDCAFile, "cimd-ca-file", "",
+		"PEM CA certificates the dev identity provider trusts, besides the system's, when fetching Client ID Metadata Documents")
+}
+
+// options are the devidp.Options these settings make.
+func (c DevIdPConfig) options(o *devidp.Options) error {
+	o.CIMDAllowLoopback = c.CIMDAllowLoopback
+	if c.CIMDCAFile == "" {
+		return nil
+	}
+	pem, err := os.ReadFile(c.CIMDCAFile)
+	if err != nil {
+		return fmt.Errorf("--cimd-ca-file: %w", err)
+	}
+	if o.CIMDRootCAs, err = devidp.CIMDRootCAs(pem); err != nil {
+		return fmt.Errorf("--cimd-ca-file %s: %w", c.CIMDCAFile, err)
+	}
+	return nil
+}
+
 // newDevIdP builds the dev identity provider for the frontend bound at port, keeping its state
 // in dataDir/dev-idp ("" = in memory, --ephemeral), and the handlers that mount it: the issuer's
 // path, and the RFC 8414 metadata location that MCP clients try first
@@ -46,13 +82,17 @@ func (m *DevMain) newDevIdP(port int, dataDir string) (*devidp.IdP, map[string]h
 	if dataDir != "" {
 		dir = filepath.Join(dataDir, devIdPDir)
 	}
-	idp, err := devidp.New(devidp.Options{
+	opts := devidp.Options{
 		Issuer: base + DevIdPPath, Resource: m.resource, Users: devIdPUsers(), Dir: dir,
 		// jobgate's own pages sign in as the confidential client jobgate-pages.
 		PagesRedirectURIs: []string{base + pages.PathCallback},
 		// and sign out there too (RP-initiated logout), landing on the signed-out page.
 		PagesPostLogoutRedirectURIs: []string{base + pages.PathSignedOut},
-	})
+	}
+	if err := m.Config.IdP.options(&opts); err != nil {
+		return nil, nil, err
+	}
+	idp, err := devidp.New(opts)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -190,7 +190,8 @@ func (m *ServeMain) codecMount(mounts map[string]http.Handler) (map[string]http.
 		}
 	}
 	h, err := codecserver.New(codecserver.Options{Verifier: m.Verifier, Codec: payloadcrypt.NewCodec(keys),
-		AllowOrigins: origins, ResourceURI: m.Config.ResourceURI, DevOperator: m.CodecDevOperator, Logger: m.Logger.Named("codec")})
+		AllowOrigins: origins, ResourceURI: m.Config.ResourceURI, DevOperator: m.CodecDevOperator, Logger: m.Logger.Named("codec"),
+		Metrics: m.metrics.registerer()})
 	if err != nil {
 		return nil, fmt.Errorf("--codec-cors-origin: %w", err)
 	}

@@ -68,9 +68,13 @@ type Options struct {
 	TLS *TLSOptions
 	// UICodecEndpoint is the Web UI's remote codec (a base URL the UI appends /decode and
 	// /encode to; jobgate dev: its frontend's /codec), so the UI shows sealed payloads
-	// decoded. Defaults to none: the UI shows payloads as stored. The UI passes no access
-	// token: it has no sign-in here (and passes tokens to https endpoints only).
+	// decoded. Defaults to none: the UI shows payloads as stored. Without UIAuth the UI passes
+	// no access token: it has no sign-in (and it passes tokens to https endpoints only).
 	UICodecEndpoint string
+	// UIAuth, if set, has the Web UI sign people in with OpenID Connect and hand the signed-in
+	// user's access token to UICodecEndpoint, which must then be https (uiauth.go). Defaults to
+	// nil: no sign-in.
+	UIAuth *UIAuth
 }
 
 // TLSOptions serve the frontend with TLS. The server's own clients (the system worker, the
@@ -153,7 +157,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	if s.ui != nil {
-		if err := s.ui.start(s.opts.IP, s.frontendHostPort, s.opts.Namespace, s.opts.TLS, s.opts.UICodecEndpoint); err != nil {
+		if err := s.ui.start(ctx, s.opts.IP, s.frontendHostPort, &s.opts); err != nil {
 			return nil, fmt.Errorf("devtemporal: UI: %w", err)
 		}
 	}
@@ -235,6 +239,9 @@ func (o *Options) normalize() error {
 	}
 	if o.UIPort > 0 && o.UIPort == o.FrontendPort {
 		return fmt.Errorf("devtemporal: Options.UIPort %d equals Options.FrontendPort", o.UIPort)
+	}
+	if err := o.checkUIAuth(); err != nil {
+		return err
 	}
 	attrs := make(map[string]enumspb.IndexedValueType, len(o.SearchAttributes))
 	for name, typ := range o.SearchAttributes {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -328,6 +329,11 @@ func TestBadOptions(t *testing.T) {
 		{Options{Retention: time.Minute}, "Options.Retention"},
 		{Options{SearchAttributes: map[string]enumspb.IndexedValueType{"X": 99}}, "Options.SearchAttributes"},
 		{Options{SearchAttributes: map[string]enumspb.IndexedValueType{"": enumspb.INDEXED_VALUE_TYPE_KEYWORD}}, "Options.SearchAttributes"},
+		{Options{UIPort: UIDisabled, UIAuth: &UIAuth{ProviderURL: "http://127.0.0.1:1", ClientID: "ui"}}, "Options.UIAuth"},
+		{Options{UIAuth: &UIAuth{ProviderURL: "ftp://idp.example", ClientID: "ui"}}, "Options.UIAuth.ProviderURL"},
+		{Options{UIAuth: &UIAuth{ProviderURL: "http://127.0.0.1:1"}}, "Options.UIAuth.ClientID"},
+		// The UI passes no token to an http codec: refused rather than silently tokenless.
+		{Options{UIAuth: &UIAuth{ProviderURL: "http://127.0.0.1:1", ClientID: "ui"}, UICodecEndpoint: "http://127.0.0.1:8080/codec"}, "Options.UICodecEndpoint"},
 	}
 	for _, tc := range cases {
 		s, err := Start(ctx, tc.opts)
@@ -360,5 +366,29 @@ func TestBadOptions(t *testing.T) {
 	}
 	if _, err := Start(ctx, Options{DataDir: file}); err == nil || !strings.Contains(err.Error(), "Options.DataDir") {
 		t.Errorf("DataDir pointing to a file: %v", err)
+	}
+}
+
+// TestUIAuthBadProvider: a provider whose discovery names another issuer fails Start with an
+// error naming the field, where ui-server itself would have ended the process (log.Fatal).
+func TestUIAuthBadProvider(t *testing.T) {
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/.well-known/openid-configuration" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"issuer":"https://someone-else.example"}`))
+	}))
+	defer idp.Close()
+	for _, provider := range []string{idp.URL, idp.URL + "/nothing-here"} {
+		s, err := Start(context.Background(), Options{UIPort: 0, UIAuth: &UIAuth{ProviderURL: provider, ClientID: "ui"}})
+		if err == nil {
+			_ = s.Stop()
+			t.Fatalf("Start with provider %s succeeded", provider)
+		}
+		if !strings.Contains(err.Error(), "Options.UIAuth.ProviderURL") {
+			t.Errorf("provider %s: error %q does not name Options.UIAuth.ProviderURL", provider, err)
+		}
 	}
 }

@@ -17,7 +17,9 @@
 // Start returns once the frontend answers and the namespace and search attributes are usable in
 // visibility queries; UIURL is the Web UI's base URL ("" when it is disabled). jobgate
 // dev, jobgate temporal and the tests all start it this way; Options.TLS serves the frontend
-// with TLS or mutual TLS (certificates from package devpki).
+// with TLS or mutual TLS (certificates from package devpki). Options.UICodecEndpoint gives the UI
+// a remote codec; Options.UIAuth has it sign people in with OpenID Connect and pass their access
+// token to that codec (which must then be https), as a deployed Web UI is configured.
 //
 // # Guarantees
 //

@@ -44,7 +44,8 @@ func listenUI(ip string, port int) (*uiServer, error) {
 // start builds the UI and serves it. Call it only once the frontend answers: ui-server
 // dials the frontend when built, and a refused first dial puts its gRPC connection into
 // reconnect backoff, failing the UI's API calls for a while.
-func (u *uiServer) start(ip, frontendHostPort, namespace string, t *TLSOptions, codecEndpoint string) error {
+func (u *uiServer) start(ctx context.Context, ip, frontendHostPort string, o *Options) error {
+	namespace, t := o.Namespace, o.TLS
 	cfg := &uiconfig.Config{
 		TemporalGRPCAddress: frontendHostPort,
 		Host:                ip,
@@ -57,7 +58,12 @@ func (u *uiServer) start(ip, frontendHostPort, namespace string, t *TLSOptions, 
 		// No internet in dev/CI; the UI would otherwise fetch news and release info.
 		DisableNewsFetch:   true,
 		NotifyOnNewVersion: false,
-		Codec:              uiconfig.Codec{Endpoint: codecEndpoint},
+		Codec:              uiconfig.Codec{Endpoint: o.UICodecEndpoint},
+	}
+	if o.UIAuth != nil {
+		if err := o.UIAuth.configure(ctx, cfg, u.url); err != nil {
+			return err
+		}
 	}
 	if t != nil {
 		// ui-server reads *Data as base64 PEM.

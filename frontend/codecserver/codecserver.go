@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -66,13 +67,28 @@ type Options struct {
 	// (never a rebound name) with no Origin or an allowed one: the dev Web UI has no sign-in,
 	// so it has no token to pass. Never set outside dev.
 	DevOperator bool
-	// Logger, if set, logs who decoded how many payloads of which tenants (never contents).
+	// Logger, if set, logs who decoded how many payloads of which tenants (never contents):
+	// one debug line per request with its counts of opened, refused, clear and failed payloads.
 	Logger *zap.Logger
+	// Metrics, if set, is where jobgate_codec_payloads_total is registered (serve's /metrics
+	// registry). Defaults to nil: counted, not registered.
+	Metrics prometheus.Registerer
 }
+
+// Outcomes of jobgate_codec_payloads_total{op,outcome}: what became of each payload.
+const (
+	OutcomeOpened  = "opened"  // decode: sealed for a tenant the caller administers, opened
+	OutcomeRefused = "refused" // decode: sealed for a tenant the caller does not administer, returned sealed; encode: the whole request refused (403)
+	OutcomeClear   = "clear"   // decode: not sealed (written before encryption), returned as is
+	OutcomeFailed  = "failed"  // decode: sealed for an administered tenant but would not open (a forgotten tenant's key); encode: sealing failed
+	OutcomeSealed  = "sealed"  // encode: sealed for the caller's tenant
+)
 
 type handler struct {
 	o       Options
 	metaURL string
+	// payloads counts payloads by op (decode, encode) and outcome (the Outcome constants).
+	payloads *prometheus.CounterVec
 }
 
 // New is the handler of PathDecode and PathEncode (mount it at PathPrefix).
@@ -88,7 +104,26 @@ func New(o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	return &handler{o: o, metaURL: metadataURL(o.ResourceURI)}, nil
+	h := &handler{o: o, metaURL: authz.ResourceMetadataURL(o.ResourceURI), payloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "jobgate", Name: "codec_payloads_total",
+		Help: "Payloads the Web UI's codec server was sent, by op (decode, encode) and outcome: opened (sealed for a tenant the caller administers), refused (another tenant's, returned sealed; for encode, the payloads of a refused request), clear (never sealed), failed (would not open or seal), sealed (encode).",
+	}, []string{"op", "outcome"})}
+	for _, oc := range []string{OutcomeOpened, OutcomeRefused, OutcomeClear, OutcomeFailed} {
+		h.payloads.WithLabelValues("decode", oc)
+	}
+	for _, oc := range []string{OutcomeSealed, OutcomeRefused, OutcomeFailed} {
+		h.payloads.WithLabelValues("encode", oc)
+	}
+	if o.Metrics != nil {
+		if err := o.Metrics.Register(h.payloads); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, fmt.Errorf("codecserver: register metrics: %w", err)
+			}
+			h.payloads = are.ExistingCollector.(*prometheus.CounterVec)
+		}
+	}
+	return h, nil
 }
 
 // checkOrigin accepts an origin as browsers send it: scheme and host, no path.
@@ -98,15 +133,6 @@ func checkOrigin(s string) error {
 		return fmt.Errorf("codecserver: CORS origin %q: want scheme://host[:port], e.g. https://temporal.example.com", s)
 	}
 	return nil
-}
-
-// metadataURL is the RFC 9728 metadata URL of resource (as the frontend's challenges name it).
-func metadataURL(resource string) string {
-	u, err := url.Parse(resource)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	return u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + strings.TrimRight(u.Path, "/")
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -210,11 +236,7 @@ func bearer(r *http.Request) (token string, has bool) {
 // loopbackRequest: from a loopback address, to a loopback Host (a DNS-rebound name is not),
 // so only this machine's processes, or pages of an allowed origin, reach the dev operator.
 func loopbackRequest(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+	if !authz.LoopbackPeer(r.RemoteAddr) {
 		return false
 	}
 	h := r.Host
@@ -270,12 +292,17 @@ func readPayloads(w http.ResponseWriter, r *http.Request) ([]*commonpb.Payload, 
 // will not open (a forgotten tenant's, a key from another deployment, tampered bytes) is
 // returned untouched too: the UI shows it as it is.
 func (h *handler) decode(w http.ResponseWriter, c caller, ps []*commonpb.Payload) {
-	opened, failed := 0, 0
+	opened, refused, clear, failed := 0, 0, 0, 0
 	out := make([]*commonpb.Payload, len(ps))
 	for i, p := range ps {
 		out[i] = p
 		tenant, sealed := payloadcrypt.SealedTenant(p)
-		if !sealed || !c.administers(tenant) {
+		if !sealed {
+			clear++
+			continue
+		}
+		if !c.administers(tenant) {
+			refused++
 			continue
 		}
 		d, err := h.o.Codec.Decode([]*commonpb.Payload{p})
@@ -287,8 +314,13 @@ func (h *handler) decode(w http.ResponseWriter, c caller, ps []*commonpb.Payload
 		out[i] = d[0]
 		opened++
 	}
+	h.count("decode", OutcomeOpened, opened)
+	h.count("decode", OutcomeRefused, refused)
+	h.count("decode", OutcomeClear, clear)
+	h.count("decode", OutcomeFailed, failed)
 	h.o.Logger.Debug("codec server: decode", zap.String("tenant", c.p.Tenant), zap.String("sub", c.p.Subject),
-		zap.Bool("dev_operator", c.operator), zap.Int("payloads", len(ps)), zap.Int("opened", opened), zap.Int("failed", failed))
+		zap.Bool("dev_operator", c.operator), zap.Int("payloads", len(ps)), zap.Int("opened", opened),
+		zap.Int("refused", refused), zap.Int("clear", clear), zap.Int("failed", failed))
 	writePayloads(w, out)
 }
 
@@ -300,16 +332,26 @@ func (h *handler) encode(w http.ResponseWriter, c caller, ps []*commonpb.Payload
 		if !c.operator {
 			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer error="insufficient_scope", scope=%q`, string(authz.ScopeAdmin)))
 		}
+		h.count("encode", OutcomeRefused, len(ps))
 		httpError(w, http.StatusForbidden, "encode seals for the caller's own tenant and needs jobs:admin of it (a token; the dev operator has no tenant)")
 		return
 	}
 	out, err := h.o.Codec.ForTenant(c.p.Tenant).Encode(ps)
 	if err != nil {
+		h.count("encode", OutcomeFailed, len(ps))
 		h.o.Logger.Warn("codec server: encode failed", zap.String("tenant", c.p.Tenant), zap.Error(err))
 		httpError(w, http.StatusServiceUnavailable, "could not seal the payloads; try again")
 		return
 	}
+	h.count("encode", OutcomeSealed, len(ps))
 	writePayloads(w, out)
+}
+
+// count adds n payloads of op to outcome.
+func (h *handler) count(op, outcome string, n int) {
+	if n > 0 {
+		h.payloads.WithLabelValues(op, outcome).Add(float64(n))
+	}
 }
 
 func writePayloads(w http.ResponseWriter, ps []*commonpb.Payload) {

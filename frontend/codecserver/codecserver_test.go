@@ -7,16 +7,20 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/codecserver"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const (
@@ -307,4 +311,85 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestCounts: each payload is counted by outcome in jobgate_codec_payloads_total, and the debug
+// log line of a decode says how many were opened and refused (and who asked), never contents.
+func TestCounts(t *testing.T) {
+	keys, err := payloadcrypt.Open(context.Background(), payloadcrypt.NewLocalKEK(), "mem://", payloadcrypt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = keys.Close() })
+	v, err := authz.NewHS256Verifier(issuer, resource, secret, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	core, logs := observer.New(zap.DebugLevel)
+	f := fixture{codec: payloadcrypt.NewCodec(keys.Store)}
+	h, err := codecserver.New(codecserver.Options{Verifier: v, Codec: f.codec, ResourceURI: resource, Metrics: reg, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	acme, globex := f.sealed(t, "acme", "renewal mailing for Q3"), f.sealed(t, "globex", "globex secret plan")
+	clear, _ := converter.GetDefaultDataConverter().ToPayload("clear words")
+	gops := token(t, "globex", "gops", authz.ScopeAdmin)
+	for _, tok := range []string{gops, token(t, "acme", "ops", authz.ScopeAdmin)} {
+		if resp, b := post(t, srv.URL+codecserver.PathDecode, tok, "", body(t, acme, acme, globex, clear)); resp.StatusCode != 200 {
+			t.Fatalf("decode: %d %s", resp.StatusCode, b)
+		}
+	}
+	if resp, b := post(t, srv.URL+codecserver.PathEncode, token(t, "acme", "ana", authz.ScopeRead), "", body(t, clear, clear)); resp.StatusCode != 403 {
+		t.Fatalf("encode by a non-admin: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := post(t, srv.URL+codecserver.PathEncode, gops, "", body(t, clear)); resp.StatusCode != 200 {
+		t.Fatalf("encode by an admin: %d %s", resp.StatusCode, b)
+	}
+
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "jobgate_codec_payloads_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			got[l["op"]+"/"+l["outcome"]] = m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{
+		// gops: globex's opened, acme's two refused, one clear; ops: acme's two opened, globex's refused, one clear.
+		"decode/opened": 3, "decode/refused": 3, "decode/clear": 2, "decode/failed": 0,
+		"encode/sealed": 1, "encode/refused": 2, "encode/failed": 0,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("jobgate_codec_payloads_total = %v, want %v", got, want)
+	}
+
+	lines := logs.FilterMessage("codec server: decode").All()
+	if len(lines) != 2 {
+		t.Fatalf("%d decode log lines, want 2", len(lines))
+	}
+	first := lines[0].ContextMap()
+	if first["sub"] != "gops" || first["tenant"] != "globex" || first["payloads"] != int64(4) || first["opened"] != int64(1) ||
+		first["refused"] != int64(2) || first["clear"] != int64(1) || first["failed"] != int64(0) {
+		t.Fatalf("gops's decode logged %v", first)
+	}
+	for _, e := range logs.All() {
+		for _, f := range e.Context {
+			if strings.Contains(f.String, "renewal") || strings.Contains(f.String, "secret plan") {
+				t.Fatalf("a log line carries a payload's words: %v", e.ContextMap())
+			}
+		}
+	}
 }

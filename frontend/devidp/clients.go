@@ -25,6 +25,7 @@ type client struct {
 	grantTypes   []oidc.GrantType
 	loginURL     func(string) string
 	reg          *registration // set for dynamically registered clients
+	doc          *cimdDocument // set for clients named by a metadata document (cimd.go)
 	secret       string        // confidential clients only
 	postLogout   []string      // post_logout_redirect_uri values end_session accepts
 }

@@ -10,7 +10,7 @@
 //
 // Under the issuer URL (e.g. http://localhost:8080/oidc), pkg/op serves
 // /.well-known/openid-configuration (answered by this package, to add
-// registration_endpoint), /keys, /authorize, /oauth/token,
+// registration_endpoint and client_id_metadata_document_supported), /keys, /authorize, /oauth/token,
 // /device_authorization, /userinfo, /revoke, /end_session; this package adds
 // /login (the picker), /device (RFC 8628 code entry + picker), /register
 // (RFC 7591, public clients only) and, at the host root,
@@ -35,7 +35,41 @@
 //
 // Clients: jobgate-cli (public, native: loopback redirects on any port,
 // PKCE required, code + refresh + device), jobgate-pages (confidential, only
-// with Options.PagesRedirectURIs) and dynamically registered public clients.
+// with Options.PagesRedirectURIs), dynamically registered public clients and
+// clients named by a Client ID Metadata Document.
+//
+// Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document,
+// recommended by the MCP 2026-07-28 authorization spec, which deprecates
+// /register; cimd.go, cimd_fetch.go, cimd_http.go): discovery says
+// client_id_metadata_document_supported, and a client_id that is an https URL
+// (a path, no fragment, no dot segment, no userinfo; any other URL scheme is
+// refused, never looked up) names a JSON document the provider GETs: no
+// redirect followed, 200 only, a JSON media type, at most CIMDMaxBytes (5 KB)
+// whatever Content-Length says, within Options.CIMDFetchTimeout (5 s), no proxy.
+// The document's client_id must equal the URL (simple string comparison); it
+// needs client_name and 1 to 10 redirect_uris (https, or http on a loopback
+// host); it is a public client (token_endpoint_auth_method "none"; a
+// shared-secret method or a client_secret member is refused); grant_types are
+// authorization_code, refresh_token and the device grant (absent: the first
+// two, as /register). Redirect URIs come from the document only, matched as a
+// native client's (a loopback one on any port, RFC 8252 §7.3). A good document
+// is reused while Cache-Control max-age (less Age) or Expires say it is fresh,
+// 5 minutes without either, never past 24 hours, not at all under no-store or
+// no-cache; a failure or a bad document is never cached (at most 1000 entries).
+// /authorize checks a URL client_id before pkg/op does, so a refusal says why:
+// 400, "invalid_client: client_id: …" or "invalid_request: redirect_uri: …",
+// never a redirect to an unverified client's redirect URI; the token and
+// device_authorization endpoints answer 401 invalid_client with the same
+// description. SSRF: the dialer checks the address it connects to, after DNS
+// resolution, with authz.PrivateIP (the webhooks' rule); an IP literal or
+// localhost in the URL is refused before any lookup. Options.CIMDAllowLoopback
+// lets loopback addresses through, nothing else special-use (a client developed
+// on this machine; the tests' devpki server); Options.CIMDRootCAs adds a dev CA.
+// The picker and the device page name such a client by the document's
+// client_name, marked as its own claim, beside the host serving the document
+// and client_uri's host; the picker also shows the redirect URI's host and warns
+// when it is this machine (any program here could claim the name). The
+// document's logo_uri and jwks_uri are never fetched.
 //
 // PKCE is S256 only, as discovery says: a plain challenge (or one without a
 // method, which RFC 7636 reads as plain) is refused at authorize with

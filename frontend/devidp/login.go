@@ -7,7 +7,9 @@ import (
 	"encoding/base64"
 	"html/template"
 	"net/http"
+	"net/url"
 
+	"github.com/jobgate/jobgate/authz"
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
 
@@ -23,7 +25,13 @@ func (i *IdP) csrfToken(authRequestID string) string {
 
 type loginData struct {
 	Action, AuthRequestID, ClientID, CSRF, Error string
-	Users                                        []User
+	// ClientName is how the page names the client (a metadata document's client_name is marked
+	// as the client's own claim); RedirectHost is where the browser goes back to, and
+	// LoopbackRedirect says that is a program on this machine (MCP 2026-07-28 authorization:
+	// show the redirect URI's host, warn about localhost-only redirects).
+	ClientName, RedirectHost string
+	LoopbackRedirect         bool
+	Users                    []User
 }
 
 func (i *IdP) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +41,14 @@ func (i *IdP) loginPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown or expired sign-in request (authRequestID); start again from the application", http.StatusBadRequest)
 		return
 	}
-	i.renderLogin(w, http.StatusOK, loginData{AuthRequestID: id, ClientID: ar.GetClientID()})
+	d := loginData{AuthRequestID: id, ClientID: ar.GetClientID(), ClientName: ar.GetClientID()}
+	if c, err := i.store.clientErr(r.Context(), ar.GetClientID()); err == nil && c.name != "" {
+		d.ClientName = c.name
+	}
+	if u, err := url.Parse(ar.GetRedirectURI()); err == nil {
+		d.RedirectHost, d.LoopbackRedirect = u.Host, authz.LoopbackHost(u.Hostname())
+	}
+	i.renderLogin(w, http.StatusOK, d)
 }
 
 func (i *IdP) renderLogin(w http.ResponseWriter, status int, d loginData) {

@@ -1,13 +1,13 @@
 package devidp
 
 import (
+	"crypto/x509"
 	"embed"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -82,6 +82,18 @@ type Options struct {
 	// Discovery, keys, token and the other protocol endpoints answer anyone:
 	// they give nothing without a sign-in on those pages.
 	AllowRemote bool
+	// CIMDAllowLoopback lets Client ID Metadata Documents (an https client_id URL, cimd.go) be
+	// fetched from loopback addresses. Default false: the fetch dials public addresses only
+	// (the webhooks' rule, authz.PrivateIP, on the address actually dialed), as the draft's
+	// SSRF rule asks. For development only: a client served on this machine, the tests' devpki
+	// TLS server. It never lets private, link-local or other special-use addresses through.
+	CIMDAllowLoopback bool
+	// CIMDRootCAs are the roots trusted when fetching metadata documents over TLS. Default nil:
+	// the system's. CIMDRootCAs builds the system's plus a dev CA.
+	CIMDRootCAs *x509.CertPool
+	// CIMDFetchTimeout bounds one metadata document fetch (connect, TLS, headers and body).
+	// Defaults to 5 seconds (CIMDFetchTimeoutDefault).
+	CIMDFetchTimeout time.Duration
 }
 
 // DeviceCodeLifetimeDefault is Options.DeviceCodeLifetime's default.
@@ -183,7 +195,7 @@ func (opts *Options) check() (*url.URL, error) {
 		return nil, errors.New("devidp: Options.Issuer is required")
 	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.RawQuery != "" || u.Fragment != "":
 		return nil, fmt.Errorf("devidp: Options.Issuer %q is not an http(s) URL without query", opts.Issuer)
-	case u.Scheme == "http" && !loopback(u.Hostname()):
+	case u.Scheme == "http" && !authz.LoopbackHost(u.Hostname()):
 		return nil, fmt.Errorf("devidp: Options.Issuer %q: http only for a loopback host", opts.Issuer)
 	case opts.Resource == "":
 		return nil, errors.New("devidp: Options.Resource is required")
@@ -198,6 +210,12 @@ func (opts *Options) check() (*url.URL, error) {
 	}
 	if opts.UnusedClientTTL < 0 {
 		return nil, errors.New("devidp: Options.UnusedClientTTL is negative")
+	}
+	if opts.CIMDFetchTimeout < 0 {
+		return nil, errors.New("devidp: Options.CIMDFetchTimeout is negative")
+	}
+	if opts.CIMDFetchTimeout == 0 {
+		opts.CIMDFetchTimeout = CIMDFetchTimeoutDefault
 	}
 	if opts.UnusedClientTTL == 0 {
 		opts.UnusedClientTTL = UnusedClientTTLDefault
@@ -231,6 +249,7 @@ func newStorage(opts Options, key *signingKey, path string) (s *storage, pagesSe
 		s.users[usr.Subject] = usr
 	}
 	s.loginURL = loginURLFor(path)
+	s.cimd = newCIMDResolver(opts, s.loginURL)
 	cli := cliClient(s.loginURL)
 	s.clients[cli.id] = cli
 	if len(opts.PagesRedirectURIs) > 0 {
@@ -276,6 +295,9 @@ func (i *IdP) routes() http.Handler {
 		provider = http.StripPrefix(path, p)
 	}
 	mux.Handle(path+"/", provider)
+	// A URL client_id (a Client ID Metadata Document) is resolved, and refused with its reason,
+	// before pkg/op's authorize.
+	mux.Handle(path+p.AuthorizationEndpoint().Relative(), i.cimdAuthorize(provider))
 	// Browsers never call these: refused with a request naming an Origin, not only left
 	// without CORS (a no-cors POST would still start a device flow).
 	mux.Handle(path+p.TokenEndpoint().Relative(), noBrowser(provider))
@@ -324,33 +346,13 @@ func (i *IdP) loopbackOnly(h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !loopbackPeer(r.RemoteAddr) {
+		if !authz.LoopbackPeer(r.RemoteAddr) {
 			w.Header().Set("Cache-Control", "no-store")
 			http.Error(w, RemoteOnlyMessage, http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// loopbackPeer reports whether RemoteAddr ("ip:port") is a loopback address (IPv4-mapped
-// IPv6 included). Anything unparseable is not.
-func loopbackPeer(remoteAddr string) bool {
-	ap, err := netip.ParseAddrPort(remoteAddr)
-	if err != nil {
-		return false
-	}
-	return ap.Addr().Unmap().IsLoopback()
-}
-
-// loopback reports whether a URL's host (u.Hostname(), no brackets) is loopback: localhost or
-// a loopback IP literal. A prefix match would take the DNS name 127.evil.example for one.
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // UnusedClientTTLDefault is Options.UnusedClientTTL's default.

@@ -42,6 +42,7 @@ type storage struct {
 	key      *signingKey
 	users    map[string]User
 	loginURL func(string) string
+	cimd     *cimdResolver // clients named by an https client_id URL (cimd.go)
 
 	clientsMu       sync.RWMutex
 	clients         map[string]*client
@@ -249,8 +250,27 @@ func (s *storage) SignatureAlgorithms(context.Context) ([]jose.SignatureAlgorith
 func (s *storage) KeySet(context.Context) ([]op.Key, error) { return []op.Key{publicKey{s.key}}, nil }
 
 // client is the client id names; a registered one past its unused TTL is gone already, though
-// the next registration or restart only then sweeps it out of clients.json.
+// the next registration or restart only then sweeps it out of clients.json. A URL client_id
+// is resolved through its metadata document (cimd.go).
 func (s *storage) client(id string) (*client, bool) {
+	c, err := s.clientErr(context.Background(), id)
+	return c, err == nil
+}
+
+// clientErr is client with the reason a URL client_id cannot be used (a *cimdError).
+func (s *storage) clientErr(ctx context.Context, id string) (*client, error) {
+	if urlClientID(id) {
+		return s.cimd.resolve(ctx, id)
+	}
+	c, ok := s.registered(id)
+	if !ok {
+		return nil, errNotFound
+	}
+	return c, nil
+}
+
+// registered is a built-in or dynamically registered client.
+func (s *storage) registered(id string) (*client, bool) {
 	s.clientsMu.RLock()
 	defer s.clientsMu.RUnlock()
 	c, ok := s.clients[id]
@@ -260,9 +280,13 @@ func (s *storage) client(id string) (*client, bool) {
 	return c, ok
 }
 
-func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {
-	c, ok := s.client(id)
-	if !ok {
+func (s *storage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
+	c, err := s.clientErr(ctx, id)
+	var ce *cimdError
+	if errors.As(err, &ce) {
+		return nil, oidc.ErrInvalidClient().WithDescription("%s", ce.desc).WithParent(err)
+	}
+	if err != nil {
 		// An *oidc.Error: pkg/op passes it through, so the token endpoint
 		// answers invalid_client instead of a 500 server_error.
 		return nil, oidc.ErrInvalidClient().WithDescription("unknown client_id").WithParent(errNotFound)
@@ -354,4 +378,17 @@ func (s *storage) readJSON(name string, v any) error {
 		return fmt.Errorf("devidp: %s: %w", name, err)
 	}
 	return nil
+}
+
+// writeJSON is readJSON's counterpart: v as indented JSON in the data directory under name,
+// written atomically with mode 0600 (writeFileAtomic); without a data directory, nothing.
+func (s *storage) writeJSON(name string, v any) error {
+	if s.dir == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(s.dir, name), b)
 }

@@ -132,9 +132,11 @@ func (f *Core) ResumeJob(ctx context.Context, p authz.Principal, j *jobstore.Job
 	// comment (or from another surface) must not be answered with the first one's outcome while
 	// the caller believes its own comment was recorded; it gets a new ID, and the validator
 	// refuses it as already answered.
-	commentSum := sha256.Sum256([]byte(in.Comment))
-	sum := sha256.Sum256([]byte(strings.Join([]string{p.Tenant, p.Subject, in.InputID, in.ScopeDigest, in.Decision,
-		hex.EncodeToString(commentSum[:]), who.Surface, workflows.ExtendByText(in.ExtendBy)}, "\x00")))
+	parts := []string{p.Tenant, p.Subject, in.InputID, in.ScopeDigest, in.Decision, workflows.CommentDigest(in.Comment), who.Surface}
+	if in.ExtendBy != nil { // a budget raise is part of the answer; other answers keep their IDs
+		parts = append(parts, workflows.ExtendByText(in.ExtendBy))
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	tctx, cancel := context.WithTimeout(ctx, ResumeTimeoutDefault)
 	defer cancel()
 	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,

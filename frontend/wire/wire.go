@@ -61,6 +61,19 @@ type JobView struct {
 	Note    string `json:"note,omitempty"`
 }
 
+// DecodeResult decodes the job's result into out, a kind's result view (*ExportResultView,
+// *EvalResultView): Result holds it as generic JSON. An error when there is none.
+func (v *JobView) DecodeResult(out any) error {
+	if v.Result == nil {
+		return errors.New("the job view has no result")
+	}
+	raw, err := json.Marshal(v.Result)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, out)
+}
+
 // NeedsInputView is an open input request.
 type NeedsInputView struct {
 	InputID      string         `json:"input_id" jsonschema:"pass to resume_* unchanged"`

@@ -16,6 +16,8 @@
 //   clients          oidc-provider client metadata (client_id, client_secret, redirect_uris,
 //                    grant_types, token_endpoint_auth_method, application_type, ...)
 //   access_token_ttl, device_code_ttl, refresh_token_ttl   seconds
+//   pkce_optional_clients  client IDs of confidential clients that may redeem a code without PKCE
+//                    (Temporal's ui-server sends none); every other client must use it
 //
 // Interactions: /interaction/<uid> shows the users as one submit button each (a POST of sub=<sub>
 // to /interaction/<uid>/login) and a Deny button (action=deny → access_denied). Consent is granted
@@ -33,6 +35,7 @@ if (!cfgPath) {
 const cfg = JSON.parse(readFileSync(cfgPath, 'utf8'));
 const users = new Map((cfg.users || []).map((u) => [u.sub, u]));
 const resources = cfg.resources || [];
+const pkceOptional = new Set(cfg.pkce_optional_clients || []);
 const resourceScopes = cfg.resource_scopes || ['jobs:read', 'jobs:write', 'jobs:approve', 'jobs:admin'];
 const claimNames = new Set();
 for (const u of users.values()) for (const k of Object.keys(u.claims || {})) claimNames.add(k);
@@ -64,7 +67,8 @@ const provider = new Provider(issuer, {
   claims: { openid: ['sub', ...claimNames] },
   // The ID token carries the claims too (tenant among them): a relying party reads them there.
   conformIdTokenClaims: false,
-  pkce: { required: () => true },
+  // PKCE always, except for the confidential clients named in pkce_optional_clients.
+  pkce: { required: (ctx, client) => client.clientAuthMethod === 'none' || !pkceOptional.has(client.clientId) },
   clientDefaults: {
     grant_types: ['authorization_code', 'refresh_token'],
     response_types: ['code'],

@@ -7,6 +7,9 @@ package chrome
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,13 +45,26 @@ type Browser struct {
 	ctx context.Context
 }
 
-// New starts Chromium (Require first) with a fresh profile and a 1200×900 window.
-func New(t testing.TB) *Browser {
+// Option is one more setting of the Chromium New starts (TrustCert).
+type Option = chromedp.ExecAllocatorOption
+
+// TrustCert has Chromium accept a TLS server certificate with cert's public key although no
+// root it knows signed it (a devpki certificate on a loopback https server): Chromium's
+// ignore-certificate-errors-spki-list, which it honours with a user data dir of its own (New
+// gives it one). Only that key: every other certificate is checked as usual.
+func TrustCert(cert *x509.Certificate) Option {
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(sum[:]))
+}
+
+// New starts Chromium (Require first) with a fresh profile, a 1200×900 window and opts.
+func New(t testing.TB, opts ...Option) *Browser {
 	t.Helper()
 	Require(t)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(ChromiumPath), chromedp.Headless,
+	all := append([]Option{chromedp.ExecPath(ChromiumPath), chromedp.Headless,
 		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1200, 900),
-		chromedp.UserDataDir(t.TempDir()))
+		chromedp.UserDataDir(t.TempDir())}, opts...)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), all...)
 	ctx, cancel := chromedp.NewContext(alloc)
 	t.Cleanup(func() { cancel(); cancelAlloc() })
 	if err := chromedp.Do(ctx); err != nil { // starts the browser; no timeout on this first call
@@ -108,6 +124,17 @@ func Shows(want string) chromedp.Action[chromedp.Void] {
 		return poll(ctx, func() (bool, string) {
 			body, err := chromedp.Evaluate[string]("document.readyState == 'complete' ? document.body.innerText : ''")(ctx, tg)
 			return err == nil && strings.Contains(body, want), fmt.Sprintf("waiting for %q on the page", want)
+		})
+	})
+}
+
+// Lacks waits until the loaded page's text no longer holds text: a page that first shows
+// something and then replaces it (a value shown raw until it is decoded) has settled.
+func Lacks(text string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		return poll(ctx, func() (bool, string) {
+			body, err := chromedp.Evaluate[string]("document.readyState == 'complete' ? document.body.innerText : null")(ctx, tg)
+			return err == nil && body != "" && !strings.Contains(body, text), fmt.Sprintf("waiting for %q to leave the page", text)
 		})
 	})
 }

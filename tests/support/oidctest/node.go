@@ -50,7 +50,11 @@ func (c Config) fileConfig() map[string]any {
 		users = append(users, map[string]any{"sub": u.Sub, "scopes": nonNil(u.Scopes), "claims": claims})
 	}
 	clients := []map[string]any{}
+	noPKCE := []string{}
 	for _, cl := range c.Clients {
+		if cl.NoPKCE && cl.Secret != "" {
+			noPKCE = append(noPKCE, cl.ID)
+		}
 		gt := cl.GrantTypes
 		if len(gt) == 0 {
 			gt = []string{"authorization_code", "refresh_token", GrantDeviceCode}
@@ -79,6 +83,8 @@ func (c Config) fileConfig() map[string]any {
 		"resources": append([]string{c.Resource}, c.OtherResources...),
 		"users":     users,
 		"clients":   clients,
+		// Only confidential clients: idp.mjs requires PKCE of every public one regardless.
+		"pkce_optional_clients": noPKCE,
 	}
 	if c.AccessTokenTTL > 0 {
 		out["access_token_ttl"] = int(c.AccessTokenTTL / time.Second)

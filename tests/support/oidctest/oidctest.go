@@ -43,6 +43,9 @@ type Client struct {
 	// PostLogoutRedirectURIs are where RP-initiated logout (/session/end) may send the browser
 	// back to; none: the provider refuses a post_logout_redirect_uri.
 	PostLogoutRedirectURIs []string
+	// NoPKCE lets this confidential client (Secret set) redeem codes without PKCE, which the
+	// provider otherwise requires of every client: Temporal's ui-server (v2.55) sends none.
+	NoPKCE bool
 }
 
 // PublicClient is a native public client with a loopback redirect on any port, allowed the

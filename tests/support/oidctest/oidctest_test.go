@@ -266,3 +266,45 @@ func TestConfidentialClient(t *testing.T) {
 		t.Errorf("access token: %v", err)
 	}
 }
+
+// A confidential client registered with NoPKCE (Temporal's ui-server sends none) redeems a code
+// without PKCE; another confidential client is still refused at the authorization endpoint.
+func TestConfidentialClientNoPKCE(t *testing.T) {
+	const redirect = "http://127.0.0.1:7777/auth/sso/callback"
+	p := oidctest.Start(t, oidctest.Config{Resource: resource,
+		Users: []oidctest.User{{Sub: "ana", Tenant: "acme", Scopes: []string{"jobs:read"}}},
+		Clients: []oidctest.Client{
+			{ID: "ui", Secret: "s3cret", NoPKCE: true, RedirectURIs: []string{redirect}},
+			{ID: "pages", Secret: "s3cret", RedirectURIs: []string{redirect}},
+		}})
+	d := discovery(t, p)
+	cfg := func(id string) oauth2.Config {
+		return oauth2.Config{ClientID: id, ClientSecret: "s3cret", RedirectURL: redirect, Scopes: []string{"openid", "jobs:read"},
+			Endpoint: oauth2.Endpoint{AuthURL: d["authorization_endpoint"].(string), TokenURL: d["token_endpoint"].(string)}}
+	}
+
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	pages := cfg("pages")
+	resp, err := noFollow.Get(pages.AuthCodeURL("st"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc, _ := url.Parse(resp.Header.Get("Location")); loc == nil || loc.Query().Get("error") != "invalid_request" ||
+		!strings.Contains(loc.Query().Get("error_description"), "PKCE") {
+		t.Fatalf("pages without PKCE: %d to %q, want invalid_request naming PKCE", resp.StatusCode, resp.Header.Get("Location"))
+	}
+
+	ui := cfg("ui")
+	back, err := url.Parse(p.Login(t, nil, ui.AuthCodeURL("st"), "ana"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ui.Exchange(context.Background(), back.Query().Get("code"))
+	if err != nil {
+		t.Fatalf("ui without PKCE: %v", err)
+	}
+	if _, err := verifier(t, p).Verify(context.Background(), tok.AccessToken); err != nil {
+		t.Errorf("access token: %v", err)
+	}
+}
