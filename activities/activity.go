@@ -96,6 +96,9 @@ func (a *Activities) RunEpisode(ctx context.Context, in contract.EpisodeInput) (
 	}
 	res.Passed = res.Score >= s.PassThreshold
 	res.Attempt = int(activity.GetInfo(ctx).Attempt)
+	if s.CostUnit == "" {
+		res.Cost = nil // a suite without a cost unit reports no cost, whatever its episodes say
+	}
 	return res, nil
 }
 
@@ -138,7 +141,12 @@ func (a *Activities) runDemo(ctx context.Context, in contract.EpisodeInput) (con
 		return contract.EpisodeResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("episode %d failed (simulated, fail_rate %.2f)", in.Index, failRate), contract.ErrTypeEpisodeFailed, nil)
 	}
-	return contract.EpisodeResult{Score: score}, nil
+	res := contract.EpisodeResult{Score: score}
+	if c, ok := in.Params["cost"].(float64); ok {
+		cost := contract.DemoCost(in.OperationID, c)
+		res.Cost = &cost
+	}
+	return res, nil
 }
 
 const outputTailBytes = 2048
@@ -215,12 +223,14 @@ func commandEnv(s contract.Suite, episode ...string) []string {
 // scoreLimit bounds a score so that 20,000 of them cannot overflow the running sums.
 const scoreLimit = 1e9
 
-// parseScore reads the last non-empty stdout line as {"score": <finite number>}.
+// parseScore reads the last non-empty stdout line as {"score": <finite number>}, with an
+// optional "cost" (a finite number within 0..contract.CostLimit, the suite's cost_unit).
 func parseScore(out string) (contract.EpisodeResult, error) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	last := strings.TrimSpace(lines[len(lines)-1])
 	var v struct {
 		Score *float64 `json:"score"`
+		Cost  *float64 `json:"cost"`
 	}
 	if err := json.Unmarshal([]byte(last), &v); err != nil || v.Score == nil {
 		return contract.EpisodeResult{}, errors.New(`episode command: last stdout line is not {"score": <number>}`)
@@ -228,7 +238,12 @@ func parseScore(out string) (contract.EpisodeResult, error) {
 	if math.IsNaN(*v.Score) || math.Abs(*v.Score) > scoreLimit {
 		return contract.EpisodeResult{}, fmt.Errorf("episode command: score must be a finite number within ±%g", scoreLimit)
 	}
-	return contract.EpisodeResult{Score: *v.Score}, nil
+	if v.Cost != nil {
+		if msg := contract.CheckCost(*v.Cost); msg != "" {
+			return contract.EpisodeResult{}, errors.New("episode command: " + msg)
+		}
+	}
+	return contract.EpisodeResult{Score: *v.Score, Cost: v.Cost}, nil
 }
 
 // tailBuffer keeps only the last outputTailBytes written, so a chatty command cannot exhaust memory.

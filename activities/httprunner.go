@@ -281,6 +281,7 @@ func (a *Activities) httpDo(ctx context.Context, method, target, key string, att
 func (ans httpAnswer) score(what string) (contract.EpisodeResult, error) {
 	var v struct {
 		Score *float64 `json:"score"`
+		Cost  *float64 `json:"cost"`
 	}
 	if ans.truncated || json.Unmarshal(ans.body, &v) != nil || v.Score == nil {
 		return contract.EpisodeResult{}, temporal.NewApplicationError(
@@ -291,7 +292,13 @@ func (ans httpAnswer) score(what string) (contract.EpisodeResult, error) {
 		return contract.EpisodeResult{}, temporal.NewApplicationError(
 			fmt.Sprintf("%s %s: score must be a finite number within ±%g", what, ans.url, scoreLimit), errTypeEpisodeBadAnswer)
 	}
-	return contract.EpisodeResult{Score: *v.Score}, nil
+	if v.Cost != nil {
+		if msg := contract.CheckCost(*v.Cost); msg != "" {
+			return contract.EpisodeResult{}, temporal.NewApplicationError(
+				fmt.Sprintf("%s %s: %s", what, ans.url, msg), errTypeEpisodeBadAnswer)
+		}
+	}
+	return contract.EpisodeResult{Score: *v.Score, Cost: v.Cost}, nil
 }
 
 // retryable is the error for 408, 409, 425, 429 and 5xx; it honours a Retry-After in seconds.

@@ -13,12 +13,14 @@ const (
 	ActionDownload Action = "download" // GET /artifacts/<token>
 	// ActionListApprovals lists the tenant's jobs whose open input request needs an approver.
 	ActionListApprovals Action = "list_approvals"
+	// ActionUsage reads what the tenant's jobs used (get_usage): admins only.
+	ActionUsage Action = "usage"
 )
 
 // AllActions returns every action. A function, not a package variable, so no
 // caller can change the list for everyone: each call returns a fresh slice.
 func AllActions() []Action {
-	return []Action{ActionStart, ActionGet, ActionList, ActionCancel, ActionResume, ActionDownload, ActionListApprovals}
+	return []Action{ActionStart, ActionGet, ActionList, ActionCancel, ActionResume, ActionDownload, ActionListApprovals, ActionUsage}
 }
 
 // Approver says who may answer a job's open input request.
@@ -87,7 +89,7 @@ func Decide(p Principal, a Action, j Job) Decision {
 		return NotFound
 	}
 	switch a {
-	case ActionStart, ActionList, ActionListApprovals:
+	case ActionStart, ActionList, ActionListApprovals, ActionUsage:
 		return decideWithoutJob(p, a)
 	case ActionGet, ActionDownload, ActionCancel, ActionResume:
 		return decideOnJob(p, a, j)
@@ -106,6 +108,8 @@ func decideWithoutJob(p Principal, a Action) Decision {
 		allow = p.Has(ScopeRead) || p.Has(ScopeAdmin)
 	case ActionListApprovals:
 		allow = p.Has(ScopeApprove)
+	case ActionUsage:
+		allow = p.Has(ScopeAdmin)
 	}
 	if allow {
 		return Allow
@@ -198,6 +202,8 @@ func ActionScopes(a Action) []Scope {
 		return []Scope{ScopeWrite, ScopeApprove}
 	case ActionListApprovals:
 		return []Scope{ScopeApprove}
+	case ActionUsage:
+		return []Scope{ScopeAdmin}
 	}
 	return nil
 }

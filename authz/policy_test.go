@@ -185,7 +185,7 @@ func TestDecideProperties(t *testing.T) {
 		n++
 		d := Decide(p, a, j)
 		where := fmt.Sprintf("%s %v %s %+v -> %v", a, p.Scopes, rel, j, d)
-		jobAction := a != ActionStart && a != ActionList && a != ActionListApprovals
+		jobAction := a != ActionStart && a != ActionList && a != ActionListApprovals && a != ActionUsage
 
 		// Another tenant never learns anything about a job.
 		if jobAction && rel == "other-tenant" && d != NotFound {
@@ -244,6 +244,8 @@ func TestActionScopes(t *testing.T) {
 		ActionResume:   {W, Ap},
 		// listing the approvals queue is the approver's own action
 		ActionListApprovals: {Ap},
+		// what the tenant's jobs used: its admins'
+		ActionUsage: {Ad},
 	}
 	for _, a := range AllActions() {
 		if got := ActionScopes(a); !slices.Equal(got, want[a]) {

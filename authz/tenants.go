@@ -36,17 +36,9 @@ type TenantPolicy struct {
 	// defaults' weight; the built-in default is 1. Clamped to [0.001, 1000].
 	FairnessWeight float64 `json:"fairness_weight,omitempty"`
 	Limits
-}
-
-// Tenants is the server-side fairness and quota configuration: defaults and per-tenant
-// overrides, field by field.
-type Tenants struct {
-	Defaults TenantPolicy            `json:"defaults"`
-	Tenants  map[string]TenantPolicy `json:"tenants,omitempty"`
-	// Notify are the endpoints each tenant's events are sent to, by tenant (activities/README.md
-	// "Notifications"). Kept apart from the policies so that no tenant ever inherits another's
-	// endpoints. Defaults to none: no notification is sent.
-	Notify map[string][]NotifyEndpoint `json:"notify,omitempty"`
+	// EvalBudget is the budget of an eval started without one (start_eval's budget): a
+	// tenant's replaces the defaults' as a whole. Nil: none.
+	EvalBudget *EvalBudget `json:"eval_budget,omitempty"`
 }
 
 // Built-in defaults of [DefaultTenants]: generous enough that only a runaway caller meets them.
@@ -144,6 +136,9 @@ func ParseTenants(raw []byte) (Tenants, error) {
 		if badWeight(t.Tenants[n]) {
 			return Tenants{}, fmt.Errorf("tenants file: tenant %s: fairness_weight must be in (0, 1000]", n)
 		}
+	}
+	if err := checkBudgets(t); err != nil {
+		return Tenants{}, err
 	}
 	for _, n := range slices.Sorted(maps.Keys(t.Notify)) {
 		// A key that is no tenant ID would never match a principal's tenant: the operator's

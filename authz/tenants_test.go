@@ -29,9 +29,9 @@ func TestTenantsFor(t *testing.T) {
 		tenant string
 		want   TenantPolicy
 	}{
-		{"acme", TenantPolicy{2, Limits{5, 50, EpisodesInFlightPerTenantDefault, StartsPerMinutePerOwnerDefault}}},
-		{"globex", TenantPolicy{1, Limits{0, RunningJobsPerTenantDefault, EpisodesInFlightPerTenantDefault, StartsPerMinutePerOwnerDefault}}},
-		{"initech", TenantPolicy{1, Limits{5, RunningJobsPerTenantDefault, EpisodesInFlightPerTenantDefault, StartsPerMinutePerOwnerDefault}}},
+		{"acme", TenantPolicy{2, Limits{5, 50, EpisodesInFlightPerTenantDefault, StartsPerMinutePerOwnerDefault}, nil}},
+		{"globex", TenantPolicy{1, Limits{0, RunningJobsPerTenantDefault, EpisodesInFlightPerTenantDefault, StartsPerMinutePerOwnerDefault}, nil}},
+		{"initech", TenantPolicy{1, Limits{5, RunningJobsPerTenantDefault, EpisodesInFlightPerTenantDefault, StartsPerMinutePerOwnerDefault}, nil}},
 	} {
 		if got := cfg.For(tc.tenant); got != tc.want {
 			t.Errorf("For(%s) = %+v, want %+v", tc.tenant, got, tc.want)
@@ -85,5 +85,41 @@ func TestCheckQuota(t *testing.T) {
 	}
 	if r := CheckQuota(TenantPolicy{}, Usage{OwnerRunning: 1e6, TenantRunning: 1e6, TenantEpisodes: 1e6, OwnerStartsLastMinute: 1e6}, 1e6, now); r != nil {
 		t.Fatalf("no limits configured, refused: %+v", r)
+	}
+}
+
+// TestEvalBudgetDefaults: an eval's default budget is its owner's, else its tenant's, else the
+// defaults'; bad values are refused at load, naming the field.
+func TestEvalBudgetDefaults(t *testing.T) {
+	tt, err := ParseTenants([]byte(`{"defaults": {"eval_budget": {"max_cost": {"usd": 10}}},
+		"tenants": {"acme": {"eval_budget": {"max_cost": {"usd": 50, "tokens": 2000000}, "max_episode_seconds": 3600}}},
+		"owner_eval_budgets": {"acme": {"ann": {"max_cost": {"usd": 5}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := tt.EvalBudgetFor("acme", "ann"); b == nil || b.MaxCost["usd"] != 5 || b.MaxEpisodeSeconds != 0 {
+		t.Errorf("owner's: %+v", b)
+	}
+	if b := tt.EvalBudgetFor("acme", "bo"); b == nil || b.MaxCost["tokens"] != 2000000 || b.MaxEpisodeSeconds != 3600 {
+		t.Errorf("tenant's: %+v", b)
+	}
+	if b := tt.EvalBudgetFor("globex", "bo"); b == nil || b.MaxCost["usd"] != 10 {
+		t.Errorf("defaults': %+v", b)
+	}
+	if b := DefaultTenants().EvalBudgetFor("acme", "ann"); b != nil {
+		t.Errorf("built-in defaults have no budget: %+v", b)
+	}
+	for doc, want := range map[string]string{
+		`{"defaults": {"eval_budget": {"max_cost": {"usd": -1}}}}`:                             "eval_budget.max_cost.usd",
+		`{"defaults": {"eval_budget": {"max_cost": {"US D": 1}}}}`:                             "eval_budget.max_cost: unit",
+		`{"defaults": {}, "tenants": {"acme": {"eval_budget": {"max_episode_seconds": -5}}}}`:  "tenant acme: eval_budget.max_episode_seconds",
+		`{"defaults": {}, "cost_per_month": {"acme": {"usd": -1}}}`:                            "cost_per_month.acme",
+		`{"defaults": {}, "cost_per_month": {"Not A Tenant!": {}}}`:                            "cost_per_month",
+		`{"defaults": {}, "owner_eval_budgets": {"Not A Tenant!": {}}}`:                        "owner_eval_budgets",
+		`{"defaults": {}, "owner_eval_budgets": {"acme": {"ann": {"max_cost": {"usd": -2}}}}}`: `owner_eval_budgets.acme["ann"].max_cost.usd`,
+	} {
+		if _, err := ParseTenants([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want an error naming %q", doc, err, want)
+		}
 	}
 }

@@ -59,7 +59,7 @@ func toolOrder(kinds ...string) string {
 	var out []string
 	for _, verb := range []string{"get", "", "start", "cancel", "resume"} {
 		if verb == "" {
-			out = append(out, "list_jobs", "list_approvals", "describe_job")
+			out = append(out, "list_jobs", "list_approvals", "describe_job", "get_usage")
 			if slices.Contains(kinds, "eval") {
 				out = append(out, "list_episodes")
 			}
@@ -91,8 +91,8 @@ func TestKindsToolOrder(t *testing.T) {
 		{"default", nil, toolOrder(defaults...)},
 		{"default kinds listed", jobcore.DefaultKinds(), toolOrder(defaults...)},
 		{"reversed", []jobcore.KindSpec{jobcore.ExportKind(jobcore.ExportOptions{}), jobcore.EvalKind(jobcore.EvalOptions{})},
-			"get_export get_eval list_jobs list_approvals describe_job list_episodes start_export start_eval cancel_export cancel_eval resume_export resume_eval decide_approval"},
-		{"eval only", []jobcore.KindSpec{jobcore.EvalKind(jobcore.EvalOptions{})}, "get_eval list_jobs list_approvals describe_job list_episodes start_eval cancel_eval resume_eval decide_approval"},
+			"get_export get_eval list_jobs list_approvals describe_job get_usage list_episodes start_export start_eval cancel_export cancel_eval resume_export resume_eval decide_approval"},
+		{"eval only", []jobcore.KindSpec{jobcore.EvalKind(jobcore.EvalOptions{})}, "get_eval list_jobs list_approvals describe_job get_usage list_episodes start_eval cancel_eval resume_eval decide_approval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := kindsFrontend(t, tc.kinds...)
@@ -279,7 +279,7 @@ func TestKindsFurtherTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "get_eval get_export list_jobs list_approvals describe_job list_episodes start_eval start_export cancel_eval cancel_export resume_eval resume_export retry_eval decide_approval"
+	want := "get_eval get_export list_jobs list_approvals describe_job get_usage list_episodes start_eval start_export cancel_eval cancel_export resume_eval resume_export retry_eval decide_approval"
 	if got := strings.Join(servedToolNames(f), " "); got != want {
 		t.Fatalf("tools:\n got %s\nwant %s", got, want)
 	}

@@ -35,6 +35,13 @@
 //     history: the activity's input names the run and the count, and the activity reads them
 //     with the run's query jobgate.episodes (which the frontend's list_episodes reads too)
 //     while the run waits for it.
+//  6. An eval tallies what its episodes cost and how long they took (eval_budget.go). With a
+//     budget it starts an episode only when that episode's worst case still fits, and at the
+//     budget opens an input request (step 3) to its owner: approved, it raises the budget by
+//     extend_by and goes on; declined or unanswered, it ends succeeded, stopped: "budget".
+//     With stop_when it stops scheduling once the mean score's standard error (which assumes
+//     independent episodes) is small enough, and succeeds, stopped: "precision". Both are
+//     decided from history alone, behind GetVersion "eval-budget".
 //
 // # Guarantees
 //

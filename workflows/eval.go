@@ -47,6 +47,10 @@ type EvalArgs struct {
 	Episodes    int            `json:"episodes"`
 	Concurrency int            `json:"concurrency"`
 	Params      map[string]any `json:"params"`
+	// Budget and StopWhen are the caller's (absent when not given, so the digest of every
+	// start from before them is unchanged).
+	Budget   *Budget   `json:"budget,omitempty"`
+	StopWhen *StopWhen `json:"stop_when,omitempty"`
 }
 
 // ApprovalPolicy is resolved from the suite when the job starts, so a later config change
@@ -85,6 +89,9 @@ type EvalInput struct {
 	// Fairness keys the job's episodes by tenant; zero (histories from before it) dispatches
 	// without a key.
 	Fairness Fairness `json:"fairness,omitzero"`
+	// Cost is the suite's cost declaration and the budget in force at start, resolved by the
+	// frontend (eval_budget.go); zero in histories from before costs.
+	Cost CostPolicy `json:"cost,omitzero"`
 }
 
 // EvalState is the running tally carried across runs.
@@ -107,6 +114,8 @@ type EvalState struct {
 	// Episodes are the episode log's segments written so far (eval_episodes.go): references,
 	// counts and digests, never the outcomes. Empty in runs from before changeEvalEpisodes.
 	Episodes []contract.EpisodeSegment `json:"episodes,omitempty"`
+	// Spend is the run's cost and time tally and its budget (eval_budget.go).
+	Spend Spend `json:"spend,omitzero"`
 }
 
 // EvalResult is a finished eval's summary. Small by design: it lives in history. Its JSON is
@@ -121,6 +130,21 @@ type EvalResult struct {
 	// get_eval's episodes_url is bound to. Nil for runs from before changeEvalEpisodes and when
 	// the worker had no artifact store.
 	EpisodeLog *contract.EpisodeSegment `json:"episode_log,omitempty" jsonschema:"the episode log's count and digest"`
+}
+
+// estimate is the mean score of the scored episodes and its standard error (0 with fewer
+// than two), from the carried sums.
+func (st *EvalState) estimate() (mean, stdErr float64) {
+	n := float64(st.Scored)
+	if n == 0 {
+		return 0, 0
+	}
+	mean = st.Sum / n
+	if n > 1 {
+		variance := (st.SumSq - st.Sum*st.Sum/n) / (n - 1)
+		stdErr = math.Sqrt(math.Max(variance, 0) / n)
+	}
+	return mean, stdErr
 }
 
 // changeEvalDecision is the workflow.GetVersion change ID of an approved eval keeping its
@@ -159,6 +183,7 @@ func (w *Workflows) Eval(ctx workflow.Context, in EvalInput) (EvalResult, error)
 		return EvalResult{}, err
 	}
 	r := &evalRun{jobRun: jr, in: in, st: in.State}
+	jr.usage = r.usage
 	// A later run never starts a notifier; it ends the first run's, if there is one.
 	jr.progressAsked, jr.progressNotify = !first, in.State.ProgressNotify
 	if err := r.registerEpisodesQuery(ctx); err != nil {
@@ -216,6 +241,7 @@ func (r *evalRun) needsApproval() bool {
 
 func (r *evalRun) progress(ctx workflow.Context, msg string) Progress {
 	p := Progress{Done: r.st.Scored, Failed: r.st.Failed, Total: r.in.Args.Episodes, Unit: evalUnit, Message: msg, AsOf: workflow.Now(ctx)}
+	r.progressCost(&p)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s**\n\n%d of %d episodes scored, %d failed, %d passed.",
 		msg, p.Done, p.Total, p.Failed, r.st.Passed))
 	return p
@@ -239,12 +265,15 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "running")})
 	r.lastProgress = workflow.Now(ctx)
 
+	gate := r.newGate(ctx)
 	more := func() bool {
-		return st.Next < runEnd && ctx.Err() == nil && !workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+		gate.blocked = ""
+		return st.Next < runEnd && ctx.Err() == nil && !workflow.GetInfo(ctx).GetContinueAsNewSuggested() && gate.mayStart()
 	}
 	start := func() (workflow.Future, func(workflow.Future)) {
 		i := st.Next
 		st.Next++
+		gate.inflight++
 		scheduled := workflow.Now(ctx)
 		opID := OperationID(jobID, firstRun, i)
 		o := opts
@@ -254,6 +283,7 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 			OperationID: opID, Params: in.Args.Params,
 		})
 		return f, func(f workflow.Future) {
+			gate.inflight--
 			var res contract.EpisodeResult
 			err := f.Get(ctx, &res)
 			var canceled *temporal.CanceledError
@@ -262,8 +292,10 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 				// stopped by a job cancel: neither scored nor failed
 			case err != nil:
 				st.Failed++
+				r.spent(ctx, scheduled, nil)
 				r.recordEpisode(ctx, i, opID, scheduled, nil, err)
 			default:
+				r.spent(ctx, scheduled, res.Cost)
 				st.Scored++
 				st.Sum += res.Score
 				st.SumSq += res.Score * res.Score
@@ -274,19 +306,38 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 			}
 		}
 	}
-	fanOut(ctx, conc, more, start, func() {
-		if now := workflow.Now(ctx); now.Sub(r.lastProgress) >= in.ProgressEvery.D() {
-			r.lastProgress = now
-			r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "running")})
+	for {
+		fanOut(ctx, conc, more, start, func() {
+			if now := workflow.Now(ctx); now.Sub(r.lastProgress) >= in.ProgressEvery.D() {
+				r.lastProgress = now
+				r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "running")})
+			}
+		})
+		if ctx.Err() != nil || st.Next >= total {
+			break
 		}
-	})
+		if gate.precise() {
+			st.Spend.Stopped = StoppedPrecision
+			break
+		}
+		if gate.blocked == "" {
+			break // the run's segment is done: continue as new below
+		}
+		goOn, err := r.askBudget(ctx, gate.blocked)
+		if err != nil {
+			return EvalResult{}, err // cancelled while asking: the job's end is recorded
+		}
+		if !goOn {
+			break
+		}
+	}
 
 	if ctx.Err() != nil {
 		r.writeEpisodes(ctx, true)
 		r.finish(ctx, StatusCancelled, &JobError{Code: ErrCodeCancelled, Message: "cancelled on request"}, r.progress(ctx, "cancelled"))
 		return EvalResult{}, temporal.NewCanceledError("cancelled on request")
 	}
-	if st.Next < total {
+	if st.Next < total && st.Spend.Stopped == "" {
 		r.writeEpisodes(ctx, false)
 		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 		r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "running")})
@@ -304,13 +355,12 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 	}
 	res := EvalResult{EvalSummary: EvalSummary{Episodes: total, Scored: st.Scored, Passed: st.Passed, Failed: st.Failed,
 		ApprovedBy: st.ApprovedBy}, Decision: st.Decision, EpisodeLog: r.log}
-	if n := float64(st.Scored); n > 0 {
-		res.MeanScore = st.Sum / n
-		if n > 1 {
-			variance := (st.SumSq - st.Sum*st.Sum/n) / (n - 1)
-			res.StdErr = math.Sqrt(math.Max(variance, 0) / n)
-		}
+	res.MeanScore, res.StdErr = st.estimate()
+	r.summarizeSpend(&res.EvalSummary)
+	msg := "finished"
+	if st.Spend.Stopped != "" {
+		msg = "stopped early (" + st.Spend.Stopped + ")"
 	}
-	r.finish(ctx, StatusSucceeded, nil, r.progress(ctx, "finished"))
+	r.finish(ctx, StatusSucceeded, nil, r.progress(ctx, msg))
 	return res, nil
 }

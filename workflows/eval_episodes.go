@@ -87,6 +87,12 @@ func (r *evalRun) recordEpisode(ctx workflow.Context, i int, opID string, schedu
 		if res.Passed {
 			o.Status = contract.EpisodePassed
 		}
+		// No GetVersion needed: a result recorded before costs carries none, so its outcome
+		// is derived exactly as before.
+		if res.Cost != nil {
+			c := *res.Cost
+			o.Cost = &c
+		}
 		r.seg = append(r.seg, o)
 		return
 	}

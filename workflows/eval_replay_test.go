@@ -30,6 +30,9 @@ var replayHistories = map[string]string{
 	"Progress2":      "eval_progress_run2.json",
 	"EpisodeLog1":    "eval_episodes_run1.json",
 	"EpisodeLog2":    "eval_episodes_run2.json",
+	"Budget":         "eval_budget.json",
+	"Precision1":     "eval_precision_run1.json",
+	"Precision2":     "eval_precision_run2.json",
 }
 
 // replayIDs are the workflow IDs the histories were recorded under (genhistory); the replayer's
@@ -47,6 +50,9 @@ var replayIDs = map[string]string{
 	"Progress2":      "acme/eval/replay-progress",
 	"EpisodeLog1":    "acme/eval/replay-episodes",
 	"EpisodeLog2":    "acme/eval/replay-episodes",
+	"Budget":         "acme/eval/replay-budget",
+	"Precision1":     "acme/eval/replay-precision",
+	"Precision2":     "acme/eval/replay-precision",
 }
 
 func TestEval_Replay(t *testing.T) {

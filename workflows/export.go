@@ -155,6 +155,7 @@ type exportRun struct {
 	asked *ExportScope
 	rows  int // rows exported so far
 	total int // rows planned; 0 until planned
+	bytes int64
 }
 
 func (r *exportRun) progress(ctx workflow.Context, msg string) Progress {
@@ -190,6 +191,7 @@ func (w *Workflows) Export(ctx workflow.Context, in ExportInput) (ExportResult, 
 		return ExportResult{}, err
 	}
 	r := &exportRun{jobRun: jr, in: in}
+	jr.usage = func() Usage { return Usage{Rows: int64(r.rows), Bytes: r.bytes} }
 	jobID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	if workflow.GetVersion(ctx, exportRunScopedChange, workflow.DefaultVersion, 1) >= 1 {
 		r.firstRun = FirstRunID(ctx)
@@ -424,7 +426,7 @@ func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []contrac
 		workflow.GetLogger(ctx).Warn("retention workflow not started; artifacts stay until deleted by hand", "error", err)
 	}
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
-	r.rows = m.Rows
+	r.rows, r.bytes = m.Rows, m.Bytes
 	r.finish(ctx, StatusSucceeded, nil, r.progress(ctx, "finished"))
 	return ExportResult{Manifest: m, ApprovedBy: r.approvedBy(), Decision: r.decision}, nil
 }

@@ -243,6 +243,9 @@ func TestExport_NoApproval(t *testing.T) {
 		assert.Equal(t, "finished", p.Message)
 		assert.Nil(t, h.lastJobError())
 		assert.Empty(t, h.askedInputs(), "no input request without a sensitive column")
+		u, ok := h.lastMemo(MemoUsage)
+		require.True(t, ok, "usage recorded at the end")
+		assert.Equal(t, Usage{Rows: int64(res.Manifest.Rows), Bytes: res.Manifest.Bytes}, u)
 		assert.Equal(t, []string{"PlanExport", "ExportPart", "ExportPart", "ExportPart", "FinalizeExport"},
 			sortedMiddle(h.started))
 

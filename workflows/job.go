@@ -3,6 +3,7 @@ package workflows
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"time"
 
@@ -33,6 +34,11 @@ type jobRun struct {
 	verifier ResumeVerifier
 	// notifications says which events the tenant wants sent; nil: none.
 	notifications Notifications
+	// usage, when set, says what the job used; finish records it in the memo (MemoUsage).
+	usage func() Usage
+	// checkExtend checks an open budget request's extend_by (InputRequest.CheckExtend); nil
+	// when the open request takes none.
+	checkExtend func(Budget) string
 	// progressAsked: this run has decided whether to start a job.progress notifier;
 	// progressNotify: the job has one (started by this run or, carried, an earlier one).
 	progressAsked, progressNotify bool
@@ -116,6 +122,10 @@ func (r *jobRun) finish(ctx workflow.Context, s Status, jerr *JobError, p Progre
 		// In the same upsert command as the error, so the run issues no extra command for it.
 		m[MemoDecision] = r.decision
 	}
+	if r.usage != nil {
+		// Also in that upsert: a memo's content is no command, so histories replay.
+		m[MemoUsage] = r.usage()
+	}
 	r.upsertMemo(dctx, m)
 	r.notifyFinished(dctx, s, jerr)
 }
@@ -131,7 +141,18 @@ type InputRequest struct {
 	// AllowSelf lets the job's owner answer an approver request (four eyes off).
 	AllowSelf bool
 	Timeout   time.Duration
+	// Soft: a reject or an expiry does not end the job; askInput returns errInputDeclined and
+	// the kind decides (an eval's budget request ends it succeeded with a partial result).
+	Soft bool
+	// AnswerSchema is the answer's JSON schema; nil: approve/reject with a comment.
+	AnswerSchema map[string]any
+	// CheckExtend, when set, lets an approval carry extend_by and says what is wrong with one
+	// ("" when nothing); nil refuses extend_by.
+	CheckExtend func(Budget) string
 }
+
+// errInputDeclined is askInput's answer to a Soft request that was rejected or expired.
+var errInputDeclined = errors.New("input request declined")
 
 // askInput opens req, waits for an accepted answer, expiry or cancel, and returns nil only on
 // approval. On anything else the job's terminal state is recorded and the error to return
@@ -142,10 +163,15 @@ func (r *jobRun) askInput(ctx workflow.Context, req InputRequest, progress func(
 	// "approve-<hex>" for the first request: the ID every recorded history carries.
 	id := req.Name + "-" + hex.EncodeToString(sum[:6])
 	r.answer = nil
+	r.checkExtend = req.CheckExtend
+	schema := req.AnswerSchema
+	if schema == nil {
+		schema = approvalAnswerSchema()
+	}
 	r.needs = &NeedsInput{
 		InputID:      id,
 		Prompt:       req.Prompt,
-		AnswerSchema: approvalAnswerSchema(),
+		AnswerSchema: schema,
 		ScopeDigest:  req.ScopeDigest,
 		Scope:        req.Scope,
 		Approver:     req.Approver,
@@ -167,6 +193,11 @@ func (r *jobRun) askInput(ctx workflow.Context, req InputRequest, progress func(
 	if err != nil { // cancelled while waiting
 		r.finish(ctx, StatusCancelled, &JobError{Code: ErrCodeCancelled, Message: "cancelled while waiting for approval"}, progress(ctx, "cancelled"))
 		return err
+	}
+	if req.Soft && (!answered || r.answer.Decision == DecisionReject) {
+		r.needs = nil
+		r.upsertMemo(ctx, map[string]any{MemoNeedsInput: nil})
+		return errInputDeclined
 	}
 	if !answered {
 		r.needs = nil
@@ -283,6 +314,17 @@ func (r *jobRun) validateResume(ctx workflow.Context, req ResumeRequest) error {
 	}
 	if req.Decision != DecisionApprove && req.Decision != DecisionReject {
 		return reject(RejectInvalidArgument, "decision must be approve or reject")
+	}
+	if req.ExtendBy != nil {
+		switch {
+		case r.checkExtend == nil:
+			return reject(RejectInvalidArgument, "extend_by: only an eval's budget request takes it")
+		case req.Decision != DecisionApprove:
+			return reject(RejectInvalidArgument, "extend_by: only with decision approve")
+		}
+		if msg := r.checkExtend(*req.ExtendBy); msg != "" {
+			return reject(RejectInvalidArgument, msg)
+		}
 	}
 	return nil
 }

@@ -37,7 +37,9 @@ type ResumeSeal struct {
 	Identity      Identity
 	// MeaningDigest is TextDigest of the meaning shown ("" for none).
 	MeaningDigest string
-	Expiry        time.Time
+	// ExtendBy is ExtendByText of the answer's extend_by ("" for none).
+	ExtendBy string
+	Expiry   time.Time
 }
 
 // Surfaces a resume arrives through (ResumeRequest.Surface).
@@ -146,6 +148,9 @@ func (r *jobRun) checkSeal(ctx workflow.Context, req ResumeRequest) error {
 		field = IdentityMismatch(s.Identity, req.Identity)
 		if field == "" && s.MeaningDigest != MeaningDigest(req.Meaning) {
 			field = "meaning"
+		}
+		if field == "" && s.ExtendBy != ExtendByText(req.ExtendBy) {
+			field = "extend_by"
 		}
 	}
 	if field != "" {

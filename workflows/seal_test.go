@@ -48,7 +48,8 @@ var farFuture = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
 func sealOf(id, runID string, req ResumeRequest, exp time.Time) string {
 	b, _ := json.Marshal(ResumeSeal{WorkflowID: id, RunID: runID, InputID: req.InputID, ScopeDigest: req.ScopeDigest,
 		Principal: req.Principal, Decision: req.Decision, CommentDigest: CommentDigest(req.Comment), Surface: req.Surface,
-		SignedInWith: req.SignedInWith, Identity: req.Identity, MeaningDigest: MeaningDigest(req.Meaning), Expiry: exp})
+		SignedInWith: req.SignedInWith, Identity: req.Identity, MeaningDigest: MeaningDigest(req.Meaning),
+		ExtendBy: ExtendByText(req.ExtendBy), Expiry: exp})
 	return testSealPrefix + string(b)
 }
 

@@ -173,7 +173,11 @@ const (
 	MemoError      = "error"       // *JobError on failed/cancelled jobs
 	MemoDecision   = "decision"    // *DecisionRecord of the answer that rejected the job
 	MemoSlots      = "slots"       // int: episode concurrency an eval holds while unfinished (quotas)
+	MemoUsage      = "usage"       // Usage: what the job used, written when it ends (get_usage)
 )
+
+// Usage is what a finished job used (jobstate.Usage).
+type Usage = jobstate.Usage
 
 // Progress is the job's progress as of its last memo update (jobstate.Progress).
 type Progress = jobstate.Progress
@@ -261,6 +265,9 @@ type ResumeRequest struct {
 	// digest and recorded; the validator refuses an answer shown another meaning than the open
 	// request's (a page left open while the request changed). "" when the surface showed none.
 	Meaning string `json:"meaning,omitempty"`
+	// ExtendBy raises an eval's budget when approving its budget request (nil: by the
+	// request's approve_extends_by). Sealed (ExtendByText).
+	ExtendBy *Budget `json:"extend_by,omitempty"`
 	// Seal is the frontend's resume seal over all of the above, the workflow and run ID and an
 	// expiry (frontend/handle, jgr1); opaque here, opened by the injected ResumeVerifier.
 	Seal string `json:"seal,omitempty"`

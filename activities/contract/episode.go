@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"fmt"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
@@ -35,6 +36,32 @@ type EpisodeResult struct {
 	Passed bool    `json:"passed"`
 	// Attempt is the attempt that scored (1 for the first); 0 in results recorded before it.
 	Attempt int `json:"attempt,omitempty"`
+	// Cost is what the episode reported it cost, in its suite's cost_unit; nil when it
+	// reported none (and in every result recorded before costs).
+	Cost *float64 `json:"cost,omitempty"`
+}
+
+// CostLimit bounds one episode's reported cost, so that 20,000 of them cannot overflow the
+// running sums and a typo (a cost in micro-units) is refused rather than believed.
+const CostLimit = 1e9
+
+// CheckCost says what is wrong with a reported cost ("" when it is a finite number within
+// 0..CostLimit).
+func CheckCost(c float64) string {
+	if math.IsNaN(c) || math.IsInf(c, 0) || c < 0 || c > CostLimit {
+		return fmt.Sprintf("cost must be a finite number within 0..%g", float64(CostLimit))
+	}
+	return ""
+}
+
+// DemoCost is what a demo episode of operationID costs when its params set cost c (the most
+// one episode may cost): between c/2 and c, a pure function of the operation ID (a hash apart
+// from DemoOutcome's, so scores are unchanged), rounded to 1e-6.
+func DemoCost(operationID string, c float64) float64 {
+	h := fnv.New64a()
+	h.Write([]byte("cost|" + operationID))
+	u := float64(h.Sum64()>>11) / (1 << 53)
+	return math.Round(c*(0.5+0.5*u)*1e6) / 1e6
 }
 
 // EpisodeErrorDetails ride on an episode's final (non-retryable) failure, for its episode log:

@@ -57,6 +57,9 @@ type EpisodeOutcome struct {
 	// included), as the workflow saw it.
 	DurationMS int64  `json:"duration_ms" jsonschema:"milliseconds from scheduling to the outcome, retries included"`
 	Error      string `json:"error,omitempty" jsonschema:"why it failed or errored (at most 512 bytes); absent when it passed or scored"`
+	// Cost is what the episode reported it cost (the suite's cost_unit); last, and absent when
+	// none was reported, so the lines of logs written before costs keep their bytes.
+	Cost *float64 `json:"cost,omitempty" jsonschema:"what the episode reported it cost, in the suite's cost_unit; absent when it reported none"`
 }
 
 // BoundEpisodeError trims msg to EpisodeErrorMax bytes without splitting a UTF-8 sequence.

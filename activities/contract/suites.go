@@ -48,7 +48,9 @@ const (
 	DemoEpisodeMSDefault = 1000
 	DemoFailRateDefault  = 0.05
 	demoEpisodeMSMax     = 600_000
-	paramsMaxBytes       = 4096
+	// DemoCostUnit is the demo suite's cost unit: with params.cost its episodes report a cost.
+	DemoCostUnit   = "usd"
+	paramsMaxBytes = 4096
 )
 
 // Suite is one configured eval suite. Callers only name it; everything else is server-side.
@@ -93,6 +95,15 @@ type Suite struct {
 	// dataset or artifact credentials. Recorded in each job's input when it starts. Defaults to
 	// empty: the job's own task queue (--task-queue of serve and worker).
 	TaskQueue string `json:"task_queue,omitempty"`
+	// CostUnit is the unit the suite's episodes report their cost in ("usd", "tokens"; 1-16 of
+	// [a-z0-9_]). Empty: the suite reports no cost, and a start with budget.max_cost is refused.
+	// The demo suite's is "usd".
+	CostUnit string `json:"cost_unit,omitempty"`
+	// MaxEpisodeCost is the most one episode can cost (in CostUnit): a budget schedules an
+	// episode only when this much still fits. 0: unknown, and the budget uses the largest cost
+	// seen so far instead (overshoot then bounded by the episodes in flight). The demo suite's
+	// is its params.cost.
+	MaxEpisodeCost float64 `json:"max_episode_cost,omitempty"`
 }
 
 // Catalog holds suites by name.
@@ -104,6 +115,7 @@ var (
 	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 	// taskQueueRE keeps queue names printable and unambiguous in flags, logs and the Web UI.
 	taskQueueRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$`)
+	costUnitRE  = regexp.MustCompile(`^[a-z0-9_]{1,16}$`)
 )
 
 // envNamesMax bounds a suite's env list.
@@ -112,7 +124,7 @@ const envNamesMax = 64
 // DefaultCatalog has the demo suite the dev stack always offers (CONTRACT.md).
 func DefaultCatalog() Catalog {
 	c := Catalog{}
-	c.add(Suite{Name: "demo", Kind: SuiteDemo, ApprovalThreshold: ApprovalThresholdDemo})
+	c.add(Suite{Name: "demo", Kind: SuiteDemo, ApprovalThreshold: ApprovalThresholdDemo, CostUnit: DemoCostUnit})
 	return c
 }
 
@@ -169,6 +181,15 @@ func (c Catalog) Add(s Suite) error {
 	}
 	if s.TaskQueue != "" && (!taskQueueRE.MatchString(s.TaskQueue) || strings.HasPrefix(s.TaskQueue, "/_sys/")) {
 		return fmt.Errorf("suite %q: task_queue %q: want 1-200 of [A-Za-z0-9_.:@/-], starting with a letter or digit", s.Name, truncateName(s.TaskQueue))
+	}
+	if s.CostUnit != "" && !costUnitRE.MatchString(s.CostUnit) {
+		return fmt.Errorf("suite %q: cost_unit %q: want 1-16 of [a-z0-9_], like usd or tokens", s.Name, truncateName(s.CostUnit))
+	}
+	if msg := CheckCost(s.MaxEpisodeCost); msg != "" {
+		return fmt.Errorf("suite %q: max_episode_cost: %s", s.Name, strings.TrimPrefix(msg, "cost "))
+	}
+	if s.MaxEpisodeCost > 0 && s.CostUnit == "" {
+		return fmt.Errorf("suite %q: max_episode_cost needs a cost_unit", s.Name)
 	}
 	switch s.Approver {
 	case authz.ApproverNone, authz.ApproverOwner, authz.ApproverApprover:
@@ -297,6 +318,16 @@ func (c Catalog) TaskQueues() []string {
 	return out
 }
 
+// WorstEpisodeCost is the most one episode of s can cost with the normalized params: the
+// demo's params.cost, else the configured max_episode_cost (0: unknown).
+func (s Suite) WorstEpisodeCost(params map[string]any) float64 {
+	if s.Kind == SuiteDemo {
+		c, _ := params["cost"].(float64)
+		return c
+	}
+	return s.MaxEpisodeCost
+}
+
 // Names lists suite names, sorted.
 func (c Catalog) Names() []string { return slices.Sorted(maps.Keys(c)) }
 
@@ -332,8 +363,14 @@ func (s Suite) NormalizeParams(p map[string]any) (map[string]any, error) {
 			if !ok || math.IsNaN(f) || f < 0 || f > 1 {
 				return nil, &ParamError{"params.fail_rate", "must be a number within 0..1"}
 			}
+		case "cost":
+			// Not defaulted: a run without it reports no cost, and its arguments' digest is
+			// what it was before costs existed.
+			if !ok || CheckCost(f) != "" {
+				return nil, &ParamError{"params.cost", fmt.Sprintf("must be a number within 0..%g (the most one episode costs, in usd)", float64(CostLimit))}
+			}
 		default:
-			return nil, &ParamError{"params." + k, "unknown parameter for the demo suite (known: episode_ms, fail_rate)"}
+			return nil, &ParamError{"params." + k, "unknown parameter for the demo suite (known: episode_ms, fail_rate, cost)"}
 		}
 		out[k] = f
 	}

@@ -116,3 +116,42 @@ func FuzzParseCatalog(f *testing.F) {
 		}
 	})
 }
+
+// TestSuiteCost: cost_unit and max_episode_cost are checked at load, naming the field; the demo
+// suite reports usd, its worst episode cost is its params.cost, and params.cost is checked and
+// never defaulted (a run without it keeps its digest from before costs).
+func TestSuiteCost(t *testing.T) {
+	for _, c := range []struct {
+		doc, want string
+	}{
+		{`{"suites":[{"name":"m","kind":"command","command":["x"],"cost_unit":"USD"}]}`, "cost_unit"},
+		{`{"suites":[{"name":"m","kind":"command","command":["x"],"max_episode_cost":0.5}]}`, "max_episode_cost needs a cost_unit"},
+		{`{"suites":[{"name":"m","kind":"command","command":["x"],"cost_unit":"usd","max_episode_cost":-1}]}`, "max_episode_cost"},
+	} {
+		_, err := ParseCatalog([]byte(c.doc))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error naming %q", c.doc, err, c.want)
+		}
+	}
+	cat, err := ParseCatalog([]byte(`{"suites":[{"name":"m","kind":"command","command":["x"],"cost_unit":"tokens","max_episode_cost":4000}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := cat["m"]; m.CostUnit != "tokens" || m.WorstEpisodeCost(nil) != 4000 {
+		t.Errorf("suite m: %+v", m)
+	}
+	demo := cat["demo"]
+	if demo.CostUnit != "usd" {
+		t.Errorf("demo cost_unit %q", demo.CostUnit)
+	}
+	p, err := demo.NormalizeParams(map[string]any{"cost": 0.02})
+	if err != nil || demo.WorstEpisodeCost(p) != 0.02 {
+		t.Errorf("demo params.cost: %v %v", p, err)
+	}
+	if p, _ := demo.NormalizeParams(nil); p["cost"] != nil {
+		t.Errorf("params.cost defaulted: %v", p)
+	}
+	if _, err := demo.NormalizeParams(map[string]any{"cost": -0.5}); err == nil || !strings.Contains(err.Error(), "params.cost") {
+		t.Errorf("negative params.cost: %v", err)
+	}
+}

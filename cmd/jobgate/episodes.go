@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/jobgate/jobgate/frontend/wire"
 )
@@ -90,4 +92,60 @@ func printEpisodes(w io.Writer, eps []wire.Episode) {
 		}
 		return fmt.Sprintf("%d\t%s\t%s\t%d\t%d\t%s", e.Index, oneLine(e.Status), score, e.Attempts, e.DurationMS, oneLine(e.Error))
 	})
+}
+
+// runUsage implements "jobgate usage [--since 720h] [--by owner|kind]" (jobs:admin): what the
+// tenant's finished jobs used, through get_usage. (Here beside the episodes' listing: the
+// package holds as many files as it may.)
+func runUsage(args []string, stdout, stderr io.Writer) error {
+	var (
+		since, by string
+		asJSON    bool
+	)
+	c := newClientCommand("usage", "Prints what your tenant's finished jobs used (get_usage, jobs:admin): jobs, episodes,\n"+
+		"episode-seconds and cost by unit (evals), rows and bytes (exports), by owner or kind. The tenant is your token's.", stderr)
+	c.StringVar(&since, "since", "720h", "jobs that finished within this long ago (a Go duration)")
+	c.StringVar(&by, "by", "owner", "group by owner or kind")
+	c.BoolVar(&asJSON, "json", false, "print the get_usage result as JSON, unchanged")
+	cl, err := c.connect(args)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var out wire.UsageOut
+	raw, err := cl.call(context.Background(), "get_usage", map[string]any{"since": since, "by": by}, &out)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		_, err := fmt.Fprintf(stdout, "%s\n", raw)
+		return err
+	}
+	fmt.Fprintf(stdout, "tenant %s, jobs finished %s to %s, by %s\n", out.Tenant,
+		out.Since.Format("2006-01-02 15:04Z07:00"), out.Until.Format("2006-01-02 15:04Z07:00"), out.By)
+	rows := append(out.Groups, out.Total)
+	printTable(stdout, "no finished jobs", "KEY\tJOBS\tEPISODES\tEPISODE_S\tCOST\tROWS\tBYTES", rows, func(g wire.UsageGroup) string {
+		return fmt.Sprintf("%s\t%d\t%d\t%.0f\t%s\t%d\t%d", oneLine(g.Key), g.Jobs, g.Episodes, g.EpisodeSeconds, costs(g.Cost), g.Rows, g.Bytes)
+	})
+	if out.Truncated {
+		fmt.Fprintln(stderr, "more jobs finished in the window than one call sums; ask for a shorter --since")
+	}
+	return nil
+}
+
+// costs renders costs by unit ("0.84 usd, 120000 tokens"; "-" for none), units sorted.
+func costs(c map[string]float64) string {
+	if len(c) == 0 {
+		return "-"
+	}
+	units := make([]string, 0, len(c))
+	for u := range c {
+		units = append(units, u)
+	}
+	sort.Strings(units)
+	parts := make([]string, len(units))
+	for i, u := range units {
+		parts[i] = strconv.FormatFloat(c[u], 'f', -1, 64) + " " + oneLine(u)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -53,6 +53,8 @@ Clients (MCP clients of --url, env JOBGATE_URL, with --token, env JOBGATE_TOKEN,
   jobgate approvals list [--kind k]         jobs waiting for your approval (jobs:approve)
   jobgate approvals approve <handle>        approve the job's open request [--comment text]
   jobgate approvals reject <handle>         reject it [--comment text]
+  jobgate usage [--since 720h] [--by owner|kind]
+                                            what your tenant's finished jobs used (jobs:admin)
 
 Audit (no secret: the deployment's public signing keys only):
   jobgate verify <manifest.json> [--keys-file F | --keys-url U] [--artifact P]
@@ -111,6 +113,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runJobs(args, stdout, stderr)
 	case "approvals":
 		return runApprovals(args, stdout, stderr)
+	case "usage":
+		return runUsage(args, stdout, stderr)
 	case "verify":
 		return runVerify(args, stdout, stderr)
 	case "login":

@@ -67,7 +67,9 @@ type Resume struct {
 	// MeaningDigest is the hex SHA-256 of the meaning text the approver was shown (the input
 	// request's prompt); "" for none. The record carries the text, the seal binds its digest.
 	MeaningDigest string
-	Expiry        time.Time // second precision: sealing truncates to the second
+	// ExtendBy is the canonical JSON of an eval budget answer's extend_by ("" for none).
+	ExtendBy string
+	Expiry   time.Time // second precision: sealing truncates to the second
 }
 
 type resumeWire struct {
@@ -92,6 +94,7 @@ type resumeWire struct {
 	AMR []string `json:"amr,omitempty"` // authentication methods
 	ACR string   `json:"acr,omitempty"` // authentication context class
 	MD  string   `json:"md,omitempty"`  // meaning digest
+	XB  string   `json:"xb,omitempty"`  // extend_by (canonical JSON); omitted when none, so older seals still open
 }
 
 func (r Resume) wire() resumeWire {
@@ -105,7 +108,7 @@ func (r Resume) wire() resumeWire {
 	}
 	return resumeWire{V: payloadVersion, W: r.WorkflowID, R: r.RunID, I: r.InputID, D: r.ScopeDigest, T: r.Tenant,
 		S: r.Subject, P: p, X: r.Decision, C: r.CommentDigest, U: r.Surface, A: r.SignedInWith, E: r.Expiry.Unix(),
-		Iss: r.Issuer, N: r.Name, M: r.Email, AT: at, AMR: r.AMR, ACR: r.ACR, MD: r.MeaningDigest}
+		Iss: r.Issuer, N: r.Name, M: r.Email, AT: at, AMR: r.AMR, ACR: r.ACR, MD: r.MeaningDigest, XB: r.ExtendBy}
 }
 
 func (w resumeWire) header() (int, int64) { return w.V, w.E }
@@ -115,7 +118,7 @@ func (w resumeWire) header() (int, int64) { return w.V, w.E }
 func (w resumeWire) token() (Resume, bool) {
 	r := Resume{WorkflowID: w.W, RunID: w.R, InputID: w.I, ScopeDigest: w.D, Tenant: w.T, Subject: w.S, Scopes: w.P,
 		Decision: w.X, CommentDigest: w.C, Surface: w.U, SignedInWith: w.A, Expiry: expiryFromUnix(w.E),
-		Issuer: w.Iss, Name: w.N, Email: w.M, AMR: w.AMR, ACR: w.ACR, MeaningDigest: w.MD}
+		Issuer: w.Iss, Name: w.N, Email: w.M, AMR: w.AMR, ACR: w.ACR, MeaningDigest: w.MD, ExtendBy: w.XB}
 	if w.AT != 0 {
 		r.AuthTime = time.Unix(w.AT, 0).UTC()
 	}
@@ -136,6 +139,9 @@ func (r Resume) validateFields() error {
 	if err := optionalStrings("handle: resume seal", field{"issuer", r.Issuer}, field{"name", r.Name},
 		field{"email", r.Email}, field{"acr", r.ACR}); err != nil {
 		return err
+	}
+	if len(r.ExtendBy) > 256 {
+		return errors.New("handle: resume seal extend_by is longer than 256 bytes")
 	}
 	if r.MeaningDigest != "" && !validDigest(r.MeaningDigest) {
 		return errors.New("handle: resume seal meaning digest is not 64 lowercase hex digits (SHA-256)")

@@ -84,7 +84,7 @@ func (f *Core) describeJob(ctx context.Context, p authz.Principal, in DescribeJo
 		return nil, err
 	}
 	out := &DescribeJobOut{JobID: j.ID, Kind: j.Kind, Status: v.Status, Owner: j.Owner, StartedAt: st.Started,
-		Runs: st.Runs, Events: st.Events, Lines: st.Lines, Cut: st.Cut, Detail: "owner", UIURL: v.UIURL}
+		Runs: st.Runs, Events: st.Events, Actions: st.Actions, Lines: st.Lines, Cut: st.Cut, Detail: "owner", UIURL: v.UIURL}
 	if admin {
 		out.Detail = "full"
 	}

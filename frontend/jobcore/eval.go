@@ -19,11 +19,13 @@ import (
 
 // StartEvalIn are start_eval's arguments.
 type StartEvalIn struct {
-	IdempotencyKey string         `json:"idempotency_key" jsonschema:"your name for this logical run, 1-128 chars of [A-Za-z0-9._:@=+-]; keys are per owner (yours never collide with another principal's); retrying with the same key and arguments returns the same job"`
-	Suite          string         `json:"suite" jsonschema:"name of a server-configured eval suite, e.g. demo"`
-	Episodes       int            `json:"episodes" jsonschema:"number of episodes to run (1 to the suite's limit, 20000 by default); runs above the suite's approval threshold wait for approval first"`
-	Concurrency    int            `json:"concurrency,omitempty" jsonschema:"episodes in flight at once (1 to the suite's limit, 64 by default); defaults to min(episodes, 8)"`
-	Params         map[string]any `json:"params,omitempty" jsonschema:"suite parameters; demo takes episode_ms (default 1000) and fail_rate (0-1, default 0.05)"`
+	IdempotencyKey string              `json:"idempotency_key" jsonschema:"your name for this logical run, 1-128 chars of [A-Za-z0-9._:@=+-]; keys are per owner (yours never collide with another principal's); retrying with the same key and arguments returns the same job"`
+	Suite          string              `json:"suite" jsonschema:"name of a server-configured eval suite, e.g. demo"`
+	Episodes       int                 `json:"episodes" jsonschema:"number of episodes to run (1 to the suite's limit, 20000 by default); runs above the suite's approval threshold wait for approval first"`
+	Concurrency    int                 `json:"concurrency,omitempty" jsonschema:"episodes in flight at once (1 to the suite's limit, 64 by default); defaults to min(episodes, 8)"`
+	Params         map[string]any      `json:"params,omitempty" jsonschema:"suite parameters; demo takes episode_ms (default 1000), fail_rate (0-1, default 0.05) and cost (usd: each episode then costs between cost/2 and cost)"`
+	Budget         *workflows.Budget   `json:"budget,omitempty" jsonschema:"what the run may spend: max_cost (in the suite's cost_unit) and/or max_episode_seconds; at the budget the job waits (awaiting_input) for its owner to raise it (resume_eval extend_by) or stop it with a partial result. Default: the tenant's or owner's from the server's tenants file"`
+	StopWhen       *workflows.StopWhen `json:"stop_when,omitempty" jsonschema:"end early once the estimate is precise enough: std_err_below (the mean score's standard error, assuming independent episodes) after at least min_episodes scored (default 30); the result then says stopped: precision and how many episodes were skipped"`
 }
 
 const concurrencyDefaultCap = 8
@@ -117,7 +119,14 @@ func (k *evalKind) evalArgs(in StartEvalIn) (workflows.EvalArgs, contract.Suite,
 		}
 		return zero, s, invalidArg("params", "%v", err)
 	}
-	return workflows.EvalArgs{Suite: s.Name, Episodes: in.Episodes, Concurrency: conc, Params: params}, s, nil
+	args := workflows.EvalArgs{Suite: s.Name, Episodes: in.Episodes, Concurrency: conc, Params: params}
+	if args.Budget, err = checkBudget(in.Budget, s, params); err != nil {
+		return zero, s, err
+	}
+	if args.StopWhen, err = checkStopWhen(in.StopWhen, in.Episodes); err != nil {
+		return zero, s, err
+	}
+	return args, s, nil
 }
 
 // startSpec validates start_eval's arguments (past the key) and says what to start.
@@ -127,8 +136,10 @@ func (k *evalKind) startSpec(f *Core, p authz.Principal, in StartEvalIn) (StartS
 		return StartSpec{}, err
 	}
 	hash := workflows.Digest(args)
+	cost := k.costPolicy(f, p, args, suite)
 	return StartSpec{
-		Hash: hash,
+		Admit: f.costQuota(p.Tenant, cost),
+		Hash:  hash,
 		Input: workflows.EvalInput{
 			Tenant: p.Tenant, Owner: p.Subject, Args: args,
 			Approval: workflows.ApprovalPolicy{Threshold: suite.ApprovalThreshold, Approver: suite.Approver,
@@ -139,6 +150,7 @@ func (k *evalKind) startSpec(f *Core, p authz.Principal, in StartEvalIn) (StartS
 				HeartbeatTimeout: suite.HeartbeatTimeout, MaxAttempts: suite.MaxAttempts,
 				TaskQueue: suite.TaskQueue},
 			Fairness: f.fairness(p.Tenant),
+			Cost:     cost,
 		},
 		Total: args.Episodes,
 		slots: min(args.Concurrency, args.Episodes),

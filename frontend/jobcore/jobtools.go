@@ -36,6 +36,8 @@ type ResumeIn struct {
 	ScopeDigest string `json:"scope_digest" jsonschema:"needs_input.scope_digest of the open request; binds the answer to exactly what was asked"`
 	Decision    string `json:"decision" jsonschema:"approve or reject"`
 	Comment     string `json:"comment,omitempty" jsonschema:"optional note recorded with the decision (at most 1000 chars)"`
+	// ExtendBy answers an eval's budget request only (resume_eval).
+	ExtendBy *workflows.Budget `json:"extend_by,omitempty" jsonschema:"evals only, approving a budget request: how much to raise the budget by (max_cost in the suite's cost_unit, max_episode_seconds); without it approve raises it by needs_input.scope.approve_extends_by"`
 }
 
 const (
@@ -121,19 +123,28 @@ func (f *Core) ResumeJob(ctx context.Context, p authz.Principal, j *jobstore.Job
 	if err := f.checkSurface(j, who.Surface); err != nil { // a dataset's approval_surfaces (apps.go)
 		return nil, err
 	}
+	if err := checkExtendBy(in, j.NeedsInput); err != nil {
+		return nil, err
+	}
+	if err := f.raiseQuota(ctx, p.Tenant, in, j.NeedsInput); err != nil {
+		return nil, err
+	}
 	// Same principal + same answer → same update ID, so a retried resume (lost response) is
 	// deduplicated by Temporal instead of being rejected as input_not_expected. The answer is
 	// all of what the record keeps of it, comment and surface included: a retry with another
 	// comment (or from another surface) must not be answered with the first one's outcome while
 	// the caller believes its own comment was recorded; it gets a new ID, and the validator
 	// refuses it as already answered.
-	sum := sha256.Sum256([]byte(strings.Join([]string{p.Tenant, p.Subject, in.InputID, in.ScopeDigest, in.Decision,
-		workflows.CommentDigest(in.Comment), who.Surface}, "\x00")))
+	parts := []string{p.Tenant, p.Subject, in.InputID, in.ScopeDigest, in.Decision, workflows.CommentDigest(in.Comment), who.Surface}
+	if in.ExtendBy != nil { // a budget raise is part of the answer; other answers keep their IDs
+		parts = append(parts, workflows.ExtendByText(in.ExtendBy))
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	tctx, cancel := context.WithTimeout(ctx, ResumeTimeoutDefault)
 	defer cancel()
 	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,
 		Decision: in.Decision, Comment: in.Comment, Surface: who.Surface, SignedInWith: who.SignedInWith,
-		Identity: who.id, Meaning: meaning}
+		Identity: who.id, Meaning: meaning, ExtendBy: in.ExtendBy}
 	expiry := f.Opts.Now().Add(ResumeSealTTL).Truncate(time.Second)
 	req.Seal = resumeseal.Seal(f.Opts.ResumeKeys, j.ID, j.RunID, req, expiry)
 	// The same fields, signed for auditors (the decision record's signature); none without
@@ -163,6 +174,9 @@ func (f *Core) resumeError(ctx context.Context, j *jobstore.Job, err error) erro
 		case workflows.RejectForbidden:
 			return ToolErr(CodeForbidden, "%s", rej.Msg)
 		case workflows.RejectInvalidArgument:
+			if strings.HasPrefix(rej.Msg, "extend_by") { // the budget request's check (eval_budget.go)
+				return ToolErr(CodeInvalidArgument, "%s", rej.Msg) // it names the field already
+			}
 			return invalidArg("decision", "%s", rej.Msg)
 		case workflows.RejectUnsealed:
 			// This frontend sealed it, so the deployment is wrong: the workers lack the resume

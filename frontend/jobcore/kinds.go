@@ -181,6 +181,10 @@ type StartSpec struct {
 	// slots is the episode concurrency the job holds while unfinished (quota); 0 for a kind
 	// without maxSlots.
 	slots int
+	// Admit, when set, is a kind's own quota check, after the tenant's and owner's: a
+	// quota_exceeded from it is answered like theirs (a retry of a start that happened gets
+	// its job). An eval's monthly cost (eval_costquota.go).
+	Admit func(ctx context.Context) error
 }
 
 // start starts the job for spec, or finds it: same key and fingerprint → the same job
@@ -194,6 +198,11 @@ func (k JobKind[R]) Start(ctx context.Context, f *Core, p authz.Principal, spec 
 	id := jobID(p.Tenant, k.Name, p.Subject, spec.Key)
 	noteJob(ctx, id)
 	adm, err := f.Quota.Admit(ctx, p, id, spec.slots)
+	if err == nil && spec.Admit != nil {
+		if err = spec.Admit(ctx); err != nil {
+			adm.Abandoned()
+		}
+	}
 	if err != nil {
 		var te *ToolError
 		if errors.As(err, &te) && te.Code == CodeQuotaExceeded {

@@ -43,7 +43,7 @@ func (f *Core) Tools() []ToolDef {
 		}
 	}
 	each(func(k ServedKind) []ToolDef { return []ToolDef{k.get} })
-	defs = append(defs, f.ListJobsTool(), f.listApprovalsTool(), f.describeJobTool())
+	defs = append(defs, f.ListJobsTool(), f.listApprovalsTool(), f.describeJobTool(), f.usageTool())
 	each(func(k ServedKind) []ToolDef { return k.Reads })
 	each(func(k ServedKind) []ToolDef { return []ToolDef{k.start} })
 	each(func(k ServedKind) []ToolDef { return []ToolDef{k.cancel} })

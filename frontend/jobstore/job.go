@@ -39,6 +39,7 @@ type Job struct {
 	ClosedAt   time.Time
 	Progress   workflows.Progress
 	Slots      int                   // memo slots: the episode concurrency an eval holds while unfinished
+	Usage      *workflows.Usage      // memo usage: what the job used, once it ended (nil before, and for jobs from before usage)
 	NeedsInput *workflows.NeedsInput // may be shared with other calls (see needsInputCache): never modify
 	JobErr     *workflows.JobError
 	// decision is the record of the answer that rejected the job (memo); nil otherwise.
@@ -115,9 +116,11 @@ type StoryRequest struct {
 
 // storyResult is the narrated history.
 type StoryResult struct {
-	Lines          []wire.StoryLine
-	Cut            string
-	Runs, Events   int
+	Lines        []wire.StoryLine
+	Cut          string
+	Runs, Events int
+	// Actions are the Temporal actions the events read show (temporalstore/actions.go).
+	Actions        int
 	Started, Ended time.Time
 }
 

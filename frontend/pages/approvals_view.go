@@ -1,6 +1,7 @@
 package pages
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -167,6 +168,18 @@ func requestRowOf(j *Job, now time.Time) requestRow {
 	return r
 }
 
+// scopeText renders one listed scope value: objects and lists (an eval budget request's budget,
+// spent, approve_extends_by) as compact JSON, anything else as fmt prints it.
+func scopeText(v any) string {
+	switch v.(type) {
+	case map[string]any, []any:
+		if b, err := json.Marshal(v); err == nil {
+			return string(b)
+		}
+	}
+	return fmt.Sprint(v)
+}
+
 // shownScopeKeys are the scope fields the request page shows in words; the rest are listed.
 var shownScopeKeys = map[string]bool{"dataset": true, "columns": true, "sensitive_columns": true, "purpose": true, "format": true, "max_rows": true}
 
@@ -190,7 +203,7 @@ func (jp *jobPages) renderRequestWith(w http.ResponseWriter, r *http.Request, st
 		rv.Meaning = req.Meaning
 		for k, val := range req.Scope {
 			if !shownScopeKeys[k] {
-				rv.Other = append(rv.Other, [2]string{k, fmt.Sprint(val)})
+				rv.Other = append(rv.Other, [2]string{k, scopeText(val)})
 			}
 		}
 		sort.Slice(rv.Other, func(a, b int) bool { return rv.Other[a][0] < rv.Other[b][0] })

@@ -405,6 +405,9 @@ func (s *Store) JobFromInfo(info *workflowpb.WorkflowExecutionInfo) *jobstore.Jo
 	j.CreatedAt, _ = decodeMemo[time.Time](dc, m, workflows.MemoCreatedAt)
 	j.Progress, _ = decodeMemo[workflows.Progress](dc, m, workflows.MemoProgress)
 	j.Slots, _ = decodeMemo[int](dc, m, workflows.MemoSlots)
+	if u, ok := decodeMemo[workflows.Usage](dc, m, workflows.MemoUsage); ok {
+		j.Usage = &u
+	}
 	if ni, view, ok := s.needsInputs.decode(dc, m); ok && ni != nil && ni.InputID != "" {
 		j.NeedsInput, j.NeedsInputJSON = ni, view
 	}

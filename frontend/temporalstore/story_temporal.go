@@ -81,6 +81,8 @@ type narrator struct {
 	group *storyGroup
 	// budgetCut: storyMaxEvents was reached before the history's end.
 	budgetCut bool
+	// actions counts the events' Temporal actions (actions.go).
+	actions actionCounter
 }
 
 // storyGroup is a run of similar events not yet written out.
@@ -122,6 +124,8 @@ func (n *narrator) grouped(key string, at time.Time, ord int, text func(g *story
 
 // event narrates one event; it returns the next run's ID when the run continued as new.
 func (n *narrator) event(ev *historypb.HistoryEvent) (nextRun string) {
+	n.actions.add(ev)
+	n.res.Actions = n.actions.n
 	at := ev.GetEventTime().AsTime()
 	switch ev.GetEventType() {
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:

@@ -16,6 +16,7 @@ type Episode struct {
 	Attempts    int      `json:"attempts" jsonschema:"attempts the episode took, retries included"`
 	DurationMS  int64    `json:"duration_ms" jsonschema:"milliseconds from scheduling to the outcome, retries and backoff included"`
 	Error       string   `json:"error,omitempty" jsonschema:"why it failed or errored, at most 512 bytes; absent when it returned a score"`
+	Cost        *float64 `json:"cost,omitempty" jsonschema:"what the episode reported it cost, in the suite's cost_unit (get_eval's cost_unit); absent when it reported none"`
 }
 
 // ListEpisodesOut is list_episodes' result.

@@ -31,6 +31,7 @@ type DescribeJobOut struct {
 	Duration  string      `json:"duration" jsonschema:"ended_at minus started_at, or so far for a running job (Go duration, e.g. 1h2m3s)"`
 	Runs      int         `json:"runs" jsonschema:"workflow runs read, first to current (an eval continues as new every N episodes)"`
 	Events    int         `json:"events" jsonschema:"history events read"`
+	Actions   int         `json:"actions" jsonschema:"Temporal actions those events show, by the rules Temporal Cloud bills by (docs.temporal.io/cloud/actions): starts, timers, search attribute upserts, signals, accepted updates, side effects, local activity tasks and every activity attempt; queries, rejected updates and heartbeats are not in a history and not counted"`
 	Lines     []StoryLine `json:"lines" jsonschema:"the timeline, oldest first; runs of similar events are summarised in one line"`
 	Cut       string      `json:"cut,omitempty" jsonschema:"what was left out to stay within max_lines or the event budget; absent when nothing was"`
 	Detail    string      `json:"detail" jsonschema:"full: error messages as recorded (jobs:admin); owner: error types and the messages job views show, since recorded messages can name a dataset's host, user or database"`

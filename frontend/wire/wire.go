@@ -311,3 +311,26 @@ func JSONString(raw json.RawMessage) (string, bool) {
 type ApprovalCardMeta struct {
 	Nonces map[string]string `json:"nonces"`
 }
+
+// ---------------------------------------------------------------- usage
+
+// UsageGroup is what one owner's or kind's finished jobs used (get_usage, jobgate usage).
+type UsageGroup struct {
+	Key  string `json:"key" jsonschema:"the owner (subject) or kind this row sums"`
+	Jobs int    `json:"jobs" jsonschema:"finished jobs summed"`
+	// NoUsage counts jobs that ended before jobs recorded their usage: counted, with nothing to add.
+	NoUsage int `json:"no_usage,omitempty" jsonschema:"of those, jobs that ended before usage was recorded (nothing to add)"`
+	jobstate.Usage
+}
+
+// UsageOut is get_usage's result: the tenant's finished jobs in the window, summed by owner or kind.
+type UsageOut struct {
+	Tenant string       `json:"tenant" jsonschema:"the tenant summed (the caller's)"`
+	Since  time.Time    `json:"since" jsonschema:"jobs that finished at or after this time are summed"`
+	Until  time.Time    `json:"until" jsonschema:"when the sum was read"`
+	By     string       `json:"by" jsonschema:"owner or kind: what each row groups"`
+	Total  UsageGroup   `json:"total" jsonschema:"every row summed (key: *)"`
+	Groups []UsageGroup `json:"groups" jsonschema:"one row per owner or kind, largest job count first"`
+	// Truncated: more jobs finished in the window than one call reads; narrow since.
+	Truncated bool `json:"truncated,omitempty" jsonschema:"true when the window held more finished jobs than one call sums (the sums cover the most recently finished); ask for a shorter since"`
+}

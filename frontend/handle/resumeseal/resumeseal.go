@@ -41,7 +41,7 @@ func resumeOf(workflowID, runID string, req workflows.ResumeRequest, expiry time
 		ScopeDigest: req.ScopeDigest, Tenant: p.Tenant, Subject: p.Subject, Scopes: scopes, Decision: req.Decision,
 		CommentDigest: workflows.CommentDigest(req.Comment), Surface: req.Surface, SignedInWith: req.SignedInWith,
 		Issuer: req.Issuer, Name: req.Name, Email: req.Email, AuthTime: req.AuthTime, AMR: req.AMR, ACR: req.ACR,
-		MeaningDigest: workflows.MeaningDigest(req.Meaning), Expiry: expiry}
+		MeaningDigest: workflows.MeaningDigest(req.Meaning), ExtendBy: workflows.ExtendByText(req.ExtendBy), Expiry: expiry}
 }
 
 // ResumeVerifier opens resume seals made with keys (the resume keys) for the workflows'
@@ -72,6 +72,6 @@ func (v resumeVerifier) OpenResumeSeal(seal string, now time.Time) (workflows.Re
 	}
 	return workflows.ResumeSeal{WorkflowID: r.WorkflowID, RunID: r.RunID, InputID: r.InputID, ScopeDigest: r.ScopeDigest,
 		Principal: p, Decision: r.Decision, CommentDigest: r.CommentDigest, Surface: r.Surface,
-		SignedInWith: r.SignedInWith, Expiry: r.Expiry, MeaningDigest: r.MeaningDigest,
+		SignedInWith: r.SignedInWith, Expiry: r.Expiry, MeaningDigest: r.MeaningDigest, ExtendBy: r.ExtendBy,
 		Identity: workflows.Identity{Issuer: r.Issuer, Name: r.Name, Email: r.Email, AuthTime: r.AuthTime, AMR: r.AMR, ACR: r.ACR}}, nil
 }

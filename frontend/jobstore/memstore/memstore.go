@@ -169,6 +169,9 @@ func (m *Store) Start(ctx context.Context, st jobstore.StartRequest) (string, er
 	j.StartedAt = j.CreatedAt
 	j.Progress, _ = st.Memo[workflows.MemoProgress].(workflows.Progress)
 	j.Slots, _ = st.Memo[workflows.MemoSlots].(int)
+	if u, ok := st.Memo[workflows.MemoUsage].(workflows.Usage); ok {
+		j.Usage = &u
+	}
 	m.Jobs[st.ID] = j
 	if st.Slots > 0 && m.Indexed {
 		m.JobSlots[j.RunID] = st.Slots

@@ -41,7 +41,7 @@ func input(episodes, conc int, failRate, episodeMS float64) workflows.EvalInput 
 
 func main() {
 	out := flag.String("out", "workflows/testdata", "directory for the history files")
-	only := flag.String("only", "", `record only this group: "episodes" (the episode log's continue-as-new); default: every history`)
+	only := flag.String("only", "", `record only this group: "episodes" (the episode log's continue-as-new) or "budget" (a budget asked, raised and declined; stop_when across continue-as-new); default: every history`)
 	flag.Parse()
 	if err := run(*out, *only); err != nil {
 		log.Fatal(err)
@@ -67,12 +67,18 @@ func run(out, only string) error {
 		return err
 	}
 	defer stop()
-	if only == "episodes" {
+	switch only {
+	case "episodes":
 		return r.episodes()
+	case "budget":
+		if err := r.budget(); err != nil {
+			return err
+		}
+		return r.precision()
 	}
 	// The order is the recordings' numbering; each job has its own id, so none depends on
 	// another, but the embedded server sees them in this order.
-	for _, record := range []func() error{r.small, r.approved, r.rejected, r.cancelled, r.continueAsNew, r.episodes} {
+	for _, record := range []func() error{r.small, r.approved, r.rejected, r.cancelled, r.continueAsNew, r.episodes, r.budget, r.precision} {
 		if err := record(); err != nil {
 			return err
 		}
@@ -290,6 +296,68 @@ func (r *recorder) episodes() error {
 	}
 	fmt.Printf("eval_episodes_log.jsonl: %d bytes\n", len(b))
 	return os.WriteFile(filepath.Join(r.out, "eval_episodes_log.jsonl"), b, 0o644)
+}
+
+// 7. A budget (changeEvalBudget): demo episodes of params.cost 0.1 under max_cost 0.25; the
+// owner raises it by 0.2 (extend_by), then declines the second request: succeeded, stopped by
+// the budget.
+func (r *recorder) budget() error {
+	id := "acme/eval/replay-budget"
+	in := input(8, 2, 0, 0)
+	in.Approval.Threshold = 0
+	in.Args.Params["cost"] = 0.1
+	b := workflows.Budget{MaxCost: 0.25}
+	in.Args.Budget = &b
+	in.Cost = workflows.CostPolicy{Unit: "usd", WorstEpisode: 0.1, Budget: &b, BudgetFrom: "start_eval"}
+	run, n, err := r.startWaiting(id, in)
+	if err != nil {
+		return err
+	}
+	if err := r.resume(id, workflows.ResumeRequest{Principal: owner, InputID: n.InputID, ScopeDigest: n.ScopeDigest,
+		Decision: workflows.DecisionApprove, ExtendBy: &workflows.Budget{MaxCost: 0.2}}); err != nil {
+		return err
+	}
+	var n2 *workflows.NeedsInput
+	for range 100 {
+		if n2, err = r.waitOpenInput(id); err != nil {
+			return err
+		}
+		if n2.InputID != n.InputID {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := r.resume(id, workflows.ResumeRequest{Principal: owner, InputID: n2.InputID, ScopeDigest: n2.ScopeDigest,
+		Decision: workflows.DecisionReject, Comment: "enough"}); err != nil {
+		return err
+	}
+	return r.saveWhen("eval_budget.json", id, run, nil)
+}
+
+// 8. stop_when across continue-as-new: 40 episodes, 20 per run, std_err_below 0.12 after at
+// least 25 scored: the first run continues as new at 20, the second stops at 25 (and those in
+// flight), succeeded with stopped: precision.
+func (r *recorder) precision() error {
+	id := "acme/eval/replay-precision"
+	in := input(40, 2, 0, 0)
+	in.Approval.Threshold = 0
+	in.EpisodesPerRun = 20
+	in.Args.StopWhen = &workflows.StopWhen{StdErrBelow: 0.12, MinEpisodes: 25}
+	first, err := r.start(id, in)
+	if err != nil {
+		return err
+	}
+	if err := r.c.GetWorkflow(r.ctx, id, "").Get(r.ctx, nil); err != nil {
+		return fmt.Errorf("%s: %w", id, err)
+	}
+	if err := r.save("eval_precision_run1.json", id, first.GetRunID()); err != nil {
+		return err
+	}
+	d, err := r.c.DescribeWorkflowExecution(r.ctx, id, "")
+	if err != nil {
+		return err
+	}
+	return r.save("eval_precision_run2.json", id, d.GetWorkflowExecutionInfo().GetExecution().GetRunId())
 }
 
 // recordTwoRuns runs job id with 5 episodes, 3 per run, so it continues as new once, and saves
