@@ -26,7 +26,7 @@ const listEpisodesToolName = "list_episodes"
 
 // ListEpisodesIn are list_episodes' arguments.
 type ListEpisodesIn struct {
-	Handle   string `json:"handle" jsonschema:"the eval's handle from start_eval, get_eval or list_jobs, verbatim"`
+	Handle   string `json:"handle" jsonschema:"the eval's handle from start_eval, get_eval or list_jobs, verbatim; or its job_id"`
 	Status   string `json:"status,omitempty" jsonschema:"only episodes with this outcome: passed, failed or errored; omit for all"`
 	PageSize int    `json:"page_size,omitempty" jsonschema:"episodes per page, 1-100 (default 20)"`
 	Cursor   string `json:"cursor,omitempty" jsonschema:"next_cursor from the previous page, verbatim, with the same handle, status and page_size; omit for the first page"`
