@@ -28,6 +28,7 @@ func TestLayers(t *testing.T) {
 		"jobcore":           {mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/mcpbody", mod + "frontend/jobstore/memstore"},
 		"events":            {mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/quota", "go.temporal.io/"},
 		"wire":              {mod + "frontend", "go.temporal.io/"},
+		"wire/scorehist":    {mod, "go.temporal.io/"}, // a leaf: the pages and the CLI draw the same histogram
 		"pages":             temporalCalls,
 		// The codec server knows payloadcrypt and authz: no Temporal service, no job store.
 		"codecserver": append(append([]string{}, temporalCalls...), mod+"frontend", mod+"frontend/jobcore", mod+"frontend/temporalstore", mod+"frontend/jobstore"),

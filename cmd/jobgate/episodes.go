@@ -15,7 +15,7 @@ import (
 // episodes through list_episodes, every page to the end of what has finished.
 func runJobsEpisodes(args []string, stdout, stderr io.Writer) error {
 	var (
-		failed, asJSON bool
+		failed         bool
 		status, cursor string
 		pageSize       int
 	)
@@ -26,7 +26,7 @@ func runJobsEpisodes(args []string, stdout, stderr io.Writer) error {
 	c.StringVar(&status, "status", "", "only episodes with this status: passed, failed or errored")
 	c.IntVar(&pageSize, "page-size", 100, "episodes per list_episodes call, 1-100")
 	c.StringVar(&cursor, "cursor", "", "continue from this cursor (same handle, status and page size)")
-	c.BoolVar(&asJSON, "json", false, "print one JSON object per episode (JSON Lines), as the server sent it")
+	c.jsonHelp("print one JSON object per episode (JSON Lines), as the server sent it")
 	h, err := c.handle(args)
 	if err != nil {
 		return err
@@ -65,7 +65,7 @@ func runJobsEpisodes(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 	}
-	if asJSON {
+	if c.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false)
 		for _, e := range all {
