@@ -75,7 +75,7 @@ func (k *evalKind) Serve(f *Core) ServedKind {
 	// An eval holds at most its concurrency: the largest any suite allows bounds one job.
 	sk.MaxSlots = func() int { return maxConc }
 	sk.FreshResult = []string{"episodes_url", "episodes_url_expires_at"}
-	sk.PageResult = evalPageResult(f)
+	sk.PageResult = evalPageResult(f, k)
 	return sk
 }
 
