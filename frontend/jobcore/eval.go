@@ -137,7 +137,7 @@ func (k *evalKind) startSpec(f *Core, p authz.Principal, in StartEvalIn) (StartS
 			// its input (deterministic), and a later catalog change does not move running jobs.
 			Episode: workflows.EpisodePolicy{Timeout: suite.EpisodeTimeout,
 				HeartbeatTimeout: suite.HeartbeatTimeout, MaxAttempts: suite.MaxAttempts,
-				TaskQueue: suite.TaskQueue},
+				TaskQueue: suite.TaskQueue, Retention: suite.EpisodeRetention},
 			Fairness: f.fairness(p.Tenant),
 		},
 		Total: args.Episodes,
@@ -168,6 +168,6 @@ func (k *evalKind) result(_ context.Context, f *Core, p authz.Principal, j *jobs
 		return nil, err
 	}
 	v := &EvalResultView{EvalSummary: r.EvalSummary, Decision: decisionView(r.Decision)}
-	k.episodesLink(f, p, j, r.EpisodeLog, v)
+	k.episodesLink(f, p, j, r.EpisodeLog, r.EpisodesKeptUntil, v)
 	return v, nil
 }
