@@ -2,14 +2,20 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
+
+	"github.com/jobgate/jobgate/frontend/wire"
 )
 
+// What the binary says about itself: its commands and flags as shell completion, and its build.
+//
 // Shell completion: `jobgate completion bash|zsh|fish` prints a script completing commands,
 // subcommands and flags. The flags are not listed by hand: each command is asked for its own
 // (it is run with -h, which prints its flag set and runs nothing), so a flag a command gains is
@@ -226,5 +232,82 @@ func runCompletion(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("completion: unknown shell %q (want bash, zsh or fish)", args[0])
 	}
 	_, err := io.WriteString(stdout, gen(completionTree()))
+	return err
+}
+
+// buildInfo is what `jobgate version` reports: the product version and the build ID the Go
+// toolchain stamped into this binary (runtime/debug.ReadBuildInfo: the main module's version, and
+// the VCS revision, time and modified flag of the tree it was built from, when it was built in a
+// checkout).
+type buildInfo struct {
+	Version       string `json:"version"`
+	ModulePath    string `json:"module_path,omitempty"`
+	ModuleVersion string `json:"module_version,omitempty"`
+	Revision      string `json:"vcs_revision,omitempty"`
+	Time          string `json:"vcs_time,omitempty"`
+	Modified      *bool  `json:"vcs_modified,omitempty"`
+	GoVersion     string `json:"go_version,omitempty"`
+}
+
+// readBuildInfo reads this binary's build information.
+func readBuildInfo() buildInfo {
+	b := buildInfo{Version: wire.Version}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	b.ModulePath, b.ModuleVersion, b.GoVersion = bi.Main.Path, bi.Main.Version, bi.GoVersion
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.Revision = s.Value
+		case "vcs.time":
+			b.Time = s.Value
+		case "vcs.modified":
+			m := s.Value == "true"
+			b.Modified = &m
+		}
+	}
+	return b
+}
+
+// String is the one line `jobgate version` prints.
+func (b buildInfo) String() string {
+	s := "jobgate " + b.Version
+	if b.ModuleVersion != "" {
+		s += " (module " + b.ModuleVersion + ")"
+	}
+	if b.Revision != "" {
+		s += " revision " + b.Revision
+		if b.Modified != nil && *b.Modified {
+			s += "+modified"
+		}
+		if b.Time != "" {
+			s += " of " + b.Time
+		}
+	} else {
+		s += " revision unknown (built outside a VCS checkout, or with -buildvcs=false)"
+	}
+	if b.GoVersion != "" {
+		s += ", " + b.GoVersion
+	}
+	return s
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) error {
+	var asJSON bool
+	fs := newFlagSet("version", "Prints the version and build ID of this binary: the module version, and the VCS revision,\n"+
+		"commit time and whether the tree had uncommitted changes (from the Go build information).", stderr)
+	fs.BoolVar(&asJSON, "json", false, "print the build information as JSON")
+	if err := noArgs(fs, args); err != nil {
+		return err
+	}
+	b := readBuildInfo()
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(b)
+	}
+	_, err := fmt.Fprintln(stdout, b.String())
 	return err
 }
