@@ -15,15 +15,15 @@ COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     go build -trimpath -ldflags="-s -w" -o /out/jobgate ./cmd/jobgate && \
     go build -trimpath -ldflags="-s -w" -o /out/jobgate-probe ./cmd/deploy/probe && \
-    mkdir -p /out/var/lib/jobgate/artifacts
+    mkdir -p /out/var/lib/jobgate/artifacts /out/var/lib/jobgate/payload-keys
 
 # Run stage: no shell, no package manager. distroless publishes no version tags, so the tag is
 # pinned by digest (gcr.io/distroless/static-debian12:nonroot as of 2026-08-26); refresh with
 #   crane digest gcr.io/distroless/static-debian12:nonroot
 FROM gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab
 COPY --from=build /out/jobgate /out/jobgate-probe /usr/local/bin/
-# The file:// artifact store's mount point, owned by the runtime user: an empty named volume
-# mounted here takes this ownership, so the nonroot process can write exports.
+# The file:// artifact and payload key stores' mount points, owned by the runtime user: an empty
+# named volume mounted here takes this ownership, so the nonroot process can write to them.
 COPY --from=build --chown=65532:65532 /out/var/lib/jobgate /var/lib/jobgate
 USER 65532:65532
 # 8080: serve's HTTP (MCP, /healthz, /readyz); 9090: --metrics-listen, if set.

@@ -203,53 +203,49 @@ func concatParts(ctx context.Context, store *ArtifactStore, in contract.Finalize
 	return nil
 }
 
-// writeManifest signs m (with a ManifestSigner; else seals it with a ManifestSealer) and writes
-// it next to the artifact, after the public keys that verify it (contract.SigningKeysObject).
+// writeManifest stamps m, last, over everything above (the artifact's and parts' digests, the
+// decision record, the scope, approval_required and the version), so none of it can be
+// rewritten or removed by whoever can write the artifact store alone: with a ManifestSigner an
+// Ed25519 signature (its public keys are written first: a manifest found in the store always
+// has its keys beside it), else with a ManifestSealer a legacy HMAC seal, else nothing. Then it
+// writes m next to the artifact.
 func (a *Activities) writeManifest(ctx context.Context, store *ArtifactStore, in contract.FinalizeExportInput, m *contract.Manifest) error {
-	if a.ManifestSigner != nil {
-		return a.writeSignedManifest(ctx, store, in, m)
+	var stamp func(mb []byte) error
+	switch {
+	case a.ManifestSigner != nil:
+		m.Version = contract.ManifestVersionSigned
+		m.ManifestSeal, m.ManifestSignature = "", ""
+		stamp = func(mb []byte) (err error) {
+			if m.ManifestSignature, err = a.ManifestSigner.SignManifest(mb); err != nil {
+				return fmt.Errorf("sign manifest: %w", err)
+			}
+			return nil
+		}
+	case a.ManifestSealer != nil:
+		stamp = func(mb []byte) (err error) {
+			if m.ManifestSeal, err = a.ManifestSealer.SealManifest(mb); err != nil {
+				return fmt.Errorf("seal manifest: %w", err)
+			}
+			return nil
+		}
 	}
 	mb, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	if a.ManifestSealer != nil {
-		// Sealed last, over everything above, so the artifact's digests and the decision record
-		// cannot be rewritten or removed by whoever can write the artifact store alone.
-		if m.ManifestSeal, err = a.ManifestSealer.SealManifest(mb); err != nil {
-			return fmt.Errorf("seal manifest: %w", err)
+	if stamp != nil {
+		if err := stamp(mb); err != nil {
+			return err
 		}
 		if mb, err = json.Marshal(m); err != nil {
 			return err
 		}
 	}
-	if err := store.b.WriteAll(ctx, manifestKey(in.JobID, in.FirstRunID), mb, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
-		return fmt.Errorf("write manifest: %w", err)
-	}
-	return nil
-}
-
-// writeSignedManifest signs m with Ed25519, last, over everything above (the artifact's and
-// parts' digests, the decision record, the scope, approval_required and the version), so none
-// of it can be rewritten or removed by whoever can write the artifact store alone. The keys
-// file goes first: a manifest found in the store always has its keys beside it.
-func (a *Activities) writeSignedManifest(ctx context.Context, store *ArtifactStore, in contract.FinalizeExportInput, m *contract.Manifest) error {
-	m.Version = contract.ManifestVersionSigned
-	m.ManifestSeal, m.ManifestSignature = "", ""
-	mb, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	if m.ManifestSignature, err = a.ManifestSigner.SignManifest(mb); err != nil {
-		return fmt.Errorf("sign manifest: %w", err)
-	}
-	if mb, err = json.Marshal(m); err != nil {
-		return err
-	}
-	prefix := ExportPrefix(in.JobID, in.FirstRunID)
-	if err := store.b.WriteAll(ctx, prefix+contract.SigningKeysObject, a.ManifestSigner.PublicJWKS(),
-		&blob.WriterOptions{ContentType: "application/jwk-set+json"}); err != nil {
-		return fmt.Errorf("write signing keys: %w", err)
+	if a.ManifestSigner != nil {
+		if err := store.b.WriteAll(ctx, ExportPrefix(in.JobID, in.FirstRunID)+contract.SigningKeysObject, a.ManifestSigner.PublicJWKS(),
+			&blob.WriterOptions{ContentType: "application/jwk-set+json"}); err != nil {
+			return fmt.Errorf("write signing keys: %w", err)
+		}
 	}
 	if err := store.b.WriteAll(ctx, manifestKey(in.JobID, in.FirstRunID), mb, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
 		return fmt.Errorf("write manifest: %w", err)

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
 
 // ScopeClaimDefault is the empty ClaimNames.Scope: read "scope" (a
@@ -226,13 +224,8 @@ func PersonFromClaims(claims map[string]any) Person {
 // personString is v if it is a printable UTF-8 string of 1 to max bytes, else "".
 func personString(v any, max int) string {
 	s, ok := v.(string)
-	if !ok || s == "" || len(s) > max || !utf8.ValidString(s) {
+	if !ok || len(s) > max || !Printable(s) {
 		return ""
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return ""
-		}
 	}
 	return s
 }

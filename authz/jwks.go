@@ -111,7 +111,7 @@ func NewJWKSVerifier(ctx context.Context, opts JWKSOptions) (*JWKSVerifier, erro
 		return nil, errors.New("authz: JWKSOptions.URL is required")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return nil, fmt.Errorf("authz: JWKSOptions.URL %q is not an http(s) URL", opts.URL)
-	case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+	case u.Scheme == "http" && !LoopbackHost(u.Hostname()):
 		// The key set decides who anyone is: over plain http, whoever is on the path can
 		// substitute keys and mint any principal.
 		return nil, fmt.Errorf("authz: JWKSOptions.URL %q must be https (plain http only to a loopback address)", opts.URL)
@@ -297,13 +297,63 @@ func (v *JWKSVerifier) usableKeys(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// loopbackHost: host is "localhost" or a loopback IP literal (127.0.0.0/8, ::1); no lookup.
-func loopbackHost(host string) bool {
+// MaxMetadataBytes bounds an identity provider's metadata document; real ones are a few KiB.
+const MaxMetadataBytes = 1 << 20
+
+// FetchMetadata GETs an identity provider's metadata document (OpenID Connect Discovery or RFC
+// 8414) at u with hc: the body of a 200 answer, at most MaxMetadataBytes. An error is one line
+// and does not repeat u, which the caller names. serve's issuer discovery and the dev Web UI's
+// provider check read discovery documents with it.
+func FetchMetadata(ctx context.Context, hc *http.Client, u string) ([]byte, error) {
+	flat := func(err error) error { return errors.New(strings.Join(strings.Fields(err.Error()), " ")) }
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL is already named by the caller
+		}
+		return nil, flat(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxMetadataBytes+1))
+	if err != nil {
+		return nil, flat(err)
+	}
+	if len(b) > MaxMetadataBytes {
+		return nil, fmt.Errorf("larger than %d bytes", MaxMetadataBytes)
+	}
+	return b, nil
+}
+
+// LoopbackHost reports whether host (a URL's Hostname(), no brackets) is "localhost" or a
+// loopback IP literal (127.0.0.0/8, ::1, IPv4-mapped too; no zone), without a lookup, so the
+// DNS name 127.evil.example is not one: the one place plain http is allowed for a URL that
+// decides trust or carries credentials (--jwks-url here, serve's --issuer discovery, the
+// pages' issuer and public URL, the CLI's login metadata, the dev IdP's issuer and redirect
+// URIs), since nothing leaves the machine.
+func LoopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
+}
+
+// LoopbackPeer reports whether remoteAddr (an http.Request's RemoteAddr, "ip:port": the TCP
+// peer, which no header sets) is a loopback address, IPv4-mapped included; anything
+// unparseable is not. The dev identity provider and the dev codec server's operator serve only
+// such peers.
+func LoopbackPeer(remoteAddr string) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

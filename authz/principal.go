@@ -67,17 +67,25 @@ func ValidTenant(s string) error {
 // format or bidi-override characters; ASCII space is allowed).
 // The error describes the rule and never repeats s.
 func ValidSubject(s string) error {
-	if s == "" || len(s) > MaxSubjectLen*utf8.UTFMax || !utf8.ValidString(s) {
+	if len(s) > MaxSubjectLen*utf8.UTFMax || !Printable(s) || utf8.RuneCountInString(s) > MaxSubjectLen {
 		return errSubject
 	}
-	n := 0
+	return nil
+}
+
+// Printable reports whether s is non-empty valid UTF-8 whose every character is printable per
+// [unicode.IsPrint] (no control, format or bidi-override characters; ASCII space is allowed):
+// the rule for a subject, a person's name and email from a token, and a job store filter value.
+func Printable(s string) bool {
+	if s == "" || !utf8.ValidString(s) {
+		return false
+	}
 	for _, r := range s {
-		n++
-		if n > MaxSubjectLen || !unicode.IsPrint(r) {
-			return errSubject
+		if !unicode.IsPrint(r) {
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
 // Principal is the caller proven by a verified token. Never built from tool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -424,4 +425,16 @@ func checkMethods(methods []string) error {
 		return errors.New("HMAC and public-key algorithms may not be mixed in one verifier")
 	}
 	return nil
+}
+
+// ResourceMetadataURL is the RFC 9728 metadata URL of a resource URI: the well-known path
+// inserted before the resource's path (https://h/mcp → https://h/.well-known/oauth-protected-resource/mcp).
+// The frontend's and the codec server's 401 and 403 challenges name it; "" for a resource
+// URI without a host.
+func ResourceMetadataURL(resource string) string {
+	u, err := url.Parse(resource)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + strings.TrimRight(u.Path, "/")
 }

@@ -59,7 +59,8 @@
 // package here that calls Temporal), frontend/quota (admission), frontend/events (stream
 // machinery), frontend/telemetry (metrics, spans, readiness), frontend/mcpbody (the front
 // door's strict parse), frontend/handle (every signed token; handle/resumeseal the answer seal
-// the worker opens), frontend/wire (what clients decode), frontend/pages (the people's pages).
+// the worker opens), frontend/wire (what clients decode), frontend/pages (the people's pages),
+// frontend/mcpapp (the MCP Apps approval card, for hosts that declare the extension; apps.go).
 // None of them imports this package (TestLayers).
 //
 // README.md in this directory is the reference for what the frontend answers beyond the tool

@@ -86,7 +86,7 @@ func (f *Frontend) sealPos(p authz.Principal, target string, jobs []handle.JobPo
 // whenever it changes, each with a resumable id, until the job is terminal.
 func (f *Frontend) serveJobEvents(metaURL string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := jobcore.PrincipalFrom(auth.TokenInfoFromContext(r.Context()))
+		p, ok := jobcore.PrincipalFromContext(r.Context())
 		if !ok {
 			http.Error(w, "no principal", http.StatusUnauthorized)
 			return

@@ -107,6 +107,7 @@ func newFrontend(opts jobcore.Options, store jobstore.Store) (*Frontend, error) 
 		f.server.AddTool(t.Tool, t.Handler)
 	}
 	f.CreatesTaskHook = f.requestCreatesTask
+	f.serveApps()
 	if err := f.registerTasks(); err != nil {
 		return nil, fmt.Errorf("frontend: tasks: %w", err)
 	}

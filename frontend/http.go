@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -32,7 +31,7 @@ import (
 
 func (f *Frontend) routes() *telemetry.RouteMux {
 	mux := &telemetry.RouteMux{ServeMux: http.NewServeMux()}
-	metaURL := f.resourceMetadataURL()
+	metaURL := authz.ResourceMetadataURL(f.Opts.ResourceURI)
 
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: jobcore.MaxBodyBytesDefault})
@@ -77,16 +76,6 @@ func (f *Frontend) routes() *telemetry.RouteMux {
 // PathSigningKeys serves the signing keys' public half as a JWK set (RFC 7517, OKP/Ed25519 keys
 // of RFC 8037): what verifies decision records and export manifests.
 const PathSigningKeys = "/.well-known/jobgate-signing-keys"
-
-// resourceMetadataURL is the RFC 9728 metadata URL for the resource: the well-known path
-// inserted before the resource's path.
-func (f *Frontend) resourceMetadataURL() string {
-	u, err := url.Parse(f.Opts.ResourceURI)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	return u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + strings.TrimRight(u.Path, "/")
-}
 
 // readyz answers from a health check at most readyTTL old (readiness), so a flood of probes
 // costs Temporal one call a second per replica.
@@ -141,7 +130,7 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		p, ok := jobcore.PrincipalFrom(auth.TokenInfoFromContext(r.Context()))
+		p, ok := jobcore.PrincipalFromContext(r.Context())
 		if !ok {
 			http.Error(w, "no principal", http.StatusUnauthorized)
 			return
@@ -153,8 +142,8 @@ func (f *Frontend) frontDoor(metaURL string, next http.Handler) http.Handler {
 		}
 		for _, name := range pb.ToolNames() {
 			a, known := f.actions[name]
-			if !known {
-				continue // not a tool of ours: the SDK answers "unknown tool"
+			if !known || hiddenAppTool(pb, name) {
+				continue // not a tool of ours (or not for this host): the SDK answers "unknown tool"
 			}
 			need := authz.ActionScopes(a)
 			if hasAny(p, need) {

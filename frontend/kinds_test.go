@@ -69,7 +69,8 @@ func toolOrder(kinds ...string) string {
 			out = append(out, verb+"_"+k)
 		}
 	}
-	return strings.Join(out, " ")
+	// Last, the MCP Apps card's app-only tool (listed only to hosts that render apps).
+	return strings.Join(append(out, "decide_approval"), " ")
 }
 
 // TestKindsToolOrder: tools/list is built by looping over the served kinds, in Options order:
@@ -90,8 +91,8 @@ func TestKindsToolOrder(t *testing.T) {
 		{"default", nil, toolOrder(defaults...)},
 		{"default kinds listed", jobcore.DefaultKinds(), toolOrder(defaults...)},
 		{"reversed", []jobcore.KindSpec{jobcore.ExportKind(jobcore.ExportOptions{}), jobcore.EvalKind(jobcore.EvalOptions{})},
-			"get_export get_eval list_jobs list_approvals describe_job list_episodes start_export start_eval cancel_export cancel_eval resume_export resume_eval"},
-		{"eval only", []jobcore.KindSpec{jobcore.EvalKind(jobcore.EvalOptions{})}, "get_eval list_jobs list_approvals describe_job list_episodes start_eval cancel_eval resume_eval"},
+			"get_export get_eval list_jobs list_approvals describe_job list_episodes start_export start_eval cancel_export cancel_eval resume_export resume_eval decide_approval"},
+		{"eval only", []jobcore.KindSpec{jobcore.EvalKind(jobcore.EvalOptions{})}, "get_eval list_jobs list_approvals describe_job list_episodes start_eval cancel_eval resume_eval decide_approval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := kindsFrontend(t, tc.kinds...)
@@ -278,7 +279,7 @@ func TestKindsFurtherTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "get_eval get_export list_jobs list_approvals describe_job list_episodes start_eval start_export cancel_eval cancel_export resume_eval resume_export retry_eval"
+	want := "get_eval get_export list_jobs list_approvals describe_job list_episodes start_eval start_export cancel_eval cancel_export resume_eval resume_export retry_eval decide_approval"
 	if got := strings.Join(servedToolNames(f), " "); got != want {
 		t.Fatalf("tools:\n got %s\nwant %s", got, want)
 	}

@@ -30,6 +30,8 @@ func TestLayers(t *testing.T) {
 		"wire":              {mod + "frontend", "go.temporal.io/"},
 		"wire/scorehist":    {mod, "go.temporal.io/"}, // a leaf: the pages and the CLI draw the same histogram
 		"pages":             temporalCalls,
+		// The MCP Apps card: the job core's names, the SDK; never Temporal, the store or the edge.
+		"mcpapp": append(append([]string{"go.temporal.io/"}, mod+"frontend", mod+"frontend/temporalstore", mod+"frontend/jobstore/memstore"), mod+"frontend/quota"),
 		// The codec server knows payloadcrypt and authz: no Temporal service, no job store.
 		"codecserver": append(append([]string{}, temporalCalls...), mod+"frontend", mod+"frontend/jobcore", mod+"frontend/temporalstore", mod+"frontend/jobstore"),
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -108,6 +107,17 @@ func taskRPCError(te *jobcore.ToolError, kind string) *rpcError {
 		return &rpcError{Code: jsonrpc.CodeInternalError, Message: te.Message, Data: te}
 	}
 	return &rpcError{Code: jsonrpc.CodeInvalidParams, Message: te.Message, Data: te}
+}
+
+// taskFault is the tasks/* answer to an error of the job core or of a tool it ran (what names
+// the step in the log: "call", "get", "cancel"): a tool error as taskRPCError maps it, anything
+// else logged and the bare internal error.
+func (f *Frontend) taskFault(ctx context.Context, what string, err error, h handle.Handle) *rpcError {
+	if te, ok := jobcore.AsToolError(err); ok {
+		return taskRPCError(te, h.Kind)
+	}
+	f.Logger(ctx).Error("task "+what+" failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
+	return errTaskInternal
 }
 
 // task is a Task (SEP-2663) with the fields of CreateTaskResult and GetTaskResult.
@@ -256,7 +266,7 @@ func (f *Frontend) serveTask(ctx context.Context, ss *mcp.ServerSession, method 
 		// not ours to answer.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%q is not offered here", method)}
 	}
-	p, ok := jobcore.PrincipalFrom(auth.TokenInfoFromContext(ctx))
+	p, ok := jobcore.PrincipalFromContext(ctx)
 	if !ok {
 		return nil, jobcore.ErrNoPrincipal
 	}

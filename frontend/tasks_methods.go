@@ -14,7 +14,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/zap"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/handle"
@@ -68,7 +67,7 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 	}
 	j, err := f.Resolve(ctx, p, taskID, h.Kind, authz.ActionResume)
 	if err != nil {
-		return nil, f.taskFault(ctx, err, h)
+		return nil, f.taskFault(ctx, "call", err, h)
 	}
 	ok := &ack{ResultType: "complete"}
 	if j.NeedsInput == nil || j.Status() != workflows.StatusAwaitingInput {
@@ -92,7 +91,7 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 	}
 	resume, accepted, err := in.Answer(j.NeedsInput, answered)
 	if err != nil {
-		return nil, f.taskFault(ctx, err, h)
+		return nil, f.taskFault(ctx, "call", err, h)
 	}
 	if !accepted {
 		return ok, nil // declined or dismissed: the job keeps waiting
@@ -103,7 +102,7 @@ func (f *Frontend) taskUpdate(ctx context.Context, p authz.Principal, taskID str
 		return ok, nil // superseded meanwhile (answered, expired, cancelled): ignored
 	}
 	if err != nil {
-		return nil, f.taskFault(ctx, err, h)
+		return nil, f.taskFault(ctx, "call", err, h)
 	}
 	return ok, nil
 }
@@ -173,8 +172,7 @@ func (f *Frontend) runTool(ctx context.Context, ss *mcp.ServerSession, name stri
 func (f *Frontend) runJobTool(ctx context.Context, ss *mcp.ServerSession, verb string, args any, h handle.Handle) (*mcp.CallToolResult, *rpcError) {
 	res, err := f.runTool(ctx, ss, verb+"_"+h.Kind, args)
 	if err != nil {
-		f.Logger(ctx).Error("task "+verb+" failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
-		return nil, errTaskInternal
+		return nil, f.taskFault(ctx, verb, err, h)
 	}
 	if te := resultToolError(res); te != nil {
 		return nil, taskRPCError(te, h.Kind)
@@ -211,13 +209,4 @@ func resultView(res *mcp.CallToolResult) (*jobcore.JobView, bool) {
 		return nil, false
 	}
 	return &v, true
-}
-
-// taskFault maps an error of the job core called directly.
-func (f *Frontend) taskFault(ctx context.Context, err error, h handle.Handle) *rpcError {
-	if te, ok := jobcore.AsToolError(err); ok {
-		return taskRPCError(te, h.Kind)
-	}
-	f.Logger(ctx).Error("task call failed", zap.String("job_id", h.WorkflowID), zap.Error(err))
-	return errTaskInternal
 }

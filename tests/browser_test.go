@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/pages"
 	"github.com/jobgate/jobgate/tests/support/chrome"
@@ -300,7 +301,8 @@ func startServeWithProvider(t *testing.T, clientSecret, fileSecret string) (stri
 	must(t, os.WriteFile(secretFile, []byte(fileSecret+"\n"), 0o600))
 	proc := startProc(t, exec.Command(bin, "serve", "--listen", addr, "--resource-uri", base+"/mcp",
 		"--issuer", p.Issuer, "--handle-keys", "k1:"+hex.EncodeToString(handle.GenerateKey()),
-		"--resume-keys", "r1:"+hex.EncodeToString(handle.GenerateKey()),
+		"--resume-keys", "r1:"+hex.EncodeToString(handle.GenerateKey()), "--signing-keys", "s1:"+handle.GenerateSigningSeedHex(),
+		"--payload-kek", payloadcrypt.NewLocalKEK(), "--payload-key-store", "file://"+t.TempDir(),
 		"--temporal-address", temporalAddr, "--namespace", namespace, "--task-queue", "tq-"+randHex(6),
 		"--oidc-issuer", p.Issuer, "--oidc-client-id", "jobgate-pages", "--oidc-client-secret-file", secretFile,
 		"--public-url", base), true)
@@ -333,7 +335,8 @@ func TestServeOIDCIssuerUnreachable(t *testing.T) {
 	cmd := exec.CommandContext(ctx, jobgateBinary(t), "serve", "--listen", "127.0.0.1:0", "--issuer", testIssuer,
 		"--hs256-secret-file", secret, "--handle-keys", "k1:"+hex.EncodeToString(handle.GenerateKey()),
 		"--resume-keys", "r1:"+hex.EncodeToString(handle.GenerateKey()), "--temporal-address", temporalAddr,
-		"--oidc-issuer", "http://127.0.0.1:1", "--oidc-client-id", "jobgate-pages")
+		"--signing-keys", "s1:"+handle.GenerateSigningSeedHex(), "--payload-kek", payloadcrypt.NewLocalKEK(),
+		"--payload-key-store", "file://"+dir, "--oidc-issuer", "http://127.0.0.1:1", "--oidc-client-id", "jobgate-pages")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -18,9 +18,12 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/cmd/app"
+	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -178,12 +181,16 @@ func TestCommandEpisodesOnSuiteQueue(t *testing.T) {
 
 // TestCommandWorkerKindsEvalServesNoExport: a worker started with kinds=eval registers the eval
 // workflow and the episode activity only. An export started on its queue is never run: the
-// worker fails its workflow task as an unknown type, and no activity is scheduled.
+// worker fails its workflow task as an unknown type (its log says so: the SDK encodes a
+// workflow task's failure without the workflow's context, so a sealing worker withholds the
+// message in history), and no activity is scheduled.
 func TestCommandWorkerKindsEvalServesNoExport(t *testing.T) {
 	t.Parallel()
 	queue := "tq-evalonly-" + randHex(6)
+	core, logs := observer.New(zap.WarnLevel)
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
-		TaskQueue: queue}, MaxConcurrentEpisodes: 10, Kinds: []string{workflows.KindEval}}}
+		TaskQueue: queue, Payloads: testPayloadKEK(t)}, MaxConcurrentEpisodes: 10, Kinds: []string{workflows.KindEval}},
+		Logger: zap.New(core)}
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 	// Plus the notification delivery every kind's jobs use.
@@ -220,8 +227,21 @@ func TestCommandWorkerKindsEvalServesNoExport(t *testing.T) {
 		}
 		return false
 	})
-	if !strings.Contains(failure, "unable to find workflow type: "+workflows.ExportWorkflowName) || strings.Contains(failure, "Supported types: ["+workflows.ExportWorkflowName) {
-		t.Fatalf("workflow task failure %q, want the export type unknown", failure)
+	if strings.Contains(failure, "Supported types: ["+workflows.ExportWorkflowName) {
+		t.Fatalf("workflow task failure %q lists the export type as supported", failure)
+	}
+	var logged string
+	eventually(t, 10*time.Second, "the worker to log why it failed the export's workflow task", func() bool {
+		for _, e := range logs.FilterMessage("Failed to process workflow task.").All() {
+			if fmt.Sprint(e.ContextMap()["WorkflowID"]) == id {
+				logged = fmt.Sprint(e.ContextMap()["Error"])
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(logged, "unable to find workflow type: "+workflows.ExportWorkflowName) || strings.Contains(logged, "Supported types: ["+workflows.ExportWorkflowName) {
+		t.Fatalf("the worker logged %q (history: %q), want the export type unknown", logged, failure)
 	}
 	d, err := c.DescribeWorkflowExecution(ctx, id, run.GetRunID())
 	must(t, err)
@@ -238,7 +258,8 @@ func TestCommandDevWorkerServesSuiteQueues(t *testing.T) {
 	suites := filepath.Join(t.TempDir(), "suites.json")
 	must(t, os.WriteFile(suites, []byte(fmt.Sprintf(`{"suites":[{"name":"q","kind":"demo","task_queue":%q}]}`, suiteQueue)), 0o600))
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
-		TaskQueue: queue}, SuitesFile: suites, MaxConcurrentEpisodes: 10, ServeSuiteQueues: true}}
+		TaskQueue: queue, Payloads: testPayloadKEK(t)}, SuitesFile: suites, MaxConcurrentEpisodes: 10, ServeSuiteQueues: true,
+		SigningKeys: "s1:" + handle.GenerateSigningSeedHex()}}
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 	got := w.Registered()

@@ -248,7 +248,9 @@ func composeWorkerKinds(t *testing.T, s types.ServiceConfig) []string {
 
 // TestComposeEpisodeWorkerHoldsNoCredentials: eval episodes (command suites run
 // caller-influenced code) go to workers holding no secret, dataset catalog, artifact store or
-// volume; every suite's task queue is served by such a worker; exports are still served.
+// volume but the payload keys (an episode's input is encrypted: the key-encryption key, and the
+// key store read-only; TestComposeProcessesHaveTheirKeys); every suite's task queue is served by
+// such a worker; exports are still served.
 func TestComposeEpisodeWorkerHoldsNoCredentials(t *testing.T) {
 	p := composeProject(t)
 	workers := composeServicesByCommand(p, "worker")
@@ -280,9 +282,14 @@ func TestComposeEpisodeWorkerHoldsNoCredentials(t *testing.T) {
 			exportQueues[queueOf(s)] = true
 			continue
 		}
-		if len(s.Secrets) > 0 || len(s.Volumes) > 0 || composeSetting(s, "datasets") != "" || composeSetting(s, "artifacts") != "" {
-			t.Errorf("%s serves %v without exports but holds secrets %v, volumes %v, datasets %q or artifacts %q",
-				s.Name, kinds, s.Secrets, s.Volumes, composeSetting(s, "datasets"), composeSetting(s, "artifacts"))
+		kek, keyVol := composePayloadKeyMounts(t, p, s)
+		secrets := slices.DeleteFunc(slices.Clone(s.Secrets), func(r types.ServiceSecretConfig) bool { return r.Source == kek })
+		volumes := slices.DeleteFunc(slices.Clone(s.Volumes), func(v types.ServiceVolumeConfig) bool {
+			return v.Source == keyVol.Source && v.Target == keyVol.Target && v.ReadOnly
+		})
+		if len(secrets) > 0 || len(volumes) > 0 || composeSetting(s, "datasets") != "" || composeSetting(s, "artifacts") != "" {
+			t.Errorf("%s serves %v without exports but holds secrets %v, volumes %v, datasets %q or artifacts %q (beyond the payload keys, the store read-only)",
+				s.Name, kinds, secrets, volumes, composeSetting(s, "datasets"), composeSetting(s, "artifacts"))
 			continue
 		}
 		for k := range s.Environment {

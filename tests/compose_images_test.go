@@ -123,10 +123,10 @@ func TestComposeHealthAndOrder(t *testing.T) {
 
 var composeSecretishEnv = regexp.MustCompile(`(?i)(secret|passw|pwd|token|keys?$|_key_|credential)`)
 
-// composeFlagEnv are variables whose names look secret but whose values are switches: the Web
-// UI's TEMPORAL_CODEC_PASS_ACCESS_TOKEN is "true" (pass the signed-in user's token to the codec
-// endpoint), not a token.
-var composeFlagEnv = map[string]bool{"TEMPORAL_CODEC_PASS_ACCESS_TOKEN": true}
+// composeFlagEnv are variables whose names look secret but whose values are not: the Web UI's
+// TEMPORAL_CODEC_PASS_ACCESS_TOKEN is "true" (pass the signed-in user's token to the codec
+// endpoint), JOBGATE_PAYLOAD_KEY_STORE a URL (the keys in it are wrapped).
+var composeFlagEnv = map[string]bool{"TEMPORAL_CODEC_PASS_ACCESS_TOKEN": true, "JOBGATE_PAYLOAD_KEY_STORE": true}
 
 func TestComposeSecretsAreFiles(t *testing.T) {
 	p := composeProject(t)
@@ -182,7 +182,7 @@ func TestComposeSecretsAreFiles(t *testing.T) {
 		}
 		if composeIsJobgate(s) {
 			for _, a := range s.Command {
-				for _, k := range []string{"handle-keys", "resume-keys"} {
+				for _, k := range []string{"handle-keys", "resume-keys", "signing-keys", "payload-kek"} {
 					if f := strings.TrimLeft(a, "-"); f == k || strings.HasPrefix(f, k+"=") {
 						t.Errorf("%s: --%s on the command line; use --%s-file", name, k, k)
 					}

@@ -124,11 +124,11 @@ func TestDashboardMetricsExist(t *testing.T) {
 	v, err := authz.NewHS256Verifier(testIssuer, b.resource(), b.secret, "")
 	must(t, err)
 	s := &app.ServeMain{Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(),
-		Issuer: testIssuer, MetricsListen: "127.0.0.1:0", TenantsFile: tenants}, Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys}
+		Issuer: testIssuer, MetricsListen: "127.0.0.1:0", TenantsFile: tenants}, Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys, SigningKeys: b.signingKeys}
 	must(t, s.Run(context.Background()))
 	t.Cleanup(func() { _ = s.Close() })
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: tc, MaxConcurrentEpisodes: 10, MetricsListen: "127.0.0.1:0",
-		TenantsFile: tenants, PublicURL: "https://jobgate.test"}, ResumeKeys: b.resumeKeys}
+		TenantsFile: tenants, PublicURL: "https://jobgate.test"}, ResumeKeys: b.resumeKeys, SigningKeys: b.signingKeys}
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 

@@ -82,7 +82,8 @@ func BenchmarkEpisodes(b *testing.B) {
 	bundle := setup(b, setupOpts{noWorker: true})
 	hb := app.HeartbeatThrottleDefault
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
-		TaskQueue: bundle.taskQueue, Payloads: bundle.payloads()}, MaxConcurrentEpisodes: episodesBenchSlots, HeartbeatThrottle: hb, ArtifactsURL: bundle.artifacts}, ResumeKeys: bundle.resumeKeys}
+		TaskQueue: bundle.taskQueue, Payloads: bundle.payloads()}, MaxConcurrentEpisodes: episodesBenchSlots, HeartbeatThrottle: hb, ArtifactsURL: bundle.artifacts}, ResumeKeys: bundle.resumeKeys,
+		SigningKeys: bundle.signingKeys}
 	must(b, w.Run(context.Background()))
 	b.Cleanup(func() { _ = w.Close() })
 

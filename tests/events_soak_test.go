@@ -42,7 +42,7 @@ func TestEventStreamSoak(t *testing.T) {
 	must(t, err)
 	s := &app.ServeMain{Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: testIssuer,
 		MetricsListen: "127.0.0.1:0", MaxStreams: n + 10, MaxStreamsPerCaller: n + 10, SuitesFile: b.suites},
-		Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys}
+		Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys, SigningKeys: b.signingKeys}
 	must(t, s.Run(context.Background()))
 	t.Cleanup(func() { _ = s.Close() })
 	url := "http://" + s.Addr() + "/mcp"

@@ -140,7 +140,8 @@ func fairWorker(t *testing.T, b *testBundle) *episodeCounter {
 	must(t, err)
 	t.Cleanup(c.Close)
 	w := &app.WorkerMain{Client: c, Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr,
-		Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads()}, SuitesFile: b.suites, MaxConcurrentEpisodes: fairSlots}, ResumeKeys: b.resumeKeys}
+		Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads()}, SuitesFile: b.suites, MaxConcurrentEpisodes: fairSlots}, ResumeKeys: b.resumeKeys,
+		SigningKeys: b.signingKeys}
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 	t.Cleanup(func() { counter.check(t) })

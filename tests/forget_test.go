@@ -68,7 +68,8 @@ func TestForgetTenant(t *testing.T) {
 	must(t, err)
 	s := &app.ServeMain{Config: app.ServeConfig{Temporal: app.TemporalConfig{Address: srv.FrontendHostPort(), Namespace: namespace,
 		TaskQueue: b.taskQueue, Payloads: b.payloads()}, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: testIssuer,
-		SuitesFile: b.suites, DatasetsFile: b.datasets, ArtifactsURL: b.artifacts}, Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys}
+		SuitesFile: b.suites, DatasetsFile: b.datasets, ArtifactsURL: b.artifacts}, Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys,
+		SigningKeys: b.signingKeys}
 	must(t, s.Run(context.Background()))
 	t.Cleanup(func() { _ = s.Close() })
 	b.frontends = append(b.frontends, s)

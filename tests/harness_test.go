@@ -147,6 +147,8 @@ type setupOpts struct {
 	tracing *app.Tracing
 	// quotaFresh is the frontends' --quota-fresh; 0: its default.
 	quotaFresh time.Duration
+	// quotaBudget is the frontends' --quota-budget; 0: its default (2 s).
+	quotaBudget time.Duration
 	// codecOrigins is the frontends' --codec-cors-origin (the Web UI origins of /codec/*).
 	codecOrigins string
 	// metrics serves each frontend's /metrics on a port of its own (ServeMain.MetricsAddr).
@@ -241,7 +243,8 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 	b.logs = logs
 	log := zap.New(core)
 	b.compression = opts.compression
-	tc := app.TemporalConfig{Address: addr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads(), Compression: b.compression}
+	tc := app.TemporalConfig{Address: addr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads(), Compression: b.compression,
+		InsecureClearPayloads: opts.clearPayloads}
 	tenants := opts.tenants
 	if tenants == nil {
 		u := authz.Unlimited()
@@ -262,7 +265,7 @@ func setup(t testing.TB, o ...setupOpts) *testBundle {
 			Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: issuer,
 				UIBaseURL: "http://ui.test", SuitesFile: b.suites, HandleTTL: opts.handleTTL, DatasetsFile: b.datasets,
 				ArtifactsURL: b.artifacts, DownloadTTL: opts.downloadTTL, Export: opts.export, Tenants: tenants,
-				KindSpecs: opts.kinds, QuotaFresh: opts.quotaFresh, CodecCORSOrigins: opts.codecOrigins},
+				KindSpecs: opts.kinds, QuotaFresh: opts.quotaFresh, QuotaBudget: opts.quotaBudget, CodecCORSOrigins: opts.codecOrigins},
 			Logger: log.Named(fmt.Sprintf("frontend%d", i)), Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys,
 			SigningKeys: b.signingKeys, Now: b.clock.Now, Tracing: opts.tracing,
 		}
@@ -285,7 +288,8 @@ func (b *testBundle) resource() string { return "http://localhost/mcp" }
 func (b *testBundle) startWorker() {
 	b.t.Helper()
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: b.temporalAddr, Namespace: namespace,
-		TaskQueue: b.taskQueue, Payloads: b.payloads(), Compression: b.compression}, SuitesFile: b.suites, MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
+		TaskQueue: b.taskQueue, Payloads: b.payloads(), Compression: b.compression, InsecureClearPayloads: b.dc == nil}, SuitesFile: b.suites,
+		MaxConcurrentEpisodes: 50, DatasetsFile: b.datasets,
 		ArtifactsURL: b.artifacts}, QueryHook: b.queries.hook, ResumeKeys: b.resumeKeys,
 		SigningKeys: b.signingKeys}
 	must(b.t, w.Run(context.Background()))

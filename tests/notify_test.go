@@ -71,7 +71,7 @@ func (f *notifyFixture) worker(t *testing.T, b *testBundle) *app.WorkerMain {
 	t.Helper()
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
 		TaskQueue: b.taskQueue, Payloads: b.payloads()}, MaxConcurrentEpisodes: 10, TenantsFile: f.tenantsFile, PublicURL: "https://jobgate.test",
-		MetricsListen: "127.0.0.1:0"}, ResumeKeys: b.resumeKeys}
+		MetricsListen: "127.0.0.1:0"}, ResumeKeys: b.resumeKeys, SigningKeys: b.signingKeys}
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 	return w

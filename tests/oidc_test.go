@@ -210,9 +210,10 @@ func oidcServe(t *testing.T, ln net.Listener, resource, issuer, jwksURL string) 
 	u := authz.Unlimited()
 	s := &app.ServeMain{
 		Config: app.ServeConfig{
-			Temporal:    app.TemporalConfig{Address: temporalAddr, Namespace: namespace, TaskQueue: "tq-" + randHex(6)},
+			Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace, TaskQueue: "tq-" + randHex(6),
+				Payloads: testPayloadKEK(t)},
 			ResourceURI: resource, Issuer: issuer, JWKSURL: jwksURL, Tenants: &u,
-			ArtifactsURL: "file://" + t.TempDir() + "/artifacts",
+			ArtifactsURL: "file://" + t.TempDir() + "/artifacts", SigningKeys: "s1:" + handle.GenerateSigningSeedHex(),
 		},
 		Logger: zap.NewNop(), Keys: keys, ResumeKeys: rkeys, Listener: ln,
 	}

@@ -31,6 +31,12 @@ func (b *testBundle) sealPayloads(t testing.TB, store string) {
 	b.dc = payloadcrypt.NewDataConverter(keys.Store)
 }
 
+// testPayloadKEK is a payload encryption config of its own (a fresh key-encryption key and key
+// store) for a process started outside a bundle: serve and worker refuse to start without one.
+func testPayloadKEK(t testing.TB) payloadcrypt.Config {
+	return payloadcrypt.Config{KEK: payloadcrypt.NewLocalKEK(), StoreURL: "file://" + t.TempDir()}
+}
+
 // payloads is the bundle's payload encryption config (none with setupOpts.clearPayloads).
 func (b *testBundle) payloads() payloadcrypt.Config {
 	if b.dc == nil {

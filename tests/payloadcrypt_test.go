@@ -159,7 +159,7 @@ func TestPayloadsMixedHistory(t *testing.T) {
 	kek := payloadcrypt.NewLocalKEK()
 	pw := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
 		TaskQueue: b.taskQueue, Payloads: payloadcrypt.Config{KEK: kek, StoreURL: b.artifacts}}, MaxConcurrentEpisodes: 50},
-		ResumeKeys: b.resumeKeys}
+		ResumeKeys: b.resumeKeys, SigningKeys: b.signingKeys}
 	must(t, pw.Run(context.Background()))
 	t.Cleanup(func() { _ = pw.Close() })
 	// The answer goes through a frontend still without keys (its update argument in clear).

@@ -38,7 +38,8 @@ func TestReadyzCachesTemporalHealth(t *testing.T) {
 	b := setup(t, setupOpts{noWorker: true})
 	s := &app.ServeMain{Config: app.ServeConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace, TaskQueue: b.taskQueue,
 		Payloads: b.payloads()},
-		Listen: "127.0.0.1:0", ResourceURI: "http://localhost/mcp", Issuer: testIssuer}, Client: hc, Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys}
+		Listen: "127.0.0.1:0", ResourceURI: "http://localhost/mcp", Issuer: testIssuer}, Client: hc, Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys,
+		SigningKeys: b.signingKeys}
 	must(t, s.Run(context.Background()))
 	t.Cleanup(func() { _ = s.Close() })
 	before := hc.n.Load()

@@ -28,6 +28,7 @@ import (
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/cmd/app"
+	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/frontend/jobcore"
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
@@ -262,7 +263,8 @@ func TestRetentionShorterThanDataset(t *testing.T) {
 
 	core, logs := observer.New(zap.WarnLevel)
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
-		TaskQueue: "tq-" + randHex(6)}, Datasets: long, ArtifactsURL: "file://" + t.TempDir()}, Logger: zap.New(core)}
+		TaskQueue: "tq-" + randHex(6), Payloads: testPayloadKEK(t)}, Datasets: long, ArtifactsURL: "file://" + t.TempDir(),
+		SigningKeys: "s1:" + handle.GenerateSigningSeedHex()}, Logger: zap.New(core)}
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 	eventually(t, 30*time.Second, "the worker's retention warning", func() bool {

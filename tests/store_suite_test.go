@@ -68,7 +68,8 @@ func suiteWorkflow(ctx workflow.Context, in suiteIn) error {
 func seedSuiteJobs(t *testing.T, c client.Client, store jobstore.Store, tq string, jobs []storetest.Job, seen map[string]int) {
 	t.Helper()
 	ctx := t.Context()
-	runs := map[string]int{} // tenant → runs the store must show
+	runs := map[string]int{}   // tenant → runs the store must show
+	closed := map[string]int{} // tenant → those of them closed
 	for _, j := range jobs {
 		sa := []temporal.SearchAttributeUpdate{workflows.SAJobTenant.ValueSet(j.Tenant), workflows.SAJobOwner.ValueSet(j.Owner),
 			workflows.SAJobKind.ValueSet(j.Kind), workflows.SAJobStatus.ValueSet(string(j.Phase))}
@@ -91,6 +92,10 @@ func seedSuiteJobs(t *testing.T, c client.Client, store jobstore.Store, tq strin
 		runs[j.Tenant]++
 		if j.Continued {
 			runs[j.Tenant]++
+			closed[j.Tenant]++ // the first run, continued as new
+		}
+		if j.End != jobstore.RunRunning {
+			closed[j.Tenant]++
 		}
 		switch j.End {
 		case jobstore.RunCompleted:
@@ -112,13 +117,22 @@ func seedSuiteJobs(t *testing.T, c client.Client, store jobstore.Store, tq strin
 			}
 		}
 	}
+	// Visibility records a run's start and its close separately, each a little after the fact:
+	// wait for both, or a close landing mid-listing moves a run between pages (CI once listed
+	// bo's "later" export twice).
+	anyClose := time.Unix(1, 0)
 	for ten, n := range runs {
-		eventually(t, 20*time.Second, "visibility shows the suite's runs of "+ten, func() bool {
+		eventually(t, 20*time.Second, "visibility shows the suite's runs of "+ten+", closed ones closed", func() bool {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			got, err := store.Count(cctx, jobstore.Filter{Tenant: ten})
-			return err == nil && got == n+seen[ten]
+			if err != nil || got != n+seen[ten] {
+				return false
+			}
+			got, err = store.Count(cctx, jobstore.Filter{Tenant: ten, ClosedSince: anyClose})
+			return err == nil && got == closed[ten]+seen[ten+"\x00closed"]
 		})
 		seen[ten] += n
+		seen[ten+"\x00closed"] += closed[ten]
 	}
 }

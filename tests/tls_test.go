@@ -83,8 +83,11 @@ func TestTemporalMutualTLS(t *testing.T) {
 		t.Fatalf("setup output:\n%s", out.String())
 	}
 
+	// The keys serve and worker refuse to start without (payload keys, signing keys).
+	b := &testBundle{t: t, secret: []byte(randHex(32)), signingKeySpec: "s1:" + handle.GenerateSigningSeedHex()}
+	b.sealPayloads(t, "file://"+t.TempDir())
 	good := app.TemporalConfig{Address: addr, Namespace: f.server.Namespace(), TaskQueue: "tq-tls-" + randHex(4),
-		TLS: app.TemporalTLS{CAFile: f.ca, CertFile: f.clientCert, KeyFile: f.clientKey}}
+		TLS: app.TemporalTLS{CAFile: f.ca, CertFile: f.clientCert, KeyFile: f.clientKey}, Payloads: b.payloads()}
 
 	// Failures first, each bounded by a context far longer than a refused handshake takes: an
 	// error that only came when the context ended would be the silent retry loop.
@@ -112,13 +115,12 @@ func TestTemporalMutualTLS(t *testing.T) {
 	noCert.TLS.CertFile, noCert.TLS.KeyFile = "", ""
 	worker := func(tc app.TemporalConfig) func(context.Context) error {
 		return func(ctx context.Context) error {
-			w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: tc}}
+			w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: tc, SigningKeys: b.signingKeySpec}}
 			err := w.Run(ctx)
 			_ = w.Close()
 			return err
 		}
 	}
-	b := &testBundle{t: t, secret: []byte(randHex(32))}
 	newServe := func(tc app.TemporalConfig) *app.ServeMain {
 		v, err := authz.NewHS256Verifier(testIssuer, b.resource(), b.secret, "")
 		must(t, err)
@@ -127,7 +129,7 @@ func TestTemporalMutualTLS(t *testing.T) {
 		must(t, err)
 		u := authz.Unlimited()
 		return &app.ServeMain{Config: app.ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: b.resource(),
-			Issuer: testIssuer, Tenants: &u}, Verifier: v, Keys: keys, ResumeKeys: keys}
+			Issuer: testIssuer, Tenants: &u, SigningKeys: b.signingKeySpec}, Verifier: v, Keys: keys, ResumeKeys: keys}
 	}
 	serve := func(tc app.TemporalConfig) func(context.Context) error {
 		return func(ctx context.Context) error {
@@ -156,9 +158,11 @@ func TestTemporalMutualTLS(t *testing.T) {
 				e = append(e, kv)
 			}
 		}
-		return append(e, "JOBGATE_TEMPORAL_ADDRESS="+tc.Address, "JOBGATE_NAMESPACE="+tc.Namespace,
+		e = append(e, "JOBGATE_TEMPORAL_ADDRESS="+tc.Address, "JOBGATE_NAMESPACE="+tc.Namespace,
 			"JOBGATE_TASK_QUEUE="+tc.TaskQueue, "JOBGATE_TEMPORAL_TLS_CA_FILE="+tc.TLS.CAFile,
-			"JOBGATE_TEMPORAL_TLS_CERT_FILE="+tc.TLS.CertFile, "JOBGATE_TEMPORAL_TLS_KEY_FILE="+tc.TLS.KeyFile)
+			"JOBGATE_TEMPORAL_TLS_CERT_FILE="+tc.TLS.CertFile, "JOBGATE_TEMPORAL_TLS_KEY_FILE="+tc.TLS.KeyFile,
+			"JOBGATE_SIGNING_KEYS="+b.signingKeySpec)
+		return append(e, b.payloadEnv()...)
 	}
 	bin := jobgateBinary(t) // built outside the timed part
 	failFast("jobgate worker process with a wrong CA", func(ctx context.Context) error {

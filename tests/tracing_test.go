@@ -73,7 +73,7 @@ func TestOneTracePerRequest(t *testing.T) {
 	core, wlogs := observer.New(zap.DebugLevel)
 	w := &app.WorkerMain{Config: app.WorkerConfig{Temporal: app.TemporalConfig{Address: temporalAddr, Namespace: namespace,
 		TaskQueue: b.taskQueue, Payloads: b.payloads()}, DatasetsFile: b.datasets, ArtifactsURL: b.artifacts}, Logger: zap.New(core),
-		ResumeKeys: b.resumeKeys, Tracing: app.TracingWith(wkTP)}
+		ResumeKeys: b.resumeKeys, SigningKeys: b.signingKeys, Tracing: app.TracingWith(wkTP)}
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 

@@ -23,8 +23,9 @@ func TestTemporalUnreachable(t *testing.T) {
 	ln.Close()
 	v, err := authz.NewHS256Verifier(testIssuer, b.resource(), b.secret, "")
 	must(t, err)
-	s := &app.ServeMain{Config: app.ServeConfig{Temporal: app.TemporalConfig{Address: dead, Namespace: namespace, TaskQueue: b.taskQueue},
-		Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: testIssuer}, Verifier: v, Keys: b.keys, ResumeKeys: b.resumeKeys}
+	s := &app.ServeMain{Config: app.ServeConfig{Temporal: app.TemporalConfig{Address: dead, Namespace: namespace, TaskQueue: b.taskQueue,
+		Payloads: b.payloads()}, Listen: "127.0.0.1:0", ResourceURI: b.resource(), Issuer: testIssuer}, Verifier: v, Keys: b.keys,
+		ResumeKeys: b.resumeKeys, SigningKeys: b.signingKeys}
 	must(t, s.Run(context.Background()))
 	t.Cleanup(func() { _ = s.Close() })
 	b.frontends = append(b.frontends, s)

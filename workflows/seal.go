@@ -46,6 +46,9 @@ const (
 	SurfaceMRTR  = "mrtr"  // an MRTR answer to a get_* elicitation
 	SurfaceTasks = "tasks" // tasks/update answering a task's input request
 	SurfacePage  = "page"  // the /approvals web pages, by a signed-in person
+	// SurfaceApp: the MCP Apps approval card, through its app-only tool with the card's nonce
+	// (frontend/jobcore/apps.go says what that proves).
+	SurfaceApp = "app"
 	// SurfaceCLI: `jobgate approvals` says so in the request (_meta); self-declared by a client
 	// holding a valid token, so it records what the client claimed, not a proof.
 	SurfaceCLI = "cli"

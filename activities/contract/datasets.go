@@ -27,6 +27,12 @@ const (
 	KeyTypeText    = "text"
 )
 
+// Approval surfaces a dataset may require (Dataset.ApprovalSurfaces): the human ones.
+const (
+	ApprovalSurfacePage = "page"
+	ApprovalSurfaceApp  = "app"
+)
+
 // Defaults for dataset fields left zero in a catalog file.
 const (
 	MaxRowsDefault   = 10_000_000
@@ -63,6 +69,12 @@ type Dataset struct {
 	// AllowSelfApproval turns four eyes off for this dataset: the owner may approve an export
 	// of sensitive columns.
 	AllowSelfApproval bool `json:"allow_self_approval,omitempty"`
+	// ApprovalSurfaces, when set, are the only surfaces an approval of a sensitive scope of this
+	// dataset may be given on: ApprovalSurfacePage (jobgate's /approvals pages, a signed-in
+	// person) and ApprovalSurfaceApp (the MCP Apps approval card, inside the person's chat
+	// host). Every bearer-token answer (resume_*, MRTR, tasks/update, the CLI) is then refused
+	// with forbidden and the page's link. Empty: any surface.
+	ApprovalSurfaces []string `json:"approval_surfaces,omitempty"`
 	// ApprovalTimeout: an unanswered approval fails the job after this long. Defaults to 24h.
 	ApprovalTimeout Duration `json:"approval_timeout,omitempty"`
 	// Retention is how long a finished artifact stays downloadable. Defaults to 7 days.
@@ -86,7 +98,8 @@ func (d Dataset) WithDefaults() Dataset {
 
 // ConfigDigest is "sha256:<hex>" of the canonical JSON of what decides which rows and columns
 // an export can read and how they are classified: driver, table, tenant and key columns, key
-// type, the columns with their sensitivity (catalog order), max_rows and allow_self_approval.
+// type, the columns with their sensitivity (catalog order), max_rows, allow_self_approval and
+// approval_surfaces (only when set, so catalogs without it digest as they always did).
 // An approval is given for this digest; any change to those fields makes the workflow ask
 // again. The DSN is left out on purpose: credentials rotate without changing what is read,
 // and a digest over them would leak nothing but churn approvals. Timeouts and retention are
@@ -98,15 +111,17 @@ func (d Dataset) ConfigDigest() string {
 		Sensitive bool   `json:"sensitive"`
 	}
 	canon := struct {
-		Driver            string `json:"driver"`
-		Table             string `json:"table"`
-		TenantColumn      string `json:"tenant_column"`
-		KeyColumn         string `json:"key_column"`
-		KeyType           string `json:"key_type"`
-		Columns           []col  `json:"columns"`
-		MaxRows           int    `json:"max_rows"`
-		AllowSelfApproval bool   `json:"allow_self_approval"`
-	}{d.Driver, d.Table, d.TenantColumn, d.KeyColumn, d.KeyType, make([]col, 0, len(d.Columns)), d.MaxRows, d.AllowSelfApproval}
+		Driver            string   `json:"driver"`
+		Table             string   `json:"table"`
+		TenantColumn      string   `json:"tenant_column"`
+		KeyColumn         string   `json:"key_column"`
+		KeyType           string   `json:"key_type"`
+		Columns           []col    `json:"columns"`
+		MaxRows           int      `json:"max_rows"`
+		AllowSelfApproval bool     `json:"allow_self_approval"`
+		ApprovalSurfaces  []string `json:"approval_surfaces,omitempty"`
+	}{d.Driver, d.Table, d.TenantColumn, d.KeyColumn, d.KeyType, make([]col, 0, len(d.Columns)), d.MaxRows, d.AllowSelfApproval,
+		d.ApprovalSurfaces}
 	for _, c := range d.Columns {
 		canon.Columns = append(canon.Columns, col(c))
 	}
@@ -190,6 +205,8 @@ func ParseDatasets(b []byte) (Datasets, error) {
 	return c, nil
 }
 
+// decodeStrict decodes one JSON value into v refusing unknown fields and trailing data, so a
+// misspelt setting in a catalog file is an error, not a default.
 func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -272,6 +289,14 @@ func (d Dataset) Validate() error {
 	if d.MaxRows < 0 {
 		return fmt.Errorf("max_rows %d: must not be negative", d.MaxRows)
 	}
+	for i, s := range d.ApprovalSurfaces {
+		if s != ApprovalSurfacePage && s != ApprovalSurfaceApp {
+			return fmt.Errorf("approval_surfaces[%d] %q: want %q or %q", i, s, ApprovalSurfacePage, ApprovalSurfaceApp)
+		}
+		if slices.Index(d.ApprovalSurfaces, s) != i {
+			return fmt.Errorf("approval_surfaces[%d] %q: listed twice", i, s)
+		}
+	}
 	if d.ApprovalTimeout < 0 {
 		return errors.New("approval_timeout: must not be negative")
 	}
@@ -286,13 +311,20 @@ func LoadDatasets(path string) (Datasets, error) {
 	if path == "" {
 		return Datasets{}, nil
 	}
+	return parseFile("datasets", path, ParseDatasets)
+}
+
+// parseFile reads a catalog file (what: "suites", "datasets") and parses it; errors say which
+// file, and a parse error the file's path.
+func parseFile[C any](what, path string, parse func([]byte) (C, error)) (C, error) {
+	var zero C
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("datasets file: %w", err)
+		return zero, fmt.Errorf("%s file: %w", what, err)
 	}
-	c, err := ParseDatasets(b)
+	c, err := parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("datasets file %s: %w", path, err)
+		return zero, fmt.Errorf("%s file %s: %w", what, path, err)
 	}
 	return c, nil
 }

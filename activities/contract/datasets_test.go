@@ -77,6 +77,9 @@ func TestParseDatasetsRejects(t *testing.T) {
 		{with(`"dsn": "x.db"`, `"dsn": ""`), `dsn: required`},
 		{with(`"dsn": "x.db"`, `"dsn": "x.db", "max_rows": -1`), `max_rows -1`},
 		{with(`"dsn": "x.db"`, `"dsn": "x.db", "retention": "soon"`), `dataset "ds": retention: `},
+		{with(`"dsn": "x.db"`, `"dsn": "x.db", "approval_surfaces": ["page", "tool"]`), `dataset "ds": approval_surfaces[1] "tool": want "page" or "app"`},
+		{with(`"dsn": "x.db"`, `"dsn": "x.db", "approval_surfaces": ["app", "app"]`), `approval_surfaces[1] "app": listed twice`},
+		{with(`"dsn": "x.db"`, `"dsn": "x.db", "approval_surfaces": "page"`), `dataset "ds": json: cannot unmarshal string`},
 		{`{"datasets": [` + valid + `, ` + valid + `]}`, `dataset "ds": name: configured twice`},
 		{`{"datasets": []} {}`, `trailing data`},
 		{`{"sets": []}`, `unknown field "sets"`},
@@ -126,6 +129,8 @@ func TestConfigDigest(t *testing.T) {
 	differs("another driver", func(d *Dataset) { d.Driver = DriverPostgres })
 	differs("max_rows", func(d *Dataset) { d.MaxRows = 10 })
 	differs("self approval", func(d *Dataset) { d.AllowSelfApproval = true })
+	differs("human approval surfaces", func(d *Dataset) { d.ApprovalSurfaces = []string{ApprovalSurfacePage, ApprovalSurfaceApp} })
+	same("no approval surfaces", func(d *Dataset) { d.ApprovalSurfaces = []string{} })
 
 	// The same dataset read from a file digests alike.
 	parsed, err := ParseDatasets([]byte(`{"datasets": [{"name": "customers", "dsn": "other.db", "table": "customers",

@@ -1,16 +1,13 @@
 package contract
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -259,19 +256,10 @@ func validateEpisodeURL(raw string) error {
 // LoadCatalog reads a JSON file {"suites":[...]} on top of DefaultCatalog.
 // An empty path gives DefaultCatalog.
 func LoadCatalog(path string) (Catalog, error) {
-	c := DefaultCatalog()
 	if path == "" {
-		return c, nil
+		return DefaultCatalog(), nil
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("suites file: %w", err)
-	}
-	c, err = ParseCatalog(b)
-	if err != nil {
-		return nil, fmt.Errorf("suites file %s: %w", path, err)
-	}
-	return c, nil
+	return parseFile("suites", path, ParseCatalog)
 }
 
 // ParseCatalog reads a catalog document {"suites":[...]} on top of DefaultCatalog. Unknown
@@ -281,13 +269,8 @@ func ParseCatalog(b []byte) (Catalog, error) {
 	var f struct {
 		Suites []Suite `json:"suites"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := decodeStrict(b, &f); err != nil {
 		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the catalog object")
 	}
 	// Durations are strings in config ("90s"): a number, which Duration reads for recorded
 	// histories, would be nanoseconds here.

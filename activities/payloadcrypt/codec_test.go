@@ -168,6 +168,16 @@ func TestWrongKEKAndUnknownKeyRefused(t *testing.T) {
 	}
 }
 
+// TestEmptyLocalKEKRefused: "base64key://" with no key would be a random key per process
+// (localsecrets' behaviour), so processes could not open each other's data keys: refused.
+func TestEmptyLocalKEKRefused(t *testing.T) {
+	for _, kek := range []string{"base64key://", "base64key:///", "base64key://?"} {
+		if _, err := Open(context.Background(), kek, "file://"+t.TempDir(), Options{}); err == nil || !strings.Contains(err.Error(), "holds no key") {
+			t.Errorf("Open(%q): %v, want a refusal", kek, err)
+		}
+	}
+}
+
 func TestRotation(t *testing.T) {
 	dir, kek := t.TempDir(), NewLocalKEK()
 	now := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)

@@ -29,6 +29,12 @@ func Open(ctx context.Context, keeperURL, bucketURL string, o Options) (*Opened,
 	if keeperURL == "" || bucketURL == "" {
 		return nil, errors.New("payloadcrypt: a key-encryption key URL and a key store URL are both needed")
 	}
+	if ku, err := url.Parse(keeperURL); err == nil && ku.Scheme == "base64key" && ku.Host == "" {
+		// localsecrets makes an empty base64key:// a random key per process: no two processes
+		// (nor one across a restart) could open each other's data keys.
+		return nil, errors.New("payloadcrypt: base64key:// holds no key (it would be a new random one in every process): " +
+			"give a whole key, e.g. from `jobgate keygen payload-kek`")
+	}
 	k, err := secrets.OpenKeeper(ctx, keeperURL)
 	if err != nil {
 		// The URL of a local key holds the key itself: never repeat it in an error.

@@ -34,9 +34,14 @@ type TemporalConfig struct {
 	// TLS and credentials for the connection. Defaults to plaintext without credentials.
 	TLS TemporalTLS
 
-	// Payloads says where the tenants' payload keys are (--payload-kek…). Without a
-	// key-encryption key, payloads go to Temporal in clear (a warning says so).
+	// Payloads says where the tenants' payload keys are (--payload-kek…). Required: serve and
+	// worker refuse to start without a key-encryption key (contract invariant 9).
 	Payloads payloadcrypt.Config
+	// InsecureClearPayloads lets a process built in code start without payload keys, its
+	// payloads in clear (an error is logged once it runs). No flag or variable sets it: it is
+	// for tests that need what a pre-encryption deployment wrote (a benchmark's baseline, a
+	// mixed history). Defaults to false: no key-encryption key, no start.
+	InsecureClearPayloads bool
 
 	// Compression is the gRPC compression of requests to Temporal: "gzip", "none", or "" (the
 	// default), which is none when payloads are sealed and the SDK's gzip when they are clear.
@@ -65,15 +70,27 @@ func (c *TemporalConfig) Flags(fs *flag.FlagSet) {
 	c.Payloads.Flags(fs)
 }
 
+// ErrNoPayloadKEK is OpenPayloadKeys' refusal to run without a key-encryption key: the one
+// line serve and worker exit with, naming the flags and how to make a key.
+var ErrNoPayloadKEK = errors.New("--payload-kek or --payload-kek-file is required (every payload jobgate sends to Temporal is encrypted under its tenant's key): " +
+	"a KMS key URL in production (awskms://…, gcpkms://…, azurekeyvault://…), or for dev and tests `jobgate keygen payload-kek`; give every serve and worker the same")
+
 // OpenPayloadKeys opens the payload key store c.Payloads names (by default the artifact store
 // artifactsURL) and makes every client Options builds encrypt with it; close releases it.
-// Without a key-encryption key payloads stay clear (warnClearPayloads says so once the process
-// runs). A key marked DEV-ONLY (cmd/deploy/secrets) is refused unless devDeployment. Already
-// set (UsePayloadKeys): nothing to open.
+// Without a key-encryption key it fails (ErrNoPayloadKEK) unless InsecureClearPayloads
+// (warnClearPayloads says so once the process runs). A key marked DEV-ONLY
+// (cmd/deploy/secrets) is refused unless devDeployment. Already set (UsePayloadKeys):
+// nothing to open.
 func (c *TemporalConfig) OpenPayloadKeys(ctx context.Context, artifactsURL string, devDeployment bool) (close func() error, err error) {
 	close = func() error { return nil }
-	if c.payload != nil || !c.Payloads.Enabled() {
+	if c.payload != nil {
 		return close, nil
+	}
+	if !c.Payloads.Enabled() {
+		if c.InsecureClearPayloads {
+			return close, nil
+		}
+		return close, ErrNoPayloadKEK
 	}
 	kek, _, err := c.Payloads.Resolve(artifactsURL)
 	if err != nil {
@@ -91,10 +108,10 @@ func (c *TemporalConfig) OpenPayloadKeys(ctx context.Context, artifactsURL strin
 }
 
 // warnClearPayloads logs, once the process runs (a start that fails says only why), that its
-// payloads go to Temporal in clear.
+// payloads go to Temporal in clear (InsecureClearPayloads, set in code only).
 func (c TemporalConfig) warnClearPayloads(log *zap.Logger) {
 	if c.payload == nil {
-		log.Warn("no --payload-kek: job inputs, results, memos and failures go to Temporal in clear; give every serve and worker the same key-encryption key")
+		log.Error("INSECURE: InsecureClearPayloads and no payload keys: job inputs, results, memos and failures go to Temporal in clear")
 	}
 }
 
@@ -312,6 +329,23 @@ func loadSigningKeys(spec, file string, devDeployment bool) (*handle.SigningKeyr
 		func(k *handle.SigningKeyring) []string { return k.Public().KIDs() })
 }
 
+// requireSigningKeys is loadSigningKeys into *dst, unless *dst is set (in code) already, and
+// refuses a configuration that names no keys, as requireKeyring does; why says what for.
+func requireSigningKeys(dst **handle.SigningKeyring, spec, file string, devDeployment bool, why string) error {
+	if *dst != nil {
+		return nil
+	}
+	k, err := loadSigningKeys(spec, file, devDeployment)
+	if err != nil {
+		return err
+	}
+	if k == nil {
+		return fmt.Errorf("--signing-keys or --signing-keys-file is required (%s; make one with `jobgate keygen signing-keys`)", why)
+	}
+	*dst = k
+	return nil
+}
+
 // loadKeyring reads an HMAC keyring (resume or handle keys) with loadRing.
 func loadKeyring(spec, file, flagName string, devDeployment bool) (*handle.Keyring, error) {
 	return loadRing(spec, file, flagName, devDeployment, handle.ParseKeyring, (*handle.Keyring).KIDs)
@@ -388,7 +422,7 @@ func requireKeyring(dst **handle.Keyring, spec, file, flagName string, devDeploy
 		return err
 	}
 	if k == nil {
-		return fmt.Errorf("--%s or --%s-file is required (%s)", flagName, flagName, why)
+		return fmt.Errorf("--%s or --%s-file is required (%s; make one with `jobgate keygen %s`)", flagName, flagName, why, flagName)
 	}
 	*dst = k
 	return nil

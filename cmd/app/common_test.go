@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"os"
@@ -82,10 +83,16 @@ func TestPayloadKeysOpen(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming %q", name, err, c.want)
 		}
 	}
-	// Without a key-encryption key: clear payloads, the SDK's converters.
-	var clear TemporalConfig
+	// Without a key-encryption key: refused, naming both flags; only InsecureClearPayloads (set
+	// in code, no flag) gives clear payloads and the SDK's converters.
+	var none TemporalConfig
+	if _, err := none.OpenPayloadKeys(context.Background(), store, true); !errors.Is(err, ErrNoPayloadKEK) ||
+		!strings.HasPrefix(err.Error(), "--payload-kek or --payload-kek-file is required") || none.FailureConverter() != nil {
+		t.Fatalf("no key: %v, want ErrNoPayloadKEK", err)
+	}
+	clear := TemporalConfig{InsecureClearPayloads: true}
 	if _, err := clear.OpenPayloadKeys(context.Background(), store, false); err != nil || clear.FailureConverter() != nil {
-		t.Fatalf("no key: %v", err)
+		t.Fatalf("no key, InsecureClearPayloads: %v", err)
 	}
 }
 

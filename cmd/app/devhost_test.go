@@ -162,11 +162,11 @@ func TestDevHostGuard(t *testing.T) {
 // TestServeAnswersPublicHost: the guard is dev's alone. serve behind a public URL answers the
 // Host its clients use (here a public name, on a loopback listener as behind a local proxy).
 func TestServeAnswersPublicHost(t *testing.T) {
-	config := ServeConfig{
+	config := withKeys(t, ServeConfig{
 		Temporal: TemporalConfig{Address: deadAddr(t), Namespace: "default", TaskQueue: "jobgate"},
 		Listen:   "127.0.0.1:0", ResourceURI: "https://jobgate.example.com/mcp", Issuer: "https://idp.example.com",
 		HandleKeys: "k1:" + strings.Repeat("ab", 32), ResumeKeys: "r1:" + strings.Repeat("cd", 32),
-	}
+	})
 	s := &ServeMain{Config: config, Verifier: &authz.LateVerifier{}}
 	if err := s.Run(context.Background()); err != nil {
 		t.Fatal(err)

@@ -31,9 +31,9 @@ func TestServeResumeKeys(t *testing.T) {
 		{"file", "", good, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &ServeMain{Config: ServeConfig{Temporal: TemporalConfig{Address: "127.0.0.1:1", Namespace: "default"},
+			s := &ServeMain{Config: withKeys(t, ServeConfig{Temporal: TemporalConfig{Address: "127.0.0.1:1", Namespace: "default"},
 				Listen: "127.0.0.1:0", ResourceURI: "http://localhost/mcp", Issuer: "iss", HS256SecretFile: secret,
-				HandleKeys: "k1:" + strings.Repeat("ab", 32), ResumeKeys: tc.spec, ResumeKeysFile: tc.file}}
+				HandleKeys: "k1:" + strings.Repeat("ab", 32), ResumeKeys: tc.spec, ResumeKeysFile: tc.file})}
 			err := s.Run(context.Background())
 			defer s.Close()
 			if tc.want == "" {

@@ -59,8 +59,7 @@ type ServeConfig struct {
 	ResumeKeys, ResumeKeysFile string
 	// SigningKeys (or SigningKeysFile) is the Ed25519 signing keyring "kid:hexseed,..." (first
 	// signs): decision records are signed with it and its public half is served as a JWK set;
-	// the workers hold the same ring. Optional: without it records are unsigned (jobgate verify
-	// fails them) and no key set is served.
+	// the workers hold the same ring. Required: an unsigned record fails jobgate verify.
 	SigningKeys, SigningKeysFile string
 	// UIBaseURL is the public Temporal Web UI base for ui_url. Defaults to none.
 	UIBaseURL string
@@ -267,6 +266,7 @@ func (m *ServeMain) build(ctx context.Context) (*frontend.Frontend, error) {
 		DataConverter: c.Temporal.DataConverter(), Tenants: tenants,
 		QuotaBudget: c.QuotaBudget, QuotaDegraded: quota.Policy(c.QuotaDegraded), QuotaOvershoot: c.QuotaOvershoot,
 		QuotaFresh: c.QuotaFresh, Now: m.Now, TracerProvider: m.Tracing.frontendProvider(),
+		ApprovalMaxAge: c.Pages.ApprovalMaxAge, // the MCP Apps card's step-up, as the pages'
 	})
 }
 
@@ -312,7 +312,7 @@ func (m *ServeMain) newVerifier(ctx context.Context, c ServeConfig) (authz.Verif
 		}})
 }
 
-// loadKeys loads the handle and resume keyrings not set in code; a frontend needs both.
+// loadKeys loads the handle, resume and signing keyrings not set in code; a frontend needs all three.
 func (m *ServeMain) loadKeys(c ServeConfig) error {
 	if err := requireKeyring(&m.Keys, c.HandleKeys, c.HandleKeysFile, "handle-keys", c.DevDeployment,
 		"all replicas must share them"); err != nil {
@@ -323,14 +323,9 @@ func (m *ServeMain) loadKeys(c ServeConfig) error {
 		"frontends seal every answer with them; give the workers the same keys"); err != nil {
 		return err
 	}
-	if m.SigningKeys == nil {
-		k, err := loadSigningKeys(c.SigningKeys, c.SigningKeysFile, c.DevDeployment)
-		if err != nil {
-			return err
-		}
-		m.SigningKeys = k
-	}
-	return nil
+	// Every decision record is signed, so that anyone with the public keys can check it.
+	return requireSigningKeys(&m.SigningKeys, c.SigningKeys, c.SigningKeysFile, c.DevDeployment,
+		"frontends sign every decision record with them; give the workers the same keys")
 }
 
 // lazyClient is the Temporal client: lazy, so the frontend starts (and answers /readyz 503)
@@ -412,10 +407,6 @@ func (m *ServeMain) Run(ctx context.Context) error {
 		return err
 	}
 	m.Config.Temporal.warnClearPayloads(m.Logger)
-	if m.SigningKeys == nil {
-		// Said once the server runs: a start that fails says only why.
-		m.Logger.Error("no --signing-keys / --signing-keys-file: decision records are not signed (jobgate verify fails them) and /.well-known/jobgate-signing-keys is not served; give serve and the workers the same signing keys")
-	}
 	m.Logger.Info("frontend listening", zap.String("addr", ln.Addr().String()), zap.String("resource", m.Config.ResourceURI))
 	return nil
 }

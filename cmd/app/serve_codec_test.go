@@ -30,9 +30,11 @@ func TestServeCodecServer(t *testing.T) {
 		tc := TemporalConfig{Address: "127.0.0.1:1", Namespace: "default", TaskQueue: "q"}
 		if sealed {
 			tc.Payloads = payloadcrypt.Config{KEK: payloadcrypt.NewLocalKEK(), StoreURL: "mem://"}
+		} else {
+			tc.InsecureClearPayloads = true // a pre-encryption deployment (code only)
 		}
 		m := &ServeMain{Config: ServeConfig{Temporal: tc, Listen: "127.0.0.1:0", ResourceURI: "http://localhost:8080/mcp", Issuer: "iss",
-			CodecCORSOrigins: origins}, Verifier: v, Keys: keys(), ResumeKeys: keys()}
+			CodecCORSOrigins: origins, SigningKeys: testSigningKeys}, Verifier: v, Keys: keys(), ResumeKeys: keys()}
 		err = m.Run(context.Background())
 		if err == nil {
 			t.Cleanup(func() { _ = m.Close() })

@@ -62,10 +62,13 @@ func TestServeRefusesDevOnlySecrets(t *testing.T) {
 		{"placeholder resume keys in a dev deployment", own, ownKeys, "", true, mounted("DEV-ONLY-resume-keys"), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := &ServeMain{Config: ServeConfig{Issuer: "https://issuer.example", ResourceURI: "http://localhost/mcp",
+			m := &ServeMain{Config: withKeys(t, ServeConfig{Issuer: "https://issuer.example", ResourceURI: "http://localhost/mcp",
 				Temporal:        TemporalConfig{Address: "127.0.0.1:1", Namespace: "default", TaskQueue: "tq"},
-				HS256SecretFile: c.secretFile, HandleKeysFile: c.keysFile, HandleKeys: c.keys, DevDeployment: c.dev, ResumeKeysFile: c.resumeFile},
+				HS256SecretFile: c.secretFile, HandleKeysFile: c.keysFile, HandleKeys: c.keys, DevDeployment: c.dev, ResumeKeysFile: c.resumeFile}),
 				Logger: zap.NewNop()}
+			if c.resumeFile == "" {
+				m.Config.ResumeKeys = "r1:" + handle.GenerateKeyHex()
+			}
 			defer func() {
 				if m.Client != nil {
 					m.Client.Close()
@@ -75,7 +78,29 @@ func TestServeRefusesDevOnlySecrets(t *testing.T) {
 			defer cancel()
 			_, err := m.build(ctx)
 			wantDevOnlyRefusal(t, err, c.refused)
+			if c.refused == "" && err != nil {
+				t.Fatalf("build: %v", err)
+			}
 		})
+	}
+	// The compose stack's payload key-encryption key placeholder: its marker is in the key
+	// itself (base64url), so it is refused mounted under any name, unless a dev deployment.
+	for _, dev := range []bool{false, true} {
+		c := withKeys(t, ServeConfig{Issuer: "https://issuer.example", ResourceURI: "http://localhost/mcp", HS256SecretFile: own,
+			HandleKeysFile: ownKeys, ResumeKeys: "r1:" + handle.GenerateKeyHex(), DevDeployment: dev,
+			Temporal: TemporalConfig{Address: "127.0.0.1:1", Namespace: "default", TaskQueue: "tq"}})
+		c.Temporal.Payloads.KEK, c.Temporal.Payloads.KEKFile = "", mounted("DEV-ONLY-payload-kek")
+		m := &ServeMain{Config: c, Logger: zap.NewNop()}
+		_, err := m.build(context.Background())
+		if m.Client != nil {
+			m.Client.Close()
+		}
+		_ = m.closeKinds()
+		if !dev {
+			wantDevOnlyRefusal(t, err, "--payload-kek")
+		} else if err != nil {
+			t.Fatalf("payload KEK placeholder in a dev deployment: %v", err)
+		}
 	}
 }
 

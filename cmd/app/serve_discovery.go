@@ -5,17 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/jobgate/jobgate/authz"
 )
-
-// maxDiscoveryBytes bounds a metadata document read at start-up; real ones are a few KiB.
-const maxDiscoveryBytes = 1 << 20
 
 // discoveryURLs are where an issuer's metadata may be, in the order tried: OpenID Connect
 // Discovery (<issuer>/.well-known/openid-configuration, what Keycloak, Okta, Entra ID, Auth0
@@ -28,7 +23,7 @@ func discoveryURLs(issuer string) ([]string, error) {
 	}
 	switch {
 	case u.Scheme == "https":
-	case u.Scheme == "http" && loopbackHost(u.Hostname()):
+	case u.Scheme == "http" && authz.LoopbackHost(u.Hostname()):
 	default:
 		// The discovered jwks_uri decides which keys are trusted: never read over plain http
 		// across a network (authz holds --jwks-url to the same rule).
@@ -37,14 +32,6 @@ func discoveryURLs(issuer string) ([]string, error) {
 	path := strings.TrimSuffix(u.Path, "/")
 	base := u.Scheme + "://" + u.Host
 	return []string{base + path + "/.well-known/openid-configuration", base + "/.well-known/oauth-authorization-server" + path}, nil
-}
-
-func loopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // discoverJWKSURL reads jwks_uri from the issuer's metadata (see discoveryURLs): the first
@@ -60,7 +47,7 @@ func discoverJWKSURL(ctx context.Context, issuer string, hc *http.Client) (strin
 	}
 	var tried []string
 	for _, u := range urls {
-		body, err := fetchMetadata(ctx, hc, u)
+		body, err := authz.FetchMetadata(ctx, hc, u)
 		if err != nil {
 			tried = append(tried, u+": "+err.Error())
 			continue
@@ -72,34 +59,6 @@ func discoverJWKSURL(ctx context.Context, issuer string, hc *http.Client) (strin
 		return j, nil
 	}
 	return "", fmt.Errorf("--issuer %s: cannot discover its JWK Set (%s); give --jwks-url", issuer, strings.Join(tried, "; "))
-}
-
-func fetchMetadata(ctx context.Context, hc *http.Client, u string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL is already named by the caller
-		}
-		return nil, errors.New(oneLineErr(err))
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxDiscoveryBytes+1))
-	if err != nil {
-		return nil, errors.New(oneLineErr(err))
-	}
-	if len(b) > maxDiscoveryBytes {
-		return nil, fmt.Errorf("larger than %d bytes", maxDiscoveryBytes)
-	}
-	return b, nil
 }
 
 // parseDiscovery returns the jwks_uri of a metadata document that is issuer's own: its

@@ -75,11 +75,11 @@ func TestServeDiscoversJWKS(t *testing.T) {
 	dead := "http://" + deadAddr(t)
 
 	config := func(issuer string) ServeConfig {
-		return ServeConfig{
+		return withKeys(t, ServeConfig{
 			Temporal: TemporalConfig{Address: deadAddr(t), Namespace: "default", TaskQueue: "jobgate"},
 			Listen:   "127.0.0.1:0", ResourceURI: "http://localhost/mcp", Issuer: issuer,
 			HandleKeys: "k1:" + strings.Repeat("ab", 32), ResumeKeys: "r1:" + strings.Repeat("cd", 32),
-		}
+		})
 	}
 	for _, issuer := range []string{idp.URL, idp.URL + "/as"} {
 		t.Run("ok "+strings.TrimPrefix(issuer, idp.URL), func(t *testing.T) {
@@ -170,11 +170,11 @@ func TestServeDiscoversJWKS(t *testing.T) {
 // TestServeMounts: Mounts are served beside the frontend's routes on the same listener; a
 // conflicting or nil mount fails Run instead of panicking.
 func TestServeMounts(t *testing.T) {
-	config := ServeConfig{
+	config := withKeys(t, ServeConfig{
 		Temporal: TemporalConfig{Address: deadAddr(t), Namespace: "default", TaskQueue: "jobgate"},
 		Listen:   "127.0.0.1:0", ResourceURI: "http://localhost/mcp", Issuer: "http://localhost/oidc",
 		HandleKeys: "k1:" + strings.Repeat("ab", 32), ResumeKeys: "r1:" + strings.Repeat("cd", 32),
-	}
+	})
 	idp := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "idp "+r.URL.Path) })
 	s := &ServeMain{Config: config, Verifier: &authz.LateVerifier{}, Mounts: map[string]http.Handler{
 		"/oidc/": idp, "/.well-known/oauth-authorization-server/oidc": idp}}

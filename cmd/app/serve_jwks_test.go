@@ -49,11 +49,11 @@ func TestServeJWKS(t *testing.T) {
 	ln.Close()
 
 	config := func() ServeConfig {
-		return ServeConfig{
+		return withKeys(t, ServeConfig{
 			Temporal: TemporalConfig{Address: dead, Namespace: "default", TaskQueue: "jobgate"},
 			Listen:   "127.0.0.1:0", ResourceURI: "http://localhost/mcp", Issuer: issuer, JWKSURL: idp.URL,
 			HandleKeys: "k1:" + strings.Repeat("ab", 32), ResumeKeys: "r1:" + strings.Repeat("cd", 32),
-		}
+		})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -59,7 +59,7 @@ func (c *PagesConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ScopeClaim, "oidc-scope-claim", authz.ScopeClaimDefault, "claim holding the scopes (string or array); default: scope (string) merged with scp (array)")
 	fs.StringVar(&c.Scopes, "oidc-scopes", strings.Join(pages.DefaultScopes(), " "), "scopes requested at sign-in, space-separated (openid is always added)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", pages.SessionTTLDefault, "how long a browser session lasts (at most 24h)")
-	fs.DurationVar(&c.ApprovalMaxAge, "approval-max-age", frontend.ApprovalMaxAgeDefault, "how recent a sign-in must be to approve a sensitive scope on /approvals (older: sign in again)")
+	fs.DurationVar(&c.ApprovalMaxAge, "approval-max-age", frontend.ApprovalMaxAgeDefault, "how recent a sign-in must be to approve a sensitive scope on /approvals or the MCP Apps approval card (older: sign in again)")
 }
 
 // devPagesConfig is the pages' configuration for `jobgate dev`: its identity provider (issuer,

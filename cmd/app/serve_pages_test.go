@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jobgate/jobgate/activities/payloadcrypt"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/devidp"
 	"github.com/jobgate/jobgate/frontend/pages"
@@ -82,7 +83,8 @@ func TestServePages(t *testing.T) {
 		}
 		if err := fs.Parse([]string{"--oidc-client-id", devidp.PagesClientID, "--temporal-address", deadAddr, "--listen", "127.0.0.1:0",
 			"--resource-uri", resource, "--issuer", issuer, "--jwks-url", issuer + "/keys",
-			"--handle-keys", "k1:" + strings.Repeat("ab", 32), "--resume-keys", "r1:" + strings.Repeat("cd", 32)}); err != nil {
+			"--handle-keys", "k1:" + strings.Repeat("ab", 32), "--resume-keys", "r1:" + strings.Repeat("cd", 32),
+			"--signing-keys", testSigningKeys, "--payload-kek", payloadcrypt.NewLocalKEK(), "--payload-key-store", "file://" + t.TempDir()}); err != nil {
 			t.Fatal(err)
 		}
 		c.Pages.ClientSecret = idp.PagesClientSecret()

@@ -29,13 +29,14 @@ func TestServeSigningKeys(t *testing.T) {
 	for _, tc := range []struct {
 		name, spec, file, want string // want "" = starts
 	}{
+		{"missing", "", "", "--signing-keys or --signing-keys-file is required"},
 		{"short seed", "s1:abcd", "", "--signing-keys: handle: signing keyring entry 1"},
 		{"missing file", "", filepath.Join(dir, "nope"), "--signing-keys-file"},
 		{"placeholder", "", placeholder, "--signing-keys-file: the secret is a public DEV-ONLY placeholder"},
 		{"file", "", good, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &ServeMain{Config: ServeConfig{Temporal: TemporalConfig{Address: "127.0.0.1:1", Namespace: "default"},
+			s := &ServeMain{Config: ServeConfig{Temporal: withPayloadKEK(t, TemporalConfig{Address: "127.0.0.1:1", Namespace: "default"}),
 				Listen: "127.0.0.1:0", ResourceURI: "http://localhost/mcp", Issuer: "iss", HS256SecretFile: secret,
 				HandleKeys: "k1:" + strings.Repeat("ab", 32), ResumeKeys: "r1:" + strings.Repeat("ab", 32),
 				SigningKeys: tc.spec, SigningKeysFile: tc.file}}

@@ -61,9 +61,9 @@ type WorkerConfig struct {
 	// as serve's. Defaults to none, and then every resume is refused (fail closed).
 	ResumeKeys, ResumeKeysFile string
 	// SigningKeys (or SigningKeysFile) is serve's Ed25519 signing keyring: the worker signs each
-	// export manifest with it and writes its public half beside the manifest. Defaults to none,
-	// and then manifests carry only the legacy HMAC seal of the resume keys, which jobgate verify
-	// fails unless --allow-legacy.
+	// export manifest with it and writes its public half beside the manifest. Required by a
+	// worker serving exports (the only kind whose worker signs); one without exports, such as an
+	// episode worker running caller-influenced commands, needs none and should hold none.
 	SigningKeys, SigningKeysFile string
 	// DevDeployment lets the worker verify with resume keys marked DEV-ONLY (public placeholders).
 	DevDeployment bool
@@ -234,6 +234,10 @@ func (m *WorkerMain) Run(ctx context.Context) error {
 		}
 	}
 	m.Config.Temporal.warnClearPayloads(m.Logger)
+	if m.ResumeKeys == nil {
+		// Said once the worker runs: a start that fails says only why.
+		m.Logger.Error("no --resume-keys / --resume-keys-file: this worker refuses every resume (approvals, rejections); give it the frontends' resume keys")
+	}
 	m.Logger.Info("worker polling", zap.String("task_queue", tq), zap.Strings("kinds", kinds),
 		zap.Strings("suites", suites.Names()), zap.Strings("datasets", acts.Datasets.Names()),
 		zap.Strings("suite_queues", slices.DeleteFunc(slices.Sorted(maps.Keys(queues)), func(q string) bool { return q == tq })),
@@ -283,7 +287,13 @@ func (m *WorkerMain) bindWorkflows(acts *activities.Activities) (*workflows.Work
 		return nil, nil, err
 	}
 	wfs := &workflows.Workflows{Notify: notes}
-	if m.SigningKeys == nil {
+	if m.Config.serves(workflows.KindExport) {
+		// Each export manifest is signed with Ed25519, checked by anyone with the public keys.
+		if err := requireSigningKeys(&m.SigningKeys, m.Config.SigningKeys, m.Config.SigningKeysFile, m.Config.DevDeployment,
+			"a worker serving exports signs every manifest with serve's signing keys"); err != nil {
+			return nil, nil, err
+		}
+	} else if m.SigningKeys == nil {
 		k, err := loadSigningKeys(m.Config.SigningKeys, m.Config.SigningKeysFile, m.Config.DevDeployment)
 		if err != nil {
 			return nil, nil, err
@@ -291,19 +301,14 @@ func (m *WorkerMain) bindWorkflows(acts *activities.Activities) (*workflows.Work
 		m.SigningKeys = k
 	}
 	if m.SigningKeys != nil {
-		// Each export manifest is signed with Ed25519, checked by anyone with the public keys.
 		acts.ManifestSigner = m.SigningKeys
-	} else {
-		m.Logger.Error("no --signing-keys / --signing-keys-file: export manifests are not signed (jobgate verify fails them unless --allow-legacy); give the workers serve's signing keys")
 	}
 	if m.ResumeKeys != nil {
 		wfs.Resume = resumeseal.Verifier(m.ResumeKeys)
-		// Without signing keys the resume keys still seal each manifest (an HMAC: the legacy
-		// seal, which jobgate verify accepts only with --allow-legacy), so a worker not yet given
-		// signing keys writes no less than before.
+		// The legacy HMAC seal, used only where no ManifestSigner is set: never by a worker
+		// serving exports, which requires signing keys; jobgate verify accepts it only with
+		// --allow-legacy.
 		acts.ManifestSealer = m.ResumeKeys
-	} else {
-		m.Logger.Error("no --resume-keys / --resume-keys-file: this worker refuses every resume (approvals, rejections); give it the frontends' resume keys")
 	}
 	return wfs, notes, nil
 }

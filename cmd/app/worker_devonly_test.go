@@ -32,7 +32,7 @@ func TestWorkerRefusesDevOnlyResumeKeys(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.cfg.Kinds = []string{"eval"}
 			// Nothing listens here: a run that gets past the keys fails (or times out) dialing.
-			c.cfg.Temporal = TemporalConfig{Address: "127.0.0.1:1", Namespace: "default"}
+			c.cfg.Temporal = withPayloadKEK(t, TemporalConfig{Address: "127.0.0.1:1", Namespace: "default"})
 			m := &WorkerMain{Config: c.cfg}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()

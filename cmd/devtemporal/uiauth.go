@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
+
+	"github.com/jobgate/jobgate/authz"
 )
 
 // UIAuth signs people in to the Web UI with OpenID Connect: ui-server's auth provider, an
@@ -86,21 +87,9 @@ func checkDiscovery(ctx context.Context, issuer string) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	wellKnown := strings.TrimSuffix(issuer, "/") + "/.well-known/openid-configuration"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, wellKnown, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("discovery: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	body, err := authz.FetchMetadata(ctx, http.DefaultClient, wellKnown)
 	if err != nil {
 		return fmt.Errorf("discovery %s: %w", wellKnown, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("discovery %s: HTTP %d", wellKnown, resp.StatusCode)
 	}
 	var d struct {
 		Issuer string `json:"issuer"`

@@ -38,6 +38,7 @@ func commandTree() []cmdNode {
 		leaf("dev"), leaf("serve"), leaf("worker"), leaf("temporal"), leaf("setup"),
 		group("deploy", leaf("status"), leaf("set-current"), leaf("ramp"), leaf("build-id")),
 		leaf("replay"), leaf("token"),
+		group("keygen", leaf("payload-kek"), leaf("signing-keys"), leaf("resume-keys"), leaf("handle-keys")),
 		group("payload-keys", leaf("list"), leaf("rotate")),
 		group("tenant", leaf("forget")),
 		leaf("login"), leaf("whoami"), leaf("logout"),
@@ -51,8 +52,8 @@ func commandTree() []cmdNode {
 // flagLine matches a flag in a flag set's -h output ("  -name type").
 var flagLine = regexp.MustCompile(`(?m)^  -([A-Za-z0-9][A-Za-z0-9_.-]*)`)
 
-// commandFlags runs path with -h and reads the flags it prints.
-func commandFlags(path []string) []string {
+// flagsOf runs path with -h and reads the flags it prints.
+func flagsOf(path []string) []string {
 	var out bytes.Buffer
 	_ = run(append(slices.Clone(path), "-h"), io.Discard, &out)
 	var flags []string
@@ -70,14 +71,14 @@ func completionTree() []cmdNode {
 	for i := range tree {
 		n := &tree[i]
 		if n.subs == nil {
-			n.flags = commandFlags([]string{n.name})
+			n.flags = flagsOf([]string{n.name})
 			continue
 		}
 		if n.name == "completion" {
 			continue // its "subcommands" are shells: no flags
 		}
 		for j := range n.subs {
-			n.subs[j].flags = commandFlags([]string{n.name, n.subs[j].name})
+			n.subs[j].flags = flagsOf([]string{n.name, n.subs[j].name})
 		}
 	}
 	return tree

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,11 +54,7 @@ func runJobsDownload(args []string, stdout, stderr io.Writer) error {
 		return &exitError{code: 1, err: fmt.Errorf("jobs download: export %s %s; there is no file until it has succeeded", clean(v.JobID), notReady(v))}
 	}
 	var res wire.ExportResultView
-	raw, err := json.Marshal(v.Result)
-	if err == nil {
-		err = json.Unmarshal(raw, &res)
-	}
-	if err != nil || v.Result == nil {
+	if err := v.DecodeResult(&res); err != nil {
 		return fmt.Errorf("jobs download: get_export returned no usable result: %v", err)
 	}
 	if res.DownloadURL == "" {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"io"
 	"strconv"
 	"strings"
@@ -16,12 +15,8 @@ func exportCLI() cliKind {
 
 // printExportResult prints an export's manifest and how to download it.
 func printExportResult(w io.Writer, j *job) bool {
-	raw, err := json.Marshal(j.view.Result)
-	if err != nil {
-		return false
-	}
 	var r wire.ExportResultView
-	if json.Unmarshal(raw, &r) != nil {
+	if j.view.DecodeResult(&r) != nil {
 		return false
 	}
 	var f fields

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"html"
@@ -36,7 +35,7 @@ func browserLogin(ctx context.Context, cfg *oauth2.Config, m *serverMetadata, re
 	}
 	c := *cfg
 	c.RedirectURL = fmt.Sprintf("http://127.0.0.1:%d/callback", ln.Addr().(*net.TCPAddr).Port)
-	state := randomString(32)
+	state := rand.Text()
 	verifier := oauth2.GenerateVerifier()
 	authURL := c.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", resource))
 
@@ -138,10 +137,4 @@ func openBrowser(u string) {
 func page(title, msg string) string {
 	return "<!doctype html><meta charset=utf-8><title>jobgate: " + html.EscapeString(title) + "</title><h1>" +
 		html.EscapeString(title) + "</h1><p>" + html.EscapeString(msg) + "</p>\n"
-}
-
-func randomString(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return base64.RawURLEncoding.EncodeToString(b)
 }

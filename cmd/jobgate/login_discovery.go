@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/jobgate/jobgate/authz"
 )
 
 // resourceMetadata is the part of RFC 9728 metadata login reads.
@@ -107,18 +108,10 @@ func secureURL(what, raw string) error {
 	if err != nil || u.Host == "" || u.User != nil || (u.Scheme != "https" && u.Scheme != "http") {
 		return fmt.Errorf("%s %q is not an absolute http(s) URL", what, cleanText(raw))
 	}
-	if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+	if u.Scheme == "http" && !authz.LoopbackHost(u.Hostname()) {
 		return fmt.Errorf("%s %s must use https (plain http only to a loopback host: 127.0.0.0/8, ::1, localhost)", what, cleanText(raw))
 	}
 	return nil
-}
-
-func loopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // getFirstJSON decodes the first of urls that answers 200 into out. A 404 (or 405/400 from

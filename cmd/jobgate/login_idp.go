@@ -61,16 +61,62 @@ func (t *idpTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if t.resource != "" && form.Get("resource") == "" {
 		form.Set("resource", t.resource)
 	}
-	if isDevice && t.secret != "" && r.Header.Get("Authorization") == "" {
-		// RFC 6749 §2.3.1: form-urlencode id and secret before Basic.
-		r.SetBasicAuth(url.QueryEscape(t.clientID), url.QueryEscape(t.secret))
-		form.Del("client_secret")
+	if isDevice && r.Header.Get("Authorization") == "" {
+		clientAuth(r, form, t.clientID, t.secret)
 	}
+	setForm(r, form)
+	return t.base.RoundTrip(r)
+}
+
+// revoke is an RFC 7009 request for the login's refresh token, authenticated as its client.
+func revoke(l storedLogin) error {
+	if err := secureURL("revocation_endpoint", l.RevocationEndpoint); err != nil {
+		return err // login checked it; the file may be older or edited
+	}
+	secret, err := readClientSecret(l.ClientSecretFile)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.RevocationEndpoint, nil)
+	if err != nil {
+		return err
+	}
+	form := url.Values{"token": {l.RefreshToken}, "token_type_hint": {"refresh_token"}}
+	clientAuth(req, form, l.ClientID, secret)
+	setForm(req, form)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s %s", resp.Status, b)
+	}
+	return nil
+}
+
+// clientAuth authenticates a form POST to the IdP as the client: a confidential client's ID
+// and secret in Basic, each form-urlencoded first (RFC 6749 §2.3.1), and no client_secret in
+// the form; a public client names itself with client_id in the form.
+func clientAuth(r *http.Request, form url.Values, clientID, secret string) {
+	if secret == "" {
+		form.Set("client_id", clientID)
+		return
+	}
+	r.SetBasicAuth(url.QueryEscape(clientID), url.QueryEscape(secret))
+	form.Del("client_secret")
+}
+
+// setForm makes form, encoded, r's body (re-sendable: GetBody).
+func setForm(r *http.Request, form url.Values) {
 	enc := form.Encode()
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	r.Body = io.NopCloser(strings.NewReader(enc))
 	r.ContentLength = int64(len(enc))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(enc)), nil }
-	return t.base.RoundTrip(r)
 }
 
 // deviceLogin runs the device authorization grant: it prints where to go and the code, then

@@ -33,6 +33,8 @@ Usage:
                              roll worker versions: running jobs finish on their build (cmd/app/README.md)
   jobgate replay   [flags]   before a release: replay recent histories against this binary's workflows (exit 1: non-determinism)
   jobgate token    [flags]   mint a dev HS256 bearer token
+  jobgate keygen   payload-kek|signing-keys|resume-keys|handle-keys [-o file]
+                             make a fresh key for serve's and worker's key flags (dev; production: a KMS KEK)
   jobgate payload-keys list|rotate --tenant T
                              the tenants' payload encryption keys: list them, or add a newer one
   jobgate tenant forget <tenant> --yes
@@ -108,6 +110,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runToken(args, stdout, stderr)
 	case "payload-keys":
 		return runPayloadKeys(args, stdout, stderr, app.BindEnv)
+	case "keygen":
+		return runKeygen(args, stdout, stderr)
 	case "tenant":
 		return runTenant(args, stdout, stderr, app.BindEnv)
 	case "jobs":
@@ -139,6 +143,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 func newFlagSet(name, summary string, stderr io.Writer) *flag.FlagSet {
 	return app.CommandFlags(name, "Usage: jobgate "+name+" [flags]\n\n"+summary+"\n", stderr)
 }
+
+// commandFlags is the flag set of a command whose usage text is its own (payload-keys, tenant
+// forget): -h prints usage, then the flags.
+var commandFlags = app.CommandFlags
 
 // A subcommand is one command of a group ("jobgate jobs list"): its names (the first is the
 // one an unknown command's error lists) and what runs it.

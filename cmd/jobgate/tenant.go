@@ -31,14 +31,8 @@ func runTenant(args []string, stdout, stderr io.Writer, bindEnv func(*flag.FlagS
 		fmt.Fprint(stderr, tenantUsage)
 		return flag.ErrHelp
 	}
-	fs := flag.NewFlagSet("tenant forget", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, tenantUsage+"\nFlags:\n"); fs.PrintDefaults() }
-	var cfg payloadcrypt.Config
-	var artifacts string
+	fs, store := newKeyStoreFlags("tenant forget", tenantUsage, "the tenant's artifacts are deleted from it; ", stderr)
 	var yes bool
-	cfg.Flags(fs)
-	fs.StringVar(&artifacts, "artifacts", "", "the artifact store URL serve and worker have (the tenant's artifacts are deleted from it; its keys/ prefix is the default key store)")
 	fs.BoolVar(&yes, "yes", false, "required: yes, delete the tenant's keys and artifacts for good")
 	if err := bindEnv(fs); err != nil {
 		return err
@@ -68,16 +62,16 @@ func runTenant(args []string, stdout, stderr io.Writer, bindEnv func(*flag.FlagS
 	if !yes {
 		return fmt.Errorf("--yes is required: forgetting %s deletes its payload keys and artifacts for good", tenant)
 	}
-	if artifacts == "" {
+	if store.artifacts == "" {
 		return errors.New("--artifacts: required (the tenant's artifacts live there)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	keys, err := cfg.Open(ctx, artifacts, payloadcrypt.Options{})
-	if err != nil {
-		return err
-	}
-	defer keys.Close()
+	return store.with(10*time.Minute, func(ctx context.Context, keys *payloadcrypt.Opened) error {
+		return forgetTenant(ctx, keys, store.artifacts, tenant, stdout)
+	})
+}
+
+// forgetTenant is tenant forget's work: the tenant's payload keys, then its artifacts.
+func forgetTenant(ctx context.Context, keys *payloadcrypt.Opened, artifactsURL, tenant string, stdout io.Writer) error {
 	// Keys first: once they are gone nothing of the tenant's reads again, whatever happens to
 	// the artifacts' deletion (which a rerun finishes).
 	nk, err := keys.Forget(ctx, tenant)
@@ -85,12 +79,12 @@ func runTenant(args []string, stdout, stderr io.Writer, bindEnv func(*flag.FlagS
 		return err
 	}
 	fmt.Fprintf(stdout, "%s\tpayload keys deleted: %d (its payloads in Temporal no longer open)\n", tenant, nk)
-	store, err := activities.OpenArtifactStore(ctx, artifacts)
+	artifacts, err := activities.OpenArtifactStore(ctx, artifactsURL)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	na, err := store.ForgetTenant(ctx, tenant)
+	defer artifacts.Close()
+	na, err := artifacts.ForgetTenant(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("artifacts of %s (%d deleted; run again to finish): %w", tenant, na, err)
 	}

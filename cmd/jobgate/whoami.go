@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -236,40 +233,5 @@ func runLogout(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "Signed out of %s for %s: %s; stored tokens deleted.\n", login.Issuer, login.Resource, revoked)
-	return nil
-}
-
-// revoke is an RFC 7009 request for the login's refresh token, authenticated as its client.
-func revoke(l storedLogin) error {
-	if err := secureURL("revocation_endpoint", l.RevocationEndpoint); err != nil {
-		return err // login checked it; the file may be older or edited
-	}
-	form := url.Values{"token": {l.RefreshToken}, "token_type_hint": {"refresh_token"}}
-	secret, err := readClientSecret(l.ClientSecretFile)
-	if err != nil {
-		return err
-	}
-	if secret == "" {
-		form.Set("client_id", l.ClientID)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.RevocationEndpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if secret != "" {
-		req.SetBasicAuth(url.QueryEscape(l.ClientID), url.QueryEscape(secret))
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s %s", resp.Status, b)
-	}
 	return nil
 }

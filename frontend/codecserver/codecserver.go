@@ -104,7 +104,7 @@ func New(o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	h := &handler{o: o, metaURL: metadataURL(o.ResourceURI), payloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+	h := &handler{o: o, metaURL: authz.ResourceMetadataURL(o.ResourceURI), payloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "jobgate", Name: "codec_payloads_total",
 		Help: "Payloads the Web UI's codec server was sent, by op (decode, encode) and outcome: opened (sealed for a tenant the caller administers), refused (another tenant's, returned sealed; for encode, the payloads of a refused request), clear (never sealed), failed (would not open or seal), sealed (encode).",
 	}, []string{"op", "outcome"})}
@@ -133,15 +133,6 @@ func checkOrigin(s string) error {
 		return fmt.Errorf("codecserver: CORS origin %q: want scheme://host[:port], e.g. https://temporal.example.com", s)
 	}
 	return nil
-}
-
-// metadataURL is the RFC 9728 metadata URL of resource (as the frontend's challenges name it).
-func metadataURL(resource string) string {
-	u, err := url.Parse(resource)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	return u.Scheme + "://" + u.Host + "/.well-known/oauth-protected-resource" + strings.TrimRight(u.Path, "/")
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -245,11 +236,7 @@ func bearer(r *http.Request) (token string, has bool) {
 // loopbackRequest: from a loopback address, to a loopback Host (a DNS-rebound name is not),
 // so only this machine's processes, or pages of an allowed origin, reach the dev operator.
 func loopbackRequest(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+	if !authz.LoopbackPeer(r.RemoteAddr) {
 		return false
 	}
 	h := r.Host

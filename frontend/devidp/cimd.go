@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jobgate/jobgate/authz"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 )
 
@@ -89,15 +90,11 @@ func parseClientIDURL(id string) (*url.URL, error) {
 // members are ignored (the draft lets a document define more). Secrets are read only to be
 // refused.
 type cimdDocument struct {
-	ClientID                string          `json:"client_id"`
-	ClientName              string          `json:"client_name"`
-	ClientURI               string          `json:"client_uri,omitempty"`
-	RedirectURIs            []string        `json:"redirect_uris"`
-	GrantTypes              []string        `json:"grant_types,omitempty"`
-	ResponseTypes           []string        `json:"response_types,omitempty"`
-	TokenEndpointAuthMethod string          `json:"token_endpoint_auth_method,omitempty"`
-	ClientSecret            json.RawMessage `json:"client_secret,omitempty"`
-	ClientSecretExpiresAt   json.RawMessage `json:"client_secret_expires_at,omitempty"`
+	ClientID  string `json:"client_id"`
+	ClientURI string `json:"client_uri,omitempty"`
+	clientMetadata
+	ClientSecret          json.RawMessage `json:"client_secret,omitempty"`
+	ClientSecretExpiresAt json.RawMessage `json:"client_secret_expires_at,omitempty"`
 }
 
 // secretAuthMethods are the token_endpoint_auth_methods built on a shared secret, which a
@@ -178,34 +175,8 @@ func (d *cimdDocument) check(clientID string) error {
 	default:
 		return cimdErrorf("token_endpoint_auth_method: %q is not supported here; only \"none\" (a public client with PKCE)", m)
 	}
-	if len(d.RedirectURIs) == 0 || len(d.RedirectURIs) > maxRedirectURIs {
-		return cimdErrorf("redirect_uris: 1 to %d URIs required in the metadata document", maxRedirectURIs)
-	}
-	for _, u := range d.RedirectURIs {
-		if err := checkRedirectURI(u); err != nil {
-			return cimdErrorf("redirect_uris: %v", err)
-		}
-	}
-	if len(d.GrantTypes) == 0 {
-		d.GrantTypes = []string{string(oidc.GrantTypeCode), string(oidc.GrantTypeRefreshToken)}
-	}
-	for _, g := range d.GrantTypes {
-		switch oidc.GrantType(g) {
-		case oidc.GrantTypeCode, oidc.GrantTypeRefreshToken, oidc.GrantTypeDeviceCode:
-		default:
-			return cimdErrorf("grant_types: %q is not supported (authorization_code, refresh_token, %s)", g, oidc.GrantTypeDeviceCode)
-		}
-	}
-	if !slices.Contains(d.GrantTypes, string(oidc.GrantTypeCode)) && !slices.Contains(d.GrantTypes, string(oidc.GrantTypeDeviceCode)) {
-		return cimdErrorf("grant_types: authorization_code or the device grant is required")
-	}
-	if len(d.ResponseTypes) == 0 {
-		d.ResponseTypes = []string{string(oidc.ResponseTypeCode)}
-	}
-	for _, rt := range d.ResponseTypes {
-		if rt != string(oidc.ResponseTypeCode) {
-			return cimdErrorf("response_types: %q is not supported (code)", rt)
-		}
+	if p := d.checkFlows(true); p != nil {
+		return cimdErrorf("%s", p.msg)
 	}
 	return nil
 }
@@ -220,7 +191,7 @@ func checkClientURI(s string) error {
 	if u.User != nil {
 		return cimdErrorf("client_uri: %q contains a username or password", s)
 	}
-	if u.Scheme != "https" && !(u.Scheme == "http" && loopback(u.Hostname())) {
+	if u.Scheme != "https" && !(u.Scheme == "http" && authz.LoopbackHost(u.Hostname())) {
 		return cimdErrorf("client_uri: %q: https, or http on a loopback host only", s)
 	}
 	return nil

@@ -126,7 +126,7 @@ func (r *cimdResolver) resolve(ctx context.Context, id string) (*client, error) 
 		if err := refusedAddr(ip, host, r.allowLoopback); err != nil {
 			return nil, cimdErrorf("client_id: %v", err)
 		}
-	} else if why := authz.PrivateHost(host); why != "" && !(r.allowLoopback && loopback(host)) {
+	} else if why := authz.PrivateHost(host); why != "" && !(r.allowLoopback && authz.LoopbackHost(host)) {
 		return nil, cimdErrorf("client_id: refused to connect to %s: %s (only public addresses%s)", host, why, loopbackHint(r.allowLoopback))
 	}
 	doc, ttl, err := r.fetch(ctx, id)

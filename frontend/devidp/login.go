@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/jobgate/jobgate/authz"
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
 
@@ -45,7 +46,7 @@ func (i *IdP) loginPage(w http.ResponseWriter, r *http.Request) {
 		d.ClientName = c.name
 	}
 	if u, err := url.Parse(ar.GetRedirectURI()); err == nil {
-		d.RedirectHost, d.LoopbackRedirect = u.Host, loopback(u.Hostname())
+		d.RedirectHost, d.LoopbackRedirect = u.Host, authz.LoopbackHost(u.Hostname())
 	}
 	i.renderLogin(w, http.StatusOK, d)
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -196,7 +195,7 @@ func (opts *Options) check() (*url.URL, error) {
 		return nil, errors.New("devidp: Options.Issuer is required")
 	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.RawQuery != "" || u.Fragment != "":
 		return nil, fmt.Errorf("devidp: Options.Issuer %q is not an http(s) URL without query", opts.Issuer)
-	case u.Scheme == "http" && !loopback(u.Hostname()):
+	case u.Scheme == "http" && !authz.LoopbackHost(u.Hostname()):
 		return nil, fmt.Errorf("devidp: Options.Issuer %q: http only for a loopback host", opts.Issuer)
 	case opts.Resource == "":
 		return nil, errors.New("devidp: Options.Resource is required")
@@ -347,33 +346,13 @@ func (i *IdP) loopbackOnly(h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !loopbackPeer(r.RemoteAddr) {
+		if !authz.LoopbackPeer(r.RemoteAddr) {
 			w.Header().Set("Cache-Control", "no-store")
 			http.Error(w, RemoteOnlyMessage, http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// loopbackPeer reports whether RemoteAddr ("ip:port") is a loopback address (IPv4-mapped
-// IPv6 included). Anything unparseable is not.
-func loopbackPeer(remoteAddr string) bool {
-	ap, err := netip.ParseAddrPort(remoteAddr)
-	if err != nil {
-		return false
-	}
-	return ap.Addr().Unmap().IsLoopback()
-}
-
-// loopback reports whether a URL's host (u.Hostname(), no brackets) is loopback: localhost or
-// a loopback IP literal. A prefix match would take the DNS name 127.evil.example for one.
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // UnusedClientTTLDefault is Options.UnusedClientTTL's default.

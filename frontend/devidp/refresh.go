@@ -2,9 +2,7 @@ package devidp
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -202,9 +200,6 @@ func (s *storage) loadRefresh() error {
 }
 
 func (s *storage) saveRefreshLocked() error {
-	if s.dir == "" {
-		return nil
-	}
 	ts := make([]*refreshToken, 0, len(s.refresh))
 	now := s.now()
 	for _, t := range s.refresh {
@@ -213,9 +208,5 @@ func (s *storage) saveRefreshLocked() error {
 		}
 	}
 	slices.SortFunc(ts, func(a, b *refreshToken) int { return strings.Compare(a.Hash, b.Hash) })
-	b, err := json.Marshal(ts)
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(s.dir, refreshFile), b)
+	return s.writeJSON(refreshFile, ts)
 }

@@ -7,11 +7,11 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/jobgate/jobgate/authz"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
@@ -33,14 +33,10 @@ const (
 
 // registration is the RFC 7591 metadata this provider reads and answers.
 type registration struct {
-	ClientID                string   `json:"client_id,omitempty"`
-	ClientIDIssuedAt        int64    `json:"client_id_issued_at,omitempty"`
-	ClientName              string   `json:"client_name,omitempty"`
-	RedirectURIs            []string `json:"redirect_uris"`
-	GrantTypes              []string `json:"grant_types,omitempty"`
-	ResponseTypes           []string `json:"response_types,omitempty"`
-	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method,omitempty"`
-	Scope                   string   `json:"scope,omitempty"`
+	ClientID         string `json:"client_id,omitempty"`
+	ClientIDIssuedAt int64  `json:"client_id_issued_at,omitempty"`
+	clientMetadata
+	Scope string `json:"scope,omitempty"`
 	// UsedAt is when the client was first issued a token (Unix seconds; 0 = never): a client
 	// never used expires (Options.UnusedClientTTL). Kept in clients.json, never in an answer.
 	UsedAt int64 `json:"jobgate_used_at,omitempty"`
@@ -65,35 +61,75 @@ func validateRegistration(r *registration) error {
 	default:
 		return badMeta("token_endpoint_auth_method: only \"none\" (public client with PKCE) is supported")
 	}
-	if len(r.RedirectURIs) == 0 || len(r.RedirectURIs) > maxRedirectURIs {
-		return &regError{"invalid_redirect_uri", fmt.Sprintf("redirect_uris: 1 to %d URIs required", maxRedirectURIs)}
-	}
-	for _, u := range r.RedirectURIs {
-		if err := checkRedirectURI(u); err != nil {
-			return &regError{"invalid_redirect_uri", "redirect_uris: " + err.Error()}
+	if p := r.checkFlows(false); p != nil {
+		if p.redirect {
+			return &regError{"invalid_redirect_uri", p.msg}
 		}
-	}
-	if len(r.GrantTypes) == 0 {
-		r.GrantTypes = []string{string(oidc.GrantTypeCode), string(oidc.GrantTypeRefreshToken)}
-	}
-	for _, g := range r.GrantTypes {
-		if g != string(oidc.GrantTypeCode) && g != string(oidc.GrantTypeRefreshToken) {
-			return badMeta("grant_types: %q is not supported (authorization_code, refresh_token)", g)
-		}
-	}
-	if !slices.Contains(r.GrantTypes, string(oidc.GrantTypeCode)) {
-		return badMeta("grant_types: authorization_code is required")
-	}
-	if len(r.ResponseTypes) == 0 {
-		r.ResponseTypes = []string{string(oidc.ResponseTypeCode)}
-	}
-	for _, rt := range r.ResponseTypes {
-		if rt != string(oidc.ResponseTypeCode) {
-			return badMeta("response_types: %q is not supported (code)", rt)
-		}
+		return badMeta("%s", p.msg)
 	}
 	if len(r.ClientName) > 200 {
 		return badMeta("client_name: at most 200 characters")
+	}
+	return nil
+}
+
+// clientMetadata is the RFC 7591 client metadata both ways of naming a client carry: a
+// registration (/register) and a metadata document (CIMD). Both are checked by checkFlows.
+type clientMetadata struct {
+	ClientName              string   `json:"client_name,omitempty"`
+	RedirectURIs            []string `json:"redirect_uris"`
+	GrantTypes              []string `json:"grant_types,omitempty"`
+	ResponseTypes           []string `json:"response_types,omitempty"`
+	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method,omitempty"`
+}
+
+// metaProblem is what checkFlows found wrong: the message names the field; redirect says it
+// is about redirect_uris (RFC 7591 answers those with invalid_redirect_uri).
+type metaProblem struct {
+	redirect bool
+	msg      string
+}
+
+// checkFlows checks the redirect URIs (1 to maxRedirectURIs, each checkRedirectURI), the
+// grant types (authorization_code and refresh_token, and the device grant if device; absent:
+// code and refresh; one that starts a sign-in required) and the response types (code only;
+// absent: code), filling in the defaults.
+func (m *clientMetadata) checkFlows(device bool) *metaProblem {
+	if len(m.RedirectURIs) == 0 || len(m.RedirectURIs) > maxRedirectURIs {
+		return &metaProblem{true, fmt.Sprintf("redirect_uris: 1 to %d URIs required", maxRedirectURIs)}
+	}
+	for _, u := range m.RedirectURIs {
+		if err := checkRedirectURI(u); err != nil {
+			return &metaProblem{true, "redirect_uris: " + err.Error()}
+		}
+	}
+	if len(m.GrantTypes) == 0 {
+		m.GrantTypes = []string{string(oidc.GrantTypeCode), string(oidc.GrantTypeRefreshToken)}
+	}
+	supported, starts := "authorization_code, refresh_token", "authorization_code"
+	if device {
+		supported, starts = supported+", "+string(oidc.GrantTypeDeviceCode), starts+" or the device grant"
+	}
+	started := false
+	for _, g := range m.GrantTypes {
+		switch gt := oidc.GrantType(g); {
+		case gt == oidc.GrantTypeCode || device && gt == oidc.GrantTypeDeviceCode:
+			started = true
+		case gt == oidc.GrantTypeRefreshToken:
+		default:
+			return &metaProblem{false, fmt.Sprintf("grant_types: %q is not supported (%s)", g, supported)}
+		}
+	}
+	if !started {
+		return &metaProblem{false, "grant_types: " + starts + " is required"}
+	}
+	if len(m.ResponseTypes) == 0 {
+		m.ResponseTypes = []string{string(oidc.ResponseTypeCode)}
+	}
+	for _, rt := range m.ResponseTypes {
+		if rt != string(oidc.ResponseTypeCode) {
+			return &metaProblem{false, fmt.Sprintf("response_types: %q is not supported (code)", rt)}
+		}
 	}
 	return nil
 }
@@ -110,7 +146,7 @@ func checkRedirectURI(s string) error {
 	switch {
 	case u.Scheme == "https":
 		return nil
-	case u.Scheme == "http" && loopback(u.Hostname()):
+	case u.Scheme == "http" && authz.LoopbackHost(u.Hostname()):
 		return nil
 	}
 	return fmt.Errorf("%q: https, or http on localhost/127.0.0.1/[::1] only", s)
@@ -192,9 +228,6 @@ func (s *storage) markUsed(id string) error {
 }
 
 func (s *storage) saveClientsLocked() error {
-	if s.dir == "" {
-		return nil
-	}
 	var regs []registration
 	for _, c := range s.clients {
 		if c.reg != nil {
@@ -202,11 +235,7 @@ func (s *storage) saveClientsLocked() error {
 		}
 	}
 	slices.SortFunc(regs, func(a, b registration) int { return strings.Compare(a.ClientID, b.ClientID) })
-	b, err := json.MarshalIndent(regs, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(s.dir, clientsFile), b)
+	return s.writeJSON(clientsFile, regs)
 }
 
 func (s *storage) loadClients() error {

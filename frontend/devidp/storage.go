@@ -379,3 +379,16 @@ func (s *storage) readJSON(name string, v any) error {
 	}
 	return nil
 }
+
+// writeJSON is readJSON's counterpart: v as indented JSON in the data directory under name,
+// written atomically with mode 0600 (writeFileAtomic); without a data directory, nothing.
+func (s *storage) writeJSON(name string, v any) error {
+	if s.dir == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(s.dir, name), b)
+}

@@ -58,10 +58,19 @@ func (f *Core) ListApprovals(ctx context.Context, p authz.Principal, in ListAppr
 	if err != nil {
 		return nil, fmt.Errorf("list_approvals filter: %w", err)
 	}
-	return f.listPage(ctx, p, listApprovalsToolName, jf, lf.PageSize, token, fp, func(j *jobstore.Job) bool {
-		return j.NeedsInput != nil && j.NeedsInput.Approver == authz.ApproverApprover &&
+	var shown []*jobstore.Job
+	out, err := f.listPage(ctx, p, listApprovalsToolName, jf, lf.PageSize, token, fp, func(j *jobstore.Job) bool {
+		keep := j.NeedsInput != nil && j.NeedsInput.Approver == authz.ApproverApprover &&
 			authz.Decide(p, authz.ActionResume, j.PolicyJob()) == authz.Allow
+		if keep {
+			shown = append(shown, j)
+		}
+		return keep
 	})
+	if err == nil {
+		f.noteApprovalCards(ctx, p, shown...)
+	}
+	return out, err
 }
 
 // approvalsJobFilter is listJobFilter over the whole tenant, narrowed to open approver requests

@@ -2,13 +2,10 @@ package jobcore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/events"
@@ -45,13 +42,19 @@ var ErrNoPrincipal = errors.New("no verified principal on request")
 // Extra; principalFrom reads it back.
 const PrincipalKey = "jobgate.principal"
 
-// principalFrom is the verified principal of a request's token.
+// PrincipalFrom is the verified principal of a request's token.
 func PrincipalFrom(ti *auth.TokenInfo) (authz.Principal, bool) {
 	if ti == nil {
 		return authz.Principal{}, false
 	}
 	p, ok := ti.Extra[PrincipalKey].(authz.Principal)
 	return p, ok
+}
+
+// PrincipalFromContext is the verified principal of the token the bearer middleware put in an
+// HTTP request's context.
+func PrincipalFromContext(ctx context.Context) (authz.Principal, bool) {
+	return PrincipalFrom(auth.TokenInfoFromContext(ctx))
 }
 
 // taskSupport is how a start tool meets the Tasks extension (toolDef.task).
@@ -62,61 +65,6 @@ const (
 	TaskRequired                     // a task, and -32021 for a client that cannot take one
 	TaskForbidden                    // never a task: the tool answers synchronously
 )
-
-// How a kind's open input request reads on the Tasks surface: the
-// inputRequests of tasks/get and the answer tasks/update's inputResponses make of it.
-
-// taskInput is how a kind's open input request (workflows.NeedsInput) reads on the Tasks
-// surface. requests are the elicitations tasks/get shows, by key: every key outstanding until
-// an answer changes the request. answer reads tasks/update's responses to outstanding keys
-// (decoded as elicitation results) into one resume of the open request, the same resume
-// resume_* makes; answered is false when nothing in them answers (declined, dismissed), and
-// the job keeps waiting. An error is a tool error of the job core (invalid_argument).
-type taskInput interface {
-	Requests(ni *workflows.NeedsInput) mcp.InputRequestMap
-	Answer(ni *workflows.NeedsInput, resps map[string]*mcp.ElicitResult) (in ResumeIn, answered bool, err error)
-}
-
-// approvalInput is every job kind's request as an approval: one form elicitation (decision,
-// comment) under a key bound to the request's input_id and scope_digest (taskInputKey).
-type approvalInput struct{}
-
-func (approvalInput) Requests(ni *workflows.NeedsInput) mcp.InputRequestMap {
-	return mcp.InputRequestMap{TaskInputKey(ni): approvalElicitation(ni)}
-}
-
-func (approvalInput) Answer(ni *workflows.NeedsInput, resps map[string]*mcp.ElicitResult) (ResumeIn, bool, error) {
-	resp, ok := resps[TaskInputKey(ni)]
-	if !ok {
-		return ResumeIn{}, false, nil
-	}
-	decision, comment, accepted, err := elicitAnswer(resp)
-	if err != nil || !accepted {
-		return ResumeIn{}, false, err
-	}
-	if utf8.RuneCountInString(comment) > CommentMax { // as resume_* checks it
-		return ResumeIn{}, false, invalidArg("inputResponses", "content.comment: at most %d characters", CommentMax)
-	}
-	return ResumeIn{InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Decision: decision, Comment: comment}, true, nil
-}
-
-// taskInputOf is kind's taskInput (approvalInput unless the kind has its own).
-func (f *Core) TaskInputOf(kind string) taskInput {
-	for _, k := range f.Kinds {
-		if k.Name == kind && k.taskInput != nil {
-			return k.taskInput
-		}
-	}
-	return approvalInput{}
-}
-
-// taskInputKey names an open input request in inputRequests/inputResponses. It is unique over
-// the task's lifetime (a re-asked request with another scope gets another key) and binds an
-// answer to exactly the input_id and scope_digest that were shown.
-func TaskInputKey(ni *workflows.NeedsInput) string {
-	sum := sha256.Sum256([]byte(ni.ScopeDigest))
-	return InputKeyApproval + "." + ni.InputID + "." + hex.EncodeToString(sum[:8])
-}
 
 // Options configure a Frontend.
 type Options struct {
@@ -192,6 +140,10 @@ type Options struct {
 	// MaxStreams and MaxStreamsPerCaller bound the event streams this replica holds open, in
 	// all and per principal; more are refused with 429 and quota_exceeded. Default 1000 and 20.
 	MaxStreams, MaxStreamsPerCaller int
+	// ApprovalMaxAge is how recent the approver's sign-in (the token's auth_time) must be to
+	// approve a sensitive scope on the MCP Apps approval card, as the pages hold a session to it
+	// (--approval-max-age). Defaults to pages.ApprovalMaxAgeDefault (5 minutes).
+	ApprovalMaxAge time.Duration
 	// TracerProvider receives a span per MCP request ("tools/call start_export"), the child of
 	// the HTTP request's span (TraceHTTP). Defaults to none: a no-op provider.
 	TracerProvider trace.TracerProvider

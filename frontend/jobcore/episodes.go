@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -331,15 +330,15 @@ func (k *evalKind) episodesLink(f *Core, p authz.Principal, j *jobstore.Job, log
 	if k.opts.Artifacts == nil || authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
 		return
 	}
-	if tok, exp := f.sealDownload(p, j, log.SHA256, f.Opts.Now(), k.opts.DownloadTTL); tok != "" {
-		v.EpisodesURL = f.publicBase() + "/episodes/" + url.PathEscape(tok)
+	if link, exp := f.downloadLink(f.publicBase()+"/episodes/", p, j, log.SHA256, f.Opts.Now(), k.opts.DownloadTTL); link != "" {
+		v.EpisodesURL = link
 		v.EpisodesURLExpiresAt = &exp
 	}
 }
 
 // downloadEpisodes serves GET /episodes/{token} behind the bearer middleware.
 func (k *evalKind) downloadEpisodes(f *Core, w http.ResponseWriter, r *http.Request) {
-	p, ok := principalFromRequest(r)
+	p, ok := PrincipalFromContext(r.Context())
 	dl, opened := openDownloadJob(f, w, r, p, ok, workflows.KindEval, "episodes download", "job store or artifact store")
 	if !opened {
 		return

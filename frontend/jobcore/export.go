@@ -2,15 +2,10 @@ package jobcore
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -18,9 +13,7 @@ import (
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
-	"github.com/jobgate/jobgate/frontend/handle"
 	"github.com/jobgate/jobgate/workflows"
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"go.uber.org/zap"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -108,6 +101,7 @@ func (k *exportKind) Serve(f *Core) ServedKind {
 		"GET /artifacts/{token}": f.Metrics.CountDownloads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { k.download(f, w, r) })),
 	}
 	sk.FreshResult = []string{"download_url", "download_url_expires_at"}
+	sk.Surfaces = k.exportSurfaces
 	return sk
 }
 
@@ -131,35 +125,14 @@ func (k *exportKind) result(_ context.Context, f *Core, p authz.Principal, j *jo
 	case authz.Decide(p, authz.ActionDownload, j.PolicyJob()) == authz.Allow:
 		// Not capped at the artifact's expiry: a link used after retention answers 410, which
 		// says more than a link-expired 404.
-		if tok, exp := f.sealDownload(p, j, m.SHA256, now, k.opts.DownloadTTL); tok != "" {
-			v.DownloadURL = f.publicBase() + "/artifacts/" + url.PathEscape(tok)
+		if link, exp := f.downloadLink(f.publicBase()+"/artifacts/", p, j, m.SHA256, now, k.opts.DownloadTTL); link != "" {
+			v.DownloadURL = link
 			v.DownloadURLExpiresAt = &exp
 			v.DownloadInstructions = "GET download_url with the header 'Authorization: Bearer <your token>' (the link alone is refused); " +
 				"Range requests work; check the file's SHA-256 against sha256"
 		}
 	}
 	return v, nil
-}
-
-// sealDownload seals a download token for p to the artifact of job j with digest, valid for
-// ttl (a kind's DownloadTTL option; DownloadTTLDefault when not positive) from now, to the
-// second as sealed; it returns the token ("" if it cannot be sealed) and its expiry.
-func (f *Core) sealDownload(p authz.Principal, j *jobstore.Job, digest string, now time.Time, ttl time.Duration) (string, time.Time) {
-	if ttl <= 0 {
-		ttl = DownloadTTLDefault
-	}
-	exp := now.Add(ttl).Truncate(time.Second)
-	return f.Opts.Keys.SealDownload(handle.Download{Tenant: j.Tenant, WorkflowID: j.ID, Subject: p.Subject,
-		Digest: digest, Expiry: exp}), exp
-}
-
-// publicBase is scheme://host of the resource URI: where /artifacts is served.
-func (f *Core) publicBase() string {
-	u, err := url.Parse(f.Opts.ResourceURI)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	return u.Scheme + "://" + u.Host
 }
 
 // exportArgs validates and normalizes start_export's arguments against the dataset catalog.
@@ -255,7 +228,7 @@ func (k *exportKind) startSpec(f *Core, p authz.Principal, in StartExportIn) (St
 // caller may not read, a link to other bytes — is the same bare 404; an artifact past its
 // retention is 410.
 func (k *exportKind) download(f *Core, w http.ResponseWriter, r *http.Request) {
-	p, ok := principalFromRequest(r)
+	p, ok := PrincipalFromContext(r.Context())
 	k.ServeDownload(f, w, r, p, ok)
 }
 
@@ -310,109 +283,4 @@ func (k *exportKind) ServeDownload(f *Core, w http.ResponseWriter, r *http.Reque
 		zap.String("range", r.Header.Get("Range")))
 	// ServeContent answers Range (206 with Content-Range) and sets Content-Length.
 	http.ServeContent(w, r, m.FileName, m.CreatedAt, rd)
-}
-
-// A download is a download request that passed the checks every download shares
-// (openDownloadJob): its link, the job the link names, and its two ways to answer a failure.
-type download struct {
-	link handle.Download
-	job  *jobstore.Job
-	// notFound is the bare 404 of every refusal, the reason only in the log.
-	notFound func(why string)
-	// unavailable is the 503 of a store that did not answer (see downloadUnavailable).
-	unavailable func(what string, err error)
-}
-
-// openDownloadJob is every download's start (exports' and episode logs'): the request's link
-// (openDownload), then the job it names, which must be p's tenant's, of kind, succeeded and
-// downloadable by p. msg names the download in the log ("download", "episodes download"), store
-// the store a 503 names. On false it has answered (the bare 404, or a 503 when the job store did
-// not answer).
-func openDownloadJob(f *Core, w http.ResponseWriter, r *http.Request, p authz.Principal, ok bool, kind, msg, store string) (download, bool) {
-	notFound := refuseDownload(f, w, r, p, msg+" refused")
-	d, opened := openDownload(f, r, p, ok, notFound)
-	if !opened {
-		return download{}, false
-	}
-	dl := download{link: d, notFound: notFound, unavailable: downloadUnavailable(f, w, r, msg, d.WorkflowID, store)}
-	j, err := f.Describe(r.Context(), d.WorkflowID)
-	if err != nil {
-		var te *ToolError
-		if errors.As(err, &te) && te.Code == CodeNotFound {
-			notFound("no such job")
-		} else {
-			dl.unavailable("describe", err)
-		}
-		return download{}, false
-	}
-	if j.Tenant != p.Tenant || j.Kind != kind || j.Status() != workflows.StatusSucceeded ||
-		authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
-		notFound("job not downloadable by caller")
-		return download{}, false
-	}
-	dl.job = j
-	return dl, true
-}
-
-// downloadUnavailable answers a download whose store (its name in the answer: "job store", …)
-// did not answer: a 503 saying to retry, with the error in the log as "<msg>: <what>".
-func downloadUnavailable(f *Core, w http.ResponseWriter, r *http.Request, msg, jobID, store string) func(what string, err error) {
-	return func(what string, err error) {
-		f.Logger(r.Context()).Error(msg+": "+what, zap.String("job_id", jobID), zap.Error(err))
-		http.Error(w, "the "+store+" is unreachable; retry shortly", http.StatusServiceUnavailable)
-	}
-}
-
-// setDownloadHeaders sets the headers of a download's answer: an attachment named name of
-// mediaType, never cached, whose RFC 9530 Repr-Digest and ETag are sum's (hex SHA-256, the
-// digest the link binds). It sets none if sum is not hex.
-func setDownloadHeaders(w http.ResponseWriter, name, mediaType, sum string) error {
-	raw, err := hex.DecodeString(sum)
-	if err != nil {
-		return err
-	}
-	h := w.Header()
-	h.Set("Content-Type", mediaType)
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
-	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(raw)+":") // RFC 9530
-	h.Set("ETag", strconv.Quote(sum))
-	h.Set("Cache-Control", "private, no-store")
-	return nil
-}
-
-func principalFromRequest(r *http.Request) (authz.Principal, bool) {
-	return PrincipalFrom(auth.TokenInfoFromContext(r.Context()))
-}
-
-// refuseDownload answers a refused download: a bare 404, whatever the reason, with the reason
-// only in the log.
-func refuseDownload(f *Core, w http.ResponseWriter, r *http.Request, p authz.Principal, msg string) func(why string) {
-	return func(why string) {
-		f.Logger(r.Context()).Info(msg, zap.String("tenant", p.Tenant), zap.String("sub", p.Subject), zap.String("why", why))
-		http.NotFound(w, r)
-	}
-}
-
-// openDownload opens the request's download token for principal p (ok: there is one): the
-// link's tenant and principal must be p's (or p a tenant admin), and it must not have expired.
-// Every refusal goes to notFound; opened is false then. Export and episode-log downloads share it.
-func openDownload(f *Core, r *http.Request, p authz.Principal, ok bool, notFound func(string)) (d handle.Download, opened bool) {
-	if !ok {
-		notFound("no principal")
-		return d, false
-	}
-	d, err := f.Opts.Keys.OpenDownload(r.PathValue("token"), f.Opts.Now())
-	switch {
-	case err != nil && !errors.Is(err, handle.ErrExpired):
-		notFound("malformed link")
-	case d.Tenant != p.Tenant:
-		notFound("other tenant")
-	case d.Subject != p.Subject && !authz.ListAll(p):
-		notFound("other principal")
-	case err != nil:
-		notFound("link expired")
-	default:
-		return d, true
-	}
-	return d, false
 }

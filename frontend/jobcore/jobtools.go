@@ -118,15 +118,17 @@ func (f *Core) ResumeJob(ctx context.Context, p authz.Principal, j *jobstore.Job
 	if j.NeedsInput == nil || j.Status() != workflows.StatusAwaitingInput {
 		return nil, ToolErr(CodeInputNotExpected, "the job is not waiting for input (status %s)", j.Status())
 	}
+	if err := f.checkSurface(j, who.Surface); err != nil { // a dataset's approval_surfaces (apps.go)
+		return nil, err
+	}
 	// Same principal + same answer → same update ID, so a retried resume (lost response) is
 	// deduplicated by Temporal instead of being rejected as input_not_expected. The answer is
 	// all of what the record keeps of it, comment and surface included: a retry with another
 	// comment (or from another surface) must not be answered with the first one's outcome while
 	// the caller believes its own comment was recorded; it gets a new ID, and the validator
 	// refuses it as already answered.
-	commentSum := sha256.Sum256([]byte(in.Comment))
 	sum := sha256.Sum256([]byte(strings.Join([]string{p.Tenant, p.Subject, in.InputID, in.ScopeDigest, in.Decision,
-		hex.EncodeToString(commentSum[:]), who.Surface}, "\x00")))
+		workflows.CommentDigest(in.Comment), who.Surface}, "\x00")))
 	tctx, cancel := context.WithTimeout(ctx, ResumeTimeoutDefault)
 	defer cancel()
 	req := workflows.ResumeRequest{Principal: p, InputID: in.InputID, ScopeDigest: in.ScopeDigest,

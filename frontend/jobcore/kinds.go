@@ -52,6 +52,9 @@ type ServedKind struct {
 	// taskInput renders the kind's open input requests for tasks/get and reads tasks/update's
 	// answers; nil is the approval elicitation every job kind's request is (approvalInput).
 	taskInput taskInput
+	// Surfaces are the only surfaces a job's open request may be answered on (nil: any); nil
+	// Surfaces: any, for every job of the kind (apps.go).
+	Surfaces func(j *jobstore.Job) []string
 }
 
 // DefaultKinds is every kind with its default options (what a frontend serves when
@@ -325,6 +328,7 @@ func (k JobKind[R]) jobTools(f *Core) (get, cancel, resume ToolDef) {
 		v, err := k.view(ctx, f, p, j)
 		if v != nil {
 			v.Note = note
+			f.noteApprovalCards(ctx, p, j)
 		}
 		return v, err
 	})

@@ -191,12 +191,69 @@ func elicitAnswer(resp mcp.InputResponse) (decision, comment string, answered bo
 	return decision, comment, true, nil
 }
 
+// How a kind's open input request reads on the Tasks surface: the
+// inputRequests of tasks/get and the answer tasks/update's inputResponses make of it.
+
+// taskInput is how a kind's open input request (workflows.NeedsInput) reads on the Tasks
+// surface. requests are the elicitations tasks/get shows, by key: every key outstanding until
+// an answer changes the request. answer reads tasks/update's responses to outstanding keys
+// (decoded as elicitation results) into one resume of the open request, the same resume
+// resume_* makes; answered is false when nothing in them answers (declined, dismissed), and
+// the job keeps waiting. An error is a tool error of the job core (invalid_argument).
+type taskInput interface {
+	Requests(ni *workflows.NeedsInput) mcp.InputRequestMap
+	Answer(ni *workflows.NeedsInput, resps map[string]*mcp.ElicitResult) (in ResumeIn, answered bool, err error)
+}
+
+// approvalInput is every job kind's request as an approval: one form elicitation (decision,
+// comment) under a key bound to the request's input_id and scope_digest (taskInputKey).
+type approvalInput struct{}
+
+func (approvalInput) Requests(ni *workflows.NeedsInput) mcp.InputRequestMap {
+	return mcp.InputRequestMap{TaskInputKey(ni): approvalElicitation(ni)}
+}
+
+func (approvalInput) Answer(ni *workflows.NeedsInput, resps map[string]*mcp.ElicitResult) (ResumeIn, bool, error) {
+	resp, ok := resps[TaskInputKey(ni)]
+	if !ok {
+		return ResumeIn{}, false, nil
+	}
+	decision, comment, accepted, err := elicitAnswer(resp)
+	if err != nil || !accepted { // elicitAnswer bounds the comment as resume_* does
+		return ResumeIn{}, false, err
+	}
+	return ResumeIn{InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Decision: decision, Comment: comment}, true, nil
+}
+
+// taskInputOf is kind's taskInput (approvalInput unless the kind has its own).
+func (f *Core) TaskInputOf(kind string) taskInput {
+	for _, k := range f.Kinds {
+		if k.Name == kind && k.taskInput != nil {
+			return k.taskInput
+		}
+	}
+	return approvalInput{}
+}
+
+// taskInputKey names an open input request in inputRequests/inputResponses. It is unique over
+// the task's lifetime (a re-asked request with another scope gets another key) and binds an
+// answer to exactly the input_id and scope_digest that were shown.
+func TaskInputKey(ni *workflows.NeedsInput) string {
+	sum := sha256.Sum256([]byte(ni.ScopeDigest))
+	return InputKeyApproval + "." + ni.InputID + "." + hex.EncodeToString(sum[:8])
+}
+
 // askFor returns the MRTR input request for job j to caller p, or nil when the caller may not
 // answer, the client cannot take one, or the job waits for nothing.
 func (f *Core) askFor(ctx context.Context, p authz.Principal, j *jobstore.Job) error {
 	req := callRequest(ctx)
 	if !WantsElicitation(req) || j.NeedsInput == nil || j.Status() != workflows.StatusAwaitingInput ||
 		authz.Decide(p, authz.ActionResume, j.PolicyJob()) != authz.Allow {
+		return nil
+	}
+	if callDeclaresApps(ctx) || f.checkSurface(j, workflows.SurfaceMRTR) != nil {
+		// A host that renders apps gets the approval card instead; a request that must be
+		// answered on a human surface is not put to a bearer client at all.
 		return nil
 	}
 	ni := j.NeedsInput

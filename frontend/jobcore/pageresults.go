@@ -2,7 +2,6 @@ package jobcore
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"time"
 
@@ -93,11 +92,8 @@ func pageDownloadPath(f *Core, k *exportKind, p authz.Principal, j *jobstore.Job
 	if k.opts.Artifacts == nil || !now.Before(expires) || authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
 		return ""
 	}
-	tok, _ := f.sealDownload(p, j, digest, now, k.opts.DownloadTTL)
-	if tok == "" {
-		return ""
-	}
-	return pages.PathDownload + url.PathEscape(tok)
+	link, _ := f.downloadLink(pages.PathDownload, p, j, digest, now, k.opts.DownloadTTL)
+	return link
 }
 
 // decisionFields are the decision record in words for the job page: who answered (and who

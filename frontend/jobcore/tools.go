@@ -49,6 +49,7 @@ func (f *Core) Tools() []ToolDef {
 	each(func(k ServedKind) []ToolDef { return []ToolDef{k.cancel} })
 	each(func(k ServedKind) []ToolDef { return []ToolDef{k.resume} })
 	each(func(k ServedKind) []ToolDef { return k.Writes })
+	defs = append(defs, f.decideTool()) // app-only: frontend/mcpapp lists it only to hosts that render apps
 	for _, td := range defs {
 		td.freezeSchemas()
 	}
@@ -161,7 +162,11 @@ func newKindTool[In, Out any](f *Core, kind string, action authz.Action, t *mcp.
 		f.Metrics.ToolCall(name, telemetry.OutcomeOK, time.Since(start))
 		telemetry.SpanOutcome(ctx, rec.jobID, "ok")
 		f.Log.Info("tool call", append(fields, zap.String("code", "ok"))...)
-		return okResult(res)
+		r, err := okResult(res)
+		if err == nil && rec.meta != nil {
+			r.Meta = rec.meta // the approval card's nonces (apps.go): never in content or structuredContent
+		}
+		return r, err
 	}
 	return ToolDef{Tool: t, Handler: h, Action: action}
 }
@@ -204,6 +209,8 @@ func (td ToolDef) bounds(prop string, lo, hi float64) ToolDef {
 type CallRecord struct {
 	Req   *mcp.CallToolRequest
 	jobID string
+	// meta is the result's _meta, for a host that renders apps (noteApprovalCards); nil: none.
+	meta mcp.Meta
 }
 
 type CallRecordKey struct{}

@@ -7,9 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/workflows"
 )
 
@@ -176,19 +175,9 @@ var ErrQueryValue = errors.New("value cannot be used in a visibility query")
 // errOwnerUnmatchable: the caller's subject cannot be matched by the visibility store.
 var ErrOwnerUnmatchable = errors.New("subject cannot be matched by the visibility store")
 
-// storeValue reports whether s can be a filter's string value: non-empty printable UTF-8. No
+// StoreValue reports whether s can be a filter's string value: non-empty printable UTF-8. No
 // identity we accept is anything else, so such a value is refused rather than escaped.
-func StoreValue(s string) bool {
-	if s == "" || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
-}
+func StoreValue(s string) bool { return authz.Printable(s) }
 
 // ownerMatchable reports whether a filter can select the jobs of owner sub. Temporal's
 // visibility query converter (server v1.32.1) loses two kinds of subject:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -65,7 +64,7 @@ func (p *Pages) startLogin(w http.ResponseWriter, r *http.Request, ret string, m
 		p.fail(w, r, http.StatusBadGateway, "The identity provider cannot be reached; try again later.", err)
 		return
 	}
-	ls := handle.LoginState{State: randomToken(), Nonce: randomToken(), Verifier: oauth2.GenerateVerifier(), ReturnTo: ret,
+	ls := handle.LoginState{State: rand.Text(), Nonce: rand.Text(), Verifier: oauth2.GenerateVerifier(), ReturnTo: ret,
 		MaxAge: maxAge.Truncate(time.Second), Expiry: p.cfg.Now().Add(handle.LoginStateTTL)}
 	sealed := p.cfg.Keys.SealLoginState(ls)
 	if sealed == "" {
@@ -103,12 +102,6 @@ func FreshEnough(authTime, now time.Time, maxAge time.Duration) bool {
 
 func freshEnough(authTime, now time.Time, maxAge time.Duration) bool {
 	return !authTime.IsZero() && now.Sub(authTime) <= maxAge+authTimeLeeway
-}
-
-func randomToken() string {
-	var b [18]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // idClaims are the ID token claims the session keeps besides those PrincipalFromClaims reads.
@@ -168,7 +161,7 @@ func (p *Pages) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := handle.Session{Issuer: idt.Issuer, Subject: pr.Subject, Tenant: pr.Tenant, Scopes: authz.ScopeStrings(pr.Scopes),
-		Name: extra.Name, Email: extra.Email, AuthTime: authTime, AMR: extra.AMR, ACR: extra.ACR, CSRF: randomToken(),
+		Name: extra.Name, Email: extra.Email, AuthTime: authTime, AMR: extra.AMR, ACR: extra.ACR, CSRF: rand.Text(),
 		Expiry: now.Add(p.cfg.SessionTTL)}
 	sealed := p.cfg.Keys.SealSession(s)
 	if sealed == "" {

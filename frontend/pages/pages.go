@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -157,7 +156,7 @@ func checkProvider(cfg Config) error {
 		return errors.New("pages: the OIDC issuer is required")
 	case err != nil || iu.Host == "" || (iu.Scheme != "https" && iu.Scheme != "http") || iu.RawQuery != "" || iu.Fragment != "":
 		return fmt.Errorf("pages: OIDC issuer %q is not an http(s) URL without query or fragment", cfg.Issuer)
-	case iu.Scheme == "http" && !loopback(iu.Hostname()):
+	case iu.Scheme == "http" && !authz.LoopbackHost(iu.Hostname()):
 		return fmt.Errorf("pages: OIDC issuer %q: http only for a loopback host", cfg.Issuer)
 	case cfg.ClientID == "":
 		return errors.New("pages: the OIDC client ID is required")
@@ -175,7 +174,7 @@ func checkPublicURL(publicURL string) (*url.URL, error) {
 		return nil, errors.New("pages: the public URL is required")
 	case err != nil || pu.Host == "" || (pu.Scheme != "https" && pu.Scheme != "http") || pu.RawQuery != "" || pu.Fragment != "" || pu.User != nil:
 		return nil, fmt.Errorf("pages: public URL %q is not an http(s) URL without query, fragment or user", publicURL)
-	case pu.Scheme == "http" && !loopback(pu.Hostname()):
+	case pu.Scheme == "http" && !authz.LoopbackHost(pu.Hostname()):
 		// A session cookie over plain http off loopback would travel in the clear.
 		return nil, fmt.Errorf("pages: public URL %q: http only for a loopback host (sessions need https)", publicURL)
 	}
@@ -206,14 +205,6 @@ func withDefaults(cfg Config) (Config, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	return cfg, nil
-}
-
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Patterns are the net/http.ServeMux patterns Handler serves, to mount it on the server's mux.

@@ -61,6 +61,19 @@ type JobView struct {
 	Note    string `json:"note,omitempty"`
 }
 
+// DecodeResult decodes the job's result into out, a kind's result view (*ExportResultView,
+// *EvalResultView): Result holds it as generic JSON. An error when there is none.
+func (v *JobView) DecodeResult(out any) error {
+	if v.Result == nil {
+		return errors.New("the job view has no result")
+	}
+	raw, err := json.Marshal(v.Result)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, out)
+}
+
 // NeedsInputView is an open input request.
 type NeedsInputView struct {
 	InputID      string         `json:"input_id" jsonschema:"pass to resume_* unchanged"`
@@ -291,4 +304,12 @@ func JSONString(raw json.RawMessage) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// ApprovalCardMeta is what a tool result's _meta carries under "io.jobgate/approval-card" for a
+// host that renders MCP Apps: per job ID, the nonce the approval card sends with its decision
+// (decide_approval). Only jobs whose open request the caller may answer have one; hosts keep
+// _meta from the model.
+type ApprovalCardMeta struct {
+	Nonces map[string]string `json:"nonces"`
 }

@@ -52,3 +52,23 @@ func TestNeedsInputViewJSON(t *testing.T) {
 		t.Errorf("with JSON: %s %v", kept, err)
 	}
 }
+
+// TestJobViewDecodeResult: a view decoded from get_*'s JSON hands its result over as the
+// kind's typed view, and says so when there is none.
+func TestJobViewDecodeResult(t *testing.T) {
+	var v JobView
+	if err := json.Unmarshal([]byte(`{"handle":"h","result":{"rows":3,"sha256":"ab","columns":["id"]}}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	var r ExportResultView
+	if err := v.DecodeResult(&r); err != nil || r.Rows != 3 || r.SHA256 != "ab" || len(r.Columns) != 1 {
+		t.Fatalf("DecodeResult = %+v, %v", r, err)
+	}
+	var e EvalResultView
+	if err := (&JobView{}).DecodeResult(&e); err == nil {
+		t.Fatal("a view without a result decoded")
+	}
+	if err := v.DecodeResult(&[]int{}); err == nil {
+		t.Fatal("an export's result decoded as a list")
+	}
+}

@@ -55,7 +55,8 @@ type ReplayConfig struct {
 	// Timeout bounds the whole run; DialTimeout how long Temporal may take to answer first.
 	Timeout, DialTimeout time.Duration
 	// Payloads and Artifacts find the payload keys (serve's and worker's flags): replay
-	// decodes each history's inputs and markers with them. None: histories must be clear.
+	// decodes each history's inputs and markers with them. None (Replay called in code):
+	// histories must be clear; RunReplay requires them, as serve and worker do.
 	Payloads  payloadcrypt.Config
 	Artifacts string
 }
@@ -387,6 +388,12 @@ func RunReplay(args []string, stdout, stderr io.Writer) error {
 	}
 	if c.Sample <= 0 {
 		return fmt.Errorf("--sample %d: want at least 1", c.Sample)
+	}
+	if !c.Payloads.Enabled() {
+		// serve and worker seal every payload: without the keys no history would replay, and
+		// each would be reported as a divergence.
+		return errors.New("--payload-kek or --payload-kek-file is required (the histories' payloads are encrypted): " +
+			"give replay serve's and worker's key-encryption key and --artifacts (or --payload-key-store)")
 	}
 	log, err := app.NewLogger("console", zap.WarnLevel)
 	if err != nil {

@@ -8,6 +8,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -49,7 +50,9 @@ type Harness struct {
 // (Temporal's namespace) holds other tests' jobs besides.
 func Run(t *testing.T, h Harness) {
 	ctx := t.Context()
-	ten := "st" + time.Now().Format("150405000000")
+	// A tenant of its own per run, to the microsecond: -count=N runs the suite N times in one
+	// process against the same namespace (the layout "150405000000" had whole seconds only).
+	ten := fmt.Sprintf("st%012d", time.Now().UnixMicro()%1e12)
 	id := func(owner, kind, key string) string { return ten + "/" + kind + "/" + owner + "/" + key }
 	running := func(owner, kind, key string, phase workflows.Status, slots int) Job {
 		return Job{Tenant: ten, ID: id(owner, kind, key), Owner: owner, Kind: kind, End: jobstore.RunRunning, Phase: phase, Slots: slots}

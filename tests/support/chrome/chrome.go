@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
 	"github.com/jobgate/jobgate/tests/support/testenv"
@@ -202,4 +203,39 @@ func (b *Browser) Shoot(dir, name string) {
 		}
 	}
 	b.Step("viewport back", chromedp.EmulateViewport(1200, 900))
+}
+
+// Frame is a Browser for an iframe of the current page that Chrome runs as a target of its
+// own (a cross-site or sandboxed frame: the page's context cannot reach into it; chromedp
+// docs/API.md §19): the first iframe target whose URL starts with prefix, waited for within
+// StepTimeout. Its steps, Eval and Text run in the frame; screenshots stay the page's.
+func (b *Browser) Frame(prefix string) *Browser {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, StepTimeout)
+	defer cancel()
+	var id target.ID
+	err := poll(ctx, func() (bool, string) {
+		infos, err := chromedp.Targets(b.ctx)
+		if err != nil {
+			return false, "waiting for an iframe at " + prefix + ": " + err.Error()
+		}
+		for _, in := range infos {
+			if in.Type == "iframe" && strings.HasPrefix(in.URL, prefix) {
+				id = in.TargetID
+				return true, ""
+			}
+		}
+		return false, "waiting for an iframe at " + prefix
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	fctx, fcancel := chromedp.NewContext(b.ctx, chromedp.WithTargetID(id))
+	b.t.Cleanup(fcancel)
+	// The first run attaches, and the attached target lives as long as that run's context: it
+	// must be fctx itself, not a step's timeout (as New's first call).
+	if err := chromedp.Do(fctx); err != nil {
+		b.t.Fatalf("attaching to the iframe at %s: %v", prefix, err)
+	}
+	return &Browser{t: b.t, ctx: fctx}
 }
