@@ -250,6 +250,12 @@ const ManifestVersionSigned = 2
 // with the deployment's published set, /.well-known/jobgate-signing-keys).
 const SigningKeysObject = "signing-keys.json"
 
+// DeleteEpisodesInput names one eval job instance whose episode log the retention child deletes.
+type DeleteEpisodesInput struct {
+	JobID      string `json:"job_id"`
+	FirstRunID string `json:"first_run_id"`
+}
+
 // DeleteExportInput removes every object of one export job.
 type DeleteExportInput struct {
 	JobID string `json:"job_id"`

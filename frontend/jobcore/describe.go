@@ -23,7 +23,7 @@ const storyTimeout = 60 * time.Second
 
 // DescribeJobIn are describe_job's arguments.
 type DescribeJobIn struct {
-	Handle   string `json:"handle" jsonschema:"the job's handle from start_*, get_* or list_jobs, verbatim"`
+	Handle   string `json:"handle" jsonschema:"the job's handle from start_*, get_* or list_jobs, verbatim; or its job_id"`
 	MaxLines int    `json:"max_lines,omitempty" jsonschema:"most timeline lines to return, 10-1000 (default 200); a longer timeline keeps its first and last lines and says what was left out"`
 }
 
@@ -55,9 +55,8 @@ func (f *Core) describeJob(ctx context.Context, p authz.Principal, in DescribeJo
 	if in.Handle == "" {
 		return nil, invalidArg("handle", "is required")
 	}
-	// The handle names the kind; resolve checks its signature, tenant and the policy again.
-	h, _ := f.Opts.Keys.OpenHandle(in.Handle, f.Opts.Now())
-	j, err := f.Resolve(ctx, p, in.Handle, h.Kind, authz.ActionGet)
+	// The handle (or job ID) names the kind; resolve checks its signature, tenant and the policy again.
+	j, err := f.Resolve(ctx, p, in.Handle, f.RefKind(in.Handle), authz.ActionGet)
 	if err != nil {
 		return nil, err
 	}

@@ -115,6 +115,9 @@ func (f *Core) Resolve(ctx context.Context, p authz.Principal, raw, kind string,
 	if raw == "" {
 		return nil, invalidArg("handle", "is required")
 	}
+	if IsJobID(raw) {
+		return f.resolveJobID(ctx, p, raw, kind, a)
+	}
 	h, err := f.Opts.Keys.OpenHandle(raw, f.Opts.Now())
 	if err == nil || errors.Is(err, handle.ErrExpired) {
 		noteJob(ctx, h.WorkflowID) // signature verified: safe to log, also when refused below
@@ -144,6 +147,12 @@ func (f *Core) Resolve(ctx context.Context, p authz.Principal, raw, kind string,
 	if err != nil {
 		return nil, err
 	}
+	return f.authorize(p, j, kind, a)
+}
+
+// authorize applies the access policy for a to the job a handle or job ID named, read from the
+// store: another tenant's job, or one of another kind than the tool's, is not_found.
+func (f *Core) authorize(p authz.Principal, j *jobstore.Job, kind string, a authz.Action) (*jobstore.Job, error) {
 	if j.Tenant != p.Tenant || j.Kind != kind {
 		return nil, ErrNotFound()
 	}
