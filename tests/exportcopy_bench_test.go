@@ -62,10 +62,10 @@ func (e *copyEnv) get(size string) *copyData {
 	return d
 }
 
-// export runs one export of d to succeeded through MCP and returns its result.
-func (d *copyData) export(b *testing.B, format string, i int) jobcore.ExportResultView {
+// export runs one export of d to succeeded through MCP and returns its result and job ID.
+func (d *copyData) export(b *testing.B, format string, i int) (jobcore.ExportResultView, string) {
 	v := mustView(b, exStart(b, d.cs, fmt.Sprintf("%s-%d", uniqueKey(b), i), format, copyCols))
-	return exResult(b, exWait(b, d.cs, v.Handle, workflows.StatusSucceeded, 60*time.Minute))
+	return exResult(b, exWait(b, d.cs, v.Handle, workflows.StatusSucceeded, 60*time.Minute)), v.JobID
 }
 
 // BenchmarkExportVsCopy: jobgate's export end to end (MCP start_export → succeeded, through the
@@ -100,12 +100,14 @@ func (e *copyEnv) vsCopy(b *testing.B, format, size string) {
 	}
 	spent := map[string]time.Duration{}
 	var exported int64
+	var phases exportPhases
 	for i := range b.N {
 		var r jobcore.ExportResultView
+		var jobID string
 		var limRows = map[string]int64{}
 		runJobgate := func() {
 			t0 := time.Now()
-			r = d.export(b, format, i)
+			r, jobID = d.export(b, format, i)
 			spent["jobgate"] += time.Since(t0)
 		}
 		runLimits := func() {
@@ -130,6 +132,7 @@ func (e *copyEnv) vsCopy(b *testing.B, format, size string) {
 		}
 		b.StopTimer()
 
+		phases.add(historyPhases(b, d.bundle.temporal, jobID))
 		// Verified outside the timer: the artifact holds every row, and its text is the limit's.
 		if r.Rows != d.rows {
 			b.Fatalf("export: %d rows, want %d", r.Rows, d.rows)
@@ -165,6 +168,7 @@ func (e *copyEnv) vsCopy(b *testing.B, format, size string) {
 		b.ReportMetric(rate(exported, spent["klauspost"]), "klauspost-limit-rows/s")
 		b.ReportMetric(spent["klauspost"].Seconds()/spent["jobgate"].Seconds(), "ratio-klauspost")
 	}
+	phases.report(b, spent["jobgate"])
 }
 
 // BenchmarkExportWorkerRSS: the peak resident set (VmHWM) of a `jobgate worker` process, a
@@ -183,7 +187,7 @@ func BenchmarkExportWorkerRSS(b *testing.B) {
 				w := spawnWorker(b, d.bundle)
 				t0 := time.Now()
 				b.StartTimer()
-				r := d.export(b, contract.FormatCSV, i)
+				r, _ := d.export(b, contract.FormatCSV, i)
 				b.StopTimer()
 				spent += time.Since(t0)
 				hwm := vmHWM(b, w.cmd.Process.Pid)
