@@ -83,7 +83,11 @@ func (r *exportRun) exportPartsPlanning(ctx workflow.Context, jobID, digest stri
 			i := next
 			next++
 			inflight++
-			actx := r.activityOptions(ctx, fmt.Sprintf("part %d", i+1), exportPartStartToCloseDefault, in.PartHeartbeatTimeout.D())
+			summary := fmt.Sprintf("part %d of %d", i+1, len(ranges))
+			if planning {
+				summary = fmt.Sprintf("part %d (the rest is being planned)", i+1)
+			}
+			actx := r.activityOptions(ctx, summary, exportPartStartToCloseDefault, in.PartHeartbeatTimeout.D())
 			f := workflow.ExecuteActivity(actx, contract.ExportPartActivityName, contract.ExportPartInput{JobID: jobID, FirstRunID: r.firstRun,
 				Tenant: in.Tenant, Dataset: in.Args.Dataset, Columns: in.Args.Columns, Format: in.Args.Format, ConfigDigest: digest,
 				Part: i + 1, Range: ranges[i], PageRows: in.PageRows})
