@@ -66,6 +66,7 @@ func TestMain(m *testing.M) {
 	temporalAddr = srv.FrontendHostPort()
 	code := m.Run()
 	_ = srv.Stop()
+	removeGoBuilds()
 	os.Exit(code)
 }
 

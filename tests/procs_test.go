@@ -79,6 +79,18 @@ func (tg goTarget) build() (string, error) {
 	return p, nil
 }
 
+// removeGoBuilds deletes the binaries buildGo made (TestMain, once every test has ended): each
+// test process built its own jobgate (~230 MB) into a temporary directory and left it there, and
+// a day of runs filled this machine's disk.
+func removeGoBuilds() {
+	goBuilds.Range(func(_, v any) bool {
+		if b := v.(*goBuild); b.path != "" {
+			_ = os.RemoveAll(filepath.Dir(b.path))
+		}
+		return true
+	})
+}
+
 // jobgateBinary is the real jobgate binary.
 func jobgateBinary(t testing.TB) string { return buildGo(t, jobgateTarget)[0] }
 
