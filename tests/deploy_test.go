@@ -2,13 +2,10 @@ package tests
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,30 +16,6 @@ import (
 	"github.com/jobgate/jobgate/tests/support/testenv"
 	"github.com/jobgate/jobgate/workflows"
 )
-
-// breakingBuild is a jobgate binary built with -tags jobgate_breaking_change: a release whose
-// every job starts with an ungated timer, so it cannot replay a history the normal build wrote.
-var breakingBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-func breakingBinary() (string, error) {
-	breakingBuild.once.Do(func() {
-		dir, err := os.MkdirTemp("", "jobgate-breaking-")
-		if err != nil {
-			breakingBuild.err = err
-			return
-		}
-		p := filepath.Join(dir, "jobgate")
-		if out, err := exec.Command("go", "build", "-tags", "jobgate_breaking_change", "-o", p, "../cmd/jobgate").CombinedOutput(); err != nil {
-			breakingBuild.err = fmt.Errorf("go build -tags jobgate_breaking_change: %v\n%s", err, out)
-		}
-		breakingBuild.path = p
-	})
-	return breakingBuild.path, breakingBuild.err
-}
 
 // runBin runs bin with the bundle's environment (as testBundle.spawn does for the normal build).
 func (b *testBundle) runBin(t *testing.T, bin string, args ...string) *proc {
@@ -86,13 +59,8 @@ func wftBuilds(t *testing.T, evs []*historypb.HistoryEvent, deployment string) (
 // and `jobgate deploy status` shows A with no open pinned job.
 func TestDeployPinnedJobsFinishOnTheirBuild(t *testing.T) {
 	testenv.Heavy(t, "builds two jobgate releases and runs them as worker processes")
-	var binB string
-	var errB error
-	var wg sync.WaitGroup
-	wg.Go(func() { binB, errB = breakingBinary() })
-	binA := jobgateBinary(t)
-	wg.Wait()
-	must(t, errB)
+	bins := buildGo(t, jobgateTarget, jobgateBreakingTarget)
+	binA, binB := bins[0], bins[1]
 	b := setup(t, setupOpts{noWorker: true, datasetsJSON: catalogJSON(t, demoDataset(demoDB(t), nil))})
 	dn := "deploytest-" + randHex(4)
 	worker := func(bin, build string) *proc {
