@@ -266,18 +266,18 @@ func TestAppsCardDecides(t *testing.T) {
 			t.Fatalf("%s: %s, want %s with %q", what, raw, code, msg)
 		}
 	}
-	otherNonce := fx.f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/ana/hr",
-		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64), Expiry: time.Now().Add(time.Minute).Truncate(time.Second)})
-	staleNonce := fx.f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/ana/customers",
-		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64), Expiry: time.Now().Add(-time.Minute).Truncate(time.Second)})
-	handleNonce := fx.f.Opts.Keys.SealAppNonce(handle.AppNonce{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/ana/customers",
-		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64), Expiry: time.Now().Add(time.Minute).Truncate(time.Second)})
+	otherNonce := fx.f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Request: handle.Request{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/ana/hr",
+		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64)}, Expiry: time.Now().Add(time.Minute).Truncate(time.Second)})
+	staleNonce := fx.f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Request: handle.Request{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/ana/customers",
+		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64)}, Expiry: time.Now().Add(-time.Minute).Truncate(time.Second)})
+	handleNonce := fx.f.Opts.Keys.SealAppNonce(handle.AppNonce{Request: handle.Request{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/ana/customers",
+		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64)}, Expiry: time.Now().Add(time.Minute).Truncate(time.Second)})
 	refused("another job's nonce", tok, "customers", otherNonce, "approve", "forbidden", "approval card")
 	refused("an expired nonce", tok, "customers", staleNonce, "approve", "forbidden", "expired")
 	refused("a nonce under the handle keys", tok, "customers", handleNonce, "approve", "forbidden", "approval card")
 	refused("a made-up nonce", tok, "customers", "jgan1.k1.x.y", "approve", "forbidden", "approval card")
-	boNonce := fx.f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Tenant: "acme", Subject: "bo", WorkflowID: "acme/export/ana/customers",
-		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64), Expiry: time.Now().Add(time.Minute).Truncate(time.Second)})
+	boNonce := fx.f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Request: handle.Request{Tenant: "acme", Subject: "bo", WorkflowID: "acme/export/ana/customers",
+		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64)}, Expiry: time.Now().Add(time.Minute).Truncate(time.Second)})
 	refused("another approver's nonce", tok, "customers", boNonce, "approve", "forbidden", "approval card")
 	refused("a sign-in an hour old", appToken(t, appSteward, time.Now().Add(-time.Hour)), "customers", nonce, "approve", "forbidden",
 		"recent sign-in and you signed in at")
