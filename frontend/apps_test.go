@@ -302,6 +302,42 @@ func TestAppsCardDecides(t *testing.T) {
 	}
 }
 
+// TestToolsOfNoKindResolveHandles: describe_job and decide_approval, which take a handle of any
+// kind, answer a missing, malformed or expired handle as every per-kind tool does (the expired
+// one naming the export kind its handle carries) and a valid one of another tenant not_found.
+func TestToolsOfNoKindResolveHandles(t *testing.T) {
+	fx := newAppsFixture(t)
+	tok := appToken(t, authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove, authz.ScopeAdmin}}, time.Now())
+	expired := fx.f.Opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/export/ana/customers", Kind: "export",
+		Expiry: time.Now().Add(-time.Minute).Truncate(time.Second)})
+	globex := fx.f.Opts.Keys.SealHandle(handle.Handle{Tenant: "globex", WorkflowID: "globex/export/ana/customers", Kind: "export",
+		Expiry: time.Now().Add(time.Hour)})
+	for _, tool := range []string{"describe_job", jobcore.DecideToolName} {
+		for _, c := range []struct{ handle, want string }{
+			{"", `\"code\":\"invalid_argument\"`},
+			{"jgh1.k1.x.y", `\"code\":\"invalid_handle\"`},
+			{expired, `\"code\":\"handle_expired\",\"message\":\"the handle has expired; call start_export`},
+			{globex, `\"code\":\"not_found\"`},
+		} {
+			args := map[string]any{"handle": c.handle, "input_id": "approve-0123456789ab", "scope_digest": "sha256:" + strings.Repeat("d", 64),
+				"decision": "approve", "nonce": "n"}
+			if tool == "describe_job" {
+				args = map[string]any{"handle": c.handle}
+			}
+			res, raw := fx.tool(t, tok, uiCaps, tool, args)
+			if !res.IsError || !strings.Contains(string(raw), c.want) {
+				t.Errorf("%s with handle %q: %s, want %s", tool, c.handle, raw, c.want)
+			}
+		}
+	}
+	// A valid handle resolves under its own kind: the next check refused is the nonce's.
+	res, raw := fx.tool(t, tok, uiCaps, jobcore.DecideToolName, map[string]any{"handle": fx.handles["customers"], "input_id": "approve-0123456789ab",
+		"scope_digest": "sha256:" + strings.Repeat("d", 64), "decision": "approve", "nonce": "n"})
+	if !res.IsError || !strings.Contains(string(raw), `\"code\":\"forbidden\",\"message\":\"this decision carries no valid approval-card nonce`) {
+		t.Errorf("decide_approval with a valid handle and a bad nonce: %s", raw)
+	}
+}
+
 // TestAppsHumanSurfaces: a dataset with approval_surfaces refuses every bearer-token answer
 // (resume_*, MRTR, tasks/update) with forbidden and the page's link, and offers no MRTR
 // elicitation; the card (surface app) may answer it.

@@ -141,11 +141,7 @@ func (f *Core) decide(ctx context.Context, p authz.Principal, in DecideIn) (*Job
 	if in.Nonce == "" {
 		return nil, invalidArg("nonce", "is required (the approval card's nonce)")
 	}
-	kind := ""
-	if h, err := f.Opts.Keys.OpenHandle(in.Handle, f.Opts.Now()); err == nil || errors.Is(err, handle.ErrExpired) {
-		kind = h.Kind
-	}
-	j, err := f.Resolve(ctx, p, in.Handle, kind, authz.ActionResume)
+	j, err := f.resolveAnyKind(ctx, p, in.Handle, authz.ActionResume)
 	if err != nil {
 		return nil, err
 	}

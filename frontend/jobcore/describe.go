@@ -52,12 +52,7 @@ func (f *Core) describeJob(ctx context.Context, p authz.Principal, in DescribeJo
 	case in.MaxLines < wire.StoryLinesMin || in.MaxLines > wire.StoryLinesMax:
 		return nil, invalidArg("max_lines", "must be between %d and %d", wire.StoryLinesMin, wire.StoryLinesMax)
 	}
-	if in.Handle == "" {
-		return nil, invalidArg("handle", "is required")
-	}
-	// The handle names the kind; resolve checks its signature, tenant and the policy again.
-	h, _ := f.Opts.Keys.OpenHandle(in.Handle, f.Opts.Now())
-	j, err := f.Resolve(ctx, p, in.Handle, h.Kind, authz.ActionGet)
+	j, err := f.resolveAnyKind(ctx, p, in.Handle, authz.ActionGet)
 	if err != nil {
 		return nil, err
 	}
