@@ -50,3 +50,17 @@ func (a *Activities) DeleteExport(ctx context.Context, in contract.DeleteExportI
 	}
 	return store.deletePrefix(ctx, ExportPrefix(in.JobID, in.FirstRunID))
 }
+
+// DeleteEpisodes deletes one eval job instance's episode log (every segment and the whole log)
+// once its suite's episode_retention has passed: the eval's retention child calls it.
+// Idempotent: what is gone already is not an error.
+func (a *Activities) DeleteEpisodes(ctx context.Context, in contract.DeleteEpisodesInput) error {
+	if in.JobID == "" || in.FirstRunID == "" {
+		return invalid("no job_id or first_run_id")
+	}
+	store, err := a.store()
+	if err != nil {
+		return err
+	}
+	return store.deletePrefix(ctx, EpisodesPrefix(in.JobID, in.FirstRunID))
+}

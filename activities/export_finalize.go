@@ -151,7 +151,7 @@ func partsInOrder(in []contract.PartResult) (parts []contract.PartResult, chunks
 func concatParts(ctx context.Context, store *ArtifactStore, in contract.FinalizeExportInput, parts []contract.PartResult, chunks int, m *contract.Manifest) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := store.b.NewWriter(wctx, m.Object, &blob.WriterOptions{ContentType: "application/gzip"})
+	w, err := store.w.NewWriter(wctx, m.Object, &blob.WriterOptions{ContentType: "application/gzip"})
 	if err != nil {
 		return fmt.Errorf("write artifact: %w", err)
 	}
@@ -191,9 +191,15 @@ func concatParts(ctx context.Context, store *ArtifactStore, in contract.Finalize
 		if pb != p.Bytes {
 			return abort(fmt.Errorf("part %d: its chunks hold %d bytes, the part reported %d", p.Part, pb, p.Bytes))
 		}
+		sum := hex.EncodeToString(ph.Sum(nil))
+		if p.SHA256 != "" && sum != p.SHA256 {
+			// The store gave back other bytes than the part wrote: the artifact's integrity
+			// check end to end (its writes carry no per-write checksum on a file store).
+			return abort(fmt.Errorf("part %d: its chunks' SHA-256 is %s, the part wrote %s", p.Part, sum, p.SHA256))
+		}
 		total += pb
 		m.Rows += p.Rows
-		m.Parts = append(m.Parts, contract.ManifestPart{Part: p.Part, Rows: p.Rows, Bytes: pb, SHA256: hex.EncodeToString(ph.Sum(nil))})
+		m.Parts = append(m.Parts, contract.ManifestPart{Part: p.Part, Rows: p.Rows, Bytes: pb, SHA256: sum})
 	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("write artifact: %w", err)

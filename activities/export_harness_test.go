@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"encoding"
 	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
@@ -420,9 +421,17 @@ func heartbeatAt(t testing.TB, h *harness, jobID string, keys []string, partRows
 	rows := min(next*pageRows, partRows)
 	last := keys[first+rows-1]
 	hb := PartProgress{NextChunk: next, LastKey: &last, Rows: rows}
+	digest := sha256.New()
 	for c := 0; c < next; c++ {
-		hb.Bytes += int64(len(readObject(t, h, chunkKey(jobID, firstRunTest, 2, c))))
+		b := readObject(t, h, chunkKey(jobID, firstRunTest, 2, c))
+		hb.Bytes += int64(len(b))
+		digest.Write(b)
 	}
+	state, err := digest.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb.Digest = state
 	return hb
 }
 

@@ -6,9 +6,13 @@ package activities
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +20,6 @@ import (
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/klauspost/compress/gzip"
 	"go.temporal.io/sdk/activity"
-	"gocloud.dev/blob"
 )
 
 // rateState is a part's reading rate so far, across its queries: rows read since start, against
@@ -105,7 +108,23 @@ func (a *Activities) ExportPart(ctx context.Context, in contract.ExportPartInput
 			return contract.PartResult{}, err
 		}
 	}
-	return contract.PartResult{Part: in.Part, Chunks: prog.NextChunk, Rows: prog.Rows, Bytes: prog.Bytes}, nil
+	res := contract.PartResult{Part: in.Part, Chunks: prog.NextChunk, Rows: prog.Rows, Bytes: prog.Bytes}
+	if prog.NextChunk == 0 || prog.Digest != nil {
+		res.SHA256 = partDigest(prog.Digest)
+	}
+	return res, nil
+}
+
+// partDigest is the hex SHA-256 of a part's chunks from the state a partWriter carries (nil:
+// no chunk, the digest of nothing). A state that does not restore gives "" (finalize hashes).
+func partDigest(state []byte) string {
+	h := sha256.New()
+	if state != nil {
+		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(state); err != nil {
+			return ""
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // checkPartInput refuses a part the dataset d does not allow (changed config, no tenant, bad
@@ -129,7 +148,10 @@ func checkPartInput(d contract.Dataset, in contract.ExportPartInput) (pageRows i
 	}
 	pageRows = in.PageRows
 	if pageRows <= 0 {
-		pageRows = contract.PageRowsDefault
+		pageRows = pageRowsMax
+		if d.MaxRowsPerSecond > 0 {
+			pageRows = contract.PageRowsDefault
+		}
 	}
 	if pageRows > pageRowsMax {
 		return 0, nil, invalid("page_rows %d: at most %d", pageRows, pageRowsMax)
@@ -159,6 +181,9 @@ func resumedProgress(ctx context.Context, d contract.Dataset, in contract.Export
 		if _, err := keyArg(d, *hb.LastKey); err == nil {
 			prog = hb
 		}
+	}
+	if prog.Digest != nil && sha256.New().(encoding.BinaryUnmarshaler).UnmarshalBinary(prog.Digest) != nil {
+		prog.Digest = nil // not a digest state: the part reports none
 	}
 	return prog
 }
@@ -296,17 +321,28 @@ type partWriter struct {
 	enc      *rowEncoder
 	zw       *gzip.Writer
 	zbuf     bytes.Buffer
-	n        int    // rows in the chunk
-	raw      int64  // text bytes in the chunk
-	last     []byte // the last key so far
-	seen     bool   // last holds a key of this query
+	// digest hashes the part's chunks in order (nil when resumed from a heartbeat without
+	// its state: the part then reports no digest).
+	digest hash.Hash
+	beat   time.Time // the last heartbeat
+	n      int       // rows in the chunk
+	raw    int64     // text bytes in the chunk
+	last   []byte    // the last key so far
+	seen   bool      // last holds a key of this query
 
 	keyColumn string // for the duplicate-key error
 }
 
 func newPartWriter(ctx context.Context, store *ArtifactStore, in contract.ExportPartInput, keyColumn string, prog *PartProgress,
 	pageRows int, rate *rateState, enc *rowEncoder) *partWriter {
-	w := &partWriter{ctx: ctx, store: store, in: in, keyColumn: keyColumn, prog: prog, pageRows: pageRows, rate: rate, enc: enc}
+	w := &partWriter{ctx: ctx, store: store, in: in, keyColumn: keyColumn, prog: prog, pageRows: pageRows, rate: rate, enc: enc,
+		beat: time.Now()}
+	if prog.NextChunk == 0 || prog.Digest != nil {
+		w.digest = sha256.New()
+		if prog.Digest != nil {
+			_ = w.digest.(encoding.BinaryUnmarshaler).UnmarshalBinary(prog.Digest) // checked by resumedProgress
+		}
+	}
 	w.zw = gzipWriters.Get().(*gzip.Writer)
 	w.zw.Reset(&w.zbuf)
 	return w
@@ -350,8 +386,17 @@ func (w *partWriter) close() error {
 func (w *partWriter) feed() error {
 	m, err := w.enc.drain(w.zw)
 	w.raw += int64(m)
+	// A chunk may now hold a whole part (pageRowsMax rows): within one, the heartbeat repeats
+	// the last chunk's progress every beatEvery, so a slow source never looks like a dead worker.
+	if now := time.Now(); now.Sub(w.beat) >= beatEvery {
+		w.beat = now
+		activity.RecordHeartbeat(w.ctx, *w.prog)
+	}
 	return err
 }
+
+// beatEvery is how often a part heartbeats within a chunk.
+const beatEvery = 2 * time.Second
 
 // cut ends the chunk: errPaused when the rate limit needs a wait before the next row.
 func (w *partWriter) cut() error {
@@ -361,9 +406,8 @@ func (w *partWriter) cut() error {
 	if err := w.zw.Close(); err != nil {
 		return err
 	}
-	opts := &blob.WriterOptions{ContentType: "application/gzip"}
 	key := chunkKey(w.in.JobID, w.in.FirstRunID, w.in.Part, w.prog.NextChunk)
-	if err := w.store.b.WriteAll(w.ctx, key, w.zbuf.Bytes(), opts); err != nil {
+	if err := w.store.writeObject(w.ctx, key, w.zbuf.Bytes(), "application/gzip"); err != nil {
 		return fmt.Errorf("write chunk: %w", err)
 	}
 	lastKey := string(w.last)
@@ -371,7 +415,17 @@ func (w *partWriter) cut() error {
 	w.prog.LastKey = &lastKey
 	w.prog.Rows += w.n
 	w.prog.Bytes += int64(w.zbuf.Len())
+	w.prog.Digest = nil
+	if w.digest != nil {
+		w.digest.Write(w.zbuf.Bytes())
+		state, err := w.digest.(encoding.BinaryMarshaler).MarshalBinary()
+		if err != nil {
+			return err
+		}
+		w.prog.Digest = state
+	}
 	activity.RecordHeartbeat(w.ctx, *w.prog)
+	w.beat = time.Now()
 	w.rate.rows += w.n
 	w.n, w.raw = 0, 0
 	w.zbuf.Reset()

@@ -85,20 +85,39 @@ func (a *Activities) PlanExport(ctx context.Context, in contract.PlanExportInput
 	// window read them twice and cost 3-4 times as much) and sends only the boundaries. The walk
 	// stops after stepsMax steps: reaching it proves the tenant over max_rows (or partsMax), so
 	// a tenant far over the limit costs at most max_rows keys read, and no row.
-	stepsMax := min(d.MaxRows/partRows, partsMax) + 1
+	//
+	// A call with Steps stops after that many boundaries (More), and a call with After walks on
+	// from an earlier call's last boundary, counting its PartsBefore against the same bound.
+	stepsMax := min(d.MaxRows/partRows, partsMax) + 1 - in.PartsBefore
+	if in.PartsBefore < 0 || stepsMax < 1 || (in.PartsBefore > 0) != (in.After != nil) {
+		return contract.PlanExportResult{}, invalid("parts_before %d after %v: not a continued walk", in.PartsBefore, in.After != nil)
+	}
+	steps := stepsMax
+	if in.Steps > 0 && in.Steps < stepsMax {
+		steps = in.Steps
+	}
+	first, bargs := "", []any{in.Tenant, int64(partRows - 1), int64(steps)}
+	if in.After != nil {
+		ak, err := keyArg(d, *in.After)
+		if err != nil {
+			return contract.PlanExportResult{}, err
+		}
+		first = fmt.Sprintf(` AND %s > $4`, k)
+		bargs = append(bargs, ak)
+	}
 	bq := fmt.Sprintf(`WITH RECURSIVE b(k, n) AS (
-		SELECT (SELECT %[1]s FROM %[2]s WHERE %[3]s = $1 ORDER BY %[1]s LIMIT 1 OFFSET $2), 1
+		SELECT (SELECT %[1]s FROM %[2]s WHERE %[3]s = $1%[4]s ORDER BY %[1]s LIMIT 1 OFFSET $2), 1
 		UNION ALL
 		SELECT (SELECT %[1]s FROM %[2]s WHERE %[3]s = $1 AND %[1]s > b.k ORDER BY %[1]s LIMIT 1 OFFSET $2), n + 1
 			FROM b WHERE b.k IS NOT NULL AND n < $3
-	) SELECT k FROM b WHERE k IS NOT NULL ORDER BY n`, k, t, tc)
-	rows, err := a.query(ctx, tx, d, bq, in.Tenant, int64(partRows-1), int64(stepsMax))
+	) SELECT k FROM b WHERE k IS NOT NULL ORDER BY n`, k, t, tc, first)
+	rows, err := a.query(ctx, tx, d, bq, bargs...)
 	if err != nil {
 		return contract.PlanExportResult{}, err
 	}
 	defer rows.Close()
 	var (
-		after *string
+		after = in.After
 		kv    any
 	)
 	for rows.Next() {
@@ -117,10 +136,17 @@ func (a *Activities) PlanExport(ctx context.Context, in contract.PlanExportInput
 	}
 	rows.Close()
 	if len(res.Ranges) == stepsMax {
-		if stepsMax*partRows > d.MaxRows {
+		if (in.PartsBefore+stepsMax)*partRows > d.MaxRows {
 			return contract.PlanExportResult{}, tooLarge
 		}
 		return contract.PlanExportResult{}, tooManyParts
+	}
+	if len(res.Ranges) == steps && steps < stepsMax {
+		// Stopped at Steps: these parts can start; the rest is another call's.
+		res.More = true
+		res.Rows = (in.PartsBefore + len(res.Ranges)) * partRows
+		activity.RecordHeartbeat(ctx, res.Rows)
+		return res, nil
 	}
 	// The rest after the last full part: fewer than partRows rows, counted with their last key.
 	var (
@@ -142,7 +168,7 @@ func (a *Activities) PlanExport(ctx context.Context, in contract.PlanExportInput
 	if err := a.queryRow(ctx, tx, d, tq, targs, &tail, &last); err != nil {
 		return contract.PlanExportResult{}, err
 	}
-	total := int64(len(res.Ranges))*int64(partRows) + tail
+	total := int64(in.PartsBefore+len(res.Ranges))*int64(partRows) + tail
 	if total > int64(d.MaxRows) {
 		return contract.PlanExportResult{}, tooLarge
 	}

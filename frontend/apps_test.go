@@ -302,9 +302,10 @@ func TestAppsCardDecides(t *testing.T) {
 	}
 }
 
-// TestToolsOfNoKindResolveHandles: describe_job and decide_approval, which take a handle of any
-// kind, answer a missing, malformed or expired handle as every per-kind tool does (the expired
-// one naming the export kind its handle carries) and a valid one of another tenant not_found.
+// TestToolsOfNoKindResolveHandles: describe_job and decide_approval, which take a handle (or job
+// ID) of any kind, answer a missing, malformed or expired handle as every per-kind tool does
+// (the expired one naming the export kind its handle carries) and a valid one of another tenant
+// not_found; decide_approval resolves a valid handle or job ID under the job's own kind.
 func TestToolsOfNoKindResolveHandles(t *testing.T) {
 	fx := newAppsFixture(t)
 	tok := appToken(t, authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove, authz.ScopeAdmin}}, time.Now())
@@ -330,11 +331,14 @@ func TestToolsOfNoKindResolveHandles(t *testing.T) {
 			}
 		}
 	}
-	// A valid handle resolves under its own kind: the next check refused is the nonce's.
-	res, raw := fx.tool(t, tok, uiCaps, jobcore.DecideToolName, map[string]any{"handle": fx.handles["customers"], "input_id": "approve-0123456789ab",
-		"scope_digest": "sha256:" + strings.Repeat("d", 64), "decision": "approve", "nonce": "n"})
-	if !res.IsError || !strings.Contains(string(raw), `\"code\":\"forbidden\",\"message\":\"this decision carries no valid approval-card nonce`) {
-		t.Errorf("decide_approval with a valid handle and a bad nonce: %s", raw)
+	// A valid handle, or the job's ID, resolves under its own kind: the next check refused is
+	// the nonce's.
+	for _, ref := range []string{fx.handles["customers"], "acme/export/ana/customers"} {
+		res, raw := fx.tool(t, tok, uiCaps, jobcore.DecideToolName, map[string]any{"handle": ref, "input_id": "approve-0123456789ab",
+			"scope_digest": "sha256:" + strings.Repeat("d", 64), "decision": "approve", "nonce": "n"})
+		if !res.IsError || !strings.Contains(string(raw), `\"code\":\"forbidden\",\"message\":\"this decision carries no valid approval-card nonce`) {
+			t.Errorf("decide_approval with %q and a bad nonce: %s", ref, raw)
+		}
 	}
 }
 

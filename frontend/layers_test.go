@@ -28,6 +28,7 @@ func TestLayers(t *testing.T) {
 		"jobcore":           {mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/mcpbody", mod + "frontend/jobstore/memstore"},
 		"events":            {mod + "frontend", mod + "frontend/temporalstore", mod + "frontend/quota", "go.temporal.io/"},
 		"wire":              {mod + "frontend", "go.temporal.io/"},
+		"wire/scorehist":    {mod, "go.temporal.io/"}, // a leaf: the pages and the CLI draw the same histogram
 		"pages":             temporalCalls,
 		// The MCP Apps card: the job core's names, the SDK; never Temporal, the store or the edge.
 		"mcpapp": append(append([]string{"go.temporal.io/"}, mod+"frontend", mod+"frontend/temporalstore", mod+"frontend/jobstore/memstore"), mod+"frontend/quota"),

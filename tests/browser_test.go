@@ -287,10 +287,12 @@ func browserServeStack(t *testing.T) signInStack {
 func startServeWithProvider(t *testing.T, clientSecret, fileSecret string) (string, *oidctest.Provider, *proc) {
 	t.Helper()
 	bin := jobgateBinary(t)
+	// serve's address is needed before the provider starts (its redirect URIs) and the port
+	// stays held until serve takes it: closed before, the provider's own port 0 was once given
+	// that same port, and serve could not bind it (CI: "address already in use").
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	addr := ln.Addr().String()
-	ln.Close()
 	base := "http://" + addr
 	p := oidctest.Start(t, oidctest.Config{Resource: base + "/mcp", Users: oidcUsers(), Clients: []oidctest.Client{{
 		ID: "jobgate-pages", Secret: clientSecret, RedirectURIs: []string{base + pages.PathCallback},
@@ -299,6 +301,7 @@ func startServeWithProvider(t *testing.T, clientSecret, fileSecret string) (stri
 	dir := t.TempDir()
 	secretFile := filepath.Join(dir, "oidc-client-secret")
 	must(t, os.WriteFile(secretFile, []byte(fileSecret+"\n"), 0o600))
+	ln.Close()
 	proc := startProc(t, exec.Command(bin, "serve", "--listen", addr, "--resource-uri", base+"/mcp",
 		"--issuer", p.Issuer, "--handle-keys", "k1:"+hex.EncodeToString(handle.GenerateKey()),
 		"--resume-keys", "r1:"+hex.EncodeToString(handle.GenerateKey()), "--signing-keys", "s1:"+handle.GenerateSigningSeedHex(),

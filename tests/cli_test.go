@@ -32,10 +32,16 @@ type cliResult struct {
 // Its stdout is a pipe, not a terminal: commands print plain lines, no progress bars.
 func runCLI(t *testing.T, b *testBundle, tok string, args ...string) cliResult {
 	t.Helper()
+	return runCLIAt(t, b.url(0), tok, args...)
+}
+
+// runCLIAt runs the built jobgate binary against the MCP endpoint url with tok as JOBGATE_TOKEN.
+func runCLIAt(t *testing.T, url, tok string, args ...string) cliResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, jobgateBinary(t), args...)
-	cmd.Env = append(os.Environ(), "JOBGATE_URL="+b.url(0), "JOBGATE_TOKEN="+tok)
+	cmd.Env = append(os.Environ(), "JOBGATE_URL="+url, "JOBGATE_TOKEN="+tok)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

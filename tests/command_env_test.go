@@ -194,8 +194,9 @@ func TestCommandWorkerKindsEvalServesNoExport(t *testing.T) {
 	must(t, w.Run(context.Background()))
 	t.Cleanup(func() { _ = w.Close() })
 	// Plus the notification delivery every kind's jobs use.
-	want := []string{"activity:" + contract.NotifyActivityName, "activity:" + contract.NotifyProgressActivityName, "activity:RunEpisode", "activity:WriteEpisodes",
-		"workflow:" + workflows.EvalWorkflowName, "workflow:" + workflows.NotifyWorkflowName, "workflow:" + workflows.NotifyProgressWorkflowName}
+	want := []string{"activity:" + contract.DeleteEpisodesActivityName, "activity:" + contract.NotifyActivityName, "activity:" + contract.NotifyProgressActivityName,
+		"activity:RunEpisode", "activity:WriteEpisodes", "workflow:" + workflows.EvalWorkflowName, "workflow:" + workflows.EpisodeRetentionWorkflowName,
+		"workflow:" + workflows.NotifyWorkflowName, "workflow:" + workflows.NotifyProgressWorkflowName}
 	if got := w.Registered(); len(got) != 1 || !slices.Equal(slices.Sorted(slices.Values(got[queue])), want) {
 		t.Fatalf("registered %v, want only %v on %s", got, want, queue)
 	}
@@ -264,7 +265,8 @@ func TestCommandDevWorkerServesSuiteQueues(t *testing.T) {
 	t.Cleanup(func() { _ = w.Close() })
 	got := w.Registered()
 	if len(got) != 2 || !slices.Contains(got[queue], "workflow:"+workflows.ExportWorkflowName) ||
-		!slices.Equal(slices.Sorted(slices.Values(got[suiteQueue])), []string{"activity:RunEpisode", "activity:WriteEpisodes", "workflow:" + workflows.EvalWorkflowName}) {
+		!slices.Equal(slices.Sorted(slices.Values(got[suiteQueue])), []string{"activity:" + contract.DeleteEpisodesActivityName, "activity:RunEpisode",
+			"activity:WriteEpisodes", "workflow:" + workflows.EvalWorkflowName, "workflow:" + workflows.EpisodeRetentionWorkflowName}) {
 		t.Fatalf("registered %v: want every kind on %s and only eval on %s", got, queue, suiteQueue)
 	}
 }

@@ -123,6 +123,11 @@ func TestComposeHealthAndOrder(t *testing.T) {
 
 var composeSecretishEnv = regexp.MustCompile(`(?i)(secret|passw|pwd|token|keys?$|_key_|credential)`)
 
+// composeFlagEnv are variables whose names look secret but whose values are not: the Web UI's
+// TEMPORAL_CODEC_PASS_ACCESS_TOKEN is "true" (pass the signed-in user's token to the codec
+// endpoint), JOBGATE_PAYLOAD_KEY_STORE a URL (the keys in it are wrapped).
+var composeFlagEnv = map[string]bool{"TEMPORAL_CODEC_PASS_ACCESS_TOKEN": true, "JOBGATE_PAYLOAD_KEY_STORE": true}
+
 func TestComposeSecretsAreFiles(t *testing.T) {
 	p := composeProject(t)
 	contents := map[string]string{}
@@ -171,7 +176,7 @@ func TestComposeSecretsAreFiles(t *testing.T) {
 				if strings.HasPrefix(*v, "/run/secrets/") && !mounted[*v] {
 					t.Errorf("%s: %s=%s, but no secret is mounted there", name, k, *v)
 				}
-			} else if composeSecretishEnv.MatchString(k) && k != "JOBGATE_PAYLOAD_KEY_STORE" { // a URL; the keys in it are wrapped
+			} else if composeSecretishEnv.MatchString(k) && !composeFlagEnv[k] {
 				t.Errorf("%s: %s looks like a secret passed as an environment value; use a file", name, k)
 			}
 		}

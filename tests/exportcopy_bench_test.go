@@ -62,10 +62,10 @@ func (e *copyEnv) get(size string) *copyData {
 	return d
 }
 
-// export runs one export of d to succeeded through MCP and returns its result.
-func (d *copyData) export(b *testing.B, format string, i int) jobcore.ExportResultView {
+// export runs one export of d to succeeded through MCP and returns its result and job ID.
+func (d *copyData) export(b *testing.B, format string, i int) (jobcore.ExportResultView, string) {
 	v := mustView(b, exStart(b, d.cs, fmt.Sprintf("%s-%d", uniqueKey(b), i), format, copyCols))
-	return exResult(b, exWait(b, d.cs, v.Handle, workflows.StatusSucceeded, 60*time.Minute))
+	return exResult(b, exWait(b, d.cs, v.Handle, workflows.StatusSucceeded, 60*time.Minute)), v.JobID
 }
 
 // BenchmarkExportVsCopy: jobgate's export end to end (MCP start_export → succeeded, through the
@@ -99,25 +99,34 @@ func (e *copyEnv) vsCopy(b *testing.B, format, size string) {
 		limits = append(limits, "klauspost")
 	}
 	spent := map[string]time.Duration{}
+	cpu := map[string]time.Duration{} // CPU used (this process and PostgreSQL's) by each side
+	pgPID := 0
+	if e.pg != nil {
+		pgPID = e.pg.PID()
+	}
 	var exported int64
+	var phases exportPhases
 	for i := range b.N {
 		var r jobcore.ExportResultView
+		var jobID string
 		var limRows = map[string]int64{}
 		runJobgate := func() {
-			t0 := time.Now()
-			r = d.export(b, format, i)
+			t0, c0 := time.Now(), cpuUsed(pgPID)
+			r, jobID = d.export(b, format, i)
 			spent["jobgate"] += time.Since(t0)
+			cpu["jobgate"] += cpuUsed(pgPID) - c0
 		}
 		runLimits := func() {
 			for _, impl := range limits {
 				path := filepath.Join(dir, impl+".gz")
-				t0 := time.Now()
+				t0, c0 := time.Now(), cpuUsed(pgPID)
 				if e.engine == "PostgreSQL" {
 					limRows[impl] = pgCopyLimit(b, e.pg.DSN, d.table, format, impl, path)
 				} else {
 					limRows[impl] = sqliteLimit(b, d.table, format, path)
 				}
 				spent[impl] += time.Since(t0)
+				cpu[impl] += cpuUsed(pgPID) - c0
 			}
 		}
 		b.StartTimer()
@@ -130,6 +139,7 @@ func (e *copyEnv) vsCopy(b *testing.B, format, size string) {
 		}
 		b.StopTimer()
 
+		phases.add(historyPhases(b, d.bundle.temporal, jobID))
 		// Verified outside the timer: the artifact holds every row, and its text is the limit's.
 		if r.Rows != d.rows {
 			b.Fatalf("export: %d rows, want %d", r.Rows, d.rows)
@@ -165,6 +175,35 @@ func (e *copyEnv) vsCopy(b *testing.B, format, size string) {
 		b.ReportMetric(rate(exported, spent["klauspost"]), "klauspost-limit-rows/s")
 		b.ReportMetric(spent["klauspost"].Seconds()/spent["jobgate"].Seconds(), "ratio-klauspost")
 	}
+	phases.report(b, spent["jobgate"])
+	reportCPU(b, exported, cpu)
+	for _, impl := range limits {
+		name := map[string]string{"std": "one COPY/SELECT + Go gzip 6", "klauspost": "one COPY + klauspost gzip 6"}[impl]
+		ratio := spent[impl].Seconds() / spent["jobgate"].Seconds()
+		verdict := "met"
+		if ratio < wantExportRatio {
+			verdict = "MISSED"
+		}
+		b.Logf("vs %s: jobgate %.0f rows/s, limit %.0f rows/s, ratio %.3f, want >= %.2f: %s (CPU per 1M rows: jobgate %.2f s, limit %.2f s)",
+			name, rate(exported, spent["jobgate"]), rate(exported, spent[impl]), ratio, wantExportRatio, verdict,
+			cpu["jobgate"].Seconds()/(float64(exported)/1e6), cpu[impl].Seconds()/(float64(exported)/1e6))
+	}
+}
+
+// wantExportRatio is issue 34's goal for both yardsticks: jobgate end to end at 0.9 of the
+// single-stream limit's rows/s or better.
+const wantExportRatio = 0.9
+
+// reportCPU puts each side's CPU per million rows (this process, where the worker, frontends
+// and Temporal server run, and the PostgreSQL server) and jobgate's CPU against each limit's.
+func reportCPU(b *testing.B, rows int64, cpu map[string]time.Duration) {
+	perM := func(d time.Duration) float64 { return d.Seconds() / (float64(rows) / 1e6) }
+	b.ReportMetric(perM(cpu["jobgate"]), "cpu-s/Mrows")
+	for impl, unit := range map[string]string{"std": "limit-cpu-s/Mrows", "klauspost": "klauspost-limit-cpu-s/Mrows"} {
+		if c, ok := cpu[impl]; ok {
+			b.ReportMetric(perM(c), unit)
+		}
+	}
 }
 
 // BenchmarkExportWorkerRSS: the peak resident set (VmHWM) of a `jobgate worker` process, a
@@ -183,7 +222,7 @@ func BenchmarkExportWorkerRSS(b *testing.B) {
 				w := spawnWorker(b, d.bundle)
 				t0 := time.Now()
 				b.StartTimer()
-				r := d.export(b, contract.FormatCSV, i)
+				r, _ := d.export(b, contract.FormatCSV, i)
 				b.StopTimer()
 				spent += time.Since(t0)
 				hwm := vmHWM(b, w.cmd.Process.Pid)

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,17 +131,31 @@ func TestBrowserMCPAppCard(t *testing.T) {
 		}
 	}
 
-	hostURL := appHost(t, mcpURL, bundle, tokens)
+	hostURL, proxyErrs := appHost(t, mcpURL, bundle, tokens)
 	b := newBrowser(t, shots)
 	show := func(who, tool string, args map[string]any) *chrome.Browser {
 		t.Helper()
 		a, _ := json.Marshal(args)
-		b.Step("open "+who+"'s "+tool, chromedp.Navigate(hostURL+"/"+who+"/?tool="+tool+"&args="+url.QueryEscape(string(a))),
-			chrome.At(hostURL+"/"+who+"/"))
+		open := func() {
+			b.Step("open "+who+"'s "+tool, chromedp.Navigate(hostURL+"/"+who+"/?tool="+tool+"&args="+url.QueryEscape(string(a))),
+				chrome.At(hostURL+"/"+who+"/"))
+		}
+		open()
+		reopened := false
 		eventually(t, 30*time.Second, who+"'s card shown", func() bool {
 			st := b.Eval(`window.host ? window.host.state : ""`)
 			if st == "failed" {
-				t.Fatalf("the host failed: %s", b.Eval(`window.host.error`))
+				// The host page's own fetch to the test proxy failed once under load ("Failed
+				// to fetch": a network error, not an answer of jobgate's; the proxy logs any
+				// upstream error). A person's host would ask again: so does this one, once.
+				err := b.Eval(`window.host.error`)
+				if reopened || !strings.Contains(err, "Failed to fetch") {
+					t.Fatalf("the host failed: %s\nproxy: %s", err, proxyErrs())
+				}
+				t.Logf("the host's fetch failed (%s; proxy: %s): opening it again", err, proxyErrs())
+				reopened = true
+				open()
+				return false
 			}
 			return st == "shown"
 		})
@@ -305,7 +320,7 @@ func shootCard(t *testing.T, b *browser, card *chrome.Browser, dir, name string)
 // appHost serves the test host page per person (/ana/, /steward/): the page, its bundle, and
 // /<who>/mcp, a reverse proxy to jobgate's /mcp that adds that person's bearer token. The
 // browser never holds a token.
-func appHost(t *testing.T, mcpURL, bundle string, tokens map[string]string) string {
+func appHost(t *testing.T, mcpURL, bundle string, tokens map[string]string) (string, func() string) {
 	t.Helper()
 	target, err := url.Parse(mcpURL)
 	must(t, err)
@@ -315,6 +330,10 @@ func appHost(t *testing.T, mcpURL, bundle string, tokens map[string]string) stri
 		`<title>Test MCP Apps host</title><style>body{font-family:system-ui,sans-serif;margin:12px;background:#f4f4f5}` +
 		`h1{font-size:15px;color:#555;margin:0 0 8px}</style></head><body><h1>Test chat host — jobgate's approval card</h1>` +
 		`<div id="cards"></div><script type="module" src="host.js"></script></body></html>`
+	var (
+		errsMu sync.Mutex
+		errs   []string // the proxy's upstream errors, for a failure's message
+	)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{who}/{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -336,9 +355,21 @@ func appHost(t *testing.T, mcpURL, bundle string, tokens map[string]string) stri
 			pr.Out.Header.Del("Origin")
 			pr.Out.Header.Del("Cookie")
 			pr.Out.Header.Set("Authorization", "Bearer "+tok)
-		}, FlushInterval: -1}).ServeHTTP(w, r)
+		}, FlushInterval: -1, ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			errsMu.Lock()
+			errs = append(errs, err.Error())
+			errsMu.Unlock()
+			w.WriteHeader(http.StatusBadGateway)
+		}}).ServeHTTP(w, r)
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, func() string {
+		errsMu.Lock()
+		defer errsMu.Unlock()
+		if len(errs) == 0 {
+			return "no upstream errors"
+		}
+		return strings.Join(errs, "; ")
+	}
 }

@@ -37,7 +37,12 @@ func evalKind() Kind {
 		// SDK's default continue-as-new behaviour inherits a pinned run's version, and the new
 		// run's input (EvalInput with State) is only guaranteed readable by the code that wrote it.
 		Versioning: workflow.VersioningBehaviorPinned,
-		Unit:       evalUnit, Activities: []string{contract.RunEpisodeActivityName, contract.WriteEpisodesActivityName}, Story: evalStory()}
+		Unit:       evalUnit, Activities: []string{contract.RunEpisodeActivityName, contract.WriteEpisodesActivityName, contract.DeleteEpisodesActivityName},
+		// The episode log's retention child (eval_retention.go): AutoUpgrade for the export
+		// retention child's reasons (it sleeps for the suite's retention, then runs one activity).
+		Auxiliary:           map[string]any{EpisodeRetentionWorkflowName: EpisodeRetention},
+		AuxiliaryVersioning: map[string]workflow.VersioningBehavior{EpisodeRetentionWorkflowName: workflow.VersioningBehaviorAutoUpgrade},
+		Story:               evalStory()}
 }
 
 // EvalArgs are the caller's normalized start arguments. Their digest is both the idempotency
@@ -70,6 +75,9 @@ type EpisodePolicy struct {
 	// recorded when the job starts so the workflow reads it from its input, never from config.
 	// Empty (every history from before it) is the workflow's own task queue.
 	TaskQueue string `json:"task_queue,omitempty"`
+	// Retention is how long the finished job's episode log is kept (the suite's
+	// episode_retention, recorded at start); zero is EpisodeRetentionDefault.
+	Retention Duration `json:"retention,omitempty"`
 }
 
 // EvalInput starts (or continues) an eval job.
@@ -130,6 +138,9 @@ type EvalResult struct {
 	// get_eval's episodes_url is bound to. Nil for runs from before changeEvalEpisodes and when
 	// the worker had no artifact store.
 	EpisodeLog *contract.EpisodeSegment `json:"episode_log,omitempty" jsonschema:"the episode log's count and digest"`
+	// EpisodesKeptUntil is when the retention child deletes the episode log (eval_retention.go);
+	// nil for runs from before changeEvalEpisodeRetention and without a log.
+	EpisodesKeptUntil *time.Time `json:"episodes_kept_until,omitempty" jsonschema:"when the episode log is deleted"`
 }
 
 // estimate is the mean score of the scored episodes and its standard error (0 with fewer
@@ -334,6 +345,7 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 
 	if ctx.Err() != nil {
 		r.writeEpisodes(ctx, true)
+		r.keepEpisodesUntil(ctx)
 		r.finish(ctx, StatusCancelled, &JobError{Code: ErrCodeCancelled, Message: "cancelled on request"}, r.progress(ctx, "cancelled"))
 		return EvalResult{}, temporal.NewCanceledError("cancelled on request")
 	}
@@ -348,13 +360,14 @@ func (r *evalRun) runEpisodes(ctx workflow.Context) (EvalResult, error) {
 	}
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	r.writeEpisodes(ctx, true)
+	kept := r.keepEpisodesUntil(ctx)
 	if st.Scored == 0 && st.Failed > 0 {
 		msg := fmt.Sprintf("all %d episodes failed", st.Failed)
 		r.finish(ctx, StatusFailed, &JobError{Code: ErrCodeAllEpisodesFailed, Message: msg}, r.progress(ctx, msg))
 		return EvalResult{}, temporal.NewNonRetryableApplicationError(msg, ErrCodeAllEpisodesFailed, nil)
 	}
 	res := EvalResult{EvalSummary: EvalSummary{Episodes: total, Scored: st.Scored, Passed: st.Passed, Failed: st.Failed,
-		ApprovedBy: st.ApprovedBy}, Decision: st.Decision, EpisodeLog: r.log}
+		ApprovedBy: st.ApprovedBy}, Decision: st.Decision, EpisodeLog: r.log, EpisodesKeptUntil: kept}
 	res.MeanScore, res.StdErr = st.estimate()
 	r.summarizeSpend(&res.EvalSummary)
 	msg := "finished"

@@ -122,8 +122,16 @@ func TestEval_EpisodeLog(t *testing.T) {
 			}
 			return contract.EpisodeResult{Score: 0.25, Attempt: attempt}, nil
 		})
+	// The retention child (abandoned, so it runs on in this environment, its 30-day timer
+	// skipped): its delete is recorded here, leaving the log to read below.
+	var deletes []contract.DeleteEpisodesInput
+	h.env.OnActivity(acts.DeleteEpisodes, mock.Anything, mock.Anything).Return(func(_ context.Context, in contract.DeleteEpisodesInput) error {
+		deletes = append(deletes, in)
+		return nil
+	})
 	h.execute(evalInput(4, 1))
 	res := h.result()
+	assert.Equal(t, []contract.DeleteEpisodesInput{{JobID: testJobID, FirstRunID: testRunID}}, deletes, "the log's retention child deletes it once expired")
 	assert.Equal(t, []contract.WriteEpisodesInput{{JobID: testJobID, RunID: testRunID, FirstRunID: testRunID,
 		Segment: 1, Count: 4, Final: true}}, *writes, "one write, naming the run and the count, never the outcomes")
 	require.NotNil(t, res.EpisodeLog)

@@ -197,6 +197,8 @@ func (w *Workflows) Export(ctx workflow.Context, in ExportInput) (ExportResult, 
 		r.firstRun = FirstRunID(ctx)
 	}
 
+	// Plans in two steps, the first parts running while the rest is planned (export_overlap.go).
+	overlap := workflow.GetVersion(ctx, exportPlanOverlap, workflow.DefaultVersion, 1) >= 1
 	digest := in.ConfigDigest
 	approved := false
 	for changes := 0; ; changes++ {
@@ -212,7 +214,7 @@ func (w *Workflows) Export(ctx workflow.Context, in ExportInput) (ExportResult, 
 		r.setStatus(ctx, StatusRunning)
 		r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "planning")})
 
-		plan, err := r.plan(ctx, jobID, digest)
+		plan, err := r.planHead(ctx, jobID, digest, overlap)
 		if err != nil {
 			return ExportResult{}, r.activityFailure(ctx, jobID, err)
 		}
@@ -235,7 +237,13 @@ func (w *Workflows) Export(ctx workflow.Context, in ExportInput) (ExportResult, 
 			continue
 		}
 		r.total = plan.Rows
-		parts, changed, err := r.exportParts(ctx, jobID, digest, plan.Ranges)
+		var parts []contract.PartResult
+		var changed bool
+		if plan.More {
+			parts, changed, err = r.exportPartsPlanning(ctx, jobID, digest, plan.Ranges, r.planRest(ctx, jobID, digest, plan))
+		} else {
+			parts, changed, err = r.exportParts(ctx, jobID, digest, plan.Ranges)
+		}
 		if err != nil {
 			return ExportResult{}, r.activityFailure(ctx, jobID, err)
 		}
@@ -321,15 +329,6 @@ func (r *exportRun) activityOptions(ctx workflow.Context, summary string, startT
 		RetryPolicy: retryPolicy(exportActivityMaxAttempts,
 			contract.ErrTypeScopeChanged, contract.ErrTypeDatasetMissing, contract.ErrTypeDatasetTooLarge),
 	})
-}
-
-func (r *exportRun) plan(ctx workflow.Context, jobID, digest string) (contract.PlanExportResult, error) {
-	in := r.in
-	var plan contract.PlanExportResult
-	err := workflow.ExecuteActivity(r.activityOptions(ctx, "plan: count rows and cut parts", 10*time.Minute, 0), contract.PlanExportActivityName,
-		contract.PlanExportInput{JobID: jobID, Tenant: in.Tenant, Dataset: in.Args.Dataset, Columns: in.Args.Columns,
-			ConfigDigest: digest, PartRows: in.PartRows}).Get(ctx, &plan)
-	return plan, err
 }
 
 // exportParts runs one activity per key range with bounded concurrency. changed reports that a

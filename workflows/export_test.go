@@ -251,7 +251,7 @@ func TestExport_NoApproval(t *testing.T) {
 
 		require.Len(t, h.plans, 1)
 		assert.Equal(t, contract.PlanExportInput{JobID: exportJobID, Tenant: "acme", Dataset: "customers",
-			Columns: in.Args.Columns, ConfigDigest: in.ConfigDigest, PartRows: rowsPerPart}, h.plans[0])
+			Columns: in.Args.Columns, ConfigDigest: in.ConfigDigest, PartRows: rowsPerPart, Steps: exportPlanHeadSteps}, h.plans[0])
 
 		plan := planOf(cfg1, 3)
 		require.Len(t, h.parts, 3)

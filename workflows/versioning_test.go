@@ -30,12 +30,14 @@ func TestVersioningBehaviours(t *testing.T) {
 	}
 	RegisterNotify(r, &activities.Notifier{})
 	want := map[string]workflow.VersioningBehavior{
-		EvalWorkflowName:           workflow.VersioningBehaviorPinned,
-		ExportWorkflowName:         workflow.VersioningBehaviorPinned,
-		RetentionWorkflowName:      workflow.VersioningBehaviorAutoUpgrade,
-		NotifyWorkflowName:         workflow.VersioningBehaviorAutoUpgrade,
-		NotifyProgressWorkflowName: workflow.VersioningBehaviorAutoUpgrade,
-		FixtureWorkflowName:        workflow.VersioningBehaviorAutoUpgrade, // a fixture job lives seconds
+		EvalWorkflowName:      workflow.VersioningBehaviorPinned,
+		ExportWorkflowName:    workflow.VersioningBehaviorPinned,
+		RetentionWorkflowName: workflow.VersioningBehaviorAutoUpgrade,
+		// The episode log's retention child: one timer, one activity.
+		EpisodeRetentionWorkflowName: workflow.VersioningBehaviorAutoUpgrade,
+		NotifyWorkflowName:           workflow.VersioningBehaviorAutoUpgrade,
+		NotifyProgressWorkflowName:   workflow.VersioningBehaviorAutoUpgrade,
+		FixtureWorkflowName:          workflow.VersioningBehaviorAutoUpgrade, // a fixture job lives seconds
 	}
 	if len(r) != len(want) {
 		t.Errorf("registered workflows %v, want those of %v", r, want)

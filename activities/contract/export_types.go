@@ -42,6 +42,14 @@ type PlanExportInput struct {
 	ConfigDigest string   `json:"config_digest"`
 	// PartRows is the number of rows per part. Defaults to PartRowsDefault.
 	PartRows int `json:"part_rows,omitempty"`
+	// Steps, when above 0, stops the walk after that many part boundaries (More then says
+	// whether rows may follow), so the workflow can start those parts while a second call
+	// plans the rest. 0 plans to the end.
+	Steps int `json:"steps,omitempty"`
+	// After continues a walk after this key, the last boundary of an earlier call that
+	// returned More, which planned PartsBefore full parts before it (max_rows counts them).
+	After       *string `json:"after,omitempty"`
+	PartsBefore int     `json:"parts_before,omitempty"`
 }
 
 // PlanExportResult is either a changed scope (nothing was read) or the parts to export.
@@ -52,10 +60,15 @@ type PlanExportResult struct {
 	ConfigDigest string `json:"config_digest"`
 	Sensitive    bool   `json:"sensitive,omitempty"` // requested columns include a sensitive one now
 	// SensitiveColumns names the requested columns that are sensitive now, for a new prompt.
-	SensitiveColumns []string   `json:"sensitive_columns,omitempty"`
-	Missing          []string   `json:"missing_columns,omitempty"` // requested columns the dataset no longer has
-	Rows             int        `json:"rows"`
-	Ranges           []KeyRange `json:"ranges,omitempty"`
+	SensitiveColumns []string `json:"sensitive_columns,omitempty"`
+	Missing          []string `json:"missing_columns,omitempty"` // requested columns the dataset no longer has
+	// Rows is the rows of the whole export (PartsBefore's included); with More, the rows of
+	// the full parts planned so far.
+	Rows   int        `json:"rows"`
+	Ranges []KeyRange `json:"ranges,omitempty"`
+	// More: the walk stopped after Steps boundaries; rows may follow the last range's Through
+	// (plan them with After and PartsBefore). Never set when Steps is 0.
+	More bool `json:"more,omitempty"`
 	// Approval is what this worker's catalog says an export of the requested columns needs,
 	// whether or not the scope changed. The workflow asks with it (never with what the
 	// frontend resolved at start), so four eyes switched back on is in force at once. Nil in
@@ -89,7 +102,8 @@ type ExportPartInput struct {
 	ConfigDigest string   `json:"config_digest"`
 	Part         int      `json:"part"` // 1-based
 	Range        KeyRange `json:"range"`
-	// PageRows is the rows per query page and per chunk object. Defaults to PageRowsDefault.
+	// PageRows is the rows per chunk object. Zero: 100,000 (a whole default part), or
+	// PageRowsDefault on a dataset with max_rows_per_second, whose parts pause between chunks.
 	PageRows int `json:"page_rows,omitempty"`
 }
 
@@ -99,6 +113,10 @@ type PartResult struct {
 	Chunks int   `json:"chunks"`
 	Rows   int   `json:"rows"`
 	Bytes  int64 `json:"bytes"`
+	// SHA256 is the hex SHA-256 of the part's chunks in order, as the part wrote them: finalize
+	// checks the stored chunks against it. Empty from workers before it, or when a part resumed
+	// from such a worker's heartbeat; finalize then only computes it.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // FinalizeExportInput assembles the parts into one artifact and its manifest.
@@ -250,6 +268,12 @@ const ManifestVersionSigned = 2
 // with the deployment's published set, /.well-known/jobgate-signing-keys).
 const SigningKeysObject = "signing-keys.json"
 
+// DeleteEpisodesInput names one eval job instance whose episode log the retention child deletes.
+type DeleteEpisodesInput struct {
+	JobID      string `json:"job_id"`
+	FirstRunID string `json:"first_run_id"`
+}
+
 // DeleteExportInput removes every object of one export job.
 type DeleteExportInput struct {
 	JobID string `json:"job_id"`
@@ -261,7 +285,9 @@ type DeleteExportInput struct {
 
 // Defaults for export sizes, measured with BenchmarkExportLevers (1M rows, PostgreSQL, csv):
 // 1,000-row chunks made finalize half the run (a thousand objects to open); 10,000-row chunks
-// and 100,000-row parts bring it under 10% and the ratio to COPY from ~0.2 to ~0.5.
+// and 100,000-row parts bring it under 10% and the ratio to COPY from ~0.2 to ~0.5. Since issue
+// 34 a part without page_rows writes one chunk (finalize ~2%); PageRowsDefault stays the chunk
+// of throttled datasets.
 const (
 	PartRowsDefault = 100_000
 	PageRowsDefault = 10_000

@@ -12,5 +12,6 @@ const (
 	ExportPartActivityName     = "ExportPart"
 	FinalizeExportActivityName = "FinalizeExport"
 	DeleteExportActivityName   = "DeleteExport"
+	DeleteEpisodesActivityName = "DeleteEpisodes"
 	FixtureTextActivityName    = "FixtureText"
 )

@@ -43,6 +43,7 @@ const (
 	MaxConcurrencyDefault   = 64
 	ApprovalTimeoutDefault  = 24 * time.Hour
 	RequestTimeoutDefault   = 30 * time.Second
+	EpisodeRetentionDefault = 30 * 24 * time.Hour
 
 	// DemoEpisodeMSDefault and DemoFailRateDefault are the demo suite's params defaults (CONTRACT.md).
 	DemoEpisodeMSDefault = 1000
@@ -90,6 +91,11 @@ type Suite struct {
 	MaxConcurrency int `json:"max_concurrency,omitempty"`
 	// ApprovalTimeout: an unanswered approval fails the job after this long. Defaults to 24 hours.
 	ApprovalTimeout Duration `json:"approval_timeout,omitempty"`
+	// EpisodeRetention is how long a finished eval's episode log (list_episodes, episodes_url,
+	// the job page's pictures) is kept: then its run's retention child deletes it, as an
+	// export's artifact is deleted after its dataset's retention. Recorded in each job's input
+	// when it starts. Defaults to 30 days.
+	EpisodeRetention Duration `json:"episode_retention,omitempty"`
 	// TaskQueue is the Temporal task queue this suite's episodes are dispatched to, so they can
 	// run on workers of their own (`jobgate worker --kinds eval --task-queue <it>`) that hold no
 	// dataset or artifact credentials. Recorded in each job's input when it starts. Defaults to
@@ -139,6 +145,7 @@ func (c Catalog) add(s Suite) {
 	s.MaxEpisodes = cmp.Or(s.MaxEpisodes, MaxEpisodesDefault)
 	s.MaxConcurrency = cmp.Or(s.MaxConcurrency, MaxConcurrencyDefault)
 	s.ApprovalTimeout = cmp.Or(s.ApprovalTimeout, Duration(ApprovalTimeoutDefault))
+	s.EpisodeRetention = cmp.Or(s.EpisodeRetention, Duration(EpisodeRetentionDefault))
 	if s.Kind == SuiteHTTP && s.RequestTimeout == 0 {
 		s.RequestTimeout = Duration(RequestTimeoutDefault)
 	}
@@ -198,6 +205,9 @@ func (c Catalog) Add(s Suite) error {
 	}
 	if s.ApprovalThreshold < 0 || s.MaxAttempts < 0 || s.MaxEpisodes < 0 || s.MaxConcurrency < 0 {
 		return fmt.Errorf("suite %q: negative limit", s.Name)
+	}
+	if s.EpisodeRetention < 0 {
+		return fmt.Errorf("suite %q: episode_retention must not be negative", s.Name)
 	}
 	if s.PassThreshold < 0 || s.PassThreshold > 1 {
 		return fmt.Errorf("suite %q: pass_threshold must be within 0..1", s.Name)

@@ -45,11 +45,10 @@ const maxPages = 10000
 
 func runApprovalsList(args []string, stdout, stderr io.Writer) error {
 	var kind string
-	var asJSON bool
 	c := newClientCommand("approvals list", "Lists the jobs of your tenant whose open input request you may answer (list_approvals, all pages):\n"+
 		"who asked, what exactly (dataset, columns, purpose, …), the prompt and when it expires.", stderr)
 	c.StringVar(&kind, "kind", "", "only this kind: export or eval")
-	c.BoolVar(&asJSON, "json", false, "print the rows as JSON (the list_approvals rows, unchanged)")
+	c.jsonHelp("print the rows as JSON (the list_approvals rows of every page, unchanged, in one array)")
 	cl, err := c.connect(args)
 	if err != nil {
 		return err
@@ -94,7 +93,7 @@ func runApprovalsList(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 	}
-	if asJSON {
+	if c.asJSON {
 		if raws == nil {
 			raws = []json.RawMessage{}
 		}
@@ -114,6 +113,7 @@ func runApprovalsAnswer(args []string, decision string, stdout, stderr io.Writer
 	c := newJobCommand(name, "Reads the job (get_*), prints the open input request being answered, then answers it\n"+
 		"(resume_*) with decision "+decision+" for exactly that input_id and scope_digest.", stderr)
 	c.StringVar(&comment, "comment", "", "note recorded with your decision (at most 1000 characters)")
+	c.jsonHelp("print the resume_* result as JSON, unchanged (what is being answered goes to stderr)")
 	// Not c.handle: the handle goes to the server as given, untrimmed.
 	pos, err := parseInterspersed(c.FlagSet, args)
 	if err != nil {
@@ -141,11 +141,12 @@ func runApprovalsAnswer(args []string, decision string, stdout, stderr io.Writer
 		return &exitError{code: 1, err: fmt.Errorf("%s: %s job %s is not waiting for input (status %s)", name, j.kind, clean(v.JobID), v.Status)}
 	}
 	verb := map[string]string{"approve": "approving", "reject": "rejecting"}[decision]
-	fmt.Fprintf(stdout, "%s the open input request of %s job %s (owner %s):\n", verb, j.kind, clean(v.JobID), clean(v.Owner))
+	human := c.info(stdout) // under --json stdout holds the resume_* result alone
+	fmt.Fprintf(human, "%s the open input request of %s job %s (owner %s):\n", verb, j.kind, clean(v.JobID), clean(v.Owner))
 	var f fields
 	addNeedsInput(&f, ni, cl.tenant(), time.Now())
 	f.add("scope digest", clean(ni.ScopeDigest))
-	f.write(stdout, "  ")
+	f.write(human, "  ")
 
 	args2 := map[string]any{"handle": v.Handle, "input_id": ni.InputID, "scope_digest": ni.ScopeDigest, "decision": decision}
 	if comment != "" {
@@ -155,15 +156,17 @@ func runApprovalsAnswer(args []string, decision string, stdout, stderr io.Writer
 	// The decision record says the answer came from the CLI: declared in _meta, which the
 	// server takes as the client's word (any holder of a valid token could say it).
 	meta := mcp.Meta{wire.MetaSurface: wire.SurfaceCLI}
-	if _, err := cl.callMeta(ctx, "resume_"+j.kind, args2, meta, &after); err != nil {
+	raw, err := cl.callMeta(ctx, "resume_"+j.kind, args2, meta, &after)
+	if err != nil {
 		return err
 	}
-	past := map[string]string{"approve": "approved", "reject": "rejected"}[decision]
-	fmt.Fprintf(stdout, "%s: %s job %s is now %s\n", past, j.kind, clean(after.JobID), after.Status)
-	if after.Error != nil {
-		fmt.Fprintf(stdout, "  %s: %s\n", clean(after.Error.Code), clean(after.Error.Message))
-	}
-	return nil
+	return c.emit(stdout, raw, func() {
+		past := map[string]string{"approve": "approved", "reject": "rejected"}[decision]
+		fmt.Fprintf(stdout, "%s: %s job %s is now %s\n", past, j.kind, clean(after.JobID), after.Status)
+		if after.Error != nil {
+			fmt.Fprintf(stdout, "  %s: %s\n", clean(after.Error.Code), clean(after.Error.Message))
+		}
+	})
 }
 
 // printApprovals prints the jobs awaiting the caller's answer (tenant: the caller's), each

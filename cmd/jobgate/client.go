@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -234,7 +235,25 @@ func (cl *client) callMeta(ctx context.Context, tool string, args map[string]any
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", tool, err)
 	}
-	return raw, nil
+	return asSent(res, raw), nil
+}
+
+// asSent is the structured result as the server wrote it: the text content carries the same JSON
+// (CONTRACT.md "Tools"), in the server's key order, where re-encoding the decoded
+// structuredContent (raw) sorts the keys. The text is used only when it is that same value.
+func asSent(res *mcp.CallToolResult, raw json.RawMessage) json.RawMessage {
+	if len(res.Content) == 0 {
+		return raw
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok || !json.Valid([]byte(tc.Text)) {
+		return raw
+	}
+	var a, b any
+	if json.Unmarshal([]byte(tc.Text), &a) != nil || json.Unmarshal(raw, &b) != nil || !reflect.DeepEqual(a, b) {
+		return raw
+	}
+	return json.RawMessage(tc.Text)
 }
 
 // probeKind is the kind whose get_* getJob asks first: the first get_<kind> tool the server

@@ -49,25 +49,58 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 // with the connection flags registered, and the parsing of its arguments: flags only
 // (newClientCommand), or flags and one job's handle (newJobCommand). Each command adds its own
 // flags to the set.
+//
+// Every client command has --json (registered here, so a new command has it too): with it, what
+// the command prints on stdout is the tool's structuredContent as the server sent it (emit), and
+// nothing else; messages for people go to stderr (info).
 type clientCommand struct {
 	*flag.FlagSet
-	conn connFlags
+	conn   connFlags
+	asJSON bool
+	stderr io.Writer
 }
+
+// jsonFlagHelp is --json's help unless a command says what it prints (jsonHelp).
+const jsonFlagHelp = "print the tool's structured result as JSON, unchanged (for scripts); messages go to stderr"
 
 func newClientCommand(name, summary string, stderr io.Writer) *clientCommand {
 	return clientCommandOf(name, name, summary, stderr)
 }
 
-// newJobCommand is a command about one job, "jobgate <name> <handle>".
+// newJobCommand is a command about one job, "jobgate <name> <handle>": the handle, or the job's
+// ID (the server resolves it for the caller, as it does a handle).
 func newJobCommand(name, summary string, stderr io.Writer) *clientCommand {
 	return clientCommandOf(name+" <handle>", name, summary, stderr)
 }
 
 // clientCommandOf: usage names the command in its usage line, name in its messages.
 func clientCommandOf(usage, name, summary string, stderr io.Writer) *clientCommand {
-	c := &clientCommand{FlagSet: newFlagSet(usage, summary, stderr)}
+	c := &clientCommand{FlagSet: newFlagSet(usage, summary, stderr), stderr: stderr}
 	c.conn.register(c.FlagSet, name)
+	c.BoolVar(&c.asJSON, "json", false, jsonFlagHelp)
 	return c
+}
+
+// jsonHelp says what --json prints for this command.
+func (c *clientCommand) jsonHelp(help string) { c.Lookup("json").Usage = help }
+
+// emit prints one tool result: with --json the structuredContent as sent (indented, key order
+// kept), else print's rendering for people.
+func (c *clientCommand) emit(stdout io.Writer, raw json.RawMessage, print func()) error {
+	if c.asJSON {
+		return printJSON(stdout, raw)
+	}
+	print()
+	return nil
+}
+
+// info is where a command's words for people go: stdout, or stderr under --json (stdout then
+// holds JSON only).
+func (c *clientCommand) info(stdout io.Writer) io.Writer {
+	if c.asJSON {
+		return c.stderr
+	}
+	return stdout
 }
 
 // connect parses args (flags only) and connects.
@@ -107,8 +140,7 @@ func (c *clientCommand) connectJob(args []string) (string, *client, error) {
 // by the print that read returns. The flag, the connection and the choice were each command's.
 func (c *clientCommand) printJobRead(args []string, stdout io.Writer, jsonHelp string,
 	read func(ctx context.Context, cl *client, h string) (raw json.RawMessage, print func(), err error)) error {
-	var asJSON bool
-	c.BoolVar(&asJSON, "json", false, jsonHelp)
+	c.jsonHelp(jsonHelp)
 	h, cl, err := c.connectJob(args)
 	if err != nil {
 		return err
@@ -118,9 +150,5 @@ func (c *clientCommand) printJobRead(args []string, stdout io.Writer, jsonHelp s
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		return printJSON(stdout, raw)
-	}
-	print()
-	return nil
+	return c.emit(stdout, raw, print)
 }

@@ -10,6 +10,7 @@
 //	jobgate jobs       list, show, watch and download jobs through the MCP endpoint
 //	jobgate approvals  list and answer the input requests waiting for you (approvers)
 //	jobgate temporal   the embedded Temporal server and Web UI as a process of their own
+//	jobgate completion bash|zsh|fish, jobgate version
 //
 // # Happy path
 //
@@ -39,6 +40,9 @@
 //     the answer to that scope digest, so a request that changed meanwhile is refused.
 //   - jobs download keeps a file only once its SHA-256 matches the export's manifest and the
 //     server's Repr-Digest.
+//   - A job is named by its handle or its job ID (the server resolves either for the caller).
+//     Every client command takes --json (registered by newClientCommand): stdout then holds
+//     only the tool's structured result as the server sent it.
 //   - Exit status: 0 ok; 1 refused by the server (a tool error) or the job failed; 2 usage or
 //     connection error.
 //

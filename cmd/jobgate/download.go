@@ -29,6 +29,7 @@ func runJobsDownload(args []string, stdout, stderr io.Writer) error {
 	c.StringVar(&out, "o", "", "output file, or an existing directory (default: the export's file_name in the current directory)")
 	c.BoolVar(&force, "force", false, "overwrite the output file if it exists")
 	c.BoolVar(&useLink, "use-link-host", false, "GET download_url exactly as the server built it, instead of from --url's host")
+	c.jsonHelp("once the file is written and verified, print the get_export result it came from as JSON, unchanged (the file's path and checks go to stderr)")
 	h, err := c.handle(args)
 	if err != nil {
 		return err
@@ -99,11 +100,13 @@ func runJobsDownload(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	n, sum, byHeader, err := saveVerified(path, resp.Body, res, want, resp.Header.Get("Repr-Digest"), stdout)
+	// Under --json stdout holds the get_export result alone, once the file is verified.
+	human := c.info(stdout)
+	n, sum, byHeader, err := saveVerified(path, resp.Body, res, want, resp.Header.Get("Repr-Digest"), human)
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
-	fmt.Fprintf(stdout, "wrote %s: %d bytes, sha256 verified\n", path, n)
+	fmt.Fprintf(human, "wrote %s: %d bytes, sha256 verified\n", path, n)
 	matches := "matches the export's manifest"
 	if byHeader {
 		matches += " and the server's Repr-Digest"
@@ -114,7 +117,10 @@ func runJobsDownload(args []string, stdout, stderr io.Writer) error {
 	if res.ApprovedBy != "" {
 		f.add("approved by", clean(res.ApprovedBy))
 	}
-	f.write(stdout, "  ")
+	f.write(human, "  ")
+	if c.asJSON {
+		return printJSON(stdout, j.raw)
+	}
 	return nil
 }
 

@@ -11,13 +11,14 @@ import (
 	"strings"
 
 	"github.com/jobgate/jobgate/frontend/wire"
+	"github.com/jobgate/jobgate/frontend/wire/scorehist"
 )
 
 // runJobsEpisodes implements "jobgate jobs episodes <handle> [--failed]": an eval's finished
 // episodes through list_episodes, every page to the end of what has finished.
 func runJobsEpisodes(args []string, stdout, stderr io.Writer) error {
 	var (
-		failed, asJSON bool
+		failed         bool
 		status, cursor string
 		pageSize       int
 	)
@@ -28,7 +29,7 @@ func runJobsEpisodes(args []string, stdout, stderr io.Writer) error {
 	c.StringVar(&status, "status", "", "only episodes with this status: passed, failed or errored")
 	c.IntVar(&pageSize, "page-size", 100, "episodes per list_episodes call, 1-100")
 	c.StringVar(&cursor, "cursor", "", "continue from this cursor (same handle, status and page size)")
-	c.BoolVar(&asJSON, "json", false, "print one JSON object per episode (JSON Lines), as the server sent it")
+	c.jsonHelp("print one JSON object per episode (JSON Lines), as the server sent it")
 	h, err := c.handle(args)
 	if err != nil {
 		return err
@@ -67,7 +68,7 @@ func runJobsEpisodes(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 	}
-	if asJSON {
+	if c.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false)
 		for _, e := range all {
@@ -98,15 +99,12 @@ func printEpisodes(w io.Writer, eps []wire.Episode) {
 // tenant's finished jobs used, through get_usage. (Here beside the episodes' listing: the
 // package holds as many files as it may.)
 func runUsage(args []string, stdout, stderr io.Writer) error {
-	var (
-		since, by string
-		asJSON    bool
-	)
+	var since, by string
 	c := newClientCommand("usage", "Prints what your tenant's finished jobs used (get_usage, jobs:admin): jobs, episodes,\n"+
 		"episode-seconds and cost by unit (evals), rows and bytes (exports), by owner or kind. The tenant is your token's.", stderr)
 	c.StringVar(&since, "since", "720h", "jobs that finished within this long ago (a Go duration)")
 	c.StringVar(&by, "by", "owner", "group by owner or kind")
-	c.BoolVar(&asJSON, "json", false, "print the get_usage result as JSON, unchanged")
+	c.jsonHelp("print the get_usage result as JSON, unchanged")
 	cl, err := c.connect(args)
 	if err != nil {
 		return err
@@ -117,20 +115,17 @@ func runUsage(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		_, err := fmt.Fprintf(stdout, "%s\n", raw)
-		return err
-	}
-	fmt.Fprintf(stdout, "tenant %s, jobs finished %s to %s, by %s\n", out.Tenant,
-		out.Since.Format("2006-01-02 15:04Z07:00"), out.Until.Format("2006-01-02 15:04Z07:00"), out.By)
-	rows := append(out.Groups, out.Total)
-	printTable(stdout, "no finished jobs", "KEY\tJOBS\tEPISODES\tEPISODE_S\tCOST\tROWS\tBYTES", rows, func(g wire.UsageGroup) string {
-		return fmt.Sprintf("%s\t%d\t%d\t%.0f\t%s\t%d\t%d", oneLine(g.Key), g.Jobs, g.Episodes, g.EpisodeSeconds, costs(g.Cost), g.Rows, g.Bytes)
-	})
 	if out.Truncated {
 		fmt.Fprintln(stderr, "more jobs finished in the window than one call sums; ask for a shorter --since")
 	}
-	return nil
+	return c.emit(stdout, raw, func() {
+		fmt.Fprintf(stdout, "tenant %s, jobs finished %s to %s, by %s\n", out.Tenant,
+			out.Since.Format("2006-01-02 15:04Z07:00"), out.Until.Format("2006-01-02 15:04Z07:00"), out.By)
+		rows := append(out.Groups, out.Total)
+		printTable(stdout, "no finished jobs", "KEY\tJOBS\tEPISODES\tEPISODE_S\tCOST\tROWS\tBYTES", rows, func(g wire.UsageGroup) string {
+			return fmt.Sprintf("%s\t%d\t%d\t%.0f\t%s\t%d\t%d", oneLine(g.Key), g.Jobs, g.Episodes, g.EpisodeSeconds, costs(g.Cost), g.Rows, g.Bytes)
+		})
+	})
 }
 
 // costs renders costs by unit ("0.84 usd, 120000 tokens"; "-" for none), units sorted.
@@ -149,3 +144,65 @@ func costs(c map[string]float64) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// evalCLI is the eval kind in the CLI: `jobs get` adds the score distribution as a sparkline.
+func evalCLI() cliKind { return cliKind{name: "eval", printMore: printScoreLine} }
+
+// sparkEpisodesMax bounds the episodes `jobs get` reads for the sparkline (list_episodes pages).
+const sparkEpisodesMax = 10000
+
+// printScoreLine prints one line: the histogram of the scores of the eval's finished episodes
+// (list_episodes, the same bins as the job page's SVG, scorehist), their range and count, and
+// passed/failed/errored. While the eval runs it is the distribution so far. Nothing when no
+// episode has finished; a read that fails is a note, never the command's failure (the job view
+// was printed).
+func printScoreLine(ctx context.Context, cl *client, w io.Writer, j *job) {
+	var scores []float64
+	counts := map[string]int{}
+	cursor, read, partial := "", 0, false
+	for {
+		in := map[string]any{"handle": j.view.Handle, "page_size": wire.ListPageSizeMax}
+		if cursor != "" {
+			in["cursor"] = cursor
+		}
+		var page wire.ListEpisodesOut
+		if _, err := cl.call(ctx, "list_episodes", in, &page); err != nil {
+			// An approver may read the job while it waits for them, not its episodes: nothing.
+			if te := (*wire.ToolError)(nil); !errors.As(err, &te) || te.Code != "not_found" {
+				fmt.Fprintf(w, "\nscores: not shown (%v)\n", err)
+			}
+			return
+		}
+		for _, e := range page.Episodes {
+			counts[e.Status]++
+			if e.Score != nil {
+				scores = append(scores, *e.Score)
+			}
+		}
+		read += len(page.Episodes)
+		if page.Complete || page.NextCursor == "" || len(page.Episodes) < wire.ListPageSizeMax {
+			break
+		}
+		if read >= sparkEpisodesMax {
+			partial = true
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if read == 0 {
+		return
+	}
+	h := scorehist.Of(scores, scorehist.Bins)
+	of := ""
+	if partial {
+		of = " (the first " + strconv.Itoa(read) + ")"
+	}
+	mean := ""
+	if h.N > 0 {
+		mean = ", mean " + fmtScore(h.Mean)
+	}
+	fmt.Fprintf(w, "\nscores:   ▕%s▏ %s…%s, %d scored%s%s\n", h.Sparkline(), fmtScore(h.Lo), fmtScore(h.Hi), h.N, of, mean)
+	fmt.Fprintf(w, "episodes: %d passed, %d failed, %d errored\n", counts["passed"], counts["failed"], counts["errored"])
+}
+
+func fmtScore(f float64) string { return strconv.FormatFloat(f, 'g', 3, 64) }

@@ -14,16 +14,17 @@ import (
 )
 
 const jobsUsage = `Usage:
-  jobgate jobs list [flags]                  your jobs (all of your tenant's with jobs:admin)
-  jobgate jobs get <handle> [--json]         one job: status, progress, open input request, result
-  jobgate jobs watch <handle> [--interval d] follow a job until it finishes (exit 0 only if it succeeded)
-  jobgate jobs download <handle> [-o file]   fetch a succeeded export's file and verify its SHA-256
-  jobgate jobs describe <handle> [--json]    the job's timeline from its history (owner or jobs:admin)
-  jobgate jobs episodes <handle> [--failed]  an eval's finished episodes: status, score, attempts, error
+  jobgate jobs list [--wide]              your jobs (all of your tenant's with jobs:admin)
+  jobgate jobs get <job>                  one job: status, progress, open input request, result (an eval: its scores)
+  jobgate jobs watch <job> [--interval d] follow a job until it finishes (exit 0 only if it succeeded)
+  jobgate jobs download <job> [-o file]   fetch a succeeded export's file and verify its SHA-256
+  jobgate jobs describe <job>             the job's timeline from its history (owner or jobs:admin)
+  jobgate jobs episodes <job> [--failed]  an eval's finished episodes: status, score, attempts, error
 
-All are MCP clients of --url (env JOBGATE_URL) with your own --token (env JOBGATE_TOKEN, else your 'jobgate login').
-Handles come from 'jobgate jobs list', start_* or 'jobgate approvals list'.
-Run 'jobgate jobs <command> -h' for a command's flags.
+<job> is the job's ID (the JOB_ID column of 'jobgate jobs list') or its handle (from start_*,
+'jobs list --wide' or 'jobgate approvals list'). Every command takes --json: the tool's result as
+the server sent it, on stdout. All are MCP clients of --url (env JOBGATE_URL) with your own --token
+(env JOBGATE_TOKEN, else your 'jobgate login'). Run 'jobgate jobs <command> -h' for a command's flags.
 `
 
 // runJobs implements "jobgate jobs ...".
@@ -41,7 +42,7 @@ func runJobs(args []string, stdout, stderr io.Writer) error {
 type jobsListFlags struct {
 	kind, status, cursor string
 	pageSize             int
-	allPages             bool
+	allPages, wide       bool
 }
 
 func runJobsList(args []string, stdout, stderr io.Writer) error {
@@ -52,6 +53,8 @@ func runJobsList(args []string, stdout, stderr io.Writer) error {
 	cmd.IntVar(&c.pageSize, "page-size", 0, "rows per page, 1-100 (server default 20)")
 	cmd.StringVar(&c.cursor, "cursor", "", "continue from this next cursor (same --kind, --status and --page-size)")
 	cmd.BoolVar(&c.allPages, "all-pages", false, "follow next cursors to the end")
+	cmd.BoolVar(&c.wide, "wide", false, "also show each job's handle and when it last changed")
+	cmd.jsonHelp("print each list_jobs result as JSON, unchanged (with --all-pages, one result per page, in order)")
 	cl, err := cmd.connect(args)
 	if err != nil {
 		return err
@@ -61,9 +64,17 @@ func runJobsList(args []string, stdout, stderr io.Writer) error {
 	var rows []wire.JobSummary
 	cursor := c.cursor
 	for pages := 0; ; pages++ {
-		page, err := listJobsPage(cl, c, cursor)
+		if pages == maxPages {
+			return errors.New("jobs list: the server kept paging; stopping")
+		}
+		page, raw, err := listJobsPage(cl, c, cursor)
 		if err != nil {
 			return err
+		}
+		if cmd.asJSON {
+			if err := printJSON(stdout, raw); err != nil {
+				return err
+			}
 		}
 		rows = append(rows, page.Jobs...)
 		if page.NextCursor == cursor && cursor != "" {
@@ -74,14 +85,17 @@ func runJobsList(args []string, stdout, stderr io.Writer) error {
 			break
 		}
 	}
-	printJobs(stdout, rows)
+	if cmd.asJSON {
+		return nil
+	}
+	printJobs(stdout, rows, c.wide)
 	if cursor != "" {
 		fmt.Fprintf(stdout, "\nnext cursor: %s\n", cursor)
 	}
 	return nil
 }
 
-func listJobsPage(cl *client, c jobsListFlags, cursor string) (*wire.ListJobsOut, error) {
+func listJobsPage(cl *client, c jobsListFlags, cursor string) (*wire.ListJobsOut, json.RawMessage, error) {
 	args := map[string]any{}
 	if c.kind != "" {
 		args["kind"] = c.kind
@@ -96,16 +110,27 @@ func listJobsPage(cl *client, c jobsListFlags, cursor string) (*wire.ListJobsOut
 		args["cursor"] = cursor
 	}
 	var out wire.ListJobsOut
-	if _, err := cl.call(context.Background(), "list_jobs", args, &out); err != nil {
-		return nil, err
+	raw, err := cl.call(context.Background(), "list_jobs", args, &out)
+	if err != nil {
+		return nil, nil, err
 	}
-	return &out, nil
+	return &out, raw, nil
 }
 
-func printJobs(w io.Writer, rows []wire.JobSummary) {
-	printTable(w, "no jobs", "JOB_ID\tKIND\tSTATUS\tOWNER\tPROGRESS (done/failed/total)\tCREATED_AT", rows, func(r wire.JobSummary) string {
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%d/%d/%d\t%s", oneLine(r.JobID), r.Kind, r.Status, oneLine(r.Owner),
+// printJobs prints list rows. The job ID works wherever a handle is asked (the server resolves
+// it for the caller), so it leads; wide adds the handle itself and the last change.
+func printJobs(w io.Writer, rows []wire.JobSummary, wide bool) {
+	header := "JOB_ID\tKIND\tSTATUS\tOWNER\tPROGRESS (done/failed/total)\tCREATED_AT"
+	if wide {
+		header += "\tUPDATED_AT\tHANDLE"
+	}
+	printTable(w, "no jobs", header, rows, func(r wire.JobSummary) string {
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%d/%d/%d\t%s", oneLine(r.JobID), r.Kind, r.Status, oneLine(r.Owner),
 			r.Progress.Done, r.Progress.Failed, r.Progress.Total, r.CreatedAt.UTC().Format(time.RFC3339))
+		if wide {
+			line += "\t" + r.UpdatedAt.UTC().Format(time.RFC3339) + "\t" + oneLine(r.Handle)
+		}
+		return line
 	})
 }
 

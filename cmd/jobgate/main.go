@@ -46,21 +46,28 @@ Sign in (people; the client commands then need no token):
   jobgate logout                            revoke and delete the stored sign-in
 
 Clients (MCP clients of --url, env JOBGATE_URL, with --token, env JOBGATE_TOKEN, else your 'jobgate login'):
-  jobgate jobs list [flags]                 list your jobs (pages with the cursor)
-  jobgate jobs get <handle> [--json]        show one job: status, progress, input request, result
-  jobgate jobs watch <handle>               follow a job to the end (exit 0 only if it succeeded)
-  jobgate jobs download <handle> [-o file]  fetch a succeeded export's file, SHA-256 verified
+  jobgate jobs list [--wide]                list your jobs (pages with the cursor)
+  jobgate jobs get <job>                    show one job: status, progress, input request, result
+  jobgate jobs watch <job>                  follow a job to the end (exit 0 only if it succeeded)
+  jobgate jobs download <job> [-o file]     fetch a succeeded export's file, SHA-256 verified
+  jobgate jobs describe|episodes <job>      a job's timeline; an eval's episodes
   jobgate approvals list [--kind k]         jobs waiting for your approval (jobs:approve)
-  jobgate approvals approve <handle>        approve the job's open request [--comment text]
-  jobgate approvals reject <handle>         reject it [--comment text]
+  jobgate approvals approve <job>           approve the job's open request [--comment text]
+  jobgate approvals reject <job>            reject it [--comment text]
   jobgate usage [--since 720h] [--by owner|kind]
                                             what your tenant's finished jobs used (jobs:admin)
+  <job> is a handle or a job ID from 'jobgate jobs list'. Every client command takes --json:
+  the tool's structured result, unchanged, on stdout.
 
 Audit (no secret: the deployment's public signing keys only):
   jobgate verify <manifest.json> [--keys-file F | --keys-url U] [--artifact P]
                                             check an export's Ed25519-signed manifest, its decision
                                             record and the artifact's digests (legacy HMAC-sealed
                                             ones: --allow-legacy --resume-keys-file F)
+
+Shell:
+  jobgate completion bash|zsh|fish          print a completion script for commands and flags
+  jobgate version [--json]                  this binary's version and build ID (VCS revision, modified)
 
 Every server flag has an environment variable: --temporal-address is JOBGATE_TEMPORAL_ADDRESS.
 Run 'jobgate <command> -h' for a command's flags. Exit status: 0 ok, 1 refused by the server
@@ -123,6 +130,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return runLogout(args, stdout, stderr)
 	case "whoami":
 		return runWhoami(args, stdout, stderr)
+	case "version":
+		return runVersion(args, stdout, stderr)
+	case "completion":
+		return runCompletion(args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -24,7 +26,12 @@ func runJobsGet(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return nil, nil, err
 			}
-			return j.raw, func() { printJob(stdout, j, cl.tenant(), time.Now()) }, nil
+			return j.raw, func() {
+				printJob(stdout, j, cl.tenant(), time.Now())
+				if more := cliKindOf(j.kind).printMore; more != nil {
+					more(ctx, cl, stdout, j)
+				}
+			}, nil
 		})
 }
 
@@ -50,6 +57,7 @@ func runJobsWatch(args []string, stdout, stderr io.Writer) error {
 		"whenever something changed. Exit status 0 if the job succeeded, 1 if it failed or was cancelled.", stderr)
 	c.DurationVar(&interval, "interval", time.Second, "least time between polls (the server's poll_after_ms may ask for more)")
 	c.DurationVar(&timeout, "timeout", 0, "give up after this long (0: never); the job goes on either way")
+	c.jsonHelp("print the get_* result as one line of JSON (JSON Lines, unchanged) whenever status or progress changed")
 	h, err := c.handle(args)
 	if err != nil {
 		return err
@@ -75,7 +83,10 @@ func runJobsWatch(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var out watchOutput = &plainWatch{w: stdout}
-	if isTTY(stdout) {
+	switch {
+	case c.asJSON:
+		out = &jsonWatch{w: stdout, raw: &j.raw}
+	case isTTY(stdout):
 		out = &barWatch{w: stdout}
 	}
 	failures := 0
@@ -131,7 +142,7 @@ func runJobsWatch(args []string, stdout, stderr io.Writer) error {
 	switch v.Status {
 	case "succeeded":
 		if cliKindOf(j.kind).download {
-			fmt.Fprintf(stdout, "download: jobgate jobs download %s\n", v.Handle)
+			fmt.Fprintf(c.info(stdout), "download: jobgate jobs download %s\n", v.Handle)
 		}
 		return nil
 	}
@@ -184,6 +195,32 @@ func (p *plainWatch) finish(v *wire.JobView) {
 }
 
 func (p *plainWatch) stop() {}
+
+// jsonWatch prints, whenever the plain line would change (status, progress, message, a new
+// input request), the get_* result of that poll as one line of JSON (JSON Lines), unchanged.
+type jsonWatch struct {
+	w     io.Writer
+	raw   *json.RawMessage // the current poll's result
+	plain plainWatch
+}
+
+func (j *jsonWatch) update(v *wire.JobView) {
+	var changed strings.Builder
+	j.plain.w = &changed
+	j.plain.update(v)
+	if changed.Len() == 0 {
+		return
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, *j.raw) == nil {
+		buf.WriteByte('\n')
+		_, _ = buf.WriteTo(j.w)
+	}
+}
+
+func (j *jsonWatch) note(msg string, stderr io.Writer) { fmt.Fprintln(stderr, oneLine(msg)) }
+func (j *jsonWatch) finish(*wire.JobView)              {}
+func (j *jsonWatch) stop()                             {}
 
 // barWatch draws a progress bar of progress.done out of progress.total (a spinner while the
 // total is unknown), described by the status and message.

@@ -141,9 +141,8 @@ JOBGATE_TOKEN, else the 'jobgate login' of --url, refreshed first if it expired)
 read without verifying the signature: this is a display; the server verifies it on every call.`
 
 func runWhoami(args []string, stdout, stderr io.Writer) error {
-	var asJSON bool
 	c := newClientCommand("whoami", whoamiSummary, stderr)
-	c.BoolVar(&asJSON, "json", false, "print the claims as JSON")
+	c.jsonHelp("print the claims as JSON")
 	if err := noArgs(c.FlagSet, args); err != nil {
 		return err
 	}
@@ -163,7 +162,7 @@ func runWhoami(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("whoami: the token is %v", err)
 	}
-	if asJSON {
+	if c.asJSON {
 		out := map[string]any{"issuer": i.Issuer, "subject": i.Subject, "tenant": i.Tenant, "scopes": i.Scopes,
 			"audience": i.Audience, "expires_at": i.Exp.UTC(), "source": src.desc, "verified": false}
 		b, _ := json.MarshalIndent(out, "", "  ")

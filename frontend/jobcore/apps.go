@@ -141,7 +141,7 @@ func (f *Core) decide(ctx context.Context, p authz.Principal, in DecideIn) (*Job
 	if in.Nonce == "" {
 		return nil, invalidArg("nonce", "is required (the approval card's nonce)")
 	}
-	j, err := f.resolveAnyKind(ctx, p, in.Handle, authz.ActionResume)
+	j, err := f.Resolve(ctx, p, in.Handle, f.RefKind(in.Handle), authz.ActionResume)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ const storyTimeout = 60 * time.Second
 
 // DescribeJobIn are describe_job's arguments.
 type DescribeJobIn struct {
-	Handle   string `json:"handle" jsonschema:"the job's handle from start_*, get_* or list_jobs, verbatim"`
+	Handle   string `json:"handle" jsonschema:"the job's handle from start_*, get_* or list_jobs, verbatim; or its job_id"`
 	MaxLines int    `json:"max_lines,omitempty" jsonschema:"most timeline lines to return, 10-1000 (default 200); a longer timeline keeps its first and last lines and says what was left out"`
 }
 
@@ -52,7 +52,11 @@ func (f *Core) describeJob(ctx context.Context, p authz.Principal, in DescribeJo
 	case in.MaxLines < wire.StoryLinesMin || in.MaxLines > wire.StoryLinesMax:
 		return nil, invalidArg("max_lines", "must be between %d and %d", wire.StoryLinesMin, wire.StoryLinesMax)
 	}
-	j, err := f.resolveAnyKind(ctx, p, in.Handle, authz.ActionGet)
+	if in.Handle == "" {
+		return nil, invalidArg("handle", "is required")
+	}
+	// The handle (or job ID) names the kind; resolve checks its signature, tenant and the policy again.
+	j, err := f.Resolve(ctx, p, in.Handle, f.RefKind(in.Handle), authz.ActionGet)
 	if err != nil {
 		return nil, err
 	}

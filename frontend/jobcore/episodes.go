@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
@@ -25,7 +26,7 @@ const listEpisodesToolName = "list_episodes"
 
 // ListEpisodesIn are list_episodes' arguments.
 type ListEpisodesIn struct {
-	Handle   string `json:"handle" jsonschema:"the eval's handle from start_eval, get_eval or list_jobs, verbatim"`
+	Handle   string `json:"handle" jsonschema:"the eval's handle from start_eval, get_eval or list_jobs, verbatim; or its job_id"`
 	Status   string `json:"status,omitempty" jsonschema:"only episodes with this outcome: passed, failed or errored; omit for all"`
 	PageSize int    `json:"page_size,omitempty" jsonschema:"episodes per page, 1-100 (default 20)"`
 	Cursor   string `json:"cursor,omitempty" jsonschema:"next_cursor from the previous page, verbatim, with the same handle, status and page_size; omit for the first page"`
@@ -129,6 +130,10 @@ func (k *evalKind) listEpisodes(ctx context.Context, f *Core, p authz.Principal,
 			out.Episodes = append(out.Episodes, episodeView(o))
 		})
 	}
+	if !running && (errors.Is(err, contract.ErrArtifactGone) || err == nil && len(srcs) == 0 && k.logExpired(ctx, f, j)) {
+		return nil, invalidArg("handle", "this eval's episode log has been deleted: its suite keeps episode logs for its episode_retention "+
+			"after a run ends (see get_eval's episodes_kept_until); get_eval still has the run's summary")
+	}
 	if err != nil {
 		// The artifact store (or a segment in it): the operators' log says which.
 		f.Logger(ctx).Error("list_episodes: reading the episode log", zap.String("job_id", j.ID), zap.Error(err))
@@ -142,6 +147,16 @@ func (k *evalKind) listEpisodes(ctx context.Context, f *Core, p authz.Principal,
 		out.Complete = true
 	}
 	return out, nil
+}
+
+// logExpired: the finished eval j's episode log is past its retention (its result's
+// episodes_kept_until), so an empty store means deleted, not "no episodes".
+func (k *evalKind) logExpired(ctx context.Context, f *Core, j *jobstore.Job) bool {
+	var res workflows.EvalResult
+	if j.Status() != workflows.StatusSucceeded || f.readResult(ctx, j, &res) != nil || res.EpisodesKeptUntil == nil {
+		return false
+	}
+	return !f.Opts.Now().Before(*res.EpisodesKeptUntil)
 }
 
 // episodeSource is one segment of the log: its outcomes from offset base on, read when first
@@ -303,11 +318,15 @@ func parsePosNumber(s string) (int, error) {
 // names other bytes.
 
 // episodesLink adds the episode log and its download link for p to a succeeded eval's view.
-func (k *evalKind) episodesLink(f *Core, p authz.Principal, j *jobstore.Job, log *contract.EpisodeSegment, v *EvalResultView) {
+func (k *evalKind) episodesLink(f *Core, p authz.Principal, j *jobstore.Job, log *contract.EpisodeSegment, keptUntil *time.Time, v *EvalResultView) {
 	if log == nil {
 		return
 	}
-	v.EpisodesCount, v.EpisodesSHA256 = log.Count, log.SHA256
+	v.EpisodesCount, v.EpisodesSHA256, v.EpisodesKeptUntil = log.Count, log.SHA256, keptUntil
+	if keptUntil != nil && !f.Opts.Now().Before(*keptUntil) {
+		v.EpisodesExpired = true // past the suite's episode_retention: deleted, or about to be
+		return
+	}
 	if k.opts.Artifacts == nil || authz.Decide(p, authz.ActionDownload, j.PolicyJob()) != authz.Allow {
 		return
 	}

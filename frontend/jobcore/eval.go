@@ -77,7 +77,7 @@ func (k *evalKind) Serve(f *Core) ServedKind {
 	// An eval holds at most its concurrency: the largest any suite allows bounds one job.
 	sk.MaxSlots = func() int { return maxConc }
 	sk.FreshResult = []string{"episodes_url", "episodes_url_expires_at"}
-	sk.PageResult = evalPageResult(f)
+	sk.PageResult = evalPageResult(f, k)
 	return sk
 }
 
@@ -148,7 +148,7 @@ func (k *evalKind) startSpec(f *Core, p authz.Principal, in StartEvalIn) (StartS
 			// its input (deterministic), and a later catalog change does not move running jobs.
 			Episode: workflows.EpisodePolicy{Timeout: suite.EpisodeTimeout,
 				HeartbeatTimeout: suite.HeartbeatTimeout, MaxAttempts: suite.MaxAttempts,
-				TaskQueue: suite.TaskQueue},
+				TaskQueue: suite.TaskQueue, Retention: suite.EpisodeRetention},
 			Fairness: f.fairness(p.Tenant),
 			Cost:     cost,
 		},
@@ -180,6 +180,6 @@ func (k *evalKind) result(_ context.Context, f *Core, p authz.Principal, j *jobs
 		return nil, err
 	}
 	v := &EvalResultView{EvalSummary: r.EvalSummary, Decision: decisionView(r.Decision)}
-	k.episodesLink(f, p, j, r.EpisodeLog, v)
+	k.episodesLink(f, p, j, r.EpisodeLog, r.EpisodesKeptUntil, v)
 	return v, nil
 }

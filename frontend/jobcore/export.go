@@ -60,7 +60,8 @@ type ExportOptions struct {
 type ExportTuning struct {
 	// PartRows is rows per part (one activity each). Defaults to contract.PartRowsDefault.
 	PartRows int
-	// PageRows is rows per query page and chunk object. Defaults to contract.PageRowsDefault.
+	// PageRows is rows per chunk object. Zero: 100,000 (one chunk per default part), or
+	// contract.PageRowsDefault on a dataset with max_rows_per_second (activities.ExportPart).
 	PageRows int
 	// Concurrency bounds parts in flight. Defaults to workflows.ExportConcurrencyDefault.
 	Concurrency int

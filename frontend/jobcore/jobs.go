@@ -109,19 +109,14 @@ func (f *Core) Describe(ctx context.Context, id string) (*jobstore.Job, error) {
 	return j, err
 }
 
-// resolveAnyKind is Resolve for the tools of no single kind (describe_job, decide_approval):
-// the kind is the one the handle names, and Resolve checks its signature, tenant and the policy
-// as for any other tool.
-func (f *Core) resolveAnyKind(ctx context.Context, p authz.Principal, raw string, a authz.Action) (*jobstore.Job, error) {
-	h, _ := f.Opts.Keys.OpenHandle(raw, f.Opts.Now()) // zero, kind "", unless signed by this service
-	return f.Resolve(ctx, p, raw, h.Kind, a)
-}
-
 // resolve opens a handle for the caller and reads the job, applying the access policy for a.
 // Every "may not know" outcome is the same not_found as an unknown job.
 func (f *Core) Resolve(ctx context.Context, p authz.Principal, raw, kind string, a authz.Action) (*jobstore.Job, error) {
 	if raw == "" {
 		return nil, invalidArg("handle", "is required")
+	}
+	if IsJobID(raw) {
+		return f.resolveJobID(ctx, p, raw, kind, a)
 	}
 	h, err := f.Opts.Keys.OpenHandle(raw, f.Opts.Now())
 	if err == nil || errors.Is(err, handle.ErrExpired) {
@@ -152,6 +147,12 @@ func (f *Core) Resolve(ctx context.Context, p authz.Principal, raw, kind string,
 	if err != nil {
 		return nil, err
 	}
+	return f.authorize(p, j, kind, a)
+}
+
+// authorize applies the access policy for a to the job a handle or job ID named, read from the
+// store: another tenant's job, or one of another kind than the tool's, is not_found.
+func (f *Core) authorize(p authz.Principal, j *jobstore.Job, kind string, a authz.Action) (*jobstore.Job, error) {
 	if j.Tenant != p.Tenant || j.Kind != kind {
 		return nil, ErrNotFound()
 	}

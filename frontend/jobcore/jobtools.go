@@ -20,18 +20,18 @@ import (
 
 // HandleIn names a job.
 type HandleIn struct {
-	Handle string `json:"handle" jsonschema:"the handle from start_*, get_* or list_jobs, verbatim"`
+	Handle string `json:"handle" jsonschema:"the handle from start_*, get_* or list_jobs, verbatim; or the job's job_id"`
 }
 
 // CancelIn are cancel_*'s arguments.
 type CancelIn struct {
-	Handle string `json:"handle" jsonschema:"the job's handle, verbatim"`
+	Handle string `json:"handle" jsonschema:"the job's handle, verbatim; or its job_id"`
 	Reason string `json:"reason,omitempty" jsonschema:"why, for the audit trail (at most 500 chars)"`
 }
 
 // ResumeIn are resume_*'s arguments.
 type ResumeIn struct {
-	Handle      string `json:"handle" jsonschema:"the job's handle, verbatim"`
+	Handle      string `json:"handle" jsonschema:"the job's handle, verbatim; or its job_id"`
 	InputID     string `json:"input_id" jsonschema:"needs_input.input_id of the open request"`
 	ScopeDigest string `json:"scope_digest" jsonschema:"needs_input.scope_digest of the open request; binds the answer to exactly what was asked"`
 	Decision    string `json:"decision" jsonschema:"approve or reject"`

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/jobgate/jobgate/activities/contract"
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/jobstore"
 	"github.com/jobgate/jobgate/frontend/pages"
@@ -18,7 +21,7 @@ import (
 func exportPageResult(f *Core, k *exportKind) func(ctx context.Context, p authz.Principal, j *jobstore.Job) pages.Result {
 	return func(ctx context.Context, p authz.Principal, j *jobstore.Job) pages.Result {
 		var res workflows.ExportResult
-		if err := f.readResult(ctx, j, &res); err != nil {
+		if j.Status() != workflows.StatusSucceeded || f.readResult(ctx, j, &res) != nil {
 			return pages.Result{}
 		}
 		m := res.Manifest
@@ -31,24 +34,55 @@ func exportPageResult(f *Core, k *exportKind) func(ctx context.Context, p authz.
 			out.Fields = append(out.Fields, pages.Field{Label: "Approved by", Value: res.ApprovedBy})
 		}
 		out.Download = pageDownloadPath(f, k, p, j, m.SHA256, m.ExpiresAt)
+		for _, part := range m.Parts {
+			out.Parts = append(out.Parts, pages.Part{Part: part.Part, Rows: part.Rows, Bytes: part.Bytes, SHA256: part.SHA256})
+		}
 		return out
 	}
 }
 
-// evalPageResult is a succeeded eval's result on the job page: the decision that let it run,
-// if any (an eval has no manifest: its record stays in the job's history).
-func evalPageResult(f *Core) func(ctx context.Context, p authz.Principal, j *jobstore.Job) pages.Result {
+// evalPageResult is an eval's page beyond its view: its episode log, drawn (while it runs
+// too), and once it succeeded the decision that let it run, if any (an eval has no manifest:
+// its record stays in the job's history).
+func evalPageResult(f *Core, k *evalKind) func(ctx context.Context, p authz.Principal, j *jobstore.Job) pages.Result {
 	return func(ctx context.Context, p authz.Principal, j *jobstore.Job) pages.Result {
+		out := pages.Result{Episodes: k.pageEpisodes(ctx, f, j)}
 		var res workflows.EvalResult
-		if err := f.readResult(ctx, j, &res); err != nil || res.Decision == nil {
-			return pages.Result{}
+		if j.Status() != workflows.StatusSucceeded || f.readResult(ctx, j, &res) != nil || res.Decision == nil {
+			return out
 		}
 		fields := DecisionFields(res.Decision)
 		if n := len(fields) - 1; fields[n].Label == "Record" {
 			fields[n].Value = "sealed; kept in the job's history"
 		}
-		return pages.Result{Fields: fields}
+		out.Fields = fields
+		return out
 	}
+}
+
+// pageEpisodes reads the first pages.EpisodesShown episodes of j's log for its page, the way
+// list_episodes reads them (the written segments, and the running segment from the workflow);
+// nil when there is no artifact store, no episode yet or the log cannot be read (logged: the
+// page shows the job without pictures).
+func (k *evalKind) pageEpisodes(ctx context.Context, f *Core, j *jobstore.Job) *pages.Episodes {
+	if k.opts.Artifacts == nil {
+		return nil
+	}
+	srcs, err := k.episodeSources(ctx, f, j, !j.Status().Terminal(), episodePos{})
+	out := &pages.Episodes{Total: j.Progress.Total}
+	if err == nil {
+		_, out.Cut, err = scanEpisodes(ctx, srcs, episodePos{}, episodesFilter{pageSize: pages.EpisodesShown}, func(o contract.EpisodeOutcome) {
+			out.Outcomes = append(out.Outcomes, pages.Outcome{Status: o.Status, Score: o.Score})
+		})
+	}
+	if err != nil {
+		f.Logger(ctx).Warn("job page: reading the episode log", zap.String("job_id", j.ID), zap.Error(err))
+		return nil
+	}
+	if len(out.Outcomes) == 0 && out.Total == 0 {
+		return nil
+	}
+	return out
 }
 
 // pageDownloadPath seals a download link to job j's artifact (digest, expiring at expires) for

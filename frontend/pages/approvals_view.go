@@ -57,6 +57,8 @@ type jobView struct {
 	Download                                     string
 	ApprovalLink                                 string
 	Link                                         string
+	Charts                                       *evalCharts // an eval's pictures (charts.go)
+	Parts                                        *partsView  // an export's parts
 }
 
 // jobRow is one row of "my jobs".
@@ -244,6 +246,7 @@ func (jp *jobPages) jobViewOf(r *http.Request, s handle.Session, j *Job) *jobVie
 	}
 	res := jp.jobs.Result(r.Context(), s, j)
 	v.Result, v.Download = res.Fields, res.Download
+	v.Charts, v.Parts = evalChartsOf(res.Episodes), partsOf(res.Parts)
 	return v
 }
 

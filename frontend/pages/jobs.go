@@ -69,7 +69,8 @@ type Jobs interface {
 	// that s may not read: the same error for every reason.
 	Job(ctx context.Context, s handle.Session, id string) (*Job, error)
 	// Result is job j's result as its kind shows it to s on the job page (rows and a download
-	// link), and the decision that ended it, if any; empty when there is nothing to show.
+	// link, an export's parts, an eval's episode log, also while it runs), and the decision
+	// that ended it, if any; empty when there is nothing to show.
 	Result(ctx context.Context, s handle.Session, j *Job) Result
 	// Decide answers j's open request as s, surface page: the same update, validator, seal and
 	// four-eyes rule as resume_*. j is the read the page checked the form against (its prompt is
@@ -148,6 +149,10 @@ type Result struct {
 	Fields []Field
 	// Download is a link (PathDownload + token) to the job's file for this person; "" for none.
 	Download string
+	// Episodes is an eval's episode log, drawn on its page (charts.go); nil for none.
+	Episodes *Episodes
+	// Parts are an export's parts, listed and drawn on its page; nil for none.
+	Parts []Part
 }
 
 // Field is one labelled value of a result; Code shows it as code (a digest).

@@ -148,6 +148,8 @@ type EvalResultView struct {
 	EpisodesSHA256       string     `json:"episodes_sha256,omitempty" jsonschema:"hex SHA-256 of the episodes file; verify the download against it"`
 	EpisodesURL          string     `json:"episodes_url,omitempty" jsonschema:"every episode as JSON Lines (the fields of list_episodes): GET it with your own bearer token (Authorization header) before episodes_url_expires_at; call get_eval again for a fresh link. Absent when the server keeps no episode log for the run"`
 	EpisodesURLExpiresAt *time.Time `json:"episodes_url_expires_at,omitempty" jsonschema:"when episodes_url stops working"`
+	EpisodesKeptUntil    *time.Time `json:"episodes_kept_until,omitempty" jsonschema:"when the episode log (list_episodes, episodes_url) is deleted: the suite's episode_retention after the run ended; absent for runs from before episode logs expired"`
+	EpisodesExpired      bool       `json:"episodes_expired,omitempty" jsonschema:"true once the episode log has been deleted (past episodes_kept_until): no episodes_url, and list_episodes says so; this summary stays"`
 }
 
 // ---------------------------------------------------------------- tool errors

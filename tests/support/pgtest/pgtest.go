@@ -168,6 +168,18 @@ func (s *Server) Exec(t testing.TB, query string, args ...any) {
 // extended protocol "execute <name>: …" (and "execute <name>/C_1: …" for portals).
 var logStatement = regexp.MustCompile(`\bLOG:\s+(?:statement|execute [^:]*):\s(.*)$`)
 
+// PID is the server's postmaster process ID (postmaster.pid's first line); its backends are
+// its children. 0 when it cannot be read.
+func (s *Server) PID() int {
+	b, err := os.ReadFile(filepath.Join(s.dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(line))
+	return pid
+}
+
 // Statements are the statements the server has logged so far, in order, as their text (with
 // $n placeholders for extended-protocol statements). Multi-line statements keep their lines.
 func (s *Server) Statements() []string {
