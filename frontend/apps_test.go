@@ -266,18 +266,18 @@ func TestAppsCardDecides(t *testing.T) {
 			t.Fatalf("%s: %s, want %s with %q", what, raw, code, msg)
 		}
 	}
-	otherNonce := fx.f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/ana/hr",
-		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64), Expiry: time.Now().Add(time.Minute).Truncate(time.Second)})
-	staleNonce := fx.f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/ana/customers",
-		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64), Expiry: time.Now().Add(-time.Minute).Truncate(time.Second)})
-	handleNonce := fx.f.Opts.Keys.SealAppNonce(handle.AppNonce{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/ana/customers",
-		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64), Expiry: time.Now().Add(time.Minute).Truncate(time.Second)})
+	otherNonce := fx.f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Request: handle.Request{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/ana/hr",
+		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64)}, Expiry: time.Now().Add(time.Minute).Truncate(time.Second)})
+	staleNonce := fx.f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Request: handle.Request{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/ana/customers",
+		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64)}, Expiry: time.Now().Add(-time.Minute).Truncate(time.Second)})
+	handleNonce := fx.f.Opts.Keys.SealAppNonce(handle.AppNonce{Request: handle.Request{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/ana/customers",
+		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64)}, Expiry: time.Now().Add(time.Minute).Truncate(time.Second)})
 	refused("another job's nonce", tok, "customers", otherNonce, "approve", "forbidden", "approval card")
 	refused("an expired nonce", tok, "customers", staleNonce, "approve", "forbidden", "expired")
 	refused("a nonce under the handle keys", tok, "customers", handleNonce, "approve", "forbidden", "approval card")
 	refused("a made-up nonce", tok, "customers", "jgan1.k1.x.y", "approve", "forbidden", "approval card")
-	boNonce := fx.f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Tenant: "acme", Subject: "bo", WorkflowID: "acme/export/ana/customers",
-		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64), Expiry: time.Now().Add(time.Minute).Truncate(time.Second)})
+	boNonce := fx.f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Request: handle.Request{Tenant: "acme", Subject: "bo", WorkflowID: "acme/export/ana/customers",
+		InputID: "approve-0123456789ab", ScopeDigest: "sha256:" + strings.Repeat("d", 64)}, Expiry: time.Now().Add(time.Minute).Truncate(time.Second)})
 	refused("another approver's nonce", tok, "customers", boNonce, "approve", "forbidden", "approval card")
 	refused("a sign-in an hour old", appToken(t, appSteward, time.Now().Add(-time.Hour)), "customers", nonce, "approve", "forbidden",
 		"recent sign-in and you signed in at")
@@ -299,6 +299,46 @@ func TestAppsCardDecides(t *testing.T) {
 	hrNonce := cm.Nonces["acme/export/ana/hr"]
 	if res, raw := fx.tool(t, appToken(t, appSteward, time.Time{}), uiCaps, jobcore.DecideToolName, args("hr", hrNonce, "reject")); res.IsError {
 		t.Fatalf("reject: %s", raw)
+	}
+}
+
+// TestToolsOfNoKindResolveHandles: describe_job and decide_approval, which take a handle (or job
+// ID) of any kind, answer a missing, malformed or expired handle as every per-kind tool does
+// (the expired one naming the export kind its handle carries) and a valid one of another tenant
+// not_found; decide_approval resolves a valid handle or job ID under the job's own kind.
+func TestToolsOfNoKindResolveHandles(t *testing.T) {
+	fx := newAppsFixture(t)
+	tok := appToken(t, authz.Principal{Tenant: "acme", Subject: "steward", Scopes: []authz.Scope{authz.ScopeApprove, authz.ScopeAdmin}}, time.Now())
+	expired := fx.f.Opts.Keys.SealHandle(handle.Handle{Tenant: "acme", WorkflowID: "acme/export/ana/customers", Kind: "export",
+		Expiry: time.Now().Add(-time.Minute).Truncate(time.Second)})
+	globex := fx.f.Opts.Keys.SealHandle(handle.Handle{Tenant: "globex", WorkflowID: "globex/export/ana/customers", Kind: "export",
+		Expiry: time.Now().Add(time.Hour)})
+	for _, tool := range []string{"describe_job", jobcore.DecideToolName} {
+		for _, c := range []struct{ handle, want string }{
+			{"", `\"code\":\"invalid_argument\"`},
+			{"jgh1.k1.x.y", `\"code\":\"invalid_handle\"`},
+			{expired, `\"code\":\"handle_expired\",\"message\":\"the handle has expired; call start_export`},
+			{globex, `\"code\":\"not_found\"`},
+		} {
+			args := map[string]any{"handle": c.handle, "input_id": "approve-0123456789ab", "scope_digest": "sha256:" + strings.Repeat("d", 64),
+				"decision": "approve", "nonce": "n"}
+			if tool == "describe_job" {
+				args = map[string]any{"handle": c.handle}
+			}
+			res, raw := fx.tool(t, tok, uiCaps, tool, args)
+			if !res.IsError || !strings.Contains(string(raw), c.want) {
+				t.Errorf("%s with handle %q: %s, want %s", tool, c.handle, raw, c.want)
+			}
+		}
+	}
+	// A valid handle, or the job's ID, resolves under its own kind: the next check refused is
+	// the nonce's.
+	for _, ref := range []string{fx.handles["customers"], "acme/export/ana/customers"} {
+		res, raw := fx.tool(t, tok, uiCaps, jobcore.DecideToolName, map[string]any{"handle": ref, "input_id": "approve-0123456789ab",
+			"scope_digest": "sha256:" + strings.Repeat("d", 64), "decision": "approve", "nonce": "n"})
+		if !res.IsError || !strings.Contains(string(raw), `\"code\":\"forbidden\",\"message\":\"this decision carries no valid approval-card nonce`) {
+			t.Errorf("decide_approval with %q and a bad nonce: %s", ref, raw)
+		}
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	enums "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities/contract"
@@ -57,13 +56,6 @@ func (r *evalRun) keepEpisodesUntil(ctx workflow.Context) *time.Time {
 
 // EpisodeRetention deletes an eval's episode log once it expires.
 func EpisodeRetention(ctx workflow.Context, in EpisodeRetentionInput) error {
-	if d := in.ExpiresAt.Sub(workflow.Now(ctx)); d > 0 {
-		if err := workflow.NewTimer(ctx, d).Get(ctx, nil); err != nil {
-			return err
-		}
-	}
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 10 * time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Minute},
-	}), contract.DeleteEpisodesActivityName, contract.DeleteEpisodesInput{JobID: in.JobID, FirstRunID: in.FirstRunID}).Get(ctx, nil)
+	return deleteOnExpiry(ctx, in.ExpiresAt, contract.DeleteEpisodesActivityName,
+		contract.DeleteEpisodesInput{JobID: in.JobID, FirstRunID: in.FirstRunID})
 }

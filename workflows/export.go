@@ -464,7 +464,14 @@ func (r *exportRun) cleanup(ctx workflow.Context, jobID string) {
 
 // ExportRetention deletes an export's artifacts once they expire.
 func ExportRetention(ctx workflow.Context, in RetentionInput) error {
-	if d := in.ExpiresAt.Sub(workflow.Now(ctx)); d > 0 {
+	return deleteOnExpiry(ctx, in.ExpiresAt, contract.DeleteExportActivityName,
+		contract.DeleteExportInput{JobID: in.JobID, FirstRunID: in.FirstRunID})
+}
+
+// deleteOnExpiry is a retention workflow's one step (an export's artifacts, an eval's episode
+// log): sleep until expiresAt, then run the delete activity, retried until it succeeds.
+func deleteOnExpiry(ctx workflow.Context, expiresAt time.Time, activity string, input any) error {
+	if d := expiresAt.Sub(workflow.Now(ctx)); d > 0 {
 		if err := workflow.NewTimer(ctx, d).Get(ctx, nil); err != nil {
 			return err
 		}
@@ -472,5 +479,5 @@ func ExportRetention(ctx workflow.Context, in RetentionInput) error {
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Minute},
-	}), contract.DeleteExportActivityName, contract.DeleteExportInput{JobID: in.JobID, FirstRunID: in.FirstRunID}).Get(ctx, nil)
+	}), activity, input).Get(ctx, nil)
 }

@@ -23,42 +23,32 @@ var (
 // which hosts keep from the model) so that the card's decision, sent through the app-only
 // decision tool, can be told from a call a model composed from what it read: it names the
 // approver (tenant and subject of the token the card's result was fetched with), the job and
-// the open request (input ID and scope digest) it was shown for, and expires within minutes.
+// the open request (input ID and scope digest) it was shown for — its Request, what an MRTR
+// State binds but the tool call — and expires within minutes.
 // Sealed with the resume keys, under a label of its own, so no other token kind opens as one.
 type AppNonce struct {
-	Tenant      string
-	Subject     string // the approver the card was shown to
-	WorkflowID  string
-	InputID     string
-	ScopeDigest string
-	Expiry      time.Time
+	Request
+	Expiry time.Time
 }
 
 type appNonceWire struct {
-	V int    `json:"v"`
-	T string `json:"t"` // tenant
-	S string `json:"s"` // subject
-	W string `json:"w"` // workflow ID
-	I string `json:"i"` // input ID
-	D string `json:"d"` // scope digest
-	E int64  `json:"e"` // expiry, Unix seconds
+	V int `json:"v"`
+	requestWire
+	E int64 `json:"e"` // expiry, Unix seconds
 }
 
 func (n AppNonce) wire() appNonceWire {
-	return appNonceWire{V: payloadVersion, T: n.Tenant, S: n.Subject, W: n.WorkflowID, I: n.InputID, D: n.ScopeDigest,
-		E: n.Expiry.Unix()}
+	return appNonceWire{V: payloadVersion, requestWire: n.Request.wire(), E: n.Expiry.Unix()}
 }
 
 func (w appNonceWire) header() (int, int64) { return w.V, w.E }
 
 func (w appNonceWire) token() (AppNonce, bool) {
-	return AppNonce{Tenant: w.T, Subject: w.S, WorkflowID: w.W, InputID: w.I, ScopeDigest: w.D,
-		Expiry: expiryFromUnix(w.E)}, true
+	return AppNonce{Request: w.request(), Expiry: expiryFromUnix(w.E)}, true
 }
 
 func (n AppNonce) validateFields() error {
-	return requireStrings("handle: app nonce", field{"tenant", n.Tenant}, field{"subject", n.Subject},
-		field{"workflow ID", n.WorkflowID}, field{"input ID", n.InputID}, field{"scope digest", n.ScopeDigest})
+	return requireStrings("handle: app nonce", n.Request.fields()...)
 }
 
 // Validate reports whether SealAppNonce can seal n: fields set and valid, within MaxAppNonceLen.

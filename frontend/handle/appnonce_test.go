@@ -12,8 +12,8 @@ import (
 )
 
 func testAppNonce(sub string, exp time.Time) AppNonce {
-	return AppNonce{Tenant: "acme", Subject: sub, WorkflowID: "acme/export/ana/q3", InputID: "approve-0a1b2c3d4e5f",
-		ScopeDigest: "sha256:" + testDigest("scope"), Expiry: exp}
+	return AppNonce{Request: Request{Tenant: "acme", Subject: sub, WorkflowID: "acme/export/ana/q3", InputID: "approve-0a1b2c3d4e5f",
+		ScopeDigest: "sha256:" + testDigest("scope")}, Expiry: exp}
 }
 
 func seedAppNonces(t testing.TB) map[string]string {
@@ -29,7 +29,7 @@ func seedAppNonces(t testing.TB) map[string]string {
 		"tampered_payload": tamper(valid, len(AppNoncePrefix+".k1.")+30),
 		"tampered_sig":     tamper(valid, len(valid)-1),
 		"state_prefix":     StatePrefix + valid[len(AppNoncePrefix):],
-		"state":            ring.SealState(State{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/q3", InputID: "approve-1", ScopeDigest: "sha256:x", Tool: "get_export", ArgsDigest: "ab", Expiry: fuzzNow.Add(time.Hour)}),
+		"state":            ring.SealState(State{Request: Request{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/q3", InputID: "approve-1", ScopeDigest: "sha256:x"}, Tool: "get_export", ArgsDigest: "ab", Expiry: fuzzNow.Add(time.Hour)}),
 		"no_digest":        signJSON(ring, appNonceFormat, `{"v":1,"t":"acme","s":"steward","w":"acme/export/x","i":"approve-1","d":"","e":`+live+`}`),
 		"empty":            "",
 		"too_long":         valid + "." + strings.Repeat("A", MaxAppNonceLen),
@@ -59,7 +59,7 @@ func TestAppNonce(t *testing.T) {
 			}
 		}
 	}
-	if s := ring.SealAppNonce(AppNonce{Tenant: "acme", Subject: "steward", Expiry: fuzzNow.Add(time.Hour)}); s != "" {
+	if s := ring.SealAppNonce(AppNonce{Request: Request{Tenant: "acme", Subject: "steward"}, Expiry: fuzzNow.Add(time.Hour)}); s != "" {
 		t.Fatalf("sealed a nonce without a job: %q", s)
 	}
 	if _, err := ring.OpenState(seeds["valid"], fuzzNow); !errors.Is(err, ErrMalformed) {

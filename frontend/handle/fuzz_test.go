@@ -116,8 +116,8 @@ func seedStates(t testing.TB) map[string]string {
 	ring := testRing(t)
 	old, _ := NewKeyring("k0", map[string][]byte{"k0": testKey("k0")})
 	mk := func(r *Keyring, sub string, exp time.Time) string {
-		return r.SealState(State{Tenant: "acme", Subject: sub, WorkflowID: "acme/export/q3", InputID: "approve-0a1b2c3d4e5f",
-			ScopeDigest: "sha256:" + testDigest("scope"), Tool: "get_export", ArgsDigest: "00112233445566778899aabbccddeeff", Expiry: exp})
+		return r.SealState(State{Request: Request{Tenant: "acme", Subject: sub, WorkflowID: "acme/export/q3", InputID: "approve-0a1b2c3d4e5f",
+			ScopeDigest: "sha256:" + testDigest("scope")}, Tool: "get_export", ArgsDigest: "00112233445566778899aabbccddeeff", Expiry: exp})
 	}
 	valid := mk(ring, "steward", fuzzNow.Add(5*time.Minute))
 	live := strconv.FormatInt(fuzzNow.Add(time.Hour).Unix(), 10)

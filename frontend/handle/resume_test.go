@@ -84,8 +84,8 @@ func TestResume_OtherRingsAndFormats(t *testing.T) {
 	if _, err := ring.OpenResume(other.SealResume(testResume()), testNow); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("a seal of another ring with the same kid opened: %v", err)
 	}
-	st := ring.SealState(State{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/q3", InputID: "approve-1",
-		ScopeDigest: "sha256:x", Tool: "get_export", ArgsDigest: "ab", Expiry: testNow.Add(time.Hour)})
+	st := ring.SealState(State{Request: Request{Tenant: "acme", Subject: "steward", WorkflowID: "acme/export/q3", InputID: "approve-1",
+		ScopeDigest: "sha256:x"}, Tool: "get_export", ArgsDigest: "ab", Expiry: testNow.Add(time.Hour)})
 	if _, err := ring.OpenResume(ResumePrefix+st[len(StatePrefix):], testNow); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("a request state re-prefixed opened as a resume seal: %v", err)
 	}

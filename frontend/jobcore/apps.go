@@ -92,15 +92,12 @@ func (f *Core) noteApprovalCards(ctx context.Context, p authz.Principal, jobs ..
 		return
 	}
 	m := wire.ApprovalCardMeta{Nonces: map[string]string{}}
-	now := f.Opts.Now()
 	for _, j := range jobs {
-		ni := j.NeedsInput
-		if ni == nil || j.Status() != workflows.StatusAwaitingInput || authz.Decide(p, authz.ActionResume, j.PolicyJob()) != authz.Allow {
+		if j.NeedsInput == nil || j.Status() != workflows.StatusAwaitingInput || authz.Decide(p, authz.ActionResume, j.PolicyJob()) != authz.Allow {
 			continue
 		}
-		exp := min(now.Add(AppNonceTTL).UnixNano(), ni.ExpiresAt.UnixNano())
-		n := f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Tenant: p.Tenant, Subject: p.Subject, WorkflowID: j.ID,
-			InputID: ni.InputID, ScopeDigest: ni.ScopeDigest, Expiry: time.Unix(0, exp).Truncate(time.Second)})
+		r, exp := f.sealableRequest(p, j, AppNonceTTL)
+		n := f.Opts.ResumeKeys.SealAppNonce(handle.AppNonce{Request: r, Expiry: exp})
 		if n != "" {
 			m.Nonces[j.ID] = n
 		}
@@ -144,11 +141,7 @@ func (f *Core) decide(ctx context.Context, p authz.Principal, in DecideIn) (*Job
 	if in.Nonce == "" {
 		return nil, invalidArg("nonce", "is required (the approval card's nonce)")
 	}
-	kind := ""
-	if h, err := f.Opts.Keys.OpenHandle(in.Handle, f.Opts.Now()); err == nil || errors.Is(err, handle.ErrExpired) {
-		kind = h.Kind
-	}
-	j, err := f.Resolve(ctx, p, in.Handle, kind, authz.ActionResume)
+	j, err := f.Resolve(ctx, p, in.Handle, f.RefKind(in.Handle), authz.ActionResume)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +149,7 @@ func (f *Core) decide(ctx context.Context, p authz.Principal, in DecideIn) (*Job
 	switch {
 	case errors.Is(err, handle.ErrExpired):
 		return nil, ToolErr(CodeForbidden, "the approval card has expired; reload it (call the tool that showed it again) and decide there")
-	case err != nil || n.Tenant != p.Tenant || n.Subject != p.Subject || n.WorkflowID != j.ID:
+	case err != nil || !n.PutTo(p.Tenant, p.Subject, j.ID):
 		return nil, ToolErr(CodeForbidden, "this decision carries no valid approval-card nonce for you and this job: it must come from jobgate's approval card shown to you")
 	case n.InputID != in.InputID || n.ScopeDigest != in.ScopeDigest:
 		return nil, ToolErr(CodeInputNotExpected, "the card was shown for another request (input_id or scope_digest differ); reload it")

@@ -15,9 +15,6 @@ import (
 // must fit under it. Evals already running are not reserved their unspent budgets: several
 // running at once can pass the quota by at most those.
 
-// costQuotaMaxJobs bounds the jobs one check reads (pages of usagePageSize).
-const costQuotaMaxJobs = usageMaxJobs
-
 // costQuota is the start's cost check for an eval of cost policy cp in tenant (nil when the
 // tenant has no cost_per_month in the suite's unit).
 func (f *Core) costQuota(tenant string, cp workflows.CostPolicy) func(ctx context.Context) error {
@@ -87,31 +84,19 @@ func (f *Core) monthSpent(ctx context.Context, tenant, unit string) (spent float
 		{Tenant: tenant, ClosedSince: start, Runs: jobstore.RunsLatest},
 		{Tenant: tenant, Runs: jobstore.RunsUnfinished, Kinds: []string{workflows.KindEval}},
 	} {
-		var token []byte
-		for read := 0; read < costQuotaMaxJobs; {
-			tctx, cancel := context.WithTimeout(ctx, f.Opts.TemporalTimeout)
-			jobs, next, err := f.Store.List(tctx, filter, usagePageSize, token)
-			cancel()
-			if err != nil {
-				return 0, until, fmt.Errorf("cost_per_month: %w", err)
+		if _, err := f.eachJob(ctx, filter, func(j *jobstore.Job) {
+			if j.Tenant != tenant {
+				return
 			}
-			for _, j := range jobs {
-				read++
-				if j.Tenant != tenant {
-					continue
+			if _, closed := jobstore.ClosedStatus(j.Exec); closed {
+				if j.Usage != nil {
+					spent += j.Usage.Cost[unit]
 				}
-				if _, closed := jobstore.ClosedStatus(j.Exec); closed {
-					if j.Usage != nil {
-						spent += j.Usage.Cost[unit]
-					}
-				} else if j.Progress.CostUnit == unit && j.Progress.CostSoFar != nil {
-					spent += *j.Progress.CostSoFar
-				}
+			} else if j.Progress.CostUnit == unit && j.Progress.CostSoFar != nil {
+				spent += *j.Progress.CostSoFar
 			}
-			if len(next) == 0 {
-				break
-			}
-			token = next
+		}); err != nil {
+			return 0, until, fmt.Errorf("cost_per_month: %w", err)
 		}
 	}
 	return spent, until, nil

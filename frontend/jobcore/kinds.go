@@ -207,9 +207,10 @@ func (k JobKind[R]) Start(ctx context.Context, f *Core, p authz.Principal, spec 
 		var te *ToolError
 		if errors.As(err, &te) && te.Code == CodeQuotaExceeded {
 			// A retry of a start that already happened gets its job, quota or not; a key
-			// taken by another job is a reuse, as it would be under the quota.
-			if v, err, found := k.existing(ctx, f, p, id, spec); found {
-				return v, err
+			// taken by another job is a reuse, as it would be under the quota. A key that
+			// names no job (or none that can be read): the refusal stands.
+			if j, derr := f.Describe(ctx, id); derr == nil {
+				return k.keyTaken(ctx, f, p, j, spec)
 			}
 		}
 		return nil, err
@@ -244,8 +245,7 @@ func (k JobKind[R]) Start(ctx context.Context, f *Core, p authz.Principal, spec 
 	if errors.Is(err, jobstore.ErrFirstStateTimeout) {
 		// The call ended before the start answered: the job may exist. It is this start's when
 		// it carries this start's created_at (no other start has the same instant and hash).
-		if j, derr := f.Describe(ctx, id); derr == nil && j.Tenant == p.Tenant && j.Kind == k.Name && j.Owner == p.Subject &&
-			j.InputHash == spec.Hash && j.CreatedAt.Equal(now) {
+		if j, derr := f.Describe(ctx, id); derr == nil && k.sameStart(j, p, spec) && j.CreatedAt.Equal(now) {
 			adm.Started()
 			f.Metrics.JobStarted(k.Name, true)
 			return k.started(ctx, f, p, j, spec, true)
@@ -266,27 +266,24 @@ func (k JobKind[R]) Start(ctx context.Context, f *Core, p authz.Principal, spec 
 		}
 		return nil, err
 	}
-	if j.Tenant != p.Tenant || j.Kind != k.Name || j.Owner != p.Subject || j.InputHash != spec.Hash {
+	return k.keyTaken(ctx, f, p, j, spec)
+}
+
+// sameStart reports whether job j is what this start asks for: p's job of this kind with the
+// same input.
+func (k JobKind[R]) sameStart(j *jobstore.Job, p authz.Principal, spec StartSpec) bool {
+	return j.Tenant == p.Tenant && j.Kind == k.Name && j.Owner == p.Subject && j.InputHash == spec.Hash
+}
+
+// keyTaken answers a start whose key already names job j (the start found it taken, or a
+// quota refused a start whose key names a job): the same job for an idempotent retry,
+// idempotency_key_reused for another.
+func (k JobKind[R]) keyTaken(ctx context.Context, f *Core, p authz.Principal, j *jobstore.Job, spec StartSpec) (*KindView[R], error) {
+	if !k.sameStart(j, p, spec) {
 		return nil, errKeyReused(spec.Key)
 	}
 	f.Metrics.JobStarted(k.Name, false)
 	return k.started(ctx, f, p, j, spec, false)
-}
-
-// existing answers a start refused by a quota when its key already names a job: the same job
-// for an idempotent retry, idempotency_key_reused for another. found is false when the key
-// names no job (or it cannot be read), and the refusal stands.
-func (k JobKind[R]) existing(ctx context.Context, f *Core, p authz.Principal, id string, spec StartSpec) (*KindView[R], error, bool) {
-	j, err := f.Describe(ctx, id)
-	if err != nil {
-		return nil, nil, false
-	}
-	if j.Tenant != p.Tenant || j.Kind != k.Name || j.Owner != p.Subject || j.InputHash != spec.Hash {
-		return nil, errKeyReused(spec.Key), true
-	}
-	f.Metrics.JobStarted(k.Name, false)
-	v, err := k.started(ctx, f, p, j, spec, false)
-	return v, err, true
 }
 
 // ownerInputWait bounds how long start_* waits for a job's first state (its owner approval

@@ -257,13 +257,9 @@ func (f *Core) askFor(ctx context.Context, p authz.Principal, j *jobstore.Job) e
 		return nil
 	}
 	ni := j.NeedsInput
-	exp := f.Opts.Now().Add(StateTTLDefault)
-	if ni.ExpiresAt.Before(exp) {
-		exp = ni.ExpiresAt
-	}
-	state := f.Opts.Keys.SealState(handle.State{Tenant: p.Tenant, Subject: p.Subject, WorkflowID: j.ID, InputID: ni.InputID,
-		ScopeDigest: ni.ScopeDigest, Tool: req.Params.Name, ArgsDigest: argsDigest(req.Params.Arguments),
-		Expiry: exp.Truncate(time.Second)})
+	r, exp := f.sealableRequest(p, j, StateTTLDefault)
+	state := f.Opts.Keys.SealState(handle.State{Request: r, Tool: req.Params.Name, ArgsDigest: argsDigest(req.Params.Arguments),
+		Expiry: exp})
 	if state == "" {
 		return nil // cannot be sealed (e.g. an already expired request): the plain view says it all
 	}
@@ -271,6 +267,19 @@ func (f *Core) askFor(ctx context.Context, p authz.Principal, j *jobstore.Job) e
 		InputRequests: mcp.InputRequestMap{InputKeyApproval: approvalElicitation(ni)},
 		RequestState:  state,
 	}}
+}
+
+// sealableRequest is job j's open request as put to p, and the expiry of a seal that binds it
+// (an MRTR request state, an app nonce): ttl from now, never past the request's own expiry,
+// in whole seconds.
+func (f *Core) sealableRequest(p authz.Principal, j *jobstore.Job, ttl time.Duration) (handle.Request, time.Time) {
+	ni := j.NeedsInput
+	exp := f.Opts.Now().Add(ttl)
+	if ni.ExpiresAt.Before(exp) {
+		exp = ni.ExpiresAt
+	}
+	return handle.Request{Tenant: p.Tenant, Subject: p.Subject, WorkflowID: j.ID, InputID: ni.InputID,
+		ScopeDigest: ni.ScopeDigest}, exp.Truncate(time.Second)
 }
 
 // answerFrom applies an MRTR retry's answer to job j (already resolved for p) as the same
@@ -283,7 +292,7 @@ func (f *Core) answerFrom(ctx context.Context, p authz.Principal, j *jobstore.Jo
 	switch {
 	case err != nil && !errors.Is(err, handle.ErrExpired):
 		return nil, "", invalidArg("requestState", "malformed or not issued by this service; call again without inputResponses to be asked anew")
-	case st.Tenant != p.Tenant || st.Subject != p.Subject || st.WorkflowID != j.ID:
+	case !st.PutTo(p.Tenant, p.Subject, j.ID):
 		return nil, "", ErrNotFound()
 	case err != nil:
 		return nil, "", ToolErr(CodeInputNotExpected, "the elicitation expired; call again without inputResponses to be asked anew")

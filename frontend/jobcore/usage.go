@@ -18,8 +18,9 @@ import (
 // UsageToolName is the tool that sums what a tenant's finished jobs used.
 const UsageToolName = "get_usage"
 
-// Bounds of get_usage: the window and how many finished jobs one call reads (visibility pages
-// of usagePageSize, each row carrying its job's usage memo: no history is read).
+// Bounds of get_usage: the window and how many jobs one call reads (visibility pages of
+// usagePageSize, each row carrying its job's usage memo: no history is read); eachJob's bounds,
+// so the cost quota's check reads as much at most.
 const (
 	UsageSinceDefault = 720 * time.Hour
 	UsageSinceMax     = 366 * 24 * time.Hour
@@ -68,53 +69,38 @@ func (f *Core) Usage(ctx context.Context, p authz.Principal, in UsageIn) (*Usage
 	out := &UsageOut{Tenant: p.Tenant, Since: now.Add(-since), Until: now, By: by, Total: wire.UsageGroup{Key: "*"}}
 	groups := map[string]*wire.UsageGroup{}
 	filter := jobstore.Filter{Tenant: p.Tenant, ClosedSince: out.Since, Runs: jobstore.RunsLatest}
-	var token []byte
-	read := 0
-	for {
-		tctx, cancel := context.WithTimeout(ctx, f.Opts.TemporalTimeout)
-		jobs, next, err := f.Store.List(tctx, filter, usagePageSize, token)
-		cancel()
-		if err != nil {
-			if errors.Is(err, jobstore.ErrPageToken) {
-				return nil, ToolErr(CodeUnavailable, "the job listing changed while it was read; retry")
-			}
-			return nil, fmt.Errorf("%s: %w", UsageToolName, err)
+	truncated, err := f.eachJob(ctx, filter, func(j *jobstore.Job) {
+		if j.Tenant != p.Tenant || j.Forgotten {
+			return
 		}
-		for _, j := range jobs {
-			if j.Tenant != p.Tenant || j.Forgotten {
+		if _, closed := jobstore.ClosedStatus(j.Exec); !closed {
+			return
+		}
+		key := j.Owner
+		if by == "kind" {
+			key = j.Kind
+		}
+		g := groups[key]
+		if g == nil {
+			g = &wire.UsageGroup{Key: key}
+			groups[key] = g
+		}
+		for _, s := range []*wire.UsageGroup{g, &out.Total} {
+			s.Jobs++
+			if j.Usage == nil {
+				s.NoUsage++
 				continue
 			}
-			if _, closed := jobstore.ClosedStatus(j.Exec); !closed {
-				continue
-			}
-			key := j.Owner
-			if by == "kind" {
-				key = j.Kind
-			}
-			g := groups[key]
-			if g == nil {
-				g = &wire.UsageGroup{Key: key}
-				groups[key] = g
-			}
-			for _, s := range []*wire.UsageGroup{g, &out.Total} {
-				s.Jobs++
-				if j.Usage == nil {
-					s.NoUsage++
-					continue
-				}
-				s.Usage.Add(*j.Usage)
-			}
-			read++
+			s.Usage.Add(*j.Usage)
 		}
-		if len(next) == 0 {
-			break
+	})
+	if err != nil {
+		if errors.Is(err, jobstore.ErrPageToken) {
+			return nil, ToolErr(CodeUnavailable, "the job listing changed while it was read; retry")
 		}
-		if read >= usageMaxJobs {
-			out.Truncated = true
-			break
-		}
-		token = next
+		return nil, fmt.Errorf("%s: %w", UsageToolName, err)
 	}
+	out.Truncated = truncated
 	out.Groups = make([]wire.UsageGroup, 0, len(groups))
 	for _, g := range groups {
 		out.Groups = append(out.Groups, *g)
@@ -123,4 +109,31 @@ func (f *Core) Usage(ctx context.Context, p authz.Principal, in UsageIn) (*Usage
 		return cmp.Or(cmp.Compare(b.Jobs, a.Jobs), cmp.Compare(a.Key, b.Key))
 	})
 	return out, nil
+}
+
+// eachJob calls fn for every run filter selects, a page of usagePageSize at a time (each page
+// one store call within TemporalTimeout), and stops after the page that reaches usageMaxJobs
+// runs read: truncated then says that runs were left unread. get_usage and the cost quota sum
+// over tenants' jobs with it.
+func (f *Core) eachJob(ctx context.Context, filter jobstore.Filter, fn func(*jobstore.Job)) (truncated bool, err error) {
+	var token []byte
+	for read := 0; ; {
+		tctx, cancel := context.WithTimeout(ctx, f.Opts.TemporalTimeout)
+		jobs, next, err := f.Store.List(tctx, filter, usagePageSize, token)
+		cancel()
+		if err != nil {
+			return false, err
+		}
+		for _, j := range jobs {
+			fn(j)
+		}
+		read += len(jobs)
+		if len(next) == 0 {
+			return false, nil
+		}
+		if read >= usageMaxJobs {
+			return true, nil
+		}
+		token = next
+	}
 }
