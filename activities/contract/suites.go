@@ -157,62 +157,85 @@ func (c Catalog) Add(s Suite) error {
 	if !suiteNameRE.MatchString(s.Name) {
 		return fmt.Errorf("suite name %q: want 1-63 of [a-z0-9_.-]", s.Name)
 	}
+	for _, check := range []func(Suite) error{validateKind, validateEnvNames, validateTaskQueue, validateCost, validateLimits} {
+		if err := check(s); err != nil {
+			return fmt.Errorf("suite %q: %w", s.Name, err)
+		}
+	}
+	c.add(s)
+	return nil
+}
+
+// validateKind checks the kind and the fields that belong to it (a command's command, an http
+// suite's url and request_timeout).
+func validateKind(s Suite) error {
 	switch s.Kind {
 	case SuiteDemo:
 	case SuiteCommand:
 		if len(s.Command) == 0 || s.Command[0] == "" {
-			return fmt.Errorf("suite %q: kind command needs a command", s.Name)
+			return errors.New("kind command needs a command")
 		}
 	case SuiteHTTP:
 		if err := validateEpisodeURL(s.URL); err != nil {
-			return fmt.Errorf("suite %q: %w", s.Name, err)
+			return err
 		}
 		if s.RequestTimeout < 0 {
-			return fmt.Errorf("suite %q: request_timeout must not be negative", s.Name)
+			return errors.New("request_timeout must not be negative")
 		}
 		episode := s.EpisodeTimeout.D()
 		if episode == 0 {
 			episode = EpisodeTimeoutDefault
 		}
 		if s.RequestTimeout.D() > episode {
-			return fmt.Errorf("suite %q: request_timeout %s exceeds episode_timeout %s", s.Name, s.RequestTimeout.D(), episode)
+			return fmt.Errorf("request_timeout %s exceeds episode_timeout %s", s.RequestTimeout.D(), episode)
 		}
 	default:
-		return fmt.Errorf("suite %q: kind %q is not demo, command or http", s.Name, s.Kind)
+		return fmt.Errorf("kind %q is not demo, command or http", s.Kind)
 	}
 	if s.Kind != SuiteHTTP && (s.URL != "" || s.RequestTimeout != 0) {
-		return fmt.Errorf("suite %q: url and request_timeout apply only to kind http", s.Name)
+		return errors.New("url and request_timeout apply only to kind http")
 	}
-	if err := validateEnvNames(s); err != nil {
-		return fmt.Errorf("suite %q: %w", s.Name, err)
-	}
+	return nil
+}
+
+// validateTaskQueue checks a suite's own episode task queue, if it names one.
+func validateTaskQueue(s Suite) error {
 	if s.TaskQueue != "" && (!taskQueueRE.MatchString(s.TaskQueue) || strings.HasPrefix(s.TaskQueue, "/_sys/")) {
-		return fmt.Errorf("suite %q: task_queue %q: want 1-200 of [A-Za-z0-9_.:@/-], starting with a letter or digit", s.Name, truncateName(s.TaskQueue))
+		return fmt.Errorf("task_queue %q: want 1-200 of [A-Za-z0-9_.:@/-], starting with a letter or digit", truncateName(s.TaskQueue))
 	}
+	return nil
+}
+
+// validateCost checks cost_unit and max_episode_cost (which needs a unit).
+func validateCost(s Suite) error {
 	if s.CostUnit != "" && !costUnitRE.MatchString(s.CostUnit) {
-		return fmt.Errorf("suite %q: cost_unit %q: want 1-16 of [a-z0-9_], like usd or tokens", s.Name, truncateName(s.CostUnit))
+		return fmt.Errorf("cost_unit %q: want 1-16 of [a-z0-9_], like usd or tokens", truncateName(s.CostUnit))
 	}
 	if msg := CheckCost(s.MaxEpisodeCost); msg != "" {
-		return fmt.Errorf("suite %q: max_episode_cost: %s", s.Name, strings.TrimPrefix(msg, "cost "))
+		return fmt.Errorf("max_episode_cost: %s", strings.TrimPrefix(msg, "cost "))
 	}
 	if s.MaxEpisodeCost > 0 && s.CostUnit == "" {
-		return fmt.Errorf("suite %q: max_episode_cost needs a cost_unit", s.Name)
+		return errors.New("max_episode_cost needs a cost_unit")
 	}
+	return nil
+}
+
+// validateLimits checks the approver and the numeric limits.
+func validateLimits(s Suite) error {
 	switch s.Approver {
 	case authz.ApproverNone, authz.ApproverOwner, authz.ApproverApprover:
 	default:
-		return fmt.Errorf("suite %q: approver %q is not owner or approver", s.Name, s.Approver)
+		return fmt.Errorf("approver %q is not owner or approver", s.Approver)
 	}
 	if s.ApprovalThreshold < 0 || s.MaxAttempts < 0 || s.MaxEpisodes < 0 || s.MaxConcurrency < 0 {
-		return fmt.Errorf("suite %q: negative limit", s.Name)
+		return errors.New("negative limit")
 	}
 	if s.EpisodeRetention < 0 {
-		return fmt.Errorf("suite %q: episode_retention must not be negative", s.Name)
+		return errors.New("episode_retention must not be negative")
 	}
 	if s.PassThreshold < 0 || s.PassThreshold > 1 {
-		return fmt.Errorf("suite %q: pass_threshold must be within 0..1", s.Name)
+		return errors.New("pass_threshold must be within 0..1")
 	}
-	c.add(s)
 	return nil
 }
 
