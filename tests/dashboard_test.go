@@ -113,12 +113,17 @@ func TestDashboardPromQL(t *testing.T) {
 // selects must be one the two /metrics export: no panel on a metric that does not exist.
 func TestDashboardMetricsExist(t *testing.T) {
 	names := dashboardMetrics(t)
+	// A tenant of its own: starts_per_minute_per_owner counts every start of the owner in the
+	// shared namespace, and other tests start acme/ana jobs meanwhile (CI once saw this test's
+	// first starts refused by theirs).
+	tenant := "dash" + randHex(4)
+	me := principal{tenant, "ana", []authz.Scope{authz.ScopeRead, authz.ScopeWrite}}
 	f := newNotifyFixture(t)
 	f.receiver(t)
 	tenants := filepath.Join(t.TempDir(), "tenants.json")
-	must(t, os.WriteFile(tenants, []byte(fmt.Sprintf(`{"defaults":{},"tenants":{"acme":{"starts_per_minute_per_owner":4}},
-		"notify":{"acme":[{"name":"recv","url":"http://%s/hooks","secret_file":%q,"events":["approval.requested","job.finished"],"allow_private":true}]}}`,
-		f.addr, f.secretFile)), 0o600))
+	must(t, os.WriteFile(tenants, []byte(fmt.Sprintf(`{"defaults":{},"tenants":{%q:{"starts_per_minute_per_owner":4}},
+		"notify":{%q:[{"name":"recv","url":"http://%s/hooks","secret_file":%q,"events":["approval.requested","job.finished"],"allow_private":true}]}}`,
+		tenant, tenant, f.addr, f.secretFile)), 0o600))
 	b := setup(t, setupOpts{noWorker: true})
 	tc := app.TemporalConfig{Address: temporalAddr, Namespace: namespace, TaskQueue: b.taskQueue, Payloads: b.payloads()}
 	v, err := authz.NewHS256Verifier(testIssuer, b.resource(), b.secret, "")
@@ -133,7 +138,7 @@ func TestDashboardMetricsExist(t *testing.T) {
 	t.Cleanup(func() { _ = w.Close() })
 
 	url := "http://" + s.Addr() + "/mcp"
-	cs := b.sessionAt(ana, url, "")
+	cs := b.sessionAt(me, url, "")
 	asking := mustView(t, call(t, cs, "start_eval", startArgs(uniqueKey(t)+"-ask", 101, nil)))
 	key := uniqueKey(t)
 	ev := mustView(t, call(t, cs, "start_eval", startArgs(key, 3, map[string]any{"episode_ms": 50})))
@@ -144,17 +149,17 @@ func TestDashboardMetricsExist(t *testing.T) {
 		refused = o.Err != nil && o.Err.Code == "quota_exceeded"
 	}
 	if !refused {
-		t.Fatal("no start was refused over acme's 4 starts a minute")
+		t.Fatal("no start was refused over the tenant's 4 starts a minute")
 	}
-	mustErr(t, call(t, cs, "get_eval", map[string]any{"handle": "acme/eval/ana/no-such-job"}), "not_found")
+	mustErr(t, call(t, cs, "get_eval", map[string]any{"handle": tenant + "/eval/ana/no-such-job"}), "not_found")
 	resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	must(t, err)
 	resp.Body.Close()
-	ro := b.sessionAt(principal{"acme", "ana", []authz.Scope{authz.ScopeRead}}, url, "")
+	ro := b.sessionAt(principal{tenant, "ana", []authz.Scope{authz.ScopeRead}}, url, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_, _ = ro.CallTool(ctx, &mcp.CallToolParams{Name: "start_eval", Arguments: startArgs(uniqueKey(t)+"-ro", 1, nil)})
 	cancel()
-	st := jobEvents(t, jobEventsURL(url, ev.Handle), b.token(ana), "")
+	st := jobEvents(t, jobEventsURL(url, ev.Handle), b.token(me), "")
 	st.next(t, 30*time.Second)
 	st.close()
 	waitStatus(t, cs, ev.Handle, workflows.StatusSucceeded, time.Minute)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/jobgate/jobgate/authz"
 	"github.com/jobgate/jobgate/frontend/wire"
 	"github.com/jobgate/jobgate/workflows"
+	"go.temporal.io/api/workflowservice/v1"
 )
 
 // TestUsage: a tenant's usage (get_usage, jobs:admin) equals the sum over its finished jobs,
@@ -121,16 +123,21 @@ func TestCostPerMonth(t *testing.T) {
 	first := mustView(t, start(5, 0.6))
 	end := waitStatus(t, cs, first.Handle, workflows.StatusSucceeded, 60*time.Second)
 	spent := *evalResult(t, end).CostSoFar
-	// Visibility trails the job's close: wait until the check sees it.
-	var e2 *wire.ToolError
-	eventually(t, 30*time.Second, "the finished job counted", func() bool {
-		o := start(1, 1.0-spent+0.05)
-		if o.Err == nil {
-			t.Fatalf("a budget past what is left was admitted: %+v", o.View)
-		}
-		e2 = o.Err
-		return o.Err.Code == "quota_exceeded"
+	// Visibility trails the job's close, and until it shows the close the check reads the job as
+	// running with its last progress memo's cost (running evals' budgets are not reserved:
+	// frontend/README). Wait for visibility to show it closed, then the start must be refused.
+	eventually(t, 30*time.Second, "visibility shows the first eval closed", func() bool {
+		ctx, cancel := contextWithTimeout(5 * time.Second)
+		defer cancel()
+		r, err := b.temporal.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace,
+			Query: fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = 'Completed'", first.JobID)})
+		return err == nil && r.GetCount() == 1
 	})
+	o := start(1, 1.0-spent+0.05)
+	if o.Err == nil {
+		t.Fatalf("a budget past what is left was admitted: %+v", o.View)
+	}
+	e2 := mustErr(t, o, "quota_exceeded")
 	if !strings.Contains(e2.Message, "left this month") || !e2.Retryable {
 		t.Fatalf("refusal %+v", e2)
 	}
