@@ -210,6 +210,7 @@ func reportCPU(b *testing.B, rows int64, cpu map[string]time.Duration) {
 // fresh one per export, exporting 1M and 10M PostgreSQL rows as csv. The goal is a peak bounded
 // by the page size, not by the row count.
 func BenchmarkExportWorkerRSS(b *testing.B) {
+	const rssWantMiB = 200.0 // issue 34: worker peak RSS stays ≤ 200 MiB at 10M rows
 	testenv.Heavy(b, "generates millions of rows, starts PostgreSQL and jobgate worker processes")
 	env := &copyEnv{owner: b, engine: "PostgreSQL", data: map[string]*copyData{}, noWorker: true}
 	for _, size := range []string{"1M", "10M"} {
@@ -234,7 +235,13 @@ func BenchmarkExportWorkerRSS(b *testing.B) {
 				peak = max(peak, hwm)
 			}
 			b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
+			b.ReportMetric(rssWantMiB, "want-peak-RSS-MiB")
 			b.ReportMetric(rate(int64(b.N*d.rows), spent), "rows/s")
+			verdict := "met"
+			if float64(peak)/(1<<20) > rssWantMiB {
+				verdict = "MISSED"
+			}
+			b.Logf("yardstick %s: worker peak RSS %.1f MiB, want <= %.0f MiB (issue 34, at 10M rows): %s", size, float64(peak)/(1<<20), rssWantMiB, verdict)
 		})
 	}
 }
