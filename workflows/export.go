@@ -331,55 +331,6 @@ func (r *exportRun) activityOptions(ctx workflow.Context, summary string, startT
 	})
 }
 
-// exportParts runs one activity per key range with bounded concurrency. changed reports that a
-// part found the dataset's config changed (nothing was read under the stale approval).
-func (r *exportRun) exportParts(ctx workflow.Context, jobID, digest string, ranges []contract.KeyRange) ([]contract.PartResult, bool, error) {
-	in := r.in
-	results := make([]contract.PartResult, len(ranges))
-	next := 0
-	changed := false
-	var firstErr error
-	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "exporting")})
-	lastProgress := workflow.Now(ctx)
-	more := func() bool { return next < len(ranges) && ctx.Err() == nil && !changed && firstErr == nil }
-	start := func() (workflow.Future, func(workflow.Future)) {
-		i := next
-		next++
-		actx := r.activityOptions(ctx, fmt.Sprintf("part %d of %d", i+1, len(ranges)), exportPartStartToCloseDefault,
-			in.PartHeartbeatTimeout.D())
-		f := workflow.ExecuteActivity(actx, contract.ExportPartActivityName, contract.ExportPartInput{JobID: jobID, FirstRunID: r.firstRun, Tenant: in.Tenant,
-			Dataset: in.Args.Dataset, Columns: in.Args.Columns, Format: in.Args.Format, ConfigDigest: digest,
-			Part: i + 1, Range: ranges[i], PageRows: in.PageRows})
-		return f, func(f workflow.Future) {
-			var res contract.PartResult
-			err := f.Get(ctx, &res)
-			var appErr *temporal.ApplicationError
-			switch {
-			case err == nil:
-				results[i] = res
-				r.rows += res.Rows
-			case errors.As(err, &appErr) && appErr.Type() == contract.ErrTypeScopeChanged:
-				changed = true
-			case firstErr == nil:
-				firstErr = err
-			}
-		}
-	}
-	fanOut(ctx, in.Concurrency, more, start, func() {
-		if now := workflow.Now(ctx); now.Sub(lastProgress) >= ProgressEveryDefault {
-			lastProgress = now
-			r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "exporting")})
-		}
-	})
-	if ctx.Err() != nil {
-		return nil, false, ctx.Err()
-	}
-	if firstErr != nil {
-		return nil, false, firstErr
-	}
-	return results, changed, nil
-}
-
 func (r *exportRun) finalize(ctx workflow.Context, jobID string, parts []contract.PartResult) (ExportResult, error) {
 	in := r.in
 	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "finalizing")})

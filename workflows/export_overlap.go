@@ -1,11 +1,9 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/jobgate/jobgate/activities/contract"
@@ -52,12 +50,8 @@ func (r *exportRun) planRest(ctx workflow.Context, jobID, digest string, head co
 func (r *exportRun) exportPartsPlanning(ctx workflow.Context, jobID, digest string, ranges []contract.KeyRange,
 	rest workflow.Future) ([]contract.PartResult, bool, error) {
 	in := r.in
-	results := make([]contract.PartResult, len(ranges))
+	t := r.newPartTally(ctx, len(ranges))
 	next := 0
-	changed := false
-	var firstErr error
-	r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "exporting")})
-	lastProgress := workflow.Now(ctx)
 	sel := workflow.NewSelector(ctx)
 	planning := true
 	sel.AddFuture(rest, func(f workflow.Future) {
@@ -66,20 +60,18 @@ func (r *exportRun) exportPartsPlanning(ctx workflow.Context, jobID, digest stri
 		err := f.Get(ctx, &plan)
 		switch {
 		case err != nil:
-			if firstErr == nil {
-				firstErr = err
-			}
+			t.fail(err)
 		case plan.ScopeChanged:
-			changed = true
+			t.changed = true
 		default:
 			ranges = append(ranges, plan.Ranges...)
-			results = append(results, make([]contract.PartResult, len(plan.Ranges))...)
+			t.results = append(t.results, make([]contract.PartResult, len(plan.Ranges))...)
 			r.total = plan.Rows
 		}
 	})
 	inflight := 0
 	for {
-		for inflight < in.Concurrency && next < len(ranges) && ctx.Err() == nil && !changed && firstErr == nil {
+		for inflight < in.Concurrency && next < len(ranges) && ctx.Err() == nil && t.open() {
 			i := next
 			next++
 			inflight++
@@ -87,40 +79,16 @@ func (r *exportRun) exportPartsPlanning(ctx workflow.Context, jobID, digest stri
 			if planning {
 				summary = fmt.Sprintf("part %d (the rest is being planned)", i+1)
 			}
-			actx := r.activityOptions(ctx, summary, exportPartStartToCloseDefault, in.PartHeartbeatTimeout.D())
-			f := workflow.ExecuteActivity(actx, contract.ExportPartActivityName, contract.ExportPartInput{JobID: jobID, FirstRunID: r.firstRun,
-				Tenant: in.Tenant, Dataset: in.Args.Dataset, Columns: in.Args.Columns, Format: in.Args.Format, ConfigDigest: digest,
-				Part: i + 1, Range: ranges[i], PageRows: in.PageRows})
-			sel.AddFuture(f, func(f workflow.Future) {
+			sel.AddFuture(r.startPart(ctx, jobID, digest, summary, i, ranges[i]), func(f workflow.Future) {
 				inflight--
-				var res contract.PartResult
-				err := f.Get(ctx, &res)
-				var appErr *temporal.ApplicationError
-				switch {
-				case err == nil:
-					results[i] = res
-					r.rows += res.Rows
-				case errors.As(err, &appErr) && appErr.Type() == contract.ErrTypeScopeChanged:
-					changed = true
-				case firstErr == nil:
-					firstErr = err
-				}
+				t.take(ctx, r, i, f)
 			})
 		}
 		if inflight == 0 && !planning {
 			break
 		}
 		sel.Select(ctx)
-		if now := workflow.Now(ctx); now.Sub(lastProgress) >= ProgressEveryDefault {
-			lastProgress = now
-			r.upsertMemo(ctx, map[string]any{MemoProgress: r.progress(ctx, "exporting")})
-		}
+		r.progressEvery(ctx, t)
 	}
-	if ctx.Err() != nil {
-		return nil, false, ctx.Err()
-	}
-	if firstErr != nil {
-		return nil, false, firstErr
-	}
-	return results, changed, nil
+	return t.end(ctx)
 }
