@@ -68,10 +68,30 @@ func TestTypeScriptClient(t *testing.T) {
 		"JOBGATE_KINDS=",
 	)
 
-	ctx, cancel = context.WithTimeout(context.Background(), 4*time.Minute)
+	runContractScript(t, node, tsClientDir, env, planned)
+}
+
+// tsNeed finds a tool on PATH: missing is a failure in CI and a skip elsewhere.
+func tsNeed(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	msg := name + " not found on PATH: the TypeScript MCP SDK client checks (tests/" + tsClientDir + ") need Node.js 20+ with npm"
+	testenv.Missing(t, msg)
+	return ""
+}
+
+// runContractScript runs `node contract.mjs` in dir with env (at most 4 minutes), logs its
+// output, and fails t unless it printed an ok line for every planned check, no FAIL line, and
+// the "N passed, M failed" summary to match: the TypeScript clients' contract runs (both eras).
+func runContractScript(t *testing.T, node, dir string, env, planned []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "contract.mjs")
-	cmd.Dir = tsClientDir
+	cmd.Dir = dir
 	cmd.Env = env
 	cmd.WaitDelay = 5 * time.Second
 	stdout, err := cmd.StdoutPipe()
@@ -148,16 +168,4 @@ func TestTypeScriptClient(t *testing.T) {
 			}
 		}
 	}
-}
-
-// tsNeed finds a tool on PATH: missing is a failure in CI and a skip elsewhere.
-func tsNeed(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	msg := name + " not found on PATH: the TypeScript MCP SDK client checks (tests/" + tsClientDir + ") need Node.js 20+ with npm"
-	testenv.Missing(t, msg)
-	return ""
 }
