@@ -45,17 +45,7 @@ func TestBrowserApprovals(t *testing.T) {
 	dataDir := t.TempDir()
 	mcpURL, issuer, p := startDevProcessIn(t, dataDir)
 	base := strings.TrimSuffix(mcpURL, "/mcp")
-	tok := regexp.MustCompile(`\n +acme +ana +[a-z: ]+?(eyJ[A-Za-z0-9_.-]+)\n`).FindStringSubmatch(p.logs())
-	if tok == nil {
-		t.Fatalf("no dev token of ana in the banner:\n%s", p.logs())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "approvals-browser-test", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: mcpURL, HTTPClient: &http.Client{Transport: bearerRT{token: tok[1], base: http.DefaultTransport}},
-			DisableStandaloneSSE: true}, nil)
-	must(t, err)
-	defer cs.Close()
+	cs := devBannerSession(t, p, mcpURL, "approvals-browser-test")
 	v := mustView(t, call(t, cs, "start_export", map[string]any{"idempotency_key": uniqueKey(t), "dataset": "customers",
 		"format": "csv", "columns": []string{"id", "name", "email"}, "purpose": "renewal mailing for Q3"}))
 	w := exWait(t, cs, v.Handle, workflows.StatusAwaitingInput, 60*time.Second)
@@ -229,4 +219,22 @@ func startDevProcessIn(t *testing.T, dir string) (mcpURL, issuer string, p *proc
 		t.Fatalf("banner:\n%s", banner)
 	}
 	return m[1], iss[1], p
+}
+
+// devBannerSession is an MCP session of acme/ana with the dev token `jobgate dev` (process p)
+// printed in its banner, closed when the test ends.
+func devBannerSession(t *testing.T, p *proc, mcpURL, client string) *mcp.ClientSession {
+	t.Helper()
+	tok := regexp.MustCompile(`\n +acme +ana +[a-z: ]+?(eyJ[A-Za-z0-9_.-]+)\n`).FindStringSubmatch(p.logs())
+	if tok == nil {
+		t.Fatalf("no dev token of ana in the banner:\n%s", p.logs())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: client, Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: mcpURL, HTTPClient: &http.Client{Transport: bearerRT{token: tok[1], base: http.DefaultTransport}},
+			DisableStandaloneSSE: true}, nil)
+	must(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
 }

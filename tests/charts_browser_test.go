@@ -1,9 +1,7 @@
 package tests
 
 import (
-	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/jobgate/jobgate/frontend"
 	"github.com/jobgate/jobgate/tests/support/chrome"
@@ -55,17 +52,7 @@ func TestBrowserEvalPictures(t *testing.T) {
 	}
 	mcpURL, issuer, p := startDevProcessIn(t, t.TempDir())
 	base := strings.TrimSuffix(mcpURL, "/mcp")
-	tok := regexp.MustCompile(`\n +acme +ana +[a-z: ]+?(eyJ[A-Za-z0-9_.-]+)\n`).FindStringSubmatch(p.logs())
-	if tok == nil {
-		t.Fatalf("no dev token of ana in the banner:\n%s", p.logs())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "charts-browser-test", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: mcpURL, HTTPClient: &http.Client{Transport: bearerRT{token: tok[1], base: http.DefaultTransport}},
-			DisableStandaloneSSE: true}, nil)
-	must(t, err)
-	defer cs.Close()
+	cs := devBannerSession(t, p, mcpURL, "charts-browser-test")
 
 	args := startArgs(uniqueKey(t), 100, map[string]any{"episode_ms": 300, "fail_rate": 0.1})
 	args["concurrency"] = 2 // about fifteen seconds: the page sees it running
